@@ -1,0 +1,37 @@
+"""Shared fixtures: real servers on loopback addresses, never mocks."""
+
+from __future__ import annotations
+
+import itertools
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.helpers.sshd import Sshd, make_client_key, sshd_available
+
+# Keep google-auth from probing a metadata server during tests.
+os.environ.setdefault("NO_GCE_CHECK", "true")
+
+# Each sshd gets its own 127.0.0.x address so tests can tell hosts apart.
+_addresses = (f"127.0.0.{n}" for n in itertools.count(20))
+
+
+@pytest.fixture(scope="session")
+def client_key(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return make_client_key(tmp_path_factory.mktemp("client-key"))
+
+
+@pytest.fixture
+def sshd(tmp_path: Path, client_key: Path) -> Iterator[Sshd]:
+    """OpenSSH sshd on its own 127.0.0.x address; stopped at the end of the test."""
+    if not sshd_available():
+        pytest.skip("OpenSSH sshd is not installed (apt-get install openssh-server)")
+    server = Sshd(directory=tmp_path / "sshd", host=next(_addresses), client_key=client_key)
+    server.setup()
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()
