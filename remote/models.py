@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any, Literal
+
+if TYPE_CHECKING:
+    import asyncssh
 
 Source = Literal["gce", "host"]
 
@@ -71,3 +75,8 @@ class Instance:
             "last_stop": self.last_stop,
             "source": self.source,
         }
+
+
+# How services (sync, logs, GPU, jobs) reach a host: await it for a live connection. The SSH pool
+# hands these out; it reconnects with backoff, so after a ConnectionLost a service simply awaits again.
+ConnectionGetter = Callable[[], Awaitable["asyncssh.SSHClientConnection"]]
