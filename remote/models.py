@@ -60,7 +60,7 @@ class Instance:
         """The ``ls --json`` object of DESIGN.md."""
         return {
             "name": self.name,
-            "zone": self.zone,
+            "zone": self.zone or None,
             "status": self.status,
             "preempted": self.preempted,
             "machine_type": self.machine_type,

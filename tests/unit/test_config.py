@@ -1,0 +1,110 @@
+"""Config validation: each mistake is one line naming the file, the line and the key."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from remote.config import load_config, parse_config
+from remote.errors import ConfigError
+
+FULL = """
+[gcp]
+project = "my-project"
+zones = ["us-central1-a", "europe-west4-b"]
+api_endpoint = "http://127.0.0.1:8085"
+
+[ssh]
+user = "alice"
+proxy_command = "gcloud compute start-iap-tunnel {name} {port} --listen-on-stdin --zone {zone}"
+
+[[hosts]]
+name = "box"
+address = "127.0.0.1"
+port = 2222
+
+[sync]
+source = "."
+dest = "~/project"
+exclude = ["data/"]
+protect = ["runs/", "checkpoints/"]
+
+[job]
+setup = "pip install -r requirements.txt"
+command = "python -m trainer --run-dir runs/a --steps 1000"
+env = { CUDA_VISIBLE_DEVICES = "0" }
+stop_grace_seconds = 10
+
+[keepalive]
+enabled = true
+poll_seconds = 5
+max_restarts = 3
+"""
+
+
+def write(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "gcptui.toml"
+    path.write_text(text)
+    return path
+
+
+def test_full_design_config_is_accepted(tmp_path: Path) -> None:
+    config = load_config(write(tmp_path, FULL))
+    assert config.gcp is not None and config.gcp.project == "my-project"
+    assert config.hosts[0].port == 2222
+    assert config.job.resume_command == config.job.command
+    assert config.keepalive.max_restarts == 3
+    assert config.sync.protect == ["runs/", "checkpoints/"]
+
+
+@pytest.mark.parametrize(
+    ("text", "line", "fragment"),
+    [
+        ("[ssh]\nuser = 'a'\nusr = 'b'\n", 3, "unknown key 'ssh.usr'"),
+        ("[gcp]\nproject = ''\n", 2, "'gcp.project' is empty"),
+        ("[[hosts]]\nname = 'a'\naddress = 'x'\n[[hosts]]\nname = 'b'\naddress = 'y'\nport = 0\n", 7, "hosts[1].port"),
+        ("[sync]\ndest = '/'\n", 2, "'sync.dest'"),
+        ("[sync]\ndest = '~'\n", 2, "whole remote root or home"),
+        ("[keepalive]\npoll_seconds = 'soon'\n", 2, "keepalive.poll_seconds"),
+        ("colour = 'blue'\n", 1, "unknown key 'colour'"),
+    ],
+)
+def test_bad_values_name_file_line_and_key(tmp_path: Path, text: str, line: int, fragment: str) -> None:
+    path = write(tmp_path, text)
+    with pytest.raises(ConfigError) as caught:
+        load_config(path)
+    message = str(caught.value)
+    assert "\n" not in message
+    assert message.startswith(f"{path}:{line}:"), message
+    assert fragment in message
+    assert caught.value.exit_code == 2
+
+
+def test_invalid_toml_is_one_line(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="not valid TOML"):
+        parse_config("[gcp\n", tmp_path / "x.toml")
+
+
+def test_missing_explicit_config_is_a_usage_error(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="no such config file"):
+        load_config(tmp_path / "nope.toml")
+
+
+def test_no_config_anywhere_means_gce_with_ambient_project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "xdg"))
+    config = load_config(None)
+    assert config.gcp is not None and config.gcp.project is None
+    assert config.path is None
+
+
+def test_duplicate_host_names_are_refused(tmp_path: Path) -> None:
+    text = "[[hosts]]\nname = 'a'\naddress = 'x'\n[[hosts]]\nname = 'a'\naddress = 'y'\n"
+    with pytest.raises(ConfigError, match="appears twice"):
+        load_config(write(tmp_path, text))
+
+
+def test_relative_paths_resolve_against_the_config_folder(tmp_path: Path) -> None:
+    config = load_config(write(tmp_path, "[sync]\nsource = 'src'\n"))
+    assert config.resolve_local(config.sync.source) == tmp_path / "src"

@@ -1,0 +1,100 @@
+"""``gcptui``: the command line. Parses arguments and hands each command to a small module.
+
+Errors a user can fix are one line on stderr (exit 1, or 2 for usage and configuration);
+``--debug`` shows the traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable, Sequence
+
+from remote.errors import GcptuiError
+
+Handler = Callable[[argparse.Namespace], int]
+
+
+def _common() -> argparse.ArgumentParser:
+    # SUPPRESS lets --config/--debug stand before or after the subcommand without clobbering.
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--config", metavar="PATH", default=argparse.SUPPRESS,
+                        help="config file (default ./gcptui.toml, then the user config dir)")
+    common.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
+                        help="show tracebacks for errors")
+    return common
+
+
+def build_parser() -> argparse.ArgumentParser:
+    common = _common()
+    parser = argparse.ArgumentParser(
+        prog="gcptui", parents=[common],
+        description="One terminal app for training on Google Cloud GPU VMs.",
+    )
+    parser.add_argument("--readonly", action="store_true", help="disable every action that changes a VM or a job")
+    parser.set_defaults(handler=_run_tui)
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    demo = sub.add_parser("demo", parents=[common], help="the TUI on a local emulated fleet (no cloud account)")
+    demo.add_argument("--vms", type=int, default=4, help="how many emulated VMs (default 4)")
+    demo.add_argument("--readonly", action="store_true", help="disable actions that change a VM or a job")
+    demo.set_defaults(handler=_lazy("tui.cli_demo", "run_demo"))
+
+    emu = sub.add_parser("emulator", parents=[common], help="the emulated fleet alone, in the foreground")
+    emu.add_argument("--vms", type=int, default=4, help="how many emulated VMs (default 4)")
+    emu.add_argument("--dir", default=None, help="where to keep the config and VM disks (default: a temp dir)")
+    emu.set_defaults(handler=_lazy("tui.cli_demo", "run_emulator_command"))
+
+    ls = sub.add_parser("ls", parents=[common], help="instances and static hosts")
+    ls.add_argument("--json", action="store_true", help="print JSON objects")
+    ls.set_defaults(handler=_lazy("tui.cli_fleet", "run_ls"))
+
+    vm = sub.add_parser("vm", parents=[common], help="VM lifecycle: start, stop, delete, preempt")
+    vm.add_argument("action", choices=["start", "stop", "delete", "preempt"])
+    vm.add_argument("names", nargs="+", metavar="NAME")
+    vm.add_argument("--yes", action="store_true", help="do not ask before delete")
+    vm.set_defaults(handler=_lazy("tui.cli_fleet", "run_vm"))
+    return parser
+
+
+def _lazy(module: str, function: str) -> Handler:
+    """Import a command's module only when it runs: startup stays fast."""
+
+    def handler(args: argparse.Namespace) -> int:
+        import importlib
+
+        return int(getattr(importlib.import_module(module), function)(args))
+
+    return handler
+
+
+def _run_tui(args: argparse.Namespace) -> int:
+    from remote.config import load_config
+    from tui.app import GcptuiApp
+
+    config = load_config(getattr(args, "config", None))
+    GcptuiApp(config, readonly=args.readonly).run()
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    debug = getattr(args, "debug", False)
+    try:
+        return args.handler(args)
+    except GcptuiError as err:
+        if debug:
+            raise
+        print(f"gcptui: {err}", file=sys.stderr)
+        return err.exit_code
+    except KeyboardInterrupt:
+        return 130
+
+
+def entry() -> None:
+    sys.exit(main())
+
+
+if __name__ == "__main__":
+    entry()

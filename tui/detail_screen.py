@@ -1,0 +1,56 @@
+"""Everything known about one instance, on Enter from the fleet table; Esc goes back."""
+
+from __future__ import annotations
+
+from rich.table import Table
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import VerticalScroll
+from textual.screen import ModalScreen
+from textual.widgets import Static
+
+from remote.models import Instance
+from tui.fleet_rows import status_text
+
+
+def detail_table(instance: Instance) -> Table:
+    table = Table.grid(padding=(0, 2))
+    table.add_column(style="bold cyan", justify="right")
+    table.add_column()
+    rows: list[tuple[str, str | Text]] = [
+        ("Name", instance.name),
+        ("Source", "GCE instance" if instance.source == "gce" else "static SSH host"),
+        ("Zone", instance.zone or "-"),
+        ("Status", status_text(instance)),
+        ("Machine type", instance.machine_type or "-"),
+        ("GPUs", instance.gpu_summary or "none"),
+        ("Provisioning", "Spot" if instance.spot else "on-demand"),
+        ("On preemption", instance.termination_action or "-"),
+        ("External IP", instance.external_ip or "none"),
+        ("Internal IP", instance.internal_ip or "-"),
+        ("Instance id", instance.instance_id or "-"),
+        ("Last start", instance.last_start or "-"),
+        ("Last stop", instance.last_stop or "-"),
+        ("Labels", ", ".join(f"{k}={v}" for k, v in sorted(instance.labels.items())) or "-"),
+    ]
+    for label, value in rows:
+        table.add_row(label, value)
+    return table
+
+
+class DetailScreen(ModalScreen[None]):
+    BINDINGS = [Binding("escape,q", "dismiss", "Back", id="detail.back")]
+
+    def __init__(self, instance: Instance) -> None:
+        super().__init__()
+        self.instance = instance
+
+    def compose(self) -> ComposeResult:
+        with VerticalScroll(id="detail"):
+            yield Static(Text(self.instance.name, style="bold"), id="detail-title")
+            yield Static(detail_table(self.instance), id="detail-body")
+            yield Static(Text("Esc to go back", style="dim"))
+
+    async def action_dismiss(self, result: None = None) -> None:
+        self.dismiss(result)

@@ -1,0 +1,80 @@
+"""Pure formatting of fleet rows: which columns, how each cell reads, colours and sorting.
+
+Kept free of widgets so the table, the CLI's rich table and tests share one definition.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from rich.text import Text
+
+from remote.models import Instance
+
+STATUS_STYLES: dict[str, str] = {
+    "RUNNING": "bold green",
+    "PROVISIONING": "cyan",
+    "STAGING": "cyan",
+    "STOPPING": "yellow",
+    "SUSPENDING": "yellow",
+    "SUSPENDED": "dim",
+    "TERMINATED": "red",
+    "PREEMPTED": "bold magenta",
+    "REPAIRING": "yellow",
+    "UNKNOWN": "dim",
+}
+
+
+def status_word(instance: Instance) -> str:
+    """GCE's word, except a preemption reads PREEMPTED so a person sees it at a glance."""
+    return "PREEMPTED" if instance.status == "TERMINATED" and instance.preempted else instance.status
+
+
+def status_text(instance: Instance) -> Text:
+    word = status_word(instance)
+    return Text(word, style=STATUS_STYLES.get(word, ""))
+
+
+@dataclass(frozen=True, slots=True)
+class Column:
+    key: str
+    label: str
+    cell: Callable[[Instance], str | Text]
+    sort_key: Callable[[Instance], object]
+
+
+def _gpus(i: Instance) -> str:
+    return i.gpu_summary or "-"
+
+
+COLUMNS: tuple[Column, ...] = (
+    Column("name", "Name", lambda i: i.name, lambda i: i.name),
+    Column("zone", "Zone", lambda i: i.zone or "(host)", lambda i: i.zone),
+    Column("status", "Status", status_text, status_word),
+    Column("machine_type", "Machine", lambda i: i.machine_type or "-", lambda i: i.machine_type),
+    Column("gpus", "GPUs", _gpus, _gpus),
+    Column("spot", "Spot", lambda i: Text("spot", style="yellow") if i.spot else "", lambda i: not i.spot),
+    Column("external_ip", "External IP", lambda i: i.external_ip or "-", lambda i: i.external_ip or ""),
+)
+
+
+def matches(instance: Instance, query: str) -> bool:
+    """A case-insensitive filter over the text a person sees in the row (and the labels)."""
+    if not query:
+        return True
+    haystack = " ".join(
+        [
+            instance.name,
+            instance.zone,
+            status_word(instance),
+            instance.machine_type,
+            instance.gpu_summary,
+            "spot" if instance.spot else "on-demand",
+            instance.external_ip or "",
+            instance.internal_ip or "",
+            instance.source,
+            *(f"{k}={v}" for k, v in instance.labels.items()),
+        ]
+    ).lower()
+    return all(term in haystack for term in query.lower().split())

@@ -1,0 +1,84 @@
+"""Key bindings as data: one registry of actions used by the footer, help, palette and keymap.
+
+Every action has a stable id (``fleet.refresh``) that users rebind in ``[keys]`` of gcptui.toml.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+from textual.binding import Binding
+
+from remote.errors import ConfigError
+
+
+@dataclass(frozen=True, slots=True)
+class Action:
+    """One thing a user can do from the keyboard or the command palette."""
+
+    id: str
+    key: str
+    action: str  # the Textual action string run on the screen that owns it
+    description: str
+    group: str
+    screen: str = "fleet"  # which screen binds it
+    destructive: bool = False  # asks before it acts
+    mutating: bool = False  # changes a VM or a job: disabled by --readonly
+    show: bool = True  # shown in the footer
+    demo_only: bool = False
+
+
+ACTIONS: tuple[Action, ...] = (
+    Action("app.help", "question_mark", "help", "Help and keys", "App", screen="app"),
+    Action("app.quit", "q", "quit", "Quit", "App", screen="app"),
+    Action("fleet.filter", "slash", "filter", "Filter", "Fleet"),
+    Action("fleet.refresh", "r", "refresh", "Refresh", "Fleet"),
+    Action("fleet.sort", "o", "sort", "Sort by next column", "Fleet"),
+    Action("fleet.detail", "enter", "detail", "Details", "Fleet", show=False),
+    Action("fleet.clear_filter", "escape", "clear_filter", "Clear filter", "Fleet", show=False),
+)
+
+
+def actions_for(screen: str, *, readonly: bool = False, demo: bool = False) -> list[Action]:
+    """The actions a screen binds, minus those the mode disables."""
+    return [
+        a
+        for a in ACTIONS
+        if a.screen == screen and not (readonly and a.mutating) and not (a.demo_only and not demo)
+    ]
+
+
+def bindings_for(screen: str, *, readonly: bool = False, demo: bool = False) -> list[Binding]:
+    """Textual bindings with ids, so ``App.set_keymap`` can rebind them."""
+    return [
+        Binding(a.key, a.action, a.description, show=a.show, id=a.id, tooltip=a.description)
+        for a in actions_for(screen, readonly=readonly, demo=demo)
+    ]
+
+
+def action_allowed(action: str, *, readonly: bool, demo: bool) -> bool:
+    """False for an action the mode disables (Textual then hides and refuses it)."""
+    for a in ACTIONS:
+        if a.action == action:
+            return not ((readonly and a.mutating) or (a.demo_only and not demo))
+    return True
+
+
+def validate_keymap(keymap: Mapping[str, str], known: Iterable[Action] = ACTIONS) -> dict[str, str]:
+    """Check a ``[keys]`` table: every id must exist; returns it for ``App.set_keymap``."""
+    ids = {a.id for a in known}
+    for action_id, key in keymap.items():
+        if action_id not in ids:
+            raise ConfigError(
+                f"[keys]: unknown action id {action_id!r}: use one of {', '.join(sorted(ids))}"
+            )
+        if not key.strip():
+            raise ConfigError(f"[keys]: {action_id} has an empty key: give a key such as 'ctrl+r'")
+    return dict(keymap)
+
+
+def key_label(key: str) -> str:
+    """A key as a person reads it in help."""
+    names = {"question_mark": "?", "slash": "/", "enter": "Enter", "escape": "Esc"}
+    return ",".join(names.get(k.strip(), k.strip()) for k in key.split(","))
