@@ -36,6 +36,7 @@ class GcptuiApp(App[None]):
         demo: bool = False,
         banner: str | None = None,
         refresh_seconds: float = REFRESH_SECONDS,
+        poll_fleet: bool = True,
     ) -> None:
         super().__init__()
         self.config = config
@@ -43,6 +44,7 @@ class GcptuiApp(App[None]):
         self.demo = demo
         self.banner = banner
         self.refresh_seconds = refresh_seconds
+        self.poll_fleet = poll_fleet
         self.fleet = FleetSource(config)
         self.keymap = validate_keymap(config.keys)
         self.sub_title = "read-only" if readonly else ""
@@ -58,8 +60,9 @@ class GcptuiApp(App[None]):
         self.push_screen("fleet")
         if self.keymap:
             self.set_keymap(self.keymap)
-        self.refresh_fleet()
-        self.set_interval(self.refresh_seconds, self.refresh_fleet)
+        if self.poll_fleet:
+            self.refresh_fleet()
+            self.set_interval(self.refresh_seconds, self.refresh_fleet)
 
     def refresh_fleet(self) -> None:
         self._load_fleet()

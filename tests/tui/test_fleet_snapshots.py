@@ -1,0 +1,50 @@
+"""SVG snapshots of the fleet screen, fed a fixed snapshot so the picture is deterministic."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from pathlib import Path
+
+from remote.config import parse_config
+from remote.fleet import FleetSnapshot
+from remote.models import Gpu, Instance
+from tui.app import GcptuiApp
+
+FLEET = (
+    Instance("trainer-a100", "us-central1-a", "RUNNING", "a2-highgpu-1g", (Gpu("nvidia-tesla-a100", 1),),
+             spot=True, termination_action="STOP", external_ip="34.121.8.9", internal_ip="10.128.0.2"),
+    Instance("trainer-h100", "us-central1-a", "TERMINATED", "a3-highgpu-8g", (Gpu("nvidia-h100-80gb", 8),),
+             spot=True, termination_action="STOP", internal_ip="10.128.0.3", preempted=True),
+    Instance("eval-l4", "europe-west4-b", "STOPPING", "g2-standard-8", (Gpu("nvidia-l4", 1),),
+             internal_ip="10.164.0.7"),
+    Instance("data-prep", "europe-west4-b", "PROVISIONING", "n2-standard-16"),
+    Instance("onprem-box", "", "UNKNOWN", external_ip="192.0.2.10", source="host"),
+)  # fmt: skip
+SNAPSHOT = FleetSnapshot(FLEET, datetime(2026, 11, 20, 12, 0, 0, tzinfo=UTC), "project demo (all zones) via test")
+
+
+def make_app(tmp_path: Path) -> GcptuiApp:
+    config = parse_config("[gcp]\nproject = 'demo'\n", tmp_path / "gcptui.toml")
+    return GcptuiApp(config, poll_fleet=False)
+
+
+def test_fleet_screen_snapshot(snap_compare, tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    monkeypatch.setenv("TZ", "UTC")
+
+    async def feed(pilot) -> None:  # type: ignore[no-untyped-def]
+        pilot.app.fleet_screen.show_snapshot(SNAPSHOT)
+        await pilot.pause()
+
+    assert snap_compare(make_app(tmp_path), terminal_size=(130, 14), run_before=feed)
+
+
+def test_detail_view_snapshot(snap_compare, tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    monkeypatch.setenv("TZ", "UTC")
+
+    async def open_detail(pilot) -> None:  # type: ignore[no-untyped-def]
+        pilot.app.fleet_screen.show_snapshot(SNAPSHOT)
+        await pilot.pause()
+        await pilot.press("down", "enter")
+        await pilot.pause()
+
+    assert snap_compare(make_app(tmp_path), terminal_size=(110, 30), run_before=open_detail)
