@@ -120,7 +120,7 @@ class GceClient:
         """Every instance as a ``compute_v1.Instance`` message, all pages followed."""
         with self._errors("list instances"):
             if not self.zones:
-                request = {"project": self.project, "return_partial_success": True}
+                request = {"project": self.project}
                 pages = self._instances.aggregated_list(request=request, retry=self._retry, timeout=self.timeout)
                 # Zones without instances carry only a NO_RESULTS_ON_PAGE warning: nothing to collect.
                 return [raw for _, scoped in pages for raw in scoped.instances]
@@ -177,7 +177,6 @@ class GceClient:
         request = {
             "project": self.project,
             "filter": f'operationType="{PREEMPTED_OPERATION}"',
-            "return_partial_success": True,
         }
         events: list[Preemption] = []
         with self._errors("list preemption operations"):
