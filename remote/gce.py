@@ -17,7 +17,7 @@ from typing import Any
 from urllib.parse import urlparse
 
 from remote.errors import CloudError
-from remote.gce_errors import Access, credentials_error, operation_error, translate
+from remote.gce_errors import Access, credentials_error, operation_error, server_message, translate
 from remote.gce_instances import (
     PREEMPTED_OPERATION,
     instance_from_resource,
@@ -157,7 +157,7 @@ class GceClient:
                     project=self.project, zone=zone, instance=name, retry=self._retry, timeout=self.timeout
                 )
             except NotFound as err:
-                if f"instances/{name}" in (err.message or ""):
+                if f"instances/{name}'" in server_message(err):
                     return None
                 raise
 

@@ -31,6 +31,15 @@ def _one_line(text: str) -> str:
     return " ".join(str(text).split())
 
 
+def server_message(err: object) -> str:
+    """The server's own error text, without the ``METHOD URL:`` prefix api_core puts before it."""
+    message = _one_line(getattr(err, "message", "") or "")
+    method, _, rest = message.partition(" ")
+    if method in ("GET", "POST", "PUT", "PATCH", "DELETE") and ": " in rest:
+        return rest.split(": ", 1)[1]
+    return message
+
+
 def credentials_error(err: Exception) -> CloudError | None:
     """The one-line error for a google-auth failure, or None when ``err`` is not one."""
     from google.auth import exceptions as auth_exceptions
@@ -80,7 +89,7 @@ def translate(
         return CloudError(f"Compute API did not answer in time to {action}: try again later")
     if not isinstance(err, api.GoogleAPICallError):
         return err
-    message = _one_line(err.message or "")
+    message = server_message(err)
     if isinstance(err, api.Unauthenticated):
         return CloudError(
             f"Google rejected the credentials ({message}): run `gcloud auth application-default login`"
@@ -98,7 +107,7 @@ def translate(
             "or log in as an account that has it"
         )
     if isinstance(err, api.NotFound):
-        if instance and (f"instances/{instance}'" in message or f"/instances/{instance}" in message):
+        if instance and f"instances/{instance}'" in message:
             where = f" in zone {zone}" if zone else ""
             return NotFoundError(f"instance {instance} not found{where}: check the name and zone with `gcptui ls`")
         if zone and f"zones/{zone}'" in message:
