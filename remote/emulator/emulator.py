@@ -1,0 +1,238 @@
+"""The emulator's Python API: a local stand-in for GCE behind the real client library.
+
+    emulator = Emulator(tmp_path, boot_seconds=0.2)
+    await emulator.start()
+    emulator.add_instance("trainer-1", "us-central1-a", gpus=[("nvidia-l4", 1)], spot=True)
+    emulator.write_config(tmp_path / "gcptui.toml")
+    ...
+    await emulator.close()
+"""
+
+from __future__ import annotations
+
+import asyncio
+import getpass
+import socket
+from collections.abc import Iterable
+from pathlib import Path
+
+import asyncssh
+from aiohttp import web
+
+from remote.emulator import faults as fault_kinds
+from remote.emulator.faults import Fault, Faults
+from remote.emulator.fleet import Fleet, Timing
+from remote.emulator.rest import RestApi
+from remote.emulator.state import Accelerator, Vm
+from remote.emulator.vm_host import AddressOnlyHost, SshVmHost
+
+DEFAULT_ZONES = [
+    "us-central1-a", "us-central1-b", "us-central1-c", "us-central1-f", "us-east1-b", "us-east1-c",
+    "us-east4-a", "us-west1-a", "us-west1-b", "europe-west4-a", "europe-west4-b", "asia-east1-c",
+]  # fmt: skip
+
+GpuSpec = tuple[str, int] | Accelerator
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """A port nothing listens on right now."""
+    with socket.socket() as sock:
+        sock.bind((host, 0))
+        return int(sock.getsockname()[1])
+
+
+class Emulator:
+    """A local Compute API for one project, with optional SSH-reachable VMs."""
+
+    def __init__(
+        self,
+        root: Path,
+        *,
+        project: str = "gcptui-demo",
+        ssh: bool = True,
+        boot_seconds: float = 0.3,
+        stop_seconds: float = 0.3,
+        preempt_grace_seconds: float = 3.0,
+        page_size: int = 500,
+        zones: Iterable[str] = DEFAULT_ZONES,
+        api_port: int = 0,
+    ) -> None:
+        self.root = Path(root).resolve()
+        self.project = project
+        self.ssh = ssh
+        self.faults = Faults()
+        self.timing = Timing(boot_seconds, stop_seconds, preempt_grace_seconds)
+        self._zones = list(zones)
+        self._page_size = page_size
+        self._api_port = api_port
+        self._runner: web.AppRunner | None = None
+        self._host: SshVmHost | AddressOnlyHost | None = None
+        self.fleet: Fleet | None = None
+        self.api: RestApi | None = None
+        self.endpoint = ""
+        self.ssh_port = 0
+
+    # -- files -----------------------------------------------------------------------------------------
+
+    @property
+    def client_key(self) -> Path:
+        """The private key the emulated VMs accept (gcloud's name for it)."""
+        return self.root / "ssh" / "google_compute_engine"
+
+    @property
+    def known_hosts(self) -> Path:
+        """One ``compute.<id>`` line per VM, as gcloud writes ``google_compute_known_hosts``."""
+        return self.root / "ssh" / "google_compute_known_hosts"
+
+    def _ensure_client_key(self) -> str:
+        if not self.client_key.exists():
+            self.client_key.parent.mkdir(parents=True, exist_ok=True)
+            key = asyncssh.generate_private_key("ssh-ed25519", comment="gcptui-emulator")
+            key.write_private_key(self.client_key)
+            self.client_key.chmod(0o600)
+            key.write_public_key(self.client_key.with_suffix(".pub"))
+        return self.client_key.with_suffix(".pub").read_text()
+
+    # -- lifecycle -------------------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Serve the REST API on 127.0.0.1 (and pick the VMs' shared SSH port)."""
+        self.root.mkdir(parents=True, exist_ok=True)
+        if self.ssh:
+            self.ssh_port = free_port()
+            self._host = SshVmHost(self.root, self.project, self.ssh_port, self._ensure_client_key(), self.known_hosts)
+        else:
+            self._host = AddressOnlyHost()
+        self.fleet = Fleet(self.project, self._host, self.faults, self.timing, self._zones)
+        self.api = RestApi(self.fleet, page_size=self._page_size)
+        self._runner = web.AppRunner(self.api.app, access_log=None, shutdown_timeout=0.5)
+        await self._runner.setup()
+        await web.TCPSite(self._runner, "127.0.0.1", self._api_port).start()
+        port = self._runner.addresses[0][1]
+        self.endpoint = f"http://127.0.0.1:{port}"
+
+    async def close(self) -> None:
+        """Stop serving and power every VM off, killing all their processes; disks stay."""
+        if self.fleet is not None:
+            await self.fleet.close()
+        if self._host is not None:
+            await self._host.close()
+        if self._runner is not None:
+            await self._runner.cleanup()
+            self._runner = None
+
+    async def __aenter__(self) -> Emulator:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    def _fleet(self) -> Fleet:
+        if self.fleet is None:
+            raise RuntimeError("Emulator.start() first")
+        return self.fleet
+
+    # -- instances -------------------------------------------------------------------------------------
+
+    def add_instance(
+        self,
+        name: str,
+        zone: str = "us-central1-a",
+        *,
+        machine_type: str = "n1-standard-4",
+        gpus: Iterable[GpuSpec] = (),
+        spot: bool = False,
+        preemptible: bool = False,
+        termination_action: str | None = None,
+        status: str = "RUNNING",
+        external_ip: bool = True,
+        labels: dict[str, str] | None = None,
+    ) -> Vm:
+        """Add an instance as it stands (no operation). A RUNNING one boots in the background:
+        ``await wait_for_status(name, "RUNNING")`` before using its SSH server."""
+        accelerators = tuple(g if isinstance(g, Accelerator) else Accelerator(g[0], int(g[1])) for g in gpus)
+        if spot and termination_action is None:
+            termination_action = "STOP"
+        vm = Vm(
+            name=name,
+            zone=zone,
+            machine_type=machine_type,
+            gpus=accelerators,
+            provisioning_model="SPOT" if spot else "STANDARD",
+            preemptible=preemptible,
+            termination_action=termination_action,
+            external_ip=external_ip,
+            labels=dict(labels or {}),
+            status=status,
+        )
+        return self._fleet().add(vm)
+
+    def instance(self, name: str) -> Vm:
+        """The record of instance ``name`` (KeyError when there is none)."""
+        return self._fleet().by_name(name)
+
+    def address(self, name: str) -> str | None:
+        """Where the VM's SSH server listens now (its external IP, else its internal one), None if down."""
+        vm = self.instance(name)
+        if vm.status != "RUNNING":
+            return None
+        return vm.nat_ip or vm.network_ip
+
+    async def wait_for_status(self, name: str, status: str | None, timeout: float = 30.0) -> None:
+        """Until ``name`` reads ``status``; ``None`` waits until it is gone."""
+        await self._fleet().wait_for(name, status, timeout)
+
+    def preempt(self, name: str) -> None:
+        """Preempt ``name`` now as GCE does (any provisioning model); returns at once."""
+        self._fleet().preempt(self.instance(name))
+
+    # -- faults ----------------------------------------------------------------------------------------
+
+    def fail_next(self, fault: Fault) -> None:
+        """Queue a fault built with ``remote.emulator.faults`` helpers or by hand."""
+        self.faults.add(fault)
+
+    def disable_service(self, method: str = "*", count: int = 1) -> None:
+        """The next ``count`` matching calls answer 403 SERVICE_DISABLED."""
+        self.faults.add(fault_kinds.service_disabled(self.project, method, count))
+
+    def deny_permission(self, method: str = "*", count: int = 1) -> None:
+        """The next ``count`` matching calls answer 403 permission denied."""
+        self.faults.add(fault_kinds.permission_denied(self.project, method, count))
+
+    def hide_project(self, method: str = "*", count: int = 1) -> None:
+        """The next ``count`` matching calls answer 404 for the project."""
+        self.faults.add(fault_kinds.project_not_found(self.project, method, count))
+
+    def stock_out(self, starts: int = 1) -> None:
+        """The next ``starts`` starts end with ZONE_RESOURCE_POOL_EXHAUSTED (an operation error)."""
+        self.faults.stockouts += starts
+
+    def calls(self, method: str) -> int:
+        """How many times a REST method (e.g. ``globalOperations.aggregatedList``) was called."""
+        return self.api.calls.get(method, 0) if self.api else 0
+
+    # -- config ----------------------------------------------------------------------------------------
+
+    def write_config(self, path: Path | None = None, *, user: str | None = None) -> Path:
+        """Write a ``gcptui.toml`` pointing at this emulator (default ``root/gcptui.toml``)."""
+        path = Path(path) if path is not None else self.root / "gcptui.toml"
+        lines = ["[gcp]", f'project = "{self.project}"', f'api_endpoint = "{self.endpoint}"', ""]
+        if self.ssh:
+            lines += [
+                "[ssh]",
+                f'user = "{user or getpass.getuser()}"',
+                f'key = "{self.client_key}"',
+                f'known_hosts = "{self.known_hosts}"',
+                f"port = {self.ssh_port}",
+                "",
+            ]
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("\n".join(lines))
+        return path
+
+
+async def wait_until_running(emulator: Emulator, names: Iterable[str], timeout: float = 30.0) -> None:
+    """Until every named VM reads RUNNING."""
+    await asyncio.gather(*(emulator.wait_for_status(n, "RUNNING", timeout) for n in names))

@@ -1,0 +1,271 @@
+"""The emulated fleet's lifecycle: status transitions, zone operations, preemption.
+
+Each lifecycle call records a zone operation and returns it at once (PENDING), as GCE does; the
+transition runs as a task and the operation reaches DONE when it ends. What happens inside a VM
+(SSH server, metadata server, processes) is delegated to a ``VmHost``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Coroutine
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from remote.emulator.faults import Faults, stockout_errors
+from remote.emulator.state import Operation, Vm, timestamp
+
+PREEMPTED = "compute.instances.preempted"
+
+
+class ApiError(Exception):
+    """An HTTP error answer: the REST layer turns it into GCE's JSON error shape."""
+
+    def __init__(self, status: int, message: str, reason: str) -> None:
+        super().__init__(message)
+        self.status, self.message, self.reason = status, message, reason
+
+
+class VmHost(Protocol):
+    """What runs inside the VMs: addresses, SSH and metadata servers, processes, disks."""
+
+    def added(self, vm: Vm) -> None: ...
+    async def boot(self, vm: Vm) -> str: ...
+    async def signal_preempted(self, vm: Vm) -> None: ...
+    async def shutdown(self, vm: Vm, grace: float) -> None: ...
+    async def removed(self, vm: Vm) -> None: ...
+
+
+@dataclass
+class Timing:
+    """How long transitions take: tests use tenths of seconds, the demo a few seconds."""
+
+    boot_seconds: float = 0.3
+    stop_seconds: float = 0.3
+    preempt_grace_seconds: float = 3.0
+
+
+class Fleet:
+    """All instances and operations of one emulated project."""
+
+    def __init__(self, project: str, host: VmHost, faults: Faults, timing: Timing, zones: list[str]) -> None:
+        self.project = project
+        self.host = host
+        self.faults = faults
+        self.timing = timing
+        self.known_zones = list(zones)
+        self.vms: dict[tuple[str, str], Vm] = {}
+        self.operations: dict[str, list[Operation]] = {}
+        self._operations_by_name: dict[tuple[str, str], Operation] = {}
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self._internal = 0
+        self.changed = asyncio.Condition()  # notified on every status change, for waiters in tests
+
+    # -- records ---------------------------------------------------------------------------------------
+
+    @property
+    def zones(self) -> list[str]:
+        """Known zones: the configured ones plus any zone holding an instance, sorted."""
+        return sorted(set(self.known_zones) | {zone for zone, _ in self.vms})
+
+    def find(self, zone: str, name: str) -> Vm:
+        vm = self.vms.get((zone, name))
+        if vm is None:
+            raise ApiError(404, f"The resource 'projects/{self.project}/zones/{zone}/instances/{name}' was not found", "notFound")
+        return vm
+
+    def by_name(self, name: str) -> Vm:
+        """The instance called ``name`` in any zone (names are unique in the emulator's helpers)."""
+        for vm in self.vms.values():
+            if vm.name == name:
+                return vm
+        raise KeyError(f"no emulated instance named {name!r}")
+
+    def operation(self, zone: str, name: str) -> Operation:
+        op = self._operations_by_name.get((zone, name))
+        if op is None:
+            raise ApiError(404, f"The resource 'projects/{self.project}/zones/{zone}/operations/{name}' was not found", "notFound")
+        return op
+
+    def _record(self, op: Operation) -> Operation:
+        self.operations.setdefault(op.zone, []).append(op)
+        self._operations_by_name[(op.zone, op.name)] = op
+        return op
+
+    def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.get_running_loop().create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _set_status(self, vm: Vm, status: str) -> None:
+        vm.status = status
+        async with self.changed:
+            self.changed.notify_all()
+
+    def add(self, vm: Vm) -> Vm:
+        """Register an instance as it stands (no operation); a RUNNING one is booted in the background."""
+        if vm.key in self.vms:
+            raise ApiError(409, f"The resource 'projects/{self.project}/zones/{vm.zone}/instances/{vm.name}' already exists", "alreadyExists")
+        self._internal += 1
+        vm.network_ip = vm.network_ip or f"10.128.{self._internal // 250}.{self._internal % 250 + 2}"
+        self.vms[vm.key] = vm
+        self.host.added(vm)
+        if vm.status == "RUNNING":
+            vm.status = "STAGING"
+            self._spawn(self._boot_in_place(vm))
+        return vm
+
+    async def _boot_in_place(self, vm: Vm) -> None:
+        async with vm.lock:
+            await self._bring_up(vm)
+
+    # -- lifecycle -------------------------------------------------------------------------------------
+
+    def _user_operation(self, vm: Vm, kind: str) -> Operation:
+        return self._record(Operation(zone=vm.zone, operation_type=kind, target=vm.name, target_id=vm.id))
+
+    def start(self, vm: Vm) -> Operation:
+        op = self._user_operation(vm, "start")
+        self._spawn(self._start(vm, op))
+        return op
+
+    def stop(self, vm: Vm) -> Operation:
+        op = self._user_operation(vm, "stop")
+        self._spawn(self._stop(vm, op))
+        return op
+
+    def reset(self, vm: Vm) -> Operation:
+        if vm.status != "RUNNING":
+            raise ApiError(400, f"The resource 'projects/{self.project}/zones/{vm.zone}/instances/{vm.name}' is not ready", "resourceNotReady")
+        op = self._user_operation(vm, "reset")
+        self._spawn(self._reset(vm, op))
+        return op
+
+    def delete(self, vm: Vm) -> Operation:
+        op = self._user_operation(vm, "delete")
+        self._spawn(self._delete(vm, op))
+        return op
+
+    def insert(self, vm: Vm) -> Operation:
+        vm.status = "PROVISIONING"
+        self.add(vm)
+        op = self._user_operation(vm, "insert")
+        self._spawn(self._start(vm, op))
+        return op
+
+    def simulate_maintenance_event(self, vm: Vm) -> Operation:
+        """Spot/preemptible VMs are preempted; other GPU VMs terminate for maintenance; the rest migrate."""
+        if vm.status != "RUNNING":
+            raise ApiError(400, f"Instance '{vm.name}' is not running: a maintenance event needs a RUNNING instance.", "invalid")
+        op = self._user_operation(vm, "simulateMaintenanceEvent")
+        if vm.spot:
+            self._spawn(self._power_off(vm, PREEMPTED))
+        elif vm.gpus:
+            self._spawn(self._power_off(vm, "compute.instances.terminateOnHostMaintenance"))
+        else:
+            self._record(Operation(vm.zone, "compute.instances.migrateOnHostMaintenance", vm.name, vm.id, user="system")).finish()
+        op.finish()
+        return op
+
+    def preempt(self, vm: Vm) -> None:
+        """Preempt now, whatever the provisioning model (the test and demo hook)."""
+        self._spawn(self._power_off(vm, PREEMPTED))
+
+    async def _start(self, vm: Vm, op: Operation) -> None:
+        async with vm.lock:
+            op.running()
+            if vm.status == "RUNNING" or vm.key not in self.vms:
+                op.finish()
+                return
+            if self.faults.take_stockout():
+                await asyncio.sleep(self.timing.boot_seconds / 3)
+                await self._set_status(vm, "TERMINATED")
+                op.finish(stockout_errors(self.project, vm.zone), (503, "SERVICE UNAVAILABLE"))
+                return
+            await self._bring_up(vm)
+            op.finish()
+
+    async def _bring_up(self, vm: Vm) -> None:
+        third = self.timing.boot_seconds / 3
+        await self._set_status(vm, "PROVISIONING")
+        await asyncio.sleep(third)
+        await self._set_status(vm, "STAGING")
+        await asyncio.sleep(third)
+        address = await self.host.boot(vm)
+        vm.nat_ip = address if vm.external_ip else None
+        if not vm.external_ip:
+            # Without an external address the VM is reached on its internal one (as through a VPN).
+            vm.network_ip = address
+        await asyncio.sleep(third)
+        vm.last_start = timestamp()
+        await self._set_status(vm, "RUNNING")
+
+    async def _go_down(self, vm: Vm, grace: float, minimum: float = 0.0) -> None:
+        began = time.monotonic()
+        await self._set_status(vm, "STOPPING")
+        await self.host.shutdown(vm, grace)
+        await asyncio.sleep(max(0.0, minimum - (time.monotonic() - began)))
+        vm.nat_ip = None
+        vm.last_stop = timestamp()
+        await self._set_status(vm, "TERMINATED")
+
+    async def _stop(self, vm: Vm, op: Operation) -> None:
+        async with vm.lock:
+            op.running()
+            if vm.status not in ("TERMINATED",) and vm.key in self.vms:
+                await self._go_down(vm, self.timing.stop_seconds, minimum=self.timing.stop_seconds)
+            op.finish()
+
+    async def _reset(self, vm: Vm, op: Operation) -> None:
+        async with vm.lock:
+            op.running()
+            await self.host.shutdown(vm, 0.0)  # a hard reset: no grace
+            await self._bring_up(vm)
+            op.finish()
+
+    async def _delete(self, vm: Vm, op: Operation) -> None:
+        async with vm.lock:
+            op.running()
+            if vm.key in self.vms:
+                if vm.status != "TERMINATED":
+                    await self._go_down(vm, self.timing.stop_seconds)
+                await self._remove(vm)
+            op.finish()
+
+    async def _remove(self, vm: Vm) -> None:
+        self.vms.pop(vm.key, None)
+        await self.host.removed(vm)
+        async with self.changed:
+            self.changed.notify_all()
+
+    async def _power_off(self, vm: Vm, event: str) -> None:
+        """GCE's preemption: metadata flips, ACPI soft-off (SIGTERM), grace, hard off, system operation."""
+        async with vm.lock:
+            if vm.status != "RUNNING" or vm.key not in self.vms:
+                return
+            op = self._record(Operation(vm.zone, event, vm.name, vm.id, user="system"))
+            op.running()
+            await self.host.signal_preempted(vm)
+            await self._go_down(vm, self.timing.preempt_grace_seconds)
+            op.finish()
+            if event == PREEMPTED and vm.termination_action == "DELETE":
+                await self._remove(vm)
+
+    # -- waiting and shutdown --------------------------------------------------------------------------
+
+    async def wait_for(self, name: str, status: str | None, timeout: float = 30.0) -> None:
+        """Until instance ``name`` reads ``status`` (None: until it is gone)."""
+
+        def reached() -> bool:
+            vm = next((v for v in self.vms.values() if v.name == name), None)
+            return vm is None if status is None else (vm is not None and vm.status == status)
+
+        async with self.changed:
+            await asyncio.wait_for(self.changed.wait_for(reached), timeout)
+
+    async def close(self) -> None:
+        """Cancel transitions in flight (the host then tears every VM down)."""
+        for task in list(self._tasks):
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)

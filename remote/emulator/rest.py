@@ -1,0 +1,216 @@
+"""The Compute API's REST surface, as far as gcptui uses it, over aiohttp.
+
+Paths, query parameters and JSON shapes follow what google-cloud-compute's REST transport sends and
+parses (see its ``services/*/transports/rest_base.py``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from aiohttp import web
+
+from remote.emulator.faults import Fault
+from remote.emulator.filters import FilterError, parse_filter
+from remote.emulator.fleet import ApiError, Fleet
+from remote.emulator.resources import instance_json, operation_json, vm_from_insert_body
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+V1 = "/compute/v1/projects/{project}"
+MAX_WAIT_SECONDS = 30.0  # GCE's operations.wait returns after at most 2 minutes; ours sooner
+
+
+def _json(body: dict[str, Any]) -> web.Response:
+    return web.Response(text=json.dumps(body), content_type="application/json")
+
+
+def _error(status: int, message: str, reason: str) -> web.Response:
+    fault = Fault("*", status, message, reason)
+    return web.Response(status=status, text=json.dumps(fault.body("")), content_type="application/json")
+
+
+class RestApi:
+    """aiohttp application answering for one emulated project."""
+
+    def __init__(self, fleet: Fleet, page_size: int = 500) -> None:
+        self.fleet = fleet
+        self.page_size = page_size
+        self.calls: dict[str, int] = {}  # method -> count, for tests asserting "one aggregated call"
+        self.app = web.Application(middlewares=[self._middleware])
+        route = self.app.router
+        route.add_get(V1 + "/aggregated/instances", self._method("instances.aggregatedList", self.aggregated_instances))
+        route.add_get(V1 + "/zones/{zone}/instances", self._method("instances.list", self.list_instances))
+        route.add_post(V1 + "/zones/{zone}/instances", self._method("instances.insert", self.insert))
+        route.add_get(V1 + "/zones/{zone}/instances/{name}", self._method("instances.get", self.get_instance))
+        route.add_delete(V1 + "/zones/{zone}/instances/{name}", self._method("instances.delete", self.lifecycle("delete")))
+        for verb in ("start", "stop", "reset", "simulateMaintenanceEvent"):
+            route.add_post(V1 + "/zones/{zone}/instances/{name}/" + verb, self._method(f"instances.{verb}", self.lifecycle(verb)))
+        route.add_get(V1 + "/zones/{zone}/operations", self._method("zoneOperations.list", self.list_operations))
+        route.add_get(V1 + "/zones/{zone}/operations/{op}", self._method("zoneOperations.get", self.get_operation))
+        route.add_post(V1 + "/zones/{zone}/operations/{op}/wait", self._method("zoneOperations.wait", self.wait_operation))
+        route.add_get(V1 + "/aggregated/operations", self._method("globalOperations.aggregatedList", self.aggregated_operations))
+
+    # -- plumbing --------------------------------------------------------------------------------------
+
+    @web.middleware
+    async def _middleware(self, request: web.Request, handler: Handler) -> web.StreamResponse:
+        try:
+            return await handler(request)
+        except ApiError as err:
+            return _error(err.status, err.message, err.reason)
+        except FilterError as err:
+            return _error(400, str(err), "invalid")
+        except web.HTTPNotFound:
+            return _error(404, f"The requested URL {request.path} was not found on this server.", "notFound")
+
+    def _method(self, method: str, handler: Handler) -> Handler:
+        async def call(request: web.Request) -> web.StreamResponse:
+            self.calls[method] = self.calls.get(method, 0) + 1
+            fault = self.fleet.faults.take(method)
+            if fault is not None:
+                body = fault.body(self.fleet.project)
+                return web.Response(status=fault.status, text=json.dumps(body), content_type="application/json")
+            project = request.match_info["project"]
+            if project != self.fleet.project:
+                raise ApiError(404, f"The resource 'projects/{project}' was not found", "notFound")
+            zone = request.match_info.get("zone")
+            if zone is not None and zone not in self.fleet.zones:
+                raise ApiError(404, f"The resource 'projects/{project}/zones/{zone}' was not found", "notFound")
+            return await handler(request)
+
+        return call
+
+    def _page(self, request: web.Request, items: list[Any]) -> tuple[list[Any], str | None]:
+        """One page of ``items`` by ``maxResults``/``pageToken``, and the next token if more remain."""
+        try:
+            size = min(int(request.query.get("maxResults") or self.page_size), self.page_size)
+            token = request.query.get("pageToken") or ""
+            offset = int(base64.urlsafe_b64decode(token.encode()).decode()) if token else 0
+        except ValueError:
+            raise ApiError(400, "Invalid value for field 'pageToken' or 'maxResults'.", "invalid") from None
+        size = max(size, 1)
+        end = offset + size
+        next_token = base64.urlsafe_b64encode(str(end).encode()).decode() if end < len(items) else None
+        return items[offset:end], next_token
+
+    # -- instances -------------------------------------------------------------------------------------
+
+    def _instances(self, request: web.Request, zone: str | None) -> list[dict[str, Any]]:
+        keep = parse_filter(request.query.get("filter", ""))
+        vms = sorted((vm for vm in self.fleet.vms.values() if zone is None or vm.zone == zone), key=lambda v: v.key)
+        bodies = (instance_json(vm, self.fleet.project) for vm in vms)
+        return [body for body in bodies if keep(body)]
+
+    async def list_instances(self, request: web.Request) -> web.Response:
+        zone = request.match_info["zone"]
+        page, token = self._page(request, self._instances(request, zone))
+        project = self.fleet.project
+        body: dict[str, Any] = {
+            "kind": "compute#instanceList",
+            "id": f"projects/{project}/zones/{zone}/instances",
+            "items": page,
+            "selfLink": f"https://www.googleapis.com/compute/v1/projects/{project}/zones/{zone}/instances",
+        }
+        if not page:
+            del body["items"]
+            body["warning"] = _no_results(f"zones/{zone}")
+        if token:
+            body["nextPageToken"] = token
+        return _json(body)
+
+    async def aggregated_instances(self, request: web.Request) -> web.Response:
+        page, token = self._page(request, self._instances(request, None))
+        items: dict[str, dict[str, Any]] = {f"zones/{zone}": {"warning": _no_results(f"zones/{zone}")} for zone in self.fleet.zones}
+        for body in page:
+            scoped = items[f"zones/{body['zone'].rsplit('/', 1)[-1]}"]
+            scoped.pop("warning", None)
+            scoped.setdefault("instances", []).append(body)
+        out: dict[str, Any] = {"kind": "compute#instanceAggregatedList", "id": f"projects/{self.fleet.project}/aggregated/instances", "items": items}
+        if token:
+            out["nextPageToken"] = token
+        return _json(out)
+
+    async def get_instance(self, request: web.Request) -> web.Response:
+        vm = self.fleet.find(request.match_info["zone"], request.match_info["name"])
+        return _json(instance_json(vm, self.fleet.project))
+
+    async def insert(self, request: web.Request) -> web.Response:
+        try:
+            body = await request.json()
+        except ValueError:
+            raise ApiError(400, "Invalid JSON payload received.", "parseError") from None
+        if not isinstance(body, dict) or not body.get("name"):
+            raise ApiError(400, "Invalid value for field 'resource.name': ''. Must be a match of regex '[a-z](?:[-a-z0-9]{0,61}[a-z0-9])?'", "invalid")
+        op = self.fleet.insert(vm_from_insert_body(body, request.match_info["zone"]))
+        return _json(operation_json(op, self.fleet.project))
+
+    def lifecycle(self, verb: str) -> Handler:
+        async def handle(request: web.Request) -> web.Response:
+            vm = self.fleet.find(request.match_info["zone"], request.match_info["name"])
+            action = {
+                "start": self.fleet.start,
+                "stop": self.fleet.stop,
+                "reset": self.fleet.reset,
+                "delete": self.fleet.delete,
+                "simulateMaintenanceEvent": self.fleet.simulate_maintenance_event,
+            }[verb]
+            return _json(operation_json(action(vm), self.fleet.project))
+
+        return handle
+
+    # -- operations ------------------------------------------------------------------------------------
+
+    async def get_operation(self, request: web.Request) -> web.Response:
+        op = self.fleet.operation(request.match_info["zone"], request.match_info["op"])
+        return _json(operation_json(op, self.fleet.project))
+
+    async def wait_operation(self, request: web.Request) -> web.Response:
+        op = self.fleet.operation(request.match_info["zone"], request.match_info["op"])
+        try:
+            await asyncio.wait_for(op.done.wait(), MAX_WAIT_SECONDS)
+        except TimeoutError:
+            pass  # like GCE: answer with the operation as it stands; the caller waits again
+        return _json(operation_json(op, self.fleet.project))
+
+    def _operations(self, request: web.Request, zone: str | None) -> list[dict[str, Any]]:
+        keep = parse_filter(request.query.get("filter", ""))
+        zones = [zone] if zone else sorted(self.fleet.operations)
+        bodies = (operation_json(op, self.fleet.project) for z in zones for op in self.fleet.operations.get(z, []))
+        return [body for body in bodies if keep(body)]
+
+    async def list_operations(self, request: web.Request) -> web.Response:
+        zone = request.match_info["zone"]
+        page, token = self._page(request, self._operations(request, zone))
+        body: dict[str, Any] = {"kind": "compute#operationList", "id": f"projects/{self.fleet.project}/zones/{zone}/operations"}
+        if page:
+            body["items"] = page
+        else:
+            body["warning"] = _no_results(f"zones/{zone}")
+        if token:
+            body["nextPageToken"] = token
+        return _json(body)
+
+    async def aggregated_operations(self, request: web.Request) -> web.Response:
+        page, token = self._page(request, self._operations(request, None))
+        items: dict[str, dict[str, Any]] = {f"zones/{zone}": {"warning": _no_results(f"zones/{zone}")} for zone in self.fleet.zones}
+        items["global"] = {"warning": _no_results("global")}
+        for body in page:
+            scoped = items.setdefault(f"zones/{body['zone'].rsplit('/', 1)[-1]}", {})
+            scoped.pop("warning", None)
+            scoped.setdefault("operations", []).append(body)
+        out: dict[str, Any] = {"kind": "compute#operationAggregatedList", "id": f"projects/{self.fleet.project}/aggregated/operations", "items": items}
+        if token:
+            out["nextPageToken"] = token
+        return _json(out)
+
+
+def _no_results(scope: str) -> dict[str, Any]:
+    return {
+        "code": "NO_RESULTS_ON_PAGE",
+        "message": "There are no results for scope '" + scope + "' on this page.",
+        "data": [{"key": "scope", "value": scope}],
+    }

@@ -1,0 +1,62 @@
+"""``gcptui emulator``: the emulated fleet alone, in the foreground, until SIGINT or SIGTERM."""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import sys
+from pathlib import Path
+from typing import TextIO
+
+from remote.emulator.demo import add_fleet, demo_fleet
+from remote.emulator.emulator import Emulator
+
+
+async def serve_emulator(
+    directory: Path,
+    vms: int = 4,
+    *,
+    ssh: bool = True,
+    boot_seconds: float = 3.0,
+    stop_seconds: float = 3.0,
+    preempt_grace_seconds: float = 30.0,
+    api_port: int = 0,
+    out: TextIO | None = None,
+    stop: asyncio.Event | None = None,
+) -> None:
+    """Serve until ``stop`` is set (or SIGINT/SIGTERM); writes ``directory/gcptui.toml``."""
+    out = out or sys.stdout
+    stop = stop or asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        try:
+            loop.add_signal_handler(sig, stop.set)
+        except (NotImplementedError, RuntimeError, ValueError):
+            pass  # not the main thread, or Windows: the caller sets ``stop``
+    emulator = Emulator(
+        directory,
+        ssh=ssh,
+        boot_seconds=boot_seconds,
+        stop_seconds=stop_seconds,
+        preempt_grace_seconds=preempt_grace_seconds,
+        api_port=api_port,
+    )
+    await emulator.start()
+    try:
+        add_fleet(emulator, demo_fleet(vms))
+        config = emulator.write_config()
+        print(f"emulator ready: {vms} VMs, config {config}, API {emulator.endpoint}", file=out, flush=True)
+        await stop.wait()
+    finally:
+        await emulator.close()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            try:
+                loop.remove_signal_handler(sig)
+            except (NotImplementedError, RuntimeError, ValueError):
+                pass
+
+
+def run_emulator(directory: Path, vms: int = 4, **options: object) -> int:
+    """Blocking entry for the CLI; returns the exit code (0 after a clean shutdown)."""
+    asyncio.run(serve_emulator(Path(directory), vms, **options))  # type: ignore[arg-type]
+    return 0

@@ -1,0 +1,188 @@
+"""What runs inside emulated VMs: loopback addresses, SSH and metadata servers, processes and disks.
+
+``SshVmHost`` gives each VM a real SSH server on its own ``127.0.0.x`` address per boot;
+``AddressOnlyHost`` (``ssh=False``) only hands out addresses, for large API-only fleets.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import asyncssh
+
+import remote
+from remote.emulator.metadata import MetadataServer
+from remote.emulator.state import Vm
+from remote.emulator.vm_disk import VmDisk
+from remote.emulator.vm_processes import MARKER, end_vm_processes
+from remote.emulator.vm_ssh import VmSshServer
+
+# The repository (or site-packages) root that holds ``trainer/``: on the VM's PYTHONPATH.
+CODE_ROOT = Path(remote.__file__).resolve().parent.parent
+
+
+class AddressPool:
+    """Loopback addresses ``127.0.0.2`` upwards, each used once (a new address per boot, as on GCE)."""
+
+    def __init__(self, first: int = 2) -> None:
+        self._next = first
+
+    def take(self) -> str:
+        n = self._next
+        self._next += 1
+        b, c = divmod(n, 254)  # skip .0 and .255 in the last octet
+        return f"127.0.{b}.{c + 1}" if b else f"127.0.0.{n}"
+
+
+class AddressOnlyHost:
+    """VMs without insides: boots only take an address (``Emulator(ssh=False)``)."""
+
+    def __init__(self) -> None:
+        self.addresses = AddressPool()
+
+    def added(self, vm: Vm) -> None:
+        pass
+
+    async def boot(self, vm: Vm) -> str:
+        return self.addresses.take()
+
+    async def signal_preempted(self, vm: Vm) -> None:
+        pass
+
+    async def shutdown(self, vm: Vm, grace: float) -> None:
+        pass
+
+    async def removed(self, vm: Vm) -> None:
+        pass
+
+    async def close(self) -> None:
+        pass
+
+
+@dataclass
+class _Machine:
+    disk: VmDisk
+    host_key: asyncssh.SSHKey
+    ssh: VmSshServer | None = None
+    metadata: MetadataServer | None = None
+
+
+class SshVmHost:
+    """Real insides: a disk under ``root/vms/NAME``, an SSH server and a metadata server per boot."""
+
+    def __init__(self, root: Path, project: str, ssh_port: int, client_public_key: str, known_hosts: Path) -> None:
+        self.root = root
+        self.project = project
+        self.ssh_port = ssh_port
+        self.known_hosts = known_hosts
+        self.addresses = AddressPool()
+        self._authorized = asyncssh.import_authorized_keys(client_public_key)
+        self._machines: dict[str, _Machine] = {}
+        self._vms: dict[str, Vm] = {}
+
+    def added(self, vm: Vm) -> None:
+        disk = VmDisk(self.root / "vms" / vm.name)
+        vm.disk = disk.root
+        self._machines[vm.uid] = _Machine(disk, disk.prepare(vm.gpus))
+        self._vms[vm.uid] = vm
+        self._write_known_hosts()
+
+    async def boot(self, vm: Vm) -> str:
+        machine = self._machines[vm.uid]
+        for _ in range(20):
+            address = self.addresses.take()
+            metadata = MetadataServer(self._metadata_values(vm))
+            ssh = VmSshServer(
+                machine.host_key, self._authorized, machine.disk.root, machine.disk.home,
+                environment=self._environment(vm, machine.disk, metadata),
+            )  # fmt: skip
+            try:
+                await metadata.start(address)
+                await ssh.start(address, self.ssh_port)
+            except OSError:
+                # Someone else holds this address and port (another emulator): take the next address.
+                await metadata.close()
+                await ssh.close()
+                continue
+            machine.ssh, machine.metadata = ssh, metadata
+            return address
+        raise OSError(f"no free loopback address for {vm.name}'s SSH port {self.ssh_port}")
+
+    async def signal_preempted(self, vm: Vm) -> None:
+        machine = self._machines.get(vm.uid)
+        if machine and machine.metadata:
+            await machine.metadata.set("instance/maintenance-event", "TERMINATE_ON_HOST_MAINTENANCE")
+            await machine.metadata.set("instance/preempted", "TRUE")
+
+    async def shutdown(self, vm: Vm, grace: float) -> None:
+        """ACPI soft-off (SIGTERM), ``grace`` seconds, power off (SIGKILL, servers gone)."""
+        await end_vm_processes(vm.uid, grace)
+        machine = self._machines.get(vm.uid)
+        if machine is None:
+            return
+        if machine.ssh:
+            await machine.ssh.close()
+        if machine.metadata:
+            await machine.metadata.close()
+        machine.ssh = machine.metadata = None
+
+    async def removed(self, vm: Vm) -> None:
+        await self.shutdown(vm, 0.0)
+        machine = self._machines.pop(vm.uid, None)
+        self._vms.pop(vm.uid, None)
+        if machine:
+            machine.disk.destroy()
+        self._write_known_hosts()
+
+    async def close(self) -> None:
+        """Power everything off; disks stay for the next run."""
+        for vm in list(self._vms.values()):
+            await self.shutdown(vm, 0.0)
+
+    def _write_known_hosts(self) -> None:
+        # gcloud's format: the alias compute.<id> stands for the host, whatever its current address.
+        lines = [
+            f"compute.{vm.id} {self._machines[uid].host_key.export_public_key('openssh').decode().strip()}\n"
+            for uid, vm in self._vms.items()
+        ]
+        self.known_hosts.parent.mkdir(parents=True, exist_ok=True)
+        temporary = self.known_hosts.with_suffix(".tmp")
+        temporary.write_text("".join(lines))
+        os.replace(temporary, self.known_hosts)
+
+    def _metadata_values(self, vm: Vm) -> dict[str, str]:
+        return {
+            "instance/preempted": "FALSE",
+            "instance/maintenance-event": "NONE",
+            "instance/id": str(vm.id),
+            "instance/name": vm.name,
+            "instance/hostname": f"{vm.name}.{vm.zone}.c.{self.project}.internal",
+            "instance/zone": f"projects/{self.project}/zones/{vm.zone}",
+            "instance/machine-type": f"projects/{self.project}/machineTypes/{vm.machine_type}",
+            "project/project-id": self.project,
+        }
+
+    def _environment(self, vm: Vm, disk: VmDisk, metadata: MetadataServer):  # type: ignore[no-untyped-def]
+        host_path = [
+            d for d in os.environ.get("PATH", "/usr/bin:/bin").split(os.pathsep)
+            if d and not os.path.exists(os.path.join(d, "nvidia-smi"))  # only the VM's own nvidia-smi
+        ]  # fmt: skip
+        path = os.pathsep.join([str(disk.bin), os.path.dirname(sys.executable), *host_path])
+
+        def environment(username: str) -> dict[str, str]:
+            return {
+                "HOME": str(disk.home),
+                "USER": username,
+                "LOGNAME": username,
+                "SHELL": "/bin/sh",
+                "PATH": path,
+                "PYTHONPATH": str(CODE_ROOT),
+                "LANG": os.environ.get("LANG", "C.UTF-8"),
+                "GCE_METADATA_HOST": metadata.address,
+                MARKER: vm.uid,
+            }
+
+        return environment

@@ -1,0 +1,161 @@
+"""An emulated VM's SSH server: asyncssh, public-key auth, a real ``/bin/sh`` per exec, SFTP on the disk.
+
+Commands run with ``cwd=HOME`` in a new session (so the channel closing hangs up their group, as a
+terminal would) and may detach with ``setsid``/``nohup`` to outlive the channel.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+from collections.abc import Callable
+from pathlib import Path
+
+import asyncssh
+
+# After the shell exits, how long a background child still holding stdout may keep the channel open.
+DRAIN_SECONDS = 1.0
+
+
+class ConfinedSftpServer(asyncssh.SFTPServer):
+    """SFTP on the VM's disk only: starts in HOME, absolute paths as the shell sees them."""
+
+    def __init__(self, chan: asyncssh.SSHServerChannel, root: Path, home: Path) -> None:
+        super().__init__(chan)
+        self._root = os.path.realpath(root)
+        self._home = str(home)
+
+    def map_path(self, path: bytes) -> bytes:
+        full = os.path.normpath(os.path.join(self._home, os.fsdecode(path)))
+        real = os.path.realpath(full)
+        if real != self._root and not real.startswith(self._root + os.sep):
+            raise asyncssh.SFTPPermissionDenied(f"{os.fsdecode(path)} is outside the VM's disk")
+        return os.fsencode(full)
+
+
+class _TrackedServer(asyncssh.SSHServer):
+    """Remembers live connections so a VM going down can drop them all."""
+
+    def __init__(self, connections: set[asyncssh.SSHServerConnection]) -> None:
+        self._connections = connections
+        self._conn: asyncssh.SSHServerConnection | None = None
+
+    def connection_made(self, conn: asyncssh.SSHServerConnection) -> None:
+        self._conn = conn
+        self._connections.add(conn)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if self._conn is not None:
+            self._connections.discard(self._conn)
+
+
+class VmSshServer:
+    """One boot's SSH listener on the VM's address."""
+
+    def __init__(
+        self,
+        host_key: asyncssh.SSHKey,
+        authorized_keys: asyncssh.SSHAuthorizedKeys,
+        disk_root: Path,
+        home: Path,
+        environment: Callable[[str], dict[str, str]],
+    ) -> None:
+        self._host_key = host_key
+        self._authorized = authorized_keys
+        self._root = disk_root
+        self._home = home
+        self._environment = environment  # username -> the session's environment
+        self._listener: asyncssh.SSHAcceptor | None = None
+        self._connections: set[asyncssh.SSHServerConnection] = set()
+        self._sessions: set[asyncio.Task[None]] = set()
+
+    async def start(self, address: str, port: int) -> None:
+        self._listener = await asyncssh.listen(
+            address,
+            port,
+            server_factory=lambda: _TrackedServer(self._connections),
+            server_host_keys=[self._host_key],
+            authorized_client_keys=self._authorized,
+            process_factory=self._session,
+            sftp_factory=lambda chan: ConfinedSftpServer(chan, self._root, self._home),
+            allow_scp=False,
+            encoding=None,
+            line_editor=False,
+            reuse_address=True,
+        )
+
+    async def close(self) -> None:
+        """Stop listening and drop every connection (the VM lost power)."""
+        if self._listener is not None:
+            self._listener.close()
+            await self._listener.wait_closed()
+            self._listener = None
+        for conn in list(self._connections):
+            conn.abort()
+        self._connections.clear()
+
+    async def _session(self, process: asyncssh.SSHServerProcess[bytes]) -> None:
+        username = process.get_extra_info("username") or "user"
+        argv = ["/bin/sh", "-c", process.command] if process.command else ["/bin/sh"]
+        try:
+            child = await asyncio.create_subprocess_exec(
+                *argv,
+                cwd=self._home,
+                env=self._environment(username),
+                stdin=asyncio.subprocess.PIPE,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.PIPE,
+                start_new_session=True,
+            )
+        except OSError as err:
+            process.stderr.write(f"cannot run the shell: {err}\n".encode())
+            process.exit(127)
+            return
+        assert child.stdin and child.stdout and child.stderr
+        feeder = asyncio.create_task(_feed(process.stdin, child.stdin))
+        pumps = [asyncio.create_task(_pump(child.stdout, process.stdout)),
+                 asyncio.create_task(_pump(child.stderr, process.stderr))]  # fmt: skip
+        exited = asyncio.create_task(child.wait())
+        closed = asyncio.create_task(process.channel.wait_closed())
+        await asyncio.wait({exited, closed}, return_when=asyncio.FIRST_COMPLETED)
+        if not exited.done():
+            # The client went away: hang up the session's group, as sshd does for a terminal.
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(child.pid, signal.SIGHUP)
+            feeder.cancel()
+            await exited
+            for pump in pumps:
+                pump.cancel()
+            return
+        closed.cancel()
+        feeder.cancel()
+        await asyncio.wait(pumps, timeout=DRAIN_SECONDS)
+        for pump in pumps:
+            pump.cancel()
+        code = exited.result()
+        with contextlib.suppress(Exception):
+            if code < 0:
+                process.exit_with_signal(signal.Signals(-code).name.removeprefix("SIG"))
+            else:
+                process.exit(code)
+
+
+async def _feed(source: asyncssh.SSHReader[bytes], sink: asyncio.StreamWriter) -> None:
+    try:
+        while data := await source.read(65536):
+            sink.write(data)
+            await sink.drain()
+    except (asyncssh.Error, ConnectionError, BrokenPipeError):
+        pass
+    finally:
+        with contextlib.suppress(Exception):
+            sink.close()
+
+
+async def _pump(source: asyncio.StreamReader, sink: asyncssh.SSHWriter[bytes]) -> None:
+    with contextlib.suppress(asyncssh.Error, ConnectionError, BrokenPipeError):
+        while data := await source.read(65536):
+            sink.write(data)
+            await sink.drain()

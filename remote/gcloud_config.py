@@ -1,0 +1,72 @@
+"""Project and default zone, resolved the way ``gcloud`` and the Google client libraries do it.
+
+Pure functions over an environment mapping and the gcloud configuration directory, so they are
+testable on temporary directories and never run ``gcloud`` (which may not be installed).
+"""
+
+from __future__ import annotations
+
+import configparser
+import os
+from collections.abc import Mapping
+from pathlib import Path
+
+
+def gcloud_config_dir(env: Mapping[str, str] | None = None) -> Path:
+    """gcloud's configuration directory: ``$CLOUDSDK_CONFIG`` or ``~/.config/gcloud``.
+
+    On Windows gcloud uses ``%APPDATA%\\gcloud``; we follow it there too.
+    """
+    env = os.environ if env is None else env
+    if env.get("CLOUDSDK_CONFIG"):
+        return Path(env["CLOUDSDK_CONFIG"]).expanduser()
+    if os.name == "nt" and env.get("APPDATA"):
+        return Path(env["APPDATA"]) / "gcloud"
+    return Path("~/.config/gcloud").expanduser()
+
+
+def active_configuration_name(env: Mapping[str, str] | None = None) -> str:
+    """The active named configuration: ``CLOUDSDK_ACTIVE_CONFIG_NAME``, file ``active_config``, else ``default``."""
+    env = os.environ if env is None else env
+    if env.get("CLOUDSDK_ACTIVE_CONFIG_NAME"):
+        return env["CLOUDSDK_ACTIVE_CONFIG_NAME"].strip()
+    try:
+        name = (gcloud_config_dir(env) / "active_config").read_text(encoding="utf-8").strip()
+    except OSError:
+        return "default"
+    return name or "default"
+
+
+def read_active_configuration(env: Mapping[str, str] | None = None) -> configparser.ConfigParser:
+    """The properties of the active configuration (empty when the file is missing or unreadable)."""
+    env = os.environ if env is None else env
+    parser = configparser.ConfigParser(interpolation=None)
+    path = gcloud_config_dir(env) / "configurations" / f"config_{active_configuration_name(env)}"
+    try:
+        parser.read_string(path.read_text(encoding="utf-8"), source=str(path))
+    except (OSError, configparser.Error):
+        # A broken gcloud file must not stop gcptui: the caller reports "no project" with the fix.
+        return configparser.ConfigParser(interpolation=None)
+    return parser
+
+
+def _property(env: Mapping[str, str], section: str, key: str) -> str | None:
+    value = read_active_configuration(env).get(section, key, fallback="").strip()
+    return value or None
+
+
+def resolve_project(env: Mapping[str, str] | None = None) -> str | None:
+    """The project id: ``GOOGLE_CLOUD_PROJECT``, ``CLOUDSDK_CORE_PROJECT``, then gcloud's ``[core] project``."""
+    env = os.environ if env is None else env
+    for name in ("GOOGLE_CLOUD_PROJECT", "CLOUDSDK_CORE_PROJECT"):
+        if env.get(name, "").strip():
+            return env[name].strip()
+    return _property(env, "core", "project")
+
+
+def resolve_default_zone(env: Mapping[str, str] | None = None) -> str | None:
+    """The default zone: ``CLOUDSDK_COMPUTE_ZONE``, then gcloud's ``[compute] zone``."""
+    env = os.environ if env is None else env
+    if env.get("CLOUDSDK_COMPUTE_ZONE", "").strip():
+        return env["CLOUDSDK_COMPUTE_ZONE"].strip()
+    return _property(env, "compute", "zone")
