@@ -1,0 +1,47 @@
+"""``gcptui emulator`` and ``gcptui demo``: the product on a local emulated fleet, no cloud account."""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import tempfile
+from pathlib import Path
+
+from remote.errors import ConfigError
+
+
+def _check_vms(vms: int) -> None:
+    if not 1 <= vms <= 64:
+        raise ConfigError(f"--vms {vms}: choose between 1 and 64 emulated VMs")
+
+
+def run_emulator_command(args: argparse.Namespace) -> int:
+    from remote.emulator.runner import run_emulator
+
+    _check_vms(args.vms)
+    directory = Path(args.dir) if args.dir else Path(tempfile.mkdtemp(prefix="gcptui-emulator-"))
+    return run_emulator(directory, args.vms)
+
+
+def run_demo(args: argparse.Namespace) -> int:
+    """Emulator in a background thread, the TUI on top; quitting removes every trace."""
+    from remote.config import load_config
+    from remote.emulator.demo import demo_fleet
+    from remote.emulator.thread import EmulatorThread
+    from tui.app import GcptuiApp
+    from tui.demo_project import write_demo_project
+
+    _check_vms(args.vms)
+    directory = Path(tempfile.mkdtemp(prefix="gcptui-demo-"))
+    try:
+        with EmulatorThread(directory / "emulator", boot_seconds=3.0, stop_seconds=2.0,
+                            preempt_grace_seconds=10.0) as emulator:
+            emulator.add_fleet(demo_fleet(args.vms))
+            config_path = emulator.write_config(directory / "gcptui.toml")
+            write_demo_project(directory, config_path)
+            config = load_config(config_path)
+            banner = f"DEMO · {args.vms} emulated VMs · nothing here touches Google Cloud"
+            GcptuiApp(config, readonly=args.readonly, demo=True, banner=banner, refresh_seconds=2.0).run()
+    finally:
+        shutil.rmtree(directory, ignore_errors=True)
+    return 0
