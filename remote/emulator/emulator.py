@@ -183,6 +183,10 @@ class Emulator:
         """Until ``name`` reads ``status``; ``None`` waits until it is gone."""
         await self._fleet().wait_for(name, status, timeout)
 
+    async def settle(self, timeout: float = 60.0) -> None:
+        """Until no boot, stop or preemption is in flight."""
+        await self._fleet().settle(timeout)
+
     def preempt(self, name: str) -> None:
         """Preempt ``name`` now as GCE does (any provisioning model); returns at once."""
         self._fleet().preempt(self.instance(name))

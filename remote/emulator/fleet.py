@@ -264,6 +264,12 @@ class Fleet:
         async with self.changed:
             await asyncio.wait_for(self.changed.wait_for(reached), timeout)
 
+    async def settle(self, timeout: float = 60.0) -> None:
+        """Until no transition is in flight (every boot, stop and preemption finished)."""
+        async with asyncio.timeout(timeout):
+            while self._tasks:
+                await asyncio.gather(*list(self._tasks), return_exceptions=True)
+
     async def close(self) -> None:
         """Cancel transitions in flight (the host then tears every VM down)."""
         for task in list(self._tasks):
