@@ -231,7 +231,9 @@ class JobRunner:
         args = [self.dest, command, self.job.setup, *(f"{k}={v}" for k, v in self.job.env.items())]
         if op == "restart":
             args.insert(0, self._grace_tenths())
-        rc, status, output = await self._call(target, op, args, self._kill_timeout(), allowed=(_ALREADY_RUNNING,))
+        rc, status, output = await self._call(
+            target, op, args, self._kill_timeout(), allowed=(_ALREADY_RUNNING,)
+        )
         if rc == _ALREADY_RUNNING:
             raise JobAlreadyRunningError(
                 f"a job is already running on {target.name} (pid {status.pid}, started {status.started_at}): "
@@ -274,7 +276,9 @@ class JobRunner:
             except asyncssh.ChannelOpenError:
                 # The session never opened (a connection that just died): nothing ran, so try again.
                 if attempt == 2:
-                    raise SshUnreachableError(target.name, f"{target.name}: SSH connection lost: try again") from None
+                    raise SshUnreachableError(
+                        target.name, f"{target.name}: SSH connection lost: try again"
+                    ) from None
                 continue
             except asyncssh.TimeoutError:
                 raise JobError(

@@ -274,7 +274,9 @@ class SshPool:
             if key_missing:
                 detail = f"key {target.key} does not exist, and no agent or ~/.ssh/id_* key was accepted"
             else:
-                detail = f"key {target.key or '(agent and ~/.ssh/id_*)'} was not accepted for user {target.user!r}"
+                detail = (
+                    f"key {target.key or '(agent and ~/.ssh/id_*)'} was not accepted for user {target.user!r}"
+                )
             raise SshAuthError(
                 name,
                 f"SSH login to {where} refused: {detail}: add the public key to the VM (`gcloud compute ssh "
@@ -282,15 +284,18 @@ class SshPool:
             ) from None
         except TimeoutError:
             raise SshUnreachableError(
-                name, f"{where}: no SSH answer within {self.connect_timeout:g}s: is the VM running and port "
-                f"{target.port} open in the firewall?"
+                name,
+                f"{where}: no SSH answer within {self.connect_timeout:g}s: is the VM running and port "
+                f"{target.port} open in the firewall?",
             ) from None
         except ConnectionRefusedError:
             raise SshUnreachableError(
                 name, f"{where}: connection refused: sshd is not (yet) listening; the VM may still be booting"
             ) from None
         except socket.gaierror as err:
-            raise SshUnreachableError(name, f"{where}: cannot resolve {target.address}: {err.strerror}") from None
+            raise SshUnreachableError(
+                name, f"{where}: cannot resolve {target.address}: {err.strerror}"
+            ) from None
         except (OSError, asyncssh.Error) as err:
             text = getattr(err, "reason", "") or str(err) or type(err).__name__
             via = " through the proxy command" if target.proxy_command else ""

@@ -61,7 +61,9 @@ async def test_changed_host_key_is_refused_and_cannot_be_accepted(
     subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(other)], check=True)
     stale = other.with_suffix(".pub").read_text().split()
     known = tmp_path / "known_hosts"
-    known.write_text(f"# comment\nelsewhere {stale[0]} {stale[1]}\n[{sshd.host}]:{sshd.port} {stale[0]} {stale[1]}\n")
+    known.write_text(
+        f"# comment\nelsewhere {stale[0]} {stale[1]}\n[{sshd.host}]:{sshd.port} {stale[0]} {stale[1]}\n"
+    )
     target = target_of(sshd, known_hosts=known)
     with pytest.raises(HostKeyChangedError) as caught:
         await pool.connection(target)
@@ -90,7 +92,10 @@ async def test_gce_alias_is_the_only_name_looked_up(pool: SshPool, sshd: Sshd, t
 async def test_fetch_host_key_shows_the_key_without_logging_in(sshd: Sshd) -> None:
     key = await fetch_host_key(target_of(sshd))
     assert key is not None
-    assert key.export_public_key().decode().split()[1] == sshd.host_key.with_suffix(".pub").read_text().split()[1]
+    assert (
+        key.export_public_key().decode().split()[1]
+        == sshd.host_key.with_suffix(".pub").read_text().split()[1]
+    )
 
 
 async def test_rejected_key_names_the_key_and_the_user(pool: SshPool, sshd: Sshd, tmp_path: Path) -> None:
