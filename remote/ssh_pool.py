@@ -107,6 +107,7 @@ class SshPool:
         self.backoff_max = backoff_max
         self._slots: dict[str, _Slot] = {}
         self._listeners: list[StateListener] = []
+        self._background: set[asyncio.Task[None]] = set()
         self._closed = False
 
     # ---- public API -------------------------------------------------------------------------
@@ -179,7 +180,9 @@ class SshPool:
         slot = self._slots.get(target.name)
         if slot is not None and slot.target != target:
             # Same name, new address or settings (a restarted VM): start over on the new target.
-            asyncio.create_task(self._stop_slot(slot, "target changed"))
+            stopping = asyncio.create_task(self._stop_slot(slot, "target changed"))
+            self._background.add(stopping)  # keep a reference until it is done
+            stopping.add_done_callback(self._background.discard)
             slot = None
         if slot is None:
             slot = _Slot(target, asyncio.get_running_loop())

@@ -207,7 +207,7 @@ run_job() { # DIR COMMAND SETUP [NAME=VALUE...]
 	for pair in "$@"; do export "$pair"; done
 	echo "==== gcptui: $(now) job started in $dir ===="
 	rc=0
-	cd "$dir" || rc=1
+	cd "$dir" || { rc=1; echo "==== gcptui: cannot enter $dir ===="; }
 	if [ "$rc" -eq 0 ] && [ -n "$setup" ] && [ ! -f "$SETUP_DONE" ]; then
 		put phase setup
 		echo "==== gcptui: setup: $setup"

@@ -168,3 +168,25 @@ async def test_closed_pool_refuses_new_work(target: SshTarget) -> None:
     await pool.close()
     with pytest.raises(SshUnreachableError, match="closed"):
         await pool.connection(target)
+
+
+async def test_new_address_for_a_name_replaces_its_connection(
+    pool: SshPool, sshd: Sshd, target: SshTarget, client_key: Path, tmp_path: Path
+) -> None:
+    # A preempted VM comes back with a new external IP under the same name.
+    moved = Sshd(directory=tmp_path / "moved", host="127.0.0.249", client_key=client_key)
+    moved.setup()
+    moved.start()
+    try:
+        old = await pool.connection(target)
+        new = await pool.connection(target_of(moved))
+        assert new is not old and new.get_extra_info("peername")[0] == "127.0.0.249"
+        await wait_for(lambda: _true(old.is_closed()), what="the old connection to close")
+        await pool.disconnect("box")
+        assert pool.status("box") is None and new.is_closed()
+    finally:
+        moved.stop()
+
+
+async def _true(value: bool) -> bool:
+    return value
