@@ -125,8 +125,10 @@ print_status() {
 detach() {
 	if command -v setsid > /dev/null 2>&1; then
 		setsid "$@" < /dev/null >> "$LOG" 2>&1 &
-	elif command -v python3 > /dev/null 2>&1; then
-		python3 -c 'import os, sys; os.setsid(); os.execvp(sys.argv[1], sys.argv[1:])' "$@" < /dev/null >> "$LOG" 2>&1 &
+	elif command -v python3 > /dev/null 2>&1 || command -v python > /dev/null 2>&1; then
+		# macOS (the emulator on a laptop) has no setsid(1); any Python does it in place.
+		py=$(command -v python3 || command -v python)
+		"$py" -c 'import os, sys; os.setsid(); os.execvp(sys.argv[1], sys.argv[1:])' "$@" < /dev/null >> "$LOG" 2>&1 &
 	elif command -v perl > /dev/null 2>&1; then
 		perl -MPOSIX -e 'POSIX::setsid(); exec @ARGV or die' "$@" < /dev/null >> "$LOG" 2>&1 &
 	else
