@@ -28,8 +28,13 @@ now() { date -u +%Y-%m-%dT%H:%M:%SZ; }
 
 # Atomic write: a reader on another connection never sees half a file.
 put() { printf '%s\n' "$2" > "$JOB/.$1.$$" && mv -f "$JOB/.$1.$$" "$JOB/$1"; }
-get() { [ -f "$JOB/$1" ] && cat "$JOB/$1"; }
-get1() { v=; [ -f "$JOB/$1" ] && read -r v < "$JOB/$1"; printf '%s' "$v"; }
+# Reads use builtins only: status is polled often, on many hosts at once, and a fork costs.
+get() {
+	[ -f "$JOB/$1" ] || return 0
+	while IFS= read -r line || [ -n "$line" ]; do printf '%s\n' "$line"; done < "$JOB/$1"
+}
+load() { eval "$1="; [ -f "$JOB/$2" ] && IFS= read -r "$1" < "$JOB/$2"; return 0; } # VAR FILE
+get1() { load v "$1"; printf '%s' "$v"; }
 
 # A process is alive when it exists and is not a zombie (an init that never reaps leaves zombies).
 alive() {
@@ -97,27 +102,25 @@ print_status() {
 		echo "state=none"
 		return
 	fi
-	state=$(get1 state)
+	load state state
+	load pgid pgid
 	detail=
 	if [ -f "$JOB/exit_code" ]; then
 		[ "$state" = killed ] || state=exited
-	elif group_alive "$(get1 pgid)"; then
+	elif group_alive "$pgid"; then
 		state=running
-	elif [ -f "$JOB/pgid" ]; then
+	elif [ -n "$pgid" ]; then
 		# Gone without a word from its supervisor: the VM rebooted or someone killed it from outside.
 		state=killed
 		detail=vanished
 	fi
 	[ -f "$JOB/preempted" ] && detail=preempted
-	echo "state=$state"
-	echo "detail=$detail"
-	echo "pid=$(get1 pid)"
-	echo "pgid=$(get1 pgid)"
-	echo "exit_code=$(get1 exit_code)"
-	echo "started_at=$(get1 started_at)"
-	echo "ended_at=$(get1 ended_at)"
-	echo "phase=$(get1 phase)"
-	echo "command:"
+	for field in pid exit_code started_at ended_at phase; do
+		load value "$field"
+		eval "$field=\$value"
+	done
+	printf '%s\n' "state=$state" "detail=$detail" "pid=$pid" "pgid=$pgid" "exit_code=$exit_code" \
+		"started_at=$started_at" "ended_at=$ended_at" "phase=$phase" "command:"
 	get command
 }
 
