@@ -6,6 +6,7 @@ import asyncio
 import subprocess
 from pathlib import Path
 
+import psutil
 import pytest
 
 from remote.host_keys import accept_host_key, fetch_host_key, lookup_name
@@ -190,3 +191,26 @@ async def test_new_address_for_a_name_replaces_its_connection(
 
 async def _true(value: bool) -> bool:
     return value
+
+
+async def test_keepalives_notice_a_server_that_went_silent(pool: SshPool, sshd: Sshd, target: SshTarget) -> None:
+    # Freeze the server's session process: no FIN, no RST, just silence, as a dead link looks.
+    changes, _ = pool.queue()
+    await pool.connection(target)
+    assert sshd.process is not None
+    frozen = psutil.Process(sshd.process.pid).children(recursive=True)
+    for proc in frozen:
+        proc.suspend()
+    try:
+
+        async def down() -> bool:
+            while not changes.empty():
+                if changes.get_nowait().state is HostState.DOWN:
+                    return True
+            return False
+
+        # keepalive 1 s x 3 unanswered probes (FAST_SSH), with no read pending from any caller.
+        await wait_for(down, timeout=15, what="keepalives to declare the link dead")
+    finally:
+        for proc in frozen:
+            proc.resume()
