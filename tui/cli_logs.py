@@ -8,8 +8,8 @@ from __future__ import annotations
 import asyncio
 import json
 import sys
-from contextlib import aclosing
 from collections.abc import Mapping, Sequence
+from contextlib import aclosing
 from pathlib import PurePosixPath
 from typing import TextIO
 

@@ -37,6 +37,13 @@ _MARKED = Style(bgcolor="grey30")
 _PARTIAL = -1  # cache key of the unfinished line
 
 
+def _width(line: str) -> int:
+    """Cells the line takes on screen; plain ASCII (most log lines) skips the Unicode tables."""
+    if line.isascii():
+        return len(strip_ansi(line)) if "\x1b" in line else len(line)
+    return cell_len(strip_ansi(line))
+
+
 class LogView(ScrollView, can_focus=True):
     """A log of display lines (see ``remote.log_text``), bounded to ``max_lines``."""
 
@@ -86,9 +93,9 @@ class LogView(ScrollView, can_focus=True):
         anchor = self._view_anchor() if not self.follow else None
         start = self._first + len(self._lines)
         self._lines.extend(new)
-        widths = [cell_len(strip_ansi(line)) for line in new]
+        widths = [_width(line) for line in new]
         self._widths.extend(widths)
-        self._max_width = max(self._max_width, max(widths, default=0), cell_len(strip_ansi(partial or "")))
+        self._max_width = max(self._max_width, max(widths, default=0), _width(partial or ""))
         dropped = max(0, len(self._lines) - self.max_lines)
         for _ in range(dropped):
             self._lines.popleft()
@@ -274,7 +281,7 @@ class LogView(ScrollView, can_focus=True):
     def _entry_width(self, k: int) -> int:
         index = self._abs_index(k)
         if index == _PARTIAL:
-            return cell_len(strip_ansi(self._partial or ""))
+            return _width(self._partial or "")
         return self._widths[index - self._first]
 
     def _entry_of_marked(self) -> int | None:
@@ -291,7 +298,15 @@ class LogView(ScrollView, can_focus=True):
     def _rows_prefix(self) -> list[int]:
         if self._prefix is None:
             width = self._wrap_width()
-            heights = (max(1, math.ceil(self._entry_width(k) / width)) for k in range(self._entry_count()))
+            if self._matches is None:
+                widths: Iterable[int] = self._widths
+            else:
+                first, all_widths = self._first, self._widths
+                widths = [all_widths[i - first] for i in self._matches]
+            # One list pass (no per-entry method calls): this runs after every batch while wrapping.
+            heights = [(w - 1) // width + 1 if w > 0 else 1 for w in widths]
+            if self._partial_shown():
+                heights.append(max(1, math.ceil(_width(self._partial or "") / width)))
             self._prefix = [0, *itertools.accumulate(heights)]
         return self._prefix
 

@@ -73,7 +73,7 @@ class LogsScreen(Screen[None]):
         sources: Sequence[PaneSource],
         *,
         buffer_lines: int = 10_000,
-        flush_interval: float = 0.05,
+        flush_interval: float = 0.1,
         save_dir: Path | None = None,
         merged: bool = False,
     ) -> None:
