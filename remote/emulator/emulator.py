@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import getpass
+import json
 import socket
 from collections.abc import Iterable
 from pathlib import Path
@@ -183,6 +184,10 @@ class Emulator:
         """Until ``name`` reads ``status``; ``None`` waits until it is gone."""
         await self._fleet().wait_for(name, status, timeout)
 
+    async def settle(self, timeout: float = 60.0) -> None:
+        """Until no boot, stop or preemption is in flight."""
+        await self._fleet().settle(timeout)
+
     def preempt(self, name: str) -> None:
         """Preempt ``name`` now as GCE does (any provisioning model); returns at once."""
         self._fleet().preempt(self.instance(name))
@@ -218,13 +223,15 @@ class Emulator:
     def write_config(self, path: Path | None = None, *, user: str | None = None) -> Path:
         """Write a ``gcptui.toml`` pointing at this emulator (default ``root/gcptui.toml``)."""
         path = Path(path) if path is not None else self.root / "gcptui.toml"
-        lines = ["[gcp]", f'project = "{self.project}"', f'api_endpoint = "{self.endpoint}"', ""]
+        # JSON string escapes are valid TOML basic strings: safe for any path.
+        q = json.dumps
+        lines = ["[gcp]", f"project = {q(self.project)}", f"api_endpoint = {q(self.endpoint)}", ""]
         if self.ssh:
             lines += [
                 "[ssh]",
-                f'user = "{user or getpass.getuser()}"',
-                f'key = "{self.client_key}"',
-                f'known_hosts = "{self.known_hosts}"',
+                f"user = {q(user or getpass.getuser())}",
+                f"key = {q(str(self.client_key))}",
+                f"known_hosts = {q(str(self.known_hosts))}",
                 f"port = {self.ssh_port}",
                 "",
             ]

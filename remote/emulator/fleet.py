@@ -8,6 +8,7 @@ transition runs as a task and the operation reaches DONE when it ends. What happ
 from __future__ import annotations
 
 import asyncio
+import sys
 import time
 from collections.abc import Coroutine
 from dataclasses import dataclass
@@ -118,7 +119,11 @@ class Fleet:
 
     async def _boot_in_place(self, vm: Vm) -> None:
         async with vm.lock:
-            await self._bring_up(vm)
+            try:
+                await self._bring_up(vm)
+            except OSError as err:
+                await self._set_status(vm, "TERMINATED")
+                print(f"gcptui emulator: {vm.name} cannot boot: {err}", file=sys.stderr)
 
     # -- lifecycle -------------------------------------------------------------------------------------
 
@@ -183,7 +188,13 @@ class Fleet:
                 await self._set_status(vm, "TERMINATED")
                 op.finish(stockout_errors(self.project, vm.zone), (503, "SERVICE UNAVAILABLE"))
                 return
-            await self._bring_up(vm)
+            try:
+                await self._bring_up(vm)
+            except OSError as err:
+                # The emulator could not give the VM its insides (no address to listen on): fail visibly.
+                await self._set_status(vm, "TERMINATED")
+                op.finish([{"code": "EMULATOR_BOOT_FAILED", "message": str(err)}], (500, "INTERNAL"))
+                return
             op.finish()
 
     async def _bring_up(self, vm: Vm) -> None:
@@ -263,6 +274,12 @@ class Fleet:
 
         async with self.changed:
             await asyncio.wait_for(self.changed.wait_for(reached), timeout)
+
+    async def settle(self, timeout: float = 60.0) -> None:
+        """Until no transition is in flight (every boot, stop and preemption finished)."""
+        async with asyncio.timeout(timeout):
+            while self._tasks:
+                await asyncio.gather(*list(self._tasks), return_exceptions=True)
 
     async def close(self) -> None:
         """Cancel transitions in flight (the host then tears every VM down)."""

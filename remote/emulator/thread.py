@@ -114,6 +114,10 @@ class EmulatorThread:
     def wait_for_status(self, name: str, status: str | None, timeout: float = 30.0) -> None:
         self.run(self.emulator.wait_for_status(name, status, timeout), timeout + 5)
 
+    def settle(self, timeout: float = 60.0) -> None:
+        """Until no boot, stop or preemption is in flight."""
+        self.run(self.emulator.settle(timeout), timeout + 5)
+
     def preempt(self, name: str) -> None:
         self.call(self.emulator.preempt, name)
 

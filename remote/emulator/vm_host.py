@@ -6,6 +6,7 @@
 
 from __future__ import annotations
 
+import errno
 import os
 import sys
 from dataclasses import dataclass
@@ -102,11 +103,17 @@ class SshVmHost:
             try:
                 await metadata.start(address)
                 await ssh.start(address, self.ssh_port)
-            except OSError:
-                # Someone else holds this address and port (another emulator): take the next address.
+            except OSError as err:
                 await metadata.close()
                 await ssh.close()
-                continue
+                if err.errno == errno.EADDRNOTAVAIL:
+                    # macOS configures only 127.0.0.1 on lo0; the other loopback addresses need aliases.
+                    raise OSError(
+                        err.errno,
+                        f"cannot listen on {address}: add the loopback alias "
+                        f"(macOS: `sudo ifconfig lo0 alias {address} up`)",
+                    ) from err
+                continue  # someone else holds this address and port (another emulator): next address
             machine.ssh, machine.metadata = ssh, metadata
             return address
         raise OSError(f"no free loopback address for {vm.name}'s SSH port {self.ssh_port}")

@@ -101,9 +101,11 @@ async def test_preemption_flips_metadata_sigterms_then_sigkills(emulator: Emulat
         "import os, signal, urllib.request\n"
         "signal.signal(signal.SIGTERM, signal.SIG_IGN)  # outlive the soft-off to record what it saw\n"
         "url = 'http://' + os.environ['GCE_METADATA_HOST'] + '/computeMetadata/v1/instance/preempted'\n"
-        "get = lambda q: urllib.request.urlopen(urllib.request.Request(url + q, headers={'Metadata-Flavor': 'Google'})).read().decode()\n"
-        "open('before', 'w').write(get(''))\n"
-        "open('after', 'w').write(get('?wait_for_change=true'))\n"
+        "get = lambda q: urllib.request.urlopen(urllib.request.Request(url + q, headers={'Metadata-Flavor': 'Google'}))\n"
+        "first = get('')\n"
+        "etag = first.headers['ETag']  # waiting from this etag cannot miss a change that comes first\n"
+        "open('before', 'w').write(first.read().decode())\n"
+        "open('after', 'w').write(get('?wait_for_change=true&last_etag=' + etag).read().decode())\n"
     )
     async with await connect(emulator, "spot") as conn:
         await conn.run(f"cat > watch.py <<'EOF'\n{watcher}EOF", check=True)

@@ -187,3 +187,33 @@ def test_spot_vm_with_delete_action_is_gone_after_preemption(api_emulator: Emula
 def test_only_loopback_http_endpoints_skip_credentials() -> None:
     assert is_local_endpoint("http://127.0.0.1:8085") and is_local_endpoint("http://localhost:1")
     assert not is_local_endpoint("https://127.0.0.1:8085") and not is_local_endpoint("http://example.com")
+
+
+def test_importing_gce_leaves_the_client_library_for_later() -> None:
+    import subprocess
+    import sys
+
+    code = "import sys, remote.gce; print('google.cloud.compute_v1' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "False"
+
+
+def test_missing_credentials_say_how_to_log_in(tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    monkeypatch.setenv("CLOUDSDK_CONFIG", str(tmp_path))
+    monkeypatch.setenv("NO_GCE_CHECK", "true")
+    monkeypatch.delenv("GOOGLE_APPLICATION_CREDENTIALS", raising=False)
+    with pytest.raises(CloudError, match=r"^No Google credentials found: run `gcloud auth application-default login`$"):
+        GceClient("p", [], "https://compute.example.invalid")
+
+
+def test_expired_login_says_to_log_in_again(api_emulator: EmulatorThread) -> None:
+    from google.auth import credentials as auth_credentials
+    from google.auth.exceptions import RefreshError
+
+    class Expired(auth_credentials.Credentials):
+        def refresh(self, request: object) -> None:
+            raise RefreshError("invalid_grant: Token has been expired or revoked.")
+
+    gce = GceClient(api_emulator.project, [], api_emulator.endpoint, credentials=Expired())
+    with pytest.raises(CloudError, match="gcloud auth application-default login"):
+        gce.list_instances()

@@ -1,0 +1,200 @@
+"""Log streaming into the headless TUI under load.
+
+N streams (default 8) of R lines/s (default 2,000) for D seconds (default 20) flow into a
+``LogsScreen`` run headless with the pilot; meanwhile keys are pressed and the key-press-to-screen
+latency is measured (press + the next processed frame). Prints one JSON object as the last line:
+lines produced, lines shown, latency p50/p95, peak RSS, the buffer bound.
+
+Modes: ``sshd`` (default when OpenSSH sshd is installed): writer processes append to files that
+``LogStream``s follow over a real sshd on 127.0.0.x, the whole path the app uses; ``inprocess``:
+sources generate ``LogChunk``s directly (the TUI alone).
+
+    python benchmarks/logs.py [--streams 8] [--rate 2000] [--duration 20] [--mode sshd|inprocess]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import asyncssh  # noqa: E402
+from textual import events  # noqa: E402
+from textual.app import App  # noqa: E402
+
+from remote.log_stream import LogChunk, LogEvent, LogNotice, LogStream  # noqa: E402
+from tui.logs_screen import LogsScreen, PaneSource  # noqa: E402
+
+WRITER = r"""
+import sys, time
+path, rate, duration, tag = sys.argv[1], int(sys.argv[2]), float(sys.argv[3]), sys.argv[4]
+tick = 0.01
+n = 0
+start = time.monotonic()
+with open(path, "a", buffering=1 << 16) as fh:
+    while (now := time.monotonic()) - start < duration:
+        due = int((now - start) * rate)
+        if due > n:
+            fh.write("".join(f"{tag} step {i:08d} loss {1.0 / (1 + i):.6f} lr 3.0e-04 samples/s 1234.5 epoch 1\n" for i in range(n, due)))
+            fh.flush()
+            n = due
+        time.sleep(tick)
+print(n)
+"""
+
+
+def _rss_mib() -> float:
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return peak / (1024 * 1024) if sys.platform == "darwin" else peak / 1024
+
+
+def inprocess_source(tag: str, rate: int, duration: float, produced: list[int]) -> Callable[[], AsyncIterator[LogEvent]]:
+    async def events() -> AsyncIterator[LogEvent]:
+        yield LogNotice("following", "")
+        n, start = 0, time.monotonic()
+        while (now := time.monotonic()) - start < duration:
+            due = int((now - start) * rate)
+            if due > n:
+                yield LogChunk([f"{tag} step {i:08d} loss {1.0 / (1 + i):.6f} lr 3.0e-04 samples/s 1234.5 epoch 1" for i in range(n, due)], None, 0)
+                produced[0] += due - n
+                n = due
+            await asyncio.sleep(0.01)
+        await asyncio.Event().wait()
+
+    return events
+
+
+async def bench(args: argparse.Namespace) -> dict[str, object]:
+    produced_counts = [[0] for _ in range(args.streams)]
+    sshd = None
+    writers: list[subprocess.Popen[str]] = []
+    conns: list[asyncssh.SSHClientConnection] = []
+    tmp = Path(tempfile.mkdtemp(prefix="gcptui-bench-"))
+    try:
+        if args.mode == "sshd":
+            from tests.helpers.sshd import Sshd, make_client_key
+
+            sshd = Sshd(directory=tmp / "sshd", host="127.0.0.250", client_key=make_client_key(tmp))
+            sshd.setup()
+            sshd.start()
+            sources = []
+            for k in range(args.streams):
+                conn = await asyncssh.connect(sshd.host, port=sshd.port, username=sshd.user, client_keys=[str(sshd.client_key)], known_hosts=str(sshd.known_hosts))
+                conns.append(conn)
+
+                async def get(conn: asyncssh.SSHClientConnection = conn) -> asyncssh.SSHClientConnection:
+                    return conn
+
+                path = tmp / f"vm{k}.log"
+                path.write_text("")
+                sources.append(PaneSource(f"vm-{k}", lambda get=get, path=path: LogStream(get, str(path), history_lines=0, poll_interval=args.poll).events()))
+        else:
+            sources = [PaneSource(f"vm-{k}", inprocess_source(f"vm-{k}", args.rate, args.duration, produced_counts[k])) for k in range(args.streams)]
+
+        screen = LogsScreen(sources, buffer_lines=args.buffer, flush_interval=args.flush)
+        app: App[None] = App()
+        latencies: list[float] = []
+        async with app.run_test(size=(240, 50)) as pilot:
+            await app.push_screen(screen)
+            if args.mode == "sshd":
+                deadline = time.monotonic() + 15
+                while not all(p.status == "following" for p in screen.panes) and time.monotonic() < deadline:
+                    await pilot.pause(0.05)
+                for k in range(args.streams):
+                    writers.append(subprocess.Popen([sys.executable, "-c", WRITER, str(tmp / f"vm{k}.log"), str(args.rate), str(args.duration), f"vm-{k}"], stdout=subprocess.PIPE, text=True))
+            # Key-press-to-screen: a key event goes in through the driver, as a keyboard's would; the
+            # latency ends at the first frame composed after the toggle indicator shows its effect.
+            # (pilot.press itself waits for the process to go idle, which never happens under load.)
+            shown_at: list[float] = []
+            expect: list[str] = [""]
+            display = app._display
+
+            def timed_display(screen_: object, renderable: object) -> None:
+                display(screen_, renderable)  # type: ignore[arg-type]
+                if expect[0] and expect[0] in screen._indicator_text and not shown_at:
+                    shown_at.append(time.perf_counter())
+
+            app._display = timed_display  # type: ignore[method-assign]
+            start = time.monotonic()
+            toggles = [("w", "Wrap:On"), ("w", "Wrap:Off"), ("m", "Merged:On"), ("m", "Merged:Off")]
+            k = 0
+            while time.monotonic() - start < args.duration:
+                await asyncio.sleep(0.25)
+                key, effect = toggles[k % len(toggles)]
+                shown_at.clear()
+                expect[0] = effect
+                t0 = time.perf_counter()
+                app._driver.send_message(events.Key(key, key))  # type: ignore[union-attr]
+                while not shown_at and time.perf_counter() - t0 < 10:
+                    await asyncio.sleep(0.001)
+                expect[0] = ""
+                if shown_at:
+                    latencies.append((shown_at[0] - t0) * 1000)
+                k += 1
+            if args.mode == "sshd":
+                for k, writer in enumerate(writers):
+                    out, _ = await asyncio.to_thread(writer.communicate)
+                    produced_counts[k][0] = int(out.strip() or 0)
+            produced = sum(c[0] for c in produced_counts)
+            # Drain: everything produced must reach the panes.
+            deadline = time.monotonic() + 20
+            while sum(p.view.total_lines for p in screen.panes) < produced and time.monotonic() < deadline:
+                await pilot.pause(0.05)
+            shown = sum(p.view.total_lines for p in screen.panes)
+            buffered = max(p.view.line_count for p in screen.panes)
+        latencies.sort()
+        return {
+            "benchmark": "logs",
+            "mode": args.mode,
+            "streams": args.streams,
+            "rate_per_stream": args.rate,
+            "duration_s": args.duration,
+            "lines_produced": produced,
+            "lines_shown": shown,
+            "all_shown": shown == produced,
+            "key_latency_ms_p50": round(statistics.median(latencies), 1) if latencies else None,
+            "key_latency_ms_p95": round(latencies[max(0, -(-95 * len(latencies) // 100) - 1)], 1) if latencies else None,
+            "key_presses": len(latencies),
+            "peak_rss_mib": round(_rss_mib(), 1),
+            "buffer_lines": args.buffer,
+            "max_lines_in_a_pane": buffered,
+            "cpus": os.cpu_count(),
+        }
+    finally:
+        for writer in writers:
+            if writer.poll() is None:
+                writer.kill()
+        for conn in conns:
+            conn.close()
+        if sshd is not None:
+            sshd.stop()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--streams", type=int, default=8)
+    parser.add_argument("--rate", type=int, default=2000, help="lines per second per stream")
+    parser.add_argument("--duration", type=float, default=20.0)
+    parser.add_argument("--buffer", type=int, default=10_000)
+    parser.add_argument("--flush", type=float, default=0.1, help="UI flush interval (s)")
+    parser.add_argument("--poll", type=float, default=0.1, help="remote poll interval (s)")
+    from tests.helpers.sshd import sshd_available
+
+    parser.add_argument("--mode", choices=["sshd", "inprocess"], default="sshd" if sshd_available() else "inprocess")
+    args = parser.parse_args()
+    print(json.dumps(asyncio.run(bench(args))))
+
+
+if __name__ == "__main__":
+    main()

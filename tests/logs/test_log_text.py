@@ -1,0 +1,61 @@
+"""Pure text handling: line splitting across chunks, \\r collapse, ANSI kept."""
+
+from __future__ import annotations
+
+from remote.log_text import LineAssembler, clean_line, collapse_cr, keep_colours, strip_ansi
+
+
+def test_lines_split_across_chunk_boundaries_and_utf8_survives() -> None:
+    asm = LineAssembler()
+    data = "héllo wörld\nsecond line\nthird".encode()
+    got: list[str] = []
+    for i in range(len(data)):  # one byte at a time: every boundary, mid-character included
+        got.extend(asm.feed(data[i : i + 1]))
+    assert got == ["héllo wörld", "second line"]
+    assert asm.partial == "third"
+    assert asm.finish() == ["third"]
+    assert asm.partial is None
+
+
+def test_tqdm_redraws_collapse_to_the_last_one() -> None:
+    asm = LineAssembler()
+    lines = asm.feed(b"start\n" + b"".join(b"\r%3d%%|" % p for p in range(101)))
+    assert lines == ["start"]
+    assert asm.partial == "100%|"
+    assert asm.feed(b"\n") == ["100%|"]
+
+
+def test_crlf_is_a_plain_line_end() -> None:
+    assert LineAssembler().feed(b"a\r\nb\r\n") == ["a", "b"]
+
+
+def test_trailing_carriage_return_keeps_the_text() -> None:
+    assert collapse_cr("50%\r") == "50%"
+    assert collapse_cr("a\rb\rc") == "c"
+    assert collapse_cr("\r\r") == ""
+
+
+def test_colours_kept_cursor_movement_dropped() -> None:
+    raw = "\x1b[1;31mERROR\x1b[0m \x1b[2K\x1b[1Aboom\x07\x1b]0;title\x07"
+    assert keep_colours(raw) == "\x1b[1;31mERROR\x1b[0m boom"
+    assert strip_ansi(keep_colours(raw)) == "ERROR boom"
+
+
+def test_tabs_expand_for_known_widths() -> None:
+    assert clean_line("a\tb") == "a       b"
+
+
+def test_runaway_line_is_cut_and_runaway_bar_kept_short() -> None:
+    asm = LineAssembler(max_line_chars=100)
+    assert asm.feed(b"x" * 250) == ["x" * 100, "x" * 100]
+    assert asm.partial == "x" * 50
+    asm = LineAssembler(max_line_chars=100)
+    asm.feed(b"".join(b"\rstep %05d" % i for i in range(100)))
+    assert asm.partial == "step 00099"
+
+
+def test_reset_returns_the_unfinished_line() -> None:
+    asm = LineAssembler()
+    asm.feed(b"half")
+    assert asm.reset() == "half"
+    assert asm.partial is None

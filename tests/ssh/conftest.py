@@ -1,0 +1,99 @@
+"""Fixtures for the SSH layer and job control: targets on the real ``sshd`` fixture, a fast pool,
+a job runner whose remote home is a temporary directory (so tests never touch the real ``~``)."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from pathlib import Path
+
+import psutil
+import pytest
+
+from remote.config import JobConfig, SshConfig
+from remote.jobs import JobRunner
+from remote.ssh_pool import SshPool
+from remote.ssh_target import SshTarget
+from tests.helpers.sshd import Sshd
+
+FAST_SSH = SshConfig(connect_timeout=5.0, keepalive_seconds=1.0)
+
+
+def target_of(server: Sshd, name: str = "box", **changes: object) -> SshTarget:
+    """The ``SshTarget`` of a fixture sshd, verified against its own known-hosts file."""
+    values: dict[str, object] = {
+        "name": name,
+        "address": server.host,
+        "port": server.port,
+        "user": server.user,
+        "key": server.client_key,
+        "known_hosts": server.known_hosts,
+    }
+    values.update(changes)
+    return SshTarget(**values)  # type: ignore[arg-type]
+
+
+async def wait_for(predicate: Callable[[], Awaitable[bool]], timeout: float = 10.0, what: str = "") -> None:
+    """Poll ``predicate`` until true; a condition with a deadline, never a bare sleep."""
+    deadline = time.monotonic() + timeout
+    while not await predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what or predicate}")
+        await asyncio.sleep(0.05)
+
+
+def process_alive(pid: int | None) -> bool:
+    """Alive and not a zombie (this machine's init does not reap orphans)."""
+    if pid is None:
+        return False
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
+def group_members(pgid: int) -> list[int]:
+    """Live processes in process group ``pgid``."""
+    found = []
+    for proc in psutil.process_iter(["pid", "status"]):
+        try:
+            if os.getpgid(proc.pid) == pgid and proc.info["status"] != psutil.STATUS_ZOMBIE:
+                found.append(proc.pid)
+        except (ProcessLookupError, psutil.Error):
+            continue
+    return found
+
+
+@pytest.fixture
+def target(sshd: Sshd) -> SshTarget:
+    return target_of(sshd)
+
+
+@pytest.fixture
+async def pool() -> AsyncIterator[SshPool]:
+    async with SshPool(FAST_SSH, backoff_initial=0.1, backoff_max=0.5) as the_pool:
+        yield the_pool
+
+
+@pytest.fixture
+def remote_home(tmp_path: Path) -> Iterator[Path]:
+    """The VM's home for job tests, with a project directory; kills what a test left running."""
+    home = tmp_path / "home"
+    (home / "project").mkdir(parents=True)
+    yield home
+    pgid_file = home / ".gcptui" / "job" / "pgid"
+    if pgid_file.exists():
+        try:
+            os.killpg(int(pgid_file.read_text()), signal.SIGKILL)
+        except (ProcessLookupError, ValueError):
+            pass
+
+
+def make_runner(pool: SshPool, home: Path, **job: object) -> JobRunner:
+    """A runner for ``[job]`` settings ``job`` in ``~/project`` of ``home``, with a short grace."""
+    settings: dict[str, object] = {"stop_grace_seconds": 2.0}
+    settings.update(job)
+    return JobRunner(pool, JobConfig(**settings), "~/project", remote_home=str(home))  # type: ignore[arg-type]

@@ -1,0 +1,270 @@
+"""The logs screen: one pane per source side by side (2 to 8), or one merged, colour-prefixed view.
+
+Data comes through a narrow interface: a list of ``PaneSource`` (a name and a factory of an async
+iterator of ``LogEvent``), so the app feeds it from ``LogStream``s and tests from plain generators.
+Each source is drained by a worker that only queues events on its pane; a single timer flushes every
+pane (and the merged view) once per tick.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncIterator, Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from rich.text import Text
+from textual import on
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal
+from textual.screen import Screen
+from textual.widgets import Footer, Input, Static
+
+from remote.log_stream import LogEvent, LogNotice
+from tui.log_pane import LogPane, NewLinesMarker
+from tui.log_view import LogView
+
+# Foreground colours per source: (Rich name for titles, ANSI SGR code for merged-line prefixes).
+PALETTE = [("cyan", 36), ("magenta", 35), ("green", 32), ("yellow", 33), ("blue", 94), ("bright_red", 91), ("bright_cyan", 96), ("bright_magenta", 95)]
+
+
+@dataclass(frozen=True)
+class PaneSource:
+    """A named log source: ``open()`` starts a fresh async iterator of ``LogEvent``."""
+
+    name: str
+    open: Callable[[], AsyncIterator[LogEvent]]
+
+
+class ToggleIndicator(Static):
+    """The one-line state of the toggles, k9s style."""
+
+    DEFAULT_CSS = "ToggleIndicator { height: 1; background: $panel; color: $text-muted; }"
+
+
+class LogsScreen(Screen[None]):
+    """Logs of several sources. Keys: s follow, w wrap, m merged, / filter, e/E errors, f fullscreen,
+    ctrl+s save, escape back."""
+
+    DEFAULT_CSS = """
+    LogsScreen #panes { height: 1fr; }
+    LogsScreen #merged { height: 1fr; display: none; }
+    LogsScreen.-merged #panes { display: none; }
+    LogsScreen.-merged #merged { display: block; }
+    LogsScreen #filter { dock: bottom; display: none; }
+    LogsScreen #filter.-visible { display: block; }
+    """
+
+    BINDINGS = [
+        Binding("s", "toggle_follow", "Follow", id="logs.follow"),
+        Binding("w", "toggle_wrap", "Wrap", id="logs.wrap"),
+        Binding("m", "toggle_merged", "Merge", id="logs.merge"),
+        Binding("slash", "open_filter", "Filter", id="logs.filter"),
+        Binding("e", "next_error", "Next error", id="logs.next_error"),
+        Binding("E", "previous_error", "Prev error", id="logs.previous_error", show=False),
+        Binding("f", "fullscreen", "Full", id="logs.fullscreen"),
+        Binding("ctrl+s", "save", "Save", id="logs.save"),
+        Binding("escape", "back", "Back", id="logs.back"),
+    ]
+
+    def __init__(
+        self,
+        sources: Sequence[PaneSource],
+        *,
+        buffer_lines: int = 10_000,
+        flush_interval: float = 0.1,
+        save_dir: Path | None = None,
+        merged: bool = False,
+    ) -> None:
+        super().__init__()
+        if not sources:
+            raise ValueError("LogsScreen needs at least one source")
+        self.sources = list(sources)[:8]
+        self.buffer_lines = buffer_lines
+        self.flush_interval = flush_interval
+        self.save_dir = save_dir or Path.cwd()
+        self.merged = merged
+        self.fullscreen = False
+        self.filter_text = ""
+        self._width = max(len(s.name) for s in self.sources)
+        self._indicator_text = ""
+
+    def compose(self) -> ComposeResult:
+        with Horizontal(id="panes"):
+            for number, source in enumerate(self.sources):
+                yield LogPane(source.name, max_lines=self.buffer_lines, colour=PALETTE[number % 8][0], id=f"pane-{number}")
+        yield LogView(self.buffer_lines, id="merged")
+        yield Input(placeholder="filter (enter: keep, escape: clear)", id="filter")
+        yield ToggleIndicator()
+        yield Footer()
+
+    @property
+    def panes(self) -> list[LogPane]:
+        return list(self.query(LogPane))
+
+    @property
+    def merged_view(self) -> LogView:
+        return self.query_one("#merged", LogView)
+
+    @property
+    def active_view(self) -> LogView:
+        """The view the per-pane keys act on: the merged one, else the focused pane's (or the first)."""
+        if self.merged:
+            return self.merged_view
+        focused = self.focused
+        for pane in self.panes:
+            if focused is not None and (focused is pane or pane in focused.ancestors):
+                return pane.view
+        return self.panes[0].view
+
+    @property
+    def active_name(self) -> str:
+        view = self.active_view
+        pane = view.parent
+        return pane.source_name if isinstance(pane, LogPane) else "merged"
+
+    def on_mount(self) -> None:
+        self.set_class(self.merged, "-merged")
+        for pane, source in zip(self.panes, self.sources, strict=True):
+            self.run_worker(self._pump(pane, source), group="log-sources", exit_on_error=False)
+        self.set_interval(self.flush_interval, self.flush)
+        self.active_view.focus()
+        self._update_indicator()
+
+    async def _pump(self, pane: LogPane, source: PaneSource) -> None:
+        """Drain one source into its pane's queue; a failing source shows its error, others go on."""
+        try:
+            async for event in source.open():
+                pane.feed(event)
+        except Exception as err:  # noqa: BLE001 - any source failure becomes the pane's status
+            pane.feed(LogNotice("error", str(err) or type(err).__name__))
+
+    def flush(self) -> None:
+        """One batch per pane and one for the merged view (called by the timer; tests may call it)."""
+        merged: list[str] = []
+        for number, pane in enumerate(self.panes):
+            lines = pane.flush()
+            if lines:
+                prefix = f"\x1b[{PALETTE[number % 8][1]}m{pane.source_name:<{self._width}}\x1b[0m │ "
+                merged.extend(prefix + line for line in lines)
+        if merged:
+            self.merged_view.append(merged)
+        self._update_indicator()
+
+    # ----- toggles --------------------------------------------------------------------------------
+
+    def action_toggle_follow(self) -> None:
+        view = self.active_view
+        view.follow = not view.follow
+
+    def action_toggle_wrap(self) -> None:
+        wrap = not self.active_view.wrap
+        for view in self._views():
+            view.wrap = wrap
+        self._update_indicator()
+
+    def action_toggle_merged(self) -> None:
+        self.merged = not self.merged
+        self.set_class(self.merged, "-merged")
+        (self.merged_view if self.merged else self.panes[0].view).focus()
+        self._update_indicator()
+
+    def action_fullscreen(self) -> None:
+        if self.merged:
+            return
+        active = self.active_view.parent
+        self.fullscreen = not self.fullscreen
+        for pane in self.panes:
+            pane.set_class(self.fullscreen and pane is not active, "-hidden")
+        self._update_indicator()
+
+    def action_next_error(self) -> None:
+        self._find_error(forward=True)
+
+    def action_previous_error(self) -> None:
+        self._find_error(forward=False)
+
+    def _find_error(self, forward: bool) -> None:
+        if self.active_view.find_error(forward) is None:
+            self.notify("No more error lines in this direction", severity="warning", timeout=2)
+
+    def action_save(self) -> Path:
+        """Write what the active view shows (filter applied, colours stripped) to a file."""
+        view = self.active_view
+        stamp = time.strftime("%Y%m%d-%H%M%S")
+        safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in self.active_name)
+        path = self.save_dir / f"gcptui-{safe}-{stamp}.log"
+        lines = view.visible_lines()
+        path.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+        self.notify(f"Saved {len(lines)} lines to {path}", timeout=4)
+        return path
+
+    def action_back(self) -> None:
+        """Escape unwinds one thing: the filter box, the filter, fullscreen, then the screen."""
+        box = self.query_one("#filter", Input)
+        if box.has_focus:
+            self._apply_filter("")
+            self._close_filter()
+        elif self.fullscreen:
+            self.action_fullscreen()
+        elif self.filter_text:
+            self._apply_filter("")
+        else:
+            self.dismiss()
+
+    # ----- filter ---------------------------------------------------------------------------------
+
+    def action_open_filter(self) -> None:
+        box = self.query_one("#filter", Input)
+        box.add_class("-visible")
+        box.value = self.filter_text
+        box.focus()
+
+    @on(Input.Changed, "#filter")
+    def _filter_changed(self, event: Input.Changed) -> None:
+        self._apply_filter(event.value)
+
+    @on(Input.Submitted, "#filter")
+    def _filter_submitted(self) -> None:
+        self._close_filter()
+
+    def _close_filter(self) -> None:
+        box = self.query_one("#filter", Input)
+        box.remove_class("-visible")
+        self.active_view.focus()
+
+    def _apply_filter(self, text: str) -> None:
+        self.filter_text = text
+        for view in self._views():
+            view.set_filter(text)
+        self._update_indicator()
+
+    # ----- helpers --------------------------------------------------------------------------------
+
+    def _views(self) -> list[LogView]:
+        return [pane.view for pane in self.panes] + [self.merged_view]
+
+    def _update_indicator(self) -> None:
+        view = self.active_view
+        parts = [
+            ("Follow", "On" if view.follow else f"Off (+{view.new_lines})"),
+            ("Wrap", "On" if view.wrap else "Off"),
+            ("Merged", "On" if self.merged else "Off"),
+            ("Fullscreen", "On" if self.fullscreen else "Off"),
+        ]
+        text = Text(" ")
+        for key, value in parts:
+            text.append(f"{key}:", "bold")
+            text.append(value, "green" if value == "On" else "")
+            text.append("  ")
+        if self.filter_text:
+            text.append("Filter:", "bold")
+            text.append(f'"{self.filter_text}" ({view.match_count} lines)', "yellow")
+        plain = text.plain
+        if plain != self._indicator_text:
+            self._indicator_text = plain
+            self.query_one(ToggleIndicator).update(text)
+
+
+__all__ = ["LogsScreen", "NewLinesMarker", "PaneSource"]
