@@ -6,6 +6,7 @@ Workers do the blocking and network work and post messages; only message handler
 from __future__ import annotations
 
 from collections.abc import Iterable
+from pathlib import Path
 
 from textual import work
 from textual.app import App, SystemCommand
@@ -24,7 +25,7 @@ REFRESH_SECONDS = 5.0
 class GcptuiApp(App[None]):
     """``gcptui``: the fleet table first; everything else is one key away."""
 
-    CSS_PATH = "app.tcss"
+    CSS_PATH = Path(__file__).with_name("app.tcss")  # absolute: subclasses live elsewhere
     TITLE = "gcptui"
     BINDINGS = bindings_for("app")
 

@@ -1,0 +1,106 @@
+"""Fleet listing at scale: ``gcptui ls --json`` and the TUI's first frame with 1,000 instances.
+
+Starts the Compute API emulator (API only) with 1,000 instances over 10 zones, then measures:
+- ``gcptui ls --json`` wall time (process start to exit, median of N runs);
+- time from launching the TUI to its first painted frame, and whether the Compute client library
+  had been imported by then (it must not: the import alone takes over a second);
+- time from launch until the fleet table holds all 1,000 rows.
+Prints one JSON object as its last line.
+
+    python benchmarks/fleet_list.py [--instances 1000] [--zones 10] [--runs 5]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+
+def tui_child(config: str, t0: float, expected: int) -> None:
+    """Runs in a fresh interpreter: report first frame and full table times, then exit."""
+    from remote.config import load_config
+    from tui.app import GcptuiApp
+    from tui.messages import FleetRefreshed
+
+    result: dict[str, object] = {}
+
+    class Probe(GcptuiApp):
+        def on_mount(self) -> None:
+            # Textual runs GcptuiApp.on_mount too (handlers run per class in the MRO).
+            self.call_after_refresh(self.first_frame)
+
+        def first_frame(self) -> None:
+            result["first_frame_s"] = time.time() - t0
+            result["compute_imported_at_first_frame"] = "google.cloud.compute_v1" in sys.modules
+
+        def on_fleet_refreshed(self, message: FleetRefreshed) -> None:
+            if self.fleet_screen.table.row_count >= expected:
+                self.call_after_refresh(self.table_full)
+
+        def table_full(self) -> None:
+            result.setdefault("table_full_s", time.time() - t0)
+            self.exit()
+
+    Probe(load_config(config), refresh_seconds=3600).run(headless=True, size=(200, 50))
+    print(json.dumps(result))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--instances", type=int, default=1000)
+    parser.add_argument("--zones", type=int, default=10)
+    parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--tui-child", nargs=3, metavar=("CONFIG", "T0", "EXPECTED"))
+    args = parser.parse_args()
+    if args.tui_child:
+        tui_child(args.tui_child[0], float(args.tui_child[1]), int(args.tui_child[2]))
+        return
+
+    from remote.emulator.demo import large_fleet
+    from remote.emulator.thread import EmulatorThread
+
+    with tempfile.TemporaryDirectory() as tmp, EmulatorThread(Path(tmp) / "emu", ssh=False) as emulator:
+        emulator.add_fleet(large_fleet(args.instances, args.zones))
+        config = str(emulator.write_config(Path(tmp) / "gcptui.toml"))
+        ls_times = []
+        for _ in range(args.runs):
+            start = time.perf_counter()
+            out = subprocess.run([sys.executable, "-m", "tui", "ls", "--json", "--config", config],
+                                 cwd=ROOT, capture_output=True, text=True, check=True)
+            ls_times.append(time.perf_counter() - start)
+            assert len(json.loads(out.stdout)) == args.instances
+        tui_runs = []
+        for _ in range(args.runs):
+            t0 = time.time()
+            out = subprocess.run([sys.executable, __file__, "--tui-child", config, str(t0), str(args.instances)],
+                                 cwd=ROOT, capture_output=True, text=True, check=True)
+            tui_runs.append(json.loads(out.stdout.strip().splitlines()[-1]))
+        import_start = time.perf_counter()
+        subprocess.run([sys.executable, "-c", "import google.cloud.compute_v1"], check=True)
+        import_s = time.perf_counter() - import_start
+
+    print(json.dumps({
+        "benchmark": "fleet_list",
+        "instances": args.instances,
+        "zones": args.zones,
+        "runs": args.runs,
+        "ls_json_s_median": round(statistics.median(ls_times), 3),
+        "ls_json_s_min": round(min(ls_times), 3),
+        "tui_first_frame_s_median": round(statistics.median(r["first_frame_s"] for r in tui_runs), 3),
+        "tui_table_full_s_median": round(statistics.median(r["table_full_s"] for r in tui_runs), 3),
+        "compute_imported_before_first_frame": any(r["compute_imported_at_first_frame"] for r in tui_runs),
+        "python_import_compute_v1_s": round(import_s, 3),
+    }))
+
+
+if __name__ == "__main__":
+    main()
