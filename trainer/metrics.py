@@ -49,9 +49,8 @@ class MetricsLog:
 
     def say(self, text: str) -> None:
         """A readable line on stdout only."""
-        if self._echo:
-            with self._lock:
-                print(text, flush=True)
+        with self._lock:
+            self._print(text)
 
     def warn(self, text: str) -> None:
         """A warning on stderr, whatever the rank: damage found on any rank matters."""
@@ -71,5 +70,13 @@ class MetricsLog:
         with self._lock:
             self._file.write(line)
             self._file.flush()
-            if self._echo:
-                print(text, flush=True)
+            self._print(text)
+
+    def _print(self, text: str) -> None:
+        if not self._echo:
+            return
+        try:
+            print(text, flush=True)
+        except OSError:
+            # The log reader went away (closed pipe): keep training and keep writing metrics.
+            self._echo = False
