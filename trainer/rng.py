@@ -16,8 +16,11 @@ import torch
 def capture_rng_state() -> dict[str, Any]:
     """Return the current states of the Python, NumPy, torch and (if in use) CUDA generators."""
     kind, keys, pos, has_gauss, cached_gauss = np.random.get_state(legacy=True)
+    version, internal, gauss_next = random.getstate()
     state: dict[str, Any] = {
-        "python": random.getstate(),
+        # A tensor, not 625 Python ints: pickling each int separately is most of a small save's cost.
+        "python": {"version": version, "internal": torch.tensor(internal, dtype=torch.int64),
+                   "gauss_next": gauss_next},
         "numpy": {
             "kind": kind,
             # int64 because torch's uint32 support is partial; the values fit exactly.
@@ -37,7 +40,8 @@ def capture_rng_state() -> dict[str, Any]:
 
 def restore_rng_state(state: dict[str, Any]) -> None:
     """Put every generator back into the state `capture_rng_state` returned."""
-    random.setstate(_as_tuple(state["python"]))
+    py = state["python"]
+    random.setstate((py["version"], tuple(py["internal"].tolist()), py["gauss_next"]))
     np_state = state["numpy"]
     np.random.set_state(
         (
@@ -55,9 +59,3 @@ def restore_rng_state(state: dict[str, Any]) -> None:
         for index in range(count):
             torch.cuda.set_rng_state(cuda_states[index], index)
 
-
-def _as_tuple(value: Any) -> Any:
-    """random.setstate wants tuples all the way down; a round trip may have produced lists."""
-    if isinstance(value, list | tuple):
-        return tuple(_as_tuple(v) for v in value)
-    return value
