@@ -1,0 +1,234 @@
+"""An atomic checkpoint store: one payload file and one manifest per checkpoint, keep the last K.
+
+A checkpoint is complete when its manifest exists; the manifest is written last and carries the
+payload's size and SHA-256. Both files are written under a temporary name, fsynced, renamed and the
+directory fsynced, so a crash at any moment leaves either a complete checkpoint or debris that
+`remove_incomplete` clears and `load_newest` never mistakes for one. Damage after the fact (a
+truncated or flipped payload) fails the checksum, and loading falls back to the checkpoint before.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import signal
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, BinaryIO
+
+import torch
+
+MANIFEST_FORMAT = 1
+_MANIFEST_RE = re.compile(r"^step-(\d{9})\.json$")
+_PAYLOAD_RE = re.compile(r"^step-(\d{9})\.pt$")
+# Test-only: "STEP:PHASE" makes the writer SIGKILL its own process in the middle of writing the
+# checkpoint for STEP (PHASE "payload": half-way through the payload; "manifest": payload renamed,
+# manifest not yet written). It lets the exactness tests crash at the worst moments on purpose.
+KILL_DURING_SAVE_ENV = "GCPTUI_TRAINER_TEST_KILL_DURING_SAVE"
+
+
+class DamagedCheckpointError(Exception):
+    """A checkpoint's files do not match its manifest (torn, truncated or corrupted)."""
+
+
+@dataclass(frozen=True)
+class CheckpointInfo:
+    """A checkpoint whose manifest parsed; `manifest` holds the manifest's fields."""
+
+    step: int
+    payload: Path
+    manifest_path: Path
+    manifest: dict[str, Any]
+
+
+def _fsync_directory(directory: Path) -> None:
+    # A rename is durable only once the directory entry is on disk.
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+class _HashingWriter:
+    """File wrapper that hashes and counts what torch.save writes, so the payload is read once."""
+
+    def __init__(self, file: BinaryIO, kill_after_bytes: int | None) -> None:
+        self._file = file
+        self.sha256 = hashlib.sha256()
+        self.size = 0
+        self._kill_after = kill_after_bytes
+
+    def write(self, data: bytes) -> int:
+        self.sha256.update(data)
+        self.size += len(data)
+        written = self._file.write(data)
+        if self._kill_after is not None and self.size >= self._kill_after:
+            self._file.flush()
+            os.kill(os.getpid(), signal.SIGKILL)
+        return written
+
+    def flush(self) -> None:
+        self._file.flush()
+
+
+def _test_kill_phase(step: int) -> str | None:
+    spec = os.environ.get(KILL_DURING_SAVE_ENV, "")
+    if ":" not in spec:
+        return None
+    wanted, phase = spec.split(":", 1)
+    return phase if wanted.strip() == str(step) else None
+
+
+class CheckpointStore:
+    """Checkpoints of one run: `DIR/step-000000100.pt` beside `DIR/step-000000100.json`."""
+
+    def __init__(self, directory: Path | str, keep: int = 3) -> None:
+        if keep < 1:
+            raise ValueError("keep must be at least 1")
+        self.directory = Path(directory)
+        self.keep = keep
+
+    # -- naming ---------------------------------------------------------------------------------
+    def payload_path(self, step: int) -> Path:
+        return self.directory / f"step-{step:09d}.pt"
+
+    def manifest_path(self, step: int) -> Path:
+        return self.directory / f"step-{step:09d}.json"
+
+    # -- listing --------------------------------------------------------------------------------
+    def checkpoints(self) -> list[CheckpointInfo]:
+        """Checkpoints that have a manifest, newest first; payloads are not verified here.
+
+        A manifest that does not parse is listed with an empty `manifest` so `load_newest` can
+        report it as damaged instead of silently ignoring it.
+        """
+        if not self.directory.is_dir():
+            return []
+        found = []
+        for entry in self.directory.iterdir():
+            match = _MANIFEST_RE.match(entry.name)
+            if not match:
+                continue
+            step = int(match.group(1))
+            try:
+                manifest = json.loads(entry.read_text())
+                if not isinstance(manifest, dict):
+                    manifest = {}
+            except (OSError, ValueError):
+                manifest = {}
+            found.append(CheckpointInfo(step, self.payload_path(step), entry, manifest))
+        return sorted(found, key=lambda info: info.step, reverse=True)
+
+    def remove_incomplete(self) -> None:
+        """Delete temporary files and payloads without a manifest (left by a crash mid-write).
+
+        Call it only when no writer is running (at start-up, on the writing rank).
+        """
+        if not self.directory.is_dir():
+            return
+        for entry in self.directory.iterdir():
+            orphan_payload = _PAYLOAD_RE.match(entry.name) and not entry.with_suffix(".json").exists()
+            if entry.name.startswith(".tmp-") or orphan_payload:
+                entry.unlink(missing_ok=True)
+
+    # -- writing --------------------------------------------------------------------------------
+    def write(self, step: int, state: dict[str, Any], meta: dict[str, Any]) -> CheckpointInfo:
+        """Write `state` as the checkpoint for `step` atomically, then prune to the last `keep`.
+
+        `meta` goes into the manifest (it must be JSON-serializable). Returns the new checkpoint.
+        """
+        self.directory.mkdir(parents=True, exist_ok=True)
+        payload = self.payload_path(step)
+        manifest_path = self.manifest_path(step)
+        kill_phase = _test_kill_phase(step)
+        # Rewriting a step: retire its manifest first so no manifest ever describes a newer payload.
+        if manifest_path.exists():
+            manifest_path.unlink()
+            _fsync_directory(self.directory)
+
+        tmp_payload = self.directory / f".tmp-{payload.name}.{os.getpid()}"
+        with open(tmp_payload, "wb") as file:
+            writer = _HashingWriter(file, 256 * 1024 if kill_phase == "payload" else None)
+            torch.save(state, writer)
+            file.flush()
+            os.fsync(file.fileno())
+        os.replace(tmp_payload, payload)
+        _fsync_directory(self.directory)
+        if kill_phase == "manifest":
+            os.kill(os.getpid(), signal.SIGKILL)
+
+        manifest = {
+            "format": MANIFEST_FORMAT,
+            "step": step,
+            "payload": payload.name,
+            "bytes": writer.size,
+            "sha256": writer.sha256.hexdigest(),
+            "created": time.time(),
+            **meta,
+        }
+        tmp_manifest = self.directory / f".tmp-{manifest_path.name}.{os.getpid()}"
+        with open(tmp_manifest, "w") as file:
+            json.dump(manifest, file, indent=1, sort_keys=True)
+            file.flush()
+            os.fsync(file.fileno())
+        os.replace(tmp_manifest, manifest_path)
+        _fsync_directory(self.directory)
+        self.prune()
+        return CheckpointInfo(step, payload, manifest_path, manifest)
+
+    def prune(self) -> None:
+        """Keep the newest `keep` checkpoints; delete older ones, manifest first."""
+        for old in self.checkpoints()[self.keep :]:
+            old.manifest_path.unlink(missing_ok=True)
+            old.payload.unlink(missing_ok=True)
+
+    # -- reading --------------------------------------------------------------------------------
+    def verify(self, info: CheckpointInfo) -> None:
+        """Raise DamagedCheckpointError unless the payload matches the manifest's size and hash."""
+        manifest = info.manifest
+        if manifest.get("format") != MANIFEST_FORMAT or "sha256" not in manifest:
+            raise DamagedCheckpointError("its manifest is unreadable")
+        try:
+            size = info.payload.stat().st_size
+        except FileNotFoundError:
+            raise DamagedCheckpointError("its payload file is missing") from None
+        if size != manifest["bytes"]:
+            raise DamagedCheckpointError(f"its payload has {size} bytes, the manifest says {manifest['bytes']}")
+        digest = hashlib.sha256()
+        with open(info.payload, "rb") as file:
+            while chunk := file.read(1 << 22):
+                digest.update(chunk)
+        if digest.hexdigest() != manifest["sha256"]:
+            raise DamagedCheckpointError("its payload fails the SHA-256 check")
+
+    def load(self, info: CheckpointInfo) -> dict[str, Any]:
+        """Verify and load one checkpoint's state onto the CPU."""
+        self.verify(info)
+        try:
+            return torch.load(info.payload, map_location="cpu", weights_only=True)
+        except Exception as exc:  # noqa: BLE001 - any unpickling failure means the same thing here
+            raise DamagedCheckpointError(f"its payload does not load ({exc})") from exc
+
+    def load_newest(
+        self, on_damaged: Callable[[CheckpointInfo, str], None] | None = None
+    ) -> tuple[CheckpointInfo, dict[str, Any]] | None:
+        """Load the newest checkpoint that verifies, skipping damaged ones.
+
+        `on_damaged(info, reason)` is called for each skipped checkpoint. Returns None when the
+        store holds no checkpoint at all; raises DamagedCheckpointError when all are damaged.
+        """
+        candidates = self.checkpoints()
+        for info in candidates:
+            try:
+                return info, self.load(info)
+            except DamagedCheckpointError as exc:
+                if on_damaged is not None:
+                    on_damaged(info, str(exc))
+        if candidates:
+            raise DamagedCheckpointError(f"all {len(candidates)} checkpoints in {self.directory} are damaged")
+        return None

@@ -1,0 +1,97 @@
+"""`python -m trainer`: the reference run's command line."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import NoReturn
+
+from trainer import distributed
+from trainer.errors import TrainerError
+from trainer.model import SIZES
+
+USAGE_ERROR = 2
+
+
+class _OneLineParser(argparse.ArgumentParser):
+    """argparse, but a usage mistake is one line on stderr (exit 2), not a usage dump."""
+
+    def error(self, message: str) -> NoReturn:
+        print(f"error: {message} (see python -m trainer --help)", file=sys.stderr, flush=True)
+        raise SystemExit(USAGE_ERROR)
+
+
+def _positive(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, not {value}")
+    return value
+
+
+def _non_negative_int(text: str) -> int:
+    value = int(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be 0 or more, not {value}")
+    return value
+
+
+def _non_negative_float(text: str) -> float:
+    value = float(text)
+    if not value >= 0:
+        raise argparse.ArgumentTypeError(f"must be 0 or more, not {text}")
+    return value
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _OneLineParser(
+        prog="python -m trainer",
+        description="Reference run: a small transformer LM with exact, atomic, preemption-safe checkpoints.",
+    )
+    parser.add_argument("--run-dir", required=True, type=Path, help="checkpoints and metrics.jsonl go here")
+    parser.add_argument("--steps", required=True, type=_positive, help="optimizer steps in the whole run")
+    parser.add_argument("--seed", type=_non_negative_int, default=0)
+    parser.add_argument("--checkpoint-every", type=_non_negative_int, default=100,
+                        help="steps between checkpoints (0: only on SIGTERM and at the end; default 100)")
+    parser.add_argument("--log-every", type=_positive, default=10, help="steps between progress lines (default 10)")
+    parser.add_argument("--resume", action="store_true",
+                        help="continue from the newest complete checkpoint in --run-dir (fresh start if none)")
+    parser.add_argument("--size", choices=sorted(SIZES), default="tiny")
+    parser.add_argument("--device", choices=["auto", "cpu", "cuda"], default="auto",
+                        help="default: cuda when available, else cpu")
+    parser.add_argument("--step-delay", type=_non_negative_float, default=0.0, metavar="SECONDS",
+                        help="sleep after each step, so a demo run lasts a watchable while")
+    parser.add_argument("--keep", type=_positive, default=3, help="checkpoints to keep (default 3)")
+    parser.add_argument("--threads", type=_positive, default=1,
+                        help="CPU threads for torch (default 1: bit-for-bit reproducible and fast for tiny)")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Parse the command line and train; returns the exit code (Preempted exits with 143)."""
+    args = build_parser().parse_args(argv)
+    # Imported here so `--help` and usage errors answer without loading torch.
+    import torch
+
+    from trainer.reference import ReferenceSettings, train
+
+    device = args.device
+    if device == "auto":
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+    settings = ReferenceSettings(
+        run_dir=args.run_dir, steps=args.steps, seed=args.seed, checkpoint_every=args.checkpoint_every,
+        log_every=args.log_every, resume=args.resume, size=args.size, device=device,
+        step_delay=args.step_delay, keep=args.keep, threads=args.threads,
+    )
+    try:
+        train(settings)
+    except TrainerError as exc:
+        if distributed.place().rank == 0:
+            print(f"error: {exc}", file=sys.stderr, flush=True)
+        return USAGE_ERROR
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr, flush=True)
+        return 130
+    finally:
+        distributed.shutdown()
+    return 0

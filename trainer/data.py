@@ -1,0 +1,75 @@
+"""Training data the reference run makes itself, and a batch order that is a pure function of position.
+
+Nothing is downloaded: the corpus is sampled from a seeded sparse Markov chain (each token has four likely successors), which has
+enough structure for the loss to fall visibly. The batch order depends only on (seed, epoch,
+position, rank, world size), so a run resumed mid-epoch sees exactly the batches it would have.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import numpy as np
+import torch
+from torch.utils.data import Sampler
+
+
+def make_corpus(sequences: int, length: int, vocab: int, seed: int) -> torch.Tensor:
+    """`sequences` token sequences of `length` tokens (int64), the same for the same arguments."""
+    rng = np.random.Generator(np.random.PCG64(seed))  # private: never touches the global RNGs
+    choices = 4
+    successors = rng.integers(0, vocab, size=(vocab, choices))
+    cumulative = rng.dirichlet(np.full(choices, 0.5), size=vocab).cumsum(axis=1)
+    tokens = np.empty((sequences, length), dtype=np.int64)
+    tokens[:, 0] = rng.integers(0, vocab, size=sequences)
+    for t in range(1, length):
+        previous = tokens[:, t - 1]
+        pick = (rng.random(sequences)[:, None] > cumulative[previous]).sum(axis=1).clip(max=choices - 1)
+        tokens[:, t] = successors[previous, pick]
+    return torch.from_numpy(tokens)
+
+
+class DeterministicBatchSampler(Sampler[list[int]]):
+    """Batches of indices for one rank, reshuffled per epoch, resumable at any position.
+
+    Each epoch is a permutation of range(num_samples) seeded by (seed, epoch); the global batch at
+    `position` is the slice [position * batch_size * world_size, ...) of it, and each rank takes
+    its own batch_size-long part. The last incomplete global batch is dropped so every rank makes
+    the same number of steps. Usable as a DataLoader `batch_sampler` (call `set_epoch` first).
+    """
+
+    def __init__(self, num_samples: int, batch_size: int, seed: int, rank: int = 0, world_size: int = 1) -> None:
+        self.num_samples = num_samples
+        self.batch_size = batch_size
+        self.seed = seed
+        self.rank = rank
+        self.world_size = world_size
+        self.steps_per_epoch = num_samples // (batch_size * world_size)
+        if self.steps_per_epoch == 0:
+            raise ValueError(f"{num_samples} samples are fewer than one global batch of {batch_size * world_size}")
+        self._epoch = 0
+        self._start = 0
+
+    def order(self, epoch: int) -> torch.Tensor:
+        """The epoch's permutation of all sample indices."""
+        generator = torch.Generator().manual_seed(self.seed * 1_000_003 + epoch)
+        return torch.randperm(self.num_samples, generator=generator)
+
+    def batches(self, epoch: int, start: int = 0) -> Iterator[torch.Tensor]:
+        """This rank's batches of `epoch`, beginning at batch `start`."""
+        order = self.order(epoch)
+        global_batch = self.batch_size * self.world_size
+        for position in range(start, self.steps_per_epoch):
+            first = position * global_batch + self.rank * self.batch_size
+            yield order[first : first + self.batch_size]
+
+    def set_epoch(self, epoch: int, start: int = 0) -> None:
+        """Choose what the next `iter()` yields: `epoch`'s batches from batch `start` on."""
+        self._epoch, self._start = epoch, start
+
+    def __iter__(self) -> Iterator[list[int]]:
+        for batch in self.batches(self._epoch, self._start):
+            yield batch.tolist()
+
+    def __len__(self) -> int:
+        return self.steps_per_epoch - self._start

@@ -1,0 +1,82 @@
+"""The progress protocol of DESIGN.md: JSON lines for tools, one readable line per event for people."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+METRICS_ENV = "GCPTUI_METRICS"
+
+
+def default_metrics_path(run_dir: Path | str) -> Path:
+    """`$GCPTUI_METRICS` when the job runner set it, else `RUN_DIR/metrics.jsonl`."""
+    override = os.environ.get(METRICS_ENV)
+    return Path(override) if override else Path(run_dir) / "metrics.jsonl"
+
+
+class MetricsLog:
+    """Appends protocol lines to a JSON-lines file and echoes readable lines to stdout.
+
+    Safe to call from the background checkpoint writer and the training thread at once. A `None`
+    path (e.g. on ranks other than 0) makes every call a no-op.
+    """
+
+    def __init__(self, path: Path | None, echo: bool = True) -> None:
+        self.path = path
+        self._echo = echo and path is not None
+        self._lock = threading.Lock()
+        self._file = None
+        if path is not None:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            self._file = open(path, "a", encoding="utf-8")  # noqa: SIM115 - closed in close()
+
+    def progress(self, step: int, total_steps: int, loss: float, samples_per_s: float) -> None:
+        """One step line. `loss` is written with repr() so a reader gets the exact same float back."""
+        self._write(
+            {"step": step, "total_steps": total_steps, "loss": loss,
+             "samples_per_s": round(samples_per_s, 3), "time": time.time()},
+            f"step {step}/{total_steps} loss {loss:.4f} {samples_per_s:.0f} samples/s",
+        )
+
+    def event(self, name: str, text: str, **fields: Any) -> None:
+        """An event line such as checkpoint, preempted, resumed or finished."""
+        self._write({"event": name, **fields, "time": time.time()}, text)
+
+    def say(self, text: str) -> None:
+        """A readable line on stdout only."""
+        with self._lock:
+            self._print(text)
+
+    def warn(self, text: str) -> None:
+        """A warning on stderr, whatever the rank: damage found on any rank matters."""
+        print(f"warning: {text}", file=sys.stderr, flush=True)
+
+    def close(self) -> None:
+        with self._lock:
+            if self._file is not None:
+                self._file.close()
+                self._file = None
+
+    def _write(self, record: dict[str, Any], text: str) -> None:
+        if self._file is None:
+            return
+        # json.dumps writes floats with repr(), which round-trips a Python float exactly.
+        line = json.dumps(record) + "\n"
+        with self._lock:
+            self._file.write(line)
+            self._file.flush()
+            self._print(text)
+
+    def _print(self, text: str) -> None:
+        if not self._echo:
+            return
+        try:
+            print(text, flush=True)
+        except OSError:
+            # The log reader went away (closed pipe): keep training and keep writing metrics.
+            self._echo = False

@@ -1,0 +1,141 @@
+"""The reference run: a small transformer LM trained on generated text, using ResumableRun.
+
+It is the demo's workload and the proof that resume is exact: interrupted and resumed, it logs the
+same losses and ends with the same weights as a run that was never interrupted.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import random
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+from torch.nn.parallel import DistributedDataParallel
+
+from trainer import distributed
+from trainer.data import DeterministicBatchSampler, make_corpus
+from trainer.errors import TrainerError
+from trainer.model import SIZES, TransformerLM, next_token_loss
+from trainer.resumable import ResumableRun
+
+
+@dataclass(frozen=True)
+class ReferenceSettings:
+    """Everything the `python -m trainer` command line sets."""
+
+    run_dir: Path
+    steps: int
+    seed: int = 0
+    checkpoint_every: int = 100
+    log_every: int = 10
+    resume: bool = False
+    size: str = "tiny"
+    device: str = "cpu"
+    step_delay: float = 0.0
+    keep: int = 3
+    threads: int = 1
+    learning_rate: float = 3e-3
+    warmup_steps: int = 100
+    metrics_path: Path | None = None
+
+
+def make_deterministic(device: str, threads: int) -> None:
+    """Settings that make two runs of the same steps produce the same bits.
+
+    One CPU thread by default: reductions split across threads can add in a different order.
+    """
+    if device == "cuda":
+        # cuBLAS needs a fixed workspace to be deterministic; it must be set before its first use.
+        os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
+        torch.backends.cudnn.benchmark = False
+        torch.backends.cuda.matmul.allow_tf32 = False
+        torch.backends.cudnn.allow_tf32 = False
+    # warn_only on CUDA: a few kernels (e.g. some attention backwards) have no deterministic variant.
+    torch.use_deterministic_algorithms(True, warn_only=device == "cuda")
+    torch.set_num_threads(threads)
+
+
+def _seed_everything(seed: int) -> None:
+    random.seed(seed)
+    np.random.seed(seed % 2**32)
+    torch.manual_seed(seed)
+
+
+def _learning_rate_factor(warmup: int, total: int):
+    def factor(step: int) -> float:
+        if step < warmup:
+            return (step + 1) / warmup
+        progress = min(1.0, (step - warmup) / max(1, total - warmup))
+        return 0.1 + 0.9 * 0.5 * (1.0 + math.cos(math.pi * progress))
+
+    return factor
+
+
+def train(settings: ReferenceSettings) -> ResumableRun:
+    """Run (or resume) the reference training to `settings.steps`; returns the finished run.
+
+    Raises TrainerError for bad input, and Preempted (a SystemExit) after a SIGTERM save.
+    """
+    if settings.size not in SIZES:
+        raise TrainerError(f"unknown size {settings.size!r}: choose one of {', '.join(SIZES)}")
+    if settings.device == "cuda" and not torch.cuda.is_available():
+        raise TrainerError("--device cuda was asked for but CUDA is not available here: use --device cpu")
+    size = SIZES[settings.size]
+    make_deterministic(settings.device, settings.threads)
+    place = distributed.init_from_environment(settings.device)
+    device = torch.device("cuda", torch.cuda.current_device()) if settings.device == "cuda" else torch.device("cpu")
+
+    _seed_everything(settings.seed)  # the same initial weights on every rank
+    corpus = make_corpus(size.sequences, size.seq_len + 1, size.vocab, settings.seed)
+    model = TransformerLM(size).to(device)
+    if place.world_size > 1:
+        model = DistributedDataParallel(model, device_ids=[device.index] if device.type == "cuda" else None)
+    # Each rank its own dropout stream; restored per rank on resume.
+    _seed_everything(settings.seed * 1000 + 1 + place.rank)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=settings.learning_rate, weight_decay=0.01, foreach=True)
+    scheduler = torch.optim.lr_scheduler.LambdaLR(
+        optimizer, _learning_rate_factor(settings.warmup_steps, settings.steps)
+    )
+    use_amp = device.type == "cuda"
+    scaler = torch.amp.GradScaler("cuda", enabled=use_amp)
+    sampler = DeterministicBatchSampler(len(corpus), size.batch_size, settings.seed, place.rank, place.world_size)
+
+    run = ResumableRun(
+        settings.run_dir,
+        model=model,
+        optimizer=optimizer,
+        scheduler=scheduler,
+        scaler=scaler,
+        total_steps=settings.steps,
+        checkpoint_every=settings.checkpoint_every,
+        log_every=settings.log_every,
+        keep=settings.keep,
+        resume=settings.resume,
+        config={"size": settings.size, "seed": settings.seed, "learning_rate": settings.learning_rate},
+        description=f"size {settings.size}",
+        metrics_path=settings.metrics_path,
+    )
+    model.train()
+    while not run.done:
+        epoch = run.start_epoch()
+        for indices in sampler.batches(epoch, start=run.position):
+            batch = corpus[indices].to(device, non_blocking=True)
+            with torch.autocast(device_type=device.type, dtype=torch.float16, enabled=use_amp):
+                loss = next_token_loss(model, batch)
+            optimizer.zero_grad(set_to_none=True)
+            scaler.scale(loss).backward()
+            scaler.step(optimizer)
+            scaler.update()
+            scheduler.step()
+            run.add_progress(loss.detach(), samples=len(indices))
+            if settings.step_delay > 0:
+                time.sleep(settings.step_delay)
+            if run.done:
+                break
+    run.finished()
+    return run

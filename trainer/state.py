@@ -1,0 +1,81 @@
+"""What a training run's checkpoint holds, and how it is taken from and put back into live objects."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any
+
+import torch
+from torch import nn
+
+
+def unwrap_model(model: nn.Module) -> nn.Module:
+    """The plain module inside DistributedDataParallel / torch.compile wrappers.
+
+    Saving the inner module keeps checkpoints loadable with or without the wrapper (no `module.`
+    or `_orig_mod.` prefixes in the keys).
+    """
+    while True:
+        inner = getattr(model, "module", None) or getattr(model, "_orig_mod", None)
+        if not isinstance(inner, nn.Module):
+            return model
+        model = inner
+
+
+def model_identity(model: nn.Module, description: str) -> dict[str, Any]:
+    """A short description of the model's shape: a fingerprint over parameter names, shapes and dtypes.
+
+    Two models share a fingerprint exactly when one's state dict loads into the other.
+    """
+    digest = hashlib.sha256()
+    parameters = 0
+    for name, tensor in sorted(unwrap_model(model).state_dict().items()):
+        digest.update(f"{name}:{tuple(tensor.shape)}:{tensor.dtype};".encode())
+        if tensor.is_floating_point():
+            parameters += tensor.numel()
+    return {"description": description, "fingerprint": digest.hexdigest()[:16], "parameters": parameters}
+
+
+def json_normal(value: Any) -> Any:
+    """`value` as it reads back from JSON (tuples become lists), for comparing with a manifest."""
+    return json.loads(json.dumps(value))
+
+
+def collect_state(
+    model: nn.Module,
+    optimizer: torch.optim.Optimizer | None,
+    scheduler: Any | None,
+    scaler: Any | None,
+    stateful: dict[str, Any],
+) -> dict[str, Any]:
+    """Live state dicts of everything that changes as training advances (not yet copied)."""
+    return {
+        "model": unwrap_model(model).state_dict(),
+        "optimizer": optimizer.state_dict() if optimizer is not None else None,
+        "scheduler": scheduler.state_dict() if scheduler is not None else None,
+        "scaler": scaler.state_dict() if scaler is not None else None,
+        "stateful": {name: obj.state_dict() for name, obj in stateful.items()},
+    }
+
+
+def apply_state(
+    state: dict[str, Any],
+    model: nn.Module,
+    optimizer: torch.optim.Optimizer | None,
+    scheduler: Any | None,
+    scaler: Any | None,
+    stateful: dict[str, Any],
+) -> None:
+    """Load a checkpoint's state dicts into the live objects (the inverse of `collect_state`)."""
+    unwrap_model(model).load_state_dict(state["model"])
+    # The optimizer first: the scheduler's state refers to the learning rates it holds.
+    if optimizer is not None and state.get("optimizer") is not None:
+        optimizer.load_state_dict(state["optimizer"])
+    if scheduler is not None and state.get("scheduler") is not None:
+        scheduler.load_state_dict(state["scheduler"])
+    if scaler is not None and state.get("scaler"):
+        scaler.load_state_dict(state["scaler"])
+    for name, obj in stateful.items():
+        if name in state.get("stateful", {}):
+            obj.load_state_dict(state["stateful"][name])
