@@ -28,7 +28,10 @@ def snapshot(root: Path, skip: Callable[[str], bool] = lambda rel: False) -> Tre
                 if name in dirnames:
                     dirnames.remove(name)
                 continue
-            st = os.lstat(path)
+            try:
+                st = os.lstat(path)
+            except FileNotFoundError:
+                continue  # changing while we look: the next poll sees it settled
             if stat.S_ISLNK(st.st_mode):
                 out[rel] = ("l", os.readlink(path))
                 if name in dirnames:
@@ -39,7 +42,7 @@ def snapshot(root: Path, skip: Callable[[str], bool] = lambda rel: False) -> Tre
                 try:
                     out[rel] = ("f", path.read_bytes(), st.st_mode & 0o111)
                 except OSError:
-                    out[rel] = ("f", None, 0)
+                    continue
     return out
 
 
