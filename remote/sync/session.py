@@ -311,7 +311,10 @@ class SyncSession:
                     f"the local source {self.source} vanished: sync stopped so the VM keeps its files"
                 )
             if not paths and not self.tracker.has_dirty():
-                plan = await self._reconcile_plan()  # periodic: catches events the kernel dropped
+                # Periodic full diff: catches events the kernel dropped (its queue overflowed) and
+                # anything that changed on the VM behind our back.
+                await self._full_sync_locked()
+                return
             else:
                 self.tracker.mark_dirty_abs(paths)
                 if self.tracker.needs_rescan():

@@ -178,7 +178,9 @@ class Agent:
                 st = os.lstat(path)
             except FileNotFoundError:
                 os.mkdir(path)
-                self.record(sub, self.entry(path))
+                e = self.entry(path)
+                self.record(sub, e)
+                self.results.append(["mkdir", sub, e, None])  # the client learns of it too
                 continue
             if not stat.S_ISDIR(st.st_mode):
                 raise OSError(f"{sub} is not a directory on the VM")
