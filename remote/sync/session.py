@@ -33,8 +33,6 @@ from remote.sync.rules import PathSet, SyncRules
 from remote.sync.tracker import Change, LocalTracker
 from remote.sync.watcher import TreeWatcher
 
-MAX_WATCH_GENERATIONS = 16
-
 
 class SyncError(GcptuiError):
     """Sync stopped; the message says why and what to do."""
@@ -326,10 +324,8 @@ class SyncSession:
             self._refuse_wipe(plan)
             if plan or not paths:
                 await self._apply(plan, full=False)
-            if self._watcher.generations > MAX_WATCH_GENERATIONS:
-                await self.tracker.rewatch_all()
-                self.tracker.request_rescan()
-                self._watcher.inject([])
+            for message in self._watcher.errors:
+                self._warn(message)
 
     def _change_plan(self, change: Change) -> Plan:
         """Compare the paths a batch touched, and what the VM holds below any directory among them."""

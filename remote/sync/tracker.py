@@ -105,13 +105,6 @@ class LocalTracker:
         """Place watches on synced directories that have none yet."""
         await self._watch([""] + [rel for rel, e in self.entries.items() if e.kind == "d"])
 
-    async def rewatch_all(self) -> None:
-        """Fold all watch generations into one (the caller rescans: events in the swap may be lost)."""
-        dirs = [""] + [rel for rel, e in self.entries.items() if e.kind == "d"]
-        self._watched = {}
-        await self.watcher.replace([])
-        await self._watch(dirs)
-
     async def _scan_watched(self, rel: str) -> LocalScan:
         """Scan a directory subtree, watching new directories first so nothing slips between."""
         while True:
@@ -140,6 +133,10 @@ class LocalTracker:
                 continue
             scan = None
             path = self.root / rel
+            if watch:
+                # A directory named by an event may be a new one at an old name (even with a
+                # recycled inode): its old watch died with it, so it always gets a new one.
+                self._watched.pop(rel, None)
             if watch and rel and path.is_dir() and not path.is_symlink() and self.rules.synced(rel, True):
                 scan = await self._scan_watched(rel)
                 scanned.append(rel)
@@ -158,6 +155,8 @@ class LocalTracker:
                 del self.entries[path]
                 change.scope.add(path)
             change.subtrees.add(rel)
+            for gone in [d for d in self._watched if is_under(d, rel) and d not in scan.entries]:
+                del self._watched[gone]
         else:
             self.entries.pop(rel, None)
         change.scope.add(rel)

@@ -3,8 +3,8 @@
 Excluded directories (``.venv``, datasets, ``node_modules``) cost no kernel watches. New
 directories get their watches added by :meth:`TreeWatcher.add`, which returns once the watches
 are in place, so a scan right after it misses nothing. Each ``add`` starts one more
-``awatch`` generator; when there are many, :meth:`TreeWatcher.replace` folds them into one over the
-current directory set (the caller rescans after, since events in the swap may be lost).
+``awatch`` generator; when there are many, they fold into one over the current directory set and
+the root is reported changed, so the consumer rescans (events in the swap may be lost).
 """
 
 from __future__ import annotations
@@ -21,8 +21,11 @@ from watchfiles import awatch
 class TreeWatcher:
     """Collects changed absolute paths from several non-recursive ``awatch`` generators."""
 
-    def __init__(self, root: Path, *, step_ms: int = 30, debounce_ms: int = 300) -> None:
+    def __init__(self, root: Path, *, step_ms: int = 30, debounce_ms: int = 300, max_generations: int = 6) -> None:
         self.root = root
+        self.max_generations = max_generations
+        self.errors: list[str] = []
+        self._paths: set[str] = set()
         self.step_ms = step_ms
         self.debounce_ms = debounce_ms
         self._changes: set[str] = set()
@@ -34,11 +37,26 @@ class TreeWatcher:
         return len(self._tasks)
 
     async def add(self, rel_dirs: Iterable[str]) -> None:
-        """Watch these tree-relative directories ("" is the root); returns once watches exist."""
+        """Watch these tree-relative directories ("" is the root); returns once watches exist.
+
+        Each call costs one inotify instance (128 per user by default, shared with every other
+        program): past ``max_generations`` all watches fold into one generator and the root is
+        reported changed, since events in the swap may be lost and a rescan must follow.
+        """
         paths = [str(self.root / rel) if rel else str(self.root) for rel in rel_dirs]
         paths = [p for p in paths if Path(p).is_dir()]
         if not paths:
             return
+        self._paths.update(paths)
+        if len(self._tasks) >= self.max_generations:
+            await self._stop(self._tasks)
+            self._tasks = []
+            paths = sorted(p for p in self._paths if Path(p).is_dir())
+            self._paths = set(paths)
+            self.inject([str(self.root)])
+        await self._start(paths)
+
+    async def _start(self, paths: list[str]) -> None:
         stop = anyio.Event()
         gen = awatch(
             *paths,
@@ -53,6 +71,15 @@ class TreeWatcher:
         task = asyncio.create_task(self._pump(gen, started))
         self._tasks.append((task, stop))
         await started.wait()
+
+    @staticmethod
+    async def _stop(tasks: list[tuple[asyncio.Task[None], anyio.Event]]) -> None:
+        for task, stop in tasks:
+            stop.set()
+            task.cancel()
+        for task, _ in tasks:
+            with contextlib.suppress(BaseException):
+                await task
 
     async def _pump(self, gen, started: asyncio.Event) -> None:  # noqa: ANN001 - awatch's generator
         first = asyncio.ensure_future(gen.__anext__())
@@ -70,22 +97,15 @@ class TreeWatcher:
         except (StopAsyncIteration, asyncio.CancelledError):
             pass
         except FileNotFoundError:
-            pass  # a watched directory vanished before the watch was placed: the parent reports it
+            self.inject([str(self.root)])  # a directory vanished before its watch was placed: rescan
+        except OSError as err:
+            # Out of inotify instances or watches: say so once, and rescan (periodic full diffs
+            # keep the VM right, only slower).
+            self.errors.append(f"cannot watch the tree for changes ({err}): raise fs.inotify.max_user_watches / max_user_instances")
+            self.inject([str(self.root)])
         finally:
             with contextlib.suppress(Exception):
                 await gen.aclose()
-
-    async def replace(self, rel_dirs: Iterable[str]) -> None:
-        """Watch exactly these directories with one generator, dropping the older ones."""
-        old = list(self._tasks)
-        self._tasks = []
-        await self.add(rel_dirs)
-        for task, stop in old:
-            stop.set()
-            task.cancel()
-        for task, _ in old:
-            with contextlib.suppress(BaseException):
-                await task
 
     async def next_batch(self, timeout: float | None = None) -> set[str]:
         """The changed absolute paths since the last call (empty after ``timeout`` seconds)."""
@@ -105,4 +125,6 @@ class TreeWatcher:
 
     async def close(self) -> None:
         """Stop every generator."""
-        await self.replace([])
+        tasks, self._tasks = self._tasks, []
+        self._paths.clear()
+        await self._stop(tasks)
