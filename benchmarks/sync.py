@@ -1,0 +1,227 @@
+"""Live sync against OpenSSH sshd on loopback, with ``rsync -a --delete`` over the same sshd as baseline.
+
+Run: ``python benchmarks/sync.py [--files 7000] [--mb 180] [--edits 200]``. Progress goes to stderr;
+the last line of stdout is one JSON object with every figure. See docs/BENCHMARKS-sync.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import random
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import asyncssh  # noqa: E402
+
+from remote.sync import SyncSession  # noqa: E402
+from tests.helpers.sshd import Sshd, make_client_key  # noqa: E402
+
+
+def log(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+def generate_tree(root: Path, files: int, total_mb: int, seed: int = 1) -> tuple[int, int]:
+    """A deterministic ML-repo-like tree: many small sources, a few large binaries (incompressible)."""
+    rng = random.Random(seed)
+    large = max(1, files // 70)  # ~1.4% of the files carry ~75% of the bytes
+    small = files - large
+    small_bytes = total_mb * 1_000_000 // 4
+    large_bytes = total_mb * 1_000_000 - small_bytes
+    total = 0
+    for i in range(small):
+        rel = Path(f"src/pkg{i % 40}/mod{(i // 40) % 12}/file{i}.py")
+        size = max(1, int(rng.expovariate(1 / (small_bytes / small))))
+        path = root / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(rng.randbytes(size))
+        total += size
+    for i in range(large):
+        path = root / f"assets/blob{i}.bin"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        size = large_bytes // large
+        path.write_bytes(rng.randbytes(size))
+        total += size
+    (root / ".gitignore").write_text("__pycache__/\n*.pyc\n")
+    return files + 1, total
+
+
+def rsync(sshd: Sshd, source: Path, dest: Path) -> float:
+    """One ``rsync -a --delete`` run over OpenSSH to the same sshd; seconds."""
+    ssh = " ".join(sshd.ssh_args()[:-1])
+    started = time.perf_counter()
+    subprocess.run(
+        ["rsync", "-a", "--delete", "-e", ssh, f"{source}/", f"{sshd.user}@{sshd.host}:{dest}/"],
+        check=True,
+    )
+    return time.perf_counter() - started
+
+
+def burst(root: Path, count: int, round_: int) -> list[Path]:
+    """Rewrite ``count`` existing small files with new content (same selection each round)."""
+    changed = []
+    for i in range(count):
+        path = root / f"src/pkg{i % 40}/mod{(i // 40) % 12}/file{i}.py"
+        path.write_bytes(f"burst {round_} {i}\n".encode() * 20)
+        changed.append(path)
+    return changed
+
+
+async def connect(sshd: Sshd) -> asyncssh.SSHClientConnection:
+    return await asyncssh.connect(
+        sshd.host, port=sshd.port, username=sshd.user,
+        client_keys=[str(sshd.client_key)], known_hosts=str(sshd.known_hosts),
+    )  # fmt: skip
+
+
+async def main(args: argparse.Namespace) -> dict:
+    work = Path(tempfile.mkdtemp(prefix="gcptui-sync-bench-"))
+    sshd = Sshd(directory=work / "sshd", host="127.0.0.77", client_key=make_client_key(work))
+    sshd.setup()
+    sshd.start()
+    try:
+        source = work / "source"
+        log(f"generating {args.files} files / {args.mb} MB ...")
+        n_files, n_bytes = generate_tree(source, args.files, args.mb)
+        rsync_dest, sync_dest = work / "vm" / "rsync", work / "vm" / "gcptui"
+        (work / "vm").mkdir()
+        subprocess.run(["sync"], check=False)
+
+        log("rsync: initial, no-op ...")
+        rsync_initial = rsync(sshd, source, rsync_dest)
+        rsync_noop = statistics.median(rsync(sshd, source, rsync_dest) for _ in range(3))
+
+        log("gcptui: initial (connection set-up included), no-op ...")
+        started = time.perf_counter()
+        conn = await connect(sshd)
+        session = SyncSession(source, str(sync_dest), lambda: _ready(conn), name="bench")
+        await session.full_sync()
+        initial = time.perf_counter() - started
+        noop_warm = statistics.median([await _timed(session.full_sync()) for _ in range(3)])
+        noop_cold = []
+        for _ in range(3):
+            t = time.perf_counter()
+            c = await connect(sshd)
+            s2 = SyncSession(source, str(sync_dest), lambda c=c: _ready(c))
+            result = await s2.full_sync()
+            noop_cold.append(time.perf_counter() - t)
+            assert result.bytes == 0, "a no-op resync sent file data"
+            await s2.close()
+            c.close()
+        await session.close()
+
+        log("following: single-file edits ...")
+        follow = SyncSession(source, str(sync_dest), lambda: _ready(conn), name="bench")
+        task = asyncio.create_task(follow.follow())
+        while follow.state != "in_sync":
+            await asyncio.sleep(0.01)
+        latencies = []
+        edited, remote_edited = source / "src/pkg0/mod0/file0.py", sync_dest / "src/pkg0/mod0/file0.py"
+        for i in range(args.edits):
+            payload = f"edit {i}\n".encode() * (1 + i % 50)
+            t = time.perf_counter()
+            edited.write_bytes(payload)
+            while _read(remote_edited) != payload:
+                await asyncio.sleep(0.0005)
+            latencies.append((time.perf_counter() - t) * 1000)
+            await asyncio.sleep(0.01 + (i % 7) / 1000)
+        latencies.sort()
+
+        # The machine may be shared: alternate our bursts with rsync's and keep medians.
+        log(f"following: {args.burst}-file bursts, alternating with rsync ...")
+        ours, theirs, from_first = [], [], []
+        identical = True
+        for round_ in range(1, 2 * args.rounds + 1, 2):
+            t0 = time.perf_counter()
+            # Written from another thread, as an editor or `git checkout` writes from another process.
+            changed = await asyncio.to_thread(burst, source, args.burst, round_)
+            t_written = time.perf_counter()
+            expected = {p.relative_to(source): p.read_bytes() for p in changed}
+            while not all(_read(sync_dest / rel) == data for rel, data in expected.items()):
+                await asyncio.sleep(0.005)
+            t_done = time.perf_counter()
+            ours.append(t_done - t_written)
+            from_first.append(t_done - t0)
+            await follow.barrier()
+            identical = identical and _same_tree(source, sync_dest)
+            follow.pause()  # rsync's turn: its writes must not race ours
+            burst(source, args.burst, round_ + 1)
+            theirs.append(rsync(sshd, source, rsync_dest))
+            follow.resume()
+            await follow.barrier()
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+        conn.close()
+        identical = identical and _same_tree(source, rsync_dest)
+        burst_s, burst_first_s, rsync_burst = (statistics.median(x) for x in (ours, from_first, theirs))
+    finally:
+        sshd.stop()
+        shutil.rmtree(work, ignore_errors=True)
+
+    def p(q: float) -> float:
+        return round(latencies[min(len(latencies) - 1, int(q * len(latencies)))], 1)
+
+    return {
+        "benchmark": "sync",
+        "tree_files": n_files,
+        "tree_mb": round(n_bytes / 1e6, 1),
+        "edit_visible_ms_p50": p(0.50),
+        "edit_visible_ms_p99": p(0.99),
+        "edits": len(latencies),
+        "initial_s": round(initial, 3),
+        "rsync_initial_s": round(rsync_initial, 3),
+        "initial_ratio": round(initial / rsync_initial, 3),
+        "noop_s": round(statistics.median(noop_cold), 3),
+        "noop_warm_s": round(noop_warm, 3),
+        "rsync_noop_s": round(rsync_noop, 3),
+        "noop_ratio": round(statistics.median(noop_cold) / rsync_noop, 3),
+        "noop_warm_ratio": round(noop_warm / rsync_noop, 3),
+        "burst_files": args.burst,
+        "burst_s": round(burst_s, 3),
+        "burst_from_first_write_s": round(burst_first_s, 3),
+        "rsync_burst_s": round(rsync_burst, 3),
+        "burst_ratio": round(burst_s / rsync_burst, 3),
+        "burst_rounds": args.rounds,
+        "trees_identical": identical,
+    }
+
+
+async def _ready(conn: asyncssh.SSHClientConnection) -> asyncssh.SSHClientConnection:
+    return conn
+
+
+async def _timed(coro) -> float:  # noqa: ANN001
+    t = time.perf_counter()
+    await coro
+    return time.perf_counter() - t
+
+
+def _read(path: Path) -> bytes | None:
+    try:
+        return path.read_bytes()
+    except OSError:
+        return None
+
+
+def _same_tree(a: Path, b: Path) -> bool:
+    out = subprocess.run(["diff", "-r", "--no-dereference", str(a), str(b)], capture_output=True)
+    return out.returncode == 0
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--files", type=int, default=7000)
+    parser.add_argument("--mb", type=int, default=180)
+    parser.add_argument("--edits", type=int, default=200)
+    parser.add_argument("--burst", type=int, default=3000)
+    parser.add_argument("--rounds", type=int, default=3, help="alternating burst rounds (medians reported)")
+    print(json.dumps(asyncio.run(main(parser.parse_args()))))

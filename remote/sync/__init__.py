@@ -1,0 +1,26 @@
+"""Live sync: mirror the local source tree to VMs over SSH, faster than rsync, losing nothing.
+
+Use :class:`SyncSession` (one per VM): ``full_sync()`` once, ``follow()`` while the user edits,
+``barrier()`` before a job starts; ``events()`` / ``subscribe()`` deliver typed progress.
+"""
+
+from remote.sync.events import (
+    BatchApplied,
+    FullSyncProgress,
+    SyncEvent,
+    SyncStateChanged,
+    SyncStateName,
+    SyncWarning,
+)
+from remote.sync.session import SyncError, SyncSession
+
+__all__ = [
+    "BatchApplied",
+    "FullSyncProgress",
+    "SyncError",
+    "SyncEvent",
+    "SyncSession",
+    "SyncStateChanged",
+    "SyncStateName",
+    "SyncWarning",
+]

@@ -1,0 +1,193 @@
+"""The client end of the VM-side agent (``vm_agent.py``): one exec channel per session.
+
+One round trip lists the remote tree and its ledger; writes are pipelined (headers and file
+data stream back to back, results come back with one ``flush``), so thousands of small files
+cost one round trip, not thousands.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import shlex
+import struct
+from dataclasses import dataclass
+from pathlib import Path
+
+import asyncssh
+
+from remote.sync.manifest import Entry
+
+AGENT_SOURCE = (Path(__file__).with_name("vm_agent.py")).read_text(encoding="utf-8")
+# Buffer small files into one channel write: per-write overhead, not bandwidth, bounds small files.
+WRITE_BATCH = 1 << 20
+READ_CHUNK = 1 << 20
+
+
+class AgentLost(ConnectionError):
+    """The agent's channel or connection went away; reconnect and run a full diff."""
+
+
+class AgentRefused(Exception):
+    """The agent refused the destination (the remote root or home); carries the fix."""
+
+
+@dataclass(frozen=True, slots=True)
+class OpResult:
+    """What the agent did with one operation: the path's entry afterwards, or why it did not."""
+
+    op: str
+    path: str
+    entry: Entry | None
+    error: str | None
+
+
+# Errors that mean the transport is gone rather than one operation failed.
+TRANSPORT_ERRORS = (
+    OSError,
+    EOFError,
+    asyncio.IncompleteReadError,
+    asyncssh.Error,
+    BrokenPipeError,
+)
+
+
+class RemoteAgent:
+    """A running agent bound to one destination directory on the VM."""
+
+    def __init__(self, process: asyncssh.SSHClientProcess[bytes]) -> None:
+        self._process = process
+        self._pending = bytearray()
+        self._flush_id = 0
+        self.home = ""
+        self.dest = ""
+        self.ledger_path = ""
+
+    @classmethod
+    async def start(cls, conn: asyncssh.SSHClientConnection, dest: str) -> RemoteAgent:
+        """Start the agent over ``conn`` and bind it to ``dest`` (resolved against the remote home)."""
+        source = shlex.quote(AGENT_SOURCE)
+        command = (
+            f"for py in python3 python; do command -v $py >/dev/null 2>&1 && exec $py -I -S -c {source}; done; "
+            "echo 'gcptui sync needs python3 on the VM' >&2; exit 127"
+        )
+        try:
+            process = await conn.create_process(command, encoding=None)
+        except TRANSPORT_ERRORS as err:
+            raise AgentLost(f"could not start the sync agent: {err}") from err
+        agent = cls(process)
+        reply = await agent.request({"op": "init", "dest": dest})
+        if not reply.get("ok"):
+            agent.close()
+            raise AgentRefused(reply.get("error", "the VM refused the destination"))
+        agent.home, agent.dest, agent.ledger_path = reply["home"], reply["dest"], reply["ledger"]
+        return agent
+
+    # -- framing ---------------------------------------------------------------------------------
+    def _queue(self, header: dict, data: bytes = b"") -> None:
+        raw = json.dumps(header, separators=(",", ":")).encode()
+        self._pending += struct.pack(">I", len(raw))
+        self._pending += raw
+        if data:
+            self._pending += data
+
+    async def _send(self, force: bool = False) -> None:
+        if self._pending and (force or len(self._pending) >= WRITE_BATCH):
+            data, self._pending = bytes(self._pending), bytearray()
+            try:
+                self._process.stdin.write(data)
+                await self._process.stdin.drain()
+            except TRANSPORT_ERRORS as err:
+                raise AgentLost(f"connection to the VM lost: {err}") from err
+
+    async def request(self, header: dict) -> dict:
+        """Send ``header`` (after everything queued) and wait for the agent's reply frame."""
+        self._queue(header)
+        await self._send(force=True)
+        try:
+            head = await self._process.stdout.readexactly(4)
+            (size,) = struct.unpack(">I", head)
+            return json.loads(await self._process.stdout.readexactly(size))
+        except TRANSPORT_ERRORS as err:
+            stderr = ""
+            try:
+                stderr = (await asyncio.wait_for(self._process.stderr.read(4096), 0.2)).decode(errors="replace")
+            except (TimeoutError, Exception):  # noqa: BLE001 - best effort detail only
+                pass
+            raise AgentLost(f"the sync agent stopped: {stderr.strip() or err}") from err
+
+    # -- operations ------------------------------------------------------------------------------
+    async def scan(self) -> tuple[dict[str, Entry], dict[str, list]]:
+        """The remote tree under dest and the ledger, in one round trip."""
+        reply = await self.request({"op": "scan"})
+        entries = {row[0]: Entry.from_wire(row[1:]) for row in reply["entries"] if row[1] in "fdl"}
+        return entries, reply["ledger"]
+
+    async def put_file(self, rel: str, path: Path) -> tuple[int, bool]:
+        """Queue the local file ``path`` for the VM's ``rel``; returns (bytes sent, changed while sent).
+
+        The header carries the size and mtime taken before reading; if the file's stat differs
+        afterwards (it changed while being read) the caller sends it again.
+        """
+        try:
+            fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+        except OSError:
+            return 0, True  # vanished or replaced meanwhile: the caller re-stats it
+        try:
+            before = os.fstat(fd)
+            size = before.st_size
+            header = {"op": "put", "p": rel, "s": size, "m": before.st_mode & 0o7777, "t": before.st_mtime_ns}
+            if size <= READ_CHUNK:
+                data = os.read(fd, size) if size else b""
+                short = size - len(data)
+                self._queue(header, data + b"\0" * short)
+                await self._send()
+            else:
+                self._queue(header)
+                left = size
+                while left:
+                    chunk = os.read(fd, min(left, READ_CHUNK)) or b"\0" * min(left, READ_CHUNK)
+                    self._pending += chunk
+                    left -= len(chunk)
+                    await self._send()
+            after = os.fstat(fd)
+        finally:
+            os.close(fd)
+        changed = (after.st_size, after.st_mtime_ns) != (size, before.st_mtime_ns)
+        return size, changed
+
+    async def put_link(self, rel: str, target: str) -> None:
+        self._queue({"op": "link", "p": rel, "target": target})
+        await self._send()
+
+    async def mkdir(self, rel: str, mode: int) -> None:
+        self._queue({"op": "mkdir", "p": rel, "m": mode})
+        await self._send()
+
+    async def own(self, rel: str) -> None:
+        """Record a path the VM already holds identically as synced (so it may be deleted later)."""
+        self._queue({"op": "own", "p": rel})
+        await self._send()
+
+    async def remove(self, rel: str) -> None:
+        """Delete ``rel`` on the VM if the ledger has it and it is unchanged since sync wrote it."""
+        self._queue({"op": "rm", "p": rel})
+        await self._send()
+
+    async def flush(self) -> list[OpResult]:
+        """Wait until the agent applied everything queued; its results, in order."""
+        self._flush_id += 1
+        reply = await self.request({"op": "flush", "id": self._flush_id})
+        return [
+            OpResult(op, path, Entry.from_wire(entry) if entry else None, error)
+            for op, path, entry, error in reply["results"]
+        ]
+
+    def close(self) -> None:
+        """End the agent (it exits on end of input)."""
+        try:
+            self._process.stdin.write_eof()
+            self._process.close()
+        except Exception:  # noqa: BLE001 - the channel may already be gone; nothing to clean up
+            pass

@@ -1,0 +1,84 @@
+"""Run a :class:`Plan` through the agent and keep the client's picture of the VM current."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from remote.sync.agent_client import RemoteAgent
+from remote.sync.manifest import Entry
+from remote.sync.plan import Plan
+
+PROGRESS_EVERY_S = 0.1
+
+
+@dataclass
+class RemoteView:
+    """What the VM holds under dest, as last listed and then updated by every applied result."""
+
+    entries: dict[str, Entry] = field(default_factory=dict)
+    ledger: dict[str, list] = field(default_factory=dict)
+
+
+@dataclass
+class Applied:
+    """What one plan did on the VM."""
+
+    written: int = 0
+    deleted: int = 0
+    bytes: int = 0
+    ms: float = 0.0
+    resend: set[str] = field(default_factory=set)  # files that changed while they were sent
+    errors: list[tuple[str, str, str]] = field(default_factory=list)  # op, path, message
+
+
+async def apply_plan(
+    agent: RemoteAgent,
+    source: Path,
+    plan: Plan,
+    view: RemoteView,
+    progress: Callable[[int, int], None] | None = None,
+) -> Applied:
+    """Send every operation of ``plan``, wait for the results and fold them into ``view``.
+
+    ``progress(files_done, bytes_done)`` is called as files stream out (at most every 0.1 s).
+    """
+    started = time.perf_counter()
+    out = Applied()
+    for rel in plan.removes:
+        await agent.remove(rel)
+    for rel, mode in plan.mkdirs:
+        await agent.mkdir(rel, mode)
+    for rel, target in plan.links:
+        await agent.put_link(rel, target)
+    for rel in plan.owns:
+        await agent.own(rel)
+    last = 0.0
+    for done, (rel, _) in enumerate(plan.puts, start=1):
+        sent, changed = await agent.put_file(rel, source / rel)
+        out.bytes += sent
+        if changed:
+            out.resend.add(rel)
+        if progress is not None and time.perf_counter() - last >= PROGRESS_EVERY_S:
+            last = time.perf_counter()
+            progress(done, out.bytes)
+    results = await agent.flush()
+    for result in results:
+        if result.error is not None:
+            out.errors.append((result.op, result.path, result.error))
+            continue
+        if result.entry is None:
+            view.entries.pop(result.path, None)
+            view.ledger.pop(result.path, None)
+            out.deleted += 1
+        else:
+            view.entries[result.path] = result.entry
+            view.ledger[result.path] = result.entry.ledger_key()
+            if result.op != "own":
+                out.written += 1
+    if progress is not None:
+        progress(len(plan.puts), out.bytes)
+    out.ms = (time.perf_counter() - started) * 1000
+    return out

@@ -1,0 +1,58 @@
+"""Typed events a :class:`~remote.sync.session.SyncSession` produces for the CLI and the TUI."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+# connecting: reaching the VM / starting the agent; scanning: listing both trees;
+# syncing: sending changes (``pending`` paths); in_sync: the VM holds the current tree;
+# paused: the user paused following (changes queue); reconnecting: the connection dropped,
+# changes queue until a full diff runs again; error: sync stopped, ``reason`` says why and what
+# to do; stopped: the session ended.
+SyncStateName = Literal["connecting", "scanning", "syncing", "in_sync", "paused", "reconnecting", "error", "stopped"]
+
+
+@dataclass(frozen=True, slots=True)
+class SyncStateChanged:
+    """The session's state changed; the TUI's per-instance indicator renders this."""
+
+    name: str
+    state: SyncStateName
+    pending: int = 0
+    reason: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class FullSyncProgress:
+    """Progress of a full sync's transfer (for a progress bar); the last one has done == total."""
+
+    name: str
+    files_done: int
+    files_total: int
+    bytes_done: int
+    bytes_total: int
+
+
+@dataclass(frozen=True, slots=True)
+class BatchApplied:
+    """One batch of changes landed on the VM (follow mode prints one line per batch)."""
+
+    name: str
+    files: int  # paths written: files, links and directories
+    deleted: int
+    bytes: int
+    ms: float
+    full: bool = False  # True for a full diff (start, reconnect, barrier), False for watched changes
+
+
+@dataclass(frozen=True, slots=True)
+class SyncWarning:
+    """Something the user should know once: a link leading out of the tree, a remote path kept."""
+
+    name: str
+    message: str
+    path: str = ""
+
+
+SyncEvent = SyncStateChanged | FullSyncProgress | BatchApplied | SyncWarning

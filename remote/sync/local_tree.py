@@ -1,0 +1,113 @@
+"""Scan the local tree into a manifest: tree-relative POSIX path -> :class:`Entry`.
+
+Only synced paths are listed and ignored directories are never entered. Symbolic links are
+recorded as links, never followed; a link whose target leads out of the tree is left out and
+reported in ``links_out`` (the VM would get a link into nowhere, or into somewhere else).
+Sockets, FIFOs and devices are left out silently.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from remote.sync.manifest import Entry, parent_of
+from remote.sync.rules import SyncRules
+
+
+@dataclass
+class LocalScan:
+    """The result of scanning (part of) the tree."""
+
+    entries: dict[str, Entry] = field(default_factory=dict)
+    links_out: dict[str, str] = field(default_factory=dict)  # path -> target
+
+    @property
+    def dirs(self) -> list[str]:
+        return [rel for rel, e in self.entries.items() if e.kind == "d"]
+
+
+def link_target(root: Path, rel: str, target: str) -> str | None:
+    """The target to recreate on the VM, or None when the link leads out of the tree.
+
+    A relative target stays as it is when it resolves (lexically) inside the tree; an absolute
+    target inside the tree is rewritten relative, since the VM's tree lives elsewhere.
+    """
+    if os.path.isabs(target):
+        try:
+            inside = os.path.relpath(target, root)
+        except ValueError:
+            return None
+        if inside == ".." or inside.startswith("../"):
+            return None
+        start = parent_of(rel) or "."
+        return os.path.relpath(inside, start).replace(os.sep, "/")
+    resolved = os.path.normpath(os.path.join(parent_of(rel), target))
+    if resolved == ".." or resolved.startswith("../") or os.path.isabs(resolved):
+        return None
+    return target
+
+
+def entry_of(root: Path, rel: str, st: os.stat_result) -> Entry | None:
+    """The manifest entry for an lstat result; None for kinds sync does not carry."""
+    mode = st.st_mode
+    if stat.S_ISREG(mode):
+        return Entry("f", st.st_size, st.st_mtime_ns, stat.S_IMODE(mode))
+    if stat.S_ISDIR(mode):
+        return Entry("d", mode=stat.S_IMODE(mode))
+    if stat.S_ISLNK(mode):
+        return Entry("l", target=os.readlink(root / rel))
+    return None
+
+
+def scan_tree(root: Path, rules: SyncRules, start: str = "") -> LocalScan:
+    """Scan ``root`` (or the subtree ``start`` below it; its own entry included) into a manifest."""
+    out = LocalScan()
+    if start:
+        try:
+            st = os.lstat(root / start)
+        except OSError:
+            return out
+        if not _add(out, root, rules, start, st):
+            return out
+        if not stat.S_ISDIR(st.st_mode):
+            return out
+    stack = [start]
+    while stack:
+        rel_dir = stack.pop()
+        try:
+            it = os.scandir(root / rel_dir if rel_dir else root)
+        except OSError:
+            continue  # vanished or unreadable meanwhile: the watcher reports what follows
+        with it:
+            for de in it:
+                rel = f"{rel_dir}/{de.name}" if rel_dir else de.name
+                try:
+                    st = de.stat(follow_symlinks=False)
+                except OSError:
+                    continue
+                if _add(out, root, rules, rel, st) and stat.S_ISDIR(st.st_mode):
+                    stack.append(rel)
+    return out
+
+
+def _add(out: LocalScan, root: Path, rules: SyncRules, rel: str, st: os.stat_result) -> bool:
+    is_dir = stat.S_ISDIR(st.st_mode)
+    if not rules.synced(rel, is_dir):
+        return False
+    try:
+        entry = entry_of(root, rel, st)
+    except OSError:
+        return False
+    if entry is None:
+        return False
+    if entry.kind == "l":
+        target = link_target(root, rel, entry.target)
+        if target is None:
+            out.links_out[rel] = entry.target
+            return False
+        entry = Entry("l", target=target)
+    out.entries[rel] = entry
+    return True

@@ -1,0 +1,139 @@
+"""What is synced: the tree minus its git-ignored paths, minus ``[sync].exclude``, minus ``.git/``.
+
+Git semantics, as ``git status`` sees them:
+
+- every directory may hold a ``.gitignore`` whose patterns are relative to that directory;
+  a deeper file overrides a shallower one, and within a file the last matching pattern wins;
+- ``!pattern`` re-includes, except below a directory that is itself ignored (git never
+  descends into it, and neither does the scan);
+- ``.git/info/exclude`` counts beneath every ``.gitignore``;
+- ``[sync].exclude`` (gitignore syntax, relative to the root) counts above all of them, so it
+  can both exclude more and ``!``-re-include a git-ignored file;
+- any path component named ``.git`` is never synced (nested repositories included).
+
+Patterns are matched with pathspec's ``GitIgnoreSpec``, which implements git's wildmatch.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from pathlib import Path
+
+from pathspec import GitIgnoreSpec
+
+from remote.sync.manifest import parent_of
+
+GITIGNORE = ".gitignore"
+INFO_EXCLUDE = ".git/info/exclude"
+
+
+def _spec(lines: Iterable[str]) -> GitIgnoreSpec | None:
+    cleaned = [line for line in lines if line.strip() and not line.lstrip().startswith("#")]
+    return GitIgnoreSpec.from_lines(cleaned) if cleaned else None
+
+
+def _verdict(spec: GitIgnoreSpec | None, rel: str, is_dir: bool) -> bool | None:
+    """True: ignored, False: re-included by a ``!`` pattern, None: no pattern matches."""
+    if spec is None:
+        return None
+    return spec.check_file(rel + "/" if is_dir else rel).include
+
+
+class SyncRules:
+    """Decides whether a tree-relative path is synced. Reads ``.gitignore`` files lazily.
+
+    Call :meth:`reload` after any ``.gitignore`` or ``.git/info/exclude`` changed.
+    """
+
+    def __init__(self, root: Path, exclude: Iterable[str] = ()) -> None:
+        self.root = root
+        self._exclude = _spec(exclude)
+        self.reload()
+
+    def reload(self) -> None:
+        """Forget every cached ``.gitignore`` and verdict (the files changed on disk)."""
+        self._dir_specs: dict[str, GitIgnoreSpec | None] = {}
+        self._dir_ignored: dict[str, bool] = {"": False}
+        self._info = self._read(self.root / INFO_EXCLUDE)
+
+    @staticmethod
+    def _read(path: Path) -> GitIgnoreSpec | None:
+        try:
+            return _spec(path.read_text(encoding="utf-8", errors="surrogateescape").splitlines())
+        except OSError:
+            return None
+
+    def _spec_for(self, rel_dir: str) -> GitIgnoreSpec | None:
+        if rel_dir not in self._dir_specs:
+            base = self.root / rel_dir if rel_dir else self.root
+            self._dir_specs[rel_dir] = self._read(base / GITIGNORE)
+        return self._dir_specs[rel_dir]
+
+    def ignores(self, rel: str, is_dir: bool) -> bool:
+        """True when ``rel`` itself is excluded (its parent directories are not consulted)."""
+        if rel.split("/")[-1] == ".git":
+            return True
+        verdict = _verdict(self._exclude, rel, is_dir)
+        if verdict is not None:
+            return verdict
+        # Deepest .gitignore first: the first file with a matching pattern decides.
+        rel_dir = parent_of(rel)
+        while True:
+            spec = self._spec_for(rel_dir)
+            if spec is not None:
+                sub = rel[len(rel_dir) + 1 :] if rel_dir else rel
+                verdict = _verdict(spec, sub, is_dir)
+                if verdict is not None:
+                    return verdict
+            if not rel_dir:
+                break
+            rel_dir = parent_of(rel_dir)
+        return bool(_verdict(self._info, rel, is_dir))
+
+    def dir_excluded(self, rel_dir: str) -> bool:
+        """True when the directory or any directory above it is excluded (cached)."""
+        cached = self._dir_ignored.get(rel_dir)
+        if cached is None:
+            cached = self.dir_excluded(parent_of(rel_dir)) or self.ignores(rel_dir, True)
+            self._dir_ignored[rel_dir] = cached
+        return cached
+
+    def synced(self, rel: str, is_dir: bool) -> bool:
+        """True when ``rel`` is synced: neither it nor a directory above it is excluded."""
+        if is_dir:
+            return not self.dir_excluded(rel)
+        return not self.dir_excluded(parent_of(rel)) and not self.ignores(rel, False)
+
+    @staticmethod
+    def is_rule_file(rel: str) -> bool:
+        """True for files whose change alters what is synced."""
+        return rel == INFO_EXCLUDE or rel.split("/")[-1] == GITIGNORE
+
+
+class PathSet:
+    """Gitignore-style patterns relative to the root (``[sync].protect``), with descendants.
+
+    ``outputs`` protects the directory and everything below it; ``*.ckpt`` every checkpoint.
+    """
+
+    def __init__(self, patterns: Iterable[str]) -> None:
+        self._spec = _spec(patterns)
+        self._dirs: dict[str, bool] = {"": False}
+
+    def __bool__(self) -> bool:
+        return self._spec is not None
+
+    def _dir(self, rel_dir: str) -> bool:
+        cached = self._dirs.get(rel_dir)
+        if cached is None:
+            cached = self._dir(parent_of(rel_dir)) or bool(_verdict(self._spec, rel_dir, True))
+            self._dirs[rel_dir] = cached
+        return cached
+
+    def matches(self, rel: str, is_dir: bool = False) -> bool:
+        """True when ``rel`` or a directory above it matches a pattern."""
+        if self._spec is None:
+            return False
+        if is_dir:
+            return self._dir(rel)
+        return self._dir(parent_of(rel)) or bool(_verdict(self._spec, rel, False)) or self._dir(rel)

@@ -1,0 +1,350 @@
+"""``SyncSession``: mirror one local tree to one VM directory, once or while the user edits.
+
+One session per VM. It holds one agent (``vm_agent.py``) on a pooled SSH connection, the local
+manifest, and its picture of the VM (last listing + every applied result). Full diffs list both
+trees (the VM's in one round trip); watched changes re-stat only the paths named, so an edit
+reaches the VM in one pipelined round trip. A dropped connection queues changes and ends in a
+full diff once the pool's getter hands out a connection again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections.abc import AsyncIterator, Callable, Iterable
+from pathlib import Path
+
+from remote.errors import GcptuiError
+from remote.models import ConnectionGetter
+from remote.sync.agent_client import TRANSPORT_ERRORS, AgentLost, AgentRefused, RemoteAgent
+from remote.sync.applier import RemoteView, apply_plan
+from remote.sync.events import (
+    BatchApplied,
+    FullSyncProgress,
+    SyncEvent,
+    SyncStateChanged,
+    SyncStateName,
+    SyncWarning,
+)
+from remote.sync.local_tree import LocalScan, scan_tree
+from remote.sync.manifest import is_under
+from remote.sync.plan import Plan, make_plan
+from remote.sync.rules import PathSet, SyncRules
+from remote.sync.tracker import Change, LocalTracker
+from remote.sync.watcher import TreeWatcher
+
+
+class SyncError(GcptuiError):
+    """Sync stopped; the message says why and what to do."""
+
+
+class SyncSession:
+    """Mirror ``source`` to ``dest`` on one VM.
+
+    ``dest`` is relative to the remote home unless absolute (``~/x`` is home-relative); the
+    VM refuses ``/``, the home and its parents. ``exclude`` adds gitignore-style patterns to the
+    tree's own ``.gitignore`` files; ``protect`` names remote paths (gitignore-style, relative to
+    dest) that sync never writes or deletes.
+    """
+
+    def __init__(
+        self,
+        source: str | os.PathLike[str],
+        dest: str,
+        get_conn: ConnectionGetter,
+        *,
+        exclude: Iterable[str] = (),
+        protect: Iterable[str] = (),
+        name: str = "",
+        step_ms: int = 30,
+        debounce_ms: int = 300,
+        reconcile_seconds: float = 30.0,
+    ) -> None:
+        self.source = Path(source).expanduser().resolve()
+        self.dest = dest
+        self.name = name
+        self.rules = SyncRules(self.source, exclude)
+        self.protect = PathSet(protect)
+        self.reconcile_seconds = reconcile_seconds
+        self.view = RemoteView()
+        self._get_conn = get_conn
+        self._agent: RemoteAgent | None = None
+        self._lock = asyncio.Lock()  # one exchange with the agent at a time
+        self._state: SyncStateName = "connecting"
+        self._reason = ""
+        self._subscribers: list[asyncio.Queue[SyncEvent]] = []
+        self._callbacks: list[Callable[[SyncEvent], None]] = []
+        self._warned: set[tuple[str, str]] = set()
+        self._paused = False
+        self._watcher = TreeWatcher(self.source, step_ms=step_ms, debounce_ms=debounce_ms)
+        self.tracker = LocalTracker(self.source, self.rules, self._watcher)
+        self._following = False
+
+    # -- events ----------------------------------------------------------------------------------
+    @property
+    def state(self) -> SyncStateName:
+        """The current state (the last :class:`SyncStateChanged` sent)."""
+        return self._state
+
+    def subscribe(self, callback: Callable[[SyncEvent], None]) -> None:
+        """Call ``callback`` with every event, synchronously, in the session's event loop."""
+        self._callbacks.append(callback)
+
+    async def events(self) -> AsyncIterator[SyncEvent]:
+        """Every event from now on, starting with the current state, until the consumer stops."""
+        queue: asyncio.Queue[SyncEvent] = asyncio.Queue()
+        self._subscribers.append(queue)
+        try:
+            yield SyncStateChanged(self.name, self._state, 0, self._reason)
+            while True:
+                yield await queue.get()
+        finally:
+            self._subscribers.remove(queue)
+
+    def _emit(self, event: SyncEvent) -> None:
+        for queue in self._subscribers:
+            queue.put_nowait(event)
+        for callback in self._callbacks:
+            callback(event)
+
+    def _set_state(self, state: SyncStateName, pending: int = 0, reason: str = "") -> None:
+        if (state, reason) != (self._state, self._reason) or state == "syncing":
+            self._state, self._reason = state, reason
+            self._emit(SyncStateChanged(self.name, state, pending, reason))
+
+    def _warn(self, message: str, path: str = "") -> None:
+        if (message, path) not in self._warned:  # each warning once per session
+            self._warned.add((message, path))
+            self._emit(SyncWarning(self.name, message, path))
+
+    def _report_links(self, scan: LocalScan) -> None:
+        for rel, target in scan.links_out.items():
+            self._warn(f"not synced: the link {rel} -> {target} leads out of the tree", rel)
+
+    # -- public API ------------------------------------------------------------------------------
+    async def full_sync(self) -> BatchApplied:
+        """List both trees, send what differs, delete what sync put there and the tree lost.
+
+        A no-op when the VM already holds the tree (no file data moves). Raises
+        :class:`SyncError` on a refusal (missing or empty source, a forbidden dest) or when the VM
+        cannot be reached.
+        """
+        async with self._lock:
+            try:
+                return await self._full_sync_locked()
+            except AgentLost as err:
+                self._drop_agent()
+                self._set_state("error", reason=str(err))
+                raise SyncError(f"sync to {self.name or self.dest} failed: {err}") from err
+
+    async def barrier(self, timeout: float | None = None) -> None:
+        """Return once the VM holds the current local tree (checked by a full diff).
+
+        Waits through a dropped connection; ``timeout`` (seconds) bounds the wait.
+        Raises :class:`SyncError` when sync stopped for a reason the user must fix.
+        """
+        async def attempt() -> None:
+            delay = 0.05
+            while True:
+                async with self._lock:
+                    try:
+                        await self._full_sync_locked()
+                        return
+                    except AgentLost as err:
+                        self._drop_agent()
+                        self._set_state("reconnecting", reason=str(err))
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 2.0)
+
+        await asyncio.wait_for(attempt(), timeout)
+
+    def pause(self) -> None:
+        """Stop sending watched changes; they queue until :meth:`resume` (the TUI's toggle key)."""
+        self._paused = True
+        self._set_state("paused")
+
+    def resume(self) -> None:
+        """Send what queued while paused and follow again."""
+        self._paused = False
+        self._watcher.inject([])
+
+    @property
+    def paused(self) -> bool:
+        return self._paused
+
+    async def follow(self) -> None:
+        """Full sync, then send each batch of local changes until cancelled.
+
+        Survives dropped connections (changes queue; a full diff runs on reconnect). Raises
+        :class:`SyncError` when it has to stop: the source vanished or was emptied, or the VM
+        refuses the destination.
+        """
+        self._following = True
+        try:
+            await self.tracker.start_watching()
+            needs_full = True
+            while True:
+                try:
+                    if needs_full:
+                        await self._ensure_agent_retrying()
+                        async with self._lock:
+                            await self._full_sync_locked()
+                        needs_full = False
+                    await self._follow_once()
+                except AgentLost as err:
+                    self._drop_agent()
+                    self._set_state("reconnecting", reason=str(err))
+                    needs_full = True
+        except SyncError as err:
+            self._set_state("error", reason=str(err))
+            raise
+        finally:
+            self._following = False
+            await self._watcher.close()
+            self._drop_agent()
+            if self._state != "error":
+                self._set_state("stopped")
+
+    async def close(self) -> None:
+        """End the agent on the VM (``follow`` does this itself when cancelled)."""
+        await self._watcher.close()
+        self._drop_agent()
+
+    # -- internals -------------------------------------------------------------------------------
+    def _drop_agent(self) -> None:
+        if self._agent is not None:
+            self._agent.close()
+            self._agent = None
+
+    async def _ensure_agent(self) -> RemoteAgent:
+        if self._agent is None:
+            self._set_state("connecting", reason=self._reason if self._state == "reconnecting" else "")
+            try:
+                conn = await self._get_conn()
+                self._agent = await RemoteAgent.start(conn, self.dest)
+            except AgentRefused as err:
+                raise SyncError(str(err)) from err
+            except AgentLost:
+                raise
+            except TRANSPORT_ERRORS as err:
+                raise AgentLost(f"cannot reach the VM: {err}") from err
+        return self._agent
+
+    async def _ensure_agent_retrying(self) -> None:
+        delay = 0.05
+        while True:
+            try:
+                async with self._lock:
+                    await self._ensure_agent()
+                return
+            except AgentLost as err:
+                self._set_state("reconnecting", reason=str(err))
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 2.0)
+
+    async def _full_sync_locked(self) -> BatchApplied:
+        if not self.source.is_dir():
+            raise SyncError(f"the local source {self.source} does not exist: sync stopped so the VM keeps its files")
+        agent = await self._ensure_agent()
+        self._set_state("scanning")
+        self.rules.reload()
+        self.tracker.clear_dirty()  # this diff covers everything changed so far
+        local_scan = asyncio.create_task(asyncio.to_thread(scan_tree, self.source, self.rules))
+        try:
+            remote, ledger = await agent.scan()
+        finally:
+            scan = await local_scan
+        self.view.entries, self.view.ledger = remote, ledger
+        self.tracker.reset(scan.entries)
+        self._report_links(scan)
+        if self._following:
+            await self.tracker.watch_new_dirs()
+        plan = make_plan(scan.entries, remote, ledger, rules=self.rules, protect=self.protect)
+        self._refuse_wipe(plan)
+        return await self._apply(plan, full=True)
+
+    def _refuse_wipe(self, plan: Plan) -> None:
+        if not self.tracker.entries and plan.removes:
+            raise SyncError(
+                f"the local source {self.source} is empty: sync stopped instead of deleting "
+                f"{len(plan.removes)} paths on the VM; restore the tree, or delete them on the VM yourself"
+            )
+
+    async def _apply(self, plan: Plan, *, full: bool) -> BatchApplied:
+        agent = await self._ensure_agent()
+        total_files, total_bytes = len(plan.puts), plan.bytes
+        if plan.changes:
+            self._set_state("syncing", pending=plan.changes)
+
+        def progress(done: int, sent: int) -> None:
+            if full:
+                self._emit(FullSyncProgress(self.name, done, total_files, sent, total_bytes))
+
+        result = await apply_plan(agent, self.source, plan, self.view, progress if total_files else None)
+        for op, path, message in result.errors:
+            self._warn(message if op == "rm" else f"could not {op} {path} on the VM: {message}", path)
+        rounds = 0
+        while result.resend and rounds < 5:  # files that changed while read: send again
+            rounds += 1
+            retry = self._change_plan(self.tracker.restat(result.resend))
+            extra = await apply_plan(agent, self.source, retry, self.view)
+            result.written += extra.written
+            result.bytes += extra.bytes
+            result.resend = extra.resend
+        event = BatchApplied(self.name, result.written, result.deleted, result.bytes, result.ms, full)
+        if plan.changes or full:
+            self._emit(event)
+        self._set_state("paused" if self._paused else "in_sync")
+        return event
+
+    async def _follow_once(self) -> None:
+        paths = await self._watcher.next_batch(timeout=self.reconcile_seconds)
+        if self._paused:
+            self.tracker.mark_dirty_abs(paths)
+            return
+        async with self._lock:
+            await self._ensure_agent()
+            if not self.source.is_dir():
+                raise SyncError(
+                    f"the local source {self.source} vanished: sync stopped so the VM keeps its files"
+                )
+            if not paths and not self.tracker.has_dirty():
+                # Periodic full diff: catches events the kernel dropped (its queue overflowed) and
+                # anything that changed on the VM behind our back.
+                await self._full_sync_locked()
+                return
+            else:
+                self.tracker.mark_dirty_abs(paths)
+                if self.tracker.needs_rescan():
+                    plan = await self._reconcile_plan()
+                else:
+                    change = await self.tracker.apply_dirty()
+                    self._report_links(change.scan)
+                    plan = self._change_plan(change)
+            self._refuse_wipe(plan)
+            if plan or not paths:
+                await self._apply(plan, full=False)
+            for message in self._watcher.errors:
+                self._warn(message)
+
+    def _change_plan(self, change: Change) -> Plan:
+        """Compare the paths a batch touched, and what the VM holds below any directory among them."""
+        scope = set(change.scope)
+        roots = set(change.subtrees)
+        roots.update(rel for rel in change.scope if (e := self.view.entries.get(rel)) is not None and e.kind == "d")
+        if roots:
+            scope.update(rel for rel in self.view.entries if any(is_under(rel, root) for root in roots))
+        return make_plan(
+            self.tracker.entries, self.view.entries, self.view.ledger,
+            rules=self.rules, protect=self.protect, scope=scope, force=change.force,
+        )  # fmt: skip
+
+    async def _reconcile_plan(self) -> Plan:
+        """Rescan the whole local tree and compare it with the VM as last seen."""
+        self.rules.reload()
+        self.tracker.clear_dirty()
+        scan = await asyncio.to_thread(scan_tree, self.source, self.rules)
+        self.tracker.reset(scan.entries)
+        self._report_links(scan)
+        await self.tracker.watch_new_dirs()
+        return make_plan(scan.entries, self.view.entries, self.view.ledger, rules=self.rules, protect=self.protect)

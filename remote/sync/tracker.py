@@ -1,0 +1,168 @@
+"""Keep the local manifest current from watcher events by re-stating the paths they name.
+
+Events are hints, not facts: an editor's rename-save arrives as delete + add, a renamed directory
+as one add (its children unnamed), a delete may be followed by a re-create within the batch. So
+every named path is looked at again: a file is re-read, a directory is re-scanned whole (and its
+new subdirectories watched before the scan is trusted), a missing path drops with everything
+below it.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from remote.sync.local_tree import LocalScan, scan_tree
+from remote.sync.manifest import Entry, is_under, parent_of
+from remote.sync.rules import SyncRules
+from remote.sync.watcher import TreeWatcher
+
+# Beyond this many changed paths in one batch a full rescan is cheaper than path by path.
+RESCAN_ABOVE = 20_000
+
+
+@dataclass
+class Change:
+    """The paths a batch touched (to compare with the VM) and the files to send regardless."""
+
+    scope: set[str] = field(default_factory=set)
+    force: set[str] = field(default_factory=set)
+    subtrees: set[str] = field(default_factory=set)  # directories whose whole subtree is in question
+    scan: LocalScan = field(default_factory=LocalScan)
+
+
+class LocalTracker:
+    """The local manifest plus the set of paths the watcher said changed since the last batch."""
+
+    def __init__(self, root: Path, rules: SyncRules, watcher: TreeWatcher) -> None:
+        self.root = root
+        self.rules = rules
+        self.watcher = watcher
+        self.entries: dict[str, Entry] = {}
+        self._dirty: set[str] = set()
+        self._watched: dict[str, tuple[int, int]] = {}  # rel dir -> (dev, inode) watched
+        self._rescan = False
+
+    # -- dirty set -------------------------------------------------------------------------------
+    def mark_dirty_abs(self, paths: Iterable[str]) -> None:
+        """Record absolute paths the watcher reported."""
+        root = str(self.root)
+        for path in paths:
+            if path == root:
+                self._dirty.add("")
+            elif path.startswith(root + os.sep):
+                rel = path[len(root) + 1 :].replace(os.sep, "/")
+                if SyncRules.is_rule_file(rel):
+                    self._rescan = True
+                self._dirty.add(rel)
+
+    def has_dirty(self) -> bool:
+        return bool(self._dirty) or self._rescan
+
+    def clear_dirty(self) -> None:
+        self._dirty.clear()
+        self._rescan = False
+
+    def request_rescan(self) -> None:
+        self._rescan = True
+
+    def needs_rescan(self) -> bool:
+        """True when a rule file changed or the batch is too large to follow path by path."""
+        return self._rescan or "" in self._dirty or len(self._dirty) > RESCAN_ABOVE
+
+    # -- manifest --------------------------------------------------------------------------------
+    def reset(self, entries: dict[str, Entry]) -> None:
+        """Adopt a fresh full scan."""
+        self.entries = entries
+
+    def _inode(self, rel: str) -> tuple[int, int] | None:
+        try:
+            st = os.lstat(self.root / rel if rel else self.root)
+        except OSError:
+            return None
+        return st.st_dev, st.st_ino
+
+    async def _watch(self, rels: list[str]) -> bool:
+        """Watch directories whose current inode has no watch yet (a re-created directory needs a new one)."""
+        new = {}
+        for rel in rels:
+            inode = self._inode(rel)
+            if inode is not None and self._watched.get(rel) != inode:
+                new[rel] = inode
+        if new:
+            await self.watcher.add(new)
+            self._watched.update(new)
+        return bool(new)
+
+    async def start_watching(self) -> None:
+        """Scan the tree and watch the root and every synced directory."""
+        self.entries = scan_tree(self.root, self.rules).entries
+        await self.watch_new_dirs()
+
+    async def watch_new_dirs(self) -> None:
+        """Place watches on synced directories that have none yet."""
+        await self._watch([""] + [rel for rel, e in self.entries.items() if e.kind == "d"])
+
+    async def _scan_watched(self, rel: str) -> LocalScan:
+        """Scan a directory subtree, watching new directories first so nothing slips between."""
+        while True:
+            scan = scan_tree(self.root, self.rules, start=rel)
+            if not await self._watch(scan.dirs):
+                return scan
+
+    async def apply_dirty(self) -> Change:
+        """Re-stat every dirty path, update the manifest and watches; what to compare with the VM."""
+        dirty, self._dirty = self._dirty, set()
+        return await self._restat(dirty, watch=True)
+
+    def restat(self, rels: Iterable[str]) -> Change:
+        """Re-stat files (no directories expected) and update the manifest."""
+        change = Change()
+        for rel in rels:
+            self._restat_one(rel, change, None)
+        return change
+
+    async def _restat(self, rels: Iterable[str], *, watch: bool) -> Change:
+        change = Change()
+        scanned: list[str] = []
+        # Parents first, so a directory's scan already covers the children named beside it.
+        for rel in sorted(rels, key=lambda r: r.count("/")):
+            if any(is_under(rel, done) for done in scanned):
+                continue
+            scan = None
+            path = self.root / rel
+            if watch:
+                # A directory named by an event may be a new one at an old name (even with a
+                # recycled inode): its old watch died with it, so it always gets a new one.
+                self._watched.pop(rel, None)
+            if watch and rel and path.is_dir() and not path.is_symlink() and self.rules.synced(rel, True):
+                scan = await self._scan_watched(rel)
+                scanned.append(rel)
+            self._restat_one(rel, change, scan)
+        return change
+
+    def _restat_one(self, rel: str, change: Change, scan: LocalScan | None) -> None:
+        if not rel or not self.rules.synced(parent_of(rel), True) or rel.split("/")[0] == ".git":
+            return
+        if scan is None:
+            scan = scan_tree(self.root, self.rules, start=rel)
+        old = self.entries.get(rel)
+        fresh = scan.entries.get(rel)
+        if (old is not None and old.kind == "d") or (fresh is not None and fresh.kind == "d"):
+            for path in [p for p in self.entries if is_under(p, rel)]:
+                del self.entries[path]
+                change.scope.add(path)
+            change.subtrees.add(rel)
+            for gone in [d for d in self._watched if is_under(d, rel) and d not in scan.entries]:
+                del self._watched[gone]
+        else:
+            self.entries.pop(rel, None)
+        change.scope.add(rel)
+        self.entries.update(scan.entries)
+        change.scope.update(scan.entries)
+        change.scan.entries.update(scan.entries)
+        change.scan.links_out.update(scan.links_out)
+        if fresh is not None and fresh.kind == "f":
+            change.force.add(rel)

@@ -1,0 +1,117 @@
+"""Fixtures for sync: a remote target is "a connection getter + a directory on the VM".
+
+Tests are parametrized over targets so the emulator's VMs join with one more fixture param:
+anything that yields a :class:`RemoteTarget` works.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import asyncssh
+import pytest
+
+from remote.models import ConnectionGetter
+from remote.sync import SyncSession
+from tests.helpers.sshd import Sshd
+
+
+@dataclass
+class RemoteTarget:
+    """Where a test syncs to: how to reach the VM, and how the test sees the VM's files."""
+
+    get_conn: ConnectionGetter
+    root: Path  # the VM's dest directory, as the test process sees it (loopback: same disk)
+    dest: str  # what the session is told
+    home: Path
+    drop: Callable[[], None]  # make the VM unreachable, dropping live connections
+    restore: Callable[[], None]
+
+
+def openssh_getter(sshd: Sshd) -> ConnectionGetter:
+    """A getter like the pool's: one cached connection, a fresh one after it closed."""
+    state: dict[str, asyncssh.SSHClientConnection | None] = {"conn": None}
+
+    async def get() -> asyncssh.SSHClientConnection:
+        conn = state["conn"]
+        if conn is None or conn.is_closed():
+            conn = await asyncio.wait_for(
+                asyncssh.connect(
+                    sshd.host, port=sshd.port, username=sshd.user,
+                    client_keys=[str(sshd.client_key)], known_hosts=str(sshd.known_hosts),
+                    keepalive_interval=1, keepalive_count_max=2,
+                ),
+                5,
+            )  # fmt: skip
+            state["conn"] = conn
+        return conn
+
+    get.state = state  # type: ignore[attr-defined]
+    return get
+
+
+@pytest.fixture(params=["openssh"])
+async def target(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[RemoteTarget]:
+    """A VM directory reachable over SSH (OpenSSH sshd on loopback)."""
+    if request.param == "openssh":
+        sshd: Sshd = request.getfixturevalue("sshd")
+        getter = openssh_getter(sshd)
+        root = tmp_path / "vm" / "project"
+        yield RemoteTarget(getter, root, str(root), Path.home(), sshd.stop, sshd.start)
+        conn = getter.state["conn"]  # type: ignore[attr-defined]
+        if conn is not None:
+            conn.close()
+
+
+@pytest.fixture
+def local(tmp_path: Path) -> Path:
+    """The local source tree."""
+    root = tmp_path / "local"
+    root.mkdir()
+    return root
+
+
+class Follower:
+    """A session following in a background task; collects its events."""
+
+    def __init__(self, session: SyncSession) -> None:
+        self.session = session
+        self.events: list = []
+        session.subscribe(self.events.append)
+        self.task: asyncio.Task[None] | None = None
+
+    async def start(self) -> Follower:
+        self.task = asyncio.create_task(self.session.follow())
+        from tests.sync.trees import wait_for
+
+        await wait_for(lambda: self.session.state == "in_sync" or self.task.done(), 20, "first full sync")
+        if self.task.done():
+            self.task.result()
+        return self
+
+    async def stop(self) -> None:
+        if self.task is not None and not self.task.done():
+            self.task.cancel()
+            try:
+                await self.task
+            except asyncio.CancelledError:
+                pass
+
+
+@pytest.fixture
+async def follow(target: RemoteTarget, local: Path) -> AsyncIterator[Callable[..., object]]:
+    """``await follow(**session_kwargs)`` starts following ``local`` to ``target``."""
+    followers: list[Follower] = []
+
+    async def start(**kwargs: object) -> Follower:
+        session = SyncSession(local, target.dest, target.get_conn, name="vm", **kwargs)  # type: ignore[arg-type]
+        follower = Follower(session)
+        followers.append(follower)
+        return await follower.start()
+
+    yield start
+    for follower in followers:
+        await follower.stop()
