@@ -54,6 +54,30 @@ def build_parser() -> argparse.ArgumentParser:
     vm.add_argument("names", nargs="+", metavar="NAME")
     vm.add_argument("--yes", action="store_true", help="do not ask before delete")
     vm.set_defaults(handler=_lazy("tui.cli_fleet", "run_vm"))
+
+    sync = sub.add_parser("sync", parents=[common], help="full sync, then follow local changes (--once: exit)")
+    sync.add_argument("names", nargs="*", metavar="NAME", help="instances or hosts (default: all running)")
+    sync.add_argument("--once", action="store_true", help="one full sync, then exit")
+    sync.set_defaults(handler=_lazy("tui.cli_sync", "run_sync"))
+
+    job = sub.add_parser("job", parents=[common], help="start, restart, kill the training job; its status")
+    job.add_argument("action", choices=["start", "restart", "kill", "status"])
+    job.add_argument("names", nargs="*", metavar="NAME", help="instances or hosts (status: default all running)")
+    job.add_argument("--json", action="store_true", help="print JSON objects")
+    job.add_argument("--no-sync", action="store_true", help="start without syncing the tree first")
+    job.set_defaults(handler=_lazy("tui.cli_remote", "run_job"))
+
+    logs = sub.add_parser("logs", parents=[common], help="job output; several names merged with a prefix")
+    logs.add_argument("names", nargs="+", metavar="NAME")
+    logs.add_argument("-f", "--follow", dest="f", action="store_true", help="keep following new lines")
+    logs.add_argument("-n", "--lines", dest="n", type=int, default=None, help="lines of history (default [logs] history_lines)")
+    logs.set_defaults(handler=_lazy("tui.cli_remote", "run_logs"))
+
+    gpu = sub.add_parser("gpu", parents=[common], help="GPU samples (nvidia-smi on the VM)")
+    gpu.add_argument("names", nargs="+", metavar="NAME")
+    gpu.add_argument("--json", action="store_true", help="print JSON")
+    gpu.add_argument("--once", action="store_true", help="one sample per VM, then exit")
+    gpu.set_defaults(handler=_lazy("tui.cli_remote", "run_gpu"))
     return parser
 
 
