@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 
 from remote.config import Config
+from remote.errors import GcptuiError
 from remote.fleet import FleetSource
 from remote.jobs import JobRunner
 from remote.models import ConnectionGetter, Instance
@@ -27,6 +28,13 @@ class Services:
 
     def target(self, instance: Instance) -> SshTarget:
         return target_for(self.config, instance)
+
+    def target_or_none(self, instance: Instance) -> SshTarget | None:
+        """The SSH target, or None when the machine cannot be reached (no address, bad settings)."""
+        try:
+            return self.target(instance)
+        except GcptuiError:
+            return None
 
     def getter(self, instance: Instance) -> ConnectionGetter:
         return self.pool.getter(self.target(instance))

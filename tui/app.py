@@ -5,7 +5,8 @@ Workers do the blocking and network work and post messages; only message handler
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import asyncio
+from collections.abc import Awaitable, Callable, Iterable
 from pathlib import Path
 
 from textual import work
@@ -14,10 +15,14 @@ from textual.screen import Screen
 
 from remote.config import Config
 from remote.errors import GcptuiError
-from remote.fleet import FleetSource
+from remote.jobs import JobStatus
+from remote.models import Instance
+from remote.services import Services
 from tui.fleet_screen import FleetScreen
 from tui.keys import ACTIONS, Action, action_allowed, actions_for, bindings_for, validate_keymap
+from tui.live import Live
 from tui.messages import FleetRefreshed, FleetRefreshFailed
+from tui.monitors import Monitors
 
 REFRESH_SECONDS = 5.0
 
@@ -46,7 +51,14 @@ class GcptuiApp(App[None]):
         self.banner = banner
         self.refresh_seconds = refresh_seconds
         self.poll_fleet = poll_fleet
-        self.fleet = FleetSource(config)
+        self._dirty: set[str] = set()
+        self.services = Services(config)
+        self.fleet = self.services.fleet
+        self.live: dict[str, Live] = {}
+        self.monitors = Monitors(
+            self.services, self.live, self._live_changed,
+            job_ended=self._job_ended, sync_warning=self._sync_warning, sync_by_default=demo,
+        )  # fmt: skip
         self.keymap = validate_keymap(config.keys)
         self.sub_title = "read-only" if readonly else ""
 
@@ -82,7 +94,92 @@ class GcptuiApp(App[None]):
             self.post_message(FleetRefreshed(snapshot))
 
     def on_fleet_refreshed(self, message: FleetRefreshed) -> None:
+        self.monitors.reconcile(message.snapshot)
         self.fleet_screen.show_snapshot(message.snapshot)
+
+    # -- live state from the monitors ------------------------------------------------------------
+
+    def _live_changed(self, name: str) -> None:
+        # Monitors run on this loop; coalesce bursts into one cell update per machine per frame.
+        if name not in self._dirty:
+            self._dirty.add(name)
+            self.call_after_refresh(self._flush_live)
+
+    def _flush_live(self) -> None:
+        dirty, self._dirty = self._dirty, set()
+        for name in dirty:
+            self.fleet_screen.show_live(name)
+
+    def _job_ended(self, name: str, status: JobStatus) -> None:
+        if status.state == "exited" and status.exit_code == 0:
+            self.notify(f"{name}: job finished", title="Job ended")
+        else:
+            how = f"exit code {status.exit_code}" if status.exit_code is not None else status.detail or status.state
+            self.notify(f"{name}: job {status.state} ({how})", title="Job ended", severity="warning")
+
+    def _sync_warning(self, name: str, message: str) -> None:
+        self.notify(f"{name}: {message}", title="Sync", severity="warning")
+
+    async def on_unmount(self) -> None:
+        await self.monitors.close()
+        await self.services.close()
+
+    # -- acting on machines ------------------------------------------------------------------------
+
+    def act(self, label: str, instance: Instance, action: Callable[[Instance], Awaitable[str | None]]) -> None:
+        """Run ``action`` in a worker; its result or its one-line error becomes a notification."""
+
+        async def run() -> None:
+            try:
+                message = await action(instance)
+            except GcptuiError as err:
+                self.notify(str(err), title=f"{label} failed", severity="error", timeout=10)
+            else:
+                if message:
+                    self.notify(message, title=label)
+
+        self.run_worker(run(), group=f"act-{instance.name}", exit_on_error=False)
+
+    async def job_action(self, action: str, instance: Instance) -> str | None:
+        target = self.services.target(instance)
+        if action in ("start", "restart"):
+            await self.monitors.barrier(instance)  # the VM holds the current tree first
+        status = await getattr(self.services.jobs, action)(target)
+        await self.monitors.refresh_job(instance.name)
+        return f"{instance.name}: job {status.state}" + (f" (pid {status.pid})" if status.pid else "")
+
+    def open_logs(self, names: list[str]) -> None:
+        """The logs screen: one pane per machine (and per extra file of ``[logs] files``)."""
+        from remote.jobs import log_path
+        from remote.log_stream import LogStream
+        from tui.logs_screen import LogsScreen, PaneSource
+
+        snapshot = self.fleet_screen.snapshot
+        if snapshot is None:
+            return
+        logs = self.config.logs
+        sources: list[PaneSource] = []
+        for name in names:
+            instance = snapshot.find(name)
+            target = self.services.target_or_none(instance) if instance else None
+            if target is None:
+                self.notify(f"{name}: not reachable over SSH", severity="warning")
+                continue
+            get = self.services.pool.getter(target)
+            for path in (log_path(), *logs.files):
+                label = name if path == log_path() else f"{name}:{path.rsplit('/', 1)[-1]}"
+                sources.append(
+                    PaneSource(label, lambda get=get, path=path: LogStream(get, path, history_lines=logs.history_lines).events())
+                )
+        if sources:
+            self.push_screen(LogsScreen(sources[:8], buffer_lines=logs.buffer_lines))
+
+    async def vm_action(self, action: str, instance: Instance) -> str | None:
+        gce = await asyncio.to_thread(self.fleet.gce)
+        call = {"start": gce.start, "stop": gce.stop, "preempt": gce.simulate_maintenance_event}[action]
+        await asyncio.to_thread(call, instance.name, instance.zone)
+        self.refresh_fleet()
+        return f"{instance.name}: {action} done"
 
     def on_fleet_refresh_failed(self, message: FleetRefreshFailed) -> None:
         self.fleet_screen.show_error(message.error)

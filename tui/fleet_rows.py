@@ -11,6 +11,8 @@ from dataclasses import dataclass
 from rich.text import Text
 
 from remote.models import Instance
+from tui.gpu_widgets import gpu_cell, progress_cell
+from tui.live import Live
 
 STATUS_STYLES: dict[str, str] = {
     "RUNNING": "bold green",
@@ -48,7 +50,7 @@ def _gpus(i: Instance) -> str:
     return i.gpu_summary or "-"
 
 
-COLUMNS: tuple[Column, ...] = (
+INSTANCE_COLUMNS: tuple[Column, ...] = (
     Column("name", "Name", lambda i: i.name, lambda i: i.name),
     Column("zone", "Zone", lambda i: i.zone or "(host)", lambda i: i.zone),
     Column("status", "Status", status_text, status_word),
@@ -57,6 +59,27 @@ COLUMNS: tuple[Column, ...] = (
     Column("spot", "Spot", lambda i: Text("spot", style="yellow") if i.spot else "", lambda i: not i.spot),
     Column("external_ip", "External IP", lambda i: i.external_ip or "-", lambda i: i.external_ip or ""),
 )
+
+
+@dataclass(frozen=True, slots=True)
+class LiveColumn:
+    """A column that reads the live state (job, progress, GPUs, sync) rather than the Compute API."""
+
+    key: str
+    label: str
+    cell: Callable[[Live], str | Text]
+
+
+LIVE_COLUMNS: tuple[LiveColumn, ...] = (
+    LiveColumn("job", "Job", lambda live: live.job_text()),
+    LiveColumn("progress", "Progress", lambda live: progress_cell(live.progress)),
+    LiveColumn("gpu", "GPU util", lambda live: gpu_cell(live.gpu, width=6, idle=live.gpu_idle)),
+    LiveColumn("sync", "Sync", lambda live: live.sync_text()),
+    LiveColumn("keepalive", "Keep-alive", lambda live: live.keepalive_text()),
+)
+
+# The CLI's `ls` shows what the API knows; the TUI adds the live columns.
+COLUMNS = INSTANCE_COLUMNS
 
 
 def matches(instance: Instance, query: str) -> bool:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from rich.text import Text
 from textual import on
 from textual.app import ComposeResult
@@ -11,8 +13,10 @@ from textual.widgets import DataTable, Footer, Header, Input, Static
 
 from remote.fleet import FleetSnapshot
 from remote.models import Instance
-from tui.fleet_rows import COLUMNS, matches
+from tui.confirm_screen import ConfirmScreen
+from tui.fleet_rows import COLUMNS, LIVE_COLUMNS, matches
 from tui.keys import action_allowed, bindings_for
+from tui.live import Live
 
 
 class FleetTable(DataTable[str | Text]):
@@ -23,8 +27,10 @@ class FleetTable(DataTable[str | Text]):
         self.zebra_stripes = True
         for column in COLUMNS:
             self.add_column(column.label, key=column.key)
+        for live_column in LIVE_COLUMNS:
+            self.add_column(live_column.label, key=live_column.key)
 
-    def show(self, instances: list[Instance]) -> None:
+    def show(self, instances: list[Instance], live: Mapping[str, Live]) -> None:
         """Make the table hold exactly ``instances`` in this order, touching only what changed."""
         wanted = [i.key for i in instances]
         current = [str(row.value) for row in self.ordered_rows_keys()]
@@ -32,15 +38,27 @@ class FleetTable(DataTable[str | Text]):
             selected = self.selected_key()
             self.clear()
             for instance in instances:
-                self.add_row(*(c.cell(instance) for c in COLUMNS), key=instance.key)
+                state = live.get(instance.name) or Live()
+                cells = [c.cell(instance) for c in COLUMNS] + [c.cell(state) for c in LIVE_COLUMNS]
+                self.add_row(*cells, key=instance.key)
             if selected in wanted:
                 self.move_cursor(row=wanted.index(selected))
             return
         for instance in instances:
             for column in COLUMNS:
-                value = column.cell(instance)
-                if self.get_cell(instance.key, column.key) != value:
-                    self.update_cell(instance.key, column.key, value)
+                self._set(instance.key, column.key, column.cell(instance))
+            self.show_live(instance, live.get(instance.name) or Live())
+
+    def show_live(self, instance: Instance, state: Live) -> None:
+        """Refresh one row's live cells (job, progress, GPUs, sync, keep-alive)."""
+        if instance.key not in self.rows:
+            return
+        for column in LIVE_COLUMNS:
+            self._set(instance.key, column.key, column.cell(state))
+
+    def _set(self, row: str, column: str, value: str | Text) -> None:
+        if self.get_cell(row, column) != value:
+            self.update_cell(row, column, value, update_width=True)
 
     def ordered_rows_keys(self) -> list:
         return [row.key for row in self.ordered_rows]
@@ -65,6 +83,7 @@ class FleetScreen(Screen[None]):
         self.error: str | None = None
         self.filter_text = ""
         self.sort_index = 0
+        self.marked: set[str] = set()
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         # --readonly and demo-only actions are removed here, so the footer and palette agree.
@@ -120,7 +139,7 @@ class FleetScreen(Screen[None]):
         return next((i for i in self.snapshot.instances if i.key == key), None)
 
     def _render_rows(self) -> None:
-        self.table.show(self.visible_instances())
+        self.table.show(self.visible_instances(), getattr(self.app, "live", {}))
         self._render_status()
 
     def _render_status(self) -> None:
@@ -138,6 +157,8 @@ class FleetScreen(Screen[None]):
             text.append(f" · sorted by {COLUMNS[self.sort_index].label.lower()}", style="dim")
             if self.filter_text:
                 text.append(f" · filter: {self.filter_text}", style="bold")
+            if self.marked:
+                text.append(f" · marked: {', '.join(sorted(self.marked))}", style="bold cyan")
         else:
             text.append("Loading fleet…")
         if self.error:
@@ -172,6 +193,76 @@ class FleetScreen(Screen[None]):
 
             self.app.push_screen(DetailScreen(instance))
 
+    # -- machine actions: the app owns the services; the screen picks the machine ---------------
+
+    @property
+    def gcptui(self):  # type: ignore[no-untyped-def]
+        return self.app
+
+    def _selected_or_tell(self) -> Instance | None:
+        instance = self.selected_instance()
+        if instance is None:
+            self.notify("no machine selected", severity="warning")
+        return instance
+
+    def action_job_start(self) -> None:
+        if (i := self._selected_or_tell()) is not None:
+            self.gcptui.act("Start job", i, lambda inst: self.gcptui.job_action("start", inst))
+
+    def action_job_restart(self) -> None:
+        if (i := self._selected_or_tell()) is not None:
+            self.gcptui.act("Restart job", i, lambda inst: self.gcptui.job_action("restart", inst))
+
+    def action_job_kill(self) -> None:
+        instance = self._selected_or_tell()
+        if instance is None:
+            return
+
+        def answered(yes: bool | None) -> None:
+            if yes:
+                self.gcptui.act("Kill job", instance, lambda inst: self.gcptui.job_action("kill", inst))
+
+        grace = self.gcptui.config.job.stop_grace_seconds
+        self.app.push_screen(
+            ConfirmScreen(f"Kill the job on {instance.name}? (SIGTERM, SIGKILL after {grace:g}s)"), answered
+        )
+
+    def action_vm_start(self) -> None:
+        if (i := self._selected_or_tell()) is not None:
+            self.gcptui.act("Start VM", i, lambda inst: self.gcptui.vm_action("start", inst))
+
+    def action_vm_stop(self) -> None:
+        instance = self._selected_or_tell()
+        if instance is None:
+            return
+
+        def answered(yes: bool | None) -> None:
+            if yes:
+                self.gcptui.act("Stop VM", instance, lambda inst: self.gcptui.vm_action("stop", inst))
+
+        self.app.push_screen(ConfirmScreen(f"Stop the VM {instance.name}? Its job ends."), answered)
+
+    def action_preempt(self) -> None:
+        if (i := self._selected_or_tell()) is not None:
+            self.gcptui.act("Preempt (demo)", i, lambda inst: self.gcptui.vm_action("preempt", inst))
+
+    def action_sync_toggle(self) -> None:
+        if (i := self._selected_or_tell()) is not None:
+            on = self.gcptui.monitors.toggle_sync(i)
+            self.notify(f"{i.name}: live sync {'on' if on else 'off'}", title="Sync")
+
+    def action_mark(self) -> None:
+        if (i := self._selected_or_tell()) is not None:
+            self.marked ^= {i.name}
+            self._render_status()
+
+    def action_logs(self) -> None:
+        names = [n for n in self.marked if self.snapshot and self.snapshot.find(n)] or (
+            [i.name] if (i := self.selected_instance()) else []
+        )
+        if names:
+            self.gcptui.open_logs(sorted(names)[:8])
+
     @on(Input.Changed, "#filter")
     def _filter_changed(self, event: Input.Changed) -> None:
         self.filter_text = event.value.strip()
@@ -190,6 +281,16 @@ class FleetScreen(Screen[None]):
     @on(DataTable.HeaderSelected, "#fleet")
     def _header_selected(self, event: DataTable.HeaderSelected) -> None:
         keys = [c.key for c in COLUMNS]
-        self.sort_index = keys.index(str(event.column_key.value))
-        self._render_rows()
+        if str(event.column_key.value) in keys:  # live columns do not sort
+            self.sort_index = keys.index(str(event.column_key.value))
+            self._render_rows()
+
+    def show_live(self, name: str) -> None:
+        """A monitor learnt something about ``name``: refresh its live cells."""
+        if self.snapshot is None:
+            return
+        instance = self.snapshot.find(name)
+        live = getattr(self.app, "live", {})
+        if instance is not None and name in live:
+            self.table.show_live(instance, live[name])
 

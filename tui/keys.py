@@ -37,6 +37,18 @@ ACTIONS: tuple[Action, ...] = (
     Action("fleet.sort", "o", "sort", "Sort by next column", "Fleet"),
     Action("fleet.detail", "enter", "detail", "Details", "Fleet", show=False),
     Action("fleet.clear_filter", "escape", "clear_filter", "Clear filter", "Fleet", show=False),
+    Action("fleet.mark", "space", "mark", "Mark for side-by-side logs", "Fleet", show=False),
+    Action("job.start", "s", "job_start", "Start job", "Job", mutating=True),
+    Action("job.restart", "R", "job_restart", "Restart job (resume)", "Job", mutating=True),
+    Action("job.kill", "K", "job_kill", "Kill job", "Job", destructive=True, mutating=True),
+    Action("logs.open", "l", "logs", "Logs (marked or selected)", "Logs"),
+    Action("sync.toggle", "y", "sync_toggle", "Live sync on/off", "Sync", mutating=True),
+    Action("keepalive.toggle", "a", "keepalive_toggle", "Keep-alive on/off", "Keep-alive", mutating=True),
+    Action("keepalive.relaunch", "L", "relaunch", "Relaunch now", "Keep-alive", mutating=True),
+    Action("keepalive.timeline", "t", "timeline", "Preemption timeline", "Keep-alive", show=False),
+    Action("vm.start", "U", "vm_start", "Start VM", "VM", mutating=True, show=False),
+    Action("vm.stop", "X", "vm_stop", "Stop VM", "VM", destructive=True, mutating=True, show=False),
+    Action("demo.preempt", "P", "preempt", "Preempt (demo)", "Demo", mutating=True, demo_only=True),
 )
 
 

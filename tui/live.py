@@ -1,0 +1,64 @@
+"""What the app knows live about each machine, beside the Compute API's view of it.
+
+Filled by the monitors (job state, progress, GPUs, sync, keep-alive) and read by the fleet table and
+the detail view. Plain data: no widgets here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from rich.text import Text
+
+from remote.gpu import GpuHistory
+from remote.idle import IdleGpuDetector
+from remote.jobs import JobStatus
+from remote.metrics import Progress
+
+JOB_STYLES = {"running": "bold green", "exited": "cyan", "killed": "yellow", "none": "dim"}
+SYNC_STYLES = {
+    "in_sync": "green", "syncing": "yellow", "scanning": "yellow", "connecting": "dim",
+    "paused": "dim", "reconnecting": "yellow", "error": "bold red", "stopped": "dim",
+}  # fmt: skip
+
+
+@dataclass
+class Live:
+    """Everything live about one machine; ``None`` or empty means not known yet."""
+
+    job: JobStatus | None = None
+    job_error: str = ""
+    progress: Progress | None = None
+    gpu: GpuHistory = field(default_factory=GpuHistory)
+    idle: IdleGpuDetector | None = None
+    gpu_idle: bool = False
+    sync_state: str = ""
+    sync_pending: int = 0
+    sync_reason: str = ""
+    keepalive: bool = False
+    recovery: str = ""  # the newest keep-alive event, e.g. "restarting", "resumed"
+
+    def job_text(self) -> Text:
+        if self.job_error and self.job is None:
+            return Text("ssh?", "red")
+        if self.job is None:
+            return Text("…", "dim")
+        job = self.job
+        text = Text(job.state, JOB_STYLES.get(job.state, ""))
+        if job.state == "exited" and job.exit_code is not None:
+            text.append(f" ({job.exit_code})", "bold red" if job.exit_code else "green")
+        if job.detail == "preempted":
+            text.append(" preempted", "magenta")
+        return text
+
+    def sync_text(self) -> Text:
+        if not self.sync_state:
+            return Text("off", "dim")
+        word = {"in_sync": "in sync", "syncing": f"syncing {self.sync_pending}"}.get(self.sync_state, self.sync_state)
+        return Text(word, SYNC_STYLES.get(self.sync_state, ""))
+
+    def keepalive_text(self) -> Text:
+        if self.recovery:
+            style = "bold green" if self.recovery == "resumed" else "bold magenta"
+            return Text(self.recovery, style)
+        return Text("on", "green") if self.keepalive else Text("off", "dim")
