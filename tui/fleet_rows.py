@@ -46,8 +46,13 @@ class Column:
     sort_key: Callable[[Instance], object]
 
 
+def short_gpu(gpu_type: str) -> str:
+    """``nvidia-tesla-a100`` reads A100, ``nvidia-h100-80gb`` H100-80GB: what people call them."""
+    return gpu_type.removeprefix("nvidia-").removeprefix("tesla-").upper()
+
+
 def _gpus(i: Instance) -> str:
-    return i.gpu_summary or "-"
+    return ", ".join(f"{g.count}x {short_gpu(g.type)}" for g in i.gpus) or "-"
 
 
 INSTANCE_COLUMNS: tuple[Column, ...] = (
@@ -69,6 +74,9 @@ class LiveColumn:
     label: str
     cell: Callable[[Live], str | Text]
 
+
+# What a machine's live cells read before anything is known (not reachable, not watched).
+UNWATCHED = Text("-", "dim")
 
 LIVE_COLUMNS: tuple[LiveColumn, ...] = (
     LiveColumn("job", "Job", lambda live: live.job_text()),

@@ -14,7 +14,7 @@ from textual.widgets import DataTable, Footer, Header, Input, Static
 from remote.fleet import FleetSnapshot
 from remote.models import Instance
 from tui.confirm_screen import ConfirmScreen
-from tui.fleet_rows import COLUMNS, LIVE_COLUMNS, matches
+from tui.fleet_rows import COLUMNS, LIVE_COLUMNS, UNWATCHED, matches
 from tui.keys import action_allowed, bindings_for
 from tui.live import Live
 
@@ -38,8 +38,10 @@ class FleetTable(DataTable[str | Text]):
             selected = self.selected_key()
             self.clear()
             for instance in instances:
-                state = live.get(instance.name) or Live()
-                cells = [c.cell(instance) for c in COLUMNS] + [c.cell(state) for c in LIVE_COLUMNS]
+                state = live.get(instance.name)
+                cells = [c.cell(instance) for c in COLUMNS] + [
+                    c.cell(state) if state else UNWATCHED for c in LIVE_COLUMNS
+                ]
                 self.add_row(*cells, key=instance.key)
             if selected in wanted:
                 self.move_cursor(row=wanted.index(selected))
@@ -47,7 +49,8 @@ class FleetTable(DataTable[str | Text]):
         for instance in instances:
             for column in COLUMNS:
                 self._set(instance.key, column.key, column.cell(instance))
-            self.show_live(instance, live.get(instance.name) or Live())
+            if instance.name in live:
+                self.show_live(instance, live[instance.name])
 
     def show_live(self, instance: Instance, state: Live) -> None:
         """Refresh one row's live cells (job, progress, GPUs, sync, keep-alive)."""

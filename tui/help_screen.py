@@ -22,13 +22,14 @@ def help_table(actions: list[Action], keymap: dict[str, str]) -> Table:
     table = Table.grid(padding=(0, 2))
     table.add_column(justify="right", style="bold yellow", min_width=10)
     table.add_column()
+    table.add_column(style="dim")
     for group, members in groups.items():
-        table.add_row("", Text(group, style="bold underline"))
+        table.add_row("", Text(group, style="bold underline"), "")
         for action in members:
             note = "  (asks first)" if action.destructive else ""
-            table.add_row(key_label(keymap.get(action.id, action.key)), action.description + note)
-        table.add_row("", "")
-    table.add_row("ctrl+p", "Command palette: every action by name")
+            table.add_row(key_label(keymap.get(action.id, action.key)), action.description + note, action.id)
+        table.add_row("", "", "")
+    table.add_row("ctrl+p", "Command palette: every action by name", "")
     return table
 
 

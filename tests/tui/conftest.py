@@ -1,0 +1,3 @@
+from tests.helpers.emulator import emulator
+
+__all__ = ["emulator"]
