@@ -35,7 +35,7 @@ def status_word(instance: Instance) -> str:
 
 def status_text(instance: Instance) -> Text:
     word = status_word(instance)
-    return Text(word, style=STATUS_STYLES.get(word, ""))
+    return Text(word, style=STATUS_STYLES.get(word, ""), justify="left")
 
 
 @dataclass(frozen=True, slots=True)

@@ -194,7 +194,7 @@ class FleetScreen(Screen[None]):
         if instance is not None:
             from tui.detail_screen import DetailScreen
 
-            self.app.push_screen(DetailScreen(instance))
+            self.app.push_screen(DetailScreen(instance, getattr(self.app, "live", {}).get(instance.name)))
 
     # -- machine actions: the app owns the services; the screen picks the machine ---------------
 
