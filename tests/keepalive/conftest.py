@@ -76,3 +76,7 @@ async def fleet_factory(emulator: Emulator, tmp_path: Path) -> AsyncIterator[obj
     yield make
     for fleet in made:
         await fleet.services.close()
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "keepalive(**options): KeepAlive settings for the watch fixture")
