@@ -88,10 +88,12 @@ class NoticeWatchers:
     async def _watch(self, instance: Instance) -> None:
         getter = self.services.getter(instance)
         try:
+            await getter()
+            # The connection may have been up before we subscribed: only a drop from UP is a signal.
+            self._states[instance.name] = HostState.UP
             if self.watch_job is not None:
                 await forward_job_events(self.keepalive, instance.name, self.watch_job(getter))
-            else:
-                await getter()  # hold the pooled connection: its drop is the signal (see _on_pool_state)
+            # Else the pooled connection (kept by the pool) is all we hold: its drop is the signal.
         except (GcptuiError, OSError) as err:
             log.info("notice watcher for %s stopped: %s", instance.name, err)
 
