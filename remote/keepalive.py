@@ -128,6 +128,7 @@ class KeepAlive:
         self._records: dict[str, Any] = {}  # raw settings of DELETE-action VMs, to recreate them
         self._recovering: dict[str, asyncio.Task[None]] = {}
         self._suspects: dict[str, float] = {}  # name -> loop time until which it is polled fast
+        self._dropped: set[str] = set()  # suspects because their connection dropped (detected_by "lost")
         self._given_up: set[str] = set()
         self._wake = asyncio.Event()
 
@@ -175,6 +176,10 @@ class KeepAlive:
         self._begin(instance, "manual", "relaunch requested", None, recreate=gone)
         return True
 
+    def instances(self) -> list[Instance]:
+        """The fleet as of the last poll, with recovered VMs' fresh records."""
+        return list(self._known.values())
+
     def recovering(self, name: str) -> bool:
         return name in self._recovering
 
@@ -187,6 +192,7 @@ class KeepAlive:
                 # Not part of a timeline: most dropped connections are network hiccups, not preemptions.
                 self._emit(RecoveryEvent(name, "suspect", now(), "connection lost: checking with GCE"))
             self._suspects[name] = asyncio.get_running_loop().time() + self.suspect_seconds
+            self._dropped.add(name)
         self._wake.set()
 
     def notice(self, name: str, at: datetime | None = None) -> None:
@@ -209,6 +215,7 @@ class KeepAlive:
                 log.warning("keep-alive poll failed: %s", err)
             loop = asyncio.get_running_loop()
             self._suspects = {n: t for n, t in self._suspects.items() if t > loop.time()}
+            self._dropped &= set(self._suspects)
             interval = self.fast_poll_seconds if self._suspects else self.poll_seconds
             try:
                 await asyncio.wait_for(self._wake.wait(), timeout=interval)
@@ -227,6 +234,9 @@ class KeepAlive:
             if instance.spot and instance.termination_action == "DELETE" and instance.status == "RUNNING":
                 self._records[name] = raw
             self._known[name] = instance
+            if instance.spot and instance.status == "STOPPING" and self.enabled(name) and name not in self._suspects:
+                # GCE shows STOPPING during the soft-off of a preemption: poll fast until it is over.
+                self._suspects[name] = asyncio.get_running_loop().time() + self.suspect_seconds
         for name in [n for n in self._known if n not in current]:
             if name in self._records and name not in self._recovering:
                 self._known[name] = _gone(self._known[name])
@@ -275,7 +285,9 @@ class KeepAlive:
     def _begin(self, instance: Instance, kind: EventKind, detail: str, gce_time: datetime | None, *,
                recreate: bool) -> None:  # fmt: skip
         name = instance.name
-        suspect = self._suspects.pop(name, None) is not None
+        self._suspects.pop(name, None)
+        dropped = name in self._dropped
+        self._dropped.discard(name)
         timeline = self.timelines.get(name)
         if timeline is None or timeline.outcome != "recovering" or timeline.detected_by not in (None, "notice"):
             timeline = self._new_timeline(name)
@@ -288,7 +300,7 @@ class KeepAlive:
             self._event(name, "gave_up", f"max_restarts ({self.max_restarts}) reached: relaunch by hand")
             return
         self._event(name, kind, detail)
-        if suspect and timeline.detected_by == "poll":
+        if dropped and timeline.detected_by == "poll":
             timeline.detected_by = "lost"
         task = asyncio.create_task(self._recover(instance, recreate=recreate), name=f"recover {name}")
         self._recovering[name] = task

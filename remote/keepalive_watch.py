@@ -73,12 +73,14 @@ class NoticeWatchers:
         """Start watchers for watched running VMs (again after an address change); stop the rest."""
         wanted = {
             i.name: i for i in instances
-            if i.source == "gce" and i.spot and i.status == "RUNNING" and self.keepalive.enabled(i.name)
+            if i.source == "gce" and i.spot and i.status in ("RUNNING", "STOPPING") and self.keepalive.enabled(i.name)
             and (i.external_ip or i.internal_ip)
         }  # fmt: skip
         for name in list(self._tasks):
+            # A STOPPING VM keeps its watcher: the drop of its connection is the signal we wait for.
             if name not in wanted or self._tasks[name][0] != (wanted[name].external_ip or wanted[name].internal_ip):
                 self._tasks.pop(name)[1].cancel()
+        wanted = {name: i for name, i in wanted.items() if i.status == "RUNNING"}
         for name, instance in wanted.items():
             if name not in self._tasks and not self.keepalive.recovering(name):
                 address = instance.external_ip or instance.internal_ip or ""
@@ -108,6 +110,10 @@ class NoticeWatchers:
             entry = self._tasks.pop(event.name, None)  # the old address is dead: watch the new one later
             if entry is not None:
                 entry[1].cancel()
+        elif event.kind in ("resumed", "failed"):
+            # Watch the new address now, not at the next poll: a preemption may come right away.
+            # (Called from inside the recovery task, which is still registered: defer one tick.)
+            asyncio.get_running_loop().call_soon(lambda: self.track(self.keepalive.instances()))
 
     async def close(self) -> None:
         self._unsubscribe()
