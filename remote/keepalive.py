@@ -1,28 +1,41 @@
 """Keep-alive: notice a preemption within seconds, restart the VM, resume its job.
 
 Detection, fastest first: the job supervisor on the VM sees the metadata server's ``preempted`` flag
-and the client hears of it over its open connection (``notice()``); a lost SSH connection asks for an
-immediate poll (``poke()``); and the fleet is polled every ``poll_seconds`` with one aggregated call.
-A TERMINATED VM counts as preempted only when a ``compute.instances.preempted`` operation newer than
-its last start says so: a user's own ``vm stop`` is left alone.
+and the client hears of it over its open connection (``notice(name)``); a lost SSH connection asks
+for an immediate poll (``poke(name)``); and the fleet is polled every ``poll_seconds`` with one
+aggregated call. After a notice or a lost connection the suspect VM is polled every second until GCE
+reports it stopped, because GCE's status lags the power-off. A TERMINATED VM counts as preempted only
+when a ``compute.instances.preempted`` operation newer than its last start says so: a user's own
+``vm stop`` is left alone.
 
 Recovery restarts the same VM (its disk and checkpoints stay), or recreates it from the settings
 recorded before it vanished when its termination action was DELETE, retries stock-outs with backoff,
 waits for RUNNING and an address, then hands the instance to ``relaunch`` (SSH up, sync barrier,
-setup on a new disk, the resume command). Every step is an event with a timestamp.
+the resume command; see ``remote.relaunch.JobLauncher``). Every step is a ``RecoveryEvent`` with a
+timestamp, folded into one ``Timeline`` per VM and preemption.
 """
 
 from __future__ import annotations
 
 import asyncio
-import copy
 import logging
-from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
-from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any, Literal
+from collections.abc import Callable, Iterable
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
 
 from remote.errors import GcptuiError
+from remote.keepalive_events import (
+    DetectedBy,
+    EventKind,
+    RecoveryEvent,
+    Relaunch,
+    ResumePoint,
+    StepKind,
+    StepReporter,
+    Timeline,
+    now,
+    steps_lost,
+)
 from remote.models import Instance
 
 if TYPE_CHECKING:
@@ -30,71 +43,10 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-EventKind = Literal[
-    "notice",  # the VM itself said it is being preempted
-    "preempted",  # GCE reports the VM stopped (or deleted) by a preemption
-    "restarting",
-    "stockout",
-    "retry",
-    "running",
-    "relaunching",
-    "resumed",
-    "failed",
-    "gave_up",
-]
-
-
-def now() -> datetime:
-    return datetime.now(UTC)
-
-
-@dataclass(frozen=True, slots=True)
-class RecoveryEvent:
-    """One step of noticing and recovering a preemption."""
-
-    name: str
-    kind: EventKind
-    at: datetime
-    detail: str = ""
-
-    def line(self) -> str:
-        stamp = self.at.astimezone().strftime("%H:%M:%S.%f")[:-3]
-        return f"{stamp} {self.name}: {self.kind}{(' - ' + self.detail) if self.detail else ''}"
-
-
-@dataclass(slots=True)
-class Timeline:
-    """What happened to one VM across its last preemption, for the TUI's timeline view."""
-
-    name: str
-    events: list[RecoveryEvent] = field(default_factory=list)
-    preempted_at: datetime | None = None  # when GCE says it happened (operation time)
-    detected_at: datetime | None = None  # when gcptui first knew
-    restarted_at: datetime | None = None
-    running_at: datetime | None = None
-    resumed_at: datetime | None = None
-    resumed_step: int | None = None
-    last_step: int | None = None
-
-    def add(self, event: RecoveryEvent) -> None:
-        self.events.append(event)
-        if event.kind in ("notice", "preempted") and self.detected_at is None:
-            self.detected_at = event.at
-        elif event.kind == "restarting" and self.restarted_at is None:
-            self.restarted_at = event.at
-        elif event.kind == "running":
-            self.running_at = event.at
-        elif event.kind == "resumed":
-            self.resumed_at = event.at
-
-    @property
-    def steps_lost(self) -> int | None:
-        if self.resumed_step is None or self.last_step is None:
-            return None
-        return max(0, self.last_step - self.resumed_step)
-
-
-Relaunch = Callable[[Instance], Awaitable[int | None]]
+__all__ = [
+    "DetectedBy", "EventKind", "KeepAlive", "RecoveryEvent", "Relaunch", "ResumePoint", "StepKind",
+    "StepReporter", "Timeline", "backoff", "recreate_body", "steps_lost",
+]  # fmt: skip
 
 
 def backoff(attempt: int, base: float, cap: float) -> float:
@@ -102,64 +54,169 @@ def backoff(attempt: int, base: float, cap: float) -> float:
     return float(min(cap, base * (2 ** max(0, attempt))))
 
 
+def recreate_body(raw: Any) -> Any:
+    """The insert body that recreates a (DELETE-action) VM from its recorded ``compute_v1.Instance``.
+
+    Output-only fields go (id, status, timestamps, addresses), so GCE assigns new ones. Disks that
+    auto-delete are gone with the VM: they become new disks of the same size and type. Their image is
+    not part of the instance resource; a real GCE insert needs it in ``initialize_params.source_image``
+    (the emulator does not).
+    """
+    body = type(raw)()
+    body._pb.CopyFrom(raw._pb)
+    for name in ("id", "status", "status_message", "self_link", "creation_timestamp", "last_start_timestamp",
+                 "last_stop_timestamp", "last_suspended_timestamp", "cpu_platform", "fingerprint",
+                 "label_fingerprint", "kind"):  # fmt: skip
+        body._pb.ClearField(name)
+    for nic in body._pb.network_interfaces:
+        nic.ClearField("network_i_p")  # the internal address was released with the VM
+        for access in nic.access_configs:
+            access.ClearField("nat_i_p")  # ephemeral external address
+    for disk in body._pb.disks:
+        if disk.auto_delete and disk.HasField("source"):
+            size, kind = disk.disk_size_gb, disk.type_ if disk.HasField("type_") else ""
+            disk.ClearField("source")
+            disk.initialize_params.disk_size_gb = size
+            if kind.startswith("PERSISTENT"):
+                disk.initialize_params.disk_type = "pd-standard"
+    return body
+
+
 class KeepAlive:
-    """Watches the fleet and recovers preempted VMs, one task per VM, bounded by ``max_restarts``."""
+    """Watches the fleet and recovers preempted VMs, one task per VM, bounded by ``max_restarts``.
+
+    ``names`` limits keep-alive to those VMs (None: every Spot VM); ``enable``/``disable`` change it
+    per VM at run time. ``on_event`` (and ``subscribe`` listeners) get every ``RecoveryEvent`` on the
+    event loop. Run ``run()`` as a task; ``close()`` cancels recoveries in flight.
+    """
 
     def __init__(
         self,
         gce: GceClient,
         *,
         relaunch: Relaunch,
-        emit: Callable[[RecoveryEvent], None],
-        watched: Callable[[Instance], bool] = lambda _i: True,
+        on_event: Callable[[RecoveryEvent], None] | None = None,
+        names: Iterable[str] | None = None,
         poll_seconds: float = 10.0,
+        fast_poll_seconds: float = 1.0,
+        suspect_seconds: float = 180.0,
         max_restarts: int = 20,
         backoff_base: float = 1.0,
-        backoff_cap: float = 30.0,
+        backoff_cap: float = 60.0,
         boot_timeout: float = 600.0,
         relaunch_timeout: float = 600.0,
     ) -> None:
         self.gce = gce
         self.relaunch = relaunch
-        self.emit_event = emit
-        self.watched = watched
         self.poll_seconds = poll_seconds
+        self.fast_poll_seconds = min(fast_poll_seconds, poll_seconds)
+        self.suspect_seconds = suspect_seconds
         self.max_restarts = max_restarts
         self.backoff_base = backoff_base
         self.backoff_cap = backoff_cap
         self.boot_timeout = boot_timeout
         self.relaunch_timeout = relaunch_timeout
-        self.restarts: dict[str, int] = {}
-        self.timelines: dict[str, Timeline] = {}
+        self.restarts: dict[str, int] = {}  # recoveries started per VM (max_restarts bounds it)
+        self.timelines: dict[str, Timeline] = {}  # the latest per VM
+        self.history: dict[str, list[Timeline]] = {}  # every one per VM, oldest first
+        self.polls = 0
+        self._listeners: list[Callable[[RecoveryEvent], None]] = [on_event] if on_event else []
+        self._poll_listeners: list[Callable[[list[Instance]], None]] = []
+        self._names: set[str] | None = set(names) if names is not None else None
+        self._disabled: set[str] = set()
         self._known: dict[str, Instance] = {}
         self._records: dict[str, Any] = {}  # raw settings of DELETE-action VMs, to recreate them
         self._recovering: dict[str, asyncio.Task[None]] = {}
-        self._noticed: set[str] = set()
+        self._suspects: dict[str, float] = {}  # name -> loop time until which it is polled fast
+        self._dropped: set[str] = set()  # suspects because their connection dropped (detected_by "lost")
+        self._given_up: set[str] = set()
         self._wake = asyncio.Event()
+
+    # -- the faces' API --------------------------------------------------------------------------
+
+    def subscribe(self, listener: Callable[[RecoveryEvent], None]) -> Callable[[], None]:
+        """Call ``listener`` with every event; returns the unsubscribe."""
+        self._listeners.append(listener)
+        return lambda: self._listeners.remove(listener) if listener in self._listeners else None
+
+    def on_poll(self, listener: Callable[[list[Instance]], None]) -> None:
+        """Call ``listener`` with the fleet after every poll (e.g. to follow new addresses)."""
+        self._poll_listeners.append(listener)
+
+    def enabled(self, name: str) -> bool:
+        """Whether keep-alive watches ``name`` (a Spot VM, named or all, and not disabled)."""
+        return name not in self._disabled and (self._names is None or name in self._names)
+
+    def enable(self, name: str) -> None:
+        """Watch ``name`` again (and forget an earlier give-up); polls at once."""
+        self._disabled.discard(name)
+        if self._names is not None:
+            self._names.add(name)
+        self._given_up.discard(name)
+        self.restarts.pop(name, None)
+        self.poke()
+
+    def disable(self, name: str) -> None:
+        """Stop watching ``name``; a recovery in flight is cancelled (the user takes over)."""
+        self._disabled.add(name)
+        self._suspects.pop(name, None)
+        task = self._recovering.get(name)
+        if task is not None:
+            task.cancel()
+
+    def relaunch_now(self, name: str) -> bool:
+        """Recover ``name`` now, whatever its state: start it if stopped, recreate it if gone, then
+        relaunch the job. Resets its restart count. False when one is in flight or the VM is unknown."""
+        instance = self._known.get(name)
+        if instance is None or name in self._recovering:
+            return False
+        self._given_up.discard(name)
+        self.restarts[name] = 0
+        gone = name in self._records and instance.status == "GONE"
+        self._begin(instance, "manual", "relaunch requested", None, recreate=gone)
+        return True
+
+    def instances(self) -> list[Instance]:
+        """The fleet as of the last poll, with recovered VMs' fresh records."""
+        return list(self._known.values())
+
+    def recovering(self, name: str) -> bool:
+        return name in self._recovering
 
     # -- detection -------------------------------------------------------------------------------
 
-    def poke(self) -> None:
-        """Poll now (a connection dropped, or the user asked)."""
+    def poke(self, name: str | None = None) -> None:
+        """Poll now; with a name (its connection dropped), keep polling it fast for a while."""
+        if name is not None and self.enabled(name) and name not in self._recovering:
+            if name not in self._suspects:
+                # Not part of a timeline: most dropped connections are network hiccups, not preemptions.
+                self._emit(RecoveryEvent(name, "suspect", now(), "connection lost: checking with GCE"))
+            self._suspects[name] = asyncio.get_running_loop().time() + self.suspect_seconds
+            self._dropped.add(name)
         self._wake.set()
 
     def notice(self, name: str, at: datetime | None = None) -> None:
         """The VM's supervisor saw the metadata ``preempted`` flag: the fastest signal there is."""
-        if name in self._noticed or name in self._recovering:
+        if not self.enabled(name) or name in self._recovering:
             return
-        self._noticed.add(name)
-        self.timelines[name] = Timeline(name)
-        self._event(name, "notice", "the VM reported a preemption notice", at)
-        self.poke()
+        timeline = self.timelines.get(name)
+        if timeline is None or timeline.outcome != "recovering" or timeline.detected_by is not None:
+            self._new_timeline(name)
+        self._event(name, "notice", "the VM reported a preemption notice", at=at)
+        self._suspects[name] = asyncio.get_running_loop().time() + self.suspect_seconds
+        self._wake.set()
 
     async def run(self) -> None:
-        """Poll until cancelled; fast (1 s) while a noticed VM has not stopped yet."""
+        """Poll until cancelled: every ``poll_seconds``, every ``fast_poll_seconds`` while a VM is suspect."""
         while True:
             try:
                 await self.poll_once()
             except GcptuiError as err:
                 log.warning("keep-alive poll failed: %s", err)
-            interval = 1.0 if self._noticed else self.poll_seconds
+            loop = asyncio.get_running_loop()
+            self._suspects = {n: t for n, t in self._suspects.items() if t > loop.time()}
+            self._dropped &= set(self._suspects)
+            interval = self.fast_poll_seconds if self._suspects else self.poll_seconds
             try:
                 await asyncio.wait_for(self._wake.wait(), timeout=interval)
             except TimeoutError:
@@ -167,123 +224,199 @@ class KeepAlive:
             self._wake.clear()
 
     async def poll_once(self) -> list[Instance]:
-        """One aggregated list; start a recovery for each watched VM a preemption stopped."""
-        raws = await asyncio.to_thread(self.gce.list_raw)
+        """One aggregated list; start a recovery for each watched VM a preemption stopped or deleted."""
         from remote.gce_instances import instance_from_resource
 
+        raws = await asyncio.to_thread(self.gce.list_raw)
+        self.polls += 1
         current = {r.name: (r, instance_from_resource(r)) for r in raws}
-        stopped = [i for _, i in current.values() if i.status == "TERMINATED" and i.spot]
-        vanished = [self._known[n] for n in self._known if n not in current and n in self._records]
-        preempted_names: dict[str, datetime | None] = {}
-        if stopped or vanished:
-            preempted_names = await self._preempted_since_last_start([*stopped, *vanished])
         for name, (raw, instance) in current.items():
-            if instance.spot and (instance.termination_action or "STOP") == "DELETE":
-                self._records[name] = copy.deepcopy(raw)
+            if instance.spot and instance.termination_action == "DELETE" and instance.status == "RUNNING":
+                self._records[name] = raw
             self._known[name] = instance
-            if instance.status == "RUNNING" and name not in self._recovering:
-                self._noticed.discard(name)
-        for instance in [*stopped, *vanished]:
-            name = instance.name
-            if name not in preempted_names or name in self._recovering or not self.watched(instance):
-                continue
-            self._start_recovery(instance, preempted_names[name], recreate=name not in current)
-        return [i for _, i in current.values()]
+            if instance.spot and instance.status == "STOPPING" and self.enabled(name) and name not in self._suspects:
+                # GCE shows STOPPING during the soft-off of a preemption: poll fast until it is over.
+                self._suspects[name] = asyncio.get_running_loop().time() + self.suspect_seconds
+        for name in [n for n in self._known if n not in current]:
+            if name in self._records and name not in self._recovering:
+                self._known[name] = _gone(self._known[name])
+            elif name not in self._records:
+                del self._known[name]
+        candidates = [
+            i for i in self._known.values()
+            if i.spot and i.status in ("TERMINATED", "GONE") and self.enabled(i.name)
+            and i.name not in self._recovering and i.name not in self._given_up
+        ]  # fmt: skip
+        if candidates:
+            preempted = await self._preempted_since_last_start(candidates)
+            for instance in candidates:
+                if instance.name in preempted:
+                    when = preempted[instance.name]
+                    recreate = instance.status == "GONE"
+                    self._begin(instance, "preempted", f"GCE: {'deleted' if recreate else 'stopped'} by a preemption",
+                                when, recreate=recreate)  # fmt: skip
+        instances = [i for _, i in current.values()]
+        for listener in list(self._poll_listeners):
+            listener(instances)
+        return instances
 
     async def _preempted_since_last_start(self, candidates: list[Instance]) -> dict[str, datetime | None]:
-        operations = await asyncio.to_thread(self.gce.preemption_operations)
         from remote.gce_instances import parse_timestamp
 
+        operations = await asyncio.to_thread(self.gce.preemption_operations)
         found: dict[str, datetime | None] = {}
         for instance in candidates:
             started = parse_timestamp(instance.last_start)
             for op in operations:
-                if op.instance == instance.name and op.zone == instance.zone:
-                    if started is None or op.time is None or op.time >= started:
-                        found[instance.name] = op.time
+                same = op.instance_id == instance.instance_id if op.instance_id and instance.instance_id else (
+                    op.instance == instance.name and op.zone == instance.zone)
+                if same and (started is None or op.time is None or op.time >= started):
+                    found[instance.name] = op.time
         return found
 
     # -- recovery --------------------------------------------------------------------------------
 
-    def _start_recovery(self, instance: Instance, preempted_at: datetime | None, *, recreate: bool) -> None:
-        timeline = self.timelines.get(instance.name)
-        if timeline is None or instance.name not in self._noticed:
-            timeline = self.timelines[instance.name] = Timeline(instance.name)  # else keep the notice
-        timeline.preempted_at = preempted_at
-        self._event(instance.name, "preempted", f"status {instance.status}" + (" (deleted)" if recreate else ""))
-        task = asyncio.create_task(self._recover(instance, recreate=recreate), name=f"recover {instance.name}")
-        self._recovering[instance.name] = task
-        task.add_done_callback(lambda _t, name=instance.name: self._recovering.pop(name, None))
+    def _new_timeline(self, name: str) -> Timeline:
+        timeline = Timeline(name)
+        self.timelines[name] = timeline
+        self.history.setdefault(name, []).append(timeline)
+        return timeline
+
+    def _begin(self, instance: Instance, kind: EventKind, detail: str, gce_time: datetime | None, *,
+               recreate: bool) -> None:  # fmt: skip
+        name = instance.name
+        self._suspects.pop(name, None)
+        dropped = name in self._dropped
+        self._dropped.discard(name)
+        timeline = self.timelines.get(name)
+        if timeline is None or timeline.outcome != "recovering" or timeline.detected_by not in (None, "notice"):
+            timeline = self._new_timeline(name)
+        if timeline.preempted_at is None:
+            timeline.preempted_at = gce_time
+        self.restarts[name] = self.restarts.get(name, 0) + 1
+        if self.restarts[name] > self.max_restarts:
+            self._given_up.add(name)
+            self._event(name, kind, detail)
+            self._event(name, "gave_up", f"max_restarts ({self.max_restarts}) reached: relaunch by hand")
+            return
+        self._event(name, kind, detail)
+        if dropped and timeline.detected_by == "poll":
+            timeline.detected_by = "lost"
+        task = asyncio.create_task(self._recover(instance, recreate=recreate), name=f"recover {name}")
+        self._recovering[name] = task
+        task.add_done_callback(lambda _t: self._recovering.pop(name, None))
 
     async def _recover(self, instance: Instance, *, recreate: bool) -> None:
         name, zone = instance.name, instance.zone
-        self.restarts[name] = self.restarts.get(name, 0) + 1
-        if self.restarts[name] > self.max_restarts:
-            self._event(name, "gave_up", f"max_restarts ({self.max_restarts}) reached: relaunch by hand")
-            return
         try:
-            await self._restart_vm(name, zone, recreate=recreate)
+            if instance.status != "RUNNING":
+                await self._restart_vm(instance, recreate=recreate)
             fresh = await self._wait_running(name, zone)
+            self._known[name] = fresh
             self._event(name, "running", f"address {fresh.external_ip or fresh.internal_ip}")
-            step = await self._relaunch(fresh)
-            self.timelines[name].resumed_step = step
-            self._event(name, "resumed", f"from step {step}" if step is not None else "")
+            point = await self._relaunch(fresh)
+            timeline = self.timelines[name]
+            timeline.resumed_step = point.step
+            if point.last_step is not None:
+                timeline.last_step = point.last_step
+            lost = timeline.steps_lost
+            self._event(name, "resumed", (f"from step {point.step}" if point.step is not None else "step unknown")
+                        + (f", {lost} steps lost" if lost is not None else ""))  # fmt: skip
         except GcptuiError as err:
             self._event(name, "failed", str(err))
-        finally:
-            self._noticed.discard(name)
+        except asyncio.CancelledError:
+            self._event(name, "failed", "cancelled (keep-alive disabled or closed)")
+            raise
 
-    async def _restart_vm(self, name: str, zone: str, *, recreate: bool) -> None:
+    async def _restart_vm(self, instance: Instance, *, recreate: bool) -> None:
         from remote.gce_errors import StockoutError
 
+        name, zone = instance.name, instance.zone
+        if instance.termination_action == "DELETE" and not recreate:
+            await self._wait_gone(name, zone)  # a DELETE-action VM is deleted right after it stops
+            recreate = True
         attempt = 0
         while True:
-            self._event(name, "restarting", "recreating from recorded settings" if recreate else "starting the VM")
+            self._event(name, "restarting", "recreating it from its recorded settings" if recreate else "starting the VM")
             try:
                 if recreate:
-                    await asyncio.to_thread(self.gce.insert, zone, self._records[name])
+                    if name not in self._records:
+                        raise GcptuiError(f"{name} was deleted before keep-alive saw it run: recreate it by hand")
+                    await asyncio.to_thread(self.gce.insert, zone, recreate_body(self._records[name]))
                 else:
                     await asyncio.to_thread(self.gce.start, name, zone)
                 return
             except StockoutError as err:
                 delay = backoff(attempt, self.backoff_base, self.backoff_cap)
-                self._event(name, "stockout", f"{err} - retrying in {delay:.0f}s")
+                self._event(name, "stockout", f"{err} - retrying in {delay:g}s")
             attempt += 1
             await asyncio.sleep(delay)
 
+    async def _wait_gone(self, name: str, zone: str) -> None:
+        deadline = asyncio.get_running_loop().time() + self.boot_timeout
+        while await asyncio.to_thread(self.gce.get_raw, name, zone) is not None:
+            if asyncio.get_running_loop().time() > deadline:
+                raise GcptuiError(f"{name} was preempted with termination action DELETE but was not deleted")
+            await asyncio.sleep(0.25)
+
     async def _wait_running(self, name: str, zone: str) -> Instance:
+        from remote.gce_instances import instance_from_resource
+
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.boot_timeout
         while loop.time() < deadline:
-            instance = await asyncio.to_thread(self.gce.get, name, zone)
+            raw = await asyncio.to_thread(self.gce.get_raw, name, zone)
+            instance = instance_from_resource(raw) if raw is not None else None
             if instance is not None and instance.status == "RUNNING" and (instance.external_ip or instance.internal_ip):
                 return instance
-            await asyncio.sleep(0.25)
-        raise GcptuiError(f"{name} did not reach RUNNING within {self.boot_timeout:.0f}s")
+            await asyncio.sleep(0.1)
+        raise GcptuiError(f"{name} did not reach RUNNING within {self.boot_timeout:.0f}s: check `gcptui ls`")
 
-    async def _relaunch(self, instance: Instance) -> int | None:
+    async def _relaunch(self, instance: Instance) -> ResumePoint:
         """SSH may lag the RUNNING status by seconds: retry with backoff until the deadline."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.relaunch_timeout
         attempt = 0
+
+        def report(kind: StepKind, detail: str) -> None:
+            self._event(instance.name, kind, detail)
+
         while True:
             self._event(instance.name, "relaunching", f"attempt {attempt + 1}")
             try:
-                return await self.relaunch(instance)
+                result = await self.relaunch(instance, report)
+                return result if isinstance(result, ResumePoint) else ResumePoint(step=result)
             except (GcptuiError, OSError) as err:
                 if loop.time() > deadline:
                     raise GcptuiError(f"{instance.name}: could not relaunch the job: {err}") from None
-                delay = backoff(attempt, self.backoff_base, min(self.backoff_cap, 5.0))
-                self._event(instance.name, "retry", f"{err} - again in {delay:.1f}s")
+                delay = backoff(attempt, min(self.backoff_base, 0.5), min(self.backoff_cap, 5.0))
+                self._event(instance.name, "retry", f"{err} - again in {delay:g}s")
                 attempt += 1
                 await asyncio.sleep(delay)
 
     def _event(self, name: str, kind: EventKind, detail: str = "", at: datetime | None = None) -> None:
         event = RecoveryEvent(name, kind, at or now(), detail)
-        self.timelines.setdefault(name, Timeline(name)).add(event)
-        self.emit_event(event)
+        timeline = self.timelines.get(name) or self._new_timeline(name)
+        timeline.add(event)
+        self._emit(event)
+
+    def _emit(self, event: RecoveryEvent) -> None:
+        for listener in list(self._listeners):
+            try:
+                listener(event)
+            except Exception:  # a face's bug must not stop recoveries
+                log.exception("keep-alive listener failed")
 
     async def close(self) -> None:
-        for task in list(self._recovering.values()):
+        """Cancel the recoveries in flight."""
+        tasks = list(self._recovering.values())
+        for task in tasks:
             task.cancel()
-        await asyncio.gather(*self._recovering.values(), return_exceptions=True)
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+
+def _gone(instance: Instance) -> Instance:
+    """The last known record of a VM that vanished (status ``GONE``, which GCE never reports)."""
+    from dataclasses import replace
+
+    return replace(instance, status="GONE", external_ip=None, internal_ip=None)

@@ -1,0 +1,200 @@
+"""Preemption recovery on the emulator: how fast keep-alive notices, and what a relaunch costs.
+
+    python benchmarks/recovery.py [--rounds 3] [--poll 2] [--boot 1] [--grace 3]
+
+One emulated Spot VM runs the reference trainer (tiny, every step logged, a checkpoint every 100
+steps) under ``[job]``; keep-alive watches it through the real ``KeepAlive`` + ``JobLauncher`` +
+``NoticeWatchers`` the ``gcptui keepalive`` command uses. ``--rounds`` rounds run with polling alone,
+then as many with the watchers. Each round preempts the VM mid-run and waits for the job to report
+its resume. Per round, on the wall clock:
+
+- ``detection_notice_s``: preemption to detection through the VM's notice (``remote.job_watch``);
+  null when that module is not installed (the watcher is another branch's work);
+- ``detection_poll_s``: the VM reading TERMINATED to detection by plain polling (what polling can see
+  at all), and ``detection_poll_from_preempt_s``: from the preemption itself (adds the time the trainer
+  takes to checkpoint and exit inside the grace period);
+- ``detection_lost_connection_s``: TERMINATED to detection when the watcher's dropped SSH connection
+  asked for a poll at once (the path a watcher gives without ``remote.job_watch``);
+- ``overhead``: detection to the resume command started, minus the emulated boot time
+  (start call, waits for RUNNING, SSH connect, sync barrier, job restart);
+- ``to_resumed``: detection to the trainer's ``resumed`` line (adds its own start: torch import, load);
+- ``steps_lost``: last step logged before the preemption minus the step it resumed from.
+
+Prints progress to stderr and ONE JSON object (medians and per-round values) as the last stdout line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import statistics
+import sys
+import tempfile
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from remote.config import load_config  # noqa: E402
+from remote.emulator import Emulator  # noqa: E402
+from remote.emulator.emulator import wait_until_running  # noqa: E402
+from remote.keepalive import KeepAlive, RecoveryEvent  # noqa: E402
+from remote.keepalive_watch import NoticeWatchers  # noqa: E402
+from remote.relaunch import build_keepalive  # noqa: E402
+from remote.services import Services  # noqa: E402
+
+TRAIN = ("python -m trainer --run-dir runs/bench --steps 100000 --size tiny --checkpoint-every 100 "
+         "--log-every 1 --step-delay 0.02")  # fmt: skip
+
+
+def log(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+async def until(predicate, timeout: float, what: str) -> None:  # type: ignore[no-untyped-def]
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"timed out after {timeout}s waiting for {what}")
+        await asyncio.sleep(0.02)
+
+
+def metrics(emu: Emulator, name: str) -> list[dict[str, object]]:
+    path = Path(emu.instance(name).disk or "") / "home" / ".gcptui" / "job" / "metrics.jsonl"
+    if not path.exists():
+        return []
+    return [json.loads(line) for line in path.read_text().splitlines() if line.startswith("{")]
+
+
+def last_step(emu: Emulator, name: str) -> int:
+    return max((int(r["step"]) for r in metrics(emu, name) if "event" not in r and "step" in r), default=0)  # type: ignore[call-overload]
+
+
+def median(values: list[float | None]) -> float | None:
+    known = [v for v in values if v is not None]
+    return round(statistics.median(known), 3) if known else None
+
+
+def secs(a: datetime | None, b: datetime | None) -> float | None:
+    return None if a is None or b is None else round((b - a).total_seconds(), 3)
+
+
+async def one_round(emu: Emulator, keepalive: KeepAlive, number: int, boot: float) -> dict[str, object]:
+    """Preempt the VM mid-run and wait for its job to resume; the timeline's figures."""
+    before = last_step(emu, "spot-a")
+    await until(lambda: last_step(emu, "spot-a") >= before + 50, 120, "training progress")
+    await asyncio.sleep(0.5)  # let a watcher settle on the current address
+    off: dict[str, datetime] = {}
+
+    async def stamp_off() -> None:
+        await emu.wait_for_status("spot-a", "TERMINATED", 60)
+        off["at"] = datetime.now(UTC)
+
+    preempted_at = datetime.now(UTC)
+    stopper = asyncio.create_task(stamp_off())
+    emu.preempt("spot-a")
+    await until(lambda: len(keepalive.history.get("spot-a", [])) >= number
+                and keepalive.history["spot-a"][number - 1].outcome != "recovering", 180, "recovery")  # fmt: skip
+    await stopper
+    t = keepalive.history["spot-a"][number - 1]
+    if not (t.detected_at and t.started_at and t.resumed_at):
+        raise RuntimeError(f"recovery incomplete: {t.to_json()}")
+    return {
+        "detected_by": t.detected_by,
+        "from_preempt_s": secs(preempted_at, t.detected_at),
+        "from_off_s": secs(off["at"], t.detected_at),
+        "overhead_s": round((secs(t.detected_at, t.started_at) or 0) - boot, 3),
+        "to_resumed_s": secs(t.detected_at, t.resumed_at),
+        "steps_lost": t.steps_lost,
+        "resumed_step": t.resumed_step,
+    }
+
+
+async def bench(args: argparse.Namespace, root: Path) -> dict[str, object]:
+    emu = Emulator(root / "emulator", boot_seconds=args.boot, stop_seconds=0.2, preempt_grace_seconds=args.grace)
+    await emu.start()
+    services: Services | None = None
+    try:
+        emu.add_instance("spot-a", spot=True)
+        await wait_until_running(emu, ["spot-a"])
+        project = root / "project"
+        project.mkdir()
+        (project / "README.md").write_text("recovery benchmark\n")
+        config = emu.write_config(root / "gcptui.toml")
+        q = json.dumps
+        with config.open("a") as out:
+            out.write(f'\n[sync]\nsource = {q(str(project))}\ndest = "~/project"\nprotect = ["runs/"]\n'
+                      f"\n[job]\ncommand = {q(TRAIN)}\nresume = {q(TRAIN + ' --resume')}\nstop_grace_seconds = 5\n"
+                      f"\n[keepalive]\npoll_seconds = {args.poll}\n")  # fmt: skip
+        services = Services(load_config(str(config)))
+        [instance] = await services.resolve(["spot-a"])
+        session = services.sync_session(instance)
+        await session.full_sync()
+        await session.close()
+        await services.jobs.start(services.target(instance))
+
+        rounds: list[dict[str, object]] = []
+        notices = False
+        # First polling alone, then with the watchers: the VM's notice where remote.job_watch exists,
+        # else the held SSH connection whose drop asks for a poll at once.
+        for mode in ("poll", "watch"):
+            events: list[RecoveryEvent] = []
+            keepalive = build_keepalive(services, on_event=events.append, backoff_base=0.2)
+            watchers = NoticeWatchers(services, keepalive) if mode == "watch" else None
+            if watchers is not None:
+                keepalive.on_poll(watchers.track)
+                notices = watchers.notices
+            runner = asyncio.create_task(keepalive.run())
+            try:
+                for number in range(1, args.rounds + 1):
+                    row = await one_round(emu, keepalive, number, args.boot)
+                    rounds.append({"mode": mode, **row})
+                    log(f"{mode} round {number}: {row}")
+            finally:
+                runner.cancel()
+                if watchers is not None:
+                    await watchers.close()
+                await keepalive.close()
+
+        def pick(key: str, by: str) -> float | None:
+            return median([r[key] for r in rounds if r["detected_by"] == by])  # type: ignore[misc]
+
+        return {
+            "benchmark": "recovery",
+            "rounds": len(rounds),
+            "poll_seconds": args.poll,
+            "boot_seconds": args.boot,
+            "preempt_grace_seconds": args.grace,
+            "notice_path_available": notices,
+            "detection_notice_s": pick("from_preempt_s", "notice") if notices else None,
+            "detection_poll_s": pick("from_off_s", "poll"),
+            "detection_poll_from_preempt_s": pick("from_preempt_s", "poll"),
+            "detection_lost_connection_s": pick("from_off_s", "lost"),
+            "relaunch_overhead_s": median([r["overhead_s"] for r in rounds]),  # type: ignore[misc]
+            "to_resumed_s": median([r["to_resumed_s"] for r in rounds]),  # type: ignore[misc]
+            "steps_lost": max((r["steps_lost"] for r in rounds if r["steps_lost"] is not None), default=None),  # type: ignore[type-var]
+            "per_round": rounds,
+        }
+    finally:
+        if services is not None:
+            await services.close()
+        await emu.close()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--poll", type=float, default=2.0, help="keep-alive poll_seconds (default 2)")
+    parser.add_argument("--boot", type=float, default=1.0, help="emulated boot time in seconds (default 1)")
+    parser.add_argument("--grace", type=float, default=3.0, help="emulated preemption grace (default 3; GCE: 30)")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="gcptui-recovery-") as tmp:
+        result = asyncio.run(bench(args, Path(tmp)))
+    print(json.dumps(result))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,84 @@
+"""Fixtures for keep-alive: an emulated Spot fleet with a project, a job config and shared services."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from remote.config import load_config
+from remote.emulator import Emulator
+from remote.emulator.emulator import wait_until_running
+from remote.services import Services
+from tests.helpers.emulator import emulator
+
+__all__ = ["emulator"]
+
+ROOT = Path(__file__).resolve().parents[2]
+
+# The reference trainer, small and slowed down so a preemption lands mid-run; every step logged.
+TRAIN = "python -m trainer --run-dir runs/r --steps {steps} --size tiny --checkpoint-every 100 --log-every 1 --step-delay {delay}"
+
+
+@dataclass
+class Fleet:
+    """An emulator with Spot VMs, the config that points at it, and services built from that config."""
+
+    emu: Emulator
+    services: Services
+    config_path: Path
+    project: Path
+
+    def metrics(self, name: str) -> list[dict[str, object]]:
+        """The job's metrics lines on VM ``name``, read straight from its emulated disk."""
+        path = self.emu.instance(name).disk / "home" / ".gcptui" / "job" / "metrics.jsonl"  # type: ignore[operator]
+        if not path.exists():
+            return []
+        return [json.loads(line) for line in path.read_text().splitlines() if line.startswith("{")]
+
+    def steps(self, name: str) -> int:
+        return max((r["step"] for r in self.metrics(name) if "event" not in r), default=0)  # type: ignore[type-var]
+
+
+def write_project(root: Path) -> Path:
+    project = root / "project"
+    project.mkdir(parents=True)
+    (project / "README.md").write_text("keep-alive test project\n")
+    return project
+
+
+async def make_fleet(emu: Emulator, tmp_path: Path, names: list[str], *, command: str, resume: str = "",
+                     setup: str = "", termination_action: str | None = None) -> Fleet:  # fmt: skip
+    for name in names:
+        emu.add_instance(name, spot=True, termination_action=termination_action)
+    await wait_until_running(emu, names)
+    project = write_project(tmp_path)
+    path = emu.write_config(tmp_path / "gcptui.toml")
+    q = json.dumps
+    with path.open("a") as config:
+        config.write(
+            f"\n[sync]\nsource = {q(str(project))}\ndest = \"~/project\"\nprotect = [\"runs/\"]\n"
+            f"\n[job]\ncommand = {q(command)}\nresume = {q(resume)}\nsetup = {q(setup)}\nstop_grace_seconds = 2\n"
+        )
+    return Fleet(emu, Services(load_config(str(path))), path, project)
+
+
+@pytest.fixture
+async def fleet_factory(emulator: Emulator, tmp_path: Path) -> AsyncIterator[object]:
+    made: list[Fleet] = []
+
+    async def make(names: list[str], **options: object) -> Fleet:
+        fleet = await make_fleet(emulator, tmp_path, names, **options)  # type: ignore[arg-type]
+        made.append(fleet)
+        return fleet
+
+    yield make
+    for fleet in made:
+        await fleet.services.close()
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "keepalive(**options): KeepAlive settings for the watch fixture")

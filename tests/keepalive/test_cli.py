@@ -1,0 +1,72 @@
+"""``gcptui keepalive``: the headless watcher as a real process, one log line per event."""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import sys
+
+import pytest
+
+from remote.errors import NotFoundError
+from tests.keepalive.conftest import ROOT
+from tests.keepalive.test_recreate import JOB
+from tui.cli_keepalive import keep_alive
+
+SCRIPT = (
+    "import argparse, sys; from tui.cli_keepalive import run_keepalive; "
+    "sys.exit(run_keepalive(argparse.Namespace(config=sys.argv[1], names=sys.argv[2:])))"
+)
+
+
+async def read_until(stream: asyncio.StreamReader, needle: str, seen: list[str], timeout: float = 60) -> str:
+    async def scan() -> str:
+        while True:
+            line = (await stream.readline()).decode()
+            if not line:
+                raise AssertionError(f"output ended before {needle!r}: {seen}")
+            seen.append(line.rstrip())
+            if needle in line:
+                return line
+
+    return await asyncio.wait_for(scan(), timeout)
+
+
+async def test_keepalive_command_logs_each_event_and_stops_on_sigterm(fleet_factory) -> None:
+    fleet = await fleet_factory(["spot-a", "spot-b"], command=JOB)
+    for instance in await fleet.services.resolve(["spot-a"]):
+        session = fleet.services.sync_session(instance)
+        await session.full_sync()
+        await session.close()
+        await fleet.services.jobs.start(fleet.services.target(instance))
+    with fleet.config_path.open("a") as config:
+        config.write("\n[keepalive]\npoll_seconds = 0.5\n")
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, "-c", SCRIPT, str(fleet.config_path), "spot-a", cwd=ROOT,
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
+    )  # fmt: skip
+    seen: list[str] = []
+    try:
+        assert process.stdout is not None
+        await read_until(process.stdout, "keep-alive: watching spot-a", seen)
+        fleet.emu.preempt("spot-a")
+        await read_until(process.stdout, "spot-a: preempted - GCE: stopped by a preemption", seen)
+        await read_until(process.stdout, "spot-a: resumed", seen)
+        summary = await read_until(process.stdout, "spot-a: resumed: preempted", seen)
+        assert "by poll" in summary and "resumed at step 0" in summary
+        process.send_signal(signal.SIGTERM)
+        await read_until(process.stdout, "keep-alive: stopped", seen)
+        assert await asyncio.wait_for(process.wait(), 20) == 0
+    finally:
+        if process.returncode is None:
+            process.kill()
+            await process.wait()
+    for kind in ("restarting", "running", "connected", "synced", "started"):
+        assert any(f"spot-a: {kind}" in line for line in seen), seen
+    assert not any("spot-b" in line for line in seen)
+
+
+async def test_unknown_name_is_one_clear_error(fleet_factory) -> None:
+    fleet = await fleet_factory(["spot-a"], command=JOB)
+    with pytest.raises(NotFoundError, match="no instance or host named 'nope'"):
+        await keep_alive(fleet.services, ["nope"], print, asyncio.Event())

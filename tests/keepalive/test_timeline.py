@@ -1,0 +1,81 @@
+"""The pieces a timeline is made of: steps lost from the metrics lines, event folding, the watcher wiring."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+
+from remote.keepalive import RecoveryEvent, Timeline, backoff, steps_lost
+from remote.keepalive_watch import forward_job_events, job_watch
+from remote.relaunch import last_step_logged, resumed_step
+
+
+def lines(*records: dict[str, object]) -> list[str]:
+    return [json.dumps(r) for r in records]
+
+
+def test_last_step_is_the_furthest_the_latest_run_reached() -> None:
+    assert last_step_logged([]) is None
+    run = lines({"step": 10}, {"event": "checkpoint", "step": 10}, {"step": 20},
+                {"event": "resumed", "step": 10}, {"step": 15}, {"event": "preempted", "step": 17})  # fmt: skip
+    assert last_step_logged(["not json", *run]) == 17
+
+
+def test_resumed_step_reads_the_event_or_a_fresh_start() -> None:
+    assert resumed_step(lines()) == (False, None)
+    assert resumed_step(lines({"event": "checkpoint", "step": 3})) == (False, None)
+    assert resumed_step(lines({"event": "resumed", "step": 70}, {"step": 71})) == (True, 70)
+    assert resumed_step(lines({"step": 1})) == (True, 0)
+
+
+def test_steps_lost_and_backoff() -> None:
+    assert steps_lost(70, 70) == 0 and steps_lost(75, 70) == 5 and steps_lost(60, 70) == 0
+    assert steps_lost(None, 70) is None
+    assert [backoff(n, 1.0, 5.0) for n in range(5)] == [1.0, 2.0, 4.0, 5.0, 5.0]
+
+
+def test_timeline_folds_events_into_its_fields() -> None:
+    t0 = datetime(2025, 1, 1, tzinfo=UTC)
+    timeline = Timeline("a", last_step=75)
+    for offset, kind in enumerate(["notice", "preempted", "restarting", "stockout", "restarting", "running",
+                                   "connected", "synced", "started", "resumed"]):  # fmt: skip
+        timeline.add(RecoveryEvent("a", kind, t0 + timedelta(seconds=offset)))  # type: ignore[arg-type]
+    timeline.resumed_step = 75
+    assert timeline.detected_by == "notice" and timeline.preempted_at == t0 == timeline.detected_at
+    assert timeline.restarted_at == t0 + timedelta(seconds=2) and timeline.restarts == 2
+    assert timeline.recovery_seconds == 8.0 and timeline.outcome == "resumed" and timeline.steps_lost == 0
+    assert json.loads(json.dumps(timeline.to_json()))["events"][0]["kind"] == "notice"
+
+
+@dataclass
+class JobEvent:
+    kind: str
+
+
+class Recorder:
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, str]] = []
+
+    def notice(self, name: str, at: object = None) -> None:
+        self.calls.append(("notice", name))
+
+    def poke(self, name: str | None = None) -> None:
+        self.calls.append(("poke", str(name)))
+
+
+async def test_watch_job_events_become_notices_and_pokes() -> None:
+    async def events():  # type: ignore[no-untyped-def]
+        for kind in ("state", "preempted", "lost"):
+            yield JobEvent(kind)
+
+    recorder = Recorder()
+    await asyncio.wait_for(forward_job_events(recorder, "vm", events()), 5)  # type: ignore[arg-type]
+    assert recorder.calls == [("notice", "vm"), ("poke", "vm")]
+
+
+def test_notice_watching_is_optional() -> None:
+    # Before remote.job_watch lands this is None and keep-alive relies on polling alone.
+    watch = job_watch()
+    assert watch is None or callable(watch)
