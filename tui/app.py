@@ -16,6 +16,8 @@ from textual.screen import Screen
 from remote.config import Config
 from remote.errors import GcptuiError
 from remote.jobs import JobStatus
+from remote.keepalive import KeepAlive
+from remote.keepalive_events import RecoveryEvent
 from remote.models import Instance
 from remote.services import Services
 from tui.fleet_screen import FleetScreen
@@ -52,6 +54,7 @@ class GcptuiApp(App[None]):
         self.refresh_seconds = refresh_seconds
         self.poll_fleet = poll_fleet
         self._dirty: set[str] = set()
+        self.keepalive: KeepAlive | None = None
         self.services = Services(config)
         self.fleet = self.services.fleet
         self.live: dict[str, Live] = {}
@@ -76,6 +79,8 @@ class GcptuiApp(App[None]):
         if self.poll_fleet:
             self.refresh_fleet()
             self.set_interval(self.refresh_seconds, self.refresh_fleet)
+            if self.config.gcp is not None:
+                self.run_worker(self._keep_alive(), group="keepalive", exit_on_error=False)
 
     def refresh_fleet(self) -> None:
         self._load_fleet()
@@ -95,7 +100,67 @@ class GcptuiApp(App[None]):
 
     def on_fleet_refreshed(self, message: FleetRefreshed) -> None:
         self.monitors.reconcile(message.snapshot)
+        if self.keepalive is not None:
+            for instance in message.snapshot.instances:
+                if instance.spot and instance.name in self.live:
+                    self.live[instance.name].keepalive = self.keepalive.enabled(instance.name)
         self.fleet_screen.show_snapshot(message.snapshot)
+
+    # -- keep-alive --------------------------------------------------------------------------------
+
+    async def _keep_alive(self) -> None:
+        """Watch for preemptions and recover: on for every Spot VM when ``[keepalive] enabled``."""
+        from remote.keepalive_watch import NoticeWatchers
+        from remote.relaunch import build_keepalive
+
+        await asyncio.to_thread(self.fleet.gce)  # the Compute import, off the UI thread
+        names = None if self.config.keepalive.enabled else set()
+        self.keepalive = build_keepalive(self.services, names=names, on_event=self._recovery_event)
+        watchers = NoticeWatchers(self.services, self.keepalive)
+        self.keepalive.on_poll(watchers.track)
+        try:
+            await self.keepalive.run()
+        finally:
+            await self.keepalive.close()
+
+    def _recovery_event(self, event: RecoveryEvent) -> None:
+        if event.kind == "suspect":
+            return
+        live = self.monitors.state(event.name)
+        live.recovery = event.kind
+        self._live_changed(event.name)
+        if event.kind in ("notice", "preempted"):
+            self.notify(f"{event.name}: preempted - recovering ({event.detail})", title="Preemption", severity="warning")
+        elif event.kind == "resumed":
+            self.notify(f"{event.name}: training resumed {event.detail}", title="Recovered")
+        elif event.kind in ("failed", "gave_up"):
+            self.notify(f"{event.name}: {event.detail}", title="Keep-alive", severity="error", timeout=15)
+
+    def toggle_keepalive(self, instance: Instance) -> None:
+        if self.keepalive is None:
+            self.notify("keep-alive needs [gcp]: static hosts cannot be restarted", severity="warning")
+            return
+        if not instance.spot:
+            self.notify(f"{instance.name} is not a Spot VM: GCE does not preempt it", severity="warning")
+            return
+        on = not self.keepalive.enabled(instance.name)
+        (self.keepalive.enable if on else self.keepalive.disable)(instance.name)
+        self.monitors.state(instance.name).keepalive = on
+        self._live_changed(instance.name)
+        self.notify(f"{instance.name}: keep-alive {'on' if on else 'off'}", title="Keep-alive")
+
+    def relaunch_now(self, instance: Instance) -> None:
+        if self.keepalive is None or not self.keepalive.relaunch_now(instance.name):
+            self.notify(f"{instance.name}: cannot relaunch now (unknown to keep-alive, or a recovery runs)",
+                        severity="warning")
+        else:
+            self.notify(f"{instance.name}: relaunching", title="Keep-alive")
+
+    def show_timeline(self, instance: Instance) -> None:
+        from tui.timeline_screen import TimelineScreen
+
+        timeline = self.keepalive.timelines.get(instance.name) if self.keepalive else None
+        self.push_screen(TimelineScreen(instance.name, timeline))
 
     # -- live state from the monitors ------------------------------------------------------------
 

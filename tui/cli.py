@@ -78,6 +78,10 @@ def build_parser() -> argparse.ArgumentParser:
     gpu.add_argument("--json", action="store_true", help="print JSON")
     gpu.add_argument("--once", action="store_true", help="one sample per VM, then exit")
     gpu.set_defaults(handler=_lazy("tui.cli_remote", "run_gpu"))
+
+    keepalive = sub.add_parser("keepalive", parents=[common], help="headless preemption watcher that relaunches jobs")
+    keepalive.add_argument("names", nargs="*", metavar="NAME", help="Spot VMs to watch (default: every Spot VM)")
+    keepalive.set_defaults(handler=_lazy("tui.cli_keepalive", "run_keepalive"))
     return parser
 
 

@@ -254,6 +254,18 @@ class FleetScreen(Screen[None]):
             on = self.gcptui.monitors.toggle_sync(i)
             self.notify(f"{i.name}: live sync {'on' if on else 'off'}", title="Sync")
 
+    def action_keepalive_toggle(self) -> None:
+        if (i := self._selected_or_tell()) is not None:
+            self.gcptui.toggle_keepalive(i)
+
+    def action_relaunch(self) -> None:
+        if (i := self._selected_or_tell()) is not None:
+            self.gcptui.relaunch_now(i)
+
+    def action_timeline(self) -> None:
+        if (i := self._selected_or_tell()) is not None:
+            self.gcptui.show_timeline(i)
+
     def action_mark(self) -> None:
         if (i := self._selected_or_tell()) is not None:
             self.marked ^= {i.name}
