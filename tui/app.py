@@ -102,8 +102,9 @@ class GcptuiApp(App[None]):
         self.monitors.reconcile(message.snapshot)
         if self.keepalive is not None:
             for instance in message.snapshot.instances:
-                if instance.spot and instance.name in self.live:
-                    self.live[instance.name].keepalive = self.keepalive.enabled(instance.name)
+                if instance.name in self.live:
+                    enabled = self.keepalive.enabled(instance.name) if instance.spot else None
+                    self.live[instance.name].keepalive = enabled
         self.fleet_screen.show_snapshot(message.snapshot)
 
     # -- keep-alive --------------------------------------------------------------------------------

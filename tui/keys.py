@@ -61,11 +61,13 @@ def actions_for(screen: str, *, readonly: bool = False, demo: bool = False) -> l
     ]
 
 
-def bindings_for(screen: str, *, readonly: bool = False, demo: bool = False) -> list[Binding]:
-    """Textual bindings with ids, so ``App.set_keymap`` can rebind them."""
+def bindings_for(screen: str) -> list[Binding]:
+    """Every binding of a screen, with ids so ``App.set_keymap`` can rebind them; the screen's
+    ``check_action`` (``action_allowed``) hides those that ``--readonly`` or a non-demo run disables."""
     return [
         Binding(a.key, a.action, a.description, show=a.show, id=a.id, tooltip=a.description)
-        for a in actions_for(screen, readonly=readonly, demo=demo)
+        for a in ACTIONS
+        if a.screen == screen
     ]
 
 

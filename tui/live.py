@@ -35,7 +35,7 @@ class Live:
     sync_state: str = ""
     sync_pending: int = 0
     sync_reason: str = ""
-    keepalive: bool = False
+    keepalive: bool | None = None  # None: not a Spot VM, nothing to keep alive
     recovery: str = ""  # the newest keep-alive event, e.g. "restarting", "resumed"
 
     def job_text(self) -> Text:
@@ -61,4 +61,6 @@ class Live:
         if self.recovery:
             style = "bold green" if self.recovery == "resumed" else "bold magenta"
             return Text(self.recovery, style)
+        if self.keepalive is None:
+            return Text("-", "dim")
         return Text("on", "green") if self.keepalive else Text("off", "dim")
