@@ -1,0 +1,90 @@
+"""Helpers for job tests on the emulator's VMs: targets built as gcptui builds them, the VM's disk,
+and collecting a ``watch_job`` stream in the background."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from remote.config import Config, load_config
+from remote.emulator import Emulator
+from remote.job_watch import JobEvent, JobEventKind, watch_job
+from remote.ssh_pool import SshPool
+from remote.ssh_target import SshTarget, target_for
+from tests.helpers.emulator import gce_for
+
+ZONE = "us-central1-a"
+
+
+async def boot(emulator: Emulator, *names: str, spot: bool = True) -> None:
+    """Add Spot VMs (with a ``~/project``) and wait until they run."""
+    for name in names:
+        emulator.add_instance(name, ZONE, spot=spot)
+        (home(emulator, name) / "project").mkdir(parents=True, exist_ok=True)
+    await asyncio.gather(*(emulator.wait_for_status(n, "RUNNING") for n in names))
+
+
+def home(emulator: Emulator, name: str) -> Path:
+    """The VM's home directory on its emulated disk (it outlives stop/start, as a GCE disk does)."""
+    disk = emulator.instance(name).disk
+    assert disk is not None
+    return Path(disk) / "home"
+
+
+async def target(emulator: Emulator, name: str) -> SshTarget:
+    """The target gcptui itself builds: the emulator's config plus the instance as the real GCE
+    client lists it (the blocking client runs in a thread: the emulator serves on this loop)."""
+    config: Config = load_config(emulator.write_config())
+    instances = await asyncio.to_thread(gce_for(emulator, [ZONE]).list_instances)
+    instance = next(i for i in instances if i.name == name)
+    return target_for(config, instance)
+
+
+@dataclass
+class Watch:
+    """A ``watch_job`` stream collected by a background task, with timestamps (monotonic)."""
+
+    events: list[tuple[float, JobEvent]] = field(default_factory=list)
+    task: asyncio.Task[None] | None = None
+
+    def kinds(self) -> list[JobEventKind]:
+        return [event.kind for _, event in self.events]
+
+    def first(self, kind: JobEventKind, after: float = 0.0) -> tuple[float, JobEvent] | None:
+        return next(((t, e) for t, e in self.events if e.kind == kind and t >= after), None)
+
+    async def wait(self, kind: JobEventKind, *, after: float = 0.0, timeout: float = 10.0,
+                   where: Callable[[JobEvent], bool] = lambda e: True) -> tuple[float, JobEvent]:  # fmt: skip
+        """Until an event of ``kind`` (seen at or after ``after``, matching ``where``) arrived."""
+        deadline = time.monotonic() + timeout
+        while True:
+            for seen, event in self.events:
+                if event.kind == kind and seen >= after and where(event):
+                    return seen, event
+            if self.task is not None and self.task.done():
+                self.task.result()  # the watch died: show why
+            if time.monotonic() > deadline:
+                raise AssertionError(f"no {kind!r} event within {timeout}s; got {self.kinds()}")
+            await asyncio.sleep(0.01)
+
+
+@contextlib.asynccontextmanager
+async def watching(pool: SshPool, target: SshTarget, **options: object) -> AsyncIterator[Watch]:
+    """Run ``watch_job`` on ``target`` through ``pool`` for the block's duration."""
+    watch = Watch()
+
+    async def collect() -> None:
+        async for event in watch_job(pool.getter(target), target.name, **options):  # type: ignore[arg-type]
+            watch.events.append((time.monotonic(), event))
+
+    watch.task = asyncio.create_task(collect())
+    try:
+        yield watch
+    finally:
+        watch.task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await watch.task
