@@ -74,7 +74,9 @@ async def watch_job(
     ``remote_home`` replaces ``$HOME`` on the VM, as in ``JobRunner``.
     """
     polls = max(1, round(heartbeat / interval))
-    command = supervisor_command("watch", [f"{interval:g}", str(polls)], install=True, remote_home=remote_home)
+    command = supervisor_command(
+        "watch", [f"{interval:g}", str(polls)], install=True, remote_home=remote_home
+    )
     tracker = _Tracker(name)
     delay = retry_delay
     outage = False

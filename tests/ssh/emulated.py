@@ -10,14 +10,28 @@ from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import pytest
+
 from remote.config import Config, load_config
 from remote.emulator import Emulator
 from remote.job_watch import JobEvent, JobEventKind, watch_job
 from remote.ssh_pool import SshPool
 from remote.ssh_target import SshTarget, target_for
-from tests.helpers.emulator import gce_for
+from tests.helpers.emulator import FAST, gce_for
 
 ZONE = "us-central1-a"
+
+
+@pytest.fixture(name="emulator")
+async def emulator_fixture(tmp_path: Path) -> AsyncIterator[Emulator]:
+    """``tests.helpers.emulator.emulator`` under an importable name (tests import this one, so a
+    parameter called ``emulator`` does not shadow an import)."""
+    emu = Emulator(tmp_path / "emulator", **FAST)
+    await emu.start()
+    try:
+        yield emu
+    finally:
+        await emu.close()
 
 
 async def boot(emulator: Emulator, *names: str, spot: bool = True) -> None:

@@ -13,9 +13,9 @@ from remote.emulator import Emulator
 from remote.jobs import JobRunner, JobStatus
 from remote.ssh_pool import SshPool
 from remote.ssh_target import SshTarget
-from tests.helpers.emulator import emulator, gce_for  # noqa: F401 - the fixture
+from tests.helpers.emulator import gce_for
 from tests.ssh.conftest import FAST_SSH, group_members, process_alive, wait_for
-from tests.ssh.emulated import ZONE, boot, home, target
+from tests.ssh.emulated import ZONE, boot, emulator_fixture, home, target  # noqa: F401 - the fixture
 
 SLEEPER = f"{sys.executable} -c 'import time; time.sleep(600)'"
 
@@ -39,7 +39,7 @@ async def finished(runner: JobRunner, vm: SshTarget) -> JobStatus:
 
 
 async def test_start_status_and_kill_on_an_emulated_vm_leave_a_decoy_running(
-    emulator: Emulator, pool: SshPool  # noqa: F811
+    emulator: Emulator, pool: SshPool
 ) -> None:
     await boot(emulator, "spot-1")
     vm = await target(emulator, "spot-1")
@@ -58,11 +58,14 @@ async def test_start_status_and_kill_on_an_emulated_vm_leave_a_decoy_running(
     assert (killed.state, killed.exit_code) == ("killed", 143)  # SIGTERM sufficed: nothing lingered
     assert group_members(started.pgid) == []  # the job, its helper and the notice watcher are gone
     assert process_alive(decoy)
-    assert "still running after the grace" not in (home(emulator, "spot-1") / ".gcptui/job/output.log").read_text()
+    assert (
+        "still running after the grace"
+        not in (home(emulator, "spot-1") / ".gcptui/job/output.log").read_text()
+    )
 
 
 async def test_restart_and_a_failing_jobs_exit_code_on_an_emulated_vm(
-    emulator: Emulator, pool: SshPool  # noqa: F811
+    emulator: Emulator, pool: SshPool
 ) -> None:
     await boot(emulator, "spot-1")
     vm = await target(emulator, "spot-1")
@@ -76,7 +79,7 @@ async def test_restart_and_a_failing_jobs_exit_code_on_an_emulated_vm(
     assert (home(emulator, "spot-1") / "project/resumed.txt").read_text() == "resumed\n"
 
 
-async def test_job_survives_the_client_disconnecting(emulator: Emulator) -> None:  # noqa: F811
+async def test_job_survives_the_client_disconnecting(emulator: Emulator) -> None:
     await boot(emulator, "spot-1")
     vm = await target(emulator, "spot-1")
     async with SshPool(FAST_SSH) as first_pool:
@@ -90,9 +93,7 @@ async def test_job_survives_the_client_disconnecting(emulator: Emulator) -> None
         await runner.kill(vm)
 
 
-async def test_status_after_a_stop_and_start_says_the_job_is_gone(
-    emulator: Emulator, pool: SshPool  # noqa: F811
-) -> None:
+async def test_status_after_a_stop_and_start_says_the_job_is_gone(emulator: Emulator, pool: SshPool) -> None:
     await boot(emulator, "spot-1")
     before = await target(emulator, "spot-1")
     # A job that ignores SIGTERM: the power-off's SIGKILL takes it and its supervisor, so no exit
