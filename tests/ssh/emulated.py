@@ -102,3 +102,14 @@ async def watching(pool: SshPool, target: SshTarget, **options: object) -> Async
         watch.task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await watch.task
+
+
+async def notice_only(emulator: Emulator, name: str) -> None:
+    """GCE's preemption notice without the power-off: the VM's metadata flips, nobody is signalled.
+
+    Proves the VM's own watcher forwards SIGTERM. There is no public Emulator API for half a
+    preemption, so this reaches into the emulator's VM host (test-only).
+    """
+    host = emulator._host
+    assert host is not None
+    await host.signal_preempted(emulator.instance(name))
