@@ -64,7 +64,9 @@ async def test_preemption_reaches_the_job_and_the_watching_client_within_seconds
         latency = seen - began
         print(f"\npreemption notice latency (preempt call -> client event): {latency * 1000:.0f} ms")
         assert latency < NOTICE_BUDGET
-        assert notice.status is not None and notice.status.detail == "preempted" and notice.status.preempted_at
+        assert (
+            notice.status is not None and notice.status.detail == "preempted" and notice.status.preempted_at
+        )
         _, ended = await watch.wait("ended", timeout=10)
         assert ended.status is not None
         # The trainer's trap ran (exit 0) well before the power-off's SIGKILL could take it.
@@ -74,9 +76,10 @@ async def test_preemption_reaches_the_job_and_the_watching_client_within_seconds
     await emulator.wait_for_status("spot-1", "TERMINATED")
     assert group_members(started.pgid) == []  # type: ignore[arg-type]
     assert (home(emulator, "spot-1") / "term.txt").read_text() == "got-term\n"
-    assert "preemption notice from the metadata server" in (
-        home(emulator, "spot-1") / ".gcptui/job/output.log"
-    ).read_text()
+    assert (
+        "preemption notice from the metadata server"
+        in (home(emulator, "spot-1") / ".gcptui/job/output.log").read_text()
+    )
 
     # The other Spot VM was not preempted: its job runs on, untouched.
     other = await runner.status(spared)
