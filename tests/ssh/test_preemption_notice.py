@@ -23,6 +23,7 @@ from remote.jobs import JobRunner, JobStatus
 from remote.ssh_pool import SshPool
 from remote.ssh_target import SshTarget
 from tests.helpers.emulator import gce_for
+from tests.helpers.sshd import Sshd
 from tests.ssh.conftest import group_members, make_runner, wait_for
 from tests.ssh.emulated import ZONE, boot, emulator_fixture, home, notice_only, target, watching  # noqa: F401
 
@@ -175,6 +176,37 @@ async def test_every_fetcher_sees_the_notice_on_a_real_sshd(
         assert group_members(started.pgid) == []
     finally:
         await metadata.close()
+
+
+async def test_the_watch_reports_a_lost_connection_then_resumes_and_leaves_nothing_behind(
+    pool: SshPool, sshd: Sshd, target: SshTarget, remote_home: Path
+) -> None:
+    runner = make_runner(pool, remote_home, command="sleep 600")
+    started = await runner.start(target)
+    async with watching(pool, target, remote_home=str(remote_home)) as watch:
+        await watch.wait("state", where=lambda e: e.status is not None and e.status.pid == started.pid)
+        sshd.stop()  # the server and the session running the watch are gone
+        lost_at, lost = await watch.wait("lost", timeout=10)
+        assert lost.status is not None and lost.status.state == "running"
+        sshd.start()
+        _, back = await watch.wait("state", after=lost_at, timeout=15)  # through the pool's reconnect
+        assert back.status is not None and (back.status.state, back.status.pid) == ("running", started.pid)
+        await runner.kill(target)
+        _, ended = await watch.wait("ended", after=lost_at)
+        assert ended.status is not None and (ended.status.state, ended.status.exit_code) == ("killed", 143)
+        assert watch.kinds().count("lost") == 1
+    # The client stopped watching: the remote watch loop ends too (SIGPIPE at its next heartbeat).
+    await wait_for(lambda: _true(_remote_watches(remote_home) == []), what="the remote watch to end")
+
+
+def _remote_watches(home: Path) -> list[int]:
+    """Processes running ``gcptui-job.sh watch`` installed under ``home``."""
+    found = []
+    for proc in psutil.process_iter(["pid", "cmdline"]):
+        cmdline = proc.info["cmdline"] or []
+        if any(part.startswith(f"{home}/.gcptui/bin/") for part in cmdline) and "watch" in cmdline:
+            found.append(proc.info["pid"])
+    return found
 
 
 async def _finished(runner: JobRunner, target: SshTarget) -> JobStatus:
