@@ -15,6 +15,7 @@ import pytest
 from remote.config import Config, load_config
 from remote.emulator import Emulator
 from remote.job_watch import JobEvent, JobEventKind, watch_job
+from remote.models import Instance
 from remote.ssh_pool import SshPool
 from remote.ssh_target import SshTarget, target_for
 from tests.helpers.emulator import FAST, gce_for
@@ -49,13 +50,32 @@ def home(emulator: Emulator, name: str) -> Path:
     return Path(disk) / "home"
 
 
-async def target(emulator: Emulator, name: str) -> SshTarget:
-    """The target gcptui itself builds: the emulator's config plus the instance as the real GCE
-    client lists it (the blocking client runs in a thread: the emulator serves on this loop)."""
+async def target(emulator: Emulator, name: str, *, via_api: bool = False) -> SshTarget:
+    """The target gcptui itself builds: ``target_for`` on the emulator's written config and the instance.
+
+    ``via_api`` lists the instance with the real GCE client (importing it costs seconds on a loaded
+    machine; the blocking client runs in a thread because the emulator serves on this loop); else
+    the instance is the emulator's own record of it, as the client would have read it.
+    """
     config: Config = load_config(emulator.write_config())
-    instances = await asyncio.to_thread(gce_for(emulator, [ZONE]).list_instances)
-    instance = next(i for i in instances if i.name == name)
+    if via_api:
+        instances = await asyncio.to_thread(gce_for(emulator, [ZONE]).list_instances)
+        instance = next(i for i in instances if i.name == name)
+    else:
+        vm = emulator.instance(name)
+        instance = Instance(
+            name=vm.name, zone=vm.zone, status=vm.status, spot=vm.spot, external_ip=vm.nat_ip,
+            internal_ip=vm.network_ip or None, instance_id=str(vm.id), source="gce",
+        )  # fmt: skip
     return target_for(config, instance)
+
+
+async def start_vm(emulator: Emulator, name: str) -> None:
+    """Start a stopped VM (the emulator's side of ``instances.start``) and wait until it runs."""
+    fleet = emulator.fleet
+    assert fleet is not None
+    fleet.start(emulator.instance(name))
+    await emulator.wait_for_status(name, "RUNNING")
 
 
 @dataclass

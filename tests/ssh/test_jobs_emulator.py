@@ -95,7 +95,7 @@ async def test_job_survives_the_client_disconnecting(emulator: Emulator) -> None
 
 async def test_status_after_a_stop_and_start_says_the_job_is_gone(emulator: Emulator, pool: SshPool) -> None:
     await boot(emulator, "spot-1")
-    before = await target(emulator, "spot-1")
+    before = await target(emulator, "spot-1", via_api=True)
     # A job that ignores SIGTERM: the power-off's SIGKILL takes it and its supervisor, so no exit
     # code is ever written; status must not read "running" from the old pids.
     runner = runner_for(pool, command="trap '' TERM; sleep 600")
@@ -107,7 +107,7 @@ async def test_status_after_a_stop_and_start_says_the_job_is_gone(emulator: Emul
     await asyncio.to_thread(gce.start, "spot-1", ZONE)
     await emulator.wait_for_status("spot-1", "RUNNING")
 
-    after = await target(emulator, "spot-1")
+    after = await target(emulator, "spot-1", via_api=True)
     assert after.address != before.address and after.host_key_alias == before.host_key_alias
     status = await runner.status(after)
     assert (status.state, status.detail, status.exit_code) == ("killed", "vanished", None)

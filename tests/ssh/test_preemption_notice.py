@@ -8,7 +8,6 @@ Latencies are measured from the preempt call to the event reaching the test and 
 
 from __future__ import annotations
 
-import asyncio
 import sys
 import time
 from pathlib import Path
@@ -22,10 +21,9 @@ from remote.emulator.metadata import MetadataServer
 from remote.jobs import JobRunner, JobStatus
 from remote.ssh_pool import SshPool
 from remote.ssh_target import SshTarget
-from tests.helpers.emulator import gce_for
 from tests.helpers.sshd import Sshd
 from tests.ssh.conftest import group_members, make_runner, wait_for
-from tests.ssh.emulated import ZONE, boot, emulator_fixture, home, notice_only, target, watching  # noqa: F401
+from tests.ssh.emulated import boot, emulator_fixture, home, notice_only, start_vm, target, watching  # noqa: F401
 
 # Checkpoints on SIGTERM, as a trainer would: proof that it heard the signal in time.
 TRAPPER = """trap 'echo got-term > "$HOME/term.txt"; exit 0' TERM; while :; do sleep 0.1; done"""
@@ -88,8 +86,7 @@ async def test_preemption_reaches_the_job_and_the_watching_client_within_seconds
     assert not (home(emulator, "spot-2") / "term.txt").exists()
 
     # After the restart keep-alive would do, status still says what happened to the last run.
-    await asyncio.to_thread(gce_for(emulator, [ZONE]).start, "spot-1", ZONE)
-    await emulator.wait_for_status("spot-1", "RUNNING")
+    await start_vm(emulator, "spot-1")
     after = await runner.status(await target(emulator, "spot-1"))
     assert (after.state, after.exit_code, after.detail) == ("exited", 0, "preempted")
     assert after.preempted_at == notice.status.preempted_at
