@@ -15,7 +15,7 @@ one ``lost`` event, which keep-alive uses to poll the API at once; the watch the
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Sequence
 from contextlib import aclosing
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -128,7 +128,7 @@ class _Tracker:
 
 async def _records(
     get_conn: ConnectionGetter, name: str, command: str, stall_timeout: float
-) -> AsyncIterator[JobStatus]:
+) -> AsyncGenerator[JobStatus, None]:
     """Run the watch command once; yield each record as a ``JobStatus`` until it ends or stalls."""
     conn = await get_conn()
     process = await conn.create_process(command, encoding="utf-8", errors="replace")

@@ -27,7 +27,12 @@ ZONE = "us-central1-a"
 async def emulator_fixture(tmp_path: Path) -> AsyncIterator[Emulator]:
     """``tests.helpers.emulator.emulator`` under an importable name (tests import this one, so a
     parameter called ``emulator`` does not shadow an import)."""
-    emu = Emulator(tmp_path / "emulator", **FAST)
+    emu = Emulator(
+        tmp_path / "emulator",
+        boot_seconds=FAST["boot_seconds"],
+        stop_seconds=FAST["stop_seconds"],
+        preempt_grace_seconds=FAST["preempt_grace_seconds"],
+    )
     await emu.start()
     try:
         yield emu

@@ -100,11 +100,12 @@ async def test_the_notice_alone_makes_the_vm_side_watcher_sigterm_the_job(
     vm = await target(emulator, "spot-1")
     runner = runner_for(pool)
     started = await runner.start(vm)
-    assert started.pgid is not None
+    pgid = started.pgid
+    assert pgid is not None
     async with watching(pool, vm) as watch:
         await watch.wait("state", where=lambda e: e.status is not None and e.status.state == "running")
         # Wait until the watcher long-polls, so the wait_for_change path is the one under test.
-        await wait_for(lambda: _true(any("wait_for_change" in c for c in watcher_processes(started.pgid))),
+        await wait_for(lambda: _true(any("wait_for_change" in c for c in watcher_processes(pgid))),
                        what="the notice watcher's long poll")  # fmt: skip
         began = time.monotonic()
         await notice_only(emulator, "spot-1")
@@ -117,7 +118,7 @@ async def test_the_notice_alone_makes_the_vm_side_watcher_sigterm_the_job(
         assert "lost" not in watch.kinds()  # the VM itself keeps running
     assert emulator.instance("spot-1").status == "RUNNING"
     assert (home(emulator, "spot-1") / "term.txt").read_text() == "got-term\n"
-    assert group_members(started.pgid) == []  # the watcher and its fetch ended with the job
+    assert group_members(pgid) == []  # the watcher and its fetch ended with the job
 
 
 async def test_without_a_metadata_server_the_watcher_gives_up_and_the_job_is_unaffected(
@@ -162,15 +163,16 @@ async def test_every_fetcher_sees_the_notice_on_a_real_sshd(
             env={"GCE_METADATA_HOST": address, "GCPTUI_METADATA_FETCHER": fetcher},
         )  # fmt: skip
         started = await runner.start(target)
-        assert started.pgid is not None
-        await wait_for(lambda: _true(any("wait_for_change" in c for c in watcher_processes(started.pgid))),
+        pgid = started.pgid
+        assert pgid is not None
+        await wait_for(lambda: _true(any("wait_for_change" in c for c in watcher_processes(pgid))),
                        what="the notice watcher's long poll")  # fmt: skip
         await metadata.set("instance/preempted", "TRUE")
         ended = await _finished(runner, target)
         assert (ended.state, ended.exit_code, ended.detail) == ("exited", 0, "preempted")
         assert ended.preempted_at is not None
         assert (remote_home / "term.txt").read_text() == "got-term\n"
-        assert group_members(started.pgid) == []
+        assert group_members(pgid) == []
     finally:
         await metadata.close()
 
