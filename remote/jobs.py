@@ -15,11 +15,11 @@ import hashlib
 import posixpath
 import shlex
 import weakref
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from functools import cache
 from importlib import resources
-from typing import Any, Generic, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar
 
 import asyncssh
 
@@ -28,6 +28,9 @@ from remote.errors import ConfigError, GcptuiError
 from remote.ssh_errors import SshError, SshUnreachableError
 from remote.ssh_pool import SshPool
 from remote.ssh_target import SshTarget
+
+if TYPE_CHECKING:
+    from remote.job_watch import JobEvent
 
 # ---- the VM-side layout (paths relative to the remote home, as SFTP and a login shell see them) ----
 GCPTUI_DIR = ".gcptui"
@@ -228,6 +231,12 @@ class JobRunner:
     async def kill(self, target: SshTarget) -> JobStatus:
         """SIGTERM the job's process group, SIGKILL after ``stop_grace_seconds``; nothing else."""
         return (await self._call(target, "kill", [self._grace_tenths()], self._kill_timeout()))[1]
+
+    def watch(self, target: SshTarget, **options: Any) -> AsyncIterator[JobEvent]:
+        """``watch_job`` on ``target`` through this runner's pool and remote home (see job_watch)."""
+        from remote.job_watch import watch_job  # job_watch builds on this module
+
+        return watch_job(self.pool.getter(target), target.name, remote_home=self.remote_home, **options)
 
     # ---- many hosts at once -----------------------------------------------------------------
 

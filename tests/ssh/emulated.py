@@ -1,5 +1,5 @@
 """Helpers for job tests on the emulator's VMs: targets built as gcptui builds them, the VM's disk,
-and collecting a ``watch_job`` stream in the background."""
+and collecting a job watch in the background."""
 
 from __future__ import annotations
 
@@ -14,9 +14,8 @@ import pytest
 
 from remote.config import Config, load_config
 from remote.emulator import Emulator
-from remote.job_watch import JobEvent, JobEventKind, watch_job
+from remote.job_watch import JobEvent, JobEventKind
 from remote.models import Instance
-from remote.ssh_pool import SshPool
 from remote.ssh_target import SshTarget, target_for
 from tests.helpers.emulator import FAST, gce_for
 
@@ -112,12 +111,12 @@ class Watch:
 
 
 @contextlib.asynccontextmanager
-async def watching(pool: SshPool, target: SshTarget, **options: object) -> AsyncIterator[Watch]:
-    """Run ``watch_job`` on ``target`` through ``pool`` for the block's duration."""
+async def watching(events: AsyncIterator[JobEvent]) -> AsyncIterator[Watch]:
+    """Collect a ``watch_job`` stream (e.g. ``runner.watch(target)``) for the block's duration."""
     watch = Watch()
 
     async def collect() -> None:
-        async for event in watch_job(pool.getter(target), target.name, **options):  # type: ignore[arg-type]
+        async for event in events:
             watch.events.append((time.monotonic(), event))
 
     watch.task = asyncio.create_task(collect())

@@ -55,7 +55,7 @@ async def test_preemption_reaches_the_job_and_the_watching_client_within_seconds
     runner = runner_for(pool)
     started = await runner.start(doomed)
     await runner.start(spared)
-    async with watching(pool, doomed) as watch:
+    async with watching(runner.watch(doomed)) as watch:
         await watch.wait("state", where=lambda e: e.status is not None and e.status.state == "running")
         began = time.monotonic()
         emulator.preempt("spot-1")
@@ -102,7 +102,7 @@ async def test_the_notice_alone_makes_the_vm_side_watcher_sigterm_the_job(
     started = await runner.start(vm)
     pgid = started.pgid
     assert pgid is not None
-    async with watching(pool, vm) as watch:
+    async with watching(runner.watch(vm)) as watch:
         await watch.wait("state", where=lambda e: e.status is not None and e.status.state == "running")
         # Wait until the watcher long-polls, so the wait_for_change path is the one under test.
         await wait_for(lambda: _true(any("wait_for_change" in c for c in watcher_processes(pgid))),
@@ -182,7 +182,7 @@ async def test_the_watch_reports_a_lost_connection_then_resumes_and_leaves_nothi
 ) -> None:
     runner = make_runner(pool, remote_home, command="sleep 600")
     started = await runner.start(target)
-    async with watching(pool, target, remote_home=str(remote_home)) as watch:
+    async with watching(runner.watch(target)) as watch:
         await watch.wait("state", where=lambda e: e.status is not None and e.status.pid == started.pid)
         sshd.stop()  # the server and the session running the watch are gone
         lost_at, lost = await watch.wait("lost", timeout=10)
