@@ -15,11 +15,11 @@ import hashlib
 import posixpath
 import shlex
 import weakref
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from functools import cache
 from importlib import resources
-from typing import Any, Generic, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar
 
 import asyncssh
 
@@ -29,12 +29,15 @@ from remote.ssh_errors import SshError, SshUnreachableError
 from remote.ssh_pool import SshPool
 from remote.ssh_target import SshTarget
 
+if TYPE_CHECKING:
+    from remote.job_watch import JobEvent
+
 # ---- the VM-side layout (paths relative to the remote home, as SFTP and a login shell see them) ----
 GCPTUI_DIR = ".gcptui"
 JOB_DIR = f"{GCPTUI_DIR}/job"
 LOG_FILE = f"{JOB_DIR}/output.log"  # stdout+stderr of every start, appended, a banner line per start
 METRICS_FILE = f"{JOB_DIR}/metrics.jsonl"  # default $GCPTUI_METRICS (exported as an absolute path)
-PREEMPTED_FILE = f"{JOB_DIR}/preempted"  # reserved for the preemption watcher; status reads it
+PREEMPTED_FILE = f"{JOB_DIR}/preempted"  # UTC time of the metadata server's preemption notice
 SETUP_MARKER = f"{GCPTUI_DIR}/setup.done"  # written once [job].setup succeeded on this disk
 BIN_DIR = f"{GCPTUI_DIR}/bin"
 STATE_FILES = ("pid", "pgid", "command", "started_at", "ended_at", "exit_code", "state", "phase")
@@ -81,7 +84,8 @@ class JobStatus:
     """The job on one host, as the VM's state directory tells it.
 
     ``detail`` is ``vanished`` (gone without an exit code: rebooted, killed from outside) or
-    ``preempted``; ``phase`` is ``setup`` or ``command`` while it runs.
+    ``preempted`` (the VM's notice watcher saw GCE's preemption notice and sent the job SIGTERM;
+    ``preempted_at`` says when, in UTC); ``phase`` is ``setup`` or ``command`` while it runs.
     """
 
     name: str
@@ -94,6 +98,7 @@ class JobStatus:
     command: str | None = None
     phase: str | None = None
     detail: str | None = None
+    preempted_at: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         """The ``job status --json`` object of DESIGN.md (plus pgid, ended_at, phase, detail)."""
@@ -131,6 +136,26 @@ def supervisor_script() -> tuple[bytes, str]:
     return data, f"gcptui-job-{hashlib.sha256(data).hexdigest()[:12]}.sh"
 
 
+def supervisor_command(op: str, args: Sequence[str], *, install: bool, remote_home: str | None = None) -> str:
+    """The remote command line that runs ``gcptui-job.sh op args``.
+
+    With ``install`` the script is read from stdin (send ``supervisor_script()[0]``, then EOF) and
+    installed first; without, the command exits 97 when it is not installed. ``remote_home``
+    replaces ``$HOME`` on the VM.
+    """
+    _, file_name = supervisor_script()
+    home = f"HOME={shlex.quote(remote_home)}; export HOME; " if remote_home else ""
+    script = f'{home}S="$HOME/{BIN_DIR}/{file_name}"; '
+    if install:
+        # Written under a temporary name and renamed: a concurrent client never runs half a file.
+        script += f'mkdir -p "$HOME/{BIN_DIR}" && cat > "$S.$$" && mv -f "$S.$$" "$S" || exit 98; '
+    else:
+        script += f'[ -f "$S" ] || exit {_NOT_INSTALLED}; '
+    script += 'exec sh "$S" "$@"'
+    # The login shell only sees quoted words; the sh we name does the work (any login shell works).
+    return shlex.join(["sh", "-c", script, "gcptui-job", op, *args])
+
+
 def parse_status(name: str, text: str) -> JobStatus:
     """Parse the supervisor's ``key=value`` lines, then ``command:`` and the raw command."""
     head, sep, command = text.partition("\ncommand:\n")
@@ -156,6 +181,7 @@ def parse_status(name: str, text: str) -> JobStatus:
         command=command.removesuffix("\n") if sep or command else None,
         phase=fields.get("phase") or None,
         detail=fields.get("detail") or None,
+        preempted_at=fields.get("preempted_at") or None,
     )
 
 
@@ -206,6 +232,12 @@ class JobRunner:
         """SIGTERM the job's process group, SIGKILL after ``stop_grace_seconds``; nothing else."""
         return (await self._call(target, "kill", [self._grace_tenths()], self._kill_timeout()))[1]
 
+    def watch(self, target: SshTarget, **options: Any) -> AsyncIterator[JobEvent]:
+        """``watch_job`` on ``target`` through this runner's pool and remote home (see job_watch)."""
+        from remote.job_watch import watch_job  # job_watch builds on this module
+
+        return watch_job(self.pool.getter(target), target.name, remote_home=self.remote_home, **options)
+
     # ---- many hosts at once -----------------------------------------------------------------
 
     async def run_all(self, action: JobAction, targets: Sequence[SshTarget]) -> list[HostResult[JobStatus]]:
@@ -243,17 +275,7 @@ class JobRunner:
         return status
 
     def _remote_command(self, op: str, args: list[str], install: bool) -> str:
-        _, file_name = supervisor_script()
-        home = f"HOME={shlex.quote(self.remote_home)}; export HOME; " if self.remote_home else ""
-        script = f'{home}S="$HOME/{BIN_DIR}/{file_name}"; '
-        if install:
-            # Written under a temporary name and renamed: a concurrent client never runs half a file.
-            script += f'mkdir -p "$HOME/{BIN_DIR}" && cat > "$S.$$" && mv -f "$S.$$" "$S" || exit 98; '
-        else:
-            script += f'[ -f "$S" ] || exit {_NOT_INSTALLED}; '
-        script += 'exec sh "$S" "$@"'
-        # The login shell only sees quoted words; the sh we name does the work (any login shell works).
-        return shlex.join(["sh", "-c", script, "gcptui-job", op, *args])
+        return supervisor_command(op, args, install=install, remote_home=self.remote_home)
 
     async def _call(
         self,
@@ -332,5 +354,5 @@ async def gather_hosts(
 __all__ = [
     "JOB_DIR", "LOG_FILE", "METRICS_FILE", "PREEMPTED_FILE", "SETUP_MARKER", "HostResult", "JobAction",
     "JobAlreadyRunningError", "JobError", "JobRunner", "JobState", "JobStatus", "SshError", "gather_hosts",
-    "log_path", "metrics_path", "parse_status", "supervisor_script",
+    "log_path", "metrics_path", "parse_status", "supervisor_command", "supervisor_script",
 ]  # fmt: skip

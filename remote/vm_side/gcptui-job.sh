@@ -6,6 +6,7 @@
 #   gcptui-job.sh start   DIR COMMAND SETUP [NAME=VALUE...]    refuses (exit 3) while a job runs
 #   gcptui-job.sh kill    GRACE_TENTHS                         SIGTERM the group, SIGKILL after the grace
 #   gcptui-job.sh restart GRACE_TENTHS DIR COMMAND SETUP [NAME=VALUE...]
+#   gcptui-job.sh watch   [INTERVAL [HEARTBEAT_POLLS]]         print the state at every change, until hung up
 #   gcptui-job.sh run     DIR COMMAND SETUP [NAME=VALUE...]    internal: the supervisor itself
 #
 # start/kill/restart/status print the job's state as key=value lines, then "command:" and the raw
@@ -14,8 +15,16 @@
 #
 # State lives in ~/.gcptui/job/ so every client sees the same truth:
 #   pgid pid command started_at ended_at exit_code state(running|exited|killed) phase(setup|command)
-#   output.log (appended across starts)  metrics.jsonl (GCPTUI_METRICS)  preempted (reserved)
+#   boot_id (the kernel's, at start: pids of an earlier boot mean nothing)
+#   output.log (appended across starts)  metrics.jsonl (GCPTUI_METRICS)
+#   preempted (UTC time of the metadata server's preemption notice, written by the notice watcher)
 # and ~/.gcptui/setup.done once the setup command succeeded.
+#
+# While a job runs, a notice watcher beside it long-polls the GCE metadata server's
+# instance/preempted (GCE_METADATA_HOST, else metadata.google.internal; curl, else wget, else
+# python3: GCPTUI_METADATA_FETCHER overrides the choice). When it turns TRUE the watcher records
+# `preempted`, appends a banner to output.log and sends SIGTERM to the job's process group at once,
+# so the trainer checkpoints inside GCE's 30 s notice. Off GCE it gives up after a few failed tries.
 
 set -u
 ROOT="$HOME/.gcptui"
@@ -25,6 +34,13 @@ SETUP_DONE="$ROOT/setup.done"
 SELF="$0"
 
 now() { date -u +%Y-%m-%dT%H:%M:%SZ; }
+
+# The kernel's boot id, in $b ("" where there is none, e.g. macOS).
+boot_id() {
+	b=
+	[ -r /proc/sys/kernel/random/boot_id ] && read -r b < /proc/sys/kernel/random/boot_id
+	return 0
+}
 
 # Atomic write: a reader on another connection never sees half a file.
 put() { printf '%s\n' "$2" > "$JOB/.$1.$$" && mv -f "$JOB/.$1.$$" "$JOB/$1"; }
@@ -97,16 +113,20 @@ lock() {
 	trap 'rm -rf "$JOB/.lock"' EXIT
 }
 
-print_status() {
-	if [ ! -f "$JOB/pgid" ] && [ ! -f "$JOB/state" ]; then
-		echo "state=none"
-		return
-	fi
+# The job's state in variables, builtins only (status and watch poll it):
+#   state detail pid pgid exit_code started_at ended_at phase preempted_at
+# Returns 1 when no job ever ran here.
+read_status() {
+	state= detail= pid= pgid= exit_code= started_at= ended_at= phase= preempted_at=
+	[ -f "$JOB/pgid" ] || [ -f "$JOB/state" ] || return 1
 	load state state
 	load pgid pgid
-	detail=
 	if [ -f "$JOB/exit_code" ]; then
 		[ "$state" = killed ] || state=exited
+	elif [ -n "$pgid" ] && ! same_boot; then
+		# The VM rebooted (stopped and started, preempted): its pids are someone else's now.
+		state=killed
+		detail=vanished
 	elif group_alive "$pgid"; then
 		state=running
 	elif [ -n "$pgid" ]; then
@@ -114,14 +134,62 @@ print_status() {
 		state=killed
 		detail=vanished
 	fi
-	[ -f "$JOB/preempted" ] && detail=preempted
 	for field in pid exit_code started_at ended_at phase; do
 		load value "$field"
 		eval "$field=\$value"
 	done
+	if [ -f "$JOB/preempted" ]; then
+		detail=preempted
+		load preempted_at preempted
+	fi
+	return 0
+}
+
+same_boot() {
+	[ -f "$JOB/boot_id" ] || return 0
+	boot_id
+	load started_boot boot_id
+	[ "$started_boot" = "$b" ]
+}
+
+print_status() {
+	if ! read_status; then
+		echo "state=none"
+		return
+	fi
 	printf '%s\n' "state=$state" "detail=$detail" "pid=$pid" "pgid=$pgid" "exit_code=$exit_code" \
-		"started_at=$started_at" "ended_at=$ended_at" "phase=$phase" "command:"
+		"started_at=$started_at" "ended_at=$ended_at" "phase=$phase" "preempted_at=$preempted_at" "command:"
 	get command
+}
+
+# Print the state whenever it changes: key=value lines, the command as "|"-prefixed lines, then "--".
+# A "." after HEARTBEAT quiet polls lets the client see the link is alive, and makes a watch whose
+# reader went away die of SIGPIPE instead of polling forever. Builtins only, but for the sleep.
+watch_state() { # INTERVAL HEARTBEAT_POLLS
+	# A VM going down SIGTERMs everyone: keep reporting (the preemption notice above all) until the
+	# connection goes; SIGHUP (the channel closed) and SIGPIPE still end us.
+	trap '' TERM
+	last=- quiet=0
+	while :; do
+		read_status || state=none
+		snapshot="$state|$detail|$pid|$pgid|$exit_code|$started_at|$ended_at|$phase|$preempted_at"
+		if [ "$snapshot" != "$last" ]; then
+			last=$snapshot quiet=0
+			printf '%s\n' "state=$state" "detail=$detail" "pid=$pid" "pgid=$pgid" "exit_code=$exit_code" \
+				"started_at=$started_at" "ended_at=$ended_at" "phase=$phase" "preempted_at=$preempted_at"
+			if [ -f "$JOB/command" ]; then
+				while IFS= read -r line || [ -n "$line" ]; do printf '|%s\n' "$line"; done < "$JOB/command"
+			fi
+			echo --
+		else
+			quiet=$((quiet + 1))
+			if [ "$quiet" -ge "$2" ]; then
+				echo .
+				quiet=0
+			fi
+		fi
+		sleep "$1"
+	done
 }
 
 # Start the supervisor in a new session: it leads the job's process group, detached from SSH.
@@ -151,8 +219,10 @@ launch() { # DIR COMMAND SETUP [NAME=VALUE...]
 		echo "error=the project directory $1 does not exist on this VM: sync the project first"
 		exit 5
 	fi
-	rm -f "$JOB/exit_code" "$JOB/ended_at" "$JOB/pid" "$JOB/pgid" "$JOB/preempted"
+	rm -f "$JOB/exit_code" "$JOB/ended_at" "$JOB/pid" "$JOB/pgid" "$JOB/preempted" "$JOB"/.notice.*
 	put command "$2"
+	boot_id
+	put boot_id "$b"
 	put started_at "$(now)"
 	put state running
 	put phase starting
@@ -196,6 +266,144 @@ kill_job() { # GRACE_TENTHS; the lock is held
 	fi
 }
 
+# ---- the preemption notice watcher ------------------------------------------------------------
+# It runs as a background subshell of the supervisor, so IN the job's process group, deliberately:
+# whatever ends the group (`kill`'s SIGTERM, the SIGKILL after the grace, a power-off) ends it too,
+# and nothing of ours can outlive the job. Group membership costs two things, both handled here: its
+# own SIGTERM forward reaches itself (it is done by then), and a SIGTERM to the group may be a kill or
+# a VM shutting down for a preemption; GCE flips the flag before it powers off, so one quick read
+# that the TERM cannot cut short tells them apart. The supervisor ends it with SIGUSR1 when the job
+# ends. Every wait is `wait` on a background child, so a signal interrupts it at once.
+
+NOTICE_WAIT_SECONDS=10 # each long-poll's timeout_sec: an orphaned watcher notices within this
+
+PY_FETCH='import sys, urllib.request as u
+url, body, head, limit = sys.argv[1:5]
+try:
+    with u.build_opener(u.ProxyHandler({})).open(
+            u.Request(url, headers={"Metadata-Flavor": "Google"}), timeout=float(limit)) as r:
+        data, etag = r.read(), r.headers.get("ETag", "")
+except Exception:
+    sys.exit(1)
+open(body, "wb").write(data)
+open(head, "w").write("ETag: %s\n" % etag)'
+
+pick_fetcher() {
+	for fetcher in ${GCPTUI_METADATA_FETCHER:-curl wget python3 python}; do
+		command -v "$fetcher" > /dev/null 2>&1 && return 0
+	done
+	return 1
+}
+
+# GET instance/preempted plus QUERY within LIMIT seconds into $W.body and $W.head; exit 0 on HTTP 200.
+# It execs the fetcher: run it in the background or a subshell, so its pid is the fetcher's.
+fetch() { # QUERY LIMIT
+	case $fetcher in
+	curl)
+		exec curl -sf -H 'Metadata-Flavor: Google' --connect-timeout 2 -m "$2" \
+			-D "$W.head" -o "$W.body" "$META_URL$1" ;;
+	wget) exec wget -q -S -T "$2" --header='Metadata-Flavor: Google' -O "$W.body" "$META_URL$1" 2> "$W.head" ;;
+	*) exec "$fetcher" -c "$PY_FETCH" "$META_URL$1" "$W.body" "$W.head" "$2" ;;
+	esac
+}
+
+# The value and ETag of the last successful fetch, in $value and $etag (builtins only).
+fetched() {
+	value= etag=
+	[ -f "$W.body" ] && { IFS= read -r value < "$W.body" || :; }
+	value=${value%"$CR"}
+	[ -f "$W.head" ] || return 0
+	while IFS= read -r line || [ -n "$line" ]; do
+		line=${line%"$CR"}
+		case $line in *[Ee][Tt][Aa][Gg]:*)
+			etag=${line#*:}
+			etag=${etag# }
+			;;
+		esac
+	done < "$W.head"
+	etag=${etag#\"}
+	etag=${etag%\"}
+	case $etag in *[!A-Za-z0-9_-]*) etag= ;; esac # it goes into a URL unescaped
+}
+
+# Sleep $1 seconds unless told to stop meanwhile.
+nap() {
+	sleep "$1" &
+	fpid=$!
+	[ "$stop$term" = 00 ] && wait "$fpid"
+	kill "$fpid" 2> /dev/null
+}
+
+preempted_now() {
+	[ -f "$JOB/preempted" ] && return 0
+	at=$(now)
+	put preempted "$at"
+	echo "==== gcptui: $at preemption notice from the metadata server: SIGTERM to process group $group ===="
+	kill -s TERM -- "-$group" 2> /dev/null
+}
+
+notice_watch() { # SUPERVISOR_PID GROUP
+	sup=$1 group=$2 stop=0 term=0 reached=0 fails=0 polling=0 etag=
+	trap 'stop=1' USR1
+	trap 'term=1' TERM
+	trap '' INT
+	pick_fetcher || return 0
+	# The metadata server is link-local: a proxy would only be in the way (and only in this subshell).
+	unset http_proxy HTTP_PROXY https_proxy HTTPS_PROXY all_proxy ALL_PROXY
+	META_URL="http://${GCE_METADATA_HOST:-metadata.google.internal}/computeMetadata/v1/instance/preempted"
+	W="$JOB/.notice.$$"
+	CR=$(printf '\r')
+	while [ "$stop$term" = 00 ] && alive "$sup"; do
+		query= limit=3
+		if [ "$polling" = 1 ]; then
+			# last_etag: a change between our reads is answered at once, not missed.
+			query="?wait_for_change=true&timeout_sec=$NOTICE_WAIT_SECONDS${etag:+&last_etag=$etag}"
+			limit=$((NOTICE_WAIT_SECONDS + 10))
+		fi
+		fetch "$query" "$limit" &
+		fpid=$!
+		rc=1
+		[ "$stop$term" = 00 ] && { wait "$fpid"; rc=$?; }
+		if [ "$stop$term" != 00 ]; then
+			kill "$fpid" 2> /dev/null
+			break
+		fi
+		if [ "$rc" -eq 0 ]; then
+			reached=1 fails=0 polling=1
+			fetched
+			if [ "$value" = TRUE ]; then
+				preempted_now
+				break
+			fi
+			[ -n "$etag" ] || nap 1 # no ETag to wait on: at least do not spin
+		else
+			fails=$((fails + 1))
+			# Never reached a metadata server: this is not GCE, so there is nothing to watch.
+			[ "$reached" = 0 ] && [ "$fails" -ge 3 ] && break
+			case $fails in 1) nap 0.5 ;; 2) nap 1 ;; 3) nap 2 ;; *) nap 5 ;; esac
+		fi
+	done
+	if [ "$term" = 1 ] && [ "$stop" = 0 ] && [ "$reached" = 1 ] && [ ! -f "$JOB/preempted" ]; then
+		(trap '' TERM && fetch "" 2) && fetched && [ "$value" = TRUE ] && preempted_now
+	fi
+	rm -f "$W.body" "$W.head"
+}
+
+# End the notice watcher (the job has ended); USR1 again while it lives, in case one fell between its
+# checks and its wait.
+stop_watcher() {
+	[ -n "$watcher" ] || return 0
+	n=0
+	kill -s USR1 "$watcher" 2> /dev/null
+	while alive "$watcher" && [ "$n" -lt 100 ]; do
+		sleep 0.05
+		n=$((n + 1))
+		kill -s USR1 "$watcher" 2> /dev/null
+	done
+	wait "$watcher" 2> /dev/null
+	watcher=
+}
+
 # The supervisor: leader of the job's process group, waits for setup and command, records the end.
 run_job() { # DIR COMMAND SETUP [NAME=VALUE...]
 	dir=$1 cmd=$2 setup=$3
@@ -210,6 +418,9 @@ run_job() { # DIR COMMAND SETUP [NAME=VALUE...]
 	GCPTUI_JOB_DIR="$JOB"
 	export GCPTUI_METRICS GCPTUI_JOB_DIR
 	for pair in "$@"; do export "$pair"; done
+	# After the exports: [job].env may point GCE_METADATA_HOST or GCPTUI_METADATA_FETCHER elsewhere.
+	notice_watch $$ $$ < /dev/null &
+	watcher=$!
 	echo "==== gcptui: $(now) job started in $dir ===="
 	rc=0
 	cd "$dir" || { rc=1; echo "==== gcptui: cannot enter $dir ===="; }
@@ -230,12 +441,16 @@ run_job() { # DIR COMMAND SETUP [NAME=VALUE...]
 		child "$cmd"
 		rc=$?
 	fi
+	# Before the exit code: a notice that raced the job's end is on disk when clients read "ended".
+	stop_watcher
 	[ "$(get1 state)" = killed ] || put state exited
 	put ended_at "$(now)"
 	put exit_code "$rc"
-	echo "==== gcptui: $(now) job ended with exit code $rc ===="
-	# Future: a preemption watcher (metadata server, instance/preempted) starts here in the
-	# background, touches $JOB/preempted and forwards SIGTERM to the group.
+	if [ -f "$JOB/preempted" ]; then
+		echo "==== gcptui: $(now) job ended with exit code $rc after a preemption notice ===="
+	else
+		echo "==== gcptui: $(now) job ended with exit code $rc ===="
+	fi
 	exit "$rc"
 }
 
@@ -275,12 +490,15 @@ restart)
 	launch "$@"
 	print_status
 	;;
+watch)
+	watch_state "${1:-0.2}" "${2:-5}"
+	;;
 run)
 	[ $# -ge 3 ] || exit 4
 	run_job "$@"
 	;;
 *)
-	echo "error=usage: gcptui-job.sh status|start|kill|restart|run ..."
+	echo "error=usage: gcptui-job.sh status|start|kill|restart|watch|run ..."
 	exit 4
 	;;
 esac
