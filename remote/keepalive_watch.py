@@ -11,29 +11,19 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import importlib
 import logging
-from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from remote.errors import GcptuiError
+from remote.job_watch import watch_job
 from remote.keepalive import KeepAlive, RecoveryEvent
-from remote.models import ConnectionGetter, Instance
+from remote.models import Instance
 from remote.ssh_pool import HostState, HostStatus
 
 if TYPE_CHECKING:
     from remote.services import Services
 
 log = logging.getLogger(__name__)
-
-
-def job_watch() -> Callable[[ConnectionGetter], Any] | None:
-    """``remote.job_watch.watch_job`` when that module is installed, else None."""
-    try:
-        module = importlib.import_module("remote.job_watch")
-    except ImportError:
-        return None
-    return getattr(module, "watch_job", None)
 
 
 async def forward_job_events(keepalive: KeepAlive, name: str, events: Any) -> None:
@@ -58,7 +48,6 @@ class NoticeWatchers:
     def __init__(self, services: Services, keepalive: KeepAlive) -> None:
         self.services = services
         self.keepalive = keepalive
-        self.watch_job = job_watch()
         self._tasks: dict[str, tuple[str, asyncio.Task[None]]] = {}  # name -> (address, task)
         self._states: dict[str, HostState] = {}
         self._unsubscribe = services.pool.subscribe(self._on_pool_state)
@@ -66,8 +55,8 @@ class NoticeWatchers:
 
     @property
     def notices(self) -> bool:
-        """True when the VM-side notice path is available (``remote.job_watch`` is installed)."""
-        return self.watch_job is not None
+        """The VM-side notice path is always on: the job supervisor watches the metadata server."""
+        return True
 
     def track(self, instances: list[Instance]) -> None:
         """Start watchers for watched running VMs (again after an address change); stop the rest."""
@@ -93,9 +82,7 @@ class NoticeWatchers:
             await getter()
             # The connection may have been up before we subscribed: only a drop from UP is a signal.
             self._states[instance.name] = HostState.UP
-            if self.watch_job is not None:
-                await forward_job_events(self.keepalive, instance.name, self.watch_job(getter))
-            # Else the pooled connection (kept by the pool) is all we hold: its drop is the signal.
+            await forward_job_events(self.keepalive, instance.name, watch_job(getter, instance.name))
         except (GcptuiError, OSError) as err:
             log.info("notice watcher for %s stopped: %s", instance.name, err)
 

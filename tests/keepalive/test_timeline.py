@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 from remote.keepalive import RecoveryEvent, Timeline, backoff, steps_lost
-from remote.keepalive_watch import forward_job_events, job_watch
+from remote.keepalive_watch import forward_job_events
 from remote.relaunch import last_step_logged, resumed_step
 
 
@@ -73,9 +73,3 @@ async def test_watch_job_events_become_notices_and_pokes() -> None:
     recorder = Recorder()
     await asyncio.wait_for(forward_job_events(recorder, "vm", events()), 5)  # type: ignore[arg-type]
     assert recorder.calls == [("notice", "vm"), ("poke", "vm")]
-
-
-def test_notice_watching_is_optional() -> None:
-    # Before remote.job_watch lands this is None and keep-alive relies on polling alone.
-    watch = job_watch()
-    assert watch is None or callable(watch)
