@@ -128,7 +128,9 @@ class TmuxTerminal:
 
     def exit_status(self) -> int | None:
         """The command's exit status once it has ended, else None."""
-        dead, status = self._tmux("display-message", "-p", "-t", "e2e", "#{pane_dead} #{pane_dead_status}").split(" ")
+        dead, status = self._tmux(
+            "display-message", "-p", "-t", "e2e", "#{pane_dead} #{pane_dead_status}"
+        ).split(" ")
         return int(status) if dead == "1" and status.strip() else None
 
     def wait_for(self, predicate: Callable[[str], T], what: str, timeout: float, interval: float = 0.05) -> T:
@@ -229,7 +231,9 @@ def kill_leftovers(marker: str, seen: Mapping[int, float]) -> None:
             continue
 
 
-def wait_no_leftovers(marker: str, seen: Mapping[int, float], timeout: float, ignore: Iterable[int] = ()) -> list[str]:
+def wait_no_leftovers(
+    marker: str, seen: Mapping[int, float], timeout: float, ignore: Iterable[int] = ()
+) -> list[str]:
     """Poll until no process of the run is left; returns what is still there at the deadline."""
     deadline = time.monotonic() + timeout
     while True:
@@ -249,7 +253,9 @@ def row(screen: str, name: str) -> str:
 
 def fleet_listed(screen: str, names: Iterable[str] = DEMO_VMS) -> bool:
     """Every machine has its row, with its status read from the Compute API."""
-    return all(re.search(r"\b(RUNNING|TERMINATED|PREEMPTED|STAGING|PROVISIONING)\b", row(screen, n)) for n in names)
+    return all(
+        re.search(r"\b(RUNNING|TERMINATED|PREEMPTED|STAGING|PROVISIONING)\b", row(screen, n)) for n in names
+    )
 
 
 def demo_env(tmpdir: Path) -> dict[str, str]:

@@ -55,7 +55,9 @@ def test_demo_lists_fleet_streams_a_started_jobs_log_and_leaves_nothing_running(
     record()
 
     term.press("l")
-    first = term.wait_for(lambda s: max(_steps(s), default=0), "a training step line in the log pane", timeout=60)
+    first = term.wait_for(
+        lambda s: max(_steps(s), default=0), "a training step line in the log pane", timeout=60
+    )
     assert f"{VM} live" in term.screen(), "the pane is titled with the machine and follows it"
     later = term.wait_for(lambda s: max(_steps(s), default=0) > first and max(_steps(s)), "more log lines arriving",
                           timeout=30)  # fmt: skip
@@ -64,7 +66,9 @@ def test_demo_lists_fleet_streams_a_started_jobs_log_and_leaves_nothing_running(
     record()
 
     term.press("Escape")
-    term.wait_for(lambda s: re.search(r"\brunning\b", row(s, VM)) and "Zone" in s, "back on the fleet", timeout=15)
+    term.wait_for(
+        lambda s: re.search(r"\brunning\b", row(s, VM)) and "Zone" in s, "back on the fleet", timeout=15
+    )
     term.press("q")
     assert term.wait_exit(timeout=45) == 0
 
