@@ -10,6 +10,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -82,6 +83,7 @@ class TmuxTerminal:
         self.config = workdir / "tmux.conf"
         self.config.write_text("set -g remain-on-exit on\nset -g status off\nset -g history-limit 0\n")
         self.started = False
+        self._pane_pid: int | None = None
 
     def _tmux(self, *args: str, check: bool = True) -> str:
         result = subprocess.run(
@@ -105,7 +107,8 @@ class TmuxTerminal:
             env=base_env, check=True, capture_output=True, timeout=20,
         )  # fmt: skip
         self.started = True
-        return self.pane_pid()
+        self._pane_pid = self.pane_pid()
+        return self._pane_pid
 
     def server_pid(self) -> int:
         """The tmux server's pid: its command line names the run's environment, yet it is the harness."""
@@ -128,10 +131,31 @@ class TmuxTerminal:
 
     def exit_status(self) -> int | None:
         """The command's exit status once it has ended, else None."""
+        self._reap_nudge()
         dead, status = self._tmux(
             "display-message", "-p", "-t", "e2e", "#{pane_dead} #{pane_dead_status}"
         ).split(" ")
         return int(status) if dead == "1" and status.strip() else None
+
+    def _reap_nudge(self) -> None:
+        """Make tmux notice an exited pane command it has not reaped.
+
+        Debian's tmux is built with libutempter, whose helper briefly installs its own SIGCHLD handler;
+        a pane command that exits in that window stays a zombie and the pane never reads dead
+        (tmux/tmux#311, #4559). Seen here in about one run in three under load. A SIGCHLD to our own
+        tmux server makes it reap the child and record the exit status.
+        """
+        if self._pane_pid is None:
+            return
+        try:
+            zombie = psutil.Process(self._pane_pid).status() == psutil.STATUS_ZOMBIE
+        except psutil.Error:
+            return  # already reaped
+        if zombie:
+            try:
+                os.kill(self.server_pid(), signal.SIGCHLD)
+            except (OSError, RuntimeError):
+                pass
 
     def wait_for(self, predicate: Callable[[str], T], what: str, timeout: float, interval: float = 0.05) -> T:
         """Poll the screen until ``predicate(screen)`` is truthy; fail with the last screen shown."""
@@ -155,6 +179,12 @@ class TmuxTerminal:
                 raise AssertionError(f"gcptui still running {timeout:g}s after quitting\n{self.screen()}")
             time.sleep(interval)
         return status
+
+    def __enter__(self) -> TmuxTerminal:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
     def close(self) -> None:
         """Kill the server (SIGHUP to whatever still runs in the pane)."""
