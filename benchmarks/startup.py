@@ -7,6 +7,8 @@ Each run launches the real binary in tmux (private socket, 200x45, TERM=xterm-25
 - ``fleet_s``: launch -> every demo VM listed with its status;
 - ``ready_s``: launch -> trainer-a100-1 reads RUNNING with its job state known (the app reached it over
   SSH): the earliest moment ``s`` can work (the demo's VMs boot for 3 s first, listed as STAGING);
+- ``job_started_s``: launch -> the job runner's header line (``==== gcptui: ... job started in``) in
+  the logs screen: the tree synced and the process spawned on the VM;
 - ``first_log_line_s``: launch -> the first ``step N/M loss`` line of the reference trainer in the logs
   screen, after ``Down`` (to trainer-a100-1, the first running VM), ``s`` (start job) and ``l`` (logs)
   are pressed at ``ready_s`` (the job start syncs the tree first);
@@ -72,6 +74,10 @@ def one_run(argv: list[str], vms: int, timeout: float) -> dict[str, float]:
             term.press("Down")
             term.press("s")
             term.press("l")
+            term.wait_for(
+                lambda s: "job started in" in s or "failed" in s, "the job's first line", timeout, POLL
+            )
+            job_started = time.perf_counter() - t0
             term.wait_for(_step_or_failure, "a step line of the trainer", timeout, POLL)
             screen = term.screen()
             if "failed" in screen and not STEP_LINE.search(screen):
@@ -90,6 +96,7 @@ def one_run(argv: list[str], vms: int, timeout: float) -> dict[str, float]:
         "first_frame_s": first_frame,
         "fleet_s": fleet,
         "ready_s": ready,
+        "job_started_s": job_started,
         "first_log_line_s": first_log,
         "quit_s": quit_s,
     }
