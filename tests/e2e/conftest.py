@@ -3,21 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
 
-from tests.e2e.terminal import TmuxTerminal, kill_leftovers, tmux_available
-
-
-@dataclass
-class DemoRun:
-    """One demo under test: its terminal, its private TMPDIR and every pid seen in its process tree."""
-
-    terminal: TmuxTerminal
-    tmpdir: Path
-    seen: dict[int, float] = field(default_factory=dict)
+from tests.e2e.terminal import DemoRun, TmuxTerminal, kill_leftovers, tmux_available
 
 
 @pytest.fixture

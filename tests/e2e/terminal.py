@@ -16,6 +16,7 @@ import sys
 import time
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
 from typing import TypeVar
@@ -191,6 +192,15 @@ class TmuxTerminal:
         if self.started:
             self._tmux("kill-server", check=False)
             self.started = False
+
+
+@dataclass
+class DemoRun:
+    """One demo under test: its terminal, its private TMPDIR and every pid seen in its process tree."""
+
+    terminal: TmuxTerminal
+    tmpdir: Path
+    seen: dict[int, float] = field(default_factory=dict)
 
 
 # -- processes -------------------------------------------------------------------------------------------

@@ -6,10 +6,10 @@ import re
 
 import pytest
 
-from tests.e2e.conftest import DemoRun
 from tests.e2e.terminal import (
     ROOT,
     STEP_LINE,
+    DemoRun,
     demo_env,
     descendants,
     fleet_listed,
