@@ -85,6 +85,7 @@ class TmuxTerminal:
         self.config.write_text("set -g remain-on-exit on\nset -g status off\nset -g history-limit 0\n")
         self.started = False
         self._pane_pid: int | None = None
+        self._socket_path = ""
 
     def _tmux(self, *args: str, check: bool = True) -> str:
         result = subprocess.run(
@@ -108,6 +109,7 @@ class TmuxTerminal:
             env=base_env, check=True, capture_output=True, timeout=20,
         )  # fmt: skip
         self.started = True
+        self._socket_path = self._tmux("display-message", "-p", "#{socket_path}").strip()
         self._pane_pid = self.pane_pid()
         return self._pane_pid
 
@@ -192,6 +194,9 @@ class TmuxTerminal:
         if self.started:
             self._tmux("kill-server", check=False)
             self.started = False
+            # tmux leaves the socket file of a killed server behind; one per run would pile up.
+            if self._socket_path:
+                Path(self._socket_path).unlink(missing_ok=True)
 
 
 @dataclass
