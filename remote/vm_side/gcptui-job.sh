@@ -443,6 +443,9 @@ run_job() { # DIR COMMAND SETUP [NAME=VALUE...]
 	fi
 	# Before the exit code: a notice that raced the job's end is on disk when clients read "ended".
 	stop_watcher
+	# The shell running the command can die of a SIGTERM while the trainer in the same group is
+	# still writing its checkpoint: the job ends when its whole group has.
+	while others_alive; do sleep 0.1; done
 	[ "$(get1 state)" = killed ] || put state exited
 	put ended_at "$(now)"
 	put exit_code "$rc"
@@ -452,6 +455,21 @@ run_job() { # DIR COMMAND SETUP [NAME=VALUE...]
 		echo "==== gcptui: $(now) job ended with exit code $rc ===="
 	fi
 	exit "$rc"
+}
+
+# Some live process other than us is in our process group (only where /proc exists: Linux VMs).
+others_alive() {
+	[ -d /proc/self ] || return 1
+	for f in /proc/[0-9]*/stat; do
+		st=
+		read -r st 2>/dev/null < "$f" || continue
+		p=${f#/proc/}
+		[ "${p%/stat}" = "$$" ] && continue
+		# shellcheck disable=SC2086 # fields after the command name: state ppid pgrp ...
+		set -- ${st##*") "}
+		[ "$3" = "$$" ] && [ "$1" != Z ] && return 0
+	done
+	return 1
 }
 
 # Run $1 with sh -c in the foreground; the process records its own pid first, then becomes the command.
