@@ -6,6 +6,8 @@ Workers do the blocking and network work and post messages; only message handler
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import signal
 from collections.abc import Awaitable, Callable, Iterable
 from pathlib import Path
 
@@ -21,7 +23,7 @@ from remote.keepalive_events import RecoveryEvent
 from remote.models import Instance
 from remote.services import Services
 from tui.fleet_screen import FleetScreen
-from tui.keys import ACTIONS, Action, action_allowed, actions_for, bindings_for, validate_keymap
+from tui.keys import ACTIONS, Action, action_allowed, actions_for, bindings_for, key_label, validate_keymap
 from tui.live import Live
 from tui.messages import FleetRefreshed, FleetRefreshFailed
 from tui.monitors import Monitors
@@ -72,6 +74,12 @@ class GcptuiApp(App[None]):
         return screen
 
     def on_mount(self) -> None:
+        # A closed terminal (SIGHUP) or a plain kill (SIGTERM) quits like `q`: the demo's emulator,
+        # its VMs' processes and its temp dir go, and SSH connections close.
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGHUP, signal.SIGTERM):
+            with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
+                loop.add_signal_handler(sig, self.exit)
         self.install_screen(FleetScreen(readonly=self.readonly, demo=self.demo), name="fleet")
         self.push_screen("fleet")
         if self.keymap:
@@ -177,6 +185,8 @@ class GcptuiApp(App[None]):
             self.fleet_screen.show_live(name)
 
     def _job_ended(self, name: str, status: JobStatus) -> None:
+        if status.state == "killed" and status.detail != "preempted":
+            return  # the kill's own notification already said so
         if status.state == "exited" and status.exit_code == 0:
             self.notify(f"{name}: job finished", title="Job ended")
         else:
@@ -260,9 +270,11 @@ class GcptuiApp(App[None]):
         return [a for s in screens for a in actions_for(s, readonly=self.readonly, demo=self.demo)]
 
     def action_help(self) -> None:
-        from tui.help_screen import HelpScreen
+        from tui.help_screen import HelpScreen, screen_actions
 
-        self.push_screen(HelpScreen(self.available_actions(), self.keymap))
+        # On another screen (logs) its own keys come first: there `s` means follow, not start.
+        extra = screen_actions(self.screen) if self.screen is not self.fleet_screen else []
+        self.push_screen(HelpScreen(extra + self.available_actions(), self.keymap))
 
     def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
         yield from super().get_system_commands(screen)
@@ -270,7 +282,7 @@ class GcptuiApp(App[None]):
             target = self if action.screen == "app" else self.fleet_screen
             yield SystemCommand(
                 action.description,
-                f"{action.group} · key {action.key} · id {action.id}",
+                f"{action.group} · key {key_label(self.keymap.get(action.id, action.key))} · id {action.id}",
                 _runner(target, action.action),
             )
 

@@ -11,7 +11,6 @@ from dataclasses import dataclass
 from rich.text import Text
 
 from remote.models import Instance
-from tui.gpu_widgets import gpu_cell, progress_cell
 from tui.live import Live
 
 STATUS_STYLES: dict[str, str] = {
@@ -80,8 +79,8 @@ UNWATCHED = Text("-", "dim")
 
 LIVE_COLUMNS: tuple[LiveColumn, ...] = (
     LiveColumn("job", "Job", lambda live: live.job_text()),
-    LiveColumn("progress", "Progress", lambda live: progress_cell(live.progress)),
-    LiveColumn("gpu", "GPU util", lambda live: gpu_cell(live.gpu, width=6, idle=live.gpu_idle)),
+    LiveColumn("progress", "Progress", lambda live: live.progress_text()),
+    LiveColumn("gpu", "GPU util", lambda live: live.gpu_text()),
     LiveColumn("sync", "Sync", lambda live: live.sync_text()),
     LiveColumn("keepalive", "Keep-alive", lambda live: live.keepalive_text()),
 )

@@ -14,13 +14,16 @@ from textual.widgets import DataTable, Footer, Header, Input, Static
 from remote.fleet import FleetSnapshot
 from remote.models import Instance
 from tui.confirm_screen import ConfirmScreen
-from tui.fleet_rows import COLUMNS, LIVE_COLUMNS, UNWATCHED, matches
+from tui.fleet_rows import COLUMNS, LIVE_COLUMNS, UNWATCHED, Column, matches, status_word
 from tui.keys import action_allowed, bindings_for
 from tui.live import Live
+from tui.monitors import reachable
 
 
 class FleetTable(DataTable[str | Text]):
     """Rows keyed by instance key; cells updated in place so the cursor never jumps."""
+
+    marked: set[str] = set()
 
     def on_mount(self) -> None:
         self.cursor_type = "row"
@@ -30,8 +33,9 @@ class FleetTable(DataTable[str | Text]):
         for live_column in LIVE_COLUMNS:
             self.add_column(live_column.label, key=live_column.key)
 
-    def show(self, instances: list[Instance], live: Mapping[str, Live]) -> None:
+    def show(self, instances: list[Instance], live: Mapping[str, Live], marked: set[str] | None = None) -> None:
         """Make the table hold exactly ``instances`` in this order, touching only what changed."""
+        self.marked = marked or set()
         wanted = [i.key for i in instances]
         current = [str(row.value) for row in self.ordered_rows_keys()]
         if wanted != current:
@@ -39,7 +43,7 @@ class FleetTable(DataTable[str | Text]):
             self.clear()
             for instance in instances:
                 state = live.get(instance.name)
-                cells = [c.cell(instance) for c in COLUMNS] + [
+                cells = [self._cell(c, instance) for c in COLUMNS] + [
                     c.cell(state) if state else UNWATCHED for c in LIVE_COLUMNS
                 ]
                 self.add_row(*cells, key=instance.key)
@@ -48,9 +52,15 @@ class FleetTable(DataTable[str | Text]):
             return
         for instance in instances:
             for column in COLUMNS:
-                self._set(instance.key, column.key, column.cell(instance))
+                self._set(instance.key, column.key, self._cell(column, instance))
             if instance.name in live:
                 self.show_live(instance, live[instance.name])
+
+    def _cell(self, column: Column, instance: Instance) -> str | Text:
+        value = column.cell(instance)
+        if column.key == "name" and instance.name in self.marked:
+            return Text(f"● {instance.name}", "bold cyan")  # marked for the side-by-side logs
+        return value
 
     def show_live(self, instance: Instance, state: Live) -> None:
         """Refresh one row's live cells (job, progress, GPUs, sync, keep-alive)."""
@@ -142,7 +152,7 @@ class FleetScreen(Screen[None]):
         return next((i for i in self.snapshot.instances if i.key == key), None)
 
     def _render_rows(self) -> None:
-        self.table.show(self.visible_instances(), getattr(self.app, "live", {}))
+        self.table.show(self.visible_instances(), getattr(self.app, "live", {}), self.marked)
         self._render_status()
 
     def _render_status(self) -> None:
@@ -208,16 +218,24 @@ class FleetScreen(Screen[None]):
             self.notify("no machine selected", severity="warning")
         return instance
 
+    def _reachable_or_tell(self) -> Instance | None:
+        instance = self._selected_or_tell()
+        if instance is not None and not reachable(instance):
+            self.notify(f"{instance.name} is {status_word(instance)}: start it first (U), then try again",
+                        severity="warning")
+            return None
+        return instance
+
     def action_job_start(self) -> None:
-        if (i := self._selected_or_tell()) is not None:
+        if (i := self._reachable_or_tell()) is not None:
             self.gcptui.act("Start job", i, lambda inst: self.gcptui.job_action("start", inst))
 
     def action_job_restart(self) -> None:
-        if (i := self._selected_or_tell()) is not None:
+        if (i := self._reachable_or_tell()) is not None:
             self.gcptui.act("Restart job", i, lambda inst: self.gcptui.job_action("restart", inst))
 
     def action_job_kill(self) -> None:
-        instance = self._selected_or_tell()
+        instance = self._reachable_or_tell()
         if instance is None:
             return
 
@@ -269,7 +287,7 @@ class FleetScreen(Screen[None]):
     def action_mark(self) -> None:
         if (i := self._selected_or_tell()) is not None:
             self.marked ^= {i.name}
-            self._render_status()
+            self._render_rows()
 
     def action_logs(self) -> None:
         names = [n for n in self.marked if self.snapshot and self.snapshot.find(n)] or (

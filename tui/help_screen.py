@@ -9,7 +9,7 @@ from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import VerticalScroll
-from textual.screen import ModalScreen
+from textual.screen import ModalScreen, Screen
 from textual.widgets import Static
 
 from tui.keys import Action, key_label
@@ -31,6 +31,16 @@ def help_table(actions: list[Action], keymap: dict[str, str]) -> Table:
         table.add_row("", "", "")
     table.add_row("ctrl+p", "Command palette: every action by name", "")
     return table
+
+
+def screen_actions(screen: Screen[object]) -> list[Action]:
+    """A screen's own bindings (e.g. the logs screen's) as help rows, grouped under its name."""
+    group = type(screen).__name__.removesuffix("Screen") or "Screen"
+    return [
+        Action(b.id or b.action, b.key, b.action, b.description, f"{group} (this screen)", screen="other")
+        for b in getattr(screen, "BINDINGS", [])
+        if isinstance(b, Binding)
+    ]
 
 
 class HelpScreen(ModalScreen[None]):

@@ -27,28 +27,35 @@ class Action:
     mutating: bool = False  # changes a VM or a job: disabled by --readonly
     show: bool = True  # shown in the footer
     demo_only: bool = False
+    label: str = ""  # the footer's short word; help and the palette use the description
+
+    @property
+    def footer(self) -> str:
+        return self.label or self.description
 
 
 ACTIONS: tuple[Action, ...] = (
-    Action("app.help", "question_mark", "help", "Help and keys", "App", screen="app"),
+    Action("app.help", "question_mark", "help", "Help and keys", "App", screen="app", label="Help"),
     Action("app.quit", "q", "quit", "Quit", "App", screen="app"),
     Action("fleet.filter", "slash", "filter", "Filter", "Fleet"),
     Action("fleet.refresh", "r", "refresh", "Refresh", "Fleet"),
-    Action("fleet.sort", "o", "sort", "Sort by next column", "Fleet"),
+    Action("fleet.sort", "o", "sort", "Sort by next column", "Fleet", show=False),
     Action("fleet.detail", "enter", "detail", "Details", "Fleet", show=False),
     Action("fleet.clear_filter", "escape", "clear_filter", "Clear filter", "Fleet", show=False),
     Action("fleet.mark", "space", "mark", "Mark for side-by-side logs", "Fleet", show=False),
-    Action("job.start", "s", "job_start", "Start job", "Job", mutating=True),
-    Action("job.restart", "R", "job_restart", "Restart job (resume)", "Job", mutating=True),
-    Action("job.kill", "K", "job_kill", "Kill job", "Job", destructive=True, mutating=True),
-    Action("logs.open", "l", "logs", "Logs (marked or selected)", "Logs"),
-    Action("sync.toggle", "y", "sync_toggle", "Live sync on/off", "Sync", mutating=True),
-    Action("keepalive.toggle", "a", "keepalive_toggle", "Keep-alive on/off", "Keep-alive", mutating=True),
-    Action("keepalive.relaunch", "L", "relaunch", "Relaunch now", "Keep-alive", mutating=True),
+    Action("job.start", "s", "job_start", "Start job", "Job", mutating=True, label="Start"),
+    Action("job.restart", "R", "job_restart", "Restart job (resume)", "Job", mutating=True, show=False),
+    Action("job.kill", "K", "job_kill", "Kill job", "Job", destructive=True, mutating=True, label="Kill"),
+    Action("logs.open", "l", "logs", "Logs of the marked (or selected) machines", "Logs", label="Logs"),
+    Action("sync.toggle", "y", "sync_toggle", "Live sync on/off", "Sync", mutating=True, label="Sync"),
+    Action("keepalive.toggle", "a", "keepalive_toggle", "Keep-alive on/off", "Keep-alive", mutating=True,
+           label="Keep-alive"),
+    Action("keepalive.relaunch", "L", "relaunch", "Relaunch now", "Keep-alive", mutating=True, show=False),
     Action("keepalive.timeline", "t", "timeline", "Preemption timeline", "Keep-alive", show=False),
     Action("vm.start", "U", "vm_start", "Start VM", "VM", mutating=True, show=False),
     Action("vm.stop", "X", "vm_stop", "Stop VM", "VM", destructive=True, mutating=True, show=False),
-    Action("demo.preempt", "P", "preempt", "Preempt (demo)", "Demo", mutating=True, demo_only=True),
+    Action("demo.preempt", "P", "preempt", "Preempt the VM (demo)", "Demo", mutating=True, demo_only=True,
+           label="Preempt"),
 )
 
 
@@ -65,7 +72,7 @@ def bindings_for(screen: str) -> list[Binding]:
     """Every binding of a screen, with ids so ``App.set_keymap`` can rebind them; the screen's
     ``check_action`` (``action_allowed``) hides those that ``--readonly`` or a non-demo run disables."""
     return [
-        Binding(a.key, a.action, a.description, show=a.show, id=a.id, tooltip=a.description)
+        Binding(a.key, a.action, a.footer, show=a.show, id=a.id, tooltip=a.description)
         for a in ACTIONS
         if a.screen == screen
     ]

@@ -14,6 +14,7 @@ from remote.gpu import GpuHistory
 from remote.idle import IdleGpuDetector
 from remote.jobs import JobStatus
 from remote.metrics import Progress
+from tui.gpu_widgets import gpu_cell, progress_cell
 
 JOB_STYLES = {"running": "bold green", "exited": "cyan", "killed": "yellow", "none": "dim"}
 SYNC_STYLES = {
@@ -37,8 +38,11 @@ class Live:
     sync_reason: str = ""
     keepalive: bool | None = None  # None: not a Spot VM, nothing to keep alive
     recovery: str = ""  # the newest keep-alive event, e.g. "restarting", "resumed"
+    watched: bool = False  # monitors are reading it now (a stopped VM keeps its last progress)
 
     def job_text(self) -> Text:
+        if not self.watched:
+            return Text("-", "dim")
         if self.job_error and self.job is None:
             return Text("ssh?", "red")
         if self.job is None:
@@ -50,6 +54,17 @@ class Live:
         if job.detail == "preempted":
             text.append(" preempted", "magenta")
         return text
+
+    def progress_text(self) -> Text:
+        text = progress_cell(self.progress, loss_width=6)
+        if self.job is None or self.job.state != "running":
+            text.stylize("dim")  # the last run's figures, not a live rate
+        return text
+
+    def gpu_text(self) -> Text:
+        if not self.watched:
+            return Text("-", "dim")
+        return gpu_cell(self.gpu, width=6, idle=self.gpu_idle)
 
     def sync_text(self) -> Text:
         if not self.sync_state:

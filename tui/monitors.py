@@ -14,7 +14,7 @@ from typing import Any
 
 from remote.errors import GcptuiError
 from remote.fleet import FleetSnapshot
-from remote.gpu import GpuMonitor
+from remote.gpu import GpuHistory, GpuMonitor
 from remote.idle import IdleGpuDetector
 from remote.jobs import JobStatus, metrics_path
 from remote.metrics import Progress, follow_progress
@@ -94,7 +94,7 @@ class Monitors:
     def _start(self, instance: Instance, target: SshTarget) -> None:
         name = instance.name
         self._targets[name] = target
-        self.state(name)
+        self.state(name).watched = True
         get = self.services.pool.getter(target)
         metrics = metrics_path(self.services.config.job, self.services.config.sync.dest)
         self._tasks[name] = [
@@ -107,6 +107,11 @@ class Monitors:
         for task in self._tasks.pop(name, []):
             task.cancel()
         self._targets.pop(name, None)
+        if name in self.live:  # what was read from a machine that went away is no longer true
+            live = self.live[name]
+            live.watched, live.job, live.job_error, live.gpu_idle = False, None, "", False
+            live.gpu = GpuHistory()
+            self.changed(name)
         session = self._sync.pop(name, None)
         if session is not None:
             session[1].cancel()

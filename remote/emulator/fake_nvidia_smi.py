@@ -11,6 +11,7 @@ import math
 import os
 import sys
 import time
+import zlib
 from pathlib import Path
 
 FIELDS = {
@@ -24,12 +25,27 @@ def _gpus() -> list[dict[str, object]]:
     return json.loads((here / "gpus.json").read_text())
 
 
-def _sample(index: int, gpu: dict[str, object], now: float) -> dict[str, str]:
+def _training() -> bool:
+    """A job runs on this VM (gcptui's supervisor says so): then the GPUs are busy, else idle."""
+    state = Path(os.environ.get("HOME", "/nonexistent")) / ".gcptui" / "job" / "state"
+    try:
+        return state.read_text().strip() == "running"
+    except OSError:
+        return False
+
+
+def _sample(index: int, gpu: dict[str, object], now: float, busy: bool) -> dict[str, str]:
     total = int(gpu["memory_total"])  # type: ignore[call-overload]
     limit = float(gpu["power_limit"])  # type: ignore[arg-type]
-    wave = math.sin(now / 7.0 + index * 1.3)
-    util = max(0, min(100, round(78 + 20 * wave)))
-    used = int(total * (0.62 + 0.08 * math.sin(now / 31.0 + index)))
+    # Each VM's waves start at its own phase, so a fleet does not move in lock-step.
+    phase = (zlib.crc32(os.environ.get("GCPTUI_EMULATED_VM", "").encode()) % 1000) / 100.0
+    wave = math.sin(now / 7.0 + index * 1.3 + phase)
+    if busy:
+        util = max(0, min(100, round(78 + 20 * wave)))
+        used = int(total * (0.62 + 0.08 * math.sin(now / 31.0 + index + phase)))
+    else:  # an idle GPU: what a VM that burns money without training looks like
+        util = max(0, round(1 + wave))
+        used = int(total * 0.01)
     return {
         "index": str(index),
         "name": str(gpu["name"]),
@@ -79,7 +95,7 @@ def _table(gpus: list[dict[str, object]], now: float) -> str:
              "| NVIDIA-SMI 550.54.15 (gcptui emulator)   Driver Version: 550.54.15   CUDA Version: 12.4 |",
              "+-----------------------------------------------------------------------------+"]  # fmt: skip
     for index, gpu in enumerate(gpus):
-        s = _sample(index, gpu, now)
+        s = _sample(index, gpu, now, _training())
         lines.append(
             f"| {index}  {s['name']:<28} {s['temperature.gpu']}C  {s['power.draw']}W / {s['power.limit']}W  "
             f"{s['memory.used']}MiB / {s['memory.total']}MiB  {s['utilization.gpu']}% |"
@@ -94,7 +110,7 @@ def main(args: list[str]) -> int:
         return 9
     if "-L" in args or "--list-gpus" in args:
         for index, gpu in enumerate(gpus):
-            print(f"GPU {index}: {gpu['name']} (UUID: {_sample(index, gpu, 0)['uuid']})")
+            print(f"GPU {index}: {gpu['name']} (UUID: {_sample(index, gpu, 0, False)['uuid']})")
         return 0
     gpu_query = _option(args, "--query-gpu")
     apps_query = _option(args, "--query-compute-apps")
@@ -113,7 +129,7 @@ def main(args: list[str]) -> int:
     unit_of = {"utilization.gpu": " %", "utilization.memory": " %", "memory.used": " MiB", "memory.total": " MiB",
                "memory.free": " MiB", "power.draw": " W", "power.limit": " W", "used_memory": " MiB"}  # fmt: skip
     while True:
-        rows = [_sample(i, g, time.time()) for i, g in enumerate(gpus)] if gpu_query else _compute_apps()
+        rows = [_sample(i, g, time.time(), _training()) for i, g in enumerate(gpus)] if gpu_query else _compute_apps()
         if header:
             print(", ".join(fields))
         for row in rows:

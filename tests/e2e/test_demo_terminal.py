@@ -78,11 +78,6 @@ def test_demo_lists_fleet_streams_a_started_jobs_log_and_leaves_nothing_running(
 
 
 @pytest.mark.timeout(180)
-@pytest.mark.xfail(
-    strict=True,
-    reason="gcptui demo ignores SIGHUP: the detached trainer and the temp dir outlive a closed terminal "
-    "(fix: tui/cli_demo.py run_demo should exit the app on SIGHUP/SIGTERM so its finally block runs)",
-)
 def test_closing_the_terminal_during_a_job_leaves_nothing_running(demo_run: DemoRun) -> None:
     term, marker = demo_run.terminal, str(demo_run.tmpdir)
     argv, _which = gcptui_command()
