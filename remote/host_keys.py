@@ -110,7 +110,7 @@ def host_key_error(target: SshTarget, offered: asyncssh.SSHKey | None) -> HostKe
     return HostKeyUnknownError(
         target.name,
         f"host key of {target.name} ({target.address}:{target.port}) is not known: {shown} is not in "
-        f"{path} under {name!r}. Check the fingerprint, then accept it when gcptui asks, or add this line "
+        f"{path} under {name!r}. Check the fingerprint, then run `gcptui ssh accept {target.name}`, or add this line "
         f"to {path}: {accept}",
         offered,
         name,

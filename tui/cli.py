@@ -79,6 +79,12 @@ def build_parser() -> argparse.ArgumentParser:
     gpu.add_argument("--once", action="store_true", help="one sample per VM, then exit")
     gpu.set_defaults(handler=_lazy("tui.cli_remote", "run_gpu"))
 
+    ssh = sub.add_parser("ssh", parents=[common], help="review and trust a machine's SSH host key")
+    ssh.add_argument("action", choices=["accept"])
+    ssh.add_argument("names", nargs="+", metavar="NAME")
+    ssh.add_argument("--yes", action="store_true", help="trust without asking (you checked the fingerprint)")
+    ssh.set_defaults(handler=_lazy("tui.cli_ssh", "run_ssh"))
+
     keepalive = sub.add_parser("keepalive", parents=[common], help="headless preemption watcher that relaunches jobs")
     keepalive.add_argument("names", nargs="*", metavar="NAME", help="Spot VMs to watch (default: every Spot VM)")
     keepalive.set_defaults(handler=_lazy("tui.cli_keepalive", "run_keepalive"))
