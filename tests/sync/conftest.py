@@ -7,6 +7,7 @@ anything that yields a :class:`RemoteTarget` works.
 from __future__ import annotations
 
 import asyncio
+import getpass
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,6 +17,8 @@ import pytest
 
 from remote.models import ConnectionGetter
 from remote.sync import SyncSession
+from remote.emulator import Emulator
+from tests.helpers.emulator import FAST
 from tests.helpers.sshd import Sshd
 
 
@@ -53,17 +56,58 @@ def openssh_getter(sshd: Sshd) -> ConnectionGetter:
     return get
 
 
-@pytest.fixture(params=["openssh"])
+def emulated_getter(emu: Emulator, name: str) -> ConnectionGetter:
+    """Like the pool's getter for an emulated VM: its address changes when it restarts."""
+    state: dict[str, asyncssh.SSHClientConnection | None] = {"conn": None}
+    vm = emu.instance(name)
+
+    async def get() -> asyncssh.SSHClientConnection:
+        conn = state["conn"]
+        if conn is None or conn.is_closed():
+            address = emu.address(name)
+            if not address:
+                raise OSError(f"{name} is not running")
+            conn = await asyncio.wait_for(
+                asyncssh.connect(
+                    address, port=emu.ssh_port, username=getpass.getuser(), client_keys=[str(emu.client_key)],
+                    known_hosts=str(emu.known_hosts), host_key_alias=f"compute.{vm.id}", agent_path=None,
+                    config=None, keepalive_interval=1, keepalive_count_max=2,
+                ),
+                5,
+            )  # fmt: skip
+            state["conn"] = conn
+        return conn
+
+    get.state = state  # type: ignore[attr-defined]
+    return get
+
+
+@pytest.fixture(params=["openssh", "emulator"])
 async def target(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[RemoteTarget]:
-    """A VM directory reachable over SSH (OpenSSH sshd on loopback)."""
+    """A VM directory reachable over SSH: OpenSSH sshd on loopback, or an emulated VM."""
     if request.param == "openssh":
         sshd: Sshd = request.getfixturevalue("sshd")
         getter = openssh_getter(sshd)
         root = tmp_path / "vm" / "project"
         yield RemoteTarget(getter, root, str(root), Path.home(), sshd.stop, sshd.start)
-        conn = getter.state["conn"]  # type: ignore[attr-defined]
-        if conn is not None:
-            conn.close()
+    else:
+        emu = Emulator(tmp_path / "emulator", **FAST)
+        await emu.start()
+        emu.add_instance("vm", "us-central1-a")
+        await emu.wait_for_status("vm", "RUNNING")
+        getter = emulated_getter(emu, "vm")
+        vm = emu.instance("vm")
+        assert emu.fleet is not None
+        fleet = emu.fleet
+        home = emu.root / "vms" / "vm" / "home"
+        # Dropping the VM is stopping it (its SSH server and every process go); restoring starts it
+        # again on a new address with its disk kept, as GCE does.
+        yield RemoteTarget(getter, home / "project", "~/project", home, lambda: fleet.stop(vm), lambda: fleet.start(vm))
+    conn = getter.state["conn"]  # type: ignore[attr-defined]
+    if conn is not None:
+        conn.close()
+    if request.param == "emulator":
+        await emu.close()
 
 
 @pytest.fixture
