@@ -63,6 +63,7 @@ class GcptuiApp(App[None]):
         self.monitors = Monitors(
             self.services, self.live, self._live_changed,
             job_ended=self._job_ended, sync_warning=self._sync_warning, sync_by_default=demo,
+            gpu_idle=self._gpu_idle,
         )  # fmt: skip
         self.keymap = validate_keymap(config.keys)
         self.sub_title = "read-only" if readonly else ""
@@ -192,6 +193,14 @@ class GcptuiApp(App[None]):
         else:
             how = f"exit code {status.exit_code}" if status.exit_code is not None else status.detail or status.state
             self.notify(f"{name}: job {status.state} ({how})", title="Job ended", severity="warning")
+
+    def _gpu_idle(self, name: str) -> None:
+        gpu = self.config.gpu
+        self.notify(
+            f"{name}: its GPUs have sat under {gpu.idle_util_percent:g}% for {gpu.idle_minutes:g} min while it runs"
+            " - it is burning money. Start a job (s) or stop the VM (X).",
+            title="Idle GPUs", severity="warning", timeout=15,
+        )
 
     def _sync_warning(self, name: str, message: str) -> None:
         self.notify(f"{name}: {message}", title="Sync", severity="warning")

@@ -46,6 +46,7 @@ class Monitors:
         changed: Callable[[str], None],
         *,
         job_ended: Callable[[str, JobStatus], None] = lambda _n, _s: None,
+        gpu_idle: Callable[[str], None] = lambda _n: None,
         sync_warning: Callable[[str, str], None] = lambda _n, _m: None,
         limit: int = 32,
         sync_by_default: bool = False,
@@ -54,6 +55,7 @@ class Monitors:
         self.live = live
         self.changed = changed
         self.job_ended = job_ended
+        self.gpu_idle = gpu_idle
         self.sync_warning = sync_warning
         self.limit = limit
         self._tasks: dict[str, list[asyncio.Task[None]]] = {}
@@ -158,7 +160,10 @@ class Monitors:
         async for snapshot in GpuMonitor(get):
             live.gpu.add(snapshot)
             if live.idle is not None:
+                was_idle = live.gpu_idle
                 live.gpu_idle = live.idle.update(snapshot, running=True)
+                if live.gpu_idle and not was_idle:
+                    self.gpu_idle(name)
             self.changed(name)
 
     # -- live sync ---------------------------------------------------------------------------------
