@@ -192,8 +192,19 @@ def main() -> None:
     from tests.helpers.sshd import sshd_available
 
     parser.add_argument("--mode", choices=["sshd", "inprocess"], default="sshd" if sshd_available() else "inprocess")
+    parser.add_argument("--profile", type=Path, help="write a pyinstrument HTML profile of the run here")
     args = parser.parse_args()
-    print(json.dumps(asyncio.run(bench(args))))
+    if args.profile is None:
+        print(json.dumps(asyncio.run(bench(args))))
+        return
+    from pyinstrument import Profiler
+
+    profiler = Profiler(async_mode="disabled")
+    with profiler:
+        result = asyncio.run(bench(args))
+    args.profile.write_text(profiler.output_html())
+    print(profiler.output_text(unicode=False, color=False, show_all=False), file=sys.stderr)
+    print(json.dumps(result))
 
 
 if __name__ == "__main__":
