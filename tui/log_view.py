@@ -30,7 +30,9 @@ from rich.segment import Segment
 from rich.style import Style
 from rich.text import Text
 from textual.cache import LRUCache
-from textual.geometry import Size
+from textual.color import Color
+from textual.filter import LineFilter
+from textual.geometry import Region, Size
 from textual.message import Message
 from textual.reactive import var
 from textual.scroll_view import ScrollView
@@ -46,6 +48,9 @@ ERROR_PATTERN = re.compile(
 _HIGHLIGHT = Style(color="black", bgcolor="yellow", bold=True)
 _MARKED = Style(bgcolor="grey30")
 _PARTIAL = -1  # absolute index standing for the unfinished line
+_BLANK = -2  # absolute index standing for a row below the last line
+# The app's line filters and the background colour they need (empty: the caller applies them).
+_Filters = tuple[tuple[LineFilter, ...], Color] | tuple[()]
 
 
 def line_width(line: str) -> int:
@@ -464,31 +469,71 @@ class LogView(ScrollView, can_focus=True):
     def render_line(self, y: int) -> Strip:
         scroll_x, scroll_y = self.scroll_offset
         width = self.scrollable_content_region.width
-        k, sub = self._locate(scroll_y + y)
+        return self._row(scroll_y + y, scroll_x, width, width, ())
+
+    def render_lines(self, crop: Region) -> list[Strip]:
+        """Rows for the compositor. Without border, padding, tint or opacity this skips Textual's
+        generic per-row styling (StylesCache), which cost more than producing the rows, and applies
+        the app's line filters while building a row rather than copying it afterwards."""
+        if not self._plain_box():
+            return super().render_lines(crop)  # StylesCache calls render_line and applies filters
+        scroll_x, scroll_y = self.scroll_offset
+        width = self.scrollable_content_region.width
+        full = self.size.width  # rows span the scrollbar's columns too, as StylesCache pads them
+        filters = (tuple(self.get_line_filters()), self.background_colors[1])
+        row = self._row
+        strips = [row(scroll_y + y, scroll_x, width, full, filters) for y in crop.line_range]
+        if crop.column_span != (0, full):
+            x1, x2 = crop.column_span
+            strips = [strip.crop(x1, x2) for strip in strips]
+        return strips
+
+    def _plain_box(self) -> bool:
+        """No CSS that StylesCache would have to draw around or over the rows."""
+        styles = self.styles
+        return (
+            not any(styles.gutter)
+            and not any(edge for edge, _ in styles.outline)
+            and not styles.tint.a
+            and self.opacity == 1.0
+            and styles.text_opacity == 1.0
+            and not styles.has_rule("hatch")
+        )
+
+    def _row(self, row: int, scroll_x: int, width: int, full: int, filters: _Filters) -> Strip:
+        """Content row ``row`` seen through a window of ``width`` cells, padded to ``full`` cells,
+        with ``filters`` (the app's line filters and the background they need) applied."""
+        k, sub = self._locate(row)
         if k < 0 or k >= self._entry_count():
-            return self._blank(width)
-        index = self._abs_index(k)
-        offset = sub * width if self.wrap else scroll_x
-        key = (index, offset, width, self.wrap, self._partial if index == _PARTIAL else None)
+            index, offset, raw = _BLANK, 0, ""
+        else:
+            index = self._abs_index(k)
+            offset = sub * width if self.wrap else scroll_x
+            raw = self._entry_text(k)
+        key = (index, offset, width, full, self.wrap, raw if index == _PARTIAL else None, filters)
         strip = self._row_cache.get(key)
         if strip is None:
-            strip = self._render_row(index, self._entry_text(k), offset, width)
-            self._row_cache[key] = strip
+            strip = self._row_cache[key] = self._render_row(index, raw, offset, width, full, filters)
         return strip
 
-    def _blank(self, width: int) -> Strip:
-        key = ("blank", width)
-        strip = self._row_cache.get(key)
-        if strip is None:
-            strip = self._row_cache[key] = Strip.blank(width, self._row_style())
-        return strip
-
-    def _render_row(self, index: int, raw: str, offset: int, width: int) -> Strip:
+    def _render_row(self, index: int, raw: str, offset: int, width: int, full: int, filters: _Filters) -> Strip:
         style = self._row_style()
         if self._pattern is None and index != self.marked and raw.isascii() and "\x1b" not in raw:
-            # Most log lines: one segment, no Rich Text, no ANSI parsing, no extra crop.
-            return Strip([Segment(raw[offset : offset + width].ljust(width), style)], width)
-        return self._line_strip(index, raw, style).crop_extend(offset, offset + width, style)
+            # Most log lines: one segment, no Rich Text, no ANSI parsing, one Strip.
+            segments = [Segment(raw[offset : offset + width].ljust(full), style)]
+            if filters:
+                line_filters, background = filters
+                for line_filter in line_filters:
+                    segments = line_filter.apply(segments, background)
+            return Strip(segments, full)
+        strip = self._line_strip(index, raw, style).crop_extend(offset, offset + width, style)
+        if full != width:
+            strip = strip.extend_cell_length(full, style)
+        if filters:
+            line_filters, background = filters
+            for line_filter in line_filters:
+                strip = strip.apply_filter(line_filter, background)
+        return strip
 
     def _line_strip(self, index: int, raw: str, style: Style) -> Strip:
         """The whole line, styled (colours, filter highlights, error mark); parsed once, cached."""
