@@ -132,10 +132,16 @@ class LogView(ScrollView, can_focus=True):
         self._pattern: re.Pattern[str] | None = None
         self._max_width = 0
         self._rows: _RowIndex | None = None  # wrap mode only; rebuilt lazily when invalidated
-        self._row_cache: LRUCache[tuple[object, ...], Strip] = LRUCache(1024)
-        self._line_cache: LRUCache[tuple[int, str | None], Strip] = LRUCache(256)  # styled whole lines
+        # Small on purpose: rows that scrolled away rarely come back while following, and every cached
+        # Strip keeps ~25 GC-tracked objects alive (its own caches, the pieces the compositor cut it
+        # into); with 9 views x 1,024 rows the cyclic GC's full passes took 100-200 ms, mid-frame.
+        # Sized to the view (plus a few rows: a slow log shifts by a line or two) on resize.
+        self._row_cache: LRUCache[tuple[object, ...], Strip] = LRUCache(64)
+        self._line_cache: LRUCache[tuple[int, str | None], Strip] = LRUCache(64)  # styled whole lines
         self._style: Style | None = None
         self._stale = False  # lines arrived while not displayed: size and scroll not yet updated
+        self._arrived = 0  # entries added since the last frame
+        self._cache_rows = True  # off for a frame whose rows are all new (nothing to reuse)
         self._programmatic = False
         self.new_lines = 0  # lines that arrived while follow was paused
         self.marked: int | None = None  # absolute index of the line picked by next/previous error
@@ -192,6 +198,7 @@ class LogView(ScrollView, can_focus=True):
             self.marked = None
         if not follow:
             self.new_lines += arrived
+        self._arrived += arrived
         if not self._displayed():
             self._stale = True  # nothing on screen to update; ``sync`` catches up when shown
             return
@@ -345,6 +352,9 @@ class LogView(ScrollView, can_focus=True):
         self._set_scroll_y(self._row_of_entry_start(k) + (sub if index >= self._first else 0), repaint)
 
     def on_resize(self) -> None:
+        rows = self.size.height
+        self._row_cache = LRUCache(rows + 16)
+        self._line_cache = LRUCache(rows + 16)
         self._invalidate(scroll=False)
         if self.follow:
             self.call_after_refresh(self.scroll_to_end)
@@ -481,8 +491,16 @@ class LogView(ScrollView, can_focus=True):
         width = self.scrollable_content_region.width
         full = self.size.width  # rows span the scrollbar's columns too, as StylesCache pads them
         filters = (tuple(self.get_line_filters()), self.background_colors[1])
+        # Following a fast log, every row is new each frame: caching them would only keep Strips (and
+        # the pieces the compositor cuts them into) alive long enough for the GC to promote them,
+        # which is what made its full passes frequent. Cache when rows can be reused.
+        self._cache_rows = not (self.follow and self._arrived >= self.size.height)
+        if not self._cache_rows:
+            self._row_cache.clear()
+        self._arrived = 0
         row = self._row
         strips = [row(scroll_y + y, scroll_x, width, full, filters) for y in crop.line_range]
+        self._cache_rows = True
         if crop.column_span != (0, full):
             x1, x2 = crop.column_span
             strips = [strip.crop(x1, x2) for strip in strips]
@@ -513,7 +531,9 @@ class LogView(ScrollView, can_focus=True):
         key = (index, offset, width, full, self.wrap, raw if index == _PARTIAL else None, filters)
         strip = self._row_cache.get(key)
         if strip is None:
-            strip = self._row_cache[key] = self._render_row(index, raw, offset, width, full, filters)
+            strip = self._render_row(index, raw, offset, width, full, filters)
+            if self._cache_rows:
+                self._row_cache[key] = strip
         return strip
 
     def _render_row(self, index: int, raw: str, offset: int, width: int, full: int, filters: _Filters) -> Strip:
