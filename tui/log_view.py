@@ -378,6 +378,9 @@ class LogView(ScrollView, can_focus=True):
         """Entries, filter, wrap or width changed: rebuild what depends on them and repaint."""
         self._rows = None
         self._clear_caches()
+        if not self._displayed():
+            self._stale = True  # e.g. wrap toggled while the merged view is hidden: done on show
+            return
         self._stale = False
         self._update_virtual_size()
         if scroll and self.follow:
