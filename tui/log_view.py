@@ -11,8 +11,10 @@ What keeps it fast under load (see ``docs/BENCHMARKS-logs.md``):
 - a view that is not displayed (the merged view in pane mode, panes hidden by fullscreen) only
   stores lines, and catches up when shown (``sync``);
 - the virtual size is set without a layout pass (Textual lays out the whole screen otherwise);
-- plain ASCII rows become one segment without going through Rich ``Text``;
-- wrapped row offsets are kept incrementally, not recomputed over the buffer on every batch.
+- ``render_lines`` builds whole rows itself (full width, the app's line filters applied) instead
+  of Textual's generic per-row styling; plain ASCII rows are one segment, no Rich ``Text``;
+- rows are not cached while following a log that replaces every row each frame (cached Strips
+  only fed the cyclic GC); wrapped row offsets are kept incrementally.
 """
 
 from __future__ import annotations
