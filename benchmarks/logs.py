@@ -37,6 +37,7 @@ from textual.app import App  # noqa: E402
 from textual.screen import Screen  # noqa: E402
 
 from remote.log_stream import LogChunk, LogEvent, LogNotice, LogStream  # noqa: E402
+from remote.models import ConnectionGetter  # noqa: E402
 from tui.logs_screen import LogsScreen, PaneSource  # noqa: E402
 
 WRITER = r"""
@@ -144,6 +145,15 @@ def inprocess_source(tag: str, rate: int, duration: float, produced: list[int]) 
     return events
 
 
+def stream_opener(get: ConnectionGetter, path: Path, poll: float) -> Callable[[], AsyncIterator[LogEvent]]:
+    """A source that follows ``path`` from its end over SSH (a fresh stream per open)."""
+
+    def open_stream() -> AsyncIterator[LogEvent]:
+        return LogStream(get, str(path), history_lines=0, poll_interval=poll).events()
+
+    return open_stream
+
+
 async def bench(args: argparse.Namespace) -> dict[str, object]:
     produced_counts = [[0] for _ in range(args.streams)]
     sshd = None
@@ -167,7 +177,7 @@ async def bench(args: argparse.Namespace) -> dict[str, object]:
 
                 path = tmp / f"vm{k}.log"
                 path.write_text("")
-                sources.append(PaneSource(f"vm-{k}", lambda get=get, path=path: LogStream(get, str(path), history_lines=0, poll_interval=args.poll).events()))
+                sources.append(PaneSource(f"vm-{k}", stream_opener(get, path, args.poll)))
         else:
             sources = [PaneSource(f"vm-{k}", inprocess_source(f"vm-{k}", args.rate, args.duration, produced_counts[k])) for k in range(args.streams)]
 
@@ -206,7 +216,7 @@ async def bench(args: argparse.Namespace) -> dict[str, object]:
                     shown_at.append(time.perf_counter())
                     shown.set()
 
-            app._display = timed_display  # type: ignore[method-assign]
+            app._display = timed_display  # type: ignore[method-assign,assignment]
             start = time.monotonic()
             toggles = [("w", "Wrap:On"), ("w", "Wrap:Off"), ("m", "Merged:On"), ("m", "Merged:Off")]
             k = 0
