@@ -1,9 +1,20 @@
 """``LogView``: a bounded, filterable, wrappable log that renders only the rows on screen.
 
-Lines are kept raw (ANSI colours included) in a bounded deque and turned into Rich ``Text`` only
-when a row is drawn, so appending thousands of lines per second costs a deque extend and a width
-estimate per line. Follow mode scrolls to the end after each batch; scrolling up pauses it and
-counts new lines (``new_lines``); scrolling back to the end resumes it.
+Lines are kept raw (ANSI colours included) in a bounded ring (``deque(maxlen=...)``) and turned
+into a ``Strip`` only when a row is drawn, so appending thousands of lines per second costs a ring
+extend and a width estimate per line. Rows are cached by (line, offset, width, wrap); the cache is
+dropped when the filter, the marked line or the style changes.
+
+What keeps it fast under load (see ``docs/BENCHMARKS-logs.md``):
+- one ``append`` per batch; a view that is not following repaints only when the rows it shows
+  change (new lines below an unfilled view, a dropped anchor line), never for lines out of sight;
+- a view that is not displayed (the merged view in pane mode, panes hidden by fullscreen) only
+  stores lines, and catches up when shown (``sync``);
+- the virtual size is set without a layout pass (Textual lays out the whole screen otherwise);
+- ``render_lines`` builds whole rows itself (full width, the app's line filters applied) instead
+  of Textual's generic per-row styling; plain ASCII rows are one segment, no Rich ``Text``;
+- rows are not cached while following a log that replaces every row each frame (cached Strips
+  only fed the cyclic GC); wrapped row offsets are kept incrementally.
 """
 
 from __future__ import annotations
@@ -13,18 +24,22 @@ import itertools
 import math
 import re
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 
 from rich.cells import cell_len
+from rich.segment import Segment
 from rich.style import Style
 from rich.text import Text
 from textual.cache import LRUCache
-from textual.geometry import Size
+from textual.color import Color
+from textual.filter import LineFilter
+from textual.geometry import Region, Size
 from textual.message import Message
 from textual.reactive import var
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
+from textual.widget import Widget
 
 from remote.log_text import strip_ansi
 
@@ -34,14 +49,60 @@ ERROR_PATTERN = re.compile(
 )
 _HIGHLIGHT = Style(color="black", bgcolor="yellow", bold=True)
 _MARKED = Style(bgcolor="grey30")
-_PARTIAL = -1  # cache key of the unfinished line
+_PARTIAL = -1  # absolute index standing for the unfinished line
+_BLANK = -2  # absolute index standing for a row below the last line
+# The app's line filters and the background colour they need (empty: the caller applies them).
+_Filters = tuple[tuple[LineFilter, ...], Color] | tuple[()]
 
 
-def _width(line: str) -> int:
+def line_width(line: str) -> int:
     """Cells the line takes on screen; plain ASCII (most log lines) skips the Unicode tables."""
     if line.isascii():
         return len(strip_ansi(line)) if "\x1b" in line else len(line)
     return cell_len(strip_ansi(line))
+
+
+def _heights(widths: Iterable[int], width: int) -> list[int]:
+    """Rows each entry takes when wrapped at ``width`` (an empty line still takes one)."""
+    return [(w - 1) // width + 1 if w > 0 else 1 for w in widths]
+
+
+class _RowIndex:
+    """Cumulative wrapped-row counts of the complete entries, absolute so that appending at the end
+    and dropping at the front are amortised O(1) (the front is trimmed in bulk)."""
+
+    def __init__(self, heights: Iterable[int], width: int) -> None:
+        self.width = width
+        self._cum = [0, *itertools.accumulate(heights)]
+        self._start = 0
+
+    def __len__(self) -> int:
+        return len(self._cum) - 1 - self._start
+
+    def extend(self, heights: Iterable[int]) -> None:
+        sums = itertools.accumulate(heights, initial=self._cum[-1])
+        next(sums)  # the initial value is already the last element
+        self._cum.extend(sums)
+
+    def drop(self, count: int) -> None:
+        self._start += count
+        if self._start > 4096 and self._start * 2 > len(self._cum):
+            del self._cum[: self._start]
+            self._start = 0
+
+    @property
+    def total(self) -> int:
+        return self._cum[-1] - self._cum[self._start]
+
+    def before(self, k: int) -> int:
+        """Rows above entry ``k`` (``k`` may be the entry count: all rows)."""
+        return self._cum[self._start + min(k, len(self))] - self._cum[self._start]
+
+    def locate(self, row: int) -> tuple[int, int]:
+        """(entry, row inside it) of a row; the entry is ``len(self)`` past the last one."""
+        base = self._cum[self._start]
+        i = bisect.bisect_right(self._cum, row + base, self._start) - 1
+        return i - self._start, row + base - self._cum[i]
 
 
 class LogView(ScrollView, can_focus=True):
@@ -56,7 +117,7 @@ class LogView(ScrollView, can_focus=True):
     follow: var[bool] = var(True)
 
     class FollowChanged(Message):
-        """Follow mode or the count of unseen lines changed (for the "N new lines" marker)."""
+        """Follow mode changed (the pane shows or hides its "N new lines" marker)."""
 
         def __init__(self, view: LogView) -> None:
             super().__init__()
@@ -65,15 +126,24 @@ class LogView(ScrollView, can_focus=True):
     def __init__(self, max_lines: int = 10_000, *, id: str | None = None, classes: str | None = None) -> None:
         super().__init__(id=id, classes=classes)
         self.max_lines = max_lines
-        self._lines: deque[str] = deque()
-        self._widths: deque[int] = deque()
-        self._first = 0  # absolute index of _lines[0]; absolute indices never change meaning
+        self._lines: deque[str] = deque(maxlen=max_lines)
+        self._widths: deque[int] = deque(maxlen=max_lines)
+        self._end = 0  # absolute index after the newest line; absolute indices never change meaning
         self._partial: str | None = None
         self._matches: list[int] | None = None  # absolute indices passing the filter (None: no filter)
         self._pattern: re.Pattern[str] | None = None
         self._max_width = 0
-        self._prefix: list[int] | None = None  # wrapped rows: cumulative row counts per entry
-        self._cache: LRUCache[tuple[int, str | None], Strip] = LRUCache(2048)
+        self._rows: _RowIndex | None = None  # wrap mode only; rebuilt lazily when invalidated
+        # Small on purpose: rows that scrolled away rarely come back while following, and every cached
+        # Strip keeps ~25 GC-tracked objects alive (its own caches, the pieces the compositor cut it
+        # into); with 9 views x 1,024 rows the cyclic GC's full passes took 100-200 ms, mid-frame.
+        # Sized to the view (plus a few rows: a slow log shifts by a line or two) on resize.
+        self._row_cache: LRUCache[tuple[object, ...], Strip] = LRUCache(64)
+        self._line_cache: LRUCache[tuple[int, str | None], Strip] = LRUCache(64)  # styled whole lines
+        self._style: Style | None = None
+        self._stale = False  # lines arrived while not displayed: size and scroll not yet updated
+        self._arrived = 0  # entries added since the last frame
+        self._cache_rows = True  # off for a frame whose rows are all new (nothing to reuse)
         self._programmatic = False
         self.new_lines = 0  # lines that arrived while follow was paused
         self.marked: int | None = None  # absolute index of the line picked by next/previous error
@@ -81,60 +151,93 @@ class LogView(ScrollView, can_focus=True):
 
     # ----- content -----------------------------------------------------------------------------
 
-    def append(self, lines: Iterable[str], partial: str | None = None) -> None:
-        """Add complete lines and set the unfinished last line; one call per batch."""
-        new = list(lines)
+    @property
+    def _first(self) -> int:
+        """Absolute index of the oldest buffered line."""
+        return self._end - len(self._lines)
+
+    def append(self, lines: Sequence[str], partial: str | None = None, widths: Sequence[int] | None = None) -> None:
+        """Add complete lines and set the unfinished last line; one call per batch.
+
+        ``widths`` (cells per line) may be given when the caller knows them (the merged view).
+        """
         partial_changed = partial != self._partial
-        if not new and not partial_changed:
+        if not lines and not partial_changed:
             return
-        if partial_changed:
-            self._cache.discard((_PARTIAL, self._partial))
+        follow = self.follow
+        self.total_lines += len(lines)
+        new_entries = self._entry_count(complete_only=True)
+        anchor = None if follow else self._view_anchor()
+        # Lines beyond the buffer's size in one batch would be dropped by this very batch: count
+        # them, never measure or store them (a burst then costs at most max_lines of work).
+        skip = max(0, len(lines) - self.max_lines)
+        kept = lines[skip:] if skip else lines
+        start = self._end + skip  # absolute index of kept[0]
+        held_before = len(self._lines)
+        self._lines.extend(kept)
+        new_widths = [line_width(line) for line in kept] if widths is None else list(widths[skip:])
+        self._widths.extend(new_widths)
+        self._end += len(lines)
+        self._max_width = max(self._max_width, max(new_widths, default=0))
         self._partial = partial
-        anchor = self._view_anchor() if not self.follow else None
-        start = self._first + len(self._lines)
-        self._lines.extend(new)
-        widths = [_width(line) for line in new]
-        self._widths.extend(widths)
-        self._max_width = max(self._max_width, max(widths, default=0), _width(partial or ""))
-        dropped = max(0, len(self._lines) - self.max_lines)
-        for _ in range(dropped):
-            self._lines.popleft()
-            self._widths.popleft()
-        self._first += dropped
-        self.total_lines += len(new)
-        shown = len(new)
-        if self._matches is not None:
-            assert self._pattern is not None
-            hits = [start + i for i, line in enumerate(new) if self._pattern.search(strip_ansi(line))]
-            shown = len(hits)
-            self._matches.extend(hits)
-            cut = bisect.bisect_left(self._matches, self._first)
-            del self._matches[:cut]
+        if self._matches is None:
+            dropped = held_before + len(kept) - len(self._lines)  # entries that fell out of the ring
+            arrived = len(lines)
+            entry_widths = new_widths
+        else:
+            pattern = self._pattern
+            assert pattern is not None
+            hits = [i for i, line in enumerate(kept) if pattern.search(strip_ansi(line))]
+            arrived = len(hits) + (sum(1 for line in lines[:skip] if pattern.search(strip_ansi(line))) if skip else 0)
+            self._matches.extend(start + i for i in hits)
+            dropped = bisect.bisect_left(self._matches, self._first)
+            del self._matches[:dropped]
+            entry_widths = [new_widths[i] for i in hits]
+        if self._rows is not None:
+            self._rows.drop(dropped)
+            self._rows.extend(_heights(entry_widths, self._rows.width))
         if self.marked is not None and self.marked < self._first:
             self.marked = None
-        self._prefix = None
+        if not follow:
+            self.new_lines += arrived
+        self._arrived += arrived
+        if not self._displayed():
+            self._stale = True  # nothing on screen to update; ``sync`` catches up when shown
+            return
+        self._update_virtual_size()
+        if follow:
+            self.scroll_to_end()
+            self.refresh()
+            return
+        # Paused: keep the rows the user reads in place while the oldest lines fall out, and repaint
+        # only if what they see changed (new rows under an unfilled view, or their line was dropped).
+        lost = anchor is not None and anchor[0] < self._first
+        if anchor is not None and dropped:
+            self._restore_anchor(anchor, repaint=False)
+        bottom = round(self.scroll_y) + self.scrollable_content_region.height
+        if lost or bottom > self._row_of_entry_start(new_entries - dropped):
+            self.refresh()
+
+    def sync(self) -> None:
+        """Bring size and scroll up to date after lines arrived while the view was not displayed."""
+        if not self._stale:
+            return
+        self._stale = False
         self._update_virtual_size()
         if self.follow:
             self.scroll_to_end()
-        else:
-            # Keep the rows the user reads in place while the oldest lines fall out of the buffer.
-            self.new_lines += shown
-            if dropped and anchor is not None:
-                self._restore_anchor(anchor)
-            self.post_message(self.FollowChanged(self))
         self.refresh()
+
+    def on_show(self) -> None:
+        self.sync()
 
     def clear(self) -> None:
         """Forget every line."""
-        self._first += len(self._lines)
         self._lines.clear()
         self._widths.clear()
         self._partial = None
         self._matches = [] if self._pattern else None
-        self._cache.clear()
-        self._prefix = None
-        self._update_virtual_size()
-        self.refresh()
+        self._invalidate()
 
     @property
     def line_count(self) -> int:
@@ -147,8 +250,7 @@ class LogView(ScrollView, can_focus=True):
 
     def visible_lines(self) -> list[str]:
         """What the view shows (filter applied, unfinished line included), without escape codes."""
-        out = [strip_ansi(self._entry_text(k)) for k in range(self._entry_count())]
-        return out
+        return [strip_ansi(self._entry_text(k)) for k in range(self._entry_count())]
 
     # ----- filter, wrap, follow, errors -----------------------------------------------------------
 
@@ -158,14 +260,9 @@ class LogView(ScrollView, can_focus=True):
         if self._pattern is None:
             self._matches = None
         else:
-            pattern = self._pattern
-            self._matches = [self._first + i for i, line in enumerate(self._lines) if pattern.search(strip_ansi(line))]
-        self._cache.clear()
-        self._prefix = None
-        self._update_virtual_size()
-        if self.follow:
-            self.scroll_to_end()
-        self.refresh()
+            pattern, first = self._pattern, self._first
+            self._matches = [first + i for i, line in enumerate(self._lines) if pattern.search(strip_ansi(line))]
+        self._invalidate()
 
     @property
     def match_count(self) -> int | None:
@@ -173,11 +270,7 @@ class LogView(ScrollView, can_focus=True):
         return None if self._matches is None else len(self._matches)
 
     def watch_wrap(self) -> None:
-        self._prefix = None
-        self._update_virtual_size()
-        if self.follow:
-            self.scroll_to_end()
-        self.refresh()
+        self._invalidate()
 
     def watch_follow(self, follow: bool) -> None:
         if follow:
@@ -191,7 +284,7 @@ class LogView(ScrollView, can_focus=True):
 
     def find_error(self, forward: bool = True) -> int | None:
         """Move to the next (or previous) line that looks like an error; returns its absolute index."""
-        count = len(self._lines) if self._matches is None else len(self._matches)
+        count = self._entry_count(complete_only=True)
         if not count:
             return None
         current = self._entry_of_marked()
@@ -204,7 +297,7 @@ class LogView(ScrollView, can_focus=True):
             if ERROR_PATTERN.search(strip_ansi(self._entry_text(k))):
                 self.marked = self._abs_index(k)
                 self.follow = False
-                self._cache.clear()
+                self._clear_caches()
                 target = self._row_of_entry_start(k) - self.scrollable_content_region.height // 3
                 self._set_scroll_y(max(0, min(target, self.max_scroll_y)))
                 self.refresh()
@@ -214,16 +307,25 @@ class LogView(ScrollView, can_focus=True):
     # ----- scrolling -----------------------------------------------------------------------------
 
     @contextmanager
-    def _scrolling_by_code(self):  # type: ignore[no-untyped-def]
+    def _scrolling_by_code(self) -> Iterator[None]:
         self._programmatic = True
         try:
             yield
         finally:
             self._programmatic = False
 
-    def _set_scroll_y(self, y: float) -> None:
+    def _set_scroll_y(self, y: float, repaint: bool = True) -> None:
+        y = max(0, min(round(y), self.max_scroll_y))
         with self._scrolling_by_code():
-            self.scroll_target_y = self.scroll_y = max(0, min(round(y), self.max_scroll_y))
+            if repaint:
+                self.scroll_target_y = self.scroll_y = y
+            else:
+                # The same lines stay on the same rows (only their indices moved): skip the repaint
+                # that setting scroll_y would cause; only the scrollbar thumb moves.
+                self.set_reactive(Widget.scroll_y, y)
+                self.set_reactive(Widget.scroll_target_y, y)
+                if self.show_vertical_scrollbar:
+                    self.vertical_scrollbar.position = y
 
     def watch_scroll_y(self, old_value: float, new_value: float) -> None:
         super().watch_scroll_y(old_value, new_value)
@@ -243,25 +345,63 @@ class LogView(ScrollView, can_focus=True):
         index = self._abs_index(k)
         return None if index == _PARTIAL else (index, sub)
 
-    def _restore_anchor(self, anchor: tuple[int, int]) -> None:
+    def _restore_anchor(self, anchor: tuple[int, int], repaint: bool = True) -> None:
         index, sub = anchor
         if self._matches is None:
             k = max(0, index - self._first)
         else:
             k = bisect.bisect_left(self._matches, index)
-        self._set_scroll_y(self._row_of_entry_start(k) + (sub if index >= self._first else 0))
+        self._set_scroll_y(self._row_of_entry_start(k) + (sub if index >= self._first else 0), repaint)
 
     def on_resize(self) -> None:
-        self._prefix = None
-        self._update_virtual_size()
+        rows = self.size.height
+        self._row_cache = LRUCache(rows + 16)
+        self._line_cache = LRUCache(rows + 16)
+        self._invalidate(scroll=False)
         if self.follow:
             self.call_after_refresh(self.scroll_to_end)
 
+    def on_focus(self) -> None:
+        self._clear_caches()  # :focus tints the background
+
+    def on_blur(self) -> None:
+        self._clear_caches()
+
+    def notify_style_update(self) -> None:
+        super().notify_style_update()
+        self._clear_caches()
+
+    def _clear_caches(self) -> None:
+        self._style = None
+        self._row_cache.clear()
+        self._line_cache.clear()
+
+    def _invalidate(self, scroll: bool = True) -> None:
+        """Entries, filter, wrap or width changed: rebuild what depends on them and repaint."""
+        self._rows = None
+        self._clear_caches()
+        if not self._displayed():
+            self._stale = True  # e.g. wrap toggled while the merged view is hidden: done on show
+            return
+        self._stale = False
+        self._update_virtual_size()
+        if scroll and self.follow:
+            self.scroll_to_end()
+        self.refresh()
+
+    def _displayed(self) -> bool:
+        node: Widget | None = self
+        while isinstance(node, Widget):
+            if not node.display:
+                return False
+            node = node.parent if isinstance(node.parent, Widget) else None
+        return True
+
     # ----- geometry ------------------------------------------------------------------------------
 
-    def _entry_count(self) -> int:
+    def _entry_count(self, complete_only: bool = False) -> int:
         base = len(self._lines) if self._matches is None else len(self._matches)
-        return base + (1 if self._partial_shown() else 0)
+        return base if complete_only else base + (1 if self._partial_shown() else 0)
 
     def _partial_shown(self) -> bool:
         if not self._partial:
@@ -278,12 +418,6 @@ class LogView(ScrollView, can_focus=True):
         index = self._abs_index(k)
         return self._partial or "" if index == _PARTIAL else self._lines[index - self._first]
 
-    def _entry_width(self, k: int) -> int:
-        index = self._abs_index(k)
-        if index == _PARTIAL:
-            return _width(self._partial or "")
-        return self._widths[index - self._first]
-
     def _entry_of_marked(self) -> int | None:
         if self.marked is None:
             return None
@@ -295,26 +429,24 @@ class LogView(ScrollView, can_focus=True):
     def _wrap_width(self) -> int:
         return max(1, self.scrollable_content_region.width)
 
-    def _rows_prefix(self) -> list[int]:
-        if self._prefix is None:
-            width = self._wrap_width()
+    def _row_index(self) -> _RowIndex:
+        width = self._wrap_width()
+        if self._rows is None or self._rows.width != width:
             if self._matches is None:
                 widths: Iterable[int] = self._widths
             else:
                 first, all_widths = self._first, self._widths
                 widths = [all_widths[i - first] for i in self._matches]
-            # One list pass (no per-entry method calls): this runs after every batch while wrapping.
-            heights = [(w - 1) // width + 1 if w > 0 else 1 for w in widths]
-            if self._partial_shown():
-                heights.append(max(1, math.ceil(_width(self._partial or "") / width)))
-            self._prefix = [0, *itertools.accumulate(heights)]
-        return self._prefix
+            self._rows = _RowIndex(_heights(widths, width), width)
+        return self._rows
+
+    def _partial_rows(self) -> int:
+        if not self._partial_shown():
+            return 0
+        return max(1, math.ceil(line_width(self._partial or "") / self._wrap_width()))
 
     def _row_of_entry_start(self, k: int) -> int:
-        if not self.wrap:
-            return k
-        prefix = self._rows_prefix()
-        return prefix[min(k, len(prefix) - 1)]
+        return self._row_index().before(k) if self.wrap else k
 
     def _scroll_entry(self) -> int:
         """The entry at the top of the view."""
@@ -324,37 +456,116 @@ class LogView(ScrollView, can_focus=True):
         """(entry, row inside the entry) of a content row."""
         if not self.wrap:
             return row, 0
-        prefix = self._rows_prefix()
-        k = bisect.bisect_right(prefix, row) - 1
-        return k, row - prefix[k] if k >= 0 else 0
+        rows = self._row_index()
+        if row < rows.total:
+            return rows.locate(row)
+        return len(rows), row - rows.total  # the unfinished line, or past the end
 
     def _update_virtual_size(self) -> None:
         if self.wrap:
-            self.virtual_size = Size(self._wrap_width(), self._rows_prefix()[-1])
+            size = Size(self._wrap_width(), self._row_index().total + self._partial_rows())
         else:
-            self.virtual_size = Size(self._max_width, self._entry_count())
+            size = Size(max(self._max_width, line_width(self._partial or "")), self._entry_count())
+        if size != self.virtual_size:
+            # Assigning virtual_size would lay out the whole screen (it is a layout reactive); a
+            # ScrollView in a fixed-size container only needs its scrollbars updated.
+            self.set_reactive(Widget.virtual_size, size)
+            with self._scrolling_by_code():
+                self._scroll_update(size)
 
     # ----- rendering -----------------------------------------------------------------------------
+
+    def _row_style(self) -> Style:
+        # rich_style walks the ancestors' styles; computing it per row was a large share of a frame.
+        if self._style is None:
+            self._style = self.rich_style
+        return self._style
 
     def render_line(self, y: int) -> Strip:
         scroll_x, scroll_y = self.scroll_offset
         width = self.scrollable_content_region.width
-        style = self.rich_style
-        k, sub = self._locate(scroll_y + y)
-        if k < 0 or k >= self._entry_count():
-            return Strip.blank(width, style)
-        strip = self._entry_strip(k, style)
-        if self.wrap:
-            return strip.crop_extend(sub * width, (sub + 1) * width, style)
-        return strip.crop_extend(scroll_x, scroll_x + width, style)
+        return self._row(scroll_y + y, scroll_x, width, width, ())
 
-    def _entry_strip(self, k: int, style: Style) -> Strip:
-        index = self._abs_index(k)
-        key = (index, self._partial if index == _PARTIAL else None)
-        cached = self._cache.get(key)
+    def render_lines(self, crop: Region) -> list[Strip]:
+        """Rows for the compositor. Without border, padding, tint or opacity this skips Textual's
+        generic per-row styling (StylesCache), which cost more than producing the rows, and applies
+        the app's line filters while building a row rather than copying it afterwards."""
+        if not self._plain_box():
+            return super().render_lines(crop)  # StylesCache calls render_line and applies filters
+        scroll_x, scroll_y = self.scroll_offset
+        width = self.scrollable_content_region.width
+        full = self.size.width  # rows span the scrollbar's columns too, as StylesCache pads them
+        filters = (tuple(self.get_line_filters()), self.background_colors[1])
+        # Following a fast log, every row is new each frame: caching them would only keep Strips (and
+        # the pieces the compositor cuts them into) alive long enough for the GC to promote them,
+        # which is what made its full passes frequent. Cache when rows can be reused.
+        self._cache_rows = not (self.follow and self._arrived >= self.size.height)
+        if not self._cache_rows:
+            self._row_cache.clear()
+        self._arrived = 0
+        row = self._row
+        strips = [row(scroll_y + y, scroll_x, width, full, filters) for y in crop.line_range]
+        self._cache_rows = True
+        if crop.column_span != (0, full):
+            x1, x2 = crop.column_span
+            strips = [strip.crop(x1, x2) for strip in strips]
+        return strips
+
+    def _plain_box(self) -> bool:
+        """No CSS that StylesCache would have to draw around or over the rows."""
+        styles = self.styles
+        return (
+            not any(styles.gutter)
+            and not any(edge for edge, _ in styles.outline)
+            and not styles.tint.a
+            and self.opacity == 1.0
+            and styles.text_opacity == 1.0
+            and not styles.has_rule("hatch")
+        )
+
+    def _row(self, row: int, scroll_x: int, width: int, full: int, filters: _Filters) -> Strip:
+        """Content row ``row`` seen through a window of ``width`` cells, padded to ``full`` cells,
+        with ``filters`` (the app's line filters and the background they need) applied."""
+        k, sub = self._locate(row)
+        if k < 0 or k >= self._entry_count():
+            index, offset, raw = _BLANK, 0, ""
+        else:
+            index = self._abs_index(k)
+            offset = sub * width if self.wrap else scroll_x
+            raw = self._entry_text(k)
+        key = (index, offset, width, full, self.wrap, raw if index == _PARTIAL else None, filters)
+        strip = self._row_cache.get(key)
+        if strip is None:
+            strip = self._render_row(index, raw, offset, width, full, filters)
+            if self._cache_rows:
+                self._row_cache[key] = strip
+        return strip
+
+    def _render_row(self, index: int, raw: str, offset: int, width: int, full: int, filters: _Filters) -> Strip:
+        style = self._row_style()
+        if self._pattern is None and index != self.marked and raw.isascii() and "\x1b" not in raw:
+            # Most log lines: one segment, no Rich Text, no ANSI parsing, one Strip.
+            segments = [Segment(raw[offset : offset + width].ljust(full), style)]
+            if filters:
+                line_filters, background = filters
+                for line_filter in line_filters:
+                    segments = line_filter.apply(segments, background)
+            return Strip(segments, full)
+        strip = self._line_strip(index, raw, style).crop_extend(offset, offset + width, style)
+        if full != width:
+            strip = strip.extend_cell_length(full, style)
+        if filters:
+            line_filters, background = filters
+            for line_filter in line_filters:
+                strip = strip.apply_filter(line_filter, background)
+        return strip
+
+    def _line_strip(self, index: int, raw: str, style: Style) -> Strip:
+        """The whole line, styled (colours, filter highlights, error mark); parsed once, cached."""
+        key = (index, raw if index == _PARTIAL else None)
+        cached = self._line_cache.get(key)
         if cached is not None:
             return cached
-        raw = self._entry_text(k)
         text = Text.from_ansi(raw, no_wrap=True, end="") if "\x1b" in raw else Text(raw, no_wrap=True, end="")
         text.stylize_before(style)
         if index == self.marked:
@@ -363,9 +574,5 @@ class LogView(ScrollView, can_focus=True):
             for match in self._pattern.finditer(text.plain):
                 text.stylize(_HIGHLIGHT, match.start(), match.end())
         strip = Strip(text.render(self.app.console), text.cell_len)
-        self._cache[key] = strip
+        self._line_cache[key] = strip
         return strip
-
-    def notify_style_update(self) -> None:
-        super().notify_style_update()
-        self._cache.clear()

@@ -3,11 +3,14 @@
 Data comes through a narrow interface: a list of ``PaneSource`` (a name and a factory of an async
 iterator of ``LogEvent``), so the app feeds it from ``LogStream``s and tests from plain generators.
 Each source is drained by a worker that only queues events on its pane; a single timer flushes every
-pane (and the merged view) once per tick.
+pane (and the merged view) once per tick. Only views that got lines repaint, a hidden view (the
+merged one in pane mode) only stores them, and the toggle line redraws a changing "+N" count at most
+a few times per second.
 """
 
 from __future__ import annotations
 
+import gc
 import time
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
@@ -22,8 +25,8 @@ from textual.screen import Screen
 from textual.widgets import Footer, Input, Static
 
 from remote.log_stream import LogEvent, LogNotice
-from tui.log_pane import LogPane, NewLinesMarker
-from tui.log_view import LogView
+from tui.log_pane import MARKER_INTERVAL_S, LogPane, NewLinesMarker
+from tui.log_view import LogView, line_width
 
 # Foreground colours per source: (Rich name for titles, ANSI SGR code for merged-line prefixes).
 PALETTE = [("cyan", 36), ("magenta", 35), ("green", 32), ("yellow", 33), ("blue", 94), ("bright_red", 91), ("bright_cyan", 96), ("bright_magenta", 95)]
@@ -50,8 +53,6 @@ class LogsScreen(Screen[None]):
     DEFAULT_CSS = """
     LogsScreen #panes { height: 1fr; }
     LogsScreen #merged { height: 1fr; display: none; }
-    LogsScreen.-merged #panes { display: none; }
-    LogsScreen.-merged #merged { display: block; }
     LogsScreen #filter { dock: bottom; display: none; }
     LogsScreen #filter.-visible { display: block; }
     """
@@ -89,6 +90,11 @@ class LogsScreen(Screen[None]):
         self.filter_text = ""
         self._width = max(len(s.name) for s in self.sources)
         self._indicator_text = ""
+        self._indicator_state: tuple[object, ...] = ()  # the indicator's inputs except the "+N" count
+        self._indicator_counts: tuple[object, ...] = ()
+        self._indicator_at = 0.0  # when a count-only change last redrew the indicator
+        self._panes: list[LogPane] = []
+        self._prefixes: list[tuple[str, int]] = []  # merged-view prefix and its width, per pane
 
     def compose(self) -> ComposeResult:
         with Horizontal(id="panes"):
@@ -101,7 +107,9 @@ class LogsScreen(Screen[None]):
 
     @property
     def panes(self) -> list[LogPane]:
-        return list(self.query(LogPane))
+        if not self._panes:
+            self._panes = list(self.query(LogPane))  # fixed after compose; flush needs it every tick
+        return self._panes
 
     @property
     def merged_view(self) -> LogView:
@@ -125,7 +133,10 @@ class LogsScreen(Screen[None]):
         return pane.source_name if isinstance(pane, LogPane) else "merged"
 
     def on_mount(self) -> None:
-        self.set_class(self.merged, "-merged")
+        for number, pane in enumerate(self.panes):
+            name = f"{pane.source_name:<{self._width}}"
+            self._prefixes.append((f"\x1b[{PALETTE[number % 8][1]}m{name}\x1b[0m │ ", len(name) + 3))
+        self._show_merged()
         for pane, source in zip(self.panes, self.sources, strict=True):
             self.run_worker(self._pump(pane, source), group="log-sources", exit_on_error=False)
         self.set_interval(self.flush_interval, self.flush)
@@ -142,15 +153,43 @@ class LogsScreen(Screen[None]):
 
     def flush(self) -> None:
         """One batch per pane and one for the merged view (called by the timer; tests may call it)."""
-        merged: list[str] = []
-        for number, pane in enumerate(self.panes):
-            lines = pane.flush()
-            if lines:
-                prefix = f"\x1b[{PALETTE[number % 8][1]}m{pane.source_name:<{self._width}}\x1b[0m │ "
-                merged.extend(prefix + line for line in lines)
-        if merged:
-            self.merged_view.append(merged)
-        self._update_indicator()
+        batches = [pane.flush() for pane in self.panes]
+        if any(batches):
+            self._append_merged(batches)
+        self._update_indicator(throttle=True)
+
+    def _append_merged(self, batches: list[list[str]]) -> None:
+        """Prefix and colour each pane's new lines; lines the buffer would drop at once are only counted."""
+        merged_view = self.merged_view
+        room = merged_view.max_lines
+        skipped = sum(len(b) for b in batches) - room
+        lines: list[str] = [""] * max(0, skipped)  # placeholders: counted by the view, never stored
+        widths: list[int] = [0] * max(0, skipped)
+        for batch, (prefix, prefix_width) in zip(batches, self._prefixes, strict=True):
+            if skipped > 0:
+                cut = min(skipped, len(batch))
+                batch, skipped = batch[cut:], skipped - cut
+            lines.extend(prefix + line for line in batch)
+            widths.extend(prefix_width + w for w in map(line_width, batch))
+        merged_view.append(lines, widths=widths)
+
+    def _compositor_refresh(self) -> None:
+        """Compose a frame with the cyclic GC paused.
+
+        A frame of 8 busy panes allocates tens of thousands of short-lived objects (Textual's Strips
+        carry seven caches each). With the GC running, dozens of young collections per frame found
+        them still alive mid-frame and promoted them, so full collections of the whole app (100-200
+        ms on a loaded 2-core box) ran every second or so, inside frames: the key-latency tail.
+        Paused, they die by reference count when the frame ends; cycles wait for the next pass.
+        """
+        if not gc.isenabled():
+            super()._compositor_refresh()
+            return
+        gc.disable()
+        try:
+            super()._compositor_refresh()
+        finally:
+            gc.enable()
 
     # ----- toggles --------------------------------------------------------------------------------
 
@@ -166,9 +205,17 @@ class LogsScreen(Screen[None]):
 
     def action_toggle_merged(self) -> None:
         self.merged = not self.merged
-        self.set_class(self.merged, "-merged")
+        self._show_merged()
+        for view in self._views():
+            view.sync()  # catch up on lines stored while hidden, before the next frame
         (self.merged_view if self.merged else self.panes[0].view).focus()
         self._update_indicator()
+
+    def _show_merged(self) -> None:
+        # Inline display on the two containers rather than a class on the screen: a screen class
+        # makes Textual re-match CSS for every widget on it (~20 ms here, on the key-press path).
+        self.query_one("#panes").display = not self.merged
+        self.merged_view.display = self.merged
 
     def action_fullscreen(self) -> None:
         if self.merged:
@@ -177,6 +224,7 @@ class LogsScreen(Screen[None]):
         self.fullscreen = not self.fullscreen
         for pane in self.panes:
             pane.set_class(self.fullscreen and pane is not active, "-hidden")
+            pane.view.sync()
         self._update_indicator()
 
     def action_next_error(self) -> None:
@@ -245,8 +293,17 @@ class LogsScreen(Screen[None]):
     def _views(self) -> list[LogView]:
         return [pane.view for pane in self.panes] + [self.merged_view]
 
-    def _update_indicator(self) -> None:
+    def _update_indicator(self, throttle: bool = False) -> None:
         view = self.active_view
+        state = (id(view), view.follow, view.wrap, self.merged, self.fullscreen, self.filter_text)
+        counts = (0 if view.follow else view.new_lines, view.match_count)
+        if throttle and state == self._indicator_state:
+            # Only the counts ("+N", matching lines) can differ: redraw them a few times per second.
+            now = time.monotonic()
+            if counts == self._indicator_counts or now - self._indicator_at < MARKER_INTERVAL_S:
+                return
+            self._indicator_at = now
+        self._indicator_state, self._indicator_counts = state, counts
         parts = [
             ("Follow", "On" if view.follow else f"Off (+{view.new_lines})"),
             ("Wrap", "On" if view.wrap else "Off"),
@@ -264,7 +321,7 @@ class LogsScreen(Screen[None]):
         plain = text.plain
         if plain != self._indicator_text:
             self._indicator_text = plain
-            self.query_one(ToggleIndicator).update(text)
+            self.query_one(ToggleIndicator).update(text, layout=False)  # one row, fixed height
 
 
 __all__ = ["LogsScreen", "NewLinesMarker", "PaneSource"]
