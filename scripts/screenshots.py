@@ -34,13 +34,13 @@ from remote.config import load_config  # noqa: E402
 from remote.emulator.demo import demo_fleet  # noqa: E402
 from remote.emulator.thread import EmulatorThread  # noqa: E402
 from tui.app import GcptuiApp  # noqa: E402
+from tui.cli_demo import DEMO_BANNER  # noqa: E402
 from tui.demo_project import write_demo_project  # noqa: E402
 from tui.logs_screen import LogsScreen  # noqa: E402
 
 SIZE = (160, 40)
 VMS = 4
 TARGET = "trainer-a100-1"
-BANNER = f"DEMO · {VMS} emulated VMs · nothing here touches Google Cloud"
 
 
 async def until(pilot, what: str, predicate: Callable[[], object], timeout: float = 90.0) -> None:  # type: ignore[no-untyped-def]
@@ -128,7 +128,7 @@ def main() -> int:
             config_path = emu.write_config(directory / "gcptui.toml")
             write_demo_project(directory, config_path)
             config = load_config(config_path)
-            app = GcptuiApp(config, demo=True, banner=BANNER, refresh_seconds=2.0)
+            app = GcptuiApp(config, demo=True, banner=DEMO_BANNER, refresh_seconds=2.0)
             for path in asyncio.run(shoot(app, args.out)):
                 print(path.relative_to(ROOT) if path.is_relative_to(ROOT) else path)
     finally:

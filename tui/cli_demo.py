@@ -9,6 +9,8 @@ from pathlib import Path
 
 from remote.errors import ConfigError
 
+DEMO_BANNER = "DEMO: emulated VMs, no cloud"
+
 
 def _check_vms(vms: int) -> None:
     if not 1 <= vms <= 64:
@@ -40,8 +42,7 @@ def run_demo(args: argparse.Namespace) -> int:
             config_path = emulator.write_config(directory / "gcptui.toml")
             write_demo_project(directory, config_path)
             config = load_config(config_path)
-            banner = f"DEMO · {args.vms} emulated VMs · nothing here touches Google Cloud"
-            GcptuiApp(config, readonly=args.readonly, demo=True, banner=banner, refresh_seconds=2.0).run()
+            GcptuiApp(config, readonly=args.readonly, demo=True, banner=DEMO_BANNER, refresh_seconds=2.0).run()
     finally:
         shutil.rmtree(directory, ignore_errors=True)
     return 0

@@ -14,7 +14,7 @@ from remote.gpu import GpuHistory
 from remote.idle import IdleGpuDetector
 from remote.jobs import JobStatus
 from remote.metrics import Progress
-from tui.gpu_widgets import gpu_cell, progress_cell
+from tui.gpu_widgets import format_duration, gpu_cell, sparkline
 
 JOB_STYLES = {"running": "bold green", "exited": "cyan", "killed": "yellow", "none": "dim"}
 SYNC_STYLES = {
@@ -56,15 +56,48 @@ class Live:
         return text
 
     def progress_text(self) -> Text:
-        text = progress_cell(self.progress, loss_width=6)
-        if self.job is None or self.job.state != "running":
-            text.stylize("dim")  # the last run's figures, not a live rate
+        """``step/total pct ETA`` and a loss sparkline, narrow enough for the table (the rate and
+        per-GPU detail are in the detail view)."""
+        progress = self.progress
+        if progress is None or progress.step is None:
+            return Text("—", "dim")
+        text = Text()
+        if progress.total_steps:
+            text.append(f"{progress.step}/{progress.total_steps}", "bold")
+            text.append(f" {progress.fraction * 100:3.0f}%" if progress.fraction is not None else "")
+        else:
+            text.append(f"step {progress.step}", "bold")
+        running = self.job is not None and self.job.state == "running"
+        if running and progress.eta_seconds is not None:
+            text.append(f" {format_duration(progress.eta_seconds)}", "magenta")
+        if progress.losses:
+            text.append(f" {sparkline(progress.losses, 6, maximum=None)}", "yellow")
+        if progress.loss is not None:
+            text.append(f" {progress.loss:.3g}", "yellow")
+        if not running:
+            text.stylize("dim")  # the last run's figures, not a live one
         return text
 
     def gpu_text(self) -> Text:
+        """Mean utilization over the VM's GPUs as a sparkline, and memory in use."""
         if not self.watched:
             return Text("-", "dim")
-        return gpu_cell(self.gpu, width=6, idle=self.gpu_idle)
+        latest = self.gpu.latest
+        if latest is None or latest.state != "ok" or not latest.gpus:
+            return gpu_cell(self.gpu, idle=self.gpu_idle)  # …, no GPU, reconnecting
+        series = list(zip(*self.gpu.util.values(), strict=False))
+        means = [sum(point) / len(point) for point in series]
+        util = means[-1] if means else 0.0
+        mems = [g.mem_percent for g in latest.gpus if g.mem_percent is not None]
+        style = "green" if util >= 70 else "yellow" if util >= 20 else "red"
+        text = Text()
+        if self.gpu_idle:
+            text.append("IDLE ", "bold white on red")
+        text.append(sparkline(means, 6), style)
+        text.append(f" {util:3.0f}%", style)
+        if mems:
+            text.append(f" m{sum(mems) / len(mems):2.0f}%", "cyan")
+        return text
 
     def sync_text(self) -> Text:
         if not self.sync_state:
