@@ -206,8 +206,10 @@ class GcptuiApp(App[None]):
         self.notify(f"{name}: {message}", title="Sync", severity="warning")
 
     async def on_unmount(self) -> None:
-        await self.monitors.close()
-        await self.services.close()
+        # Quitting must never hang on a machine that stopped answering: bound the goodbyes.
+        for closing in (self.monitors.close(), self.services.close()):
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(closing, timeout=5)
 
     # -- acting on machines ------------------------------------------------------------------------
 
