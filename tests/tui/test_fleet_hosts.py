@@ -65,3 +65,31 @@ async def test_keymap_override_rebinds_refresh(tmp_path: Path) -> None:
                 break
             await pilot.pause(0.02)
         assert screen.snapshot is not first
+
+
+async def test_enter_opens_details_and_escape_returns(tmp_path: Path) -> None:
+    from tui.detail_screen import DetailScreen
+
+    app = make_app(tmp_path)
+    async with app.run_test(size=(120, 30)) as pilot:
+        screen = app.fleet_screen
+        await wait_rows(pilot, screen, 2)
+        await pilot.press("down", "enter")
+        assert isinstance(app.screen, DetailScreen) and app.screen.instance.name == "beta"
+        await pilot.press("escape")
+        assert app.screen is screen
+
+
+async def test_sort_key_cycles_columns_and_help_lists_action_ids(tmp_path: Path) -> None:
+    from tui.help_screen import HelpScreen
+
+    app = make_app(tmp_path)
+    async with app.run_test(size=(120, 40)) as pilot:
+        screen = app.fleet_screen
+        await wait_rows(pilot, screen, 2)
+        await pilot.press("o")
+        assert "sorted by zone" in str(screen.status_line.render())
+        await pilot.press("question_mark")
+        assert isinstance(app.screen, HelpScreen)
+        ids = {a.id for a in app.screen.actions}
+        assert {"fleet.refresh", "job.kill", "keepalive.toggle"} <= ids
