@@ -1,5 +1,0 @@
-"""Emulator fixtures (see tests/helpers/emulator.py)."""
-
-from tests.helpers.emulator import api_emulator, emulator, emulator_thread
-
-__all__ = ["api_emulator", "emulator", "emulator_thread"]

@@ -1,3 +1,0 @@
-from tests.helpers.emulator import emulator
-
-__all__ = ["emulator"]
