@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Any
 
 from rich.text import Text
 from textual import on
@@ -226,46 +227,44 @@ class FleetScreen(Screen[None]):
             return None
         return instance
 
+    def _job(self, label: str, action: str, question: str | None = None) -> None:
+        """Run a job action on the selected, reachable machine; ask ``question`` first if given."""
+        if (instance := self._reachable_or_tell()) is not None:
+            self._act(label, instance, lambda inst: self.gcptui.job_action(action, inst), question)
+
+    def _vm(self, label: str, action: str, question: str | None = None) -> None:
+        if (instance := self._selected_or_tell()) is not None:
+            self._act(label, instance, lambda inst: self.gcptui.vm_action(action, inst), question)
+
+    def _act(self, label: str, instance: Instance, run: Any, question: str | None) -> None:
+        if question is None:
+            self.gcptui.act(label, instance, run)
+            return
+
+        def answered(yes: bool | None) -> None:
+            if yes:
+                self.gcptui.act(label, instance, run)
+
+        self.app.push_screen(ConfirmScreen(question.format(name=instance.name)), answered)
+
     def action_job_start(self) -> None:
-        if (i := self._reachable_or_tell()) is not None:
-            self.gcptui.act("Start job", i, lambda inst: self.gcptui.job_action("start", inst))
+        self._job("Start job", "start")
 
     def action_job_restart(self) -> None:
-        if (i := self._reachable_or_tell()) is not None:
-            self.gcptui.act("Restart job", i, lambda inst: self.gcptui.job_action("restart", inst))
+        self._job("Restart job", "restart")
 
     def action_job_kill(self) -> None:
-        instance = self._reachable_or_tell()
-        if instance is None:
-            return
-
-        def answered(yes: bool | None) -> None:
-            if yes:
-                self.gcptui.act("Kill job", instance, lambda inst: self.gcptui.job_action("kill", inst))
-
         grace = self.gcptui.config.job.stop_grace_seconds
-        self.app.push_screen(
-            ConfirmScreen(f"Kill the job on {instance.name}? (SIGTERM, SIGKILL after {grace:g}s)"), answered
-        )
+        self._job("Kill job", "kill", f"Kill the job on {{name}}? (SIGTERM, SIGKILL after {grace:g}s)")
 
     def action_vm_start(self) -> None:
-        if (i := self._selected_or_tell()) is not None:
-            self.gcptui.act("Start VM", i, lambda inst: self.gcptui.vm_action("start", inst))
+        self._vm("Start VM", "start")
 
     def action_vm_stop(self) -> None:
-        instance = self._selected_or_tell()
-        if instance is None:
-            return
-
-        def answered(yes: bool | None) -> None:
-            if yes:
-                self.gcptui.act("Stop VM", instance, lambda inst: self.gcptui.vm_action("stop", inst))
-
-        self.app.push_screen(ConfirmScreen(f"Stop the VM {instance.name}? Its job ends."), answered)
+        self._vm("Stop VM", "stop", "Stop the VM {name}? Its job ends.")
 
     def action_preempt(self) -> None:
-        if (i := self._selected_or_tell()) is not None:
-            self.gcptui.act("Preempt (demo)", i, lambda inst: self.gcptui.vm_action("preempt", inst))
+        self._vm("Preempt (demo)", "preempt")
 
     def action_sync_toggle(self) -> None:
         if (i := self._selected_or_tell()) is not None:
