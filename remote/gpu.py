@@ -12,7 +12,7 @@ import asyncio
 import shlex
 import time
 from collections import deque
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -159,7 +159,7 @@ class GpuMonitor:
         args = [self.nvidia_smi, str(self.interval), f"{self.process_interval:g}", GPU_FIELDS, PROCESS_FIELDS]
         return "sh -c " + shlex.quote(_MONITOR) + " gcptui-gpu " + " ".join(shlex.quote(a) for a in args)
 
-    async def snapshots(self) -> AsyncIterator[GpuSnapshot]:
+    async def snapshots(self) -> AsyncGenerator[GpuSnapshot, None]:
         """Yield a snapshot per sampling round until cancelled."""
         while True:
             delay = self.retry_delay

@@ -201,8 +201,8 @@ class LogStream:
             events.append(LogChunk(lines, self._assembler.partial, self.offset))
             return events
         if kind == b"O":
-            _, inode, pos = frame.split()
-            self.inode, self.offset = inode.decode(), int(pos)
+            _, inode, start = frame.split()
+            self.inode, self.offset = inode.decode(), int(start)
             return [LogNotice("following", f"{self.path} from byte {self.offset}")]
         if kind in (b"T", b"R"):
             self.inode = frame.split()[1].decode()

@@ -154,7 +154,7 @@ class CheckpointStore:
         tmp_payload = self.directory / f".tmp-{payload.name}.{os.getpid()}"
         with open(tmp_payload, "wb") as file:
             writer = _HashingWriter(file, 256 * 1024 if kill_phase == "payload" else None)
-            torch.save(state, writer)
+            torch.save(state, writer)  # type: ignore[arg-type]  # any object with write() will do
             file.flush()
             os.fsync(file.fileno())
         os.replace(tmp_payload, payload)

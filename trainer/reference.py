@@ -92,7 +92,7 @@ def train(settings: ReferenceSettings) -> ResumableRun:
 
     _seed_everything(settings.seed)  # the same initial weights on every rank
     corpus = make_corpus(size.sequences, size.seq_len + 1, size.vocab, settings.seed)
-    model = TransformerLM(size).to(device)
+    model: torch.nn.Module = TransformerLM(size).to(device)
     if place.world_size > 1:
         model = DistributedDataParallel(model, device_ids=[device.index] if device.type == "cuda" else None)
     # Each rank its own dropout stream; restored per rank on resume.

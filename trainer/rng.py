@@ -15,7 +15,8 @@ import torch
 
 def capture_rng_state() -> dict[str, Any]:
     """Return the current states of the Python, NumPy, torch and (if in use) CUDA generators."""
-    kind, keys, pos, has_gauss, cached_gauss = np.random.get_state(legacy=True)
+    kind, keys, pos, has_gauss, cached_gauss = np.random.get_state(legacy=True)  # type: ignore[misc]
+    keys = np.asarray(keys)
     version, internal, gauss_next = random.getstate()
     state: dict[str, Any] = {
         # A tensor, not 625 Python ints: pickling each int separately is most of a small save's cost.

@@ -7,9 +7,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import signal
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from textual import work
 from textual.app import App, SystemCommand
@@ -20,13 +22,16 @@ from remote.errors import GcptuiError
 from remote.jobs import JobStatus
 from remote.keepalive import KeepAlive
 from remote.keepalive_events import RecoveryEvent
-from remote.models import Instance
+from remote.models import ConnectionGetter, Instance
 from remote.services import Services
 from tui.fleet_screen import FleetScreen
 from tui.keys import ACTIONS, Action, action_allowed, actions_for, bindings_for, key_label, validate_keymap
 from tui.live import Live
 from tui.messages import FleetRefreshed, FleetRefreshFailed
 from tui.monitors import Monitors
+
+if TYPE_CHECKING:
+    from remote.log_stream import LogEvent
 
 REFRESH_SECONDS = 5.0
 
@@ -36,7 +41,7 @@ class GcptuiApp(App[None]):
 
     CSS_PATH = Path(__file__).with_name("app.tcss")  # absolute: subclasses live elsewhere
     TITLE = "gcptui"
-    BINDINGS = bindings_for("app")
+    BINDINGS = bindings_for("app")  # type: ignore[assignment]  # Textual types it as a mixed list
 
     def __init__(
         self,
@@ -124,7 +129,7 @@ class GcptuiApp(App[None]):
         from remote.relaunch import build_keepalive
 
         await asyncio.to_thread(self.fleet.gce)  # the Compute import, off the UI thread
-        names = None if self.config.keepalive.enabled else set()
+        names: set[str] | None = None if self.config.keepalive.enabled else set()
         self.keepalive = build_keepalive(self.services, names=names, on_event=self._recovery_event)
         watchers = NoticeWatchers(self.services, self.keepalive)
         self.keepalive.on_poll(watchers.track)
@@ -238,7 +243,6 @@ class GcptuiApp(App[None]):
     def open_logs(self, names: list[str]) -> None:
         """The logs screen: one pane per machine (and per extra file of ``[logs] files``)."""
         from remote.jobs import log_path
-        from remote.log_stream import LogStream
         from tui.logs_screen import LogsScreen, PaneSource
 
         snapshot = self.fleet_screen.snapshot
@@ -255,9 +259,7 @@ class GcptuiApp(App[None]):
             get = self.services.pool.getter(target)
             for path in (log_path(), *logs.files):
                 label = name if path == log_path() else f"{name}:{path.rsplit('/', 1)[-1]}"
-                sources.append(
-                    PaneSource(label, lambda get=get, path=path: LogStream(get, path, history_lines=logs.history_lines).events())
-                )
+                sources.append(PaneSource(label, functools.partial(_log_events, get, path, logs.history_lines)))
         if sources:
             self.push_screen(LogsScreen(sources[:8], buffer_lines=logs.buffer_lines))
 
@@ -296,6 +298,13 @@ class GcptuiApp(App[None]):
                 f"{action.group} · key {key_label(self.keymap.get(action.id, action.key))} · id {action.id}",
                 _runner(target, action.action),
             )
+
+
+def _log_events(get: ConnectionGetter, path: str, history_lines: int) -> AsyncIterator[LogEvent]:
+    """A fresh stream of one remote file (the logs screen opens one per pane, again after a reset)."""
+    from remote.log_stream import LogStream
+
+    return LogStream(get, path, history_lines=history_lines).events()
 
 
 def _runner(target: App[None] | Screen[None], action: str):  # type: ignore[no-untyped-def]

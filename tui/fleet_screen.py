@@ -87,7 +87,7 @@ class FleetTable(DataTable[str | Text]):
 class FleetScreen(Screen[None]):
     """Fleet table, filter box and a status line saying where the data comes from."""
 
-    BINDINGS = bindings_for("fleet")
+    BINDINGS = bindings_for("fleet")  # type: ignore[assignment]  # Textual types it as a mixed list
 
     def __init__(self, *, readonly: bool = False, demo: bool = False) -> None:
         super().__init__()

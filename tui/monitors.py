@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 from collections.abc import Callable, Coroutine
 from typing import Any
@@ -189,7 +190,7 @@ class Monitors:
 
     def _start_sync(self, instance: Instance) -> None:
         session = self.services.sync_session(instance)
-        session.subscribe(lambda event, name=instance.name: self._on_sync_event(name, event))
+        session.subscribe(functools.partial(self._on_sync_event, instance.name))
         task = self._spawn(f"sync {instance.name}", self._follow(instance.name, session))
         self._sync[instance.name] = (session, task)
 
