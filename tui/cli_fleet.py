@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from concurrent.futures import ThreadPoolExecutor, as_completed
 
 from rich.console import Console
 from rich.table import Table
@@ -47,21 +48,25 @@ def run_vm(args: argparse.Namespace) -> int:
             print("nothing deleted")
             return 1
     gce = source.gce()
-    console = Console(stderr=True)
+    act = {
+        "start": gce.start,
+        "stop": gce.stop,
+        "delete": gce.delete,
+        "preempt": gce.simulate_maintenance_event,
+    }[args.action]
+    console = Console(stderr=True, soft_wrap=True, highlight=False)
+    names = ", ".join(i.name for i in targets)
     failed = 0
-    for instance in targets:
-        act = {
-            "start": gce.start,
-            "stop": gce.stop,
-            "delete": gce.delete,
-            "preempt": gce.simulate_maintenance_event,
-        }[args.action]
-        with console.status(f"{args.action} {instance.name}…"):
+    # Every VM at once: each call waits for its own zone operation to finish.
+    with console.status(f"{args.action} {names}…"), ThreadPoolExecutor(max_workers=min(16, len(targets))) as pool:
+        futures = {pool.submit(act, i.name, i.zone): i for i in targets}
+        for future in as_completed(futures):
+            instance = futures[future]
             try:
-                act(instance.name, instance.zone)
+                future.result()
             except GcptuiError as err:
                 failed += 1
                 console.print(f"[red]✗[/] {instance.name}: {err}")
-                continue
-        console.print(f"[green]✓[/] {args.action} {instance.name}")
+            else:
+                console.print(f"[green]✓[/] {args.action} {instance.name}")
     return 1 if failed else 0
