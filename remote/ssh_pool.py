@@ -26,6 +26,8 @@ from remote.models import ConnectionGetter
 from remote.ssh_errors import SshAuthError, SshError, SshUnreachableError
 from remote.ssh_target import SshTarget
 
+CLOSE_TIMEOUT = 3.0  # seconds to wait for a clean SSH close before dropping the socket
+
 
 class HostState(enum.StrEnum):
     """Where a host's connection stands."""
@@ -199,8 +201,12 @@ class SshPool:
             _quiet(slot.outcome)
         if slot.conn is not None:
             slot.conn.close()
-            with contextlib.suppress(Exception):
-                await slot.conn.wait_closed()
+            # A dead peer never answers the goodbye (and may never drain our send buffer): wait a
+            # moment, then drop the socket, so closing the pool cannot hang on a silent VM.
+            try:
+                await asyncio.wait_for(slot.conn.wait_closed(), CLOSE_TIMEOUT)
+            except (TimeoutError, Exception):  # noqa: BLE001 - any way it ends, it is closed now
+                slot.conn.abort()
             slot.conn = None
 
     def _publish(self, slot: _Slot, state: HostState, reason: str = "", **extra: Any) -> None:
