@@ -2,16 +2,21 @@
 
 from __future__ import annotations
 
+import importlib.util
 from pathlib import Path
 
 DEMO_FILES = {
     "README.md": "# demo project\n\nEdit any file here: gcptui syncs it to every VM as you save.\n",
-    "train.sh": "#!/bin/sh\nexec python -m trainer \"$@\"\n",
+    "train.sh": "#!/bin/sh\nexec python -m {module} \"$@\"\n",
     "config/train.toml": "steps = 3000\nsize = \"tiny\"\n",
     ".gitignore": "runs/\n__pycache__/\n",
 }
 
-# The job the demo starts: the reference trainer, slowed down so a run lasts a watchable while.
+# The job the demo starts: the reference trainer, slowed down so a run lasts a watchable while. The
+# emulated VMs run the interpreter gcptui runs under: without torch there, the torch-free toy run
+# (same protocol, same checkpoint and resume behaviour) stands in.
+TRAIN_ARGS = "--run-dir runs/demo --steps 3000 --checkpoint-every 100 --log-every 10 --step-delay 0.05"
+
 DEMO_JOB = """
 [sync]
 source = "project"
@@ -19,8 +24,8 @@ dest = "~/project"
 protect = ["runs/"]
 
 [job]
-command = "sh train.sh --run-dir runs/demo --steps 3000 --size tiny --checkpoint-every 100 --log-every 10 --step-delay 0.05"
-resume = "sh train.sh --run-dir runs/demo --steps 3000 --size tiny --checkpoint-every 100 --log-every 10 --step-delay 0.05 --resume"
+command = "sh train.sh {args}"
+resume = "sh train.sh {args} --resume"
 stop_grace_seconds = 8
 
 [keepalive]
@@ -33,11 +38,13 @@ max_restarts = 5
 def write_demo_project(directory: Path, config_path: Path) -> Path:
     """Create ``directory/project`` and append the demo's sync, job and keep-alive settings."""
     project = directory / "project"
+    torch = importlib.util.find_spec("torch") is not None
+    module = "trainer" if torch else "trainer.toy"
     for relative, text in DEMO_FILES.items():
         path = project / relative
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text)
+        path.write_text(text.replace("{module}", module))
     (project / "train.sh").chmod(0o755)
     with config_path.open("a") as config:
-        config.write(DEMO_JOB)
+        config.write(DEMO_JOB.format(args=TRAIN_ARGS + (" --size tiny" if torch else "")))
     return project
