@@ -11,6 +11,10 @@ if TYPE_CHECKING:
 
 Source = Literal["gce", "host"]
 
+# An instance label naming the port its sshd listens on, when not [ssh] port (22 on GCE). The
+# emulator sets it where all VMs share 127.0.0.1 (macOS); users may set it on their own VMs.
+SSH_PORT_LABEL = "gcptui-ssh-port"
+
 
 @dataclass(frozen=True, slots=True)
 class Gpu:

@@ -78,6 +78,9 @@ class _Slot:
         self.task: asyncio.Task[None] | None = None
         self.outcome: asyncio.Future[asyncssh.SSHClientConnection] = loop.create_future()
         self.status = HostStatus(target.name, HostState.DOWN, "not connected yet", time.time())
+        # Set before the task is cancelled: a cancellation that a library turns into a connection
+        # error (Python 3.11's wait_for can) must still end the reconnect loop.
+        self.stopping = False
 
 
 def _quiet(future: asyncio.Future[Any]) -> None:
@@ -192,10 +195,11 @@ class SshPool:
         return slot
 
     async def _stop_slot(self, slot: _Slot, reason: str) -> None:
+        slot.stopping = True
         if slot.task is not None and not slot.task.done():
             slot.task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await slot.task
+            with contextlib.suppress(asyncio.CancelledError, TimeoutError):
+                await asyncio.wait_for(slot.task, CLOSE_TIMEOUT)
         if not slot.outcome.done():
             slot.outcome.set_exception(SshUnreachableError(slot.target.name, f"{slot.target.name}: {reason}"))
             _quiet(slot.outcome)
@@ -222,11 +226,13 @@ class SshPool:
         """Connect, wait for the connection to end, reconnect with backoff; stop on fatal errors."""
         delay = self.backoff_initial
         self._fresh_outcome(slot)
-        while True:
+        while not slot.stopping:
             self._publish(slot, HostState.CONNECTING)
             try:
                 conn, client = await self._open(slot.target)
             except SshError as err:
+                if slot.stopping:
+                    return
                 retry_in = delay if err.retryable else None
                 self._publish(slot, HostState.DOWN, str(err), retry_in=retry_in, error=err)
                 if not slot.outcome.done():
@@ -238,6 +244,9 @@ class SshPool:
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, self.backoff_max)
                 continue
+            if slot.stopping:
+                conn.abort()
+                return
             slot.conn = conn
             delay = self.backoff_initial
             self._publish(slot, HostState.UP)

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from remote.config import Config, HostConfig, SshConfig
-from remote.models import Instance
+from remote.models import SSH_PORT_LABEL, Instance
 from remote.ssh_errors import SshConfigError
 
 
@@ -59,12 +59,19 @@ def _fill_proxy(template: str, name: str, zone: str, port: int) -> str | None:
     return template.replace("{name}", name).replace("{zone}", zone).replace("{port}", str(port))
 
 
+def _label_port(instance: Instance) -> int | None:
+    """The instance's own SSH port from its ``gcptui-ssh-port`` label, if it has a valid one."""
+    value = instance.labels.get(SSH_PORT_LABEL, "")
+    return int(value) if value.isdigit() and 0 < int(value) < 65536 else None
+
+
 def target_for_instance(instance: Instance, ssh: SshConfig, *, base_dir: Path | None = None) -> SshTarget:
     """The target of a GCE instance: external IP, else internal IP; host key under ``compute.<id>``.
 
     Raises ``SshConfigError`` when the VM has no address and no proxy command could reach it.
     """
-    proxy = _fill_proxy(ssh.proxy_command, instance.name, instance.zone, ssh.port)
+    port = _label_port(instance) or ssh.port
+    proxy = _fill_proxy(ssh.proxy_command, instance.name, instance.zone, port)
     address = instance.external_ip or instance.internal_ip
     if address is None:
         if proxy is None:
@@ -78,7 +85,7 @@ def target_for_instance(instance: Instance, ssh: SshConfig, *, base_dir: Path | 
     return SshTarget(
         name=instance.name,
         address=address,
-        port=ssh.port,
+        port=port,
         user=ssh.user or default_user(),
         key=_path(ssh.key, base_dir) if ssh.key else None,
         known_hosts=_path(ssh.known_hosts, base_dir),

@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import getpass
 import json
+import os
 import socket
 from collections.abc import Iterable
 from pathlib import Path
@@ -26,6 +27,7 @@ from remote.emulator.fleet import Fleet, Timing
 from remote.emulator.rest import RestApi
 from remote.emulator.state import Accelerator, Vm
 from remote.emulator.vm_host import AddressOnlyHost, SshVmHost
+from remote.models import SSH_PORT_LABEL
 
 DEFAULT_ZONES = [
     "us-central1-a", "us-central1-b", "us-central1-c", "us-central1-f", "us-east1-b", "us-east1-c",
@@ -57,6 +59,7 @@ class Emulator:
         page_size: int = 500,
         zones: Iterable[str] = DEFAULT_ZONES,
         api_port: int = 0,
+        one_address: bool | None = None,
     ) -> None:
         self.root = Path(root).resolve()
         self.project = project
@@ -66,6 +69,9 @@ class Emulator:
         self._zones = list(zones)
         self._page_size = page_size
         self._api_port = api_port
+        # None: each VM on its own 127.0.0.x where the OS routes them (Linux), else all on 127.0.0.1
+        # with a port each (macOS). GCPTUI_EMULATOR_ONE_ADDRESS=1 forces the latter.
+        self.one_address = one_address if one_address is not None else bool(os.environ.get("GCPTUI_EMULATOR_ONE_ADDRESS"))
         self._runner: web.AppRunner | None = None
         self._host: SshVmHost | AddressOnlyHost | None = None
         self.fleet: Fleet | None = None
@@ -101,7 +107,10 @@ class Emulator:
         self.root.mkdir(parents=True, exist_ok=True)
         if self.ssh:
             self.ssh_port = free_port()
-            self._host = SshVmHost(self.root, self.project, self.ssh_port, self._ensure_client_key(), self.known_hosts)
+            self._host = SshVmHost(
+                self.root, self.project, self.ssh_port, self._ensure_client_key(), self.known_hosts,
+                one_address=self.one_address,
+            )
         else:
             self._host = AddressOnlyHost()
         self.fleet = Fleet(self.project, self._host, self.faults, self.timing, self._zones)
@@ -179,6 +188,11 @@ class Emulator:
         if vm.status != "RUNNING":
             return None
         return vm.nat_ip or vm.network_ip
+
+    def ssh_port_of(self, name: str) -> int:
+        """The port ``name``'s SSH server listens on (its own one in one-address mode)."""
+        label = self.instance(name).labels.get(SSH_PORT_LABEL)
+        return int(label) if label else self.ssh_port
 
     async def wait_for_status(self, name: str, status: str | None, timeout: float = 30.0) -> None:
         """Until ``name`` reads ``status``; ``None`` waits until it is gone."""

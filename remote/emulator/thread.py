@@ -108,6 +108,9 @@ class EmulatorThread:
     def instance(self, name: str) -> Vm:
         return self.call(self.emulator.instance, name)
 
+    def ssh_port_of(self, name: str) -> int:
+        return self.call(self.emulator.ssh_port_of, name)
+
     def address(self, name: str) -> str | None:
         return self.call(self.emulator.address, name)
 

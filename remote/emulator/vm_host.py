@@ -20,6 +20,7 @@ from remote.emulator.state import Vm
 from remote.emulator.vm_disk import VmDisk
 from remote.emulator.vm_processes import MARKER, end_vm_processes
 from remote.emulator.vm_ssh import VmSshServer
+from remote.models import SSH_PORT_LABEL
 
 # The repository (or site-packages) root that holds ``trainer/``: on the VM's PYTHONPATH.
 CODE_ROOT = Path(remote.__file__).resolve().parent.parent
@@ -74,10 +75,15 @@ class _Machine:
 class SshVmHost:
     """Real insides: a disk under ``root/vms/NAME``, an SSH server and a metadata server per boot."""
 
-    def __init__(self, root: Path, project: str, ssh_port: int, client_public_key: str, known_hosts: Path) -> None:
+    def __init__(
+        self, root: Path, project: str, ssh_port: int, client_public_key: str, known_hosts: Path,
+        *, one_address: bool = False,
+    ) -> None:
         self.root = root
         self.project = project
         self.ssh_port = ssh_port
+        # All VMs on 127.0.0.1, each on its own port: where 127.0.0.x aliases are missing (macOS).
+        self.one_address = one_address
         self.known_hosts = known_hosts
         self.addresses = AddressPool()
         self._authorized = asyncssh.import_authorized_keys(client_public_key)
@@ -94,7 +100,8 @@ class SshVmHost:
     async def boot(self, vm: Vm) -> str:
         machine = self._machines[vm.uid]
         for _ in range(20):
-            address = self.addresses.take()
+            address = "127.0.0.1" if self.one_address else self.addresses.take()
+            port = 0 if self.one_address else self.ssh_port
             metadata = MetadataServer(self._metadata_values(vm))
             ssh = VmSshServer(
                 machine.host_key, self._authorized, machine.disk.root, machine.disk.home,
@@ -102,19 +109,20 @@ class SshVmHost:
             )  # fmt: skip
             try:
                 await metadata.start(address)
-                await ssh.start(address, self.ssh_port)
+                port = await ssh.start(address, port)
             except OSError as err:
                 await metadata.close()
                 await ssh.close()
-                if err.errno == errno.EADDRNOTAVAIL:
-                    # macOS configures only 127.0.0.1 on lo0; the other loopback addresses need aliases.
-                    raise OSError(
-                        err.errno,
-                        f"cannot listen on {address}: add the loopback alias "
-                        f"(macOS: `sudo ifconfig lo0 alias {address} up`)",
-                    ) from err
+                if err.errno == errno.EADDRNOTAVAIL and not self.one_address:
+                    # macOS configures only 127.0.0.1 on lo0: give every VM its own port there instead,
+                    # published in the label the SSH layer reads (as a VM with sshd on another port).
+                    self.one_address = True
                 continue  # someone else holds this address and port (another emulator): next address
             machine.ssh, machine.metadata = ssh, metadata
+            if self.one_address:
+                vm.labels[SSH_PORT_LABEL] = str(port)
+            else:
+                vm.labels.pop(SSH_PORT_LABEL, None)
             return address
         raise OSError(f"no free loopback address for {vm.name}'s SSH port {self.ssh_port}")
 

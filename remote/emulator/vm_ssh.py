@@ -71,7 +71,8 @@ class VmSshServer:
         self._connections: set[asyncssh.SSHServerConnection] = set()
         self._sessions: set[asyncio.Task[None]] = set()
 
-    async def start(self, address: str, port: int) -> None:
+    async def start(self, address: str, port: int) -> int:
+        """Listen on ``address:port`` (0: any free port); returns the port."""
         self._listener = await asyncssh.listen(
             address,
             port,
@@ -85,6 +86,7 @@ class VmSshServer:
             line_editor=False,
             reuse_address=True,
         )
+        return int(self._listener.get_port())
 
     async def close(self) -> None:
         """Stop listening and drop every connection (the VM lost power)."""

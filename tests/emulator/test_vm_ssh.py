@@ -35,7 +35,7 @@ async def test_host_key_is_checked_through_the_alias(emulator: Emulator) -> None
     # Presenting b's key under a's alias must fail: the alias pins the key, not the address.
     with pytest.raises(asyncssh.HostKeyNotVerifiable):
         await asyncssh.connect(
-            emulator.address("b"), port=emulator.ssh_port, known_hosts=str(emulator.known_hosts),
+            emulator.address("b"), port=emulator.ssh_port_of("b"), known_hosts=str(emulator.known_hosts),
             host_key_alias=f"compute.{emulator.instance('a').id}", client_keys=[str(emulator.client_key)],
             agent_path=None, config=None,
         )  # fmt: skip
@@ -132,18 +132,18 @@ async def test_preemption_flips_metadata_sigterms_then_sigkills(emulator: Emulat
 
 async def test_restart_gives_a_new_address_same_disk_and_same_host_key(emulator: Emulator) -> None:
     await _running(emulator, "spot", spot=True)
-    first = emulator.address("spot")
+    first, first_port = emulator.address("spot"), emulator.ssh_port_of("spot")
     async with await connect(emulator, "spot") as conn:
         await conn.run("mkdir -p project && echo kept > project/file", check=True)
         key_before = conn.get_server_host_key().export_public_key()  # type: ignore[union-attr]
     emulator.preempt("spot")
     await emulator.wait_for_status("spot", "TERMINATED")
     with pytest.raises(OSError):
-        await asyncssh.connect(first, port=emulator.ssh_port, known_hosts=None, agent_path=None, config=None,
+        await asyncssh.connect(first, port=first_port, known_hosts=None, agent_path=None, config=None,
                                client_keys=[str(emulator.client_key)], connect_timeout=2)  # fmt: skip
     emulator.fleet.start(emulator.instance("spot"))  # type: ignore[union-attr]
     await emulator.wait_for_status("spot", "RUNNING")
-    assert emulator.address("spot") != first
+    assert (emulator.address("spot"), emulator.ssh_port_of("spot")) != (first, first_port)
     async with await connect(emulator, "spot") as conn:
         assert (await conn.run("cat project/file", check=True)).stdout == "kept\n"
         assert conn.get_server_host_key().export_public_key() == key_before  # type: ignore[union-attr]

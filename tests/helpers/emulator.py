@@ -65,7 +65,7 @@ async def connect(emu: Emulator, name: str, **options: Any) -> asyncssh.SSHClien
     assert address, f"{name} is not running"
     return await asyncssh.connect(
         address,
-        port=emu.ssh_port,
+        port=emu.ssh_port_of(name),
         username=getpass.getuser(),
         client_keys=[str(emu.client_key)],
         known_hosts=str(emu.known_hosts),

@@ -69,7 +69,7 @@ async def target(emulator: Emulator, name: str, *, via_api: bool = False) -> Ssh
         vm = emulator.instance(name)
         instance = Instance(
             name=vm.name, zone=vm.zone, status=vm.status, spot=vm.spot, external_ip=vm.nat_ip,
-            internal_ip=vm.network_ip or None, instance_id=str(vm.id), source="gce",
+            internal_ip=vm.network_ip or None, instance_id=str(vm.id), labels=dict(vm.labels), source="gce",
         )  # fmt: skip
     return target_for(config, instance)
 

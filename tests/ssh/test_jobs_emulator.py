@@ -108,7 +108,8 @@ async def test_status_after_a_stop_and_start_says_the_job_is_gone(emulator: Emul
     await emulator.wait_for_status("spot-1", "RUNNING")
 
     after = await target(emulator, "spot-1", via_api=True)
-    assert after.address != before.address and after.host_key_alias == before.host_key_alias
+    assert (after.address, after.port) != (before.address, before.port)
+    assert after.host_key_alias == before.host_key_alias
     status = await runner.status(after)
     assert (status.state, status.detail, status.exit_code) == ("killed", "vanished", None)
     assert status.pid == started.pid and status.command == "trap '' TERM; sleep 600"

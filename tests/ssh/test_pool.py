@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import subprocess
 from pathlib import Path
 
@@ -200,7 +201,8 @@ async def test_keepalives_notice_a_server_that_went_silent(pool: SshPool, sshd: 
     assert sshd.process is not None
     frozen = psutil.Process(sshd.process.pid).children(recursive=True)
     for proc in frozen:
-        proc.suspend()
+        with contextlib.suppress(psutil.NoSuchProcess):  # a short-lived helper may be gone already
+            proc.suspend()
     try:
 
         async def down() -> bool:
@@ -213,4 +215,5 @@ async def test_keepalives_notice_a_server_that_went_silent(pool: SshPool, sshd: 
         await wait_for(down, timeout=15, what="keepalives to declare the link dead")
     finally:
         for proc in frozen:
-            proc.resume()
+            with contextlib.suppress(psutil.NoSuchProcess):
+                proc.resume()

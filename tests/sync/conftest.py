@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import getpass
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -30,8 +30,8 @@ class RemoteTarget:
     root: Path  # the VM's dest directory, as the test process sees it (loopback: same disk)
     dest: str  # what the session is told
     home: Path
-    drop: Callable[[], None]  # make the VM unreachable, dropping live connections
-    restore: Callable[[], None]
+    drop: Callable[[], Awaitable[None]]  # make the VM unreachable, dropping live connections
+    restore: Callable[[], Awaitable[None]]
 
 
 def openssh_getter(sshd: Sshd) -> ConnectionGetter:
@@ -69,7 +69,7 @@ def emulated_getter(emu: Emulator, name: str) -> ConnectionGetter:
                 raise OSError(f"{name} is not running")
             conn = await asyncio.wait_for(
                 asyncssh.connect(
-                    address, port=emu.ssh_port, username=getpass.getuser(), client_keys=[str(emu.client_key)],
+                    address, port=emu.ssh_port_of(name), username=getpass.getuser(), client_keys=[str(emu.client_key)],
                     known_hosts=str(emu.known_hosts), host_key_alias=f"compute.{vm.id}", agent_path=None,
                     config=None, keepalive_interval=1, keepalive_count_max=2,
                 ),
@@ -89,7 +89,13 @@ async def target(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterato
         sshd: Sshd = request.getfixturevalue("sshd")
         getter = openssh_getter(sshd)
         root = tmp_path / "vm" / "project"
-        yield RemoteTarget(getter, root, str(root), Path.home(), sshd.stop, sshd.start)
+        async def drop() -> None:
+            await asyncio.to_thread(sshd.stop)
+
+        async def restore() -> None:
+            await asyncio.to_thread(sshd.start)
+
+        yield RemoteTarget(getter, root, str(root), Path.home(), drop, restore)
     else:
         emu = Emulator(tmp_path / "emulator", **FAST)
         await emu.start()
@@ -102,7 +108,14 @@ async def target(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterato
         home = emu.root / "vms" / "vm" / "home"
         # Dropping the VM is stopping it (its SSH server and every process go); restoring starts it
         # again on a new address with its disk kept, as GCE does.
-        yield RemoteTarget(getter, home / "project", "~/project", home, lambda: fleet.stop(vm), lambda: fleet.start(vm))
+        async def stop_vm() -> None:
+            fleet.stop(vm)
+            await emu.wait_for_status("vm", "TERMINATED")
+
+        async def start_vm() -> None:
+            fleet.start(vm)
+
+        yield RemoteTarget(getter, home / "project", "~/project", home, stop_vm, start_vm)
     conn = getter.state["conn"]  # type: ignore[attr-defined]
     if conn is not None:
         conn.close()
