@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import random
 import shutil
 import statistics
@@ -83,6 +84,42 @@ async def connect(sshd: Sshd) -> asyncssh.SSHClientConnection:
     )  # fmt: skip
 
 
+async def initial_only(sshd: Sshd, source: Path, work: Path, repeat: int) -> dict:
+    """Only the initial sync, ``repeat`` times into fresh dests, alternating with rsync; medians."""
+    ours, theirs = [], []
+    for i in range(repeat):
+        for first in ("rsync", "gcptui") if i % 2 == 0 else ("gcptui", "rsync"):
+            dest = work / "vm" / f"{first}-{i}"
+            # Flush earlier runs' dirty pages now, not on the next run's clock.
+            subprocess.run(["sync"], check=False)
+            if first == "rsync":
+                theirs.append(rsync(sshd, source, dest))
+                log(f"  rsync  {theirs[-1]:.3f} s")
+                continue
+            started = time.perf_counter()
+            conn = await connect(sshd)
+            session = SyncSession(source, str(dest), lambda c=conn: _ready(c), name="bench")
+            await session.full_sync()
+            ours.append(time.perf_counter() - started)
+            log(f"  gcptui {ours[-1]:.3f} s")
+            ledger = session._agent.ledger_path if session._agent else ""
+            await session.close()
+            conn.close()
+            if ledger:
+                for suffix in ("", ".journal"):
+                    Path(ledger + suffix).unlink(missing_ok=True)
+            if not _same_tree(source, dest):
+                raise AssertionError(f"{dest} differs from the source")
+    mine, base = statistics.median(ours), statistics.median(theirs)
+    return {
+        "initial_s": round(mine, 3),
+        "rsync_initial_s": round(base, 3),
+        "initial_ratio": round(mine / base, 3),
+        "initial_runs_s": [round(x, 3) for x in ours],
+        "rsync_initial_runs_s": [round(x, 3) for x in theirs],
+    }
+
+
 async def main(args: argparse.Namespace) -> dict:
     work = Path(tempfile.mkdtemp(prefix="gcptui-sync-bench-"))
     sshd = Sshd(directory=work / "sshd", host="127.0.0.77", client_key=make_client_key(work))
@@ -95,6 +132,11 @@ async def main(args: argparse.Namespace) -> dict:
         rsync_dest, sync_dest = work / "vm" / "rsync", work / "vm" / "gcptui"
         (work / "vm").mkdir()
         subprocess.run(["sync"], check=False)
+        if args.initial_only:
+            log(f"initial sync only, {args.repeat} alternating rounds ...")
+            figures = await initial_only(sshd, source, work, args.repeat)
+            return {"benchmark": "sync-initial", "tree_files": n_files, "tree_mb": round(n_bytes / 1e6, 1),
+                    "repeat": args.repeat, "load": _load(), **figures}  # fmt: skip
 
         log("rsync: initial, no-op ...")
         rsync_initial = rsync(sshd, source, rsync_dest)
@@ -192,7 +234,13 @@ async def main(args: argparse.Namespace) -> dict:
         "burst_ratio": round(burst_s / rsync_burst, 3),
         "burst_rounds": args.rounds,
         "trees_identical": identical,
+        "load": _load(),
     }
+
+
+def _load() -> list[float]:
+    """1/5/15-minute load averages at the end: the machine may be shared, read figures beside it."""
+    return [round(x, 2) for x in os.getloadavg()]
 
 
 async def _ready(conn: asyncssh.SSHClientConnection) -> asyncssh.SSHClientConnection:
@@ -224,4 +272,6 @@ if __name__ == "__main__":
     parser.add_argument("--edits", type=int, default=200)
     parser.add_argument("--burst", type=int, default=3000)
     parser.add_argument("--rounds", type=int, default=3, help="alternating burst rounds (medians reported)")
+    parser.add_argument("--initial-only", action="store_true", help="only the initial sync, vs rsync")
+    parser.add_argument("--repeat", type=int, default=5, help="with --initial-only: rounds (medians)")
     print(json.dumps(asyncio.run(main(parser.parse_args()))))
