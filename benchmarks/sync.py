@@ -84,7 +84,7 @@ async def connect(sshd: Sshd) -> asyncssh.SSHClientConnection:
     )  # fmt: skip
 
 
-async def initial_rounds(sshd: Sshd, source: Path, work: Path, rounds: int, ledgers: list[str]) -> dict:
+async def initial_rounds(sshd: Sshd, source: Path, vm: Path, rounds: int, ledgers: list[str]) -> dict:
     """The initial sync, ``rounds`` times into fresh dests, alternating who goes first with rsync.
 
     Medians: on this shared machine one run's figure swings by 2x with what other processes did to
@@ -95,7 +95,7 @@ async def initial_rounds(sshd: Sshd, source: Path, work: Path, rounds: int, ledg
     ours, theirs = [], []
     for i in range(rounds):
         for who in ("rsync", "gcptui") if i % 2 == 0 else ("gcptui", "rsync"):
-            dest = work / "vm" / (who if i == 0 else f"{who}-{i}")
+            dest = vm / (who if i == 0 else f"{who}-{i}")
             # Flush earlier runs' dirty pages now, not on the next run's clock.
             subprocess.run(["sync"], check=False)
             if who == "rsync":
@@ -127,6 +127,7 @@ async def initial_rounds(sshd: Sshd, source: Path, work: Path, rounds: int, ledg
 async def main(args: argparse.Namespace) -> dict:
     work = Path(tempfile.mkdtemp(prefix="gcptui-sync-bench-"))
     ledgers: list[str] = []  # the VM-side ledgers sync wrote (loopback: this machine's home)
+    vm: Path | None = None
     sshd = Sshd(directory=work / "sshd", host="127.0.0.77", client_key=make_client_key(work))
     sshd.setup()
     sshd.start()
@@ -134,11 +135,13 @@ async def main(args: argparse.Namespace) -> dict:
         source = work / "source"
         log(f"generating {args.files} files / {args.mb} MB ...")
         n_files, n_bytes = generate_tree(source, args.files, args.mb)
-        rsync_dest, sync_dest = work / "vm" / "rsync", work / "vm" / "gcptui"
-        (work / "vm").mkdir()
+        # --vm-dir puts the VM side elsewhere, e.g. on tmpfs to take the shared disk out of the figures.
+        vm = Path(tempfile.mkdtemp(prefix="vm-", dir=args.vm_dir)) if args.vm_dir else work / "vm"
+        vm.mkdir(exist_ok=True)
+        rsync_dest, sync_dest = vm / "rsync", vm / "gcptui"
         subprocess.run(["sync"], check=False)
         log(f"initial sync (connection included): {args.initial_rounds} rounds alternating with rsync")
-        initial = await initial_rounds(sshd, source, work, args.initial_rounds, ledgers)
+        initial = await initial_rounds(sshd, source, vm, args.initial_rounds, ledgers)
         if args.initial_only:
             return {"benchmark": "sync-initial", "tree_files": n_files, "tree_mb": round(n_bytes / 1e6, 1),
                     "initial_rounds": args.initial_rounds, **initial, "load": _load()}  # fmt: skip
@@ -210,6 +213,8 @@ async def main(args: argparse.Namespace) -> dict:
     finally:
         sshd.stop()
         shutil.rmtree(work, ignore_errors=True)
+        if args.vm_dir and vm is not None:
+            shutil.rmtree(vm, ignore_errors=True)
         for ledger in ledgers:
             for suffix in ("", ".journal"):
                 Path(ledger + suffix).unlink(missing_ok=True)
@@ -278,4 +283,5 @@ if __name__ == "__main__":
     parser.add_argument("--rounds", type=int, default=3, help="alternating burst rounds (medians reported)")
     parser.add_argument("--initial-rounds", type=int, default=3, help="initial syncs alternating with rsync")
     parser.add_argument("--initial-only", action="store_true", help="stop after the initial-sync rounds")
+    parser.add_argument("--vm-dir", default="", help="where VM-side trees go (e.g. /dev/shm)")
     print(json.dumps(asyncio.run(main(parser.parse_args()))))
