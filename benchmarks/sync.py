@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import random
 import shutil
 import statistics
@@ -83,8 +84,50 @@ async def connect(sshd: Sshd) -> asyncssh.SSHClientConnection:
     )  # fmt: skip
 
 
+async def initial_rounds(sshd: Sshd, source: Path, vm: Path, rounds: int, ledgers: list[str]) -> dict:
+    """The initial sync, ``rounds`` times into fresh dests, alternating who goes first with rsync.
+
+    Medians: on this shared machine one run's figure swings by 2x with what other processes did to
+    the disk just before (ext4 without a journal skips inodes deleted in the last minute on every
+    create). Round 0 lands in ``vm/rsync`` and ``vm/gcptui``, which the later phases reuse. Nothing
+    is deleted until the end: mass deletions would slow the next round's creates.
+    """
+    ours, theirs = [], []
+    for i in range(rounds):
+        for who in ("rsync", "gcptui") if i % 2 == 0 else ("gcptui", "rsync"):
+            dest = vm / (who if i == 0 else f"{who}-{i}")
+            # Flush earlier runs' dirty pages now, not on the next run's clock.
+            subprocess.run(["sync"], check=False)
+            if who == "rsync":
+                theirs.append(rsync(sshd, source, dest))
+                log(f"  rsync  {theirs[-1]:.3f} s")
+                continue
+            started = time.perf_counter()
+            conn = await connect(sshd)
+            session = SyncSession(source, str(dest), lambda c=conn: _ready(c), name="bench")
+            await session.full_sync()
+            ours.append(time.perf_counter() - started)
+            log(f"  gcptui {ours[-1]:.3f} s")
+            if session._agent is not None:
+                ledgers.append(session._agent.ledger_path)
+            await session.close()
+            conn.close()
+            if not _same_tree(source, dest):
+                raise AssertionError(f"{dest} differs from the source")
+    mine, base = statistics.median(ours), statistics.median(theirs)
+    return {
+        "initial_s": round(mine, 3),
+        "rsync_initial_s": round(base, 3),
+        "initial_ratio": round(mine / base, 3),
+        "initial_runs_s": [round(x, 3) for x in ours],
+        "rsync_initial_runs_s": [round(x, 3) for x in theirs],
+    }
+
+
 async def main(args: argparse.Namespace) -> dict:
     work = Path(tempfile.mkdtemp(prefix="gcptui-sync-bench-"))
+    ledgers: list[str] = []  # the VM-side ledgers sync wrote (loopback: this machine's home)
+    vm: Path | None = None
     sshd = Sshd(directory=work / "sshd", host="127.0.0.77", client_key=make_client_key(work))
     sshd.setup()
     sshd.start()
@@ -92,20 +135,24 @@ async def main(args: argparse.Namespace) -> dict:
         source = work / "source"
         log(f"generating {args.files} files / {args.mb} MB ...")
         n_files, n_bytes = generate_tree(source, args.files, args.mb)
-        rsync_dest, sync_dest = work / "vm" / "rsync", work / "vm" / "gcptui"
-        (work / "vm").mkdir()
+        # --vm-dir puts the VM side elsewhere, e.g. on tmpfs to take the shared disk out of the figures.
+        vm = Path(tempfile.mkdtemp(prefix="vm-", dir=args.vm_dir)) if args.vm_dir else work / "vm"
+        vm.mkdir(exist_ok=True)
+        rsync_dest, sync_dest = vm / "rsync", vm / "gcptui"
         subprocess.run(["sync"], check=False)
+        log(f"initial sync (connection included): {args.initial_rounds} rounds alternating with rsync")
+        initial = await initial_rounds(sshd, source, vm, args.initial_rounds, ledgers)
+        if args.initial_only:
+            return {"benchmark": "sync-initial", "tree_files": n_files, "tree_mb": round(n_bytes / 1e6, 1),
+                    "initial_rounds": args.initial_rounds, **initial, "load": _load()}  # fmt: skip
 
-        log("rsync: initial, no-op ...")
-        rsync_initial = rsync(sshd, source, rsync_dest)
+        log("rsync: no-op ...")
         rsync_noop = statistics.median(rsync(sshd, source, rsync_dest) for _ in range(3))
 
-        log("gcptui: initial (connection set-up included), no-op ...")
-        started = time.perf_counter()
+        log("gcptui: no-op ...")
         conn = await connect(sshd)
         session = SyncSession(source, str(sync_dest), lambda: _ready(conn), name="bench")
-        await session.full_sync()
-        initial = time.perf_counter() - started
+        await session.full_sync()  # starts the agent: the warm figures below reuse it
         noop_warm = statistics.median([await _timed(session.full_sync()) for _ in range(3)])
         noop_cold = []
         for _ in range(3):
@@ -166,6 +213,11 @@ async def main(args: argparse.Namespace) -> dict:
     finally:
         sshd.stop()
         shutil.rmtree(work, ignore_errors=True)
+        if args.vm_dir and vm is not None:
+            shutil.rmtree(vm, ignore_errors=True)
+        for ledger in ledgers:
+            for suffix in ("", ".journal"):
+                Path(ledger + suffix).unlink(missing_ok=True)
 
     def p(q: float) -> float:
         return round(latencies[min(len(latencies) - 1, int(q * len(latencies)))], 1)
@@ -177,9 +229,8 @@ async def main(args: argparse.Namespace) -> dict:
         "edit_visible_ms_p50": p(0.50),
         "edit_visible_ms_p99": p(0.99),
         "edits": len(latencies),
-        "initial_s": round(initial, 3),
-        "rsync_initial_s": round(rsync_initial, 3),
-        "initial_ratio": round(initial / rsync_initial, 3),
+        "initial_rounds": args.initial_rounds,
+        **initial,
         "noop_s": round(statistics.median(noop_cold), 3),
         "noop_warm_s": round(noop_warm, 3),
         "rsync_noop_s": round(rsync_noop, 3),
@@ -192,7 +243,13 @@ async def main(args: argparse.Namespace) -> dict:
         "burst_ratio": round(burst_s / rsync_burst, 3),
         "burst_rounds": args.rounds,
         "trees_identical": identical,
+        "load": _load(),
     }
+
+
+def _load() -> list[float]:
+    """1/5/15-minute load averages at the end: the machine may be shared, read figures beside it."""
+    return [round(x, 2) for x in os.getloadavg()]
 
 
 async def _ready(conn: asyncssh.SSHClientConnection) -> asyncssh.SSHClientConnection:
@@ -224,4 +281,7 @@ if __name__ == "__main__":
     parser.add_argument("--edits", type=int, default=200)
     parser.add_argument("--burst", type=int, default=3000)
     parser.add_argument("--rounds", type=int, default=3, help="alternating burst rounds (medians reported)")
+    parser.add_argument("--initial-rounds", type=int, default=3, help="initial syncs alternating with rsync")
+    parser.add_argument("--initial-only", action="store_true", help="stop after the initial-sync rounds")
+    parser.add_argument("--vm-dir", default="", help="where VM-side trees go (e.g. /dev/shm)")
     print(json.dumps(asyncio.run(main(parser.parse_args()))))

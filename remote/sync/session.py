@@ -245,12 +245,14 @@ class SyncSession:
     async def _full_sync_locked(self) -> BatchApplied:
         if not self.source.is_dir():
             raise SyncError(f"the local source {self.source} does not exist: sync stopped so the VM keeps its files")
-        agent = await self._ensure_agent()
-        self._set_state("scanning")
         self.rules.reload()
         self.tracker.clear_dirty()  # this diff covers everything changed so far
+        # The local scan runs while the agent starts (a channel, an exec, a Python start-up: a
+        # few hundred ms on first use) and lists the VM's tree: the three overlap.
         local_scan = asyncio.create_task(asyncio.to_thread(scan_tree, self.source, self.rules))
         try:
+            agent = await self._ensure_agent()
+            self._set_state("scanning")
             remote, ledger = await agent.scan()
         finally:
             scan = await local_scan

@@ -21,12 +21,54 @@ import struct
 import sys
 
 TMP_PREFIX = ".gcptui-tmp."
-CHUNK = 1 << 20
+# stdin is read in big chunks into our own buffer: sshd refills the pipe (and sends the client a
+# window adjust) per read, so 8 KiB reads meant one SSH round of packets per 8 KiB on both ends.
+READ_SIZE = 1 << 20
+F_SETPIPE_SZ = 1031  # fcntl.F_SETPIPE_SZ, named only from Python 3.10 on
+
+
+class Input:
+    """Frames and file data from stdin, from a buffer filled by large ``os.read`` calls."""
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+        self.buf = b""
+        self.pos = 0
+        try:  # a 1 MiB pipe lets sshd hand over more per wake-up; not a pipe, or refused: fine
+            import fcntl
+
+            fcntl.fcntl(fd, F_SETPIPE_SZ, READ_SIZE)
+        except (ImportError, OSError):
+            pass
+
+    def _more(self) -> None:
+        chunk = os.read(self.fd, READ_SIZE)
+        if not chunk:
+            raise EOFError
+        # Only a frame header's head can be left over here: file data is consumed via take().
+        self.buf = self.buf[self.pos :] + chunk if self.pos < len(self.buf) else chunk
+        self.pos = 0
+
+    def read_exact(self, n: int) -> bytes:
+        while len(self.buf) - self.pos < n:
+            self._more()
+        out = self.buf[self.pos : self.pos + n]
+        self.pos += n
+        return out
+
+    def take(self, n: int) -> memoryview:
+        """Between 1 and ``n`` bytes, without copying them out of the buffer."""
+        if self.pos >= len(self.buf):
+            self._more()
+        end = min(len(self.buf), self.pos + n)
+        out = memoryview(self.buf)[self.pos : end]
+        self.pos = end
+        return out
 
 
 class Agent:
     def __init__(self) -> None:
-        self.inp = sys.stdin.buffer
+        self.inp = Input(sys.stdin.fileno())
         self.out = sys.stdout.buffer
         self.dest = ""
         self.ledger: dict = {}
@@ -35,14 +77,14 @@ class Agent:
         self.journal_lines = 0
         self.results: list = []
         self.tmp_seq = 0
+        # Directories (dest-relative) seen to exist in the current batch: saves an lstat per
+        # path component per file. Forgotten at every flush and scan, and on any doubt.
+        self.dirs: set = set()
 
     # -- framing ---------------------------------------------------------------------------------
     def read_frame(self):
-        head = self.inp.read(4)
-        if len(head) < 4:
-            return None
-        (size,) = struct.unpack(">I", head)
-        return json.loads(self.inp.read(size))
+        (size,) = struct.unpack(">I", self.inp.read_exact(4))
+        return json.loads(self.inp.read_exact(size))
 
     def reply(self, obj) -> None:
         data = json.dumps(obj, separators=(",", ":")).encode()
@@ -87,6 +129,7 @@ class Agent:
                 self.ledger = data.get("entries", {})
         except (OSError, ValueError):
             self.ledger = {}
+        replayed = 0
         try:
             with open(self.ledger_path + ".journal") as f:
                 for line in f:
@@ -94,13 +137,18 @@ class Agent:
                         rel, value = json.loads(line)
                     except ValueError:
                         break  # a torn last line from a crash: everything before it counts
+                    replayed += 1
                     if value is None:
                         self.ledger.pop(rel, None)
                     else:
                         self.ledger[rel] = value
         except OSError:
             pass
-        self.compact()
+        if replayed:
+            self.compact()
+        else:  # nothing to fold in: skip rewriting (and fsyncing) the ledger on every start
+            self.journal = open(self.ledger_path + ".journal", "w")
+            self.journal_lines = 0
 
     def compact(self) -> None:
         if self.journal is not None:
@@ -138,6 +186,7 @@ class Agent:
         self.reply({"ok": True, "home": home, "dest": dest, "ledger": self.ledger_path})
 
     def op_scan(self, msg) -> None:
+        self.dirs.clear()
         entries = []
         stack = [""]
         while stack:
@@ -170,9 +219,14 @@ class Agent:
         self.reply({"entries": entries, "ledger": self.ledger})
 
     def ensure_parent(self, rel: str) -> None:
-        parts = rel.split("/")[:-1]
+        parent = rel.rpartition("/")[0]
+        if not parent or parent in self.dirs:
+            return
+        parts = parent.split("/")
         for i in range(len(parts)):
             sub = "/".join(parts[: i + 1])
+            if sub in self.dirs:
+                continue
             path = os.path.join(self.dest, sub)
             try:
                 st = os.lstat(path)
@@ -181,9 +235,11 @@ class Agent:
                 e = self.entry(path)
                 self.record(sub, e)
                 self.results.append(["mkdir", sub, e, None])  # the client learns of it too
+                self.dirs.add(sub)
                 continue
             if not stat.S_ISDIR(st.st_mode):
                 raise OSError(f"{sub} is not a directory on the VM")
+            self.dirs.add(sub)
 
     def clear_dir_for(self, rel: str, path: str) -> None:
         """A file or link replaces a directory: only an empty one sync made may go."""
@@ -195,12 +251,34 @@ class Agent:
             if rel not in self.ledger:
                 raise OSError(f"{rel} is a directory on the VM that sync did not create")
             os.rmdir(path)
+            self.dirs.clear()
             self.record(rel, None)
 
     def tmp_name(self, path: str) -> str:
         self.tmp_seq += 1
         head = os.path.dirname(path)
         return os.path.join(head, f"{TMP_PREFIX}{os.getpid()}.{self.tmp_seq}")
+
+    def create_tmp(self, rel: str, path: str):
+        """A new temp file beside ``path`` (its parents made as needed): (name, fd)."""
+        self.ensure_parent(rel)
+        tmp = self.tmp_name(path)
+        try:
+            return tmp, os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        except (FileNotFoundError, NotADirectoryError):
+            if not self.dirs:
+                raise
+            self.dirs.clear()  # a cached parent went away meanwhile: check the path again
+            self.ensure_parent(rel)
+            return tmp, os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+
+    def land(self, rel: str, tmp: str, path: str) -> None:
+        """Rename the finished temp file onto ``path``: readers see the old file or the new, whole."""
+        try:
+            os.rename(tmp, path)
+        except IsADirectoryError:  # rare: ask first only when needed, one lstat fewer per file
+            self.clear_dir_for(rel, path)
+            os.rename(tmp, path)
 
     def op_put(self, msg) -> None:
         rel, size = msg["p"], msg["s"]
@@ -209,16 +287,12 @@ class Agent:
         error = None
         try:
             path = self.full(rel)
-            self.ensure_parent(rel)
-            tmp = self.tmp_name(path)
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            tmp, fd = self.create_tmp(rel, path)
         except (OSError, ValueError) as err:
             error = err
         left = size
         while left:  # always consume the data, even after an error, to stay in frame
-            data = self.inp.read(min(left, CHUNK))
-            if not data:
-                raise EOFError
+            data = self.inp.take(left)
             left -= len(data)
             if error is None:
                 try:
@@ -230,12 +304,12 @@ class Agent:
                 raise error
             os.fchmod(fd, msg["m"] & 0o7777)
             os.utime(fd, ns=(msg["t"], msg["t"]))
+            st = os.fstat(fd)  # the same inode lands at path: no lstat after the rename
             os.close(fd)
             fd = -1
-            self.clear_dir_for(rel, path)
-            os.rename(tmp, path)
+            self.land(rel, tmp, path)
             tmp = None
-            e = self.entry(path)
+            e = ["f", st.st_size, st.st_mtime_ns, stat.S_IMODE(st.st_mode), ""]
             self.record(rel, e)
             self.results.append(["put", rel, e, None])
         except (OSError, ValueError) as err:
@@ -248,13 +322,6 @@ class Agent:
                     os.unlink(tmp)
                 except OSError:
                     pass
-
-    def skip(self, size: int) -> None:
-        while size > 0:
-            data = self.inp.read(min(size, CHUNK))
-            if not data:
-                raise EOFError
-            size -= len(data)
 
     def op_link(self, msg) -> None:
         rel = msg["p"]
@@ -290,6 +357,7 @@ class Agent:
             if msg.get("m"):
                 os.chmod(path, msg["m"] & 0o7777)
             e = self.entry(path)
+            self.dirs.add(rel)
             self.record(rel, e)
             self.results.append(["mkdir", rel, e, None])
         except (OSError, ValueError) as err:
@@ -321,6 +389,7 @@ class Agent:
             if current[0] == "d" and known[0] == "d":
                 try:
                     os.rmdir(path)
+                    self.dirs.clear()
                 except OSError:
                     raise OSError(f"kept directory {rel}: it holds files sync did not put there") from None
             elif current[:3] == known:
@@ -333,6 +402,7 @@ class Agent:
             self.results.append(["rm", rel, None, str(err)])
 
     def op_flush(self, msg) -> None:
+        self.dirs.clear()  # the VM's own processes may change the tree between batches
         self.journal.flush()
         results, self.results = self.results, []
         self.reply({"id": msg.get("id"), "results": results})
