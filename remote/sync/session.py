@@ -33,6 +33,9 @@ from remote.sync.rules import PathSet, SyncRules
 from remote.sync.tracker import Change, LocalTracker
 from remote.sync.watcher import TreeWatcher
 
+# How long an apparently emptied source may stay empty before sync refuses to mirror it.
+EMPTY_SETTLE_SECONDS = 0.5
+
 
 class SyncError(GcptuiError):
     """Sync stopped; the message says why and what to do."""
@@ -323,6 +326,11 @@ class SyncSession:
                     change = await self.tracker.apply_dirty()
                     self._report_links(change.scan)
                     plan = self._change_plan(change)
+            if not self.tracker.entries and plan.removes:
+                # Renaming the only top-level directory passes through an empty tree for a moment:
+                # look again before concluding that the source was emptied.
+                await asyncio.sleep(EMPTY_SETTLE_SECONDS)
+                plan = await self._reconcile_plan()
             self._refuse_wipe(plan)
             if plan or not paths:
                 await self._apply(plan, full=False)
