@@ -19,6 +19,7 @@ import os
 import stat
 import struct
 import sys
+from typing import IO, Optional
 
 TMP_PREFIX = ".gcptui-tmp."
 # stdin is read in big chunks into our own buffer: sshd refills the pipe (and sends the client a
@@ -73,7 +74,7 @@ class Agent:
         self.dest = ""
         self.ledger: dict = {}
         self.ledger_path = ""
-        self.journal = None
+        self.journal = None  # type: Optional[IO[str]]
         self.journal_lines = 0
         self.results: list = []
         self.tmp_seq = 0
@@ -118,6 +119,7 @@ class Agent:
             if self.ledger.get(rel) == value:
                 return
             self.ledger[rel] = value
+        assert self.journal is not None  # opened by op_scan before any write
         self.journal.write(json.dumps([rel, value]) + "\n")
         self.journal_lines += 1
 
@@ -215,7 +217,8 @@ class Agent:
         present = {e[0] for e in entries}
         for rel in [r for r in self.ledger if r not in present]:
             self.record(rel, None)  # gone from the VM: nothing left to own
-        self.journal.flush()
+        if self.journal is not None:
+            self.journal.flush()
         self.reply({"entries": entries, "ledger": self.ledger})
 
     def ensure_parent(self, rel: str) -> None:
@@ -307,6 +310,7 @@ class Agent:
             st = os.fstat(fd)  # the same inode lands at path: no lstat after the rename
             os.close(fd)
             fd = -1
+            assert tmp is not None
             self.land(rel, tmp, path)
             tmp = None
             e = ["f", st.st_size, st.st_mtime_ns, stat.S_IMODE(st.st_mode), ""]
@@ -403,7 +407,8 @@ class Agent:
 
     def op_flush(self, msg) -> None:
         self.dirs.clear()  # the VM's own processes may change the tree between batches
-        self.journal.flush()
+        if self.journal is not None:
+            self.journal.flush()
         results, self.results = self.results, []
         self.reply({"id": msg.get("id"), "results": results})
         if self.journal_lines > 20000:
@@ -426,7 +431,7 @@ class Agent:
             self.journal.close()
 
 
-def _write_all(fd: int, data: bytes) -> None:
+def _write_all(fd: int, data: "bytes | memoryview") -> None:
     view = memoryview(data)
     while view:
         view = view[os.write(fd, view) :]
