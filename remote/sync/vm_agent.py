@@ -74,7 +74,7 @@ class Agent:
         self.dest = ""
         self.ledger: dict = {}
         self.ledger_path = ""
-        self.journal = None  # type: Optional[IO[str]]
+        self.journal: "Optional[IO[str]]" = None
         self.journal_lines = 0
         self.results: list = []
         self.tmp_seq = 0
