@@ -19,7 +19,7 @@ import os
 import stat
 import struct
 import sys
-from typing import IO, Optional
+from typing import IO
 
 TMP_PREFIX = ".gcptui-tmp."
 # stdin is read in big chunks into our own buffer: sshd refills the pipe (and sends the client a
@@ -74,7 +74,7 @@ class Agent:
         self.dest = ""
         self.ledger: dict = {}
         self.ledger_path = ""
-        self.journal: "Optional[IO[str]]" = None
+        self.journal: IO[str] | None = None  # not evaluated at run time (function scope)
         self.journal_lines = 0
         self.results: list = []
         self.tmp_seq = 0
