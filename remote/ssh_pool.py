@@ -10,7 +10,6 @@ caller asks again, e.g. after the user accepted the host key.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import enum
 import socket
 import time
@@ -198,8 +197,9 @@ class SshPool:
         slot.stopping = True
         if slot.task is not None and not slot.task.done():
             slot.task.cancel()
-            with contextlib.suppress(asyncio.CancelledError, TimeoutError):
-                await asyncio.wait_for(slot.task, CLOSE_TIMEOUT)
+            # asyncio.wait, not wait_for: on its timeout it returns instead of waiting for a
+            # cancellation that a library may have swallowed.
+            await asyncio.wait([slot.task], timeout=CLOSE_TIMEOUT)
         if not slot.outcome.done():
             slot.outcome.set_exception(SshUnreachableError(slot.target.name, f"{slot.target.name}: {reason}"))
             _quiet(slot.outcome)
@@ -207,10 +207,13 @@ class SshPool:
             slot.conn.close()
             # A dead peer never answers the goodbye (and may never drain our send buffer): wait a
             # moment, then drop the socket, so closing the pool cannot hang on a silent VM.
-            try:
-                await asyncio.wait_for(slot.conn.wait_closed(), CLOSE_TIMEOUT)
-            except (TimeoutError, Exception):  # noqa: BLE001 - any way it ends, it is closed now
+            closing = asyncio.ensure_future(slot.conn.wait_closed())
+            await asyncio.wait([closing], timeout=CLOSE_TIMEOUT)
+            if not closing.done():
+                closing.cancel()
                 slot.conn.abort()
+            elif not closing.cancelled():
+                closing.exception()  # retrieved: a failed close is still a closed connection
             slot.conn = None
 
     def _publish(self, slot: _Slot, state: HostState, reason: str = "", **extra: Any) -> None:

@@ -30,6 +30,21 @@ log = logging.getLogger(__name__)
 JOB_POLL_SECONDS = 3.0
 
 
+async def cancel_and_wait(tasks: list[asyncio.Task[None]], timeout: float = 3.0) -> None:
+    """Cancel ``tasks`` and wait at most ``timeout`` for them. Python 3.11's ``wait_for`` can swallow
+    a cancellation that races its inner result, so a task may need a second one; and quitting must
+    never hang on a task that will not end (``asyncio.wait`` returns at its timeout, unlike ``gather``)."""
+    for task in tasks:
+        task.cancel()
+    if not tasks:
+        return
+    _, pending = await asyncio.wait(tasks, timeout=timeout)
+    for task in pending:
+        task.cancel()
+    if pending:
+        await asyncio.wait(pending, timeout=timeout)
+
+
 def reachable(instance: Instance) -> bool:
     """SSH can be tried: a running VM with an address, or a static host."""
     return instance.source == "host" or (
@@ -227,9 +242,8 @@ class Monitors:
             await session.close()
 
     async def close(self) -> None:
+        """Cancel every watcher and wait a bounded while for them to end."""
         tasks = [t for ts in self._tasks.values() for t in ts] + [t for _, t in self._sync.values()]
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
         self._tasks.clear()
         self._sync.clear()
+        await cancel_and_wait(tasks)
