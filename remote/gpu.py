@@ -18,6 +18,7 @@ from typing import Any, Literal
 
 import asyncssh
 
+from remote.aio import within
 from remote.models import ConnectionGetter
 
 GPU_FIELDS = "index,name,utilization.gpu,memory.used,memory.total,temperature.gpu,power.draw"
@@ -193,7 +194,7 @@ class GpuMonitor:
                 try:
                     # A round ends when the next index is not higher, or after a short quiet gap.
                     timeout = 0.25 if round_ else self.stall_timeout
-                    line = await asyncio.wait_for(lines.get(), timeout)
+                    line = await within(timeout, lines.get())
                 except TimeoutError:
                     if not round_:
                         raise EOFError("no GPU sample within the stall timeout") from None
@@ -220,7 +221,7 @@ class GpuMonitor:
                     other.append(line.strip())
             if round_:
                 yield self._snapshot(round_)
-            await asyncio.wait_for(process.wait_closed(), 2.0)
+            await within(2.0, process.wait_closed())
             if process.exit_status is None:
                 raise EOFError("the connection closed")
             # nvidia-smi exists but fails (no driver, no device): report its own words as "no GPU".

@@ -8,13 +8,13 @@ key is refused always, naming the line to remove. Nothing here ever trusts a key
 
 from __future__ import annotations
 
-import asyncio
 import os
 from pathlib import Path
 from typing import Any
 
 import asyncssh
 
+from remote.aio import within
 from remote.ssh_errors import HostKeyChangedError, HostKeyError, HostKeyUnknownError
 from remote.ssh_target import SshTarget
 
@@ -147,6 +147,4 @@ async def fetch_host_key(target: SshTarget, *, timeout: float = 10.0) -> asyncss
     kwargs: dict[str, Any] = {}
     if target.proxy_command:
         kwargs["proxy_command"] = target.proxy_command
-    return await asyncio.wait_for(
-        asyncssh.get_server_host_key(target.address, target.port, **kwargs), timeout
-    )
+    return await within(timeout, asyncssh.get_server_host_key(target.address, target.port, **kwargs))

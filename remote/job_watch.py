@@ -23,6 +23,7 @@ from typing import Literal
 
 import asyncssh
 
+from remote.aio import within
 from remote.jobs import JobStatus, parse_status, supervisor_command, supervisor_script
 from remote.models import ConnectionGetter
 from remote.ssh_errors import SshError
@@ -138,7 +139,7 @@ async def _records(
         process.stdin.write_eof()
         lines: list[str] = []
         while True:
-            line = await asyncio.wait_for(process.stdout.readline(), stall_timeout)
+            line = await within(stall_timeout, process.stdout.readline())
             if not line.endswith("\n"):
                 raise EOFError(await _ending(process))
             line = line[:-1]
@@ -166,13 +167,13 @@ def parse_record(name: str, lines: Sequence[str]) -> JobStatus:
 async def _ending(process: asyncssh.SSHClientProcess[str]) -> str:
     """Why the watch's output ended: the connection, or the command's own exit."""
     try:
-        await asyncio.wait_for(process.wait_closed(), 1.0)
+        await within(1.0, process.wait_closed())
     except (asyncssh.Error, OSError, TimeoutError):
         pass
     if process.exit_status is None and process.exit_signal is None:
         return "the connection closed"
     try:
-        stderr = (await asyncio.wait_for(process.stderr.read(), 0.5)).strip()
+        stderr = (await within(0.5, process.stderr.read())).strip()
     except (asyncssh.Error, OSError, TimeoutError):
         stderr = ""
     how = f"signal {process.exit_signal[0]}" if process.exit_signal else f"status {process.exit_status}"

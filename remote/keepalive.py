@@ -23,6 +23,7 @@ from collections.abc import Callable, Iterable
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+from remote.aio import within
 from remote.errors import GcptuiError
 from remote.keepalive_events import (
     DetectedBy,
@@ -218,7 +219,7 @@ class KeepAlive:
             self._dropped &= set(self._suspects)
             interval = self.fast_poll_seconds if self._suspects else self.poll_seconds
             try:
-                await asyncio.wait_for(self._wake.wait(), timeout=interval)
+                await within(interval, self._wake.wait())
             except TimeoutError:
                 pass
             self._wake.clear()

@@ -10,7 +10,6 @@ keepalives notice a dead link and ``poke`` polls GCE at once; the polling path s
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from typing import TYPE_CHECKING, Any
 
@@ -108,6 +107,5 @@ class NoticeWatchers:
         self._tasks.clear()
         for task in tasks:
             task.cancel()
-        for task in tasks:
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await task
+        if tasks:  # bounded: closing must not hang on a watcher that will not end
+            await asyncio.wait(tasks, timeout=3.0)

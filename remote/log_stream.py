@@ -27,6 +27,7 @@ from typing import Literal
 
 import asyncssh
 
+from remote.aio import within
 from remote.log_text import LineAssembler
 from remote.models import ConnectionGetter
 
@@ -174,7 +175,7 @@ class LogStream:
         process = await conn.create_process(self._command(), encoding=None)
         try:
             while True:
-                line = await asyncio.wait_for(process.stdout.readline(), self.stall_timeout)
+                line = await within(self.stall_timeout, process.stdout.readline())
                 if not line.endswith(b"\n"):
                     await _finish(process)
                     if process.exit_status is None or line:
@@ -230,14 +231,14 @@ class _ReaderFailed(Exception):
 
 async def _finish(process: asyncssh.SSHClientProcess[bytes]) -> None:
     try:
-        await asyncio.wait_for(process.wait_closed(), 2.0)
+        await within(2.0, process.wait_closed())
     except (asyncssh.Error, OSError):
         pass
 
 
 async def _drain(stream: asyncssh.SSHReader[bytes]) -> str:
     try:
-        data = await asyncio.wait_for(stream.read(4096), 1.0)
+        data = await within(1.0, stream.read(4096))
     except (asyncssh.Error, OSError, TimeoutError):
         return ""
     return data.decode("utf-8", "replace").strip().splitlines()[-1] if data.strip() else ""

@@ -136,6 +136,7 @@ class GcptuiApp(App[None]):
         try:
             await self.keepalive.run()
         finally:
+            await watchers.close()
             await self.keepalive.close()
 
     def _recovery_event(self, event: RecoveryEvent) -> None:

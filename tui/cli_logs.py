@@ -13,6 +13,7 @@ from contextlib import aclosing
 from pathlib import PurePosixPath
 from typing import TextIO
 
+from remote.aio import within
 from remote.gpu import GpuMonitor, GpuSnapshot
 from remote.log_stream import LogChunk, LogStream
 from remote.log_text import strip_ansi
@@ -159,6 +160,6 @@ async def _first_snapshot(name: str, get_conn: ConnectionGetter, nvidia_smi: str
         return last
 
     try:
-        return name, await asyncio.wait_for(first(), timeout)
+        return name, await within(timeout, first())
     except TimeoutError:
         return name, last

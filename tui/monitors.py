@@ -13,6 +13,7 @@ import logging
 from collections.abc import Callable, Coroutine
 from typing import Any
 
+from remote.aio import within
 from remote.errors import GcptuiError
 from remote.fleet import FleetSnapshot
 from remote.gpu import GpuHistory, GpuMonitor
@@ -237,7 +238,7 @@ class Monitors:
             return
         session = self.services.sync_session(instance)
         try:
-            await asyncio.wait_for(session.full_sync(), timeout)
+            await within(timeout, session.full_sync())
         finally:
             await session.close()
 

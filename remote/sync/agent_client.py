@@ -17,6 +17,7 @@ from pathlib import Path
 
 import asyncssh
 
+from remote.aio import within
 from remote.sync.manifest import Entry
 
 AGENT_SOURCE = (Path(__file__).with_name("vm_agent.py")).read_text(encoding="utf-8")
@@ -112,7 +113,7 @@ class RemoteAgent:
         except TRANSPORT_ERRORS as err:
             stderr = ""
             try:
-                stderr = (await asyncio.wait_for(self._process.stderr.read(4096), 0.2)).decode(errors="replace")
+                stderr = (await within(0.2, self._process.stderr.read(4096))).decode(errors="replace")
             except (TimeoutError, Exception):  # noqa: BLE001 - best effort detail only
                 pass
             raise AgentLost(f"the sync agent stopped: {stderr.strip() or err}") from err

@@ -14,6 +14,7 @@ import os
 from collections.abc import AsyncIterator, Callable, Iterable
 from pathlib import Path
 
+from remote.aio import within
 from remote.errors import GcptuiError
 from remote.models import ConnectionGetter
 from remote.sync.agent_client import TRANSPORT_ERRORS, AgentLost, AgentRefused, RemoteAgent
@@ -159,7 +160,7 @@ class SyncSession:
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, 2.0)
 
-        await asyncio.wait_for(attempt(), timeout)
+        await within(timeout, attempt())
 
     def pause(self) -> None:
         """Stop sending watched changes; they queue until :meth:`resume` (the TUI's toggle key)."""

@@ -17,6 +17,8 @@ from pathlib import Path
 import anyio
 from watchfiles import awatch
 
+from remote.aio import within
+
 
 class TreeWatcher:
     """Collects changed absolute paths from several non-recursive ``awatch`` generators."""
@@ -112,7 +114,7 @@ class TreeWatcher:
         if not self._changes:
             self._wake.clear()
             try:
-                await asyncio.wait_for(self._wake.wait(), timeout)
+                await within(timeout, self._wake.wait())
             except TimeoutError:
                 return set()
         out, self._changes = self._changes, set()
