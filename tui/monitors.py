@@ -18,18 +18,16 @@ from remote.errors import GcptuiError
 from remote.fleet import FleetSnapshot
 from remote.gpu import GpuHistory, GpuMonitor
 from remote.idle import IdleGpuDetector
+from remote.job_watch import watch_job
 from remote.jobs import JobStatus, metrics_path
 from remote.metrics import Progress, follow_progress
-from remote.models import Instance
+from remote.models import ConnectionGetter, Instance
 from remote.services import Services
 from remote.ssh_target import SshTarget
 from remote.sync import SyncEvent, SyncSession, SyncStateChanged, SyncWarning
 from tui.live import Live
 
 log = logging.getLogger(__name__)
-
-JOB_POLL_SECONDS = 3.0
-
 
 async def cancel_and_wait(tasks: list[asyncio.Task[None]], timeout: float = 3.0) -> None:
     """Cancel ``tasks`` and wait at most ``timeout`` for them. Python 3.11's ``wait_for`` can swallow
@@ -117,7 +115,7 @@ class Monitors:
         get = self.services.pool.getter(target)
         metrics = metrics_path(self.services.config.job, self.services.config.sync.dest)
         self._tasks[name] = [
-            self._spawn(f"job {name}", self._watch_job(name, target)),
+            self._spawn(f"job {name}", self._watch_job(name, get)),
             self._spawn(f"progress {name}", self._watch_progress(name, get, metrics)),
             self._spawn(f"gpu {name}", self._watch_gpu(name, get)),
         ]
@@ -143,20 +141,17 @@ class Monitors:
 
     # -- the watchers ------------------------------------------------------------------------------
 
-    async def _watch_job(self, name: str, target: SshTarget) -> None:
+    async def _watch_job(self, name: str, get: ConnectionGetter) -> None:
+        """Follow the VM's job state as it changes (one long-lived exec, not a poll per VM)."""
         live = self.state(name)
-        while True:
-            try:
-                status = await self.services.jobs.status(target)
-            except GcptuiError as err:
-                live.job_error = str(err)
-            else:
-                previous = live.job
-                live.job, live.job_error = status, ""
-                if previous is not None and previous.state == "running" and status.state != "running":
-                    self.job_ended(name, status)
+        async for event in watch_job(get, name):
+            if event.kind == "lost":
+                live.job_error = event.reason or "connection lost"
+            elif event.status is not None:
+                live.job, live.job_error = event.status, ""
+                if event.kind == "ended":
+                    self.job_ended(name, event.status)
             self.changed(name)
-            await asyncio.sleep(JOB_POLL_SECONDS)
 
     async def refresh_job(self, name: str) -> None:
         """Read the job's state now (after the user started or killed it)."""
