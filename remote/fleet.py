@@ -46,6 +46,7 @@ class FleetSource:
     def __init__(self, config: Config) -> None:
         self.config = config
         self._gce: GceClient | None = None
+        self._project: str | None = None
 
     @property
     def gcp(self) -> GcpConfig | None:
@@ -56,9 +57,12 @@ class FleetSource:
         assert self.gcp is not None
         if self.gcp.project:
             return self.gcp.project
+        if self._project is not None:
+            return self._project
         from remote.gcloud_config import resolve_project
 
-        project = resolve_project()
+        # Read once: the status line asks on every refresh, and gcloud's files do not change under us.
+        project = self._project = resolve_project()
         if not project:
             where = f"[gcp] project in {self.config.path}" if self.config.path else "[gcp] project in gcptui.toml"
             raise ConfigError(

@@ -18,12 +18,13 @@ import pytest
 from remote.config import JobConfig
 from remote.emulator import Emulator
 from remote.emulator.metadata import MetadataServer
-from remote.jobs import JobRunner, JobStatus
+from remote.jobs import JobRunner
 from remote.ssh_pool import SshPool
 from remote.ssh_target import SshTarget
 from tests.helpers.sshd import Sshd
 from tests.ssh.conftest import group_members, make_runner, wait_for
 from tests.ssh.emulated import boot, emulator_fixture, home, notice_only, start_vm, target, watching  # noqa: F401
+from tests.ssh.test_jobs import finished
 
 # Checkpoints on SIGTERM, as a trainer would: proof that it heard the signal in time.
 TRAPPER = """trap 'echo got-term > "$HOME/term.txt"; exit 0' TERM; while :; do sleep 0.1; done"""
@@ -168,7 +169,7 @@ async def test_every_fetcher_sees_the_notice_on_a_real_sshd(
         await wait_for(lambda: _true(any("wait_for_change" in c for c in watcher_processes(pgid))),
                        what="the notice watcher's long poll")  # fmt: skip
         await metadata.set("instance/preempted", "TRUE")
-        ended = await _finished(runner, target)
+        ended = await finished(runner, target)
         assert (ended.state, ended.exit_code, ended.detail) == ("exited", 0, "preempted")
         assert ended.preempted_at is not None
         assert (remote_home / "term.txt").read_text() == "got-term\n"
@@ -206,17 +207,6 @@ def _remote_watches(home: Path) -> list[int]:
         if any(part.startswith(f"{home}/.gcptui/bin/") for part in cmdline) and "watch" in cmdline:
             found.append(proc.info["pid"])
     return found
-
-
-async def _finished(runner: JobRunner, target: SshTarget) -> JobStatus:
-    last: list[JobStatus] = []
-
-    async def done() -> bool:
-        last.append(await runner.status(target))
-        return last[-1].state != "running"
-
-    await wait_for(done, what="the job to end")
-    return last[-1]
 
 
 async def _true(value: bool) -> bool:
