@@ -24,12 +24,11 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 import torch  # noqa: E402
-
-from trainer.background import snapshot_to_cpu  # noqa: E402
-from trainer.checkpoint import CheckpointStore  # noqa: E402
-from trainer.model import SIZES, TransformerLM, next_token_loss  # noqa: E402
-from trainer.reference import ReferenceSettings, train  # noqa: E402
-from trainer.state import collect_state  # noqa: E402
+from gcptui_trainer.background import snapshot_to_cpu  # noqa: E402
+from gcptui_trainer.checkpoint import CheckpointStore  # noqa: E402
+from gcptui_trainer.model import SIZES, TransformerLM, next_token_loss  # noqa: E402
+from gcptui_trainer.reference import ReferenceSettings, train  # noqa: E402
+from gcptui_trainer.state import collect_state  # noqa: E402
 
 
 def _say(text: str) -> None:
@@ -107,7 +106,7 @@ def measure_throughput(steps: int, repeats: int, workdir: Path) -> dict:
 def _launch(run_dir: Path, *args: str) -> subprocess.Popen:
     env = dict(os.environ, PYTHONPATH=str(REPO))
     env.pop("GCPTUI_METRICS", None)
-    return subprocess.Popen([sys.executable, "-m", "trainer", "--run-dir", str(run_dir), *args],
+    return subprocess.Popen([sys.executable, "-m", "gcptui_trainer", "--run-dir", str(run_dir), *args],
                             cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
 

@@ -46,7 +46,7 @@ from remote.keepalive_watch import NoticeWatchers  # noqa: E402
 from remote.relaunch import build_keepalive  # noqa: E402
 from remote.services import Services  # noqa: E402
 
-TRAIN = ("python -m trainer --run-dir runs/bench --steps 100000 --size tiny --checkpoint-every 100 "
+TRAIN = ("python -m gcptui_trainer --run-dir runs/bench --steps 100000 --size tiny --checkpoint-every 100 "
          "--log-every 1 --step-delay 0.02")  # fmt: skip
 
 

@@ -6,8 +6,7 @@ from pathlib import Path
 
 import pytest
 import torch
-
-from trainer.checkpoint import CheckpointStore, DamagedCheckpointError
+from gcptui_trainer.checkpoint import CheckpointStore, DamagedCheckpointError
 
 
 def _state(value: float) -> dict:

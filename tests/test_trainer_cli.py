@@ -1,4 +1,4 @@
-"""`python -m trainer` on bad input and damaged checkpoints: one clear line, exit 2, or a safe fallback."""
+"""`python -m gcptui_trainer` on bad input and damaged checkpoints: one clear line, exit 2, or a safe fallback."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Helpers for the trainer tests: launch real `python -m trainer` processes and read their metrics.
+"""Helpers for the trainer tests: launch real `python -m gcptui_trainer` processes and read their metrics.
 
 No test lives here; the other test_trainer_* modules import these helpers.
 """
@@ -92,7 +92,7 @@ _launches = 0
 
 def start_trainer(run_dir: Path, *args: str, env: dict[str, str] | None = None,
                   nproc: int = 1) -> TrainerProcess:
-    """Start `python -m trainer --run-dir RUN_DIR ARGS` (under torchrun when nproc > 1)."""
+    """Start `python -m gcptui_trainer --run-dir RUN_DIR ARGS` (under torchrun when nproc > 1)."""
     global _launches
     _launches += 1
     log = run_dir.parent / f"{run_dir.name}-log-{_launches}.txt"
@@ -100,9 +100,9 @@ def start_trainer(run_dir: Path, *args: str, env: dict[str, str] | None = None,
     offset = metrics.stat().st_size if metrics.exists() else 0
     if nproc > 1:
         launcher = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", str(nproc),
-                    "--master_addr", "127.0.0.1", "--master_port", str(free_port()), "-m", "trainer"]
+                    "--master_addr", "127.0.0.1", "--master_port", str(free_port()), "-m", "gcptui_trainer"]
     else:
-        launcher = [sys.executable, "-m", "trainer"]
+        launcher = [sys.executable, "-m", "gcptui_trainer"]
     with open(log, "wb") as out:
         popen = subprocess.Popen(
             [*launcher, "--run-dir", str(run_dir), *args],

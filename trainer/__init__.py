@@ -1,7 +1,9 @@
 """Exact, atomic, preemption-safe checkpoints for PyTorch training loops, and a reference run.
 
-Runs on the training VM; imports neither the TUI nor the remote side. Names are loaded on first
-use (PEP 562), so ``python -m trainer.toy`` runs where torch is not installed.
+Installed on its own as the ``gcptui-trainer`` distribution (``pip install ./trainer``, torch and
+numpy only) and imported as ``gcptui_trainer``: a name no other project uses, so neither another
+``trainer`` package nor a user's own ``trainer.py`` can shadow it. Runs on the training VM; imports
+nothing of gcptui's client side. Names load on first use (PEP 562): importing the package is cheap.
 """
 
 from __future__ import annotations
@@ -10,17 +12,17 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 _EXPORTS = {
-    "PREEMPTED_EXIT_CODE": "trainer.resumable",
-    "ResumableRun": "trainer.resumable",
-    "CheckpointInfo": "trainer.checkpoint",
-    "CheckpointStore": "trainer.checkpoint",
-    "DamagedCheckpointError": "trainer.checkpoint",
-    "DeterministicBatchSampler": "trainer.data",
-    "CheckpointMismatchError": "trainer.errors",
-    "NoValidCheckpointError": "trainer.errors",
-    "Preempted": "trainer.errors",
-    "RunDirectoryInUseError": "trainer.errors",
-    "TrainerError": "trainer.errors",
+    "PREEMPTED_EXIT_CODE": ".resumable",
+    "ResumableRun": ".resumable",
+    "CheckpointInfo": ".checkpoint",
+    "CheckpointStore": ".checkpoint",
+    "DamagedCheckpointError": ".checkpoint",
+    "DeterministicBatchSampler": ".data",
+    "CheckpointMismatchError": ".errors",
+    "NoValidCheckpointError": ".errors",
+    "Preempted": ".errors",
+    "RunDirectoryInUseError": ".errors",
+    "TrainerError": ".errors",
 }
 
 __all__ = [
@@ -40,18 +42,18 @@ __all__ = [
 
 def __getattr__(name: str) -> Any:
     if name not in _EXPORTS:
-        raise AttributeError(f"module 'trainer' has no attribute {name!r}")
-    return getattr(importlib.import_module(_EXPORTS[name]), name)
+        raise AttributeError(f"module 'gcptui_trainer' has no attribute {name!r}")
+    return getattr(importlib.import_module(_EXPORTS[name], __name__), name)
 
 
 if TYPE_CHECKING:
-    from trainer.checkpoint import CheckpointInfo, CheckpointStore, DamagedCheckpointError
-    from trainer.data import DeterministicBatchSampler
-    from trainer.errors import (
+    from .checkpoint import CheckpointInfo, CheckpointStore, DamagedCheckpointError
+    from .data import DeterministicBatchSampler
+    from .errors import (
         CheckpointMismatchError,
         NoValidCheckpointError,
         Preempted,
         RunDirectoryInUseError,
         TrainerError,
     )
-    from trainer.resumable import PREEMPTED_EXIT_CODE, ResumableRun
+    from .resumable import PREEMPTED_EXIT_CODE, ResumableRun

@@ -1,7 +1,7 @@
-"""Entry point of `python -m trainer` (and of each `torchrun -m trainer` worker)."""
+"""Entry point of `python -m gcptui_trainer` (and of each `torchrun -m gcptui_trainer` worker)."""
 
 import sys
 
-from trainer.cli import main
+from .cli import main
 
 sys.exit(main())

@@ -14,7 +14,7 @@ from typing import Any
 
 import torch
 
-from trainer.checkpoint import CheckpointInfo, CheckpointStore
+from .checkpoint import CheckpointInfo, CheckpointStore
 
 
 def snapshot_to_cpu(value: Any) -> Any:

@@ -1,4 +1,4 @@
-"""`python -m trainer`: the reference run's command line."""
+"""`python -m gcptui_trainer`: the reference run's command line."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ import sys
 from pathlib import Path
 from typing import NoReturn
 
-from trainer import distributed
-from trainer.errors import TrainerError
-from trainer.model import SIZES
+from . import distributed
+from .errors import TrainerError
+from .model import SIZES
 
 USAGE_ERROR = 2
 
@@ -18,7 +18,7 @@ class _OneLineParser(argparse.ArgumentParser):
     """argparse, but a usage mistake is one line on stderr (exit 2), not a usage dump."""
 
     def error(self, message: str) -> NoReturn:
-        print(f"error: {message} (see python -m trainer --help)", file=sys.stderr, flush=True)
+        print(f"error: {message} (see python -m gcptui_trainer --help)", file=sys.stderr, flush=True)
         raise SystemExit(USAGE_ERROR)
 
 
@@ -45,7 +45,7 @@ def _non_negative_float(text: str) -> float:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = _OneLineParser(
-        prog="python -m trainer",
+        prog="python -m gcptui_trainer",
         description="Reference run: a small transformer LM with exact, atomic, preemption-safe checkpoints.",
     )
     parser.add_argument("--run-dir", required=True, type=Path, help="checkpoints and metrics.jsonl go here")
@@ -73,7 +73,7 @@ def main(argv: list[str] | None = None) -> int:
     # Imported here so `--help` and usage errors answer without loading torch.
     import torch
 
-    from trainer.reference import ReferenceSettings, train
+    from .reference import ReferenceSettings, train
 
     device = args.device
     if device == "auto":

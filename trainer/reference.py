@@ -17,16 +17,16 @@ import numpy as np
 import torch
 from torch.nn.parallel import DistributedDataParallel
 
-from trainer import distributed
-from trainer.data import DeterministicBatchSampler, make_corpus
-from trainer.errors import TrainerError
-from trainer.model import SIZES, TransformerLM, next_token_loss
-from trainer.resumable import ResumableRun
+from . import distributed
+from .data import DeterministicBatchSampler, make_corpus
+from .errors import TrainerError
+from .model import SIZES, TransformerLM, next_token_loss
+from .resumable import ResumableRun
 
 
 @dataclass(frozen=True)
 class ReferenceSettings:
-    """Everything the `python -m trainer` command line sets."""
+    """Everything the `python -m gcptui_trainer` command line sets."""
 
     run_dir: Path
     steps: int

@@ -25,20 +25,20 @@ from typing import Any
 import torch
 from torch import nn
 
-from trainer import distributed
-from trainer.background import BackgroundCheckpointWriter, snapshot_to_cpu
-from trainer.checkpoint import CheckpointInfo, CheckpointStore, DamagedCheckpointError
-from trainer.errors import (
+from . import distributed
+from .background import BackgroundCheckpointWriter, snapshot_to_cpu
+from .checkpoint import CheckpointInfo, CheckpointStore, DamagedCheckpointError
+from .errors import (
     CheckpointMismatchError,
     NoValidCheckpointError,
     Preempted,
     RunDirectoryInUseError,
     TrainerError,
 )
-from trainer.metrics import MetricsLog, default_metrics_path
-from trainer.preemption import PreemptionSignal
-from trainer.rng import capture_rng_state, restore_rng_state
-from trainer.state import apply_state, collect_state, json_normal, model_identity
+from .metrics import MetricsLog, default_metrics_path
+from .preemption import PreemptionSignal
+from .rng import capture_rng_state, restore_rng_state
+from .state import apply_state, collect_state, json_normal, model_identity
 
 # 128 + SIGTERM: the shell's code for "ended by SIGTERM"; the run is not done, and says so.
 PREEMPTED_EXIT_CODE = 143

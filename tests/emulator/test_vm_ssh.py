@@ -59,7 +59,7 @@ async def test_commands_run_in_home_with_the_vms_path(emulator: Emulator) -> Non
         assert float(rows[0][6]) > 0
         apps = await conn.run("nvidia-smi --query-compute-apps=pid,process_name,used_memory --format=csv,noheader,nounits")
         assert apps.exit_status == 0
-        trainer = await conn.run("python -c 'import trainer, sys; print(sys.executable)'", check=True)
+        trainer = await conn.run("python -c 'import gcptui_trainer, sys; print(sys.executable)'", check=True)
         assert trainer.stdout.strip() == sys.executable
 
 

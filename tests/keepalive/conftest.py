@@ -20,7 +20,7 @@ __all__ = ["emulator"]
 ROOT = Path(__file__).resolve().parents[2]
 
 # The reference trainer, small and slowed down so a preemption lands mid-run; every step logged.
-TRAIN = "python -m trainer --run-dir runs/r --steps {steps} --size tiny --checkpoint-every 100 --log-every 1 --step-delay {delay}"
+TRAIN = "python -m gcptui_trainer --run-dir runs/r --steps {steps} --size tiny --checkpoint-every 100 --log-every 1 --step-delay {delay}"
 
 
 @dataclass

@@ -19,10 +19,10 @@ STEPS = 240
 async def reference_losses(run_dir: Path) -> asyncio.subprocess.Process:
     """An uninterrupted run of the same seed and steps, locally, for the bit-for-bit comparison."""
     env = {k: v for k, v in os.environ.items() if k != "GCPTUI_METRICS"}
-    args = TRAIN.format(steps=STEPS, delay=0).split()[3:]  # drop "python -m trainer"
+    args = TRAIN.format(steps=STEPS, delay=0).split()[3:]  # drop "python -m gcptui_trainer"
     args[args.index("runs/r")] = str(run_dir)
     return await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "trainer", *args, env=env,
+        sys.executable, "-m", "gcptui_trainer", *args, env=env,
         stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE,
     )  # fmt: skip
 

@@ -64,7 +64,7 @@ class GpuPanelApp(App[None]):
                         GpuSample(0, "NVIDIA L4", float(t * 5), 12000 + t * 300, 23034, 61, 70.5),
                         GpuSample(1, "NVIDIA L4", 0.0, 0, 23034, 34, None),
                     ),
-                    (GpuProcess(4242, "python -m trainer", 18000),),
+                    (GpuProcess(4242, "python -m gcptui_trainer", 18000),),
                     float(t),
                 )
             )

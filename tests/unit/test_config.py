@@ -32,7 +32,7 @@ protect = ["runs/", "checkpoints/"]
 
 [job]
 setup = "pip install -r requirements.txt"
-command = "python -m trainer --run-dir runs/a --steps 1000"
+command = "python -m gcptui_trainer --run-dir runs/a --steps 1000"
 env = { CUDA_VISIBLE_DEVICES = "0" }
 stop_grace_seconds = 10
 

@@ -1,12 +1,13 @@
 """A torch-free stand-in for the reference run, for ``gcptui demo`` on a machine without PyTorch.
 
-``python -m trainer.toy --run-dir DIR --steps N [--resume] [--checkpoint-every K] [--log-every K]
+``python toy_train.py --run-dir DIR --steps N [--resume] [--checkpoint-every K] [--log-every K]
 [--step-delay S] [--seed S]`` fits a small linear model with SGD in plain Python. It keeps the
 contracts that matter to gcptui: progress lines of the protocol, atomic checkpoints (temporary file,
 fsync, rename, directory fsync), a checkpoint at once on SIGTERM and exit 143, and an exact resume
 (the data of step ``k`` is a pure function of the seed and ``k``, so losses after a resume equal an
-uninterrupted run's). The real trainer (``python -m trainer``) is what users adopt; this only lets the
-demo show the whole loop where torch is not installed.
+uninterrupted run's). The real trainer (``python -m gcptui_trainer``) is what users adopt; this only lets
+the demo show the whole loop where torch is not installed. It is one self-contained file: the demo
+writes it into its project, which sync then carries to the VMs like any user's code.
 """
 
 from __future__ import annotations
@@ -20,7 +21,34 @@ import sys
 import time
 from pathlib import Path
 
-from trainer.metrics import MetricsLog, default_metrics_path
+
+class MetricsLog:
+    """The progress protocol's JSON lines, appended to `$GCPTUI_METRICS` (else RUN_DIR/metrics.jsonl)."""
+
+    def __init__(self, run_dir: Path) -> None:
+        path = Path(os.environ.get("GCPTUI_METRICS") or run_dir / "metrics.jsonl")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self._file = open(path, "a", encoding="utf-8")  # noqa: SIM115 - closed in close()
+
+    def progress(self, step: int, total_steps: int, loss: float, samples_per_s: float) -> None:
+        self._write({"step": step, "total_steps": total_steps, "loss": loss,
+                     "samples_per_s": round(samples_per_s, 3), "time": time.time()},
+                    f"step {step}/{total_steps} loss {loss:.4f} {samples_per_s:.0f} samples/s")
+
+    def event(self, name: str, text: str, **fields: object) -> None:
+        self._write({"event": name, **fields, "time": time.time()}, text)
+
+    def say(self, text: str) -> None:
+        print(text, flush=True)
+
+    def close(self) -> None:
+        self._file.close()
+
+    def _write(self, record: dict[str, object], text: str) -> None:
+        # json.dumps writes floats with repr(), which round-trips a Python float exactly.
+        self._file.write(json.dumps(record) + "\n")
+        self._file.flush()
+        self.say(text)
 
 FEATURES = 8
 CHECKPOINT = "toy-checkpoint.json"
@@ -70,7 +98,7 @@ def save(run_dir: Path, step: int, weights: list[float], seed: int) -> Path:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m trainer.toy", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python toy_train.py", description=__doc__.split("\n\n")[0])
     parser.add_argument("--run-dir", required=True)
     parser.add_argument("--steps", type=int, required=True)
     parser.add_argument("--seed", type=int, default=0)
@@ -86,7 +114,7 @@ def main(argv: list[str] | None = None) -> int:
     if checkpoint.exists() and not args.resume:
         print(f"error: {run_dir} already holds a checkpoint: pass --resume to continue it", file=sys.stderr)
         return 2
-    log = MetricsLog(default_metrics_path(run_dir))
+    log = MetricsLog(run_dir)
     step, weights = 0, [0.0] * FEATURES
     if checkpoint.exists():
         state = json.loads(checkpoint.read_text())

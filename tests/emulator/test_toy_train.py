@@ -9,15 +9,15 @@ import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+TOY = Path(__file__).resolve().parents[2] / "remote" / "emulator" / "toy_train.py"
 # Run as a machine without torch would: any `import torch` fails.
-NO_TORCH = "import sys, runpy; sys.modules['torch'] = None; sys.argv[0] = 'toy'; runpy.run_module('trainer.toy', run_name='__main__')"
+NO_TORCH = "import sys, runpy; sys.modules['torch'] = None; sys.argv[0] = 'toy'; runpy.run_path(sys.argv.pop(1), run_name='__main__')"
 
 
 def toy(run_dir: Path, *args: str) -> subprocess.Popen[str]:
     return subprocess.Popen(
-        [sys.executable, "-c", NO_TORCH, "--run-dir", str(run_dir), "--log-every", "1", *args],
-        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        [sys.executable, "-c", NO_TORCH, str(TOY), "--run-dir", str(run_dir), "--log-every", "1", *args],
+        cwd=run_dir.parent, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )
 
 
