@@ -24,6 +24,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 import torch  # noqa: E402
+
 from gcptui_trainer.background import snapshot_to_cpu  # noqa: E402
 from gcptui_trainer.checkpoint import CheckpointStore  # noqa: E402
 from gcptui_trainer.model import SIZES, TransformerLM, next_token_loss  # noqa: E402

@@ -27,9 +27,9 @@ sys.path.insert(0, str(ROOT))
 
 def tui_child(config: str, t0: float, expected: int) -> None:
     """Runs in a fresh interpreter: report first frame and full table times, then exit."""
-    from remote.config import load_config
-    from tui.app import GcptuiApp
-    from tui.messages import FleetRefreshed
+    from gcptui.remote.config import load_config
+    from gcptui.tui.app import GcptuiApp
+    from gcptui.tui.messages import FleetRefreshed
 
     result: dict[str, object] = {}
 
@@ -66,8 +66,8 @@ def main() -> None:
         tui_child(args.tui_child[0], float(args.tui_child[1]), int(args.tui_child[2]))
         return
 
-    from remote.emulator.demo import large_fleet
-    from remote.emulator.thread import EmulatorThread
+    from gcptui.remote.emulator.demo import large_fleet
+    from gcptui.remote.emulator.thread import EmulatorThread
 
     with tempfile.TemporaryDirectory() as tmp, EmulatorThread(Path(tmp) / "emu", ssh=False) as emulator:
         emulator.add_fleet(large_fleet(args.instances, args.zones))
@@ -75,7 +75,7 @@ def main() -> None:
         ls_times = []
         for _ in range(args.runs):
             start = time.perf_counter()
-            out = subprocess.run([sys.executable, "-m", "tui", "ls", "--json", "--config", config],
+            out = subprocess.run([sys.executable, "-m", "gcptui.tui", "ls", "--json", "--config", config],
                                  cwd=ROOT, capture_output=True, text=True, check=True)
             ls_times.append(time.perf_counter() - start)
             assert len(json.loads(out.stdout)) == args.instances

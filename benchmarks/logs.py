@@ -36,9 +36,9 @@ from textual import events  # noqa: E402
 from textual.app import App  # noqa: E402
 from textual.screen import Screen  # noqa: E402
 
-from remote.log_stream import LogChunk, LogEvent, LogNotice, LogStream  # noqa: E402
-from remote.models import ConnectionGetter  # noqa: E402
-from tui.logs_screen import LogsScreen, PaneSource  # noqa: E402
+from gcptui.remote.models import ConnectionGetter  # noqa: E402
+from gcptui.remote.telemetry.log_stream import LogChunk, LogEvent, LogNotice, LogStream  # noqa: E402
+from gcptui.tui.logs.screen import LogsScreen, PaneSource  # noqa: E402
 
 WRITER = r"""
 import sys, time

@@ -38,13 +38,13 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from remote.config import load_config  # noqa: E402
-from remote.emulator import Emulator  # noqa: E402
-from remote.emulator.emulator import wait_until_running  # noqa: E402
-from remote.keepalive import KeepAlive, RecoveryEvent  # noqa: E402
-from remote.keepalive_watch import NoticeWatchers  # noqa: E402
-from remote.relaunch import build_keepalive  # noqa: E402
-from remote.services import Services  # noqa: E402
+from gcptui.remote.config import load_config  # noqa: E402
+from gcptui.remote.emulator import Emulator  # noqa: E402
+from gcptui.remote.emulator.emulator import wait_until_running  # noqa: E402
+from gcptui.remote.keepalive.recovery import KeepAlive, RecoveryEvent  # noqa: E402
+from gcptui.remote.keepalive.relaunch import build_keepalive  # noqa: E402
+from gcptui.remote.keepalive.watch import NoticeWatchers  # noqa: E402
+from gcptui.remote.services import Services  # noqa: E402
 
 TRAIN = ("python -m gcptui_trainer --run-dir runs/bench --steps 100000 --size tiny --checkpoint-every 100 "
          "--log-every 1 --step-delay 0.02")  # fmt: skip

@@ -33,10 +33,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from remote.config import JobConfig, SshConfig  # noqa: E402
-from remote.jobs import JobRunner  # noqa: E402
-from remote.ssh_pool import SshPool  # noqa: E402
-from remote.ssh_target import SshTarget  # noqa: E402
+from gcptui.remote.config import JobConfig, SshConfig  # noqa: E402
+from gcptui.remote.jobs.runner import JobRunner  # noqa: E402
+from gcptui.remote.ssh.pool import SshPool  # noqa: E402
+from gcptui.remote.ssh.target import SshTarget  # noqa: E402
 from tests.helpers.sshd import Sshd, make_client_key, sshd_available  # noqa: E402
 
 SSH = SshConfig(connect_timeout=30.0, keepalive_seconds=15.0)
@@ -71,7 +71,7 @@ async def openssh_true(servers: list[Sshd]) -> None:
 
 def script_status_local(home: Path, repeat: int) -> dict[str, float]:
     """The VM-side ``status`` alone, run here without SSH: what our script adds to a round trip."""
-    script = ROOT / "remote" / "vm_side" / "gcptui-job.sh"
+    script = ROOT / "remote" / "vm" / "gcptui-job.sh"
     samples = []
     for _ in range(repeat):
         start = time.perf_counter()

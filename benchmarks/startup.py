@@ -35,7 +35,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from remote.emulator.demo import demo_fleet  # noqa: E402
+from gcptui.remote.emulator.demo import demo_fleet  # noqa: E402
 from tests.e2e.terminal import (  # noqa: E402
     ROOT,
     STEP_LINE,

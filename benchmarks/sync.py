@@ -23,7 +23,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import asyncssh  # noqa: E402
 
-from remote.sync import SyncSession  # noqa: E402
+from gcptui.remote.sync import SyncSession  # noqa: E402
 from tests.helpers.sshd import Sshd, make_client_key  # noqa: E402
 
 

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable
+import logging
+from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
 T = TypeVar("T")
@@ -18,3 +19,30 @@ async def within(seconds: float | None, awaitable: Awaitable[T]) -> T:
     """
     async with asyncio.timeout(seconds):
         return await awaitable
+
+
+def report_failure(task: asyncio.Task[T], on_failure: Callable[[str, BaseException], None]) -> asyncio.Task[T]:
+    """Call ``on_failure(task name, exception)`` if ``task`` ends with an exception (not a cancellation).
+
+    Every background task gets this: an exception nobody awaits would otherwise vanish until the
+    task is garbage collected, and a watcher that died would just look quiet.
+    """
+
+    def done(finished: asyncio.Task[T]) -> None:
+        if finished.cancelled():
+            return
+        error = finished.exception()
+        if error is not None:
+            on_failure(finished.get_name(), error)
+
+    task.add_done_callback(done)
+    return task
+
+
+def log_failure(logger: logging.Logger) -> Callable[[str, BaseException], None]:
+    """An ``on_failure`` for ``report_failure`` that logs the task's traceback."""
+
+    def failed(name: str, error: BaseException) -> None:
+        logger.error("background task %r failed", name, exc_info=(type(error), error, error.__traceback__))
+
+    return failed

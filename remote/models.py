@@ -61,7 +61,7 @@ class Instance:
         return ", ".join(f"{g.count}x {g.type}" for g in self.gpus)
 
     def to_json(self) -> dict[str, Any]:
-        """The ``ls --json`` object of DESIGN.md."""
+        """The ``ls --json`` object of docs/REFERENCE.md."""
         return {
             "name": self.name,
             "zone": self.zone or None,

@@ -7,14 +7,14 @@ from __future__ import annotations
 
 import asyncio
 
-from remote.config import Config
-from remote.errors import GcptuiError
-from remote.fleet import FleetSource
-from remote.jobs import JobRunner
-from remote.models import ConnectionGetter, Instance
-from remote.ssh_pool import SshPool
-from remote.ssh_target import SshTarget, target_for
-from remote.sync import SyncSession
+from gcptui.remote.cloud.fleet import FleetSource
+from gcptui.remote.config import Config
+from gcptui.remote.errors import GcptuiError
+from gcptui.remote.jobs.runner import JobRunner
+from gcptui.remote.models import ConnectionGetter, Instance
+from gcptui.remote.ssh.pool import SshPool
+from gcptui.remote.ssh.target import SshTarget, target_for
+from gcptui.remote.sync import SyncSession
 
 
 class Services:

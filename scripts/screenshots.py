@@ -30,13 +30,13 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 os.environ.setdefault("NO_GCE_CHECK", "true")
 
-from remote.config import load_config  # noqa: E402
-from remote.emulator.demo import demo_fleet  # noqa: E402
-from remote.emulator.thread import EmulatorThread  # noqa: E402
-from tui.app import GcptuiApp  # noqa: E402
-from tui.cli_demo import DEMO_BANNER  # noqa: E402
-from tui.demo_project import write_demo_project  # noqa: E402
-from tui.logs_screen import LogsScreen  # noqa: E402
+from gcptui.remote.config import load_config  # noqa: E402
+from gcptui.remote.emulator.demo import demo_fleet  # noqa: E402
+from gcptui.remote.emulator.thread import EmulatorThread  # noqa: E402
+from gcptui.tui.app import GcptuiApp  # noqa: E402
+from gcptui.tui.cli.demo import DEMO_BANNER  # noqa: E402
+from gcptui.tui.cli.demo_project import write_demo_project  # noqa: E402
+from gcptui.tui.logs.screen import LogsScreen  # noqa: E402
 
 SIZE = (160, 40)
 VMS = 4

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 import torch
+
 from gcptui_trainer.checkpoint import CheckpointStore, DamagedCheckpointError
 
 

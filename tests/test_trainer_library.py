@@ -11,10 +11,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from torch import nn
+
 from gcptui_trainer import DeterministicBatchSampler, ResumableRun, RunDirectoryInUseError
 from gcptui_trainer.errors import CheckpointMismatchError
 from gcptui_trainer.rng import capture_rng_state, restore_rng_state
-from torch import nn
 
 SAMPLES = 40
 BATCH = 4  # 10 steps per epoch

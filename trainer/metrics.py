@@ -1,4 +1,4 @@
-"""The progress protocol of DESIGN.md: JSON lines for tools, one readable line per event for people."""
+"""The progress protocol of docs/REFERENCE.md: JSON lines for tools, one readable line per event for people."""
 
 from __future__ import annotations
 

@@ -1,3 +1,3 @@
-from tui.cli import entry
+from gcptui.tui.cli.main import entry
 
 entry()

@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+import logging
 import signal
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from pathlib import Path
@@ -15,25 +16,36 @@ from typing import TYPE_CHECKING
 
 from textual import work
 from textual.app import App, SystemCommand
+from textual.message import Message
 from textual.screen import Screen
+from textual.worker import Worker, WorkerState
 
-from remote.config import Config
-from remote.errors import GcptuiError
-from remote.jobs import JobStatus
-from remote.keepalive import KeepAlive
-from remote.keepalive_events import RecoveryEvent
-from remote.models import ConnectionGetter, Instance
-from remote.services import Services
-from tui.fleet_screen import FleetScreen
-from tui.keys import ACTIONS, Action, action_allowed, actions_for, bindings_for, key_label, validate_keymap
-from tui.live import Live
-from tui.messages import FleetRefreshed, FleetRefreshFailed
-from tui.monitors import Monitors
+from gcptui.remote.config import Config
+from gcptui.remote.errors import GcptuiError
+from gcptui.remote.jobs.protocol import JobStatus
+from gcptui.remote.keepalive.events import RecoveryEvent
+from gcptui.remote.keepalive.recovery import KeepAlive
+from gcptui.remote.models import ConnectionGetter, Instance
+from gcptui.remote.services import Services
+from gcptui.tui.fleet.screen import FleetScreen
+from gcptui.tui.keys import (
+    ACTIONS,
+    Action,
+    action_allowed,
+    actions_for,
+    bindings_for,
+    key_label,
+    validate_keymap,
+)
+from gcptui.tui.live.monitors import Monitors
+from gcptui.tui.live.state import Live
+from gcptui.tui.messages import FleetRefreshed, FleetRefreshFailed, LiveChanged
 
 if TYPE_CHECKING:
-    from remote.log_stream import LogEvent
+    from gcptui.remote.telemetry.log_stream import LogEvent
 
 REFRESH_SECONDS = 5.0
+log = logging.getLogger(__name__)
 
 
 class GcptuiApp(App[None]):
@@ -68,7 +80,7 @@ class GcptuiApp(App[None]):
         self.monitors = Monitors(
             self.services, self.live, self._live_changed,
             job_ended=self._job_ended, sync_warning=self._sync_warning, sync_by_default=demo,
-            gpu_idle=self._gpu_idle,
+            gpu_idle=self._gpu_idle, failed=self.background_failed,
         )  # fmt: skip
         self.keymap = validate_keymap(config.keys)
         self.sub_title = "read-only" if readonly else ""
@@ -79,6 +91,11 @@ class GcptuiApp(App[None]):
         assert isinstance(screen, FleetScreen)
         return screen
 
+    def _tell_fleet(self, message: Message) -> None:
+        # While quitting, news from a last worker finds the screens already gone: drop it.
+        if self.is_screen_installed("fleet"):
+            self.fleet_screen.post_message(message)
+
     def on_mount(self) -> None:
         # A closed terminal (SIGHUP) or a plain kill (SIGTERM) quits like `q`: the demo's emulator,
         # its VMs' processes and its temp dir go, and SSH connections close.
@@ -86,7 +103,8 @@ class GcptuiApp(App[None]):
         for sig in (signal.SIGHUP, signal.SIGTERM):
             with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
                 loop.add_signal_handler(sig, self.exit)
-        self.install_screen(FleetScreen(readonly=self.readonly, demo=self.demo), name="fleet")
+        self.install_screen(FleetScreen(self, self.live, banner=self.banner, stop_grace_seconds=self.config.job.stop_grace_seconds,
+                                        readonly=self.readonly, demo=self.demo), name="fleet")
         self.push_screen("fleet")
         if self.keymap:
             self.set_keymap(self.keymap)
@@ -119,14 +137,14 @@ class GcptuiApp(App[None]):
                 if instance.name in self.live:
                     enabled = self.keepalive.enabled(instance.name) if instance.spot else None
                     self.live[instance.name].keepalive = enabled
-        self.fleet_screen.show_snapshot(message.snapshot)
+        self._tell_fleet(FleetRefreshed(message.snapshot))
 
     # -- keep-alive --------------------------------------------------------------------------------
 
     async def _keep_alive(self) -> None:
         """Watch for preemptions and recover: on for every Spot VM when ``[keepalive] enabled``."""
-        from remote.keepalive_watch import NoticeWatchers
-        from remote.relaunch import build_keepalive
+        from gcptui.remote.keepalive.relaunch import build_keepalive
+        from gcptui.remote.keepalive.watch import NoticeWatchers
 
         await asyncio.to_thread(self.fleet.gce)  # the Compute import, off the UI thread
         names: set[str] | None = None if self.config.keepalive.enabled else set()
@@ -165,6 +183,9 @@ class GcptuiApp(App[None]):
         self._live_changed(instance.name)
         self.notify(f"{instance.name}: keep-alive {'on' if on else 'off'}", title="Keep-alive")
 
+    def toggle_sync(self, instance: Instance) -> bool:
+        return self.monitors.toggle_sync(instance)
+
     def relaunch_now(self, instance: Instance) -> None:
         if self.keepalive is None or not self.keepalive.relaunch_now(instance.name):
             self.notify(f"{instance.name}: cannot relaunch now (unknown to keep-alive, or a recovery runs)",
@@ -173,7 +194,7 @@ class GcptuiApp(App[None]):
             self.notify(f"{instance.name}: relaunching", title="Keep-alive")
 
     def show_timeline(self, instance: Instance) -> None:
-        from tui.timeline_screen import TimelineScreen
+        from gcptui.tui.fleet.timeline import TimelineScreen
 
         timeline = self.keepalive.timelines.get(instance.name) if self.keepalive else None
         self.push_screen(TimelineScreen(instance.name, timeline))
@@ -188,8 +209,7 @@ class GcptuiApp(App[None]):
 
     def _flush_live(self) -> None:
         dirty, self._dirty = self._dirty, set()
-        for name in dirty:
-            self.fleet_screen.show_live(name)
+        self._tell_fleet(LiveChanged(frozenset(dirty)))
 
     def _job_ended(self, name: str, status: JobStatus) -> None:
         if status.state == "killed" and status.detail != "preempted":
@@ -210,6 +230,20 @@ class GcptuiApp(App[None]):
 
     def _sync_warning(self, name: str, message: str) -> None:
         self.notify(f"{name}: {message}", title="Sync", severity="warning")
+
+    # -- nothing fails silently ------------------------------------------------------------------
+
+    def background_failed(self, name: str, error: BaseException) -> None:
+        """A background task or worker died of an unexpected exception: log it and say so on screen."""
+        log.error("%s failed", name, exc_info=(type(error), error, error.__traceback__))
+        self.notify(f"{name} stopped: {type(error).__name__}: {error} (details in the log)",
+                    title="Background task failed", severity="error", timeout=15, markup=False)
+
+    def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
+        # The one handler for every worker (exit_on_error=False keeps the app alive; this keeps the
+        # error visible). Expected failures are caught inside the workers and told as notifications.
+        if event.state == WorkerState.ERROR and event.worker.error is not None:
+            self.background_failed(f"worker {event.worker.name or event.worker.group}", event.worker.error)
 
     async def on_unmount(self) -> None:
         # Quitting must never hang on a machine that stopped answering: both closes are bounded.
@@ -242,8 +276,8 @@ class GcptuiApp(App[None]):
 
     def open_logs(self, names: list[str]) -> None:
         """The logs screen: one pane per machine (and per extra file of ``[logs] files``)."""
-        from remote.jobs import log_path
-        from tui.logs_screen import LogsScreen, PaneSource
+        from gcptui.remote.jobs.protocol import log_path
+        from gcptui.tui.logs.screen import LogsScreen, PaneSource
 
         snapshot = self.fleet_screen.snapshot
         if snapshot is None:
@@ -271,28 +305,38 @@ class GcptuiApp(App[None]):
         return f"{instance.name}: {action} done"
 
     def on_fleet_refresh_failed(self, message: FleetRefreshFailed) -> None:
-        self.fleet_screen.show_error(message.error)
+        self._tell_fleet(FleetRefreshFailed(message.error))
 
     # -- keys, help, palette ----------------------------------------------------------------------
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         return action_allowed(action, readonly=self.readonly, demo=self.demo)
 
-    def available_actions(self) -> list[Action]:
-        screens = ("app", "fleet")
-        return [a for s in screens for a in actions_for(s, readonly=self.readonly, demo=self.demo)]
+    def available_actions(self, screen: Screen[object] | None = None) -> list[Action]:
+        """The app's actions, then those of ``screen`` (default: the fleet screen's)."""
+        own = self._screen_actions_name(screen) if screen is not None else "fleet"
+        return [a for s in ("app", own) for a in actions_for(s, readonly=self.readonly, demo=self.demo)]
+
+    @staticmethod
+    def _screen_actions_name(screen: Screen[object]) -> str:
+        from gcptui.tui.logs.screen import LogsScreen
+
+        return "logs" if isinstance(screen, LogsScreen) else "fleet"
 
     def action_help(self) -> None:
-        from tui.help_screen import HelpScreen, screen_actions
+        from gcptui.tui.dialogs.help import HelpScreen
 
         # On another screen (logs) its own keys come first: there `s` means follow, not start.
-        extra = screen_actions(self.screen) if self.screen is not self.fleet_screen else []
-        self.push_screen(HelpScreen(extra + self.available_actions(), self.keymap))
+        actions = self.available_actions(self.screen)
+        if self.screen is not self.fleet_screen:
+            actions = [a for a in actions if a.screen != "app"] + [a for a in actions if a.screen == "app"]
+        self.push_screen(HelpScreen(actions, self.keymap))
 
     def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
         yield from super().get_system_commands(screen)
-        for action in self.available_actions():
-            target = self if action.screen == "app" else self.fleet_screen
+        for action in self.available_actions(screen):
+            target: App[None] | Screen[None] = self if action.screen == "app" else (
+                screen if action.screen == "logs" else self.fleet_screen)
             yield SystemCommand(
                 action.description,
                 f"{action.group} · key {key_label(self.keymap.get(action.id, action.key))} · id {action.id}",
@@ -302,7 +346,7 @@ class GcptuiApp(App[None]):
 
 def _log_events(get: ConnectionGetter, path: str, history_lines: int) -> AsyncIterator[LogEvent]:
     """A fresh stream of one remote file (the logs screen opens one per pane, again after a reset)."""
-    from remote.log_stream import LogStream
+    from gcptui.remote.telemetry.log_stream import LogStream
 
     return LogStream(get, path, history_lines=history_lines).events()
 

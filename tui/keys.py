@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 from textual.binding import Binding
 
-from remote.errors import ConfigError
+from gcptui.remote.errors import ConfigError
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,6 +56,23 @@ ACTIONS: tuple[Action, ...] = (
     Action("vm.stop", "X", "vm_stop", "Stop VM", "VM", destructive=True, mutating=True, show=False),
     Action("demo.preempt", "P", "preempt", "Preempt the VM (demo)", "Demo", mutating=True, demo_only=True,
            label="Preempt"),
+    # The logs screen: on it, these keys come first (there `s` follows, it does not start a job).
+    Action("logs.follow", "s", "toggle_follow", "Follow the newest lines on/off", "Logs screen", screen="logs",
+           label="Follow"),
+    Action("logs.wrap", "w", "toggle_wrap", "Wrap long lines on/off", "Logs screen", screen="logs", label="Wrap"),
+    Action("logs.merge", "m", "toggle_merged", "Merged view (a name prefix per line) or panes", "Logs screen",
+           screen="logs", label="Merge"),
+    Action("logs.filter", "slash", "open_filter", "Filter lines (Esc clears)", "Logs screen", screen="logs",
+           label="Filter"),
+    Action("logs.next_error", "e", "next_error", "Next error line", "Logs screen", screen="logs",
+           label="Next error"),
+    Action("logs.previous_error", "E", "previous_error", "Previous error line", "Logs screen", screen="logs",
+           show=False),
+    Action("logs.fullscreen", "f", "fullscreen", "Focused pane fullscreen on/off", "Logs screen", screen="logs",
+           label="Full"),
+    Action("logs.save", "ctrl+s", "save", "Save the focused pane's lines to a file", "Logs screen", screen="logs",
+           label="Save"),
+    Action("logs.back", "escape", "back", "Back to the fleet", "Logs screen", screen="logs", label="Back"),
 )
 
 

@@ -1,6 +1,6 @@
 """A local stand-in for Google Compute Engine: the REST API the real client speaks, and VMs reachable
 over SSH on loopback addresses. Backs ``gcptui demo``, ``gcptui emulator`` and the tests."""
 
-from remote.emulator.emulator import Emulator
+from gcptui.remote.emulator.emulator import Emulator
 
 __all__ = ["Emulator"]

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from remote.emulator.emulator import Emulator
+from gcptui.remote.emulator.emulator import Emulator
 
 
 @dataclass(frozen=True)
@@ -76,7 +76,7 @@ def add_fleet(emulator: Emulator, specs: list[InstanceSpec]) -> None:
 
 def large_fleet(n: int, zones: int = 10) -> list[InstanceSpec]:
     """``n`` API-only instances spread over ``zones`` zones (for ``Emulator(ssh=False)`` benchmarks)."""
-    from remote.emulator.emulator import DEFAULT_ZONES
+    from gcptui.remote.emulator.emulator import DEFAULT_ZONES
 
     chosen = DEFAULT_ZONES[:zones]
     models = [("g2-standard-8", (("nvidia-l4", 1),)), ("a2-highgpu-1g", (("nvidia-tesla-a100", 1),)), ("n2-standard-4", ())]

@@ -21,13 +21,13 @@ from pathlib import Path
 import asyncssh
 from aiohttp import web
 
-from remote.emulator import faults as fault_kinds
-from remote.emulator.faults import Fault, Faults
-from remote.emulator.fleet import Fleet, Timing
-from remote.emulator.rest import RestApi
-from remote.emulator.state import Accelerator, Vm
-from remote.emulator.vm_host import AddressOnlyHost, SshVmHost
-from remote.models import SSH_PORT_LABEL
+from gcptui.remote.emulator import faults as fault_kinds
+from gcptui.remote.emulator.faults import Fault, Faults
+from gcptui.remote.emulator.fleet import Fleet, Timing
+from gcptui.remote.emulator.rest import RestApi
+from gcptui.remote.emulator.state import Accelerator, Vm
+from gcptui.remote.emulator.vm_host import AddressOnlyHost, SshVmHost
+from gcptui.remote.models import SSH_PORT_LABEL
 
 DEFAULT_ZONES = [
     "us-central1-a", "us-central1-b", "us-central1-c", "us-central1-f", "us-east1-b", "us-east1-c",

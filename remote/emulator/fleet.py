@@ -14,8 +14,8 @@ from collections.abc import Coroutine
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from remote.emulator.faults import Faults, stockout_errors
-from remote.emulator.state import Operation, Vm, timestamp
+from gcptui.remote.emulator.faults import Faults, stockout_errors
+from gcptui.remote.emulator.state import Operation, Vm, timestamp
 
 PREEMPTED = "compute.instances.preempted"
 

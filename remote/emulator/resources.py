@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from remote.emulator.state import Accelerator, Operation, Vm
+from gcptui.remote.emulator.state import Accelerator, Operation, Vm
 
 API_ROOT = "https://www.googleapis.com/compute/v1"
 

@@ -14,10 +14,10 @@ from typing import Any
 
 from aiohttp import web
 
-from remote.emulator.faults import Fault
-from remote.emulator.filters import FilterError, parse_filter
-from remote.emulator.fleet import ApiError, Fleet
-from remote.emulator.resources import instance_json, operation_json, vm_from_insert_body
+from gcptui.remote.emulator.faults import Fault
+from gcptui.remote.emulator.filters import FilterError, parse_filter
+from gcptui.remote.emulator.fleet import ApiError, Fleet
+from gcptui.remote.emulator.resources import instance_json, operation_json, vm_from_insert_body
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 V1 = "/compute/v1/projects/{project}"

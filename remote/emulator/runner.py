@@ -8,8 +8,8 @@ import sys
 from pathlib import Path
 from typing import TextIO
 
-from remote.emulator.demo import add_fleet, demo_fleet
-from remote.emulator.emulator import Emulator
+from gcptui.remote.emulator.demo import add_fleet, demo_fleet
+from gcptui.remote.emulator.emulator import Emulator
 
 
 async def serve_emulator(

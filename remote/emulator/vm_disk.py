@@ -14,7 +14,7 @@ from pathlib import Path
 
 import asyncssh
 
-from remote.emulator.state import Accelerator
+from gcptui.remote.emulator.state import Accelerator
 
 # What nvidia-smi reports for GCE's accelerator types: product name, memory (MiB), power limit (W).
 GPU_MODELS: dict[str, tuple[str, int, float]] = {

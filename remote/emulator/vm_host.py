@@ -14,16 +14,12 @@ from pathlib import Path
 
 import asyncssh
 
-import remote
-from remote.emulator.metadata import MetadataServer
-from remote.emulator.state import Vm
-from remote.emulator.vm_disk import VmDisk
-from remote.emulator.vm_processes import MARKER, end_vm_processes
-from remote.emulator.vm_ssh import VmSshServer
-from remote.models import SSH_PORT_LABEL
-
-# The repository (or site-packages) root that holds ``trainer/``: on the VM's PYTHONPATH.
-CODE_ROOT = Path(remote.__file__).resolve().parent.parent
+from gcptui.remote.emulator.metadata import MetadataServer
+from gcptui.remote.emulator.state import Vm
+from gcptui.remote.emulator.vm_disk import VmDisk
+from gcptui.remote.emulator.vm_processes import MARKER, end_vm_processes
+from gcptui.remote.emulator.vm_ssh import VmSshServer
+from gcptui.remote.models import SSH_PORT_LABEL
 
 
 class AddressPool:
@@ -194,7 +190,6 @@ class SshVmHost:
                 "LOGNAME": username,
                 "SHELL": "/bin/sh",
                 "PATH": path,
-                "PYTHONPATH": str(CODE_ROOT),
                 "LANG": os.environ.get("LANG", "C.UTF-8"),
                 "GCE_METADATA_HOST": metadata.address,
                 MARKER: vm.uid,

@@ -4,7 +4,7 @@ Use :class:`SyncSession` (one per VM): ``full_sync()`` once, ``follow()`` while 
 ``barrier()`` before a job starts; ``events()`` / ``subscribe()`` deliver typed progress.
 """
 
-from remote.sync.events import (
+from gcptui.remote.sync.events import (
     BatchApplied,
     FullSyncProgress,
     SyncEvent,
@@ -12,7 +12,7 @@ from remote.sync.events import (
     SyncStateName,
     SyncWarning,
 )
-from remote.sync.session import SyncError, SyncSession
+from gcptui.remote.sync.session import SyncError, SyncSession
 
 __all__ = [
     "BatchApplied",

@@ -17,10 +17,11 @@ from pathlib import Path
 
 import asyncssh
 
-from remote.aio import within
-from remote.sync.manifest import Entry
+from gcptui.remote.aio import within
+from gcptui.remote.sync.manifest import Entry
+from gcptui.remote.vm import vm_file
 
-AGENT_SOURCE = (Path(__file__).with_name("vm_agent.py")).read_text(encoding="utf-8")
+AGENT_SOURCE = vm_file("sync_agent.py").decode("utf-8")
 # Buffer small files into one channel write: per-write overhead, not bandwidth, bounds small files.
 WRITE_BATCH = 1 << 20
 READ_CHUNK = 1 << 20

@@ -7,9 +7,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from remote.sync.agent_client import RemoteAgent
-from remote.sync.manifest import Entry
-from remote.sync.plan import Plan
+from gcptui.remote.sync.agent_client import RemoteAgent
+from gcptui.remote.sync.manifest import Entry
+from gcptui.remote.sync.plan import Plan
 
 PROGRESS_EVERY_S = 0.1
 

@@ -13,8 +13,8 @@ import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from remote.sync.manifest import Entry, parent_of
-from remote.sync.rules import SyncRules
+from gcptui.remote.sync.manifest import Entry, parent_of
+from gcptui.remote.sync.rules import SyncRules
 
 
 @dataclass

@@ -15,8 +15,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
-from remote.sync.manifest import Entry, same_content
-from remote.sync.rules import PathSet, SyncRules
+from gcptui.remote.sync.manifest import Entry, same_content
+from gcptui.remote.sync.rules import PathSet, SyncRules
 
 
 @dataclass

@@ -21,7 +21,7 @@ from pathlib import Path
 
 from pathspec import GitIgnoreSpec
 
-from remote.sync.manifest import parent_of
+from gcptui.remote.sync.manifest import parent_of
 
 GITIGNORE = ".gitignore"
 INFO_EXCLUDE = ".git/info/exclude"

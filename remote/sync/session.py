@@ -14,12 +14,12 @@ import os
 from collections.abc import AsyncIterator, Callable, Iterable
 from pathlib import Path
 
-from remote.aio import within
-from remote.errors import GcptuiError
-from remote.models import ConnectionGetter
-from remote.sync.agent_client import TRANSPORT_ERRORS, AgentLost, AgentRefused, RemoteAgent
-from remote.sync.applier import RemoteView, apply_plan
-from remote.sync.events import (
+from gcptui.remote.aio import within
+from gcptui.remote.errors import GcptuiError
+from gcptui.remote.models import ConnectionGetter
+from gcptui.remote.sync.agent_client import TRANSPORT_ERRORS, AgentLost, AgentRefused, RemoteAgent
+from gcptui.remote.sync.applier import RemoteView, apply_plan
+from gcptui.remote.sync.events import (
     BatchApplied,
     FullSyncProgress,
     SyncEvent,
@@ -27,12 +27,12 @@ from remote.sync.events import (
     SyncStateName,
     SyncWarning,
 )
-from remote.sync.local_tree import LocalScan, scan_tree
-from remote.sync.manifest import is_under
-from remote.sync.plan import Plan, make_plan
-from remote.sync.rules import PathSet, SyncRules
-from remote.sync.tracker import Change, LocalTracker
-from remote.sync.watcher import TreeWatcher
+from gcptui.remote.sync.local_tree import LocalScan, scan_tree
+from gcptui.remote.sync.manifest import is_under
+from gcptui.remote.sync.plan import Plan, make_plan
+from gcptui.remote.sync.rules import PathSet, SyncRules
+from gcptui.remote.sync.tracker import Change, LocalTracker
+from gcptui.remote.sync.watcher import TreeWatcher
 
 # How long an apparently emptied source may stay empty before sync refuses to mirror it.
 EMPTY_SETTLE_SECONDS = 0.5

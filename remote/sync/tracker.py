@@ -14,10 +14,10 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from remote.sync.local_tree import LocalScan, scan_tree
-from remote.sync.manifest import Entry, is_under, parent_of
-from remote.sync.rules import SyncRules
-from remote.sync.watcher import TreeWatcher
+from gcptui.remote.sync.local_tree import LocalScan, scan_tree
+from gcptui.remote.sync.manifest import Entry, is_under, parent_of
+from gcptui.remote.sync.rules import SyncRules
+from gcptui.remote.sync.watcher import TreeWatcher
 
 # Beyond this many changed paths in one batch a full rescan is cheaper than path by path.
 RESCAN_ABOVE = 20_000

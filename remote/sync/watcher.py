@@ -17,7 +17,7 @@ from pathlib import Path
 import anyio
 from watchfiles import awatch
 
-from remote.aio import within
+from gcptui.remote.aio import within
 
 
 class TreeWatcher:

@@ -7,15 +7,15 @@ import subprocess
 import sys
 from pathlib import Path
 
-from remote.emulator.thread import EmulatorThread
+from gcptui.remote.emulator.thread import EmulatorThread
 from tests.helpers.sshd import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
-DESIGN_FIELDS = {"name", "zone", "status", "machine_type", "gpus", "spot", "external_ip", "internal_ip", "source"}
+REFERENCE_FIELDS = {"name", "zone", "status", "machine_type", "gpus", "spot", "external_ip", "internal_ip", "source"}
 
 
 def gcptui(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "tui", *args], cwd=cwd, capture_output=True, text=True, timeout=120)
+    return subprocess.run([sys.executable, "-m", "gcptui.tui", *args], cwd=cwd, capture_output=True, text=True, timeout=120)
 
 
 def test_ls_json_prints_design_fields(api_emulator: EmulatorThread, tmp_path: Path) -> None:
@@ -31,7 +31,7 @@ def test_ls_json_prints_design_fields(api_emulator: EmulatorThread, tmp_path: Pa
     rows = {row["name"]: row for row in json.loads(result.stdout)}
     assert set(rows) == {"spot-l4", "cpu-box", "box"}
     for row in rows.values():
-        assert DESIGN_FIELDS <= set(row)
+        assert REFERENCE_FIELDS <= set(row)
     assert rows["spot-l4"]["gpus"] == [{"type": "nvidia-l4", "count": 1}]
     assert rows["spot-l4"]["spot"] is True and rows["spot-l4"]["source"] == "gce"
     assert rows["cpu-box"]["external_ip"] is None and rows["cpu-box"]["gpus"] == []

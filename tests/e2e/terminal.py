@@ -59,7 +59,7 @@ def gcptui_command() -> tuple[list[str], str]:
     """The argv that starts ``gcptui`` and a word saying which one was chosen.
 
     ``GCPTUI_E2E_COMMAND`` (split on spaces) overrides; else the installed console script when it is
-    this checkout's; else ``python -m tui`` run with the repository root as its working directory.
+    this checkout's; else ``python -m gcptui.tui`` run with the repository root as its working directory.
     """
     override = os.environ.get("GCPTUI_E2E_COMMAND")
     if override:
@@ -67,7 +67,7 @@ def gcptui_command() -> tuple[list[str], str]:
     script = shutil.which("gcptui")
     if script and _installed_here():
         return [script], "console script"
-    return [sys.executable, "-m", "tui"], "python -m tui"
+    return [sys.executable, "-m", "gcptui.tui"], "python -m gcptui.tui"
 
 
 class TmuxTerminal:

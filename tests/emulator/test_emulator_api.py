@@ -15,12 +15,12 @@ from pathlib import Path
 
 import psutil
 
-from remote.config import parse_config
-from remote.emulator import Emulator
-from remote.emulator.demo import demo_fleet, large_fleet
-from remote.emulator.filters import parse_filter
-from remote.emulator.thread import EmulatorThread
-from remote.emulator.vm_processes import vm_processes
+from gcptui.remote.config import parse_config
+from gcptui.remote.emulator import Emulator
+from gcptui.remote.emulator.demo import demo_fleet, large_fleet
+from gcptui.remote.emulator.filters import parse_filter
+from gcptui.remote.emulator.thread import EmulatorThread
+from gcptui.remote.emulator.vm_processes import vm_processes
 from tests.helpers.emulator import FAST, connect, gce_for, wait_until
 
 
@@ -113,7 +113,7 @@ def test_filter_expressions() -> None:
 
 def test_run_emulator_serves_until_sigint_then_cleans_up(tmp_path: Path) -> None:
     code = (
-        "from pathlib import Path; from remote.emulator.runner import run_emulator; "
+        "from pathlib import Path; from gcptui.remote.emulator.runner import run_emulator; "
         f"raise SystemExit(run_emulator(Path({str(tmp_path / 'fleet')!r}), 2, boot_seconds=0.1, stop_seconds=0.1))"
     )
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}

@@ -6,7 +6,7 @@ import asyncio
 
 import aiohttp
 
-from remote.emulator.metadata import MetadataServer
+from gcptui.remote.emulator.metadata import MetadataServer
 
 URL = "http://{}/computeMetadata/v1/instance/preempted"
 

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from remote.config import load_config
-from remote.emulator import Emulator
-from remote.models import SSH_PORT_LABEL, Instance
-from remote.ssh_target import target_for
+from gcptui.remote.config import load_config
+from gcptui.remote.emulator import Emulator
+from gcptui.remote.models import SSH_PORT_LABEL, Instance
+from gcptui.remote.ssh.target import target_for
 from tests.helpers.emulator import FAST
 
 

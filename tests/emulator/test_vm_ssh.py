@@ -9,7 +9,7 @@ import asyncssh
 import psutil
 import pytest
 
-from remote.emulator import Emulator
+from gcptui.remote.emulator import Emulator
 from tests.helpers.emulator import connect, eventually
 
 

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from remote.emulator.thread import EmulatorThread
-from remote.errors import CloudError, NotFoundError
-from remote.gce import GceClient, is_local_endpoint
-from remote.gce_errors import StockoutError
+from gcptui.remote.cloud.errors import StockoutError
+from gcptui.remote.cloud.gce import GceClient, is_local_endpoint
+from gcptui.remote.emulator.thread import EmulatorThread
+from gcptui.remote.errors import CloudError, NotFoundError
 from tests.helpers.emulator import gce_for
 from tests.helpers.sshd import free_port
 
@@ -193,7 +193,7 @@ def test_importing_gce_leaves_the_client_library_for_later() -> None:
     import subprocess
     import sys
 
-    code = "import sys, remote.gce; print('google.cloud.compute_v1' in sys.modules)"
+    code = "import sys, gcptui.remote.cloud.gce; print('google.cloud.compute_v1' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "False"
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from remote.gcloud_config import (
+from gcptui.remote.cloud.gcloud_config import (
     active_configuration_name,
     gcloud_config_dir,
     resolve_default_zone,

@@ -20,9 +20,9 @@ from typing import Any
 import asyncssh
 import pytest
 
-from remote.emulator import Emulator
-from remote.emulator.thread import EmulatorThread
-from remote.gce import GceClient
+from gcptui.remote.cloud.gce import GceClient
+from gcptui.remote.emulator import Emulator
+from gcptui.remote.emulator.thread import EmulatorThread
 
 # Quick enough for a fast suite, slow enough that tests see the intermediate states.
 FAST = {"boot_seconds": 0.15, "stop_seconds": 0.15, "preempt_grace_seconds": 2.0}

@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from remote.config import load_config
-from remote.emulator import Emulator
-from remote.emulator.emulator import wait_until_running
-from remote.services import Services
+from gcptui.remote.config import load_config
+from gcptui.remote.emulator import Emulator
+from gcptui.remote.emulator.emulator import wait_until_running
+from gcptui.remote.services import Services
 from tests.helpers.emulator import emulator
 
 __all__ = ["emulator"]

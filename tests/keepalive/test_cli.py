@@ -8,13 +8,13 @@ import sys
 
 import pytest
 
-from remote.errors import NotFoundError
+from gcptui.remote.errors import NotFoundError
+from gcptui.tui.cli.keepalive import keep_alive
 from tests.keepalive.conftest import ROOT
 from tests.keepalive.test_recreate import JOB
-from tui.cli_keepalive import keep_alive
 
 SCRIPT = (
-    "import argparse, sys; from tui.cli_keepalive import run_keepalive; "
+    "import argparse, sys; from gcptui.tui.cli.keepalive import run_keepalive; "
     "sys.exit(run_keepalive(argparse.Namespace(config=sys.argv[1], names=sys.argv[2:])))"
 )
 

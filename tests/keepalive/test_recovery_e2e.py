@@ -8,8 +8,8 @@ import os
 import sys
 from pathlib import Path
 
-from remote.keepalive import RecoveryEvent
-from remote.relaunch import build_keepalive
+from gcptui.remote.keepalive.recovery import RecoveryEvent
+from gcptui.remote.keepalive.relaunch import build_keepalive
 from tests.helpers.emulator import eventually
 from tests.keepalive.conftest import TRAIN
 

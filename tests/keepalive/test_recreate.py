@@ -6,8 +6,8 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-from remote.keepalive import RecoveryEvent
-from remote.relaunch import build_keepalive
+from gcptui.remote.keepalive.recovery import RecoveryEvent
+from gcptui.remote.keepalive.relaunch import build_keepalive
 from tests.helpers.emulator import eventually
 
 # Writes one progress line, so the relaunch learns where the job stands, then keeps running.

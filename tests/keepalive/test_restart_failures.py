@@ -9,11 +9,11 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from remote.emulator import Emulator
-from remote.emulator.emulator import wait_until_running
-from remote.keepalive import KeepAlive, RecoveryEvent, StepReporter
-from remote.models import Instance
-from remote.ssh_errors import SshUnreachableError
+from gcptui.remote.emulator import Emulator
+from gcptui.remote.emulator.emulator import wait_until_running
+from gcptui.remote.keepalive.recovery import KeepAlive, RecoveryEvent, StepReporter
+from gcptui.remote.models import Instance
+from gcptui.remote.ssh.errors import SshUnreachableError
 from tests.helpers.emulator import eventually, gce_for
 
 

@@ -7,9 +7,9 @@ import json
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
-from remote.keepalive import RecoveryEvent, Timeline, backoff, steps_lost
-from remote.keepalive_watch import forward_job_events
-from remote.relaunch import last_step_logged, resumed_step
+from gcptui.remote.keepalive.recovery import RecoveryEvent, Timeline, backoff, steps_lost
+from gcptui.remote.keepalive.relaunch import last_step_logged, resumed_step
+from gcptui.remote.keepalive.watch import forward_job_events
 
 
 def lines(*records: dict[str, object]) -> list[str]:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import asyncio
 
-from remote.keepalive_watch import NoticeWatchers
-from remote.relaunch import build_keepalive
+from gcptui.remote.keepalive.relaunch import build_keepalive
+from gcptui.remote.keepalive.watch import NoticeWatchers
 from tests.helpers.emulator import eventually
 from tests.keepalive.test_recreate import JOB
 

@@ -9,8 +9,8 @@ from typing import Any
 from textual.app import App
 from textual.pilot import Pilot
 
-from remote.log_stream import LogChunk, LogEvent, LogNotice
-from tui.logs_screen import LogsScreen, PaneSource
+from gcptui.remote.telemetry.log_stream import LogChunk, LogEvent, LogNotice
+from gcptui.tui.logs.screen import LogsScreen, PaneSource
 
 
 class QueueSource:

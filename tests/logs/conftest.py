@@ -9,7 +9,7 @@ from pathlib import Path
 import asyncssh
 import pytest
 
-from remote.models import ConnectionGetter
+from gcptui.remote.models import ConnectionGetter
 from tests.helpers.sshd import Sshd
 
 

@@ -6,12 +6,12 @@ import io
 import json
 from pathlib import Path
 
-from remote.gpu import GpuHistory, GpuSample, GpuSnapshot
-from remote.metrics import Progress
+from gcptui.remote.telemetry.gpu import GpuHistory, GpuSample, GpuSnapshot
+from gcptui.remote.telemetry.progress import Progress
+from gcptui.tui.cli.logs import run_gpu, run_logs
+from gcptui.tui.live.cells import format_duration, gpu_cell, progress_cell, sparkline
 from tests.logs.conftest import ReconnectingGetter
 from tests.logs.test_gpu_metrics import FAKE_SMI
-from tui.cli_logs import run_gpu, run_logs
-from tui.gpu_widgets import format_duration, gpu_cell, progress_cell, sparkline
 
 
 async def test_logs_of_two_names_are_merged_with_a_prefix(get_conn: ReconnectingGetter, remote_dir: Path) -> None:

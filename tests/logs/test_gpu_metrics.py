@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from remote.gpu import GpuHistory, GpuMonitor, GpuSample, GpuSnapshot, parse_gpu_line
-from remote.idle import IdleGpuDetector
-from remote.metrics import Progress, ProgressTracker, follow_progress
+from gcptui.remote.telemetry.gpu import GpuHistory, GpuMonitor, GpuSample, GpuSnapshot, parse_gpu_line
+from gcptui.remote.telemetry.idle import IdleGpuDetector
+from gcptui.remote.telemetry.progress import Progress, ProgressTracker, follow_progress
 from tests.logs.conftest import ReconnectingGetter
 
 FAKE_SMI = """#!/bin/sh

@@ -7,7 +7,7 @@ import os
 from collections.abc import AsyncIterator
 from pathlib import Path
 
-from remote.log_stream import LogChunk, LogEvent, LogNotice, LogStream
+from gcptui.remote.telemetry.log_stream import LogChunk, LogEvent, LogNotice, LogStream
 from tests.helpers.sshd import Sshd
 from tests.logs.conftest import ReconnectingGetter
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import asyncssh
 
-from remote.emulator import Emulator
-from remote.log_stream import LogStream
+from gcptui.remote.emulator import Emulator
+from gcptui.remote.telemetry.log_stream import LogStream
 from tests.helpers.emulator import connect
 from tests.logs.test_log_stream import Collector
 

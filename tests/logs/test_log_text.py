@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from remote.log_text import LineAssembler, clean_line, collapse_cr, keep_colours, strip_ansi
+from gcptui.remote.telemetry.log_text import LineAssembler, clean_line, collapse_cr, keep_colours, strip_ansi
 
 
 def test_lines_split_across_chunk_boundaries_and_utf8_survives() -> None:

@@ -7,8 +7,8 @@ import random
 
 from textual.app import App, ComposeResult
 
-from remote.log_text import strip_ansi
-from tui.log_view import LogView, line_width
+from gcptui.remote.telemetry.log_text import strip_ansi
+from gcptui.tui.logs.view import LogView, line_width
 
 MAX = 300
 

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from remote.log_stream import LogStream
+from gcptui.remote.telemetry.log_stream import LogStream
+from gcptui.tui.logs.pane import NewLinesMarker
+from gcptui.tui.logs.screen import PaneSource
 from tests.logs.apps import LogsTestApp, QueueSource, fixed_source, until
 from tests.logs.conftest import ReconnectingGetter
-from tui.log_pane import NewLinesMarker
-from tui.logs_screen import PaneSource
 
 SIZE = (100, 30)
 
@@ -189,9 +189,9 @@ async def test_a_paused_pane_does_not_redraw_its_rows_for_new_lines() -> None:
         await pilot.pause(0.2)
         repaints: list[object] = []
         built: list[int] = []
-        refresh, render_row = view.refresh, view._render_row
+        refresh, render_row = view.refresh, view._painter.render_row
         view.refresh = lambda *a, **k: repaints.append(a) or refresh(*a, **k)  # type: ignore[method-assign]
-        view._render_row = lambda index, *a: built.append(index) or render_row(index, *a)  # type: ignore[method-assign]
+        view._painter.render_row = lambda index, *a: built.append(index) or render_row(index, *a)  # type: ignore[method-assign]
         for batch in range(5):
             source.put_lines(numbered("a", 10, start=200 + 10 * batch))
             await pilot.pause(0.12)
@@ -201,3 +201,17 @@ async def test_a_paused_pane_does_not_redraw_its_rows_for_new_lines() -> None:
         # still re-use cached rows when the scrollbar inside the view moves).
         assert repaints == [] and built == []
         assert "50 new lines" in str(app.logs.panes[0].query_one(NewLinesMarker).render())
+
+
+async def test_logs_keys_come_from_the_registry_and_can_be_rebound() -> None:
+    from gcptui.tui.keys import validate_keymap
+
+    keymap = validate_keymap({"logs.wrap": "W"})  # a logs id is a known id of [keys]
+    app = LogsTestApp([PaneSource("vm-a", fixed_source(["a"]))])
+    async with app.run_test(size=SIZE) as pilot:
+        app.set_keymap(keymap)
+        view = app.logs.panes[0].view
+        await pilot.press("w")
+        assert not view.wrap  # the old key no longer wraps
+        await pilot.press("W")
+        await until(pilot, lambda: view.wrap)

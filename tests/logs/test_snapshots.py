@@ -7,11 +7,11 @@ from typing import Any
 from textual.app import App, ComposeResult
 from textual.pilot import Pilot
 
-from remote.gpu import GpuHistory, GpuProcess, GpuSample, GpuSnapshot
-from remote.metrics import Checkpoint, Progress
+from gcptui.remote.telemetry.gpu import GpuHistory, GpuProcess, GpuSample, GpuSnapshot
+from gcptui.remote.telemetry.progress import Checkpoint, Progress
+from gcptui.tui.logs.gpu_panel import GpuPanel
+from gcptui.tui.logs.screen import PaneSource
 from tests.logs.apps import LogsTestApp, fixed_source, until
-from tui.gpu_widgets import GpuPanel
-from tui.logs_screen import PaneSource
 
 TRAIN = [
     "\x1b[1mgcptui job started\x1b[0m pid 4242",

@@ -13,10 +13,10 @@ from pathlib import Path
 import psutil
 import pytest
 
-from remote.config import JobConfig, SshConfig
-from remote.jobs import JobRunner
-from remote.ssh_pool import SshPool
-from remote.ssh_target import SshTarget
+from gcptui.remote.config import JobConfig, SshConfig
+from gcptui.remote.jobs.runner import JobRunner
+from gcptui.remote.ssh.pool import SshPool
+from gcptui.remote.ssh.target import SshTarget
 from tests.helpers.sshd import Sshd
 
 FAST_SSH = SshConfig(connect_timeout=5.0, keepalive_seconds=1.0)

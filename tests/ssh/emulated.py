@@ -12,11 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from remote.config import Config, load_config
-from remote.emulator import Emulator
-from remote.job_watch import JobEvent, JobEventKind
-from remote.models import Instance
-from remote.ssh_target import SshTarget, target_for
+from gcptui.remote.config import Config, load_config
+from gcptui.remote.emulator import Emulator
+from gcptui.remote.jobs.watch import JobEvent, JobEventKind
+from gcptui.remote.models import Instance
+from gcptui.remote.ssh.target import SshTarget, target_for
 from tests.helpers.emulator import FAST, gce_for
 
 ZONE = "us-central1-a"

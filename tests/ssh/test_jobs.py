@@ -14,10 +14,11 @@ from pathlib import Path
 
 import pytest
 
-from remote.config import SshConfig
-from remote.jobs import JobAlreadyRunningError, JobError, JobRunner, JobStatus, metrics_path, parse_status
-from remote.ssh_pool import SshPool
-from remote.ssh_target import SshTarget
+from gcptui.remote.config import SshConfig
+from gcptui.remote.jobs.protocol import JobStatus, metrics_path, parse_status
+from gcptui.remote.jobs.runner import JobAlreadyRunningError, JobError, JobRunner
+from gcptui.remote.ssh.pool import SshPool
+from gcptui.remote.ssh.target import SshTarget
 from tests.helpers.sshd import Sshd
 from tests.ssh.conftest import group_members, make_runner, process_alive, target_of, wait_for
 
@@ -195,10 +196,10 @@ async def test_job_survives_the_client_process_exiting_and_the_connection_droppi
         textwrap.dedent(f"""
         import asyncio, json
         from pathlib import Path
-        from remote.config import JobConfig, SshConfig
-        from remote.jobs import JobRunner
-        from remote.ssh_pool import SshPool
-        from remote.ssh_target import SshTarget
+        from gcptui.remote.config import JobConfig, SshConfig
+        from gcptui.remote.jobs.runner import JobRunner
+        from gcptui.remote.ssh.pool import SshPool
+        from gcptui.remote.ssh.target import SshTarget
 
         async def main():
             target = SshTarget("box", {sshd.host!r}, {sshd.port}, {sshd.user!r}, Path({str(sshd.client_key)!r}),

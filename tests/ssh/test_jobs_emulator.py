@@ -8,11 +8,12 @@ from __future__ import annotations
 import asyncio
 import sys
 
-from remote.config import JobConfig
-from remote.emulator import Emulator
-from remote.jobs import JobRunner, JobStatus
-from remote.ssh_pool import SshPool
-from remote.ssh_target import SshTarget
+from gcptui.remote.config import JobConfig
+from gcptui.remote.emulator import Emulator
+from gcptui.remote.jobs.protocol import JobStatus
+from gcptui.remote.jobs.runner import JobRunner
+from gcptui.remote.ssh.pool import SshPool
+from gcptui.remote.ssh.target import SshTarget
 from tests.helpers.emulator import gce_for
 from tests.ssh.conftest import FAST_SSH, group_members, process_alive, wait_for
 from tests.ssh.emulated import ZONE, boot, emulator_fixture, home, target  # noqa: F401 - the fixture

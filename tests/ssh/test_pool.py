@@ -10,11 +10,16 @@ from pathlib import Path
 import psutil
 import pytest
 
-from remote.host_keys import accept_host_key, fetch_host_key, lookup_name
-from remote.jobs import JobRunner
-from remote.ssh_errors import HostKeyChangedError, HostKeyUnknownError, SshAuthError, SshUnreachableError
-from remote.ssh_pool import HostState, HostStatus, SshPool
-from remote.ssh_target import SshTarget
+from gcptui.remote.jobs.runner import JobRunner
+from gcptui.remote.ssh.errors import (
+    HostKeyChangedError,
+    HostKeyUnknownError,
+    SshAuthError,
+    SshUnreachableError,
+)
+from gcptui.remote.ssh.host_keys import accept_host_key, fetch_host_key, lookup_name
+from gcptui.remote.ssh.pool import HostState, HostStatus, SshPool
+from gcptui.remote.ssh.target import SshTarget
 from tests.helpers.sshd import Sshd, free_port
 from tests.ssh.conftest import FAST_SSH, make_runner, target_of, wait_for
 

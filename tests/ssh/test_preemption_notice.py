@@ -15,12 +15,12 @@ from pathlib import Path
 import psutil
 import pytest
 
-from remote.config import JobConfig
-from remote.emulator import Emulator
-from remote.emulator.metadata import MetadataServer
-from remote.jobs import JobRunner
-from remote.ssh_pool import SshPool
-from remote.ssh_target import SshTarget
+from gcptui.remote.config import JobConfig
+from gcptui.remote.emulator import Emulator
+from gcptui.remote.emulator.metadata import MetadataServer
+from gcptui.remote.jobs.runner import JobRunner
+from gcptui.remote.ssh.pool import SshPool
+from gcptui.remote.ssh.target import SshTarget
 from tests.helpers.sshd import Sshd
 from tests.ssh.conftest import group_members, make_runner, wait_for
 from tests.ssh.emulated import boot, emulator_fixture, home, notice_only, start_vm, target, watching  # noqa: F401

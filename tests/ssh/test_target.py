@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from remote.config import Config, HostConfig, SshConfig
-from remote.host_keys import lookup_name
-from remote.models import Instance
-from remote.ssh_errors import SshConfigError
-from remote.ssh_target import target_for, target_for_host, target_for_instance
+from gcptui.remote.config import Config, HostConfig, SshConfig
+from gcptui.remote.models import Instance
+from gcptui.remote.ssh.errors import SshConfigError
+from gcptui.remote.ssh.host_keys import lookup_name
+from gcptui.remote.ssh.target import target_for, target_for_host, target_for_instance
 
 
 def vm(**changes: object) -> Instance:

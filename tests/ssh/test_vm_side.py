@@ -8,10 +8,10 @@ import subprocess
 import sys
 from pathlib import Path
 
-from remote.jobs import parse_status
+from gcptui.remote.jobs.protocol import parse_status
 from tests.ssh.conftest import group_members, process_alive
 
-SCRIPT = Path(__file__).parents[2] / "remote" / "vm_side" / "gcptui-job.sh"
+SCRIPT = Path(__file__).parents[2] / "remote" / "vm" / "gcptui-job.sh"
 
 
 def test_supervisor_detaches_with_python_where_setsid_is_missing(tmp_path: Path) -> None:

@@ -15,9 +15,9 @@ from pathlib import Path
 import asyncssh
 import pytest
 
-from remote.emulator import Emulator
-from remote.models import ConnectionGetter
-from remote.sync import SyncSession
+from gcptui.remote.emulator import Emulator
+from gcptui.remote.models import ConnectionGetter
+from gcptui.remote.sync import SyncSession
 from tests.helpers.emulator import FAST
 from tests.helpers.sshd import Sshd
 

@@ -8,7 +8,7 @@ import threading
 import time
 from pathlib import Path
 
-from remote.sync import SyncSession
+from gcptui.remote.sync import SyncSession
 from tests.sync.conftest import RemoteTarget
 from tests.sync.trees import snapshot, wait_equal, wait_for, write
 

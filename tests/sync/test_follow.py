@@ -6,7 +6,7 @@ import os
 import shutil
 from pathlib import Path
 
-from remote.sync import SyncWarning
+from gcptui.remote.sync import SyncWarning
 from tests.sync.conftest import RemoteTarget
 from tests.sync.trees import snapshot, wait_equal, wait_for, write
 

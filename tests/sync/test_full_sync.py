@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from remote.sync import BatchApplied, FullSyncProgress, SyncError, SyncSession
+from gcptui.remote.sync import BatchApplied, FullSyncProgress, SyncError, SyncSession
 from tests.sync.conftest import RemoteTarget
 from tests.sync.trees import snapshot, write
 

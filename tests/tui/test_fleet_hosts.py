@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from remote.config import parse_config
-from tui.app import GcptuiApp
-from tui.fleet_screen import FleetScreen
+from gcptui.remote.config import parse_config
+from gcptui.tui.app import GcptuiApp
+from gcptui.tui.fleet.screen import FleetScreen
 
 HOSTS = """
 [[hosts]]
@@ -68,7 +68,7 @@ async def test_keymap_override_rebinds_refresh(tmp_path: Path) -> None:
 
 
 async def test_enter_opens_details_and_escape_returns(tmp_path: Path) -> None:
-    from tui.detail_screen import DetailScreen
+    from gcptui.tui.fleet.detail import DetailScreen
 
     app = make_app(tmp_path)
     async with app.run_test(size=(120, 30)) as pilot:
@@ -81,7 +81,7 @@ async def test_enter_opens_details_and_escape_returns(tmp_path: Path) -> None:
 
 
 async def test_sort_key_cycles_columns_and_help_lists_action_ids(tmp_path: Path) -> None:
-    from tui.help_screen import HelpScreen
+    from gcptui.tui.dialogs.help import HelpScreen
 
     app = make_app(tmp_path)
     async with app.run_test(size=(120, 40)) as pilot:

@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from remote.config import load_config
-from remote.emulator import Emulator
-from tui.app import GcptuiApp
+from gcptui.remote.config import load_config
+from gcptui.remote.emulator import Emulator
+from gcptui.tui.app import GcptuiApp
 
 JOB = """
 [sync]

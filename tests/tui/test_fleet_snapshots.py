@@ -5,10 +5,10 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from pathlib import Path
 
-from remote.config import parse_config
-from remote.fleet import FleetSnapshot
-from remote.models import Gpu, Instance
-from tui.app import GcptuiApp
+from gcptui.remote.cloud.fleet import FleetSnapshot
+from gcptui.remote.config import parse_config
+from gcptui.remote.models import Gpu, Instance
+from gcptui.tui.app import GcptuiApp
 
 FLEET = (
     Instance("trainer-a100", "us-central1-a", "RUNNING", "a2-highgpu-1g", (Gpu("nvidia-tesla-a100", 1),),

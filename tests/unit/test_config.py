@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from remote.config import load_config, parse_config
-from remote.errors import ConfigError
+from gcptui.remote.config import load_config, parse_config
+from gcptui.remote.errors import ConfigError
 
 FULL = """
 [gcp]

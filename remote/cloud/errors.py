@@ -1,0 +1,138 @@
+"""Turn google-cloud-compute, google-auth and requests failures into one-line errors with the fix.
+
+Imports of the Google libraries happen inside the functions: this module sits on the CLI's import
+path, and ``google.cloud.compute_v1`` costs about a second to import.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Literal
+
+from gcptui.remote.errors import CloudError, NotFoundError
+
+Access = Literal["read", "write"]
+
+# Operation error codes GCE uses when a zone has no capacity for the machine type or GPUs.
+STOCKOUT_CODES = frozenset({"ZONE_RESOURCE_POOL_EXHAUSTED", "ZONE_RESOURCE_POOL_EXHAUSTED_WITH_DETAILS"})
+
+_ROLE = {"read": "roles/compute.viewer", "write": "roles/compute.instanceAdmin.v1"}
+
+
+class StockoutError(CloudError):
+    """The zone has no capacity for this VM right now; retrying later (with backoff) may succeed."""
+
+
+class OperationFailedError(CloudError):
+    """A zone operation finished with an error."""
+
+
+def _one_line(text: str) -> str:
+    return " ".join(str(text).split())
+
+
+def server_message(err: object) -> str:
+    """The server's own error text, without the ``METHOD URL:`` prefix api_core puts before it."""
+    message = _one_line(getattr(err, "message", "") or "")
+    method, _, rest = message.partition(" ")
+    if method in ("GET", "POST", "PUT", "PATCH", "DELETE") and ": " in rest:
+        return rest.split(": ", 1)[1]
+    return message
+
+
+def credentials_error(err: Exception) -> CloudError | None:
+    """The one-line error for a google-auth failure, or None when ``err`` is not one."""
+    from google.auth import exceptions as auth_exceptions
+
+    if isinstance(err, auth_exceptions.DefaultCredentialsError):
+        return CloudError("No Google credentials found: run `gcloud auth application-default login`")
+    if isinstance(err, auth_exceptions.RefreshError):
+        return CloudError(
+            "Google credentials expired or were revoked: run `gcloud auth application-default login` again"
+        )
+    return None
+
+
+def translate(
+    err: Exception,
+    *,
+    project: str,
+    endpoint: str,
+    action: str,
+    access: Access = "read",
+    instance: str | None = None,
+    zone: str | None = None,
+) -> Exception:
+    """The error to raise instead of ``err``; unknown kinds come back unchanged.
+
+    ``action`` names what was attempted in the message ("list instances", "start trainer-1").
+    """
+    import requests
+    from google.api_core import exceptions as api
+
+    if isinstance(err, CloudError):
+        return err
+    auth = credentials_error(err)
+    if auth is not None:
+        return auth
+    if isinstance(err, requests.exceptions.ConnectionError | requests.exceptions.Timeout):
+        return CloudError(
+            f"cannot reach the Compute API at {endpoint}: check the network, or [gcp] api_endpoint in gcptui.toml "
+            f"({type(err).__name__})"
+        )
+    if isinstance(err, api.RetryError):
+        cause = err.cause if isinstance(err.cause, Exception) else None
+        if cause is not None and cause is not err:
+            return translate(
+                cause, project=project, endpoint=endpoint, action=action, access=access, instance=instance, zone=zone
+            )
+        return CloudError(f"Compute API did not answer in time to {action}: try again later")
+    if not isinstance(err, api.GoogleAPICallError):
+        return err
+    message = server_message(err)
+    if isinstance(err, api.Unauthenticated):
+        return CloudError(
+            f"Google rejected the credentials ({message}): run `gcloud auth application-default login`"
+        )
+    if isinstance(err, api.Forbidden | api.PermissionDenied):
+        if err.reason == "SERVICE_DISABLED" or "accessNotConfigured" in _reasons(err):
+            return CloudError(
+                f"Compute Engine API is disabled for project {project}: "
+                f"run `gcloud services enable compute.googleapis.com --project {project}`"
+            )
+        permission = re.search(r"compute\.[a-zA-Z]+\.[a-zA-Z]+", message)
+        needs = f" (needs {permission.group(0)})" if permission else ""
+        return CloudError(
+            f"Permission denied to {action} in project {project}{needs}: ask for {_ROLE[access]} on the project, "
+            "or log in as an account that has it"
+        )
+    if isinstance(err, api.NotFound):
+        if instance and f"instances/{instance}'" in message:
+            where = f" in zone {zone}" if zone else ""
+            return NotFoundError(f"instance {instance} not found{where}: check the name and zone with `gcptui ls`")
+        if zone and f"zones/{zone}'" in message:
+            return CloudError(f"zone {zone} does not exist: fix [gcp] zones in gcptui.toml")
+        return CloudError(
+            f"Project {project} not found or not visible to you: check [gcp] project in gcptui.toml, "
+            "GOOGLE_CLOUD_PROJECT or `gcloud config set project`"
+        )
+    if isinstance(err, api.TooManyRequests):
+        return CloudError(f"Compute API quota exceeded to {action}: wait a minute and retry ({message})")
+    return CloudError(f"Compute API refused to {action}: {err.code} {message}")
+
+
+def _reasons(err: object) -> set[str]:
+    """The ``reason`` fields of the legacy ``errors`` list in a Google JSON error."""
+    return {str(e.get("reason")) for e in getattr(err, "errors", None) or () if isinstance(e, dict)}
+
+
+def operation_error(operation: object, *, action: str, zone: str) -> CloudError:
+    """The error for a zone operation that ended DONE with ``error.errors`` set."""
+    errors = list(operation.error.errors)  # type: ignore[attr-defined]
+    codes = {e.code for e in errors}
+    text = "; ".join(_one_line(e.message) for e in errors if e.message) or ", ".join(sorted(codes))
+    if codes & STOCKOUT_CODES:
+        return StockoutError(
+            f"zone {zone} has no capacity to {action} right now (stock-out): retry later or use another zone ({text})"
+        )
+    return OperationFailedError(f"{action} failed: {text}")

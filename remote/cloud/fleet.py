@@ -1,0 +1,121 @@
+"""The fleet: GCE instances of the configured project beside the static ``[[hosts]]``.
+
+``FleetSource.snapshot()`` is blocking (the Compute client is synchronous); the TUI calls it from a
+worker thread and the CLI directly. The Compute client is imported on first use, never at import time,
+because importing ``google.cloud.compute_v1`` alone takes over a second.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING
+
+from gcptui.remote.config import Config, GcpConfig
+from gcptui.remote.errors import ConfigError
+from gcptui.remote.models import Instance
+
+if TYPE_CHECKING:
+    from gcptui.remote.cloud.gce import GceClient
+
+
+@dataclass(frozen=True, slots=True)
+class FleetSnapshot:
+    """One refresh of the fleet: every instance and host, when it was read and from where."""
+
+    instances: tuple[Instance, ...]
+    refreshed_at: datetime
+    source: str
+    errors: tuple[str, ...] = field(default=())
+
+    def find(self, name: str) -> Instance | None:
+        return next((i for i in self.instances if i.name == name), None)
+
+
+def host_instances(config: Config) -> list[Instance]:
+    """Static ``[[hosts]]`` as fleet rows; their state is known only once SSH reaches them."""
+    return [
+        Instance(name=h.name, zone="", status="UNKNOWN", external_ip=h.address, source="host")
+        for h in config.hosts
+    ]
+
+
+class FleetSource:
+    """Reads the whole fleet; one aggregated Compute call when no zones are configured."""
+
+    def __init__(self, config: Config) -> None:
+        self.config = config
+        self._gce: GceClient | None = None
+        self._project: str | None = None
+
+    @property
+    def gcp(self) -> GcpConfig | None:
+        return self.config.gcp
+
+    def project(self) -> str:
+        """The project to list: the config's, else GOOGLE_CLOUD_PROJECT, else the gcloud config."""
+        assert self.gcp is not None
+        if self.gcp.project:
+            return self.gcp.project
+        if self._project is not None:
+            return self._project
+        from gcptui.remote.cloud.gcloud_config import resolve_project
+
+        # Read once: the status line asks on every refresh, and gcloud's files do not change under us.
+        project = self._project = resolve_project()
+        if not project:
+            where = f"[gcp] project in {self.config.path}" if self.config.path else "[gcp] project in gcptui.toml"
+            raise ConfigError(
+                f"No Google Cloud project: set {where}, set GOOGLE_CLOUD_PROJECT, "
+                "or run `gcloud config set project PROJECT_ID`"
+            )
+        return project
+
+    def describe(self) -> str:
+        """Where the data comes from, for the status line."""
+        parts = []
+        if self.gcp is not None:
+            try:
+                project = self.project()
+            except ConfigError:
+                project = "?"
+            where = self.gcp.api_endpoint or "compute.googleapis.com"
+            zones = ",".join(self.gcp.zones) if self.gcp.zones else "all zones"
+            parts.append(f"project {project} ({zones}) via {where}")
+        if self.config.hosts:
+            parts.append(f"{len(self.config.hosts)} static host{'s' if len(self.config.hosts) != 1 else ''}")
+        return "; ".join(parts) or "no [gcp] and no [[hosts]] configured"
+
+    def gce(self) -> GceClient:
+        """The Compute client, built (and its library imported) on first use."""
+        if self._gce is None:
+            assert self.gcp is not None
+            from gcptui.remote.cloud.gce import GceClient
+
+            self._gce = GceClient(
+                project=self.project(), zones=list(self.gcp.zones), api_endpoint=self.gcp.api_endpoint
+            )
+        return self._gce
+
+    def snapshot(self) -> FleetSnapshot:
+        """List GCE instances (when configured) and add the static hosts."""
+        instances: list[Instance] = []
+        if self.gcp is not None:
+            instances.extend(self.gce().list_instances())
+        instances.extend(host_instances(self.config))
+        instances.sort(key=lambda i: (i.source != "gce", i.zone, i.name))
+        return FleetSnapshot(tuple(instances), datetime.now(UTC), self.describe())
+
+    def resolve(self, names: list[str], snapshot: FleetSnapshot | None = None) -> list[Instance]:
+        """Instances by name, in the order given; an unknown name is one clear error."""
+        snapshot = snapshot or self.snapshot()
+        found: list[Instance] = []
+        for name in names:
+            instance = snapshot.find(name)
+            if instance is None:
+                known = ", ".join(sorted(i.name for i in snapshot.instances)) or "none"
+                from gcptui.remote.errors import NotFoundError
+
+                raise NotFoundError(f"no instance or host named {name!r} (known: {known}): check `gcptui ls`")
+            found.append(instance)
+        return found

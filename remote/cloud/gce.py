@@ -1,0 +1,263 @@
+"""GCE access through the real google-cloud-compute client.
+
+Blocking calls (the library uses ``requests``); async callers run them with ``asyncio.to_thread``.
+``google.cloud.compute_v1`` is imported inside the methods, never at module import: it takes about
+a second and the TUI must paint first.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+from urllib.parse import urlparse
+
+from gcptui.remote.cloud.errors import Access, credentials_error, operation_error, server_message, translate
+from gcptui.remote.cloud.instances import (
+    PREEMPTED_OPERATION,
+    instance_from_resource,
+    is_spot,
+    operation_time,
+    short_name,
+    was_preempted,
+)
+from gcptui.remote.errors import CloudError
+from gcptui.remote.models import Instance
+
+DEFAULT_ENDPOINT = "https://compute.googleapis.com"
+
+
+@dataclass(frozen=True, slots=True)
+class Preemption:
+    """One ``compute.instances.preempted`` zone operation."""
+
+    instance: str
+    zone: str
+    instance_id: str
+    time: datetime | None
+    operation: str
+
+
+def is_local_endpoint(endpoint: str) -> bool:
+    """A plain-http loopback endpoint (the emulator): it needs no Google credentials."""
+    parsed = urlparse(endpoint)
+    host = parsed.hostname or ""
+    return parsed.scheme == "http" and (host == "localhost" or host.startswith("127.") or host == "::1")
+
+
+class GceClient:
+    """Instances of one project, in the given zones (empty: all zones, one aggregated call)."""
+
+    def __init__(
+        self,
+        project: str,
+        zones: list[str] | None = None,
+        api_endpoint: str = "",
+        *,
+        timeout: float = 30.0,
+        operation_timeout: float = 600.0,
+        credentials: Any = None,
+    ) -> None:
+        from google.api_core import retry as retries
+        from google.api_core.exceptions import InternalServerError, ServiceUnavailable, TooManyRequests
+        from google.cloud import compute_v1
+
+        self.project = project
+        self.zones = list(zones or [])
+        self.endpoint = api_endpoint.rstrip("/") or DEFAULT_ENDPOINT
+        self.timeout = timeout
+        self.operation_timeout = operation_timeout
+        self._compute = compute_v1
+        if credentials is None:
+            credentials = self._credentials(api_endpoint)
+        options = {"api_endpoint": api_endpoint} if api_endpoint else None
+        self._instances = compute_v1.InstancesClient(credentials=credentials, client_options=options)
+        self._zone_ops = compute_v1.ZoneOperationsClient(credentials=credentials, client_options=options)
+        self._global_ops = compute_v1.GlobalOperationsClient(credentials=credentials, client_options=options)
+        # The library's default retries 503s for 600 s: a list must fail fast enough to show the error.
+        self._retry = retries.Retry(
+            initial=0.5,
+            maximum=4.0,
+            multiplier=2.0,
+            timeout=timeout,
+            predicate=retries.if_exception_type(ServiceUnavailable, TooManyRequests, InternalServerError),
+        )
+
+    def _credentials(self, api_endpoint: str) -> Any:
+        if api_endpoint and is_local_endpoint(api_endpoint):
+            from google.auth.credentials import AnonymousCredentials
+
+            return AnonymousCredentials()
+        import google.auth
+
+        try:
+            credentials, _ = google.auth.default(scopes=["https://www.googleapis.com/auth/cloud-platform"])
+        except Exception as err:
+            raise (credentials_error(err) or err) from None
+        return credentials
+
+    @contextmanager
+    def _errors(self, action: str, access: Access = "read", instance: str | None = None, zone: str | None = None) -> Iterator[None]:
+        try:
+            yield
+        except CloudError:
+            raise
+        except Exception as err:
+            mapped = translate(
+                err, project=self.project, endpoint=self.endpoint, action=action, access=access, instance=instance, zone=zone
+            )
+            if mapped is err:
+                raise
+            raise mapped from None
+
+    # -- reading ---------------------------------------------------------------------------------------
+
+    def list_raw(self) -> list[Any]:
+        """Every instance as a ``compute_v1.Instance`` message, all pages followed."""
+        with self._errors("list instances"):
+            if not self.zones:
+                request = {"project": self.project}
+                pages = self._instances.aggregated_list(request=request, retry=self._retry, timeout=self.timeout)
+                # Zones without instances carry only a NO_RESULTS_ON_PAGE warning: nothing to collect.
+                return [raw for _, scoped in pages for raw in scoped.instances]
+            if len(self.zones) == 1:
+                return self._list_zone(self.zones[0])
+            with ThreadPoolExecutor(max_workers=min(8, len(self.zones))) as pool:
+                return [raw for chunk in pool.map(self._list_zone, self.zones) for raw in chunk]
+
+    def _list_zone(self, zone: str) -> list[Any]:
+        with self._errors("list instances", zone=zone):
+            pages = self._instances.list(project=self.project, zone=zone, retry=self._retry, timeout=self.timeout)
+            return list(pages)
+
+    def list_instances(self) -> list[Instance]:
+        """The project's instances, with ``preempted`` set for Spot VMs stopped by a preemption."""
+        raws = self.list_raw()
+        preemptions: dict[str, datetime] = {}
+        if any(raw.status == "TERMINATED" and is_spot(raw) for raw in raws):
+            for event in self.preemption_operations():
+                if event.time is not None and (
+                    event.instance_id not in preemptions or preemptions[event.instance_id] < event.time
+                ):
+                    preemptions[event.instance_id] = event.time
+        instances = [instance_from_resource(raw, preempted=was_preempted(raw, preemptions)) for raw in raws]
+        return sorted(instances, key=lambda i: (i.zone, i.name))
+
+    def get_raw(self, name: str, zone: str) -> Any | None:
+        """The ``compute_v1.Instance`` message, or None when it does not exist (deleted meanwhile)."""
+        from google.api_core.exceptions import NotFound
+
+        with self._errors(f"get {name}", instance=name, zone=zone):
+            try:
+                return self._instances.get(
+                    project=self.project, zone=zone, instance=name, retry=self._retry, timeout=self.timeout
+                )
+            except NotFound as err:
+                if f"instances/{name}'" in server_message(err):
+                    return None
+                raise
+
+    def get(self, name: str, zone: str) -> Instance | None:
+        """One instance, or None when it does not exist; ``preempted`` is looked up when it could be."""
+        raw = self.get_raw(name, zone)
+        if raw is None:
+            return None
+        preempted = False
+        if raw.status == "TERMINATED" and is_spot(raw):
+            times = [e.time for e in self.preemption_operations() if e.time and e.instance_id == str(raw.id)]
+            preempted = bool(times) and was_preempted(raw, {str(raw.id): max(times)})
+        return instance_from_resource(raw, preempted=preempted)
+
+    def preemption_operations(self, since: datetime | None = None) -> list[Preemption]:
+        """``compute.instances.preempted`` operations of the project (one aggregated call), newest last."""
+        request = {
+            "project": self.project,
+            "filter": f'operationType="{PREEMPTED_OPERATION}"',
+        }
+        events: list[Preemption] = []
+        with self._errors("list preemption operations"):
+            pages = self._global_ops.aggregated_list(request=request, retry=self._retry, timeout=self.timeout)
+            for _, scoped in pages:
+                for op in scoped.operations:
+                    if op.operation_type != PREEMPTED_OPERATION:
+                        continue
+                    when = operation_time(op)
+                    if since is not None and (when is None or when < since):
+                        continue
+                    events.append(
+                        Preemption(
+                            instance=short_name(op.target_link),
+                            zone=short_name(op.zone),
+                            instance_id=str(op.target_id),
+                            time=when,
+                            operation=op.name,
+                        )
+                    )
+        return sorted(events, key=lambda e: (e.time is None, e.time or datetime.min))
+
+    # -- lifecycle -------------------------------------------------------------------------------------
+
+    def start(self, name: str, zone: str) -> None:
+        """Start a stopped VM and wait until the operation is DONE (``StockoutError`` on no capacity)."""
+        self._mutate(f"start {name}", zone, name, lambda: self._instances.start_unary(
+            project=self.project, zone=zone, instance=name, timeout=self.timeout))
+
+    def stop(self, name: str, zone: str) -> None:
+        """Stop a VM and wait until it is TERMINATED."""
+        self._mutate(f"stop {name}", zone, name, lambda: self._instances.stop_unary(
+            project=self.project, zone=zone, instance=name, timeout=self.timeout))
+
+    def reset(self, name: str, zone: str) -> None:
+        """Hard-reset a running VM."""
+        self._mutate(f"reset {name}", zone, name, lambda: self._instances.reset_unary(
+            project=self.project, zone=zone, instance=name, timeout=self.timeout))
+
+    def delete(self, name: str, zone: str) -> None:
+        """Delete a VM and wait until it is gone."""
+        self._mutate(f"delete {name}", zone, name, lambda: self._instances.delete_unary(
+            project=self.project, zone=zone, instance=name, timeout=self.timeout))
+
+    def simulate_maintenance_event(self, name: str, zone: str) -> None:
+        """GCE's documented way to test preemption of a Spot VM; returns once GCE accepted the event."""
+        self._mutate(f"simulate a maintenance event on {name}", zone, name, lambda: (
+            self._instances.simulate_maintenance_event_unary(
+                project=self.project, zone=zone, instance=name, timeout=self.timeout)))
+
+    def insert(self, zone: str, instance_body: Any) -> None:
+        """Create a VM from an ``Instance`` message or dict (e.g. a recorded instance's settings)."""
+        body = instance_body
+        if isinstance(body, dict):
+            body = self._compute.Instance(body)
+        name = body.name
+        self._mutate(f"create {name}", zone, name, lambda: self._instances.insert_unary(
+            project=self.project, zone=zone, instance_resource=body, timeout=self.timeout))
+
+    def _mutate(self, action: str, zone: str, name: str, call: Callable[[], Any]) -> None:
+        with self._errors(action, access="write", instance=name, zone=zone):
+            operation = call()
+            self.wait_operation(operation, zone, action=action)
+
+    def wait_operation(self, operation: Any, zone: str, *, action: str = "the operation") -> Any:
+        """Poll our own ZoneOperationsClient until ``operation`` is DONE; raise if it ended in error.
+
+        Never ``ExtendedOperation.result()``: that polls the real endpoint, not the configured one.
+        """
+        done = self._compute.Operation.Status.DONE
+        deadline = time.monotonic() + self.operation_timeout
+        with self._errors(action, access="write", zone=zone):
+            while operation.status != done:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise CloudError(f"{action} did not finish in {self.operation_timeout:.0f} s: check `gcptui ls`")
+                # wait() returns at DONE or after up to 2 minutes server-side; keep our side shorter.
+                operation = self._zone_ops.wait(
+                    project=self.project, zone=zone, operation=operation.name, timeout=min(left, 130.0)
+                )
+        if list(operation.error.errors):
+            raise operation_error(operation, action=action, zone=zone)
+        return operation
+

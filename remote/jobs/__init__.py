@@ -1,0 +1,1 @@
+"""Jobs: the supervisor protocol, the runner that starts, restarts and kills, the watch stream."""

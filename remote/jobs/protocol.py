@@ -1,0 +1,143 @@
+"""The job supervisor's protocol: where it keeps its state on the VM, how it is invoked, what it says.
+
+``remote/vm/gcptui-job.sh`` is the VM side; this module is everything the laptop needs to talk to
+it, shared by the runner (start, restart, kill, status) and the watch stream.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import posixpath
+import shlex
+from collections.abc import Sequence
+from dataclasses import dataclass
+from functools import cache
+from typing import Any, Literal
+
+from gcptui.remote.config import JobConfig
+from gcptui.remote.vm import vm_file
+
+# ---- the VM-side layout (paths relative to the remote home, as SFTP and a login shell see them) ----
+GCPTUI_DIR = ".gcptui"
+JOB_DIR = f"{GCPTUI_DIR}/job"
+LOG_FILE = f"{JOB_DIR}/output.log"  # stdout+stderr of every start, appended, a banner line per start
+METRICS_FILE = f"{JOB_DIR}/metrics.jsonl"  # default $GCPTUI_METRICS (exported as an absolute path)
+PREEMPTED_FILE = f"{JOB_DIR}/preempted"  # UTC time of the metadata server's preemption notice
+SETUP_MARKER = f"{GCPTUI_DIR}/setup.done"  # written once [job].setup succeeded on this disk
+BIN_DIR = f"{GCPTUI_DIR}/bin"
+STATE_FILES = ("pid", "pgid", "command", "started_at", "ended_at", "exit_code", "state", "phase")
+
+JobState = Literal["running", "exited", "killed", "none"]
+
+ALREADY_RUNNING = 3  # exit codes of gcptui-job.sh
+NOT_INSTALLED = 97
+
+
+def log_path() -> str:
+    """The job's output log, relative to the remote home."""
+    return LOG_FILE
+
+
+def metrics_path(job: JobConfig, dest: str) -> str:
+    """Where the job writes its progress lines: ``[job].env.GCPTUI_METRICS`` (relative to ``dest``)
+    when set, else ``~/.gcptui/job/metrics.jsonl``. Relative results are relative to the remote home."""
+    override = job.env.get("GCPTUI_METRICS")
+    if not override:
+        return METRICS_FILE
+    if override.startswith("/"):
+        return override
+    base = dest.removeprefix("~/") if dest.startswith("~/") else dest
+    return posixpath.normpath(posixpath.join(base, override))
+
+
+@dataclass(frozen=True, slots=True)
+class JobStatus:
+    """The job on one host, as the VM's state directory tells it.
+
+    ``detail`` is ``vanished`` (gone without an exit code: rebooted, killed from outside) or
+    ``preempted`` (the VM's notice watcher saw GCE's preemption notice and sent the job SIGTERM;
+    ``preempted_at`` says when, in UTC); ``phase`` is ``setup`` or ``command`` while it runs.
+    """
+
+    name: str
+    state: JobState
+    pid: int | None = None
+    pgid: int | None = None
+    exit_code: int | None = None
+    started_at: str | None = None
+    ended_at: str | None = None
+    command: str | None = None
+    phase: str | None = None
+    detail: str | None = None
+    preempted_at: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        """The ``job status --json`` object of docs/REFERENCE.md (plus pgid, ended_at, phase, detail)."""
+        return {
+            "name": self.name,
+            "state": self.state,
+            "pid": self.pid,
+            "exit_code": self.exit_code,
+            "started_at": self.started_at,
+            "command": self.command,
+            "pgid": self.pgid,
+            "ended_at": self.ended_at,
+            "phase": self.phase,
+            "detail": self.detail,
+        }
+
+
+@cache
+def supervisor_script() -> tuple[bytes, str]:
+    """The VM-side script and the versioned file name it is installed under."""
+    data = vm_file("gcptui-job.sh")
+    return data, f"gcptui-job-{hashlib.sha256(data).hexdigest()[:12]}.sh"
+
+
+def supervisor_command(op: str, args: Sequence[str], *, install: bool, remote_home: str | None = None) -> str:
+    """The remote command line that runs ``gcptui-job.sh op args``.
+
+    With ``install`` the script is read from stdin (send ``supervisor_script()[0]``, then EOF) and
+    installed first; without, the command exits 97 when it is not installed. ``remote_home``
+    replaces ``$HOME`` on the VM.
+    """
+    _, file_name = supervisor_script()
+    home = f"HOME={shlex.quote(remote_home)}; export HOME; " if remote_home else ""
+    script = f'{home}S="$HOME/{BIN_DIR}/{file_name}"; '
+    if install:
+        # Written under a temporary name and renamed: a concurrent client never runs half a file.
+        script += f'mkdir -p "$HOME/{BIN_DIR}" && cat > "$S.$$" && mv -f "$S.$$" "$S" || exit 98; '
+    else:
+        script += f'[ -f "$S" ] || exit {NOT_INSTALLED}; '
+    script += 'exec sh "$S" "$@"'
+    # The login shell only sees quoted words; the sh we name does the work (any login shell works).
+    return shlex.join(["sh", "-c", script, "gcptui-job", op, *args])
+
+
+def parse_status(name: str, text: str) -> JobStatus:
+    """Parse the supervisor's ``key=value`` lines, then ``command:`` and the raw command."""
+    head, sep, command = text.partition("\ncommand:\n")
+    if not sep and text.startswith("command:\n"):
+        head, command = "", text.removeprefix("command:\n")
+    fields = dict(line.split("=", 1) for line in head.splitlines() if "=" in line)
+    state = fields.get("state", "none")
+    if state not in ("running", "exited", "killed", "none"):
+        state = "none"
+
+    def number(key: str) -> int | None:
+        value = fields.get(key, "").strip()
+        return int(value) if value.lstrip("-").isdigit() else None
+
+    return JobStatus(
+        name=name,
+        state=state,  # type: ignore[arg-type]
+        pid=number("pid"),
+        pgid=number("pgid"),
+        exit_code=number("exit_code"),
+        started_at=fields.get("started_at") or None,
+        ended_at=fields.get("ended_at") or None,
+        command=command.removesuffix("\n") if sep or command else None,
+        phase=fields.get("phase") or None,
+        detail=fields.get("detail") or None,
+        preempted_at=fields.get("preempted_at") or None,
+    )

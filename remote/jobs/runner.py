@@ -1,0 +1,228 @@
+"""Start, restart, kill and inspect the training job on a VM, detached from SSH.
+
+The VM side is ``remote/vm/gcptui-job.sh``, a POSIX sh supervisor installed on first use under
+``~/.gcptui/bin/``. It leads the job's process group (setsid), runs ``[job].setup`` once per disk and
+then ``[job].command`` in ``[sync].dest``, appends output to ``~/.gcptui/job/output.log`` and records
+pid, pgid, times, exit code and how it ended in ``~/.gcptui/job/``: every client reads the same truth.
+Each operation is one SSH exec round trip; the user's command travels as one ``shlex.quote``d
+argument and runs as ``sh -c COMMAND``, exactly as typed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import weakref
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Generic, Literal, TypeVar
+
+import asyncssh
+
+from gcptui.remote.config import Config, JobConfig
+from gcptui.remote.errors import ConfigError, GcptuiError
+from gcptui.remote.jobs.protocol import (
+    ALREADY_RUNNING,
+    BIN_DIR,
+    NOT_INSTALLED,
+    JobStatus,
+    parse_status,
+    supervisor_command,
+    supervisor_script,
+)
+from gcptui.remote.jobs.watch import JobEvent, watch_job
+from gcptui.remote.ssh.errors import SshUnreachableError
+from gcptui.remote.ssh.pool import SshPool
+from gcptui.remote.ssh.target import SshTarget
+
+JobAction = Literal["start", "restart", "kill", "status"]
+T = TypeVar("T")
+
+
+class JobError(GcptuiError):
+    """A job operation failed on the VM (no project directory, no setsid, a stuck lock, ...)."""
+
+
+class JobAlreadyRunningError(JobError):
+    """``start`` refused: a job runs already; ``status`` is what runs."""
+
+    def __init__(self, message: str, status: JobStatus) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+@dataclass(frozen=True, slots=True)
+class HostResult(Generic[T]):
+    """One host's outcome of a fleet-wide operation: ``value`` or the ``error`` to print."""
+
+    name: str
+    value: T | None = None
+    error: GcptuiError | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+
+class JobRunner:
+    """Job control for the configured ``[job]`` over a shared ``SshPool``.
+
+    ``remote_home`` replaces ``$HOME`` on the VM for our commands and the job (tests isolate runs
+    with it); None uses the login's own home. Every method raises a one-line ``GcptuiError``.
+    """
+
+    def __init__(
+        self,
+        pool: SshPool,
+        job: JobConfig,
+        dest: str,
+        *,
+        remote_home: str | None = None,
+        command_timeout: float = 60.0,
+    ) -> None:
+        self.pool = pool
+        self.job = job
+        self.dest = dest
+        self.remote_home = remote_home
+        self.command_timeout = command_timeout
+        # Connections that have the supervisor installed: send the script once per connection.
+        self._installed: weakref.WeakSet[asyncssh.SSHClientConnection] = weakref.WeakSet()
+
+    @classmethod
+    def from_config(cls, pool: SshPool, config: Config) -> JobRunner:
+        """A runner for ``config.job`` running in ``config.sync.dest``."""
+        return cls(pool, config.job, config.sync.dest)
+
+    # ---- one host ---------------------------------------------------------------------------
+
+    async def status(self, target: SshTarget) -> JobStatus:
+        """The job's state on ``target`` (``none`` where nothing ever ran)."""
+        return (await self._call(target, "status", []))[1]
+
+    async def start(self, target: SshTarget) -> JobStatus:
+        """Run setup (once per disk) and ``[job].command``; refuses while a job runs."""
+        return await self._launch(target, "start", self._require(self.job.command, "command"))
+
+    async def restart(self, target: SshTarget) -> JobStatus:
+        """Kill the job if it runs, then start ``[job].resume`` (default: ``[job].command``)."""
+        return await self._launch(target, "restart", self._require(self.job.resume_command, "command"))
+
+    async def kill(self, target: SshTarget) -> JobStatus:
+        """SIGTERM the job's process group, SIGKILL after ``stop_grace_seconds``; nothing else."""
+        return (await self._call(target, "kill", [self._grace_tenths()], self._kill_timeout()))[1]
+
+    def watch(self, target: SshTarget, **options: Any) -> AsyncIterator[JobEvent]:
+        """``watch_job`` on ``target`` through this runner's pool and remote home (see job_watch)."""
+
+        return watch_job(self.pool.getter(target), target.name, remote_home=self.remote_home, **options)
+
+    # ---- many hosts at once -----------------------------------------------------------------
+
+    async def run_all(self, action: JobAction, targets: Sequence[SshTarget]) -> list[HostResult[JobStatus]]:
+        """``action`` on every target concurrently; one ``HostResult`` per target, in order."""
+        operation: Callable[[SshTarget], Awaitable[JobStatus]] = getattr(self, action)
+        return await gather_hosts(operation, targets)
+
+    # ---- internals --------------------------------------------------------------------------
+
+    @staticmethod
+    def _require(command: str, key: str) -> str:
+        if not command.strip():
+            raise ConfigError(f"[job].{key} is empty: set the training command in gcptui.toml")
+        return command
+
+    def _grace_tenths(self) -> str:
+        return str(max(0, round(self.job.stop_grace_seconds * 10)))
+
+    def _kill_timeout(self) -> float:
+        return self.command_timeout + self.job.stop_grace_seconds + 10.0
+
+    async def _launch(self, target: SshTarget, op: str, command: str) -> JobStatus:
+        args = [self.dest, command, self.job.setup, *(f"{k}={v}" for k, v in self.job.env.items())]
+        if op == "restart":
+            args.insert(0, self._grace_tenths())
+        rc, status, output = await self._call(
+            target, op, args, self._kill_timeout(), allowed=(ALREADY_RUNNING,)
+        )
+        if rc == ALREADY_RUNNING:
+            raise JobAlreadyRunningError(
+                f"a job is already running on {target.name} (pid {status.pid}, started {status.started_at}): "
+                f"use `gcptui job restart {target.name}` or `gcptui job kill {target.name}`",
+                status,
+            )
+        return status
+
+    def _remote_command(self, op: str, args: list[str], install: bool) -> str:
+        return supervisor_command(op, args, install=install, remote_home=self.remote_home)
+
+    async def _call(
+        self,
+        target: SshTarget,
+        op: str,
+        args: list[str],
+        timeout: float | None = None,
+        allowed: tuple[int, ...] = (),
+    ) -> tuple[int, JobStatus, str]:
+        """Run ``gcptui-job.sh op args`` on ``target``; returns exit code, parsed status, raw output."""
+        timeout = timeout or self.command_timeout
+        for attempt in range(3):
+            conn = await self.pool.connection(target)
+            install = conn not in self._installed
+            command = self._remote_command(op, args, install)
+            try:
+                result = await conn.run(
+                    command, input=supervisor_script()[0].decode() if install else None, timeout=timeout
+                )
+            except asyncssh.ChannelOpenError:
+                # The session never opened (a connection that just died): nothing ran, so try again.
+                if attempt == 2:
+                    raise SshUnreachableError(
+                        target.name, f"{target.name}: SSH connection lost: try again"
+                    ) from None
+                continue
+            except asyncssh.TimeoutError:
+                raise JobError(
+                    f"{target.name}: `job {op}` got no answer within {timeout:g}s: "
+                    f"check `gcptui job status {target.name}`"
+                ) from None
+            except (asyncssh.Error, OSError) as err:
+                raise SshUnreachableError(
+                    target.name,
+                    f"{target.name}: SSH connection lost during `job {op}` ({err}): "
+                    f"check `gcptui job status {target.name}`",
+                ) from None
+            rc = result.exit_status
+            if rc == NOT_INSTALLED:
+                self._installed.discard(conn)  # someone removed ~/.gcptui: install again
+                continue
+            self._installed.add(conn)
+            output = str(result.stdout or "")
+            if rc == 0 or (rc is not None and rc in allowed):
+                return rc, parse_status(target.name, output), output
+            raise JobError(_failure(target, op, rc, output, str(result.stderr or "")))
+        raise JobError(f"{target.name}: could not install the job supervisor under ~/{BIN_DIR}")
+
+
+def _failure(target: SshTarget, op: str, rc: int | None, output: str, stderr: str) -> str:
+    """One line for a failed supervisor call: its own ``error=`` line, else the tail of stderr."""
+    for line in output.splitlines():
+        if line.startswith("error="):
+            reason = line.removeprefix("error=")
+            if rc == 5:
+                reason += f" (`gcptui sync {target.name} --once`)"
+            return f"{target.name}: job {op} failed: {reason}"
+    tail = stderr.strip().splitlines()[-1] if stderr.strip() else f"exit status {rc}"
+    return f"{target.name}: job {op} failed on the VM: {tail}"
+
+
+async def gather_hosts(
+    operation: Callable[[SshTarget], Awaitable[T]], targets: Sequence[SshTarget]
+) -> list[HostResult[T]]:
+    """Run ``operation`` on every target concurrently; errors become per-host results, not raises."""
+
+    async def one(target: SshTarget) -> HostResult[T]:
+        try:
+            return HostResult(target.name, value=await operation(target))
+        except GcptuiError as err:
+            return HostResult(target.name, error=err)
+
+    return list(await asyncio.gather(*(one(target) for target in targets)))

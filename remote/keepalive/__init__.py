@@ -1,0 +1,1 @@
+"""Keep-alive: preemption detection, recovery, relaunch, and the timeline of events."""

@@ -1,0 +1,352 @@
+"""Keep-alive: notice a preemption within seconds, restart the VM, resume its job.
+
+Detection, fastest first: the job supervisor on the VM sees the metadata server's ``preempted`` flag
+and the client hears of it over its open connection (``notice(name)``); a lost SSH connection asks
+for an immediate poll (``poke(name)``); and the fleet is polled every ``poll_seconds`` with one
+aggregated call. After a notice or a lost connection the suspect VM is polled every second until GCE
+reports it stopped, because GCE's status lags the power-off. A TERMINATED VM counts as preempted only
+when a ``compute.instances.preempted`` operation newer than its last start says so: a user's own
+``vm stop`` is left alone.
+
+Recovery restarts the same VM (its disk and checkpoints stay), or recreates it from the settings
+recorded before it vanished when its termination action was DELETE, retries stock-outs with backoff
+(``vm_restart.VmRestarter``), waits for RUNNING and an address, then hands the instance to
+``relaunch`` (SSH up, sync barrier, the resume command; see ``relaunch.JobLauncher``). Every step is a ``RecoveryEvent`` with a
+timestamp, folded into one ``Timeline`` per VM and preemption.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable, Iterable
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+from gcptui.remote.aio import within
+from gcptui.remote.errors import GcptuiError
+from gcptui.remote.keepalive.events import (
+    DetectedBy,
+    EventKind,
+    RecoveryEvent,
+    Relaunch,
+    ResumePoint,
+    StepKind,
+    StepReporter,
+    Timeline,
+    now,
+    steps_lost,
+)
+from gcptui.remote.keepalive.vm_restart import VmRestarter, backoff, recreate_body
+from gcptui.remote.models import Instance
+
+if TYPE_CHECKING:
+    from gcptui.remote.cloud.gce import GceClient
+
+log = logging.getLogger(__name__)
+
+__all__ = [
+    "DetectedBy", "EventKind", "KeepAlive", "RecoveryEvent", "Relaunch", "ResumePoint", "StepKind",
+    "StepReporter", "Timeline", "backoff", "recreate_body", "steps_lost",
+]  # fmt: skip
+
+
+class KeepAlive:
+    """Watches the fleet and recovers preempted VMs, one task per VM, bounded by ``max_restarts``.
+
+    ``names`` limits keep-alive to those VMs (None: every Spot VM); ``enable``/``disable`` change it
+    per VM at run time. ``on_event`` (and ``subscribe`` listeners) get every ``RecoveryEvent`` on the
+    event loop. Run ``run()`` as a task; ``close()`` cancels recoveries in flight.
+    """
+
+    def __init__(
+        self,
+        gce: GceClient,
+        *,
+        relaunch: Relaunch,
+        on_event: Callable[[RecoveryEvent], None] | None = None,
+        names: Iterable[str] | None = None,
+        poll_seconds: float = 10.0,
+        fast_poll_seconds: float = 1.0,
+        suspect_seconds: float = 180.0,
+        max_restarts: int = 20,
+        backoff_base: float = 1.0,
+        backoff_cap: float = 60.0,
+        boot_timeout: float = 600.0,
+        relaunch_timeout: float = 600.0,
+    ) -> None:
+        self.gce = gce
+        self.relaunch = relaunch
+        self.poll_seconds = poll_seconds
+        self.fast_poll_seconds = min(fast_poll_seconds, poll_seconds)
+        self.suspect_seconds = suspect_seconds
+        self.max_restarts = max_restarts
+        self.backoff_base = backoff_base
+        self.backoff_cap = backoff_cap
+        self.boot_timeout = boot_timeout
+        self.relaunch_timeout = relaunch_timeout
+        self.restarts: dict[str, int] = {}  # recoveries started per VM (max_restarts bounds it)
+        self.timelines: dict[str, Timeline] = {}  # the latest per VM
+        self.history: dict[str, list[Timeline]] = {}  # every one per VM, oldest first
+        self.polls = 0
+        self._listeners: list[Callable[[RecoveryEvent], None]] = [on_event] if on_event else []
+        self._poll_listeners: list[Callable[[list[Instance]], None]] = []
+        self._names: set[str] | None = set(names) if names is not None else None
+        self._disabled: set[str] = set()
+        self._known: dict[str, Instance] = {}
+        self._records: dict[str, Any] = {}  # raw settings of DELETE-action VMs, to recreate them
+        self._recovering: dict[str, asyncio.Task[None]] = {}
+        self._suspects: dict[str, float] = {}  # name -> loop time until which it is polled fast
+        self._dropped: set[str] = set()  # suspects because their connection dropped (detected_by "lost")
+        self._given_up: set[str] = set()
+        self._wake = asyncio.Event()
+        self._vms = VmRestarter(gce, self._event, boot_timeout=boot_timeout, backoff_base=backoff_base,
+                                backoff_cap=backoff_cap)
+
+    # -- the faces' API --------------------------------------------------------------------------
+
+    def subscribe(self, listener: Callable[[RecoveryEvent], None]) -> Callable[[], None]:
+        """Call ``listener`` with every event; returns the unsubscribe."""
+        self._listeners.append(listener)
+        return lambda: self._listeners.remove(listener) if listener in self._listeners else None
+
+    def on_poll(self, listener: Callable[[list[Instance]], None]) -> None:
+        """Call ``listener`` with the fleet after every poll (e.g. to follow new addresses)."""
+        self._poll_listeners.append(listener)
+
+    def enabled(self, name: str) -> bool:
+        """Whether keep-alive watches ``name`` (a Spot VM, named or all, and not disabled)."""
+        return name not in self._disabled and (self._names is None or name in self._names)
+
+    def enable(self, name: str) -> None:
+        """Watch ``name`` again (and forget an earlier give-up); polls at once."""
+        self._disabled.discard(name)
+        if self._names is not None:
+            self._names.add(name)
+        self._given_up.discard(name)
+        self.restarts.pop(name, None)
+        self.poke()
+
+    def disable(self, name: str) -> None:
+        """Stop watching ``name``; a recovery in flight is cancelled (the user takes over)."""
+        self._disabled.add(name)
+        self._suspects.pop(name, None)
+        task = self._recovering.get(name)
+        if task is not None:
+            task.cancel()
+
+    def relaunch_now(self, name: str) -> bool:
+        """Recover ``name`` now, whatever its state: start it if stopped, recreate it if gone, then
+        relaunch the job. Resets its restart count. False when one is in flight or the VM is unknown."""
+        instance = self._known.get(name)
+        if instance is None or name in self._recovering:
+            return False
+        self._given_up.discard(name)
+        self.restarts[name] = 0
+        gone = name in self._records and instance.status == "GONE"
+        self._begin(instance, "manual", "relaunch requested", None, recreate=gone)
+        return True
+
+    def instances(self) -> list[Instance]:
+        """The fleet as of the last poll, with recovered VMs' fresh records."""
+        return list(self._known.values())
+
+    def recovering(self, name: str) -> bool:
+        return name in self._recovering
+
+    # -- detection -------------------------------------------------------------------------------
+
+    def poke(self, name: str | None = None) -> None:
+        """Poll now; with a name (its connection dropped), keep polling it fast for a while."""
+        if name is not None and self.enabled(name) and name not in self._recovering:
+            if name not in self._suspects:
+                # Not part of a timeline: most dropped connections are network hiccups, not preemptions.
+                self._emit(RecoveryEvent(name, "suspect", now(), "connection lost: checking with GCE"))
+            self._suspects[name] = asyncio.get_running_loop().time() + self.suspect_seconds
+            self._dropped.add(name)
+        self._wake.set()
+
+    def notice(self, name: str, at: datetime | None = None) -> None:
+        """The VM's supervisor saw the metadata ``preempted`` flag: the fastest signal there is."""
+        if not self.enabled(name) or name in self._recovering:
+            return
+        timeline = self.timelines.get(name)
+        if timeline is None or timeline.outcome != "recovering" or timeline.detected_by is not None:
+            self._new_timeline(name)
+        self._event(name, "notice", "the VM reported a preemption notice", at=at)
+        self._suspects[name] = asyncio.get_running_loop().time() + self.suspect_seconds
+        self._wake.set()
+
+    async def run(self) -> None:
+        """Poll until cancelled: every ``poll_seconds``, every ``fast_poll_seconds`` while a VM is suspect."""
+        while True:
+            try:
+                await self.poll_once()
+            except GcptuiError as err:
+                log.warning("keep-alive poll failed: %s", err)
+            loop = asyncio.get_running_loop()
+            self._suspects = {n: t for n, t in self._suspects.items() if t > loop.time()}
+            self._dropped &= set(self._suspects)
+            interval = self.fast_poll_seconds if self._suspects else self.poll_seconds
+            try:
+                await within(interval, self._wake.wait())
+            except TimeoutError:
+                pass
+            self._wake.clear()
+
+    async def poll_once(self) -> list[Instance]:
+        """One aggregated list; start a recovery for each watched VM a preemption stopped or deleted."""
+        from gcptui.remote.cloud.instances import instance_from_resource
+
+        raws = await asyncio.to_thread(self.gce.list_raw)
+        self.polls += 1
+        current = {r.name: (r, instance_from_resource(r)) for r in raws}
+        for name, (raw, instance) in current.items():
+            if instance.spot and instance.termination_action == "DELETE" and instance.status == "RUNNING":
+                self._records[name] = raw
+            self._known[name] = instance
+            if instance.spot and instance.status == "STOPPING" and self.enabled(name) and name not in self._suspects:
+                # GCE shows STOPPING during the soft-off of a preemption: poll fast until it is over.
+                self._suspects[name] = asyncio.get_running_loop().time() + self.suspect_seconds
+        for name in [n for n in self._known if n not in current]:
+            if name in self._records and name not in self._recovering:
+                self._known[name] = _gone(self._known[name])
+            elif name not in self._records:
+                del self._known[name]
+        candidates = [
+            i for i in self._known.values()
+            if i.spot and i.status in ("TERMINATED", "GONE") and self.enabled(i.name)
+            and i.name not in self._recovering and i.name not in self._given_up
+        ]  # fmt: skip
+        if candidates:
+            preempted = await self._preempted_since_last_start(candidates)
+            for instance in candidates:
+                if instance.name in preempted:
+                    when = preempted[instance.name]
+                    recreate = instance.status == "GONE"
+                    self._begin(instance, "preempted", f"GCE: {'deleted' if recreate else 'stopped'} by a preemption",
+                                when, recreate=recreate)  # fmt: skip
+        instances = [i for _, i in current.values()]
+        for listener in list(self._poll_listeners):
+            listener(instances)
+        return instances
+
+    async def _preempted_since_last_start(self, candidates: list[Instance]) -> dict[str, datetime | None]:
+        from gcptui.remote.cloud.instances import parse_timestamp
+
+        operations = await asyncio.to_thread(self.gce.preemption_operations)
+        found: dict[str, datetime | None] = {}
+        for instance in candidates:
+            started = parse_timestamp(instance.last_start)
+            for op in operations:
+                same = op.instance_id == instance.instance_id if op.instance_id and instance.instance_id else (
+                    op.instance == instance.name and op.zone == instance.zone)
+                if same and (started is None or op.time is None or op.time >= started):
+                    found[instance.name] = op.time
+        return found
+
+    # -- recovery --------------------------------------------------------------------------------
+
+    def _new_timeline(self, name: str) -> Timeline:
+        timeline = Timeline(name)
+        self.timelines[name] = timeline
+        self.history.setdefault(name, []).append(timeline)
+        return timeline
+
+    def _begin(self, instance: Instance, kind: EventKind, detail: str, gce_time: datetime | None, *,
+               recreate: bool) -> None:  # fmt: skip
+        name = instance.name
+        self._suspects.pop(name, None)
+        dropped = name in self._dropped
+        self._dropped.discard(name)
+        timeline = self.timelines.get(name)
+        if timeline is None or timeline.outcome != "recovering" or timeline.detected_by not in (None, "notice"):
+            timeline = self._new_timeline(name)
+        if timeline.preempted_at is None:
+            timeline.preempted_at = gce_time
+        self.restarts[name] = self.restarts.get(name, 0) + 1
+        if self.restarts[name] > self.max_restarts:
+            self._given_up.add(name)
+            self._event(name, kind, detail)
+            self._event(name, "gave_up", f"max_restarts ({self.max_restarts}) reached: relaunch by hand")
+            return
+        self._event(name, kind, detail)
+        if dropped and timeline.detected_by == "poll":
+            timeline.detected_by = "lost"
+        task = asyncio.create_task(self._recover(instance, recreate=recreate), name=f"recover {name}")
+        self._recovering[name] = task
+        task.add_done_callback(lambda _t: self._recovering.pop(name, None))
+
+    async def _recover(self, instance: Instance, *, recreate: bool) -> None:
+        name, zone = instance.name, instance.zone
+        try:
+            if instance.status != "RUNNING":
+                await self._vms.restart(instance, self._records.get(name), recreate=recreate)
+            fresh = await self._vms.wait_running(name, zone)
+            self._known[name] = fresh
+            self._event(name, "running", f"address {fresh.external_ip or fresh.internal_ip}")
+            point = await self._relaunch(fresh)
+            timeline = self.timelines[name]
+            timeline.resumed_step = point.step
+            if point.last_step is not None:
+                timeline.last_step = point.last_step
+            lost = timeline.steps_lost
+            self._event(name, "resumed", (f"from step {point.step}" if point.step is not None else "step unknown")
+                        + (f", {lost} steps lost" if lost is not None else ""))  # fmt: skip
+        except GcptuiError as err:
+            self._event(name, "failed", str(err))
+        except Exception as err:  # a bug, not a cloud answer: logged, and said in the timeline
+            log.exception("recovery of %s failed", name)
+            self._event(name, "failed", f"unexpected {type(err).__name__}: {err}")
+        except asyncio.CancelledError:
+            self._event(name, "failed", "cancelled (keep-alive disabled or closed)")
+            raise
+
+    async def _relaunch(self, instance: Instance) -> ResumePoint:
+        """SSH may lag the RUNNING status by seconds: retry with backoff until the deadline."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.relaunch_timeout
+        attempt = 0
+
+        def report(kind: StepKind, detail: str) -> None:
+            self._event(instance.name, kind, detail)
+
+        while True:
+            self._event(instance.name, "relaunching", f"attempt {attempt + 1}")
+            try:
+                result = await self.relaunch(instance, report)
+                return result if isinstance(result, ResumePoint) else ResumePoint(step=result)
+            except (GcptuiError, OSError) as err:
+                if loop.time() > deadline:
+                    raise GcptuiError(f"{instance.name}: could not relaunch the job: {err}") from None
+                delay = backoff(attempt, min(self.backoff_base, 0.5), min(self.backoff_cap, 5.0))
+                self._event(instance.name, "retry", f"{err} - again in {delay:g}s")
+                attempt += 1
+                await asyncio.sleep(delay)
+
+    def _event(self, name: str, kind: EventKind, detail: str = "", at: datetime | None = None) -> None:
+        event = RecoveryEvent(name, kind, at or now(), detail)
+        timeline = self.timelines.get(name) or self._new_timeline(name)
+        timeline.add(event)
+        self._emit(event)
+
+    def _emit(self, event: RecoveryEvent) -> None:
+        for listener in list(self._listeners):
+            try:
+                listener(event)
+            except Exception:  # a face's bug must not stop recoveries
+                log.exception("keep-alive listener failed")
+
+    async def close(self) -> None:
+        """Cancel the recoveries in flight."""
+        tasks = list(self._recovering.values())
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+
+def _gone(instance: Instance) -> Instance:
+    """The last known record of a VM that vanished (status ``GONE``, which GCE never reports)."""
+    from dataclasses import replace
+
+    return replace(instance, status="GONE", external_ip=None, internal_ip=None)

@@ -1,0 +1,177 @@
+"""Bring a preempted VM's job back: SSH to its new address, sync barrier, the resume command.
+
+``JobLauncher(services).relaunch`` is the callable ``KeepAlive`` takes. It reads the job's metrics
+file (the progress protocol of docs/REFERENCE.md) before and after the restart, so it can say the last step
+the job logged before it stopped and the step it resumed from: the ``steps lost`` of the timeline.
+``build_keepalive`` wires a ``KeepAlive`` to the shared ``Services`` of the CLI or the TUI.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import shlex
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from gcptui.remote.errors import GcptuiError
+from gcptui.remote.jobs.protocol import metrics_path
+from gcptui.remote.keepalive.recovery import KeepAlive, RecoveryEvent, ResumePoint, StepReporter
+from gcptui.remote.models import Instance
+
+if TYPE_CHECKING:
+    from gcptui.remote.services import Services
+
+# Prints the file's size, then its last lines; "0" alone when there is none. $1 is relative to $HOME.
+_TAIL = 'f=$1; case $f in /*) ;; *) f="$HOME/$f" ;; esac; ' \
+        'if [ -f "$f" ]; then wc -c < "$f"; tail -n "$2" "$f"; else echo 0; fi'
+# Prints the file's size, then (at most $3 bytes of) what follows byte offset $2.
+_FROM = 'f=$1; case $f in /*) ;; *) f="$HOME/$f" ;; esac; ' \
+        '[ -f "$f" ] || { echo 0; exit 0; }; wc -c < "$f"; tail -c +"$(($2 + 1))" "$f" | head -c "$3"'
+
+
+@dataclass(frozen=True, slots=True)
+class MetricsMark:
+    """Where the metrics file stood before a restart: its size and the last step logged."""
+
+    offset: int
+    last_step: int | None
+
+
+def _records(lines: Iterable[str]) -> list[dict[str, object]]:
+    found = []
+    for line in lines:
+        line = line.strip()
+        if line.startswith("{"):
+            try:
+                record = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(record, dict):
+                found.append(record)
+    return found
+
+
+def _step(record: dict[str, object]) -> int | None:
+    value = record.get("step")
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def last_step_logged(lines: Iterable[str]) -> int | None:
+    """The furthest step the latest run reached: progress lines and ``preempted``/``checkpoint`` events
+    after its last ``resumed`` event (steps before a resume were rewound by it)."""
+    last: int | None = None
+    for record in _records(lines):
+        step = _step(record)
+        if record.get("event") == "resumed":
+            last = step
+        elif step is not None and record.get("event") in (None, "preempted", "checkpoint", "finished"):
+            last = step if last is None else max(last, step)
+    return last
+
+
+def resumed_step(lines: Iterable[str]) -> tuple[bool, int | None]:
+    """From the lines a restarted job wrote: (known, step). A ``resumed`` event gives its step; a
+    progress line without one first means a fresh start (step 0); nothing yet is (False, None)."""
+    for record in _records(lines):
+        if record.get("event") == "resumed":
+            return True, _step(record)
+        if record.get("event") is None and _step(record) is not None:
+            return True, 0
+    return False, None
+
+
+class JobLauncher:
+    """Relaunches ``[job].resume`` on a restarted VM over the shared services.
+
+    ``resume_timeout`` bounds the wait for the job's first ``resumed`` or progress line after it
+    started (a trainer imports torch first); past it the relaunch succeeds with the step unknown.
+    """
+
+    def __init__(self, services: Services, *, resume_timeout: float = 120.0, sync_timeout: float = 600.0,
+                 tail_lines: int = 400) -> None:  # fmt: skip
+        self.services = services
+        self.resume_timeout = resume_timeout
+        self.sync_timeout = sync_timeout
+        self.tail_lines = tail_lines
+
+    @property
+    def metrics_file(self) -> str:
+        config = self.services.config
+        return metrics_path(config.job, config.sync.dest)
+
+    def _home(self) -> str:
+        home = self.services.jobs.remote_home
+        return f"HOME={shlex.quote(home)}; export HOME; " if home else ""
+
+    async def relaunch(self, instance: Instance, report: StepReporter | None = None) -> ResumePoint:
+        """SSH to ``instance``'s (new) address, sync, restart the job; returns where it resumed.
+
+        Raises ``GcptuiError`` (SSH not up yet, sync failed, ...): ``KeepAlive`` retries with backoff.
+        """
+        say: StepReporter = report or (lambda _kind, _detail: None)
+        services = self.services
+        target = services.target(instance)  # built from the fresh Instance: its new address
+        conn = await services.pool.connection(target)  # the pool replaces a slot whose address changed
+        say("connected", target.where)
+        mark = await self.mark(conn)
+        session = services.sync_session(instance)
+        try:
+            await session.barrier(timeout=self.sync_timeout)
+        except TimeoutError:
+            raise GcptuiError(f"{instance.name}: sync did not finish within {self.sync_timeout:.0f}s") from None
+        finally:
+            await session.close()
+        say("synced", "the VM holds the current tree")
+        status = await services.jobs.restart(target)
+        say("started", f"pid {status.pid}: {status.command or ''}".strip())
+        step = await self.wait_resumed(conn, mark.offset)
+        return ResumePoint(step=step, last_step=mark.last_step)
+
+    __call__ = relaunch
+
+    async def mark(self, conn: object) -> MetricsMark:
+        """The metrics file's size and last step now (before the restart)."""
+        script = self._home() + _TAIL
+        result = await conn.run(shlex.join(["sh", "-c", script, "tail", self.metrics_file, str(self.tail_lines)]),  # type: ignore[attr-defined]
+                                timeout=30)  # fmt: skip
+        lines = str(result.stdout or "").splitlines()
+        size = int(lines[0]) if lines and lines[0].strip().isdigit() else 0
+        return MetricsMark(size, last_step_logged(lines[1:]))
+
+    async def wait_resumed(self, conn: object, offset: int, poll: float = 0.2) -> int | None:
+        """The step the restarted job resumed from, read from what it appended after ``offset``."""
+        script = self._home() + _FROM
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.resume_timeout
+        while loop.time() < deadline:
+            command = shlex.join(["sh", "-c", script, "from", self.metrics_file, str(offset), "1048576"])
+            result = await conn.run(command, timeout=30)  # type: ignore[attr-defined]
+            lines = str(result.stdout or "").splitlines()
+            if lines and lines[0].strip().isdigit() and int(lines[0]) < offset:
+                offset = 0  # the file was replaced or truncated: read the new one from the start
+                continue
+            known, step = resumed_step(lines[1:])
+            if known:
+                return step
+            await asyncio.sleep(poll)
+        return None
+
+
+def build_keepalive(
+    services: Services,
+    *,
+    names: Iterable[str] | None = None,
+    on_event: Callable[[RecoveryEvent], None] | None = None,
+    **options: float,
+) -> KeepAlive:
+    """A ``KeepAlive`` over the services' Compute client and a ``JobLauncher``, with ``[keepalive]``'s
+    ``poll_seconds`` and ``max_restarts`` (``options`` override any ``KeepAlive`` setting)."""
+    settings = services.config.keepalive
+    if services.config.gcp is None:
+        raise GcptuiError("keep-alive needs [gcp] in gcptui.toml: static [[hosts]] cannot be restarted")
+    launcher = JobLauncher(services)
+    kwargs: dict[str, float] = {"poll_seconds": settings.poll_seconds, "max_restarts": settings.max_restarts}
+    kwargs.update(options)
+    return KeepAlive(services.fleet.gce(), relaunch=launcher, on_event=on_event, names=names, **kwargs)  # type: ignore[arg-type]

@@ -1,0 +1,1 @@
+"""Telemetry: log streams, GPU samples, progress metrics, idle detection."""

@@ -1,0 +1,253 @@
+"""GPU telemetry: one long-running ``nvidia-smi -l`` per VM over the pooled connection.
+
+A single SSH exec runs ``nvidia-smi --query-gpu=... -l N`` (one CSV line per GPU per interval) and,
+beside it in the same session, a slow loop that lists the processes holding GPU memory (prefixed
+``P,`` and closed by ``PEND``). A VM without ``nvidia-smi`` answers ``NOGPU``: that is a state
+("no GPU"), not an error. Samples of one round are grouped into a ``GpuSnapshot``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import shlex
+import time
+from collections import deque
+from collections.abc import AsyncGenerator, AsyncIterator
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import asyncssh
+
+from gcptui.remote.aio import within
+from gcptui.remote.models import ConnectionGetter
+
+GPU_FIELDS = "index,name,utilization.gpu,memory.used,memory.total,temperature.gpu,power.draw"
+PROCESS_FIELDS = "pid,process_name,used_memory"
+
+SnapshotState = Literal["ok", "no_gpu", "reconnecting"]
+
+
+@dataclass(frozen=True, slots=True)
+class GpuSample:
+    """One GPU at one moment. ``None``: the driver reports the value as not available."""
+
+    index: int
+    name: str
+    util: float | None
+    mem_used_mib: float | None
+    mem_total_mib: float | None
+    temp_c: float | None
+    power_w: float | None
+
+    @property
+    def mem_percent(self) -> float | None:
+        if self.mem_used_mib is None or not self.mem_total_mib:
+            return None
+        return 100.0 * self.mem_used_mib / self.mem_total_mib
+
+    def to_json(self) -> dict[str, Any]:
+        """The per-GPU object of ``gpu --json`` (docs/REFERENCE.md)."""
+        return {
+            "index": self.index,
+            "name": self.name,
+            "util": self.util,
+            "mem_used_mib": self.mem_used_mib,
+            "mem_total_mib": self.mem_total_mib,
+            "temp_c": self.temp_c,
+            "power_w": self.power_w,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class GpuProcess:
+    """A process holding GPU memory."""
+
+    pid: int
+    name: str
+    used_mib: float | None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"pid": self.pid, "name": self.name, "used_mib": self.used_mib}
+
+
+@dataclass(frozen=True, slots=True)
+class GpuSnapshot:
+    """All GPUs of one VM at one moment, or why there are none.
+
+    ``processes`` is None until the VM has reported them (or when it cannot).
+    """
+
+    gpus: tuple[GpuSample, ...] = ()
+    processes: tuple[GpuProcess, ...] | None = None
+    time: float = 0.0
+    state: SnapshotState = "ok"
+    message: str = ""
+
+    @property
+    def max_util(self) -> float | None:
+        utils = [g.util for g in self.gpus if g.util is not None]
+        return max(utils) if utils else None
+
+
+def _number(text: str) -> float | None:
+    text = text.strip()
+    try:
+        return float(text)
+    except ValueError:
+        return None  # "[N/A]", "[Not Supported]", ...
+
+
+def parse_gpu_line(line: str) -> GpuSample | None:
+    """One ``--query-gpu`` CSV line (``noheader,nounits``), or None when it is not one."""
+    parts = [p.strip() for p in line.split(",")]
+    if len(parts) < 7:
+        return None
+    try:
+        index = int(parts[0])
+    except ValueError:
+        return None
+    # A GPU name could in theory hold a comma: the numbers are always the last five fields.
+    name = ",".join(parts[1:-5]).strip()
+    util, used, total, temp, power = (_number(p) for p in parts[-5:])
+    return GpuSample(index, name, util, used, total, temp, power)
+
+
+def parse_process_line(line: str) -> GpuProcess | None:
+    """One ``--query-compute-apps`` CSV line, or None."""
+    parts = [p.strip() for p in line.split(",")]
+    if len(parts) < 3:
+        return None
+    try:
+        pid = int(parts[0])
+    except ValueError:
+        return None
+    return GpuProcess(pid, ",".join(parts[1:-1]).strip(), _number(parts[-1]))
+
+
+_MONITOR = r"""
+smi=$1; iv=$2; piv=$3; gf=$4; pf=$5
+command -v "$smi" >/dev/null 2>&1 || { echo "NOGPU $smi not found"; exit 0; }
+( while :; do
+    out=$("$smi" --query-compute-apps="$pf" --format=csv,noheader,nounits 2>/dev/null) || exit 0
+    printf '%s\n' "$out" | sed -n 's/^\(.\)/P,\1/p'; echo PEND
+    sleep "$piv"
+  done ) &
+exec "$smi" --query-gpu="$gf" --format=csv,noheader,nounits -l "$iv" 2>&1
+"""
+
+
+@dataclass
+class GpuMonitor:
+    """Async iterator of ``GpuSnapshot`` for one VM; reconnects through the pool when the link drops.
+
+    ``nvidia_smi`` is the command to run (a path in tests). A VM that has no GPU yields one
+    ``state="no_gpu"`` snapshot and is asked again every ``no_gpu_retry`` seconds.
+    """
+
+    get_conn: ConnectionGetter
+    nvidia_smi: str = "nvidia-smi"
+    interval: int = 1
+    process_interval: float = 5.0
+    retry_delay: float = 1.0
+    no_gpu_retry: float = 60.0
+    stall_timeout: float = 30.0
+    _processes: tuple[GpuProcess, ...] | None = field(default=None, repr=False)
+
+    def __aiter__(self) -> AsyncIterator[GpuSnapshot]:
+        return self.snapshots()
+
+    def _command(self) -> str:
+        args = [self.nvidia_smi, str(self.interval), f"{self.process_interval:g}", GPU_FIELDS, PROCESS_FIELDS]
+        return "sh -c " + shlex.quote(_MONITOR) + " gcptui-gpu " + " ".join(shlex.quote(a) for a in args)
+
+    async def snapshots(self) -> AsyncGenerator[GpuSnapshot, None]:
+        """Yield a snapshot per sampling round until cancelled."""
+        while True:
+            delay = self.retry_delay
+            try:
+                async for snapshot in self._run_once():
+                    yield snapshot
+                    if snapshot.state == "no_gpu":
+                        delay = self.no_gpu_retry
+            except (asyncssh.Error, OSError, EOFError) as err:
+                yield GpuSnapshot(time=time.time(), state="reconnecting", message=f"connection lost ({err or type(err).__name__})")
+            await asyncio.sleep(delay)
+
+    async def _run_once(self) -> AsyncIterator[GpuSnapshot]:
+        conn = await self.get_conn()
+        process = await conn.create_process(self._command(), stderr=asyncssh.DEVNULL)
+        lines: asyncio.Queue[str | None] = asyncio.Queue()
+
+        async def pump() -> None:
+            try:
+                async for line in process.stdout:
+                    lines.put_nowait(line)
+            finally:
+                lines.put_nowait(None)
+
+        reader = asyncio.create_task(pump())
+        round_: list[GpuSample] = []
+        pending_procs: list[GpuProcess] = []
+        other: list[str] = []
+        try:
+            while True:
+                try:
+                    # A round ends when the next index is not higher, or after a short quiet gap.
+                    timeout = 0.25 if round_ else self.stall_timeout
+                    line = await within(timeout, lines.get())
+                except TimeoutError:
+                    if not round_:
+                        raise EOFError("no GPU sample within the stall timeout") from None
+                    yield self._snapshot(round_)
+                    round_ = []
+                    continue
+                if line is None:
+                    break
+                line = line.rstrip("\n")
+                if line.startswith("NOGPU"):
+                    yield GpuSnapshot(time=time.time(), state="no_gpu", message=line[6:].strip() or "no GPU")
+                    return
+                if line.startswith("P,"):
+                    if (proc := parse_process_line(line[2:])) is not None:
+                        pending_procs.append(proc)
+                elif line == "PEND":
+                    self._processes, pending_procs = tuple(pending_procs), []
+                elif (sample := parse_gpu_line(line)) is not None:
+                    if round_ and sample.index <= round_[-1].index:
+                        yield self._snapshot(round_)
+                        round_ = []
+                    round_.append(sample)
+                elif line.strip():
+                    other.append(line.strip())
+            if round_:
+                yield self._snapshot(round_)
+            await within(2.0, process.wait_closed())
+            if process.exit_status is None:
+                raise EOFError("the connection closed")
+            # nvidia-smi exists but fails (no driver, no device): report its own words as "no GPU".
+            yield GpuSnapshot(time=time.time(), state="no_gpu", message=other[0] if other else "nvidia-smi exited")
+        finally:
+            reader.cancel()
+            process.close()
+
+    def _snapshot(self, samples: list[GpuSample]) -> GpuSnapshot:
+        return GpuSnapshot(tuple(samples), self._processes, time.time())
+
+
+class GpuHistory:
+    """Recent util and memory percentages per GPU index, bounded, for sparklines."""
+
+    def __init__(self, points: int = 60) -> None:
+        self.points = points
+        self.util: dict[int, deque[float]] = {}
+        self.mem: dict[int, deque[float]] = {}
+        self.latest: GpuSnapshot | None = None
+
+    def add(self, snapshot: GpuSnapshot) -> None:
+        """Record a snapshot (states other than ``ok`` only update ``latest``)."""
+        self.latest = snapshot
+        for gpu in snapshot.gpus:
+            util = self.util.setdefault(gpu.index, deque(maxlen=self.points))
+            mem = self.mem.setdefault(gpu.index, deque(maxlen=self.points))
+            util.append(gpu.util if gpu.util is not None else 0.0)
+            mem.append(gpu.mem_percent if gpu.mem_percent is not None else 0.0)

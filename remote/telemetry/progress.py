@@ -1,0 +1,178 @@
+"""The progress protocol of docs/REFERENCE.md: JSON lines from ``$GCPTUI_METRICS`` turned into ``Progress``.
+
+Records are ``{"step", "total_steps", "loss", "samples_per_s", "time"}`` (any subset) and events
+``{"event": "checkpoint", "step", "path"}`` / ``{"event": "preempted"}``. The file is followed with
+the same offset-resumable ``LogStream`` as the job's output, so a reconnect neither skips nor
+double-counts a record.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from collections import deque
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, replace
+
+from gcptui.remote.models import ConnectionGetter
+from gcptui.remote.telemetry.log_stream import LogNotice, LogStream
+
+DEFAULT_METRICS_PATH = "~/.gcptui/job/metrics.jsonl"
+
+
+@dataclass(frozen=True, slots=True)
+class Checkpoint:
+    """The last checkpoint the job reported."""
+
+    step: int | None
+    path: str
+    time: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Progress:
+    """Where a training run stands. ``None`` means "not reported yet"."""
+
+    step: int | None = None
+    total_steps: int | None = None
+    loss: float | None = None
+    losses: tuple[float, ...] = ()  # the recent loss series (bounded), oldest first
+    samples_per_s: float | None = None
+    steps_per_s: float | None = None
+    eta_seconds: float | None = None
+    last_checkpoint: Checkpoint | None = None
+    preemptions: int = 0
+    last_preempted_at: float | None = None
+    updated_at: float | None = None  # the ``time`` of the newest record (job's clock)
+
+    @property
+    def fraction(self) -> float | None:
+        """Share of the run done, 0..1, when both step and total are known."""
+        if self.step is None or not self.total_steps:
+            return None
+        return min(1.0, max(0.0, self.step / self.total_steps))
+
+
+class ProgressTracker:
+    """Folds protocol lines into a ``Progress``; unknown or malformed lines are ignored."""
+
+    def __init__(self, loss_points: int = 200, rate_window: int = 30) -> None:
+        self._progress = Progress()
+        self._losses: deque[float] = deque(maxlen=loss_points)
+        # (time, step) of recent records: the step rate is their slope, robust to a noisy last one.
+        self._window: deque[tuple[float, int]] = deque(maxlen=rate_window)
+
+    @property
+    def progress(self) -> Progress:
+        return self._progress
+
+    def feed(self, line: str) -> bool:
+        """Apply one line; True when the progress changed."""
+        line = line.strip()
+        if not line.startswith("{"):
+            return False
+        try:
+            record = json.loads(line)
+        except ValueError:
+            return False
+        if not isinstance(record, dict):
+            return False
+        event = record.get("event")
+        if event == "checkpoint":
+            checkpoint = Checkpoint(_int(record.get("step")), str(record.get("path", "")), _float(record.get("time")))
+            self._progress = replace(self._progress, last_checkpoint=checkpoint)
+            return True
+        if event == "preempted":
+            p = self._progress
+            self._progress = replace(p, preemptions=p.preemptions + 1, last_preempted_at=_float(record.get("time")))
+            return True
+        if event is not None:
+            return False
+        return self._apply_record(record)
+
+    def _apply_record(self, record: dict[str, object]) -> bool:
+        p = self._progress
+        step = _int(record.get("step"))
+        total = _int(record.get("total_steps"))
+        loss = _float(record.get("loss"))
+        rate = _float(record.get("samples_per_s"))
+        at = _float(record.get("time"))
+        if step is None and loss is None and total is None and rate is None:
+            return False
+        if loss is not None and math.isfinite(loss):
+            self._losses.append(loss)
+        if step is not None:
+            if self._window and step < self._window[-1][1]:
+                self._window.clear()  # resumed from an older checkpoint: the old slope no longer applies
+            self._window.append((at if at is not None else time.time(), step))
+        step = step if step is not None else p.step
+        total = total if total is not None else p.total_steps
+        steps_per_s = self._steps_per_s()
+        eta = None
+        if steps_per_s and step is not None and total is not None:
+            eta = max(0.0, (total - step) / steps_per_s)
+        self._progress = replace(
+            p,
+            step=step,
+            total_steps=total,
+            loss=loss if loss is not None else p.loss,
+            losses=tuple(self._losses),
+            samples_per_s=rate if rate is not None else p.samples_per_s,
+            steps_per_s=steps_per_s,
+            eta_seconds=eta,
+            updated_at=at if at is not None else p.updated_at,
+        )
+        return True
+
+    def _steps_per_s(self) -> float | None:
+        if len(self._window) < 2:
+            return None
+        (t0, s0), (t1, s1) = self._window[0], self._window[-1]
+        if t1 <= t0 or s1 <= s0:
+            return None
+        return (s1 - s0) / (t1 - t0)
+
+
+async def follow_progress(
+    get_conn: ConnectionGetter,
+    path: str = DEFAULT_METRICS_PATH,
+    *,
+    history_lines: int = 2000,
+    poll_interval: float = 0.5,
+    follow: bool = True,
+) -> AsyncIterator[Progress | LogNotice]:
+    """Tail the metrics file and yield the new ``Progress`` after each chunk that changed it.
+
+    Stream notices (reconnecting, waiting for the file) are passed through for a status display.
+    """
+    tracker = ProgressTracker()
+    stream = LogStream(get_conn, path, history_lines=history_lines, follow=follow, poll_interval=poll_interval)
+    async for event in stream:
+        if isinstance(event, LogNotice):
+            yield event
+            continue
+        changed = False
+        for line in event.lines:
+            changed = tracker.feed(line) or changed
+        if changed:
+            yield tracker.progress
+
+
+def _int(value: object) -> int | None:
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float) and math.isfinite(value):
+        return int(value)
+    return None
+
+
+def _float(value: object) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return float(value)
+
+
+__all__ = ["Checkpoint", "DEFAULT_METRICS_PATH", "Progress", "ProgressTracker", "follow_progress"]

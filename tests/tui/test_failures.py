@@ -1,0 +1,55 @@
+"""Nothing fails silently: a monitor or worker that dies of a surprise is logged and shown."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import pytest
+
+from gcptui.remote.models import ConnectionGetter
+from tests.tui.test_fleet_hosts import make_app, wait_rows
+
+
+def notifications(app) -> list[str]:  # type: ignore[no-untyped-def]
+    return [f"{n.title}: {n.message}" for n in app._notifications]
+
+
+async def until(pilot, condition, timeout: float = 10.0) -> None:  # type: ignore[no-untyped-def]
+    for _ in range(int(timeout / 0.05)):
+        if condition():
+            return
+        await pilot.pause(0.05)
+    raise AssertionError("condition never held")
+
+
+async def test_a_monitor_killed_by_an_unexpected_exception_is_logged_and_shown(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    app = make_app(tmp_path)
+
+    async def broken_gpu_watcher(name: str, get: ConnectionGetter) -> None:
+        raise RuntimeError(f"parser bug on {name}")
+
+    app.monitors._watch_gpu = broken_gpu_watcher  # type: ignore[method-assign]  # the fault injected
+    with caplog.at_level(logging.ERROR):
+        async with app.run_test(size=(120, 30)) as pilot:
+            await wait_rows(pilot, app.fleet_screen, 2)
+            await until(pilot, lambda: sum("RuntimeError: parser bug" in n for n in notifications(app)) == 2)
+            shown = [n for n in notifications(app) if "parser bug on alpha" in n]
+            assert shown and shown[0].startswith("Background task failed: gpu alpha stopped")
+    assert any("gpu alpha" in r.getMessage() and r.exc_info for r in caplog.records)
+
+
+async def test_a_worker_that_raises_is_shown_not_swallowed(tmp_path: Path) -> None:
+    app = make_app(tmp_path)
+
+    async def work() -> None:
+        raise ValueError("[bold]not markup[/bold]")
+
+    async with app.run_test(size=(120, 30)) as pilot:
+        app.run_worker(work(), name="surprise", exit_on_error=False)
+        await until(pilot, lambda: any("ValueError" in n for n in notifications(app)))
+        shown = next(n for n in notifications(app) if "ValueError" in n)
+        assert "worker surprise stopped" in shown and "[bold]not markup[/bold]" in shown
+        assert app.is_running  # the app lives on

@@ -1,0 +1,48 @@
+"""``gcptui emulator`` and ``gcptui demo``: the product on a local emulated fleet, no cloud account."""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import tempfile
+from pathlib import Path
+
+from gcptui.remote.errors import ConfigError
+
+DEMO_BANNER = "DEMO: emulated VMs, no cloud"
+
+
+def _check_vms(vms: int) -> None:
+    if not 1 <= vms <= 64:
+        raise ConfigError(f"--vms {vms}: choose between 1 and 64 emulated VMs")
+
+
+def run_emulator_command(args: argparse.Namespace) -> int:
+    from gcptui.remote.emulator.runner import run_emulator
+
+    _check_vms(args.vms)
+    directory = Path(args.dir) if args.dir else Path(tempfile.mkdtemp(prefix="gcptui-emulator-"))
+    return run_emulator(directory, args.vms)
+
+
+def run_demo(args: argparse.Namespace) -> int:
+    """Emulator in a background thread, the TUI on top; quitting removes every trace."""
+    from gcptui.remote.config import load_config
+    from gcptui.remote.emulator.demo import demo_fleet
+    from gcptui.remote.emulator.thread import EmulatorThread
+    from gcptui.tui.app import GcptuiApp
+    from gcptui.tui.cli.demo_project import write_demo_project
+
+    _check_vms(args.vms)
+    directory = Path(tempfile.mkdtemp(prefix="gcptui-demo-"))
+    try:
+        with EmulatorThread(directory / "emulator", boot_seconds=3.0, stop_seconds=2.0,
+                            preempt_grace_seconds=10.0) as emulator:
+            emulator.add_fleet(demo_fleet(args.vms))
+            config_path = emulator.write_config(directory / "gcptui.toml")
+            write_demo_project(directory, config_path)
+            config = load_config(config_path)
+            GcptuiApp(config, readonly=args.readonly, demo=True, banner=DEMO_BANNER, refresh_seconds=2.0).run()
+    finally:
+        shutil.rmtree(directory, ignore_errors=True)
+    return 0

@@ -1,0 +1,56 @@
+"""The demo's source tree and job: a small project whose training job is the reference trainer."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+from gcptui.remote.emulator import toy_train
+
+DEMO_FILES = {
+    "README.md": "# demo project\n\nEdit any file here: gcptui syncs it to every VM as you save.\n",
+    "train.sh": "#!/bin/sh\nexec python {module} \"$@\"\n",
+    "config/train.toml": "steps = 3000\nsize = \"tiny\"\n",
+    ".gitignore": "runs/\n__pycache__/\n",
+}
+
+# The job the demo starts: the reference trainer, slowed down so a run lasts a watchable while. The
+# emulated VMs run the interpreter gcptui runs under: where torch or the gcptui-trainer distribution is
+# missing there, a torch-free toy run (same protocol, same checkpoint and resume behaviour) stands in,
+# written into the project as its own file so it travels to the VMs by sync like any user's code.
+TRAIN_ARGS = "--run-dir runs/demo --steps 3000 --checkpoint-every 100 --log-every 10 --step-delay 0.05"
+
+DEMO_JOB = """
+[sync]
+source = "project"
+dest = "~/project"
+protect = ["runs/"]
+
+[job]
+command = "sh train.sh {args}"
+resume = "sh train.sh {args} --resume"
+stop_grace_seconds = 8
+
+[keepalive]
+enabled = true
+poll_seconds = 3
+max_restarts = 5
+"""
+
+
+def write_demo_project(directory: Path, config_path: Path) -> Path:
+    """Create ``directory/project`` and append the demo's sync, job and keep-alive settings."""
+    project = directory / "project"
+    torch = all(importlib.util.find_spec(name) is not None for name in ("torch", "gcptui_trainer"))
+    module = "-m gcptui_trainer" if torch else "toy_train.py"
+    if not torch:
+        (project / "toy_train.py").parent.mkdir(parents=True, exist_ok=True)
+        (project / "toy_train.py").write_text((Path(toy_train.__file__)).read_text())
+    for relative, text in DEMO_FILES.items():
+        path = project / relative
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text.replace("{module}", module))
+    (project / "train.sh").chmod(0o755)
+    with config_path.open("a") as config:
+        config.write(DEMO_JOB.format(args=TRAIN_ARGS + (" --size tiny" if torch else "")))
+    return project

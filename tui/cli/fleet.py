@@ -1,0 +1,72 @@
+"""``gcptui ls`` and ``gcptui vm``: the fleet from the command line."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from concurrent.futures import ThreadPoolExecutor, as_completed
+
+from rich.console import Console
+from rich.table import Table
+
+from gcptui.remote.cloud.fleet import FleetSource
+from gcptui.remote.config import load_config
+from gcptui.remote.errors import ConfigError, GcptuiError
+from gcptui.tui.live.columns import COLUMNS
+
+
+def run_ls(args: argparse.Namespace) -> int:
+    source = FleetSource(load_config(getattr(args, "config", None)))
+    snapshot = source.snapshot()
+    if args.json:
+        json.dump([i.to_json() for i in snapshot.instances], sys.stdout, indent=2)
+        sys.stdout.write("\n")
+        return 0
+    table = Table(title=snapshot.source, title_justify="left", title_style="dim")
+    for column in COLUMNS:
+        table.add_column(column.label)
+    for instance in snapshot.instances:
+        table.add_row(*(column.cell(instance) for column in COLUMNS))
+    Console().print(table)
+    return 0
+
+
+def run_vm(args: argparse.Namespace) -> int:
+    source = FleetSource(load_config(getattr(args, "config", None)))
+    if source.gcp is None:
+        raise ConfigError("vm commands need a [gcp] section: static [[hosts]] have no VM lifecycle")
+    targets = source.resolve(args.names)
+    hosts = [i.name for i in targets if i.source != "gce"]
+    if hosts:
+        raise ConfigError(f"{', '.join(hosts)}: static hosts have no VM lifecycle; vm acts on GCE instances")
+    if args.action == "delete" and not args.yes:
+        if not sys.stdin.isatty():
+            raise ConfigError("delete needs confirmation: pass --yes to delete without asking")
+        names = ", ".join(i.name for i in targets)
+        if input(f"Delete {names} and their boot disks? Type 'yes': ").strip() != "yes":
+            print("nothing deleted")
+            return 1
+    gce = source.gce()
+    act = {
+        "start": gce.start,
+        "stop": gce.stop,
+        "delete": gce.delete,
+        "preempt": gce.simulate_maintenance_event,
+    }[args.action]
+    console = Console(stderr=True, soft_wrap=True, highlight=False)
+    names = ", ".join(i.name for i in targets)
+    failed = 0
+    # Every VM at once: each call waits for its own zone operation to finish.
+    with console.status(f"{args.action} {names}…"), ThreadPoolExecutor(max_workers=min(16, len(targets))) as pool:
+        futures = {pool.submit(act, i.name, i.zone): i for i in targets}
+        for future in as_completed(futures):
+            instance = futures[future]
+            try:
+                future.result()
+            except GcptuiError as err:
+                failed += 1
+                console.print(f"[red]✗[/] {instance.name}: {err}")
+            else:
+                console.print(f"[green]✓[/] {args.action} {instance.name}")
+    return 1 if failed else 0

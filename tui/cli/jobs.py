@@ -1,0 +1,93 @@
+"""``gcptui job``, ``logs`` and ``gpu``: commands that act on machines over SSH."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from rich.console import Console
+from rich.table import Table
+
+from gcptui.remote.jobs.protocol import JobStatus, log_path
+from gcptui.remote.services import Services
+from gcptui.tui.cli.common import with_services
+
+STATE_STYLES = {"running": "bold green", "exited": "cyan", "killed": "yellow", "none": "dim"}
+
+
+def job_table(statuses: list[JobStatus]) -> Table:
+    table = Table()
+    for column in ("Name", "State", "PID", "Exit", "Started", "Command"):
+        table.add_column(column)
+    for s in statuses:
+        state = s.state + (f" ({s.detail})" if s.detail else "")
+        table.add_row(
+            s.name, f"[{STATE_STYLES.get(s.state, '')}]{state}[/]", str(s.pid or "-"),
+            "-" if s.exit_code is None else str(s.exit_code), s.started_at or "-", s.command or "-",
+        )  # fmt: skip
+    return table
+
+
+def run_job(args: argparse.Namespace) -> int:
+    async def body(services: Services) -> int:
+        if args.names:
+            instances = await services.resolve(args.names)
+        elif args.action == "status":
+            instances = await services.reachable()
+        else:
+            raise_usage(f"job {args.action} needs at least one NAME (see `gcptui ls`)")
+        if args.action in ("start", "restart") and not args.no_sync:
+            from gcptui.tui.cli.sync import sync_before_job
+
+            await sync_before_job(services, instances)  # the VM holds the current tree first
+        results = await services.jobs.run_all(args.action, [services.target(i) for i in instances])
+        ok = [r.value for r in results if r.ok and r.value is not None]
+        errors = Console(stderr=True, soft_wrap=True)
+        for result in results:
+            if not result.ok:
+                message = str(result.error)
+                prefix = "" if message.startswith(result.name) else f"{result.name}: "
+                errors.print(f"[red]✗[/] {prefix}{message}", highlight=False)
+        if args.json:
+            json.dump([s.to_json() for s in ok], sys.stdout, indent=2)
+            sys.stdout.write("\n")
+        elif ok:
+            Console().print(job_table(ok))
+        return 0 if len(ok) == len(results) else 1
+
+    return with_services(args, body)
+
+
+def run_logs(args: argparse.Namespace) -> int:
+    from gcptui.tui.cli.logs import run_logs as print_logs
+
+    async def body(services: Services) -> int:
+        instances = await services.resolve(args.names)
+        lines = args.n if args.n is not None else services.config.logs.history_lines
+        return await print_logs(
+            {i.name: services.getter(i) for i in instances},
+            (log_path(), *services.config.logs.files),
+            follow=args.f,
+            lines=lines,
+        )
+
+    return with_services(args, body)
+
+
+def run_gpu(args: argparse.Namespace) -> int:
+    from gcptui.tui.cli.logs import run_gpu as print_gpu
+
+    async def body(services: Services) -> int:
+        instances = await services.resolve(args.names)
+        return await print_gpu(
+            {i.name: services.getter(i) for i in instances}, json_output=args.json, once=args.once
+        )
+
+    return with_services(args, body)
+
+
+def raise_usage(message: str) -> None:
+    from gcptui.remote.errors import ConfigError
+
+    raise ConfigError(message)

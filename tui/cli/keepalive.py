@@ -1,0 +1,114 @@
+"""``gcptui keepalive [NAME...]``: the headless preemption watcher, for a tmux on a bastion host.
+
+One log line per event (``HH:MM:SS.mmm NAME: kind - detail``) and a summary line per recovery,
+until Ctrl-C or SIGTERM. Without names it watches every Spot VM of the project.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import signal
+import sys
+from collections.abc import Callable
+from datetime import datetime
+
+from gcptui.remote.config import load_config
+from gcptui.remote.errors import ConfigError
+from gcptui.remote.keepalive.recovery import KeepAlive, RecoveryEvent, Timeline
+from gcptui.remote.keepalive.relaunch import build_keepalive
+from gcptui.remote.keepalive.watch import NoticeWatchers
+from gcptui.remote.services import Services
+
+
+def summary(timeline: Timeline) -> str:
+    """One line per finished recovery: when it was preempted, detected, running again, and what was lost."""
+    def after(moment: datetime | None) -> str:
+        return plus((moment - timeline.detected_at).total_seconds() if moment and timeline.detected_at else None)
+
+    def plus(seconds: float | None) -> str:
+        return "-" if seconds is None else f"+{seconds:.1f}s"
+
+    start = timeline.preempted_at or timeline.detected_at
+    parts = [
+        f"preempted {start.astimezone().strftime('%H:%M:%S') if start else '?'}",
+        f"detected {plus(timeline.detection_seconds)} by {timeline.detected_by or '?'}",
+        f"restarted {after(timeline.restarted_at)}", f"running {after(timeline.running_at)}",
+        f"job started {after(timeline.started_at)}",
+        f"resumed at step {timeline.resumed_step if timeline.resumed_step is not None else '?'}",
+        f"{timeline.steps_lost if timeline.steps_lost is not None else '?'} steps lost",
+    ]  # fmt: skip
+    return f"{timeline.name}: {timeline.outcome}: " + ", ".join(parts)
+
+
+async def keep_alive(
+    services: Services,
+    names: list[str] | None,
+    write: Callable[[str], None],
+    stop: asyncio.Event,
+    **options: float,
+) -> int:
+    """Watch and recover until ``stop`` is set; ``write`` gets one line per event. Returns 0."""
+    if names:
+        found = await services.resolve(names)  # an unknown name is one clear error
+        not_spot = [i.name for i in found if i.source != "gce" or not i.spot]
+        if not_spot:
+            raise ConfigError(f"not a Spot VM, so never preempted: {', '.join(not_spot)} (see `gcptui ls`)")
+    keepalive: KeepAlive | None = None
+
+    def on_event(event: RecoveryEvent) -> None:
+        write(event.line())
+        if event.kind in ("resumed", "gave_up") and keepalive is not None:
+            write(summary(keepalive.timelines[event.name]))
+
+    keepalive = build_keepalive(services, names=names or None, on_event=on_event, **options)
+    watchers = NoticeWatchers(services, keepalive)
+    keepalive.on_poll(watchers.track)
+    settings = services.config.keepalive
+    write(
+        f"keep-alive: watching {', '.join(names) if names else 'every Spot VM'}; polling every "
+        f"{keepalive.poll_seconds:g}s, at most {keepalive.max_restarts} restarts per VM; VM notices "
+        f"{'on' if watchers.notices else 'off (no remote.job_watch)'}"
+        f"{'' if settings.enabled else '; [keepalive] enabled = false only affects the TUI'}; Ctrl-C stops"
+    )
+    runner = asyncio.create_task(keepalive.run(), name="keep-alive")
+    stopper = asyncio.create_task(stop.wait())
+    try:
+        await asyncio.wait({runner, stopper}, return_when=asyncio.FIRST_COMPLETED)
+        if runner.done():
+            runner.result()  # a bug in the loop: let it surface
+    finally:
+        for task in (runner, stopper):
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        await watchers.close()
+        await keepalive.close()
+    write("keep-alive: stopped")
+    return 0
+
+
+def run_keepalive(args: argparse.Namespace) -> int:
+    """The ``keepalive`` subcommand: ``args.names`` (may be empty), ``args.config``."""
+
+    def write(line: str) -> None:
+        print(line, flush=True)
+
+    async def main() -> int:
+        services = Services(load_config(getattr(args, "config", None)))
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            with contextlib.suppress(NotImplementedError, RuntimeError):
+                loop.add_signal_handler(sig, stop.set)
+        try:
+            return await keep_alive(services, list(args.names or []), write, stop)
+        finally:
+            await services.close()
+
+    try:
+        return asyncio.run(main())
+    except KeyboardInterrupt:
+        print("keep-alive: stopped", file=sys.stderr)
+        return 0

@@ -1,0 +1,165 @@
+"""Headless faces for ``gcptui logs`` and ``gcptui gpu``: print what the services stream.
+
+``tui/cli.py`` parses the arguments, resolves names to connection getters and calls these.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+from collections.abc import Mapping, Sequence
+from contextlib import aclosing
+from pathlib import PurePosixPath
+from typing import TextIO
+
+from gcptui.remote.aio import within
+from gcptui.remote.models import ConnectionGetter
+from gcptui.remote.telemetry.gpu import GpuMonitor, GpuSnapshot
+from gcptui.remote.telemetry.log_stream import LogChunk, LogStream
+from gcptui.remote.telemetry.log_text import strip_ansi
+
+DEFAULT_LOG_PATH = "~/.gcptui/job/output.log"
+_PREFIX_COLOURS = [36, 35, 32, 33, 94, 91, 96, 95]
+
+
+def _is_tty(stream: TextIO) -> bool:
+    isatty = getattr(stream, "isatty", None)
+    return bool(isatty and isatty())
+
+
+async def run_logs(
+    targets: Mapping[str, ConnectionGetter],
+    paths: Sequence[str] = (DEFAULT_LOG_PATH,),
+    *,
+    follow: bool = False,
+    lines: int = 200,
+    out: TextIO | None = None,
+    err: TextIO | None = None,
+    colour: bool | None = None,
+) -> int:
+    """Print the last ``lines`` lines of each target's files, then follow them with ``follow``.
+
+    Several sources are merged as they arrive, each line prefixed with its name (``name:file`` when
+    several files per target), coloured when ``out`` is a terminal; colours in the lines themselves
+    are stripped when it is not. Returns the exit code: 1 if a source failed without ``follow``.
+    """
+    out = out or sys.stdout
+    err = err or sys.stderr
+    colour = _is_tty(out) if colour is None else colour
+    sources = [(name, path) for name in targets for path in paths]
+    labels = {
+        (name, path): name if len(paths) == 1 else f"{name}:{PurePosixPath(path).name}" for name, path in sources
+    }
+    width = max(len(label) for label in labels.values())
+    prefixed = len(sources) > 1
+    failed: list[str] = []
+    write_lock = asyncio.Lock()
+
+    async def pump(number: int, name: str, path: str) -> None:
+        label = labels[(name, path)]
+        if not prefixed:
+            prefix = ""
+        elif colour:
+            prefix = f"\x1b[{_PREFIX_COLOURS[number % 8]}m{label:<{width}}\x1b[0m │ "
+        else:
+            prefix = f"{label:<{width}} | "
+        stream = LogStream(targets[name], path, history_lines=lines, follow=follow)
+        async for event in stream:
+            if isinstance(event, LogChunk):
+                if event.lines:
+                    text = "".join(prefix + (line if colour else strip_ansi(line)) + "\n" for line in event.lines)
+                    async with write_lock:
+                        out.write(text)
+                        out.flush()
+            elif event.kind in ("reconnecting", "error", "truncated", "replaced"):
+                print(f"{label}: {event.message}", file=err, flush=True)
+                if event.kind == "error" and not follow:
+                    failed.append(label)
+                    return
+            elif event.kind == "waiting" and not follow:
+                print(f"{label}: {path} does not exist (yet)", file=err, flush=True)
+
+    await asyncio.gather(*(pump(n, name, path) for n, (name, path) in enumerate(sources)))
+    return 1 if failed else 0
+
+
+def snapshot_json(name: str, snapshot: GpuSnapshot) -> dict[str, object]:
+    """One ``gpu --json`` object: the reference's ``name`` and ``gpus`` (docs/REFERENCE.md), plus state and processes."""
+    return {
+        "name": name,
+        "gpus": [gpu.to_json() for gpu in snapshot.gpus],
+        "state": snapshot.state,
+        "message": snapshot.message,
+        "processes": None if snapshot.processes is None else [p.to_json() for p in snapshot.processes],
+        "time": snapshot.time,
+    }
+
+
+def snapshot_lines(name: str, snapshot: GpuSnapshot) -> list[str]:
+    """Human-readable lines for one VM's snapshot."""
+    if snapshot.state == "no_gpu":
+        return [f"{name}  no GPU" + (f" ({snapshot.message})" if snapshot.message else "")]
+    if not snapshot.gpus:
+        return [f"{name}  {snapshot.message or snapshot.state}"]
+    rows = []
+    for gpu in snapshot.gpus:
+        mem = f"{gpu.mem_used_mib:.0f}/{gpu.mem_total_mib:.0f} MiB" if gpu.mem_used_mib is not None and gpu.mem_total_mib else "? MiB"
+        util = f"{gpu.util:.0f}%" if gpu.util is not None else "?"
+        temp = f"{gpu.temp_c:.0f}C" if gpu.temp_c is not None else "?C"
+        power = f"{gpu.power_w:.0f}W" if gpu.power_w is not None else "?W"
+        rows.append(f"{name}  gpu{gpu.index}  {gpu.name}  util {util:>4}  mem {mem}  {temp}  {power}")
+    for proc in snapshot.processes or ():
+        used = f"{proc.used_mib:.0f} MiB" if proc.used_mib is not None else "?"
+        rows.append(f"{name}    pid {proc.pid}  {used}  {proc.name}")
+    return rows
+
+
+async def run_gpu(
+    targets: Mapping[str, ConnectionGetter],
+    *,
+    json_output: bool = False,
+    once: bool = False,
+    out: TextIO | None = None,
+    nvidia_smi: str = "nvidia-smi",
+    timeout: float = 30.0,
+) -> int:
+    """Print GPU samples per target: one round with ``once`` (a JSON list with ``json_output``),
+    else a line (or JSON object) per sample until interrupted. Returns the exit code."""
+    out = out or sys.stdout
+    if once:
+        results = await asyncio.gather(*(_first_snapshot(name, get, nvidia_smi, timeout) for name, get in targets.items()))
+        if json_output:
+            out.write(json.dumps([snapshot_json(name, snap) for name, snap in results], indent=2) + "\n")
+        else:
+            out.write("".join(line + "\n" for name, snap in results for line in snapshot_lines(name, snap)))
+        out.flush()
+        return 1 if any(snap.state == "reconnecting" for _, snap in results) else 0
+
+    async def follow(name: str, get_conn: ConnectionGetter) -> None:
+        async for snapshot in GpuMonitor(get_conn, nvidia_smi=nvidia_smi):
+            text = json.dumps(snapshot_json(name, snapshot)) + "\n" if json_output else "".join(line + "\n" for line in snapshot_lines(name, snapshot))
+            out.write(text)
+            out.flush()
+
+    await asyncio.gather(*(follow(name, get) for name, get in targets.items()))
+    return 0
+
+
+async def _first_snapshot(name: str, get_conn: ConnectionGetter, nvidia_smi: str, timeout: float) -> tuple[str, GpuSnapshot]:
+    """The first real answer (samples or "no GPU"); a reconnecting snapshot if none comes in time."""
+    last = GpuSnapshot(state="reconnecting", message=f"no answer within {timeout:g}s")
+
+    async def first() -> GpuSnapshot:
+        nonlocal last
+        async with aclosing(GpuMonitor(get_conn, nvidia_smi=nvidia_smi).snapshots()) as snapshots:
+            async for snapshot in snapshots:
+                if snapshot.state != "reconnecting":
+                    return snapshot
+                last = snapshot
+        return last
+
+    try:
+        return name, await within(timeout, first())
+    except TimeoutError:
+        return name, last

@@ -1,0 +1,91 @@
+"""``gcptui sync``: a full sync with a progress bar, then one line per change batch while following."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+
+from rich.console import Console
+from rich.progress import BarColumn, DownloadColumn, Progress, TaskID, TextColumn, TimeRemainingColumn
+
+from gcptui.remote.models import Instance
+from gcptui.remote.services import Services
+from gcptui.remote.sync import (
+    BatchApplied,
+    FullSyncProgress,
+    SyncEvent,
+    SyncSession,
+    SyncStateChanged,
+    SyncWarning,
+)
+from gcptui.tui.cli.common import with_services
+
+
+def human_bytes(count: float) -> str:
+    for unit in ("B", "kB", "MB", "GB"):
+        if count < 1000 or unit == "GB":
+            return f"{count:.0f} {unit}" if unit == "B" else f"{count:.1f} {unit}"
+        count /= 1000
+    return f"{count:.1f} GB"
+
+
+async def sync_before_job(services: Services, instances: list[Instance]) -> None:
+    """The barrier of ``job start|restart``: each VM holds the current tree before the job runs."""
+    sessions = [services.sync_session(i) for i in instances]
+    try:
+        await asyncio.gather(*(s.full_sync() for s in sessions))
+    finally:
+        await asyncio.gather(*(s.close() for s in sessions), return_exceptions=True)
+
+
+def run_sync(args: argparse.Namespace) -> int:
+    console = Console(stderr=True, soft_wrap=True)
+
+    async def body(services: Services) -> int:
+        instances = await services.resolve(args.names) if args.names else await services.reachable()
+        if not instances:
+            console.print("nothing to sync to: no running VM and no static host (see `gcptui ls`)")
+            return 1
+        sessions = {i.name: services.sync_session(i) for i in instances}
+        with Progress(
+            TextColumn("{task.description}"), BarColumn(), DownloadColumn(), TimeRemainingColumn(),
+            console=console, transient=not args.once,
+        ) as progress:  # fmt: skip
+            bars: dict[str, TaskID] = {name: progress.add_task(name, total=None) for name in sessions}
+
+            def on_event(event: SyncEvent) -> None:
+                if isinstance(event, FullSyncProgress):
+                    progress.update(bars[event.name], total=event.bytes_total, completed=event.bytes_done,
+                                    description=f"{event.name} {event.files_done}/{event.files_total} files")
+                elif isinstance(event, BatchApplied) and not event.full:
+                    progress.console.print(
+                        f"{event.name}: {event.files} file{'s' if event.files != 1 else ''}"
+                        f"{f', {event.deleted} deleted' if event.deleted else ''}, "
+                        f"{human_bytes(event.bytes)}, {event.ms:.0f} ms"
+                    )
+                elif isinstance(event, SyncWarning):
+                    progress.console.print(f"[yellow]![/] {event.name}: {event.message}")
+                elif isinstance(event, SyncStateChanged) and event.state in ("error", "reconnecting"):
+                    progress.console.print(f"[red]✗[/] {event.name}: {event.state}: {event.reason}")
+                elif isinstance(event, SyncStateChanged) and event.state == "in_sync" and not args.once:
+                    progress.update(bars[event.name], description=f"{event.name} in sync")
+
+            for session in sessions.values():
+                session.subscribe(on_event)
+            work = [(s.full_sync() if args.once else s.follow()) for s in sessions.values()]
+            results = await _gather_closing(list(sessions.values()), work)
+        failed = [(name, r) for name, r in zip(sessions, results, strict=True) if isinstance(r, BaseException)]
+        for name, error in failed:
+            console.print(f"[red]✗[/] {name}: {error}", highlight=False)
+        if args.once and not failed:
+            console.print(f"[green]✓[/] {len(sessions)} in sync")
+        return 1 if failed else 0
+
+    return with_services(args, body)
+
+
+async def _gather_closing(sessions: list[SyncSession], work: list) -> list[object]:  # type: ignore[type-arg]
+    try:
+        return await asyncio.gather(*work, return_exceptions=True)
+    finally:
+        await asyncio.gather(*(s.close() for s in sessions), return_exceptions=True)

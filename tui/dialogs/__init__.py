@@ -1,0 +1,1 @@
+"""Shared dialogs: the question before a destructive action, help."""

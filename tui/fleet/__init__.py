@@ -1,0 +1,1 @@
+"""The fleet screen: the table, the detail view, the preemption timeline."""

@@ -1,0 +1,87 @@
+"""Everything known about one instance, on Enter from the fleet table; Esc goes back."""
+
+from __future__ import annotations
+
+from rich.table import Table
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import VerticalScroll
+from textual.screen import ModalScreen
+from textual.widgets import Static
+
+from gcptui.remote.models import Instance
+from gcptui.tui.live.cells import gpu_panel_text, progress_cell
+from gcptui.tui.live.columns import status_text
+from gcptui.tui.live.state import Live
+
+
+def live_table(live: Live) -> Table:
+    """Job, training progress, GPUs, sync and keep-alive, as the monitors last saw them."""
+    table = Table.grid(padding=(0, 2))
+    table.add_column(style="bold cyan", justify="right")
+    table.add_column()
+    job = live.job
+    table.add_row("Job", live.job_text())
+    if job is not None and job.command:
+        table.add_row("Command", job.command)
+        table.add_row("Started", job.started_at or "-")
+    if live.job_error:
+        table.add_row("SSH", Text(live.job_error, "red"))
+    table.add_row("Progress", progress_cell(live.progress, loss_width=30))
+    table.add_row("Sync", live.sync_text() + (Text(f"  {live.sync_reason}", "dim") if live.sync_reason else Text()))
+    table.add_row("Keep-alive", live.keepalive_text())
+    table.add_row("GPUs", gpu_panel_text(live.gpu, live.progress, idle=live.gpu_idle, width=30))
+    return table
+
+
+def detail_table(instance: Instance) -> Table:
+    table = Table.grid(padding=(0, 2))
+    table.add_column(style="bold cyan", justify="right")
+    table.add_column()
+    rows: list[tuple[str, str | Text]] = [
+        ("Name", instance.name),
+        ("Source", "GCE instance" if instance.source == "gce" else "static SSH host"),
+        ("Zone", instance.zone or "-"),
+        ("Status", status_text(instance)),
+        ("Machine type", instance.machine_type or "-"),
+        ("GPUs", instance.gpu_summary or "none"),
+        ("Provisioning", "Spot" if instance.spot else "on-demand"),
+        ("On preemption", instance.termination_action or "-"),
+        ("External IP", instance.external_ip or "none"),
+        ("Internal IP", instance.internal_ip or "-"),
+        ("Instance id", instance.instance_id or "-"),
+        ("Last start", instance.last_start or "-"),
+        ("Last stop", instance.last_stop or "-"),
+        ("Labels", ", ".join(f"{k}={v}" for k, v in sorted(instance.labels.items())) or "-"),
+    ]
+    for label, value in rows:
+        table.add_row(label, value)
+    return table
+
+
+class DetailScreen(ModalScreen[None]):
+    BINDINGS = [Binding("escape,q", "dismiss", "Back", id="detail.back")]
+
+    def __init__(self, instance: Instance, live: Live | None = None) -> None:
+        super().__init__()
+        self.instance = instance
+        self.live = live
+
+    def compose(self) -> ComposeResult:
+        with VerticalScroll(id="detail"):
+            yield Static(Text(self.instance.name, style="bold"), id="detail-title")
+            yield Static(detail_table(self.instance), id="detail-body")
+            yield Static(id="detail-live")
+            yield Static(Text("Esc to go back", style="dim"))
+
+    def on_mount(self) -> None:
+        self._show_live()
+        self.set_interval(1.0, self._show_live)  # GPU and progress move while the view is open
+
+    def _show_live(self) -> None:
+        if self.live is not None:
+            self.query_one("#detail-live", Static).update(live_table(self.live))
+
+    async def action_dismiss(self, result: None = None) -> None:
+        self.dismiss(result)

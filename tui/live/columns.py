@@ -1,0 +1,110 @@
+"""Pure formatting of fleet rows: which columns, how each cell reads, colours and sorting.
+
+Kept free of widgets so the table, the CLI's rich table and tests share one definition.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from rich.text import Text
+
+from gcptui.remote.models import Instance
+from gcptui.tui.live.state import Live
+
+STATUS_STYLES: dict[str, str] = {
+    "RUNNING": "bold green",
+    "PROVISIONING": "cyan",
+    "STAGING": "cyan",
+    "STOPPING": "yellow",
+    "SUSPENDING": "yellow",
+    "SUSPENDED": "dim",
+    "TERMINATED": "red",
+    "PREEMPTED": "bold magenta",
+    "REPAIRING": "yellow",
+    "UNKNOWN": "dim",
+}
+
+
+def status_word(instance: Instance) -> str:
+    """GCE's word, except a preemption reads PREEMPTED so a person sees it at a glance."""
+    return "PREEMPTED" if instance.status == "TERMINATED" and instance.preempted else instance.status
+
+
+def status_text(instance: Instance) -> Text:
+    word = status_word(instance)
+    return Text(word, style=STATUS_STYLES.get(word, ""), justify="left")
+
+
+@dataclass(frozen=True, slots=True)
+class Column:
+    key: str
+    label: str
+    cell: Callable[[Instance], str | Text]
+    sort_key: Callable[[Instance], object]
+
+
+def short_gpu(gpu_type: str) -> str:
+    """``nvidia-tesla-a100`` reads A100, ``nvidia-h100-80gb`` H100-80GB: what people call them."""
+    return gpu_type.removeprefix("nvidia-").removeprefix("tesla-").upper()
+
+
+def _gpus(i: Instance) -> str:
+    return ", ".join(f"{g.count}x {short_gpu(g.type)}" for g in i.gpus) or "-"
+
+
+INSTANCE_COLUMNS: tuple[Column, ...] = (
+    Column("name", "Name", lambda i: i.name, lambda i: i.name),
+    Column("zone", "Zone", lambda i: i.zone or "(host)", lambda i: i.zone),
+    Column("status", "Status", status_text, status_word),
+    Column("machine_type", "Machine", lambda i: i.machine_type or "-", lambda i: i.machine_type),
+    Column("gpus", "GPUs", _gpus, _gpus),
+    Column("spot", "Spot", lambda i: Text("spot", style="yellow") if i.spot else "", lambda i: not i.spot),
+    Column("external_ip", "External IP", lambda i: i.external_ip or "-", lambda i: i.external_ip or ""),
+)
+
+
+@dataclass(frozen=True, slots=True)
+class LiveColumn:
+    """A column that reads the live state (job, progress, GPUs, sync) rather than the Compute API."""
+
+    key: str
+    label: str
+    cell: Callable[[Live], str | Text]
+
+
+# What a machine's live cells read before anything is known (not reachable, not watched).
+UNWATCHED = Text("-", "dim")
+
+LIVE_COLUMNS: tuple[LiveColumn, ...] = (
+    LiveColumn("job", "Job", lambda live: live.job_text()),
+    LiveColumn("progress", "Progress", lambda live: live.progress_text()),
+    LiveColumn("gpu", "GPU util", lambda live: live.gpu_text()),
+    LiveColumn("sync", "Sync", lambda live: live.sync_text()),
+    LiveColumn("keepalive", "Keep-alive", lambda live: live.keepalive_text()),
+)
+
+# The CLI's `ls` shows what the API knows; the TUI adds the live columns.
+COLUMNS = INSTANCE_COLUMNS
+
+
+def matches(instance: Instance, query: str) -> bool:
+    """A case-insensitive filter over the text a person sees in the row (and the labels)."""
+    if not query:
+        return True
+    haystack = " ".join(
+        [
+            instance.name,
+            instance.zone,
+            status_word(instance),
+            instance.machine_type,
+            instance.gpu_summary,
+            "spot" if instance.spot else "on-demand",
+            instance.external_ip or "",
+            instance.internal_ip or "",
+            instance.source,
+            *(f"{k}={v}" for k, v in instance.labels.items()),
+        ]
+    ).lower()
+    return all(term in haystack for term in query.lower().split())

@@ -1,0 +1,252 @@
+"""Background watchers per machine: job state, training progress, GPUs and live sync.
+
+They run as asyncio tasks on the app's loop, write what they learn into ``Live`` records and call
+``changed(name)``; the app turns that into one table update. Nothing here touches a widget.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import logging
+from collections.abc import Callable, Coroutine
+from typing import Any
+
+from gcptui.remote.aio import report_failure, within
+from gcptui.remote.cloud.fleet import FleetSnapshot
+from gcptui.remote.errors import GcptuiError
+from gcptui.remote.jobs.protocol import JobStatus, metrics_path
+from gcptui.remote.jobs.watch import watch_job
+from gcptui.remote.models import ConnectionGetter, Instance
+from gcptui.remote.services import Services
+from gcptui.remote.ssh.target import SshTarget
+from gcptui.remote.sync import SyncEvent, SyncSession, SyncStateChanged, SyncWarning
+from gcptui.remote.telemetry.gpu import GpuHistory, GpuMonitor
+from gcptui.remote.telemetry.idle import IdleGpuDetector
+from gcptui.remote.telemetry.progress import Progress, follow_progress
+from gcptui.tui.live.state import Live
+
+log = logging.getLogger(__name__)
+
+async def cancel_and_wait(tasks: list[asyncio.Task[None]], timeout: float = 3.0) -> None:
+    """Cancel ``tasks`` and wait at most ``timeout`` for them. Python 3.11's ``wait_for`` can swallow
+    a cancellation that races its inner result, so a task may need a second one; and quitting must
+    never hang on a task that will not end (``asyncio.wait`` returns at its timeout, unlike ``gather``)."""
+    for task in tasks:
+        task.cancel()
+    if not tasks:
+        return
+    _, pending = await asyncio.wait(tasks, timeout=timeout)
+    for task in pending:
+        task.cancel()
+    if pending:
+        await asyncio.wait(pending, timeout=timeout)
+
+
+def reachable(instance: Instance) -> bool:
+    """SSH can be tried: a running VM with an address, or a static host."""
+    return instance.source == "host" or (
+        instance.status == "RUNNING" and bool(instance.external_ip or instance.internal_ip)
+    )
+
+
+class Monitors:
+    """Starts watchers for reachable machines (at most ``limit``) and stops them when they go."""
+
+    def __init__(
+        self,
+        services: Services,
+        live: dict[str, Live],
+        changed: Callable[[str], None],
+        *,
+        job_ended: Callable[[str, JobStatus], None] = lambda _n, _s: None,
+        gpu_idle: Callable[[str], None] = lambda _n: None,
+        sync_warning: Callable[[str, str], None] = lambda _n, _m: None,
+        failed: Callable[[str, BaseException], None] | None = None,
+        limit: int = 32,
+        sync_by_default: bool = False,
+    ) -> None:
+        self.services = services
+        self.live = live
+        self.changed = changed
+        self.job_ended = job_ended
+        self.gpu_idle = gpu_idle
+        self.sync_warning = sync_warning
+        self.failed = failed or self._log_failure
+        self.limit = limit
+        self._tasks: dict[str, list[asyncio.Task[None]]] = {}
+        self._targets: dict[str, SshTarget] = {}
+        self.sync_wanted: set[str] = set()
+        self.sync_by_default = sync_by_default
+        self._sync_refused: set[str] = set()  # turned off by the user: stays off
+        self._sync: dict[str, tuple[SyncSession, asyncio.Task[None]]] = {}
+
+    def state(self, name: str) -> Live:
+        if name not in self.live:
+            gpu = self.services.config.gpu
+            self.live[name] = Live(idle=IdleGpuDetector(gpu.idle_util_percent, gpu.idle_minutes))
+        return self.live[name]
+
+    # -- following the fleet ---------------------------------------------------------------------
+
+    def reconcile(self, snapshot: FleetSnapshot) -> None:
+        """Watch what is reachable now; stop watching what is not (its address may change)."""
+        wanted = [i for i in snapshot.instances if reachable(i)][: self.limit]
+        names = {i.name for i in wanted}
+        for name in list(self._tasks):
+            if name not in names:
+                self._stop(name)
+        for instance in wanted:
+            target = self.services.target_or_none(instance)
+            if target is None:
+                continue
+            if self._targets.get(instance.name) != target:
+                # A new address (a restarted VM): the pool reconnects by itself, keep its slot.
+                self._stop(instance.name, disconnect=False)
+                self._start(instance, target)
+            if self.sync_by_default and instance.name not in self._sync_refused:
+                self.sync_wanted.add(instance.name)
+            if instance.name in self.sync_wanted and instance.name not in self._sync:
+                self._start_sync(instance)
+
+    def _start(self, instance: Instance, target: SshTarget) -> None:
+        name = instance.name
+        self._targets[name] = target
+        self.state(name).watched = True
+        get = self.services.pool.getter(target)
+        metrics = metrics_path(self.services.config.job, self.services.config.sync.dest)
+        self._tasks[name] = [
+            self._spawn(f"job {name}", self._watch_job(name, get)),
+            self._spawn(f"progress {name}", self._watch_progress(name, get, metrics)),
+            self._spawn(f"gpu {name}", self._watch_gpu(name, get)),
+        ]
+
+    def _stop(self, name: str, *, disconnect: bool = True) -> None:
+        for task in self._tasks.pop(name, []):
+            task.cancel()
+        self._targets.pop(name, None)
+        if name in self.live:  # what was read from a machine that went away is no longer true
+            live = self.live[name]
+            live.watched, live.job, live.job_error, live.gpu_idle = False, None, "", False
+            live.gpu = GpuHistory()
+            self.changed(name)
+        session = self._sync.pop(name, None)
+        if session is not None:
+            session[1].cancel()
+            self._record_sync(name, "", 0, "")
+        if disconnect:  # it stopped: keep the pool from retrying a machine that is gone
+            self._spawn(f"disconnect {name}", self.services.pool.disconnect(name))
+
+    def _spawn(self, label: str, coro: Coroutine[Any, Any, None]) -> asyncio.Task[None]:
+        """A background task whose unexpected death is reported (``failed``), never silent."""
+        return report_failure(asyncio.get_running_loop().create_task(coro, name=label), self.failed)
+
+    @staticmethod
+    def _log_failure(name: str, error: BaseException) -> None:
+        log.error("monitor %r failed", name, exc_info=(type(error), error, error.__traceback__))
+
+    # -- the watchers ------------------------------------------------------------------------------
+
+    async def _watch_job(self, name: str, get: ConnectionGetter) -> None:
+        """Follow the VM's job state as it changes (one long-lived exec, not a poll per VM)."""
+        live = self.state(name)
+        async for event in watch_job(get, name):
+            if event.kind == "lost":
+                live.job_error = event.reason or "connection lost"
+            elif event.status is not None:
+                live.job, live.job_error = event.status, ""
+                if event.kind == "ended":
+                    self.job_ended(name, event.status)
+            self.changed(name)
+
+    async def refresh_job(self, name: str) -> None:
+        """Read the job's state now (after the user started or killed it)."""
+        target = self._targets.get(name)
+        if target is not None:
+            with contextlib.suppress(GcptuiError):
+                self.state(name).job = await self.services.jobs.status(target)
+                self.changed(name)
+
+    async def _watch_progress(self, name: str, get: Any, path: str) -> None:
+        async for item in follow_progress(get, path):
+            if isinstance(item, Progress):
+                self.state(name).progress = item
+                self.changed(name)
+
+    async def _watch_gpu(self, name: str, get: Any) -> None:
+        live = self.state(name)
+        async for snapshot in GpuMonitor(get):
+            live.gpu.add(snapshot)
+            if live.idle is not None:
+                was_idle = live.gpu_idle
+                live.gpu_idle = live.idle.update(snapshot, running=True)
+                if live.gpu_idle and not was_idle:
+                    self.gpu_idle(name)
+            self.changed(name)
+
+    # -- live sync ---------------------------------------------------------------------------------
+
+    def sync_on(self, name: str) -> bool:
+        return name in self.sync_wanted
+
+    def toggle_sync(self, instance: Instance) -> bool:
+        """Turn live sync on or off for ``instance``; returns the new setting."""
+        if instance.name in self.sync_wanted:
+            self.sync_wanted.discard(instance.name)
+            self._sync_refused.add(instance.name)
+            entry = self._sync.pop(instance.name, None)
+            if entry is not None:
+                entry[1].cancel()
+            self._record_sync(instance.name, "", 0, "")
+            return False
+        self.sync_wanted.add(instance.name)
+        self._sync_refused.discard(instance.name)
+        if reachable(instance):
+            self._start_sync(instance)
+        return True
+
+    def _start_sync(self, instance: Instance) -> None:
+        session = self.services.sync_session(instance)
+        session.subscribe(functools.partial(self._on_sync_event, instance.name))
+        task = self._spawn(f"sync {instance.name}", self._follow(instance.name, session))
+        self._sync[instance.name] = (session, task)
+
+    async def _follow(self, name: str, session: SyncSession) -> None:
+        try:
+            await session.follow()
+        except GcptuiError as err:
+            self._record_sync(name, "error", 0, str(err))
+        finally:
+            with contextlib.suppress(Exception):
+                await session.close()
+
+    def _on_sync_event(self, name: str, event: SyncEvent) -> None:
+        if isinstance(event, SyncStateChanged):
+            self._record_sync(name, event.state, event.pending, event.reason)
+        elif isinstance(event, SyncWarning):
+            self.sync_warning(name, event.message)
+
+    def _record_sync(self, name: str, state: str, pending: int, reason: str) -> None:
+        live = self.state(name)
+        live.sync_state, live.sync_pending, live.sync_reason = state, pending, reason
+        self.changed(name)
+
+    async def barrier(self, instance: Instance, timeout: float = 600.0) -> None:
+        """The VM holds the current tree: through its live session, else one full sync."""
+        entry = self._sync.get(instance.name)
+        if entry is not None:
+            await entry[0].barrier(timeout=timeout)
+            return
+        session = self.services.sync_session(instance)
+        try:
+            await within(timeout, session.full_sync())
+        finally:
+            await session.close()
+
+    async def close(self) -> None:
+        """Cancel every watcher and wait a bounded while for them to end."""
+        tasks = [t for ts in self._tasks.values() for t in ts] + [t for _, t in self._sync.values()]
+        self._tasks.clear()
+        self._sync.clear()
+        await cancel_and_wait(tasks)

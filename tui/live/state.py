@@ -1,0 +1,114 @@
+"""What the app knows live about each machine, beside the Compute API's view of it.
+
+Filled by the monitors (job state, progress, GPUs, sync, keep-alive) and read by the fleet table and
+the detail view. Plain data: no widgets here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from rich.text import Text
+
+from gcptui.remote.jobs.protocol import JobStatus
+from gcptui.remote.telemetry.gpu import GpuHistory
+from gcptui.remote.telemetry.idle import IdleGpuDetector
+from gcptui.remote.telemetry.progress import Progress
+from gcptui.tui.live.cells import format_duration, gpu_cell, sparkline
+
+JOB_STYLES = {"running": "bold green", "exited": "cyan", "killed": "yellow", "none": "dim"}
+SYNC_STYLES = {
+    "in_sync": "green", "syncing": "yellow", "scanning": "yellow", "connecting": "dim",
+    "paused": "dim", "reconnecting": "yellow", "error": "bold red", "stopped": "dim",
+}  # fmt: skip
+
+
+@dataclass
+class Live:
+    """Everything live about one machine; ``None`` or empty means not known yet."""
+
+    job: JobStatus | None = None
+    job_error: str = ""
+    progress: Progress | None = None
+    gpu: GpuHistory = field(default_factory=GpuHistory)
+    idle: IdleGpuDetector | None = None
+    gpu_idle: bool = False
+    sync_state: str = ""
+    sync_pending: int = 0
+    sync_reason: str = ""
+    keepalive: bool | None = None  # None: not a Spot VM, nothing to keep alive
+    recovery: str = ""  # the newest keep-alive event, e.g. "restarting", "resumed"
+    watched: bool = False  # monitors are reading it now (a stopped VM keeps its last progress)
+
+    def job_text(self) -> Text:
+        if not self.watched:
+            return Text("-", "dim")
+        if self.job_error and self.job is None:
+            return Text("ssh?", "red")
+        if self.job is None:
+            return Text("…", "dim")
+        job = self.job
+        text = Text(job.state, JOB_STYLES.get(job.state, ""))
+        if job.state == "exited" and job.exit_code is not None:
+            text.append(f" ({job.exit_code})", "bold red" if job.exit_code else "green")
+        if job.detail == "preempted":
+            text.append(" preempted", "magenta")
+        return text
+
+    def progress_text(self) -> Text:
+        """``step/total pct ETA`` and a loss sparkline, narrow enough for the table (the rate and
+        per-GPU detail are in the detail view)."""
+        progress = self.progress
+        if progress is None or progress.step is None:
+            return Text("—", "dim")
+        text = Text()
+        if progress.total_steps:
+            text.append(f"{progress.step}/{progress.total_steps}", "bold")
+            text.append(f" {progress.fraction * 100:3.0f}%" if progress.fraction is not None else "")
+        else:
+            text.append(f"step {progress.step}", "bold")
+        running = self.job is not None and self.job.state == "running"
+        if running and progress.eta_seconds is not None:
+            text.append(f" {format_duration(progress.eta_seconds)}", "magenta")
+        if progress.losses:
+            text.append(f" {sparkline(progress.losses, 6, maximum=None)}", "yellow")
+        if progress.loss is not None:
+            text.append(f" {progress.loss:.3g}", "yellow")
+        if not running:
+            text.stylize("dim")  # the last run's figures, not a live one
+        return text
+
+    def gpu_text(self) -> Text:
+        """Mean utilization over the VM's GPUs as a sparkline, and memory in use."""
+        if not self.watched:
+            return Text("-", "dim")
+        latest = self.gpu.latest
+        if latest is None or latest.state != "ok" or not latest.gpus:
+            return gpu_cell(self.gpu, idle=self.gpu_idle)  # …, no GPU, reconnecting
+        series = list(zip(*self.gpu.util.values(), strict=False))
+        means = [sum(point) / len(point) for point in series]
+        util = means[-1] if means else 0.0
+        mems = [g.mem_percent for g in latest.gpus if g.mem_percent is not None]
+        style = "green" if util >= 70 else "yellow" if util >= 20 else "red"
+        text = Text()
+        if self.gpu_idle:
+            text.append("IDLE ", "bold white on red")
+        text.append(sparkline(means, 6), style)
+        text.append(f" {util:3.0f}%", style)
+        if mems:
+            text.append(f" m{sum(mems) / len(mems):2.0f}%", "cyan")
+        return text
+
+    def sync_text(self) -> Text:
+        if not self.sync_state:
+            return Text("off", "dim")
+        word = {"in_sync": "in sync", "syncing": f"syncing {self.sync_pending}"}.get(self.sync_state, self.sync_state)
+        return Text(word, SYNC_STYLES.get(self.sync_state, ""))
+
+    def keepalive_text(self) -> Text:
+        if self.recovery:
+            style = "bold green" if self.recovery == "resumed" else "bold magenta"
+            return Text(self.recovery, style)
+        if self.keepalive is None:
+            return Text("-", "dim")
+        return Text("on", "green") if self.keepalive else Text("off", "dim")

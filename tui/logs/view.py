@@ -1,0 +1,397 @@
+"""``LogView``: a bounded, filterable, wrappable log that renders only the rows on screen.
+
+Lines are kept raw (ANSI colours included) in a bounded ring (``deque(maxlen=...)``) and turned
+into a ``Strip`` only when a row is drawn, so appending thousands of lines per second costs a ring
+extend and a width estimate per line. Rows are cached by (line, offset, width, wrap); the cache is
+dropped when the filter, the marked line or the style changes.
+
+What keeps it fast under load (see ``docs/BENCHMARKS-logs.md``):
+- one ``append`` per batch; a view that is not following repaints only when the rows it shows
+  change (new lines below an unfilled view, a dropped anchor line), never for lines out of sight;
+- a view that is not displayed (the merged view in pane mode, panes hidden by fullscreen) only
+  stores lines, and catches up when shown (``sync``);
+- the virtual size is set without a layout pass (Textual lays out the whole screen otherwise);
+- ``render_lines`` builds whole rows itself (full width, the app's line filters applied) instead
+  of Textual's generic per-row styling; plain ASCII rows are one segment, no Rich ``Text``;
+- rows are not cached while following a log that replaces every row each frame (cached Strips
+  only fed the cyclic GC); wrapped row offsets are kept incrementally.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+
+from rich.console import Console
+from rich.style import Style
+from textual.cache import LRUCache
+from textual.geometry import Region, Size
+from textual.message import Message
+from textual.reactive import var
+from textual.scroll_view import ScrollView
+from textual.strip import Strip
+from textual.widget import Widget
+
+from gcptui.remote.telemetry.log_text import strip_ansi
+from gcptui.tui.logs.buffer import LogLines
+from gcptui.tui.logs.rows import BLANK, PARTIAL, Filters, RowIndex, RowPainter, heights, line_width
+from gcptui.tui.textual_compat import plain_box, set_scroll_y_quietly, set_virtual_size_quietly
+
+ERROR_PATTERN = re.compile(
+    r"\b(error|errors|exception|traceback|fatal|critical|failed|failure|panic|killed)\b|out of memory|nan loss",
+    re.IGNORECASE,
+)
+
+
+class LogView(ScrollView, can_focus=True):
+    """A log of display lines (see ``remote.log_text``), bounded to ``max_lines``."""
+
+    DEFAULT_CSS = """
+    LogView { background: $surface; color: $text; overflow: auto auto; }
+    LogView:focus { background-tint: $foreground 5%; }
+    """
+
+    wrap: var[bool] = var(False)
+    follow: var[bool] = var(True)
+
+    class FollowChanged(Message):
+        """Follow mode changed (the pane shows or hides its "N new lines" marker)."""
+
+        def __init__(self, view: LogView) -> None:
+            super().__init__()
+            self.view = view
+
+    def __init__(self, max_lines: int = 10_000, *, id: str | None = None, classes: str | None = None) -> None:
+        super().__init__(id=id, classes=classes)
+        self.max_lines = max_lines
+        self._buffer = LogLines(max_lines)
+        self._rows: RowIndex | None = None  # wrap mode only; rebuilt lazily when invalidated
+        # Small on purpose: rows that scrolled away rarely come back while following, and every cached
+        # Strip keeps ~25 GC-tracked objects alive (its own caches, the pieces the compositor cut it
+        # into); with 9 views x 1,024 rows the cyclic GC's full passes took 100-200 ms, mid-frame.
+        # Sized to the view (plus a few rows: a slow log shifts by a line or two) on resize.
+        self._row_cache: LRUCache[tuple[object, ...], Strip] = LRUCache(64)
+        self._painter = RowPainter(64)  # styled whole lines
+        self._style: Style | None = None
+        self._stale = False  # lines arrived while not displayed: size and scroll not yet updated
+        self._arrived = 0  # entries added since the last frame
+        self._cache_rows = True  # off for a frame whose rows are all new (nothing to reuse)
+        self._programmatic = False
+        self.new_lines = 0  # lines that arrived while follow was paused
+        self.marked: int | None = None  # absolute index of the line picked by next/previous error
+        self.total_lines = 0  # every line ever appended (the bounded buffer drops the oldest)
+
+    # ----- content -----------------------------------------------------------------------------
+
+    def append(self, lines: Sequence[str], partial: str | None = None, widths: Sequence[int] | None = None) -> None:
+        """Add complete lines and set the unfinished last line; one call per batch.
+
+        ``widths`` (cells per line) may be given when the caller knows them (the merged view).
+        """
+        partial_changed = partial != self._buffer.partial
+        if not lines and not partial_changed:
+            return
+        follow = self.follow
+        self.total_lines += len(lines)
+        new_entries = self._buffer.entry_count(complete_only=True)
+        anchor = None if follow else self._view_anchor()
+        added = self._buffer.add(lines, partial, widths)
+        dropped, arrived = added.dropped, added.arrived
+        if self._rows is not None:
+            self._rows.drop(dropped)
+            self._rows.extend(heights(added.widths, self._rows.width))
+        if self.marked is not None and self.marked < self._buffer.first:
+            self.marked = None
+        if not follow:
+            self.new_lines += arrived
+        self._arrived += arrived
+        if not self._displayed():
+            self._stale = True  # nothing on screen to update; ``sync`` catches up when shown
+            return
+        self._update_virtual_size()
+        if follow:
+            self.scroll_to_end()
+            self.refresh()
+            return
+        # Paused: keep the rows the user reads in place while the oldest lines fall out, and repaint
+        # only if what they see changed (new rows under an unfilled view, or their line was dropped).
+        lost = anchor is not None and anchor[0] < self._buffer.first
+        if anchor is not None and dropped:
+            self._restore_anchor(anchor, repaint=False)
+        bottom = round(self.scroll_y) + self.scrollable_content_region.height
+        if lost or bottom > self._row_of_entry_start(new_entries - dropped):
+            self.refresh()
+
+    def sync(self) -> None:
+        """Bring size and scroll up to date after lines arrived while the view was not displayed."""
+        if not self._stale:
+            return
+        self._stale = False
+        self._update_virtual_size()
+        if self.follow:
+            self.scroll_to_end()
+        self.refresh()
+
+    def on_show(self) -> None:
+        self.sync()
+
+    def clear(self) -> None:
+        """Forget every line."""
+        self._buffer.clear()
+        self._invalidate()
+
+    @property
+    def line_count(self) -> int:
+        """Lines held in the buffer (complete lines only)."""
+        return len(self._buffer.lines)
+
+    def lines(self) -> list[str]:
+        """The buffered complete lines, raw (with ANSI colours)."""
+        return list(self._buffer.lines)
+
+    def visible_lines(self) -> list[str]:
+        """What the view shows (filter applied, unfinished line included), without escape codes."""
+        return [strip_ansi(self._buffer.entry_text(k)) for k in range(self._buffer.entry_count())]
+
+    # ----- filter, wrap, follow, errors -----------------------------------------------------------
+
+    def set_filter(self, text: str) -> None:
+        """Show only lines containing ``text`` (case-insensitive), highlighted; empty: show all."""
+        self._buffer.set_filter(text)
+        self._invalidate()
+
+    @property
+    def match_count(self) -> int | None:
+        """Lines passing the filter, or None without a filter."""
+        return None if self._buffer.matches is None else len(self._buffer.matches)
+
+    def watch_wrap(self) -> None:
+        self._invalidate()
+
+    def watch_follow(self, follow: bool) -> None:
+        if follow:
+            self.new_lines = 0
+            self.scroll_to_end()
+        self.post_message(self.FollowChanged(self))
+
+    def scroll_to_end(self) -> None:
+        """Show the newest line (without pausing follow)."""
+        self._set_scroll_y(self.max_scroll_y)
+
+    def find_error(self, forward: bool = True) -> int | None:
+        """Move to the next (or previous) line that looks like an error; returns its absolute index."""
+        count = self._buffer.entry_count(complete_only=True)
+        if not count:
+            return None
+        current = self._buffer.entry_of(self.marked)
+        if current is None:
+            # Start from the top of the view going down, or from the bottom of it going up.
+            bottom = self._locate(round(self.scroll_y) + self.scrollable_content_region.height - 1)[0]
+            current = self._scroll_entry() - 1 if forward else min(bottom, self._buffer.entry_count() - 1) + 1
+        order = range(current + 1, count) if forward else range(current - 1, -1, -1)
+        for k in order:
+            if ERROR_PATTERN.search(strip_ansi(self._buffer.entry_text(k))):
+                self.marked = self._buffer.abs_index(k)
+                self.follow = False
+                self._clear_caches()
+                target = self._row_of_entry_start(k) - self.scrollable_content_region.height // 3
+                self._set_scroll_y(max(0, min(target, self.max_scroll_y)))
+                self.refresh()
+                return self.marked
+        return None
+
+    # ----- scrolling -----------------------------------------------------------------------------
+
+    @contextmanager
+    def _scrolling_by_code(self) -> Iterator[None]:
+        self._programmatic = True
+        try:
+            yield
+        finally:
+            self._programmatic = False
+
+    def _set_scroll_y(self, y: float, repaint: bool = True) -> None:
+        y = max(0, min(round(y), self.max_scroll_y))
+        with self._scrolling_by_code():
+            if repaint:
+                self.scroll_target_y = self.scroll_y = y
+            else:
+                # The same lines stay on the same rows (only their indices moved).
+                set_scroll_y_quietly(self, y)
+
+    def watch_scroll_y(self, old_value: float, new_value: float) -> None:
+        super().watch_scroll_y(old_value, new_value)
+        if self._programmatic:
+            return
+        at_end = new_value >= self.max_scroll_y
+        if new_value < old_value and not at_end and self.follow:
+            self.follow = False  # the user scrolled up: stop jumping to the end
+        elif new_value > old_value and at_end and not self.follow:
+            self.follow = True  # the user scrolled back down to the newest line
+
+    def _view_anchor(self) -> tuple[int, int] | None:
+        """(absolute line index, row inside it) at the top of the view, to keep it there."""
+        k, sub = self._locate(round(self.scroll_y))
+        if k < 0 or k >= self._buffer.entry_count():
+            return None
+        index = self._buffer.abs_index(k)
+        return None if index == PARTIAL else (index, sub)
+
+    def _restore_anchor(self, anchor: tuple[int, int], repaint: bool = True) -> None:
+        index, sub = anchor
+        k = self._buffer.entry_at_or_after(index)
+        self._set_scroll_y(self._row_of_entry_start(k) + (sub if index >= self._buffer.first else 0), repaint)
+
+    def on_resize(self) -> None:
+        rows = self.size.height
+        self._row_cache = LRUCache(rows + 16)
+        self._painter.resize(rows + 16)
+        self._invalidate(scroll=False)
+        if self.follow:
+            self.call_after_refresh(self.scroll_to_end)
+
+    def on_focus(self) -> None:
+        self._clear_caches()  # :focus tints the background
+
+    def on_blur(self) -> None:
+        self._clear_caches()
+
+    def notify_style_update(self) -> None:
+        super().notify_style_update()
+        self._clear_caches()
+
+    def _clear_caches(self) -> None:
+        self._style = None
+        self._row_cache.clear()
+        self._painter.clear()
+
+    def _invalidate(self, scroll: bool = True) -> None:
+        """Entries, filter, wrap or width changed: rebuild what depends on them and repaint."""
+        self._rows = None
+        self._clear_caches()
+        if not self._displayed():
+            self._stale = True  # e.g. wrap toggled while the merged view is hidden: done on show
+            return
+        self._stale = False
+        self._update_virtual_size()
+        if scroll and self.follow:
+            self.scroll_to_end()
+        self.refresh()
+
+    def _displayed(self) -> bool:
+        node: Widget | None = self
+        while isinstance(node, Widget):
+            if not node.display:
+                return False
+            node = node.parent if isinstance(node.parent, Widget) else None
+        return True
+
+    # ----- geometry ------------------------------------------------------------------------------
+
+    def _wrap_width(self) -> int:
+        return max(1, self.scrollable_content_region.width)
+
+    def _row_index(self) -> RowIndex:
+        width = self._wrap_width()
+        if self._rows is None or self._rows.width != width:
+            widths = self._buffer.entry_widths()
+            self._rows = RowIndex(heights(widths, width), width)
+        return self._rows
+
+    def _partial_rows(self) -> int:
+        if not self._buffer.partial_shown():
+            return 0
+        return max(1, math.ceil(line_width(self._buffer.partial or "") / self._wrap_width()))
+
+    def _row_of_entry_start(self, k: int) -> int:
+        return self._row_index().before(k) if self.wrap else k
+
+    def _scroll_entry(self) -> int:
+        """The entry at the top of the view."""
+        return self._locate(round(self.scroll_y))[0]
+
+    def _locate(self, row: int) -> tuple[int, int]:
+        """(entry, row inside the entry) of a content row."""
+        if not self.wrap:
+            return row, 0
+        rows = self._row_index()
+        if row < rows.total:
+            return rows.locate(row)
+        return len(rows), row - rows.total  # the unfinished line, or past the end
+
+    def _update_virtual_size(self) -> None:
+        if self.wrap:
+            size = Size(self._wrap_width(), self._row_index().total + self._partial_rows())
+        else:
+            size = Size(max(self._buffer.max_width, line_width(self._buffer.partial or "")), self._buffer.entry_count())
+        if size != self.virtual_size:
+            # Assigning virtual_size would lay out the whole screen (it is a layout reactive); a
+            # ScrollView in a fixed-size container only needs its scrollbars updated.
+            with self._scrolling_by_code():
+                set_virtual_size_quietly(self, size)
+
+    # ----- rendering -----------------------------------------------------------------------------
+
+    @property
+    def pattern(self) -> re.Pattern[str] | None:
+        return self._buffer.pattern
+
+    @property
+    def console(self) -> Console:
+        return self.app.console
+
+    def row_style(self) -> Style:
+        # rich_style walks the ancestors' styles; computing it per row was a large share of a frame.
+        if self._style is None:
+            self._style = self.rich_style
+        return self._style
+
+    def render_line(self, y: int) -> Strip:
+        scroll_x, scroll_y = self.scroll_offset
+        width = self.scrollable_content_region.width
+        return self._row(scroll_y + y, scroll_x, width, width, ())
+
+    def render_lines(self, crop: Region) -> list[Strip]:
+        """Rows for the compositor. Without border, padding, tint or opacity this skips Textual's
+        generic per-row styling (StylesCache), which cost more than producing the rows, and applies
+        the app's line filters while building a row rather than copying it afterwards."""
+        if not plain_box(self):
+            return super().render_lines(crop)  # StylesCache calls render_line and applies filters
+        scroll_x, scroll_y = self.scroll_offset
+        width = self.scrollable_content_region.width
+        full = self.size.width  # rows span the scrollbar's columns too, as StylesCache pads them
+        filters = (tuple(self.get_line_filters()), self.background_colors[1])
+        # Following a fast log, every row is new each frame: caching them would only keep Strips (and
+        # the pieces the compositor cuts them into) alive long enough for the GC to promote them,
+        # which is what made its full passes frequent. Cache when rows can be reused.
+        self._cache_rows = not (self.follow and self._arrived >= self.size.height)
+        if not self._cache_rows:
+            self._row_cache.clear()
+        self._arrived = 0
+        row = self._row
+        strips = [row(scroll_y + y, scroll_x, width, full, filters) for y in crop.line_range]
+        self._cache_rows = True
+        if crop.column_span != (0, full):
+            x1, x2 = crop.column_span
+            strips = [strip.crop(x1, x2) for strip in strips]
+        return strips
+
+    def _row(self, row: int, scroll_x: int, width: int, full: int, filters: Filters) -> Strip:
+        """Content row ``row`` seen through a window of ``width`` cells, padded to ``full`` cells,
+        with ``filters`` (the app's line filters and the background they need) applied."""
+        k, sub = self._locate(row)
+        if k < 0 or k >= self._buffer.entry_count():
+            index, offset, raw = BLANK, 0, ""
+        else:
+            index = self._buffer.abs_index(k)
+            offset = sub * width if self.wrap else scroll_x
+            raw = self._buffer.entry_text(k)
+        key = (index, offset, width, full, self.wrap, raw if index == PARTIAL else None, filters)
+        strip = self._row_cache.get(key)
+        if strip is None:
+            strip = self._painter.render_row(index, raw, offset, width, full, filters, self)
+            if self._cache_rows:
+                self._row_cache[key] = strip
+        return strip
