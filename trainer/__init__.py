@@ -23,6 +23,10 @@ _EXPORTS = {
     "Preempted": ".errors",
     "RunDirectoryInUseError": ".errors",
     "TrainerError": ".errors",
+    "UnloadableCheckpointError": ".errors",
+    "UnsupportedStateError": ".errors",
+    "LoopState": ".state",
+    "main": ".entry",
 }
 
 __all__ = [
@@ -32,11 +36,15 @@ __all__ = [
     "CheckpointStore",
     "DamagedCheckpointError",
     "DeterministicBatchSampler",
+    "LoopState",
     "NoValidCheckpointError",
     "Preempted",
     "ResumableRun",
     "RunDirectoryInUseError",
     "TrainerError",
+    "UnloadableCheckpointError",
+    "UnsupportedStateError",
+    "main",
 ]
 
 
@@ -55,5 +63,9 @@ if TYPE_CHECKING:
         Preempted,
         RunDirectoryInUseError,
         TrainerError,
+        UnloadableCheckpointError,
+        UnsupportedStateError,
     )
+    from .entry import main
     from .resumable import PREEMPTED_EXIT_CODE, ResumableRun
+    from .state import LoopState

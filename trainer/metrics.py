@@ -35,13 +35,17 @@ class MetricsLog:
             path.parent.mkdir(parents=True, exist_ok=True)
             self._file = open(path, "a", encoding="utf-8")  # noqa: SIM115 - closed in close()
 
-    def progress(self, step: int, total_steps: int, loss: float, samples_per_s: float) -> None:
-        """One step line. `loss` is written with repr() so a reader gets the exact same float back."""
-        self._write(
-            {"step": step, "total_steps": total_steps, "loss": loss,
-             "samples_per_s": round(samples_per_s, 3), "time": time.time()},
-            f"step {step}/{total_steps} loss {loss:.4f} {samples_per_s:.0f} samples/s",
-        )
+    def progress(self, step: int, total_steps: int | None, loss: float, samples_per_s: float) -> None:
+        """One step line. `loss` is written with repr() so a reader gets the exact same float back.
+
+        `total_steps` None (an epoch-driven run of unknown length) leaves the field out.
+        """
+        record: dict[str, Any] = {"step": step, "total_steps": total_steps, "loss": loss,
+                                  "samples_per_s": round(samples_per_s, 3), "time": time.time()}
+        if total_steps is None:
+            del record["total_steps"]
+        of_total = f"/{total_steps}" if total_steps is not None else ""
+        self._write(record, f"step {step}{of_total} loss {loss:.4f} {samples_per_s:.0f} samples/s")
 
     def event(self, name: str, text: str, **fields: Any) -> None:
         """An event line such as checkpoint, preempted, resumed or finished."""
