@@ -34,23 +34,29 @@ ALLOWED_TYPES_TEXT = (
 )
 
 
-def portable_snapshot(value: Any, where: str = "state") -> Any:
+def check_portable(value: Any, where: str = "state") -> None:
+    """Raise UnsupportedStateError if `value` could not be checkpointed; copies no tensor."""
+    portable_snapshot(value, where, copy_tensors=False)
+
+
+def portable_snapshot(value: Any, where: str = "state", copy_tensors: bool = True) -> Any:
     """A copy of `value` that loads back under `weights_only=True`; raises UnsupportedStateError.
 
     `where` names the value in error messages (e.g. `stateful['loop']`); keys are appended to it.
+    With `copy_tensors` False, tensors are passed through (for a check that copies nothing big).
     """
     if isinstance(value, torch.Tensor):
-        return value.detach().to("cpu", copy=True)
+        return value.detach().to("cpu", copy=True) if copy_tensors else value
     if isinstance(value, np.ndarray | np.generic):
         return _encode_numpy(value, where)
     kind = type(value)
     if kind in _PLAIN:
         return value  # immutable: no copy needed
     if kind is dict or kind is OrderedDict:
-        return kind((_portable_key(key, where), portable_snapshot(item, f"{where}[{key!r}]"))
+        return kind((_portable_key(key, where), portable_snapshot(item, f"{where}[{key!r}]", copy_tensors))
                     for key, item in value.items())
     if kind is list or kind is tuple:
-        return kind(portable_snapshot(item, f"{where}[{index}]") for index, item in enumerate(value))
+        return kind(portable_snapshot(item, f"{where}[{index}]", copy_tensors) for index, item in enumerate(value))
     if kind is set:
         return {_portable_key(item, where) for item in value}
     if kind is bytearray:

@@ -45,7 +45,7 @@ from .background import BackgroundCheckpointWriter
 from .checkpoint import CheckpointInfo, CheckpointStore
 from .errors import Preempted, TrainerError, UnsupportedStateError
 from .metrics import MetricsLog, default_metrics_path
-from .portable import portable_snapshot, restore_portable
+from .portable import check_portable, portable_snapshot, restore_portable
 from .preemption import PreemptionSignal
 from .restore import choose_checkpoint, damage_reporter, error_from_name
 from .rng import capture_rng_state, restore_rng_state
@@ -155,6 +155,13 @@ class ResumableRun:
         # save made during an evaluation records the RNGs the resumed run re-runs that evaluation from.
         self._boundary_rng: dict[str, Any] | None = None
         self._restore(resume)
+        try:
+            # Fail now, not at the first checkpoint an hour in, if the state as it is cannot be saved.
+            for part, value in collect_state(model, optimizer, scheduler, scaler, self._stateful).items():
+                check_portable(value, part)
+        except UnsupportedStateError:
+            self.close()
+            raise
         if self._is_writer:
             remove_debris(self.artifacts_dir)
         self._rate_since = time.perf_counter()
