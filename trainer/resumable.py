@@ -234,6 +234,10 @@ class ResumableRun:
         self.step += 1
         self.position += 1
         self._boundary_rng = None
+        if self.position == self.steps_per_epoch:
+            # The epoch's last step: an evaluation may follow and draw randomness before its first
+            # check_preemption() (a DataLoader iterator does), so take the RNGs a save there needs now.
+            self._boundary_rng = capture_rng_state()
         self._samples_since += samples
         log_now = self.log_every > 0 and (self.step % self.log_every == 0 or self.step == self.total_steps)
         loss_value = (float(loss.item()) if isinstance(loss, torch.Tensor) else float(loss)) if log_now else None
