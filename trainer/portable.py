@@ -123,14 +123,12 @@ def _check_loadable(value: Any, where: str) -> None:
         torch.save(value, buffer)
         buffer.seek(0)
         torch.load(buffer, weights_only=True)
-    except Exception as exc:  # noqa: BLE001 - any failure means the same: a resume could not load it
-        reason = str(exc).strip().splitlines()
-        detail = next((line for line in reason if "GLOBAL" in line or "Unsupported" in line), "")
+    except Exception:  # noqa: BLE001 - any failure means the same: a resume could not load it
         raise UnsupportedStateError(
             f"cannot checkpoint {where}: a {_type_name(value)} does not load back with "
             f"torch.load(weights_only=True), so the run could not resume; checkpoints hold "
-            f"{ALLOWED_TYPES_TEXT} (convert it, or save its own state dict){': ' + detail.strip() if detail else ''}"
-        ) from None
+            f"{ALLOWED_TYPES_TEXT}: convert it, or save its state instead (for a random generator "
+            "e.g. rng.bit_generator.state or rng.getstate())") from None
     _ACCEPTED_TYPES.add(kind)
 
 

@@ -9,6 +9,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from . import distributed
 from .checkpoint import CheckpointInfo, CheckpointStore, DamagedCheckpointError
 from .errors import (
     RESUME_FLAG,
@@ -20,6 +21,7 @@ from .errors import (
     UnsupportedStateError,
 )
 from .metrics import MetricsLog
+from .portable import restore_portable
 
 # Errors that cross from rank 0 to the other ranks by name (an exception object may not pickle).
 _ERRORS_BY_NAME: dict[str, type[TrainerError]] = {
@@ -32,6 +34,38 @@ _ERRORS_BY_NAME: dict[str, type[TrainerError]] = {
 def error_from_name(name: str, message: str) -> TrainerError:
     """The TrainerError (sub)class called `name`, with `message`: rank 0's error, raised on another rank."""
     return _ERRORS_BY_NAME.get(name, TrainerError)(message)
+
+
+def load_for_resume(
+    store: CheckpointStore,
+    run_dir: Path,
+    resume: bool,
+    metrics: MetricsLog,
+    expected: dict[str, Any],
+    is_writer: bool,
+) -> tuple[CheckpointInfo, dict[str, Any]] | None:
+    """The checkpoint every rank resumes from and its state (NumPy values decoded), or None; raises TrainerError.
+
+    Rank 0 picks it (and reports damage once); the others load the same one. `expected` holds this
+    run's "model" identity, "world_size" and "config".
+    """
+    decision: dict[str, Any] = {"step": None, "error": None}
+    loaded: tuple[CheckpointInfo, dict[str, Any]] | None = None
+    if is_writer:
+        try:
+            loaded = choose_checkpoint(store, run_dir, resume, damage_reporter(store, metrics), expected)
+            decision["step"] = loaded[0].step if loaded else None
+        except TrainerError as exc:
+            decision["error"] = (type(exc).__name__, str(exc))
+    decision = distributed.broadcast_from_first(decision)
+    if decision["error"] is not None:
+        raise error_from_name(*decision["error"])
+    if decision["step"] is None:
+        return None
+    if loaded is None:
+        info = next(c for c in store.checkpoints() if c.step == decision["step"])
+        loaded = info, store.load(info)
+    return loaded[0], restore_portable(loaded[1])
 
 
 def choose_checkpoint(

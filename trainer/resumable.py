@@ -1,31 +1,20 @@
 """ResumableRun: the object a training loop reports to, which makes the loop resumable and exact.
 
-Step loop (stops after `total_steps` optimizer steps):
-
-    run = ResumableRun("runs/a", model=model, optimizer=opt, scheduler=sched, total_steps=10_000)
-    while not run.done:
-        epoch = run.start_epoch()
-        for batch in batches(epoch, start=run.position):
-            ...forward, backward, optimizer.step(), scheduler.step()...
-            run.add_progress(loss.detach(), samples=len(batch))
-            if run.done:
-                break
-    run.finished()
-
-Epoch loop (stops after `total_epochs` epochs, each ending with an evaluation):
-
     run = ResumableRun("runs/b", model=model, optimizer=opt, total_epochs=10, steps_per_epoch=len(loader))
-    for epoch in run.epochs():
+    for epoch in run.epochs():                        # or: while not run.done (total_steps=, step loops)
         for batch in batches(epoch, start=run.position):
-            ...; run.add_progress(loss.detach(), samples=len(batch))
-        evaluate(model, on_batch=run.check_preemption)   # saves and exits if SIGTERM came meanwhile
-        ...anneal the learning rate, save the best model with run.save_artifact(...)...
+            ...forward, backward, optimizer.step()...
+            run.add_progress(loss.detach(), samples=len(batch))
+        evaluate(model, each_batch=run.check_preemption)   # saves and exits if SIGTERM came meanwhile
+        ...anneal the learning rate, run.save_artifact("best.pt", model.state_dict())...
         run.end_epoch()
     run.finished()
 
 Restores the newest good checkpoint (model, optimizer, scheduler, scaler, extra state, step/epoch/
 position, RNGs) when it is built, logs progress lines, saves every `checkpoint_every` steps in the
-background, and on SIGTERM saves and exits at the next step end or `check_preemption()`.
+background, and on SIGTERM saves and exits at the next step end or `check_preemption()`. The three
+shapes of loop (steps; epochs with evaluation; sequential data with carried state) are worked
+through in docs/trainer.md and examples/.
 """
 
 from __future__ import annotations
@@ -45,9 +34,9 @@ from .background import BackgroundCheckpointWriter
 from .checkpoint import CheckpointInfo, CheckpointStore
 from .errors import Preempted, TrainerError, UnsupportedStateError
 from .metrics import MetricsLog, default_metrics_path
-from .portable import check_portable, portable_snapshot, restore_portable
+from .portable import check_portable, portable_snapshot
 from .preemption import PreemptionSignal
-from .restore import choose_checkpoint, damage_reporter, error_from_name
+from .restore import load_for_resume
 from .rng import capture_rng_state, restore_rng_state
 from .state import apply_state, collect_state, json_normal, model_identity
 
@@ -134,6 +123,9 @@ class ResumableRun:
         self._stateful = dict(stateful or {})
         self._config = json_normal(config or {})
         self._identity = model_identity(model, description)
+        # Fail now, not at the first checkpoint an hour in, if the state as it is cannot be saved.
+        for part, value in collect_state(model, optimizer, scheduler, scaler, self._stateful).items():
+            check_portable(value, part)
         self.place = distributed.place()
         self._is_writer = self.place.rank == 0
 
@@ -151,17 +143,11 @@ class ResumableRun:
         self.restored_from: CheckpointInfo | None = None
         self._epoch_open = False
         self._saved_at: tuple[int, int, int] | None = None
-        # RNG states as of the last step end, captured by the first check_preemption() after it, so a
-        # save made during an evaluation records the RNGs the resumed run re-runs that evaluation from.
+        # RNG states as of the last step end (taken at an epoch's last step, or by the first
+        # check_preemption() after a step), so a save made during an evaluation records the RNGs
+        # from which the resumed run repeats that evaluation.
         self._boundary_rng: dict[str, Any] | None = None
         self._restore(resume)
-        try:
-            # Fail now, not at the first checkpoint an hour in, if the state as it is cannot be saved.
-            for part, value in collect_state(model, optimizer, scheduler, scaler, self._stateful).items():
-                check_portable(value, part)
-        except UnsupportedStateError:
-            self.close()
-            raise
         if self._is_writer:
             remove_debris(self.artifacts_dir)
         self._rate_since = time.perf_counter()
@@ -398,29 +384,16 @@ class ResumableRun:
     # -- restoring ------------------------------------------------------------------------------
     def _restore(self, resume: bool) -> None:
         started = time.perf_counter()
-        # Rank 0 picks the checkpoint (and reports damage once); the others load the same one.
-        decision: dict[str, Any] = {"step": None, "error": None}
-        loaded: tuple[CheckpointInfo, dict[str, Any]] | None = None
-        if self._is_writer:
-            expected = {"model": self._identity, "world_size": self.place.world_size, "config": self._config}
-            try:
-                loaded = choose_checkpoint(self.store, self.run_dir, resume,
-                                           damage_reporter(self.store, self.metrics), expected)
-                decision["step"] = loaded[0].step if loaded else None
-            except TrainerError as exc:
-                decision["error"] = (type(exc).__name__, str(exc))
-        decision = distributed.broadcast_from_first(decision)
-        if decision["error"] is not None:
+        expected = {"model": self._identity, "world_size": self.place.world_size, "config": self._config}
+        try:
+            loaded = load_for_resume(self.store, self.run_dir, resume, self.metrics, expected, self._is_writer)
+        except TrainerError:
             self.close()  # give the signal handlers back: the caller may go on without this run
-            raise error_from_name(*decision["error"])
-        if decision["step"] is None:
+            raise
+        if loaded is None:
             self.metrics.say(f"starting a new run in {self.run_dir}")
             return
-        if loaded is None:
-            info = next(c for c in self.store.checkpoints() if c.step == decision["step"])
-            loaded = info, self.store.load(info)
         info, state = loaded
-        state = restore_portable(state)
         apply_state(state, self._model, self._optimizer, self._scheduler, self._scaler, self._stateful)
         restore_rng_state(state["rng"][self.place.rank])
         progress = state["progress"]
