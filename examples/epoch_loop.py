@@ -19,13 +19,12 @@ import random
 import time
 from pathlib import Path
 
+import gcptui_trainer  # +
 import numpy as np
 import torch
+from gcptui_trainer import DeterministicBatchSampler, LoopState, ResumableRun  # +
 from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
-
-import gcptui_trainer  # +
-from gcptui_trainer import DeterministicBatchSampler, LoopState, ResumableRun  # +
 
 
 def make_data(samples: int, seed: int) -> TensorDataset:
@@ -63,7 +62,7 @@ def evaluate(model: nn.Module, loader: DataLoader, run: ResumableRun, args: argp
             if args.dry_run:
                 break
     model.train()
-    return np.mean(losses)  # a numpy.float64: checkpoints keep it as one
+    return np.float64(np.mean(losses))  # a NumPy scalar: checkpoints keep it as one
 
 
 def train(args: argparse.Namespace) -> None:

@@ -18,12 +18,11 @@ import argparse
 import random
 from pathlib import Path
 
+import gcptui_trainer  # +
 import numpy as np
 import torch
-from torch import nn
-
-import gcptui_trainer  # +
 from gcptui_trainer import LoopState, ResumableRun  # +
+from torch import nn
 
 
 def make_stream(tokens: int, vocab: int, seed: int) -> torch.Tensor:
@@ -117,10 +116,10 @@ def train(args: argparse.Namespace) -> None:
         if run.position == 0 or loop.hidden is None:  # +
             hidden = model.init_hidden(columns)
         else:  # +
-            hidden = tuple(h.to(device) for h in loop.hidden)  # +
+            hidden = (loop.hidden[0].to(device), loop.hidden[1].to(device))  # +
         for batch in range(run.position, steps_per_epoch):  # + (was: enumerate(range(0, len, bptt)))
             tokens, targets = get_batch(train_data, batch * args.bptt, args.bptt)
-            hidden = tuple(h.detach() for h in hidden)  # cut the graph at the batch boundary
+            hidden = (hidden[0].detach(), hidden[1].detach())  # cut the graph at the batch boundary
             model.zero_grad()
             output, hidden = model(tokens, hidden)
             loss = nn.functional.cross_entropy(output, targets)
@@ -128,7 +127,8 @@ def train(args: argparse.Namespace) -> None:
             nn.utils.clip_grad_norm_(model.parameters(), 0.25)
             with torch.no_grad():
                 for parameter in model.parameters():
-                    parameter.add_(parameter.grad, alpha=-loop.lr)
+                    if parameter.grad is not None:
+                        parameter.add_(parameter.grad, alpha=-loop.lr)
             loop.hidden = tuple(h.detach() for h in hidden)  # + saved with the next checkpoint
             run.add_progress(loss.detach(), samples=tokens.numel())  # +
         val_loss = evaluate(model, val_data, args.bptt, run)

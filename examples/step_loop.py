@@ -14,12 +14,11 @@ import math
 import random
 from pathlib import Path
 
+import gcptui_trainer  # +
 import numpy as np
 import torch
-from torch import nn
-
-import gcptui_trainer  # +
 from gcptui_trainer import DeterministicBatchSampler, ResumableRun  # +
+from torch import nn
 
 
 def make_data(samples: int, features: int, classes: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:

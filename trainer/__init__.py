@@ -57,6 +57,7 @@ def __getattr__(name: str) -> Any:
 if TYPE_CHECKING:
     from .checkpoint import CheckpointInfo, CheckpointStore, DamagedCheckpointError
     from .data import DeterministicBatchSampler
+    from .entry import main
     from .errors import (
         CheckpointMismatchError,
         NoValidCheckpointError,
@@ -66,6 +67,5 @@ if TYPE_CHECKING:
         UnloadableCheckpointError,
         UnsupportedStateError,
     )
-    from .entry import main
     from .resumable import PREEMPTED_EXIT_CODE, ResumableRun
     from .state import LoopState
