@@ -19,6 +19,11 @@ def default_metrics_path(run_dir: Path | str) -> Path:
     return Path(override) if override else Path(run_dir) / "metrics.jsonl"
 
 
+def _plain(value: Any) -> Any:
+    # NumPy scalars and 0-d tensors in a user's log_event fields: their Python value, not an error.
+    return value.item() if hasattr(value, "item") else str(value)
+
+
 class MetricsLog:
     """Appends protocol lines to a JSON-lines file and echoes readable lines to stdout.
 
@@ -70,7 +75,7 @@ class MetricsLog:
         if self._file is None:
             return
         # json.dumps writes floats with repr(), which round-trips a Python float exactly.
-        line = json.dumps(record) + "\n"
+        line = json.dumps(record, default=_plain) + "\n"
         with self._lock:
             self._file.write(line)
             self._file.flush()
