@@ -23,6 +23,10 @@ _EXPORTS = {
     "Preempted": ".errors",
     "RunDirectoryInUseError": ".errors",
     "TrainerError": ".errors",
+    "UnloadableCheckpointError": ".errors",
+    "UnsupportedStateError": ".errors",
+    "LoopState": ".state",
+    "main": ".entry",
 }
 
 __all__ = [
@@ -32,11 +36,15 @@ __all__ = [
     "CheckpointStore",
     "DamagedCheckpointError",
     "DeterministicBatchSampler",
+    "LoopState",
     "NoValidCheckpointError",
     "Preempted",
     "ResumableRun",
     "RunDirectoryInUseError",
     "TrainerError",
+    "UnloadableCheckpointError",
+    "UnsupportedStateError",
+    "main",
 ]
 
 
@@ -49,11 +57,15 @@ def __getattr__(name: str) -> Any:
 if TYPE_CHECKING:
     from .checkpoint import CheckpointInfo, CheckpointStore, DamagedCheckpointError
     from .data import DeterministicBatchSampler
+    from .entry import main
     from .errors import (
         CheckpointMismatchError,
         NoValidCheckpointError,
         Preempted,
         RunDirectoryInUseError,
         TrainerError,
+        UnloadableCheckpointError,
+        UnsupportedStateError,
     )
     from .resumable import PREEMPTED_EXIT_CODE, ResumableRun
+    from .state import LoopState

@@ -22,6 +22,8 @@ from typing import Any, BinaryIO
 
 import torch
 
+from .errors import UnloadableCheckpointError
+
 MANIFEST_FORMAT = 1
 _MANIFEST_RE = re.compile(r"^step-(\d{9})\.json$")
 _PAYLOAD_RE = re.compile(r"^step-(\d{9})\.pt$")
@@ -45,7 +47,7 @@ class CheckpointInfo:
     manifest: dict[str, Any]
 
 
-def _fsync_directory(directory: Path) -> None:
+def fsync_directory(directory: Path) -> None:
     # A rename is durable only once the directory entry is on disk.
     fd = os.open(directory, os.O_RDONLY)
     try:
@@ -82,6 +84,19 @@ def _test_kill_phase(step: int) -> str | None:
         return None
     wanted, phase = spec.split(":", 1)
     return phase if wanted.strip() == str(step) else None
+
+
+def _unloadable_message(info: CheckpointInfo, exc: Exception) -> str:
+    try:
+        refused = sorted(set(torch.serialization.get_unsafe_globals_in_checkpoint(info.payload)))
+    except Exception:  # noqa: BLE001 - older torch, or not a zip payload: say less
+        refused = []
+    what = f"it holds {', '.join(refused)}, which" if refused else "its contents"
+    first_line = next((line for line in str(exc).splitlines() if line.strip()), type(exc).__name__)
+    return (f"checkpoint {info.payload} is intact (its SHA-256 matches) but cannot be loaded: {what} "
+            f"torch.load(weights_only=True) refuses ({first_line.strip()[:200]}); it was saved by a version "
+            "that did not check the state's types: load it yourself only if you trust it, or start a new run "
+            "directory")
 
 
 class CheckpointStore:
@@ -149,7 +164,7 @@ class CheckpointStore:
         # Rewriting a step: retire its manifest first so no manifest ever describes a newer payload.
         if manifest_path.exists():
             manifest_path.unlink()
-            _fsync_directory(self.directory)
+            fsync_directory(self.directory)
 
         tmp_payload = self.directory / f".tmp-{payload.name}.{os.getpid()}"
         with open(tmp_payload, "wb") as file:
@@ -158,7 +173,7 @@ class CheckpointStore:
             file.flush()
             os.fsync(file.fileno())
         os.replace(tmp_payload, payload)
-        _fsync_directory(self.directory)
+        fsync_directory(self.directory)
         if kill_phase == "manifest":
             os.kill(os.getpid(), signal.SIGKILL)
 
@@ -177,7 +192,7 @@ class CheckpointStore:
             file.flush()
             os.fsync(file.fileno())
         os.replace(tmp_manifest, manifest_path)
-        _fsync_directory(self.directory)
+        fsync_directory(self.directory)
         self.prune()
         return CheckpointInfo(step, payload, manifest_path, manifest)
 
@@ -207,12 +222,17 @@ class CheckpointStore:
             raise DamagedCheckpointError("its payload fails the SHA-256 check")
 
     def load(self, info: CheckpointInfo) -> dict[str, Any]:
-        """Verify and load one checkpoint's state onto the CPU."""
+        """Verify and load one checkpoint's state onto the CPU.
+
+        Raises DamagedCheckpointError when the files do not match the manifest, and
+        UnloadableCheckpointError when they do but `weights_only=True` refuses what they hold: that
+        checkpoint is intact, and an older one would most likely be refused the same way.
+        """
         self.verify(info)
         try:
             return torch.load(info.payload, map_location="cpu", weights_only=True)
         except Exception as exc:  # noqa: BLE001 - any unpickling failure means the same thing here
-            raise DamagedCheckpointError(f"its payload does not load ({exc})") from exc
+            raise UnloadableCheckpointError(_unloadable_message(info, exc)) from exc
 
     def load_newest(
         self, on_damaged: Callable[[CheckpointInfo, str], None] | None = None

@@ -1,10 +1,16 @@
-"""Errors the trainer raises for things a user can fix; the CLI prints them as one line."""
+"""Errors the trainer raises for things a user can fix; the CLI and `main()` print them as one line."""
 
 from __future__ import annotations
 
+from contextvars import ContextVar
+
+# The command-line flag that makes the user's script resume, named in hints. `gcptui_trainer.main`
+# sets it to the script's own flag; a context variable, so concurrent runs in one process keep theirs.
+RESUME_FLAG: ContextVar[str] = ContextVar("gcptui_trainer_resume_flag", default="--resume")
+
 
 class TrainerError(Exception):
-    """A problem with the user's input or run directory; its message says what to do."""
+    """A problem with the user's input, state or run directory; its message says what to do."""
 
 
 class CheckpointMismatchError(TrainerError):
@@ -17,6 +23,14 @@ class RunDirectoryInUseError(TrainerError):
 
 class NoValidCheckpointError(TrainerError):
     """Checkpoints exist but every one of them is damaged."""
+
+
+class UnsupportedStateError(TrainerError):
+    """Something in the state to save would not load back under `torch.load(weights_only=True)`."""
+
+
+class UnloadableCheckpointError(TrainerError):
+    """A checkpoint is intact (its checksum matches) but `torch.load(weights_only=True)` refuses it."""
 
 
 class Preempted(SystemExit):

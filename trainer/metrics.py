@@ -19,6 +19,11 @@ def default_metrics_path(run_dir: Path | str) -> Path:
     return Path(override) if override else Path(run_dir) / "metrics.jsonl"
 
 
+def _plain(value: Any) -> Any:
+    # NumPy scalars and 0-d tensors in a user's log_event fields: their Python value, not an error.
+    return value.item() if hasattr(value, "item") else str(value)
+
+
 class MetricsLog:
     """Appends protocol lines to a JSON-lines file and echoes readable lines to stdout.
 
@@ -35,13 +40,17 @@ class MetricsLog:
             path.parent.mkdir(parents=True, exist_ok=True)
             self._file = open(path, "a", encoding="utf-8")  # noqa: SIM115 - closed in close()
 
-    def progress(self, step: int, total_steps: int, loss: float, samples_per_s: float) -> None:
-        """One step line. `loss` is written with repr() so a reader gets the exact same float back."""
-        self._write(
-            {"step": step, "total_steps": total_steps, "loss": loss,
-             "samples_per_s": round(samples_per_s, 3), "time": time.time()},
-            f"step {step}/{total_steps} loss {loss:.4f} {samples_per_s:.0f} samples/s",
-        )
+    def progress(self, step: int, total_steps: int | None, loss: float, samples_per_s: float) -> None:
+        """One step line. `loss` is written with repr() so a reader gets the exact same float back.
+
+        `total_steps` None (an epoch-driven run of unknown length) leaves the field out.
+        """
+        record: dict[str, Any] = {"step": step, "total_steps": total_steps, "loss": loss,
+                                  "samples_per_s": round(samples_per_s, 3), "time": time.time()}
+        if total_steps is None:
+            del record["total_steps"]
+        of_total = f"/{total_steps}" if total_steps is not None else ""
+        self._write(record, f"step {step}{of_total} loss {loss:.4f} {samples_per_s:.0f} samples/s")
 
     def event(self, name: str, text: str, **fields: Any) -> None:
         """An event line such as checkpoint, preempted, resumed or finished."""
@@ -66,7 +75,7 @@ class MetricsLog:
         if self._file is None:
             return
         # json.dumps writes floats with repr(), which round-trips a Python float exactly.
-        line = json.dumps(record) + "\n"
+        line = json.dumps(record, default=_plain) + "\n"
         with self._lock:
             self._file.write(line)
             self._file.flush()

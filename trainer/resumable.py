@@ -1,24 +1,27 @@
 """ResumableRun: the object a training loop reports to, which makes the loop resumable and exact.
 
-    run = ResumableRun("runs/a", model=model, optimizer=opt, scheduler=sched, total_steps=10_000)
-    while not run.done:
-        epoch = run.start_epoch()
+    run = ResumableRun("runs/b", model=model, optimizer=opt, total_epochs=10, steps_per_epoch=len(loader))
+    for epoch in run.epochs():                        # or: while not run.done (total_steps=, step loops)
         for batch in batches(epoch, start=run.position):
-            ...forward, backward, optimizer.step(), scheduler.step()...
+            ...forward, backward, optimizer.step()...
             run.add_progress(loss.detach(), samples=len(batch))
-            if run.done:
-                break
+        evaluate(model, each_batch=run.check_preemption)   # saves and exits if SIGTERM came meanwhile
+        ...anneal the learning rate, run.save_artifact("best.pt", model.state_dict())...
+        run.end_epoch()
     run.finished()
 
-Restores the newest good checkpoint (model, optimizer, scheduler, scaler, step/epoch/position, RNGs)
-when it is built, logs progress lines, saves every `checkpoint_every` steps in the background, and
-on SIGTERM saves the step it has just finished and exits.
+Restores the newest good checkpoint (model, optimizer, scheduler, scaler, extra state, step/epoch/
+position, RNGs) when it is built, logs progress lines, saves every `checkpoint_every` steps in the
+background, and on SIGTERM saves and exits at the next step end or `check_preemption()`. The three
+shapes of loop (steps; epochs with evaluation; sequential data with carried state) are worked
+through in docs/trainer.md and examples/.
 """
 
 from __future__ import annotations
 
 import signal
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -26,17 +29,14 @@ import torch
 from torch import nn
 
 from . import distributed
-from .background import BackgroundCheckpointWriter, snapshot_to_cpu
-from .checkpoint import CheckpointInfo, CheckpointStore, DamagedCheckpointError
-from .errors import (
-    CheckpointMismatchError,
-    NoValidCheckpointError,
-    Preempted,
-    RunDirectoryInUseError,
-    TrainerError,
-)
+from .artifacts import check_artifact_name, remove_debris, write_artifact
+from .background import BackgroundCheckpointWriter
+from .checkpoint import CheckpointInfo, CheckpointStore
+from .errors import Preempted, TrainerError, UnsupportedStateError
 from .metrics import MetricsLog, default_metrics_path
+from .portable import check_portable, portable_snapshot
 from .preemption import PreemptionSignal
+from .restore import load_for_resume
 from .rng import capture_rng_state, restore_rng_state
 from .state import apply_state, collect_state, json_normal, model_identity
 
@@ -47,15 +47,23 @@ PREEMPTED_EXIT_CODE = 143
 class ResumableRun:
     """Checkpointing, exact resume, progress reporting and preemption handling for one run.
 
-    Build it after the model, optimizer, scheduler and scaler exist (and after DDP wrapping and
-    `init_process_group`, under torchrun); building it restores the newest good checkpoint of
-    `run_dir`. Under torchrun every rank builds one and calls the same methods; rank 0 writes.
+    Build it after the model, optimizer, scheduler, scaler and every `stateful` object exist (and
+    after DDP wrapping and `init_process_group`, under torchrun): building it restores the newest
+    good checkpoint of `run_dir`, calling each `load_state_dict` right there, with tensors on the CPU.
+    Under torchrun every rank builds one and calls the same methods; rank 0 writes.
 
     Args:
-        run_dir: the run's directory; checkpoints go to `run_dir/checkpoints`.
-        model, optimizer, scheduler, scaler: the objects whose state is saved (scheduler and
-            scaler may be None).
-        total_steps: the number of optimizer steps the run makes.
+        run_dir: the run's directory; checkpoints go to `run_dir/checkpoints`, artifacts to
+            `run_dir/artifacts`.
+        model: the module whose state is saved.
+        optimizer, scheduler, scaler: more objects whose state is saved; each may be None (e.g. a
+            hand-written SGD update has no optimizer).
+        total_steps: stop after this many optimizer steps (`add_progress` calls).
+        total_epochs: stop after this many epochs (closed by `end_epoch()` or `epochs()`); give
+            either or both of total_steps and total_epochs.
+        steps_per_epoch: steps in one epoch; with total_epochs it sets `total_steps` for progress
+            lines and LR schedules, but does not stop the run (a dry run doing fewer steps still
+            stops after total_epochs).
         checkpoint_every: save every this many steps (0: only on preemption, on demand and at the end).
         log_every: write a progress line every this many steps.
         keep: how many checkpoints to keep.
@@ -64,10 +72,12 @@ class ResumableRun:
         config: settings that must not change across a resume (e.g. seed, batch size); a checkpoint
             made with other values is refused with CheckpointMismatchError.
         description: a name for the model shape used in error messages (e.g. "tiny").
-        stateful: more objects with state_dict()/load_state_dict() to save (e.g. an EMA model).
+        stateful: more objects with state_dict()/load_state_dict() to save (an EMA model, a
+            `LoopState` of loop variables). Their state may hold tensors, NumPy values and plain
+            Python values; anything else fails the save with UnsupportedStateError naming it.
         metrics_path: where protocol lines go; default `$GCPTUI_METRICS`, else run_dir/metrics.jsonl.
-        exit_on_preemption: after a preemption save, raise Preempted (a SystemExit) from
-            add_progress; when False, add_progress returns False and `preempted` is True.
+        exit_on_preemption: after a preemption save, raise Preempted (a SystemExit with code 143);
+            when False, add_progress/check_preemption return the stop and `preempted` is True.
     """
 
     def __init__(
@@ -75,8 +85,10 @@ class ResumableRun:
         run_dir: Path | str,
         *,
         model: nn.Module,
-        optimizer: torch.optim.Optimizer | None,
-        total_steps: int,
+        optimizer: torch.optim.Optimizer | None = None,
+        total_steps: int | None = None,
+        total_epochs: int | None = None,
+        steps_per_epoch: int | None = None,
         scheduler: Any | None = None,
         scaler: Any | None = None,
         checkpoint_every: int = 100,
@@ -90,8 +102,20 @@ class ResumableRun:
         exit_on_preemption: bool = True,
         preemption_signals: tuple[int, ...] = (signal.SIGTERM,),
     ) -> None:
+        if total_steps is None and total_epochs is None:
+            raise TypeError("ResumableRun needs total_steps= or total_epochs= (or both)")
+        for name, value in (("total_steps", total_steps), ("total_epochs", total_epochs),
+                            ("steps_per_epoch", steps_per_epoch)):
+            if value is not None and value < 1:
+                raise ValueError(f"{name} must be at least 1, not {value}")
         self.run_dir = Path(run_dir)
-        self.total_steps = total_steps
+        self.artifacts_dir = self.run_dir / "artifacts"
+        self._step_limit = total_steps
+        self.total_epochs = total_epochs
+        self.steps_per_epoch = steps_per_epoch
+        # The planned number of steps, for progress lines and LR schedules (None when unknown).
+        self.total_steps: int | None = total_steps if total_steps is not None else (
+            total_epochs * steps_per_epoch if total_epochs is not None and steps_per_epoch is not None else None)
         self.checkpoint_every = checkpoint_every
         self.log_every = log_every
         self.exit_on_preemption = exit_on_preemption
@@ -99,6 +123,9 @@ class ResumableRun:
         self._stateful = dict(stateful or {})
         self._config = json_normal(config or {})
         self._identity = model_identity(model, description)
+        # Fail now, not at the first checkpoint an hour in, if the state as it is cannot be saved.
+        for part, value in collect_state(model, optimizer, scheduler, scaler, self._stateful).items():
+            check_portable(value, part)
         self.place = distributed.place()
         self._is_writer = self.place.rank == 0
 
@@ -115,29 +142,73 @@ class ResumableRun:
         self.preempted = False
         self.restored_from: CheckpointInfo | None = None
         self._epoch_open = False
-        self._saved_step: int | None = None
+        self._saved_at: tuple[int, int, int] | None = None
+        # RNG states as of the last step end (taken at an epoch's last step, or by the first
+        # check_preemption() after a step), so a save made during an evaluation records the RNGs
+        # from which the resumed run repeats that evaluation.
+        self._boundary_rng: dict[str, Any] | None = None
         self._restore(resume)
+        if self._is_writer:
+            remove_debris(self.artifacts_dir)
         self._rate_since = time.perf_counter()
         self._samples_since = 0
 
     # -- the loop's side ------------------------------------------------------------------------
     @property
     def done(self) -> bool:
-        """True once `total_steps` steps have been made (or the run was preempted)."""
-        return self.step >= self.total_steps or self.preempted
+        """True once total_steps steps or total_epochs epochs are done, or the run was preempted."""
+        if self.preempted:
+            return True
+        if self._step_limit is not None and self.step >= self._step_limit:
+            return True
+        return self.total_epochs is not None and self.epoch >= self.total_epochs
+
+    @property
+    def preemption_requested(self) -> bool:
+        """True once SIGTERM reached this process (no save yet: `check_preemption()` does that)."""
+        return self._preemption.requested
+
+    def epochs(self) -> Iterator[int]:
+        """The epochs left to run, from the checkpoint's (epochs count from 0).
+
+        Each epoch is closed with `end_epoch()` after the loop body, unless the body did so itself or
+        the run stopped in it (total_steps reached, or preempted without exiting).
+        """
+        while not self.done:
+            epoch = self.start_epoch()
+            yield epoch
+            if self._epoch_open and self.epoch == epoch and not self.done:
+                self.end_epoch()
 
     def start_epoch(self) -> int:
-        """Call at the top of each epoch; returns the epoch to run.
+        """Call at the top of each epoch; returns the epoch to run (the first is 0).
 
         After a resume the first call returns the epoch the checkpoint was in, with `position`
         (batches of it already consumed) left as saved, so the loop skips exactly those batches.
-        Every later call moves to the next epoch at position 0.
+        Every later call moves to the next epoch at position 0 (unless `end_epoch()` already did).
         """
         if self._epoch_open:
+            if self.total_epochs is not None:
+                # Without end_epoch() the run could not tell a finished epoch from one under way and
+                # would run past total_epochs: fail at once instead.
+                raise TrainerError("with total_epochs, close each epoch with run.end_epoch() "
+                                   "(or loop `for epoch in run.epochs():`) before starting the next")
             self.epoch += 1
             self.position = 0
         self._epoch_open = True
         return self.epoch
+
+    def end_epoch(self) -> None:
+        """Close the current epoch, after its evaluation and whatever state that sets (lr, best loss).
+
+        Moves to the next epoch at position 0, so a checkpoint taken from here on resumes after
+        the evaluation instead of repeating it; then handles a pending SIGTERM (saves and exits).
+        """
+        self.epoch += 1
+        self.position = 0
+        self._epoch_open = False
+        self._boundary_rng = None
+        self.check_preemption()
 
     def add_progress(self, loss: torch.Tensor | float, samples: int) -> bool:
         """Record one finished optimizer step: log, save when due, and handle a pending SIGTERM.
@@ -148,6 +219,11 @@ class ResumableRun:
         """
         self.step += 1
         self.position += 1
+        self._boundary_rng = None
+        if self.position == self.steps_per_epoch:
+            # The epoch's last step: an evaluation may follow and draw randomness before its first
+            # check_preemption() (a DataLoader iterator does), so take the RNGs a save there needs now.
+            self._boundary_rng = capture_rng_state()
         self._samples_since += samples
         log_now = self.log_every > 0 and (self.step % self.log_every == 0 or self.step == self.total_steps)
         loss_value = (float(loss.item()) if isinstance(loss, torch.Tensor) else float(loss)) if log_now else None
@@ -165,18 +241,71 @@ class ResumableRun:
             self._save(wait=False)
         return True
 
+    def check_preemption(self) -> bool:
+        """Outside a training step (e.g. once per evaluation batch): save and exit if SIGTERM came.
+
+        GCE gives ~30 s between SIGTERM and power-off; an evaluation longer than that must call this
+        often, or the run loses everything since its last checkpoint. The save records the state
+        as of the last step end (the RNGs too, if this is called before the evaluation draws any),
+        so the resumed run repeats the interrupted evaluation exactly. Under torchrun all ranks call
+        it equally often (it is a collective). Returns True when preempted and exit_on_preemption is
+        False; otherwise raises Preempted after the save. Do not call it inside a step (between the
+        forward pass and add_progress): the saved state would be half a step.
+        """
+        if self.preempted:
+            return True
+        if self._boundary_rng is None:
+            self._boundary_rng = capture_rng_state()
+        stop, _ = distributed.agree_on_stop(self._preemption.requested, None)
+        if stop:
+            self._handle_preemption()
+            return True
+        return False
+
     def save_progress(self, wait: bool = False) -> None:
         """Save a checkpoint of the current step now (all ranks must call it); `wait` blocks until durable."""
         self._save(wait=wait)
         if wait:
             self._writer.wait()
 
+    def artifact_path(self, name: str) -> Path:
+        """Where `save_artifact(name, ...)` writes: `run_dir/artifacts/name`."""
+        return self.artifacts_dir / check_artifact_name(name)
+
+    def save_artifact(self, name: str, obj_or_path: Any) -> Path:
+        """Atomically write a file of the run's own (a best model, predictions) into the run dir.
+
+        `obj_or_path`: a path (str or os.PathLike) of a file to copy, bytes to write, or any object
+        to `torch.save` (prefer `model.state_dict()` to a whole module: it loads with weights_only).
+        A reader sees the previous or the new file whole, never half of one, even after kill -9.
+        Only rank 0 writes; returns the path (`artifact_path(name)`).
+        """
+        path = self.artifact_path(name)
+        if self._is_writer:
+            write_artifact(path, obj_or_path)
+            self._mirror([path])
+        return path
+
+    def log_event(self, name: str, **fields: Any) -> None:
+        """Append `{"event": name, **fields}` to the metrics (e.g. an evaluation's loss); rank 0 only."""
+        text = " ".join(f"{key} {value}" for key, value in fields.items())
+        self.metrics.event(name, f"{name} {text}".strip(), **fields)
+
     def finished(self) -> None:
-        """Save the final state (unless this step is saved already), log `finished` and clean up."""
+        """Save the final state (unless saved already), log `finished` and clean up.
+
+        A SIGTERM that came since the last step (e.g. during the final evaluation) is honoured:
+        the final state is saved as a preemption and Preempted raised, so the job is relaunched and
+        finishes whatever the script does after training.
+        """
         if self.preempted:
             return
+        stop, _ = distributed.agree_on_stop(self._preemption.requested, None)
+        if stop:
+            self._handle_preemption()
+            return
         self._writer.wait()
-        if self._saved_step != self.step:
+        if self._saved_at != self._progress():
             self._save(wait=True)
         self.metrics.event("finished", f"finished at step {self.step}", step=self.step)
         self.close()
@@ -188,13 +317,29 @@ class ResumableRun:
         self.metrics.close()
 
     # -- saving ---------------------------------------------------------------------------------
+    def _progress(self) -> tuple[int, int, int]:
+        return self.step, self.epoch, self.position
+
     def _save(self, wait: bool) -> None:
         # Every rank's RNGs go into the one checkpoint so each rank resumes its own dropout stream.
-        rng_states = distributed.gather_to_all(capture_rng_state())
-        self._saved_step = self.step
+        rng = self._boundary_rng if self._boundary_rng is not None else capture_rng_state()
+        rng_states = distributed.gather_to_all(rng)
+        state: dict[str, Any] = {}
+        problem: str | None = None
         if self._is_writer:
             live = collect_state(self._model, self._optimizer, self._scheduler, self._scaler, self._stateful)
-            state = snapshot_to_cpu(live)
+            try:
+                # Checked on every save, not just the first: a loop variable can change type later
+                # (a best loss that is None until the first evaluation returns a NumPy scalar).
+                state = {part: portable_snapshot(value, part) for part, value in live.items()}
+            except UnsupportedStateError as exc:
+                problem = str(exc)
+        # Every rank raises together, so none waits forever in a collective rank 0 left.
+        problem = distributed.broadcast_from_first(problem)
+        if problem is not None:
+            raise UnsupportedStateError(problem)
+        self._saved_at = self._progress()
+        if self._is_writer:
             state["rng"] = rng_states
             state["progress"] = {"step": self.step, "epoch": self.epoch, "position": self.position}
             meta = {
@@ -221,6 +366,7 @@ class ResumableRun:
             raise Preempted(self.step, PREEMPTED_EXIT_CODE)
 
     def _report_written(self, info: CheckpointInfo) -> None:
+        self._mirror([info.payload, info.manifest_path])
         self.metrics.event("checkpoint", f"checkpoint step {info.step} saved to {info.payload}",
                            step=info.step, path=str(info.payload))
 
@@ -228,77 +374,31 @@ class ResumableRun:
         self.metrics.warn(f"checkpoint for step {step} failed: {exc}; training continues")
         self.metrics.event("checkpoint_failed", f"checkpoint step {step} FAILED", step=step, error=str(exc))
 
+    def _mirror(self, paths: list[Path]) -> None:
+        """Called on rank 0 once `paths` (a checkpoint's payload and manifest, or an artifact) are durable.
+
+        The seam for copying the run dir to a bucket (a later issue): checkpoints arrive from the
+        background writer thread, artifacts from the training thread. Nothing is mirrored yet.
+        """
+
     # -- restoring ------------------------------------------------------------------------------
     def _restore(self, resume: bool) -> None:
         started = time.perf_counter()
-        # Rank 0 picks the checkpoint (and reports damage once); the others load the same one.
-        decision: dict[str, Any] = {"step": None, "error": None}
-        loaded: tuple[CheckpointInfo, dict[str, Any]] | None = None
-        if self._is_writer:
-            try:
-                loaded = self._choose_checkpoint(resume)
-                decision["step"] = loaded[0].step if loaded else None
-            except TrainerError as exc:
-                decision["error"] = (type(exc).__name__, str(exc))
-        decision = distributed.broadcast_from_first(decision)
-        if decision["error"] is not None:
-            kind, message = decision["error"]
-            raise {cls.__name__: cls for cls in (CheckpointMismatchError, RunDirectoryInUseError,
-                                                 NoValidCheckpointError)}.get(kind, TrainerError)(message)
-        if decision["step"] is None:
+        expected = {"model": self._identity, "world_size": self.place.world_size, "config": self._config}
+        try:
+            loaded = load_for_resume(self.store, self.run_dir, resume, self.metrics, expected, self._is_writer)
+        except TrainerError:
+            self.close()  # give the signal handlers back: the caller may go on without this run
+            raise
+        if loaded is None:
             self.metrics.say(f"starting a new run in {self.run_dir}")
             return
-        if loaded is None:
-            info = next(c for c in self.store.checkpoints() if c.step == decision["step"])
-            loaded = info, self.store.load(info)
         info, state = loaded
         apply_state(state, self._model, self._optimizer, self._scheduler, self._scaler, self._stateful)
         restore_rng_state(state["rng"][self.place.rank])
         progress = state["progress"]
         self.step, self.epoch, self.position = progress["step"], progress["epoch"], progress["position"]
-        self._saved_step = self.step
+        self._saved_at = self._progress()
         self.restored_from = info
         self.metrics.event("resumed", f"resumed from step {self.step} ({info.payload})", step=self.step,
                            path=str(info.payload), restore_s=round(time.perf_counter() - started, 4))
-
-    def _choose_checkpoint(self, resume: bool) -> tuple[CheckpointInfo, dict[str, Any]] | None:
-        self.store.remove_incomplete()
-        existing = self.store.checkpoints()
-        if existing and not resume:
-            raise RunDirectoryInUseError(
-                f"{self.run_dir} already holds checkpoints (newest: step {existing[0].step}): "
-                "pass --resume to continue that run, or choose another run directory")
-        try:
-            loaded = self.store.load_newest(self._report_damaged)
-        except DamagedCheckpointError as exc:
-            raise NoValidCheckpointError(f"{exc}: move them aside to start over") from None
-        if loaded is not None:
-            self._check_compatible(loaded[0])
-        return loaded
-
-    def _report_damaged(self, info: CheckpointInfo, reason: str) -> None:
-        older = [c.step for c in self.store.checkpoints() if c.step < info.step]
-        fallback = f"falling back to step {older[0]}" if older else "no older checkpoint to fall back to"
-        self.metrics.warn(f"checkpoint step {info.step} ({info.payload}) is damaged: {reason}; {fallback}")
-        self.metrics.event("checkpoint_damaged", f"checkpoint step {info.step} damaged: {reason}",
-                           step=info.step, path=str(info.payload), reason=reason)
-
-    def _check_compatible(self, info: CheckpointInfo) -> None:
-        manifest = info.manifest
-        theirs, ours = manifest.get("model", {}), self._identity
-        if theirs.get("fingerprint") != ours["fingerprint"]:
-            raise CheckpointMismatchError(
-                f"checkpoint {info.payload} is for another model ({theirs.get('description')}, "
-                f"{theirs.get('parameters')} parameters) than this run ({ours['description']}, "
-                f"{ours['parameters']} parameters): resume with the same model settings or use a new run directory")
-        if manifest.get("world_size") != self.place.world_size:
-            raise CheckpointMismatchError(
-                f"checkpoint {info.payload} was written by {manifest.get('world_size')} processes but this run "
-                f"has {self.place.world_size}: relaunch with the same number of processes "
-                f"(torchrun --nproc_per_node {manifest.get('world_size')}) or use a new run directory")
-        for key in sorted(set(self._config) | set(manifest.get("config", {}))):
-            before, now = manifest.get("config", {}).get(key), self._config.get(key)
-            if before != now:
-                raise CheckpointMismatchError(
-                    f"checkpoint {info.payload} was made with {key}={before!r}, this run has {key}={now!r}: "
-                    "resume with the same settings or use a new run directory")

@@ -79,3 +79,30 @@ def apply_state(
     for name, obj in stateful.items():
         if name in state.get("stateful", {}):
             obj.load_state_dict(state["stateful"][name])
+
+
+class LoopState:
+    """Plain loop variables saved with each checkpoint, for `ResumableRun(stateful={"loop": loop})`.
+
+        loop = LoopState(lr=20.0, best_val_loss=None, hidden=None)
+        run = ResumableRun(..., stateful={"loop": loop})   # restores loop.lr etc. when resuming
+        loop.lr /= 4.0
+
+    Values may be tensors (they come back on the CPU), NumPy values and plain Python values in
+    dicts, lists and tuples; the first save fails naming any other type.
+    """
+
+    def __init__(self, **values: Any) -> None:
+        self.__dict__.update(values)
+
+    def state_dict(self) -> dict[str, Any]:
+        """The current values (not copied: the save copies them)."""
+        return dict(self.__dict__)
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Put saved values back (names the checkpoint lacks keep their current value)."""
+        self.__dict__.update(state)
+
+    def __repr__(self) -> str:
+        inner = ", ".join(f"{key}={value!r}" for key, value in self.__dict__.items())
+        return f"LoopState({inner})"
