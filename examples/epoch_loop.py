@@ -19,12 +19,13 @@ import random
 import time
 from pathlib import Path
 
-import gcptui_trainer  # +
 import numpy as np
 import torch
-from gcptui_trainer import DeterministicBatchSampler, LoopState, ResumableRun  # +
 from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
+
+import gcptui_trainer  # +
+from gcptui_trainer import DeterministicBatchSampler, LoopState, ResumableRun  # +
 
 
 def make_data(samples: int, seed: int) -> TensorDataset:

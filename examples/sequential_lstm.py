@@ -18,11 +18,12 @@ import argparse
 import random
 from pathlib import Path
 
-import gcptui_trainer  # +
 import numpy as np
 import torch
-from gcptui_trainer import LoopState, ResumableRun  # +
 from torch import nn
+
+import gcptui_trainer  # +
+from gcptui_trainer import LoopState, ResumableRun  # +
 
 
 def make_stream(tokens: int, vocab: int, seed: int) -> torch.Tensor:

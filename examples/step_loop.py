@@ -14,11 +14,12 @@ import math
 import random
 from pathlib import Path
 
-import gcptui_trainer  # +
 import numpy as np
 import torch
-from gcptui_trainer import DeterministicBatchSampler, ResumableRun  # +
 from torch import nn
+
+import gcptui_trainer  # +
+from gcptui_trainer import DeterministicBatchSampler, ResumableRun  # +
 
 
 def make_data(samples: int, features: int, classes: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:

@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 import torch
-from gcptui_trainer import PREEMPTED_EXIT_CODE, Preempted, ResumableRun, main
-from gcptui_trainer.artifacts import KILL_DURING_ARTIFACT_ENV
 from torch import nn
 
+from gcptui_trainer import PREEMPTED_EXIT_CODE, Preempted, ResumableRun, main
+from gcptui_trainer.artifacts import KILL_DURING_ARTIFACT_ENV
 from tests.test_trainer_support import REPO, trainer_env
 
 # Writes version 1 of best.pt whole, then is SIGKILLed (by the test hook) half-way through version 2.

@@ -13,8 +13,9 @@ from pathlib import Path
 
 import pytest
 import torch
-from gcptui_trainer import PREEMPTED_EXIT_CODE, LoopState, ResumableRun, TrainerError
 from torch import nn
+
+from gcptui_trainer import PREEMPTED_EXIT_CODE, LoopState, ResumableRun, TrainerError
 
 STEPS_PER_EPOCH = 5
 

@@ -9,6 +9,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from torch import nn
+
 from gcptui_trainer import (
     CheckpointStore,
     LoopState,
@@ -16,7 +18,6 @@ from gcptui_trainer import (
     UnloadableCheckpointError,
     UnsupportedStateError,
 )
-from torch import nn
 
 
 def _run(run_dir: Path, loop: LoopState, **kwargs) -> ResumableRun:
