@@ -82,16 +82,24 @@ def measure_throughput(steps: int, repeats: int, workdir: Path) -> dict:
     for repeat in range(repeats):
         for every in (0, 100):
             run_dir = workdir / f"throughput-{every}-{repeat}"
-            settings = ReferenceSettings(run_dir=run_dir, steps=steps, checkpoint_every=every,
-                                         log_every=steps, size="tiny", device="cpu",
-                                         metrics_path=run_dir / "metrics.jsonl")
+            settings = ReferenceSettings(
+                run_dir=run_dir,
+                steps=steps,
+                checkpoint_every=every,
+                log_every=steps,
+                size="tiny",
+                device="cpu",
+                metrics_path=run_dir / "metrics.jsonl",
+            )
             with contextlib.redirect_stdout(io.StringIO()):
                 started, cpu_started = time.perf_counter(), time.process_time()
                 train(settings)
                 wall[every].append(steps / (time.perf_counter() - started))
                 cpu[every].append(steps / (time.process_time() - cpu_started))
-            _say(f"throughput checkpoint_every={every}: {wall[every][-1]:.1f} steps/s wall, "
-                 f"{cpu[every][-1]:.1f} steps per CPU-second")
+            _say(
+                f"throughput checkpoint_every={every}: {wall[every][-1]:.1f} steps/s wall, "
+                f"{cpu[every][-1]:.1f} steps per CPU-second"
+            )
     return {
         "throughput_size": "tiny",
         "throughput_steps": steps,
@@ -107,8 +115,13 @@ def measure_throughput(steps: int, repeats: int, workdir: Path) -> dict:
 def _launch(run_dir: Path, *args: str) -> subprocess.Popen:
     env = dict(os.environ, PYTHONPATH=str(REPO))
     env.pop("GCPTUI_METRICS", None)
-    return subprocess.Popen([sys.executable, "-m", "gcptui_trainer", "--run-dir", str(run_dir), *args],
-                            cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return subprocess.Popen(
+        [sys.executable, "-m", "gcptui_trainer", "--run-dir", str(run_dir), *args],
+        cwd=REPO,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
 
 
 def _wait_for_record(metrics: Path, predicate, process: subprocess.Popen, timeout: float = 300) -> dict:
@@ -130,8 +143,18 @@ def measure_preemption_and_resume(size_name: str, workdir: Path) -> dict:
     """SIGTERM-to-exit of a running `size_name` run, then how long --resume takes to restore."""
     run_dir = workdir / "preempt"
     metrics = run_dir / "metrics.jsonl"
-    args = ("--steps", "100000", "--size", size_name, "--device", "cpu", "--log-every", "1",
-            "--checkpoint-every", "0")
+    args = (
+        "--steps",
+        "100000",
+        "--size",
+        size_name,
+        "--device",
+        "cpu",
+        "--log-every",
+        "1",
+        "--checkpoint-every",
+        "0",
+    )
     process = _launch(run_dir, *args)
     _wait_for_record(metrics, lambda r: r.get("step", 0) >= 3 and "loss" in r, process)
     started = time.perf_counter()

@@ -75,32 +75,48 @@ def main() -> None:
         ls_times = []
         for _ in range(args.runs):
             start = time.perf_counter()
-            out = subprocess.run([sys.executable, "-m", "gcptui.tui", "ls", "--json", "--config", config],
-                                 cwd=ROOT, capture_output=True, text=True, check=True)
+            out = subprocess.run(
+                [sys.executable, "-m", "gcptui.tui", "ls", "--json", "--config", config],
+                cwd=ROOT,
+                capture_output=True,
+                text=True,
+                check=True,
+            )
             ls_times.append(time.perf_counter() - start)
             assert len(json.loads(out.stdout)) == args.instances
         tui_runs = []
         for _ in range(args.runs):
             t0 = time.time()
-            out = subprocess.run([sys.executable, __file__, "--tui-child", config, str(t0), str(args.instances)],
-                                 cwd=ROOT, capture_output=True, text=True, check=True)
+            out = subprocess.run(
+                [sys.executable, __file__, "--tui-child", config, str(t0), str(args.instances)],
+                cwd=ROOT,
+                capture_output=True,
+                text=True,
+                check=True,
+            )
             tui_runs.append(json.loads(out.stdout.strip().splitlines()[-1]))
         import_start = time.perf_counter()
         subprocess.run([sys.executable, "-c", "import google.cloud.compute_v1"], check=True)
         import_s = time.perf_counter() - import_start
 
-    print(json.dumps({
-        "benchmark": "fleet_list",
-        "instances": args.instances,
-        "zones": args.zones,
-        "runs": args.runs,
-        "ls_json_s_median": round(statistics.median(ls_times), 3),
-        "ls_json_s_min": round(min(ls_times), 3),
-        "tui_first_frame_s_median": round(statistics.median(r["first_frame_s"] for r in tui_runs), 3),
-        "tui_table_full_s_median": round(statistics.median(r["table_full_s"] for r in tui_runs), 3),
-        "compute_imported_before_first_frame": any(r["compute_imported_at_first_frame"] for r in tui_runs),
-        "python_import_compute_v1_s": round(import_s, 3),
-    }))
+    print(
+        json.dumps(
+            {
+                "benchmark": "fleet_list",
+                "instances": args.instances,
+                "zones": args.zones,
+                "runs": args.runs,
+                "ls_json_s_median": round(statistics.median(ls_times), 3),
+                "ls_json_s_min": round(min(ls_times), 3),
+                "tui_first_frame_s_median": round(statistics.median(r["first_frame_s"] for r in tui_runs), 3),
+                "tui_table_full_s_median": round(statistics.median(r["table_full_s"] for r in tui_runs), 3),
+                "compute_imported_before_first_frame": any(
+                    r["compute_imported_at_first_frame"] for r in tui_runs
+                ),
+                "python_import_compute_v1_s": round(import_s, 3),
+            }
+        )
+    )
 
 
 if __name__ == "__main__":

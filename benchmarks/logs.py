@@ -129,14 +129,23 @@ def _rss_mib() -> float:
     return peak / (1024 * 1024) if sys.platform == "darwin" else peak / 1024
 
 
-def inprocess_source(tag: str, rate: int, duration: float, produced: list[int]) -> Callable[[], AsyncIterator[LogEvent]]:
+def inprocess_source(
+    tag: str, rate: int, duration: float, produced: list[int]
+) -> Callable[[], AsyncIterator[LogEvent]]:
     async def events() -> AsyncIterator[LogEvent]:
         yield LogNotice("following", "")
         n, start = 0, time.monotonic()
         while (now := time.monotonic()) - start < duration:
             due = int((now - start) * rate)
             if due > n:
-                yield LogChunk([f"{tag} step {i:08d} loss {1.0 / (1 + i):.6f} lr 3.0e-04 samples/s 1234.5 epoch 1" for i in range(n, due)], None, 0)
+                yield LogChunk(
+                    [
+                        f"{tag} step {i:08d} loss {1.0 / (1 + i):.6f} lr 3.0e-04 samples/s 1234.5 epoch 1"
+                        for i in range(n, due)
+                    ],
+                    None,
+                    0,
+                )
                 produced[0] += due - n
                 n = due
             await asyncio.sleep(0.01)
@@ -169,7 +178,13 @@ async def bench(args: argparse.Namespace) -> dict[str, object]:
             sshd.start()
             sources = []
             for k in range(args.streams):
-                conn = await asyncssh.connect(sshd.host, port=sshd.port, username=sshd.user, client_keys=[str(sshd.client_key)], known_hosts=str(sshd.known_hosts))
+                conn = await asyncssh.connect(
+                    sshd.host,
+                    port=sshd.port,
+                    username=sshd.user,
+                    client_keys=[str(sshd.client_key)],
+                    known_hosts=str(sshd.known_hosts),
+                )
                 conns.append(conn)
 
                 async def get(conn: asyncssh.SSHClientConnection = conn) -> asyncssh.SSHClientConnection:
@@ -179,7 +194,12 @@ async def bench(args: argparse.Namespace) -> dict[str, object]:
                 path.write_text("")
                 sources.append(PaneSource(f"vm-{k}", stream_opener(get, path, args.poll)))
         else:
-            sources = [PaneSource(f"vm-{k}", inprocess_source(f"vm-{k}", args.rate, args.duration, produced_counts[k])) for k in range(args.streams)]
+            sources = [
+                PaneSource(
+                    f"vm-{k}", inprocess_source(f"vm-{k}", args.rate, args.duration, produced_counts[k])
+                )
+                for k in range(args.streams)
+            ]
 
         screen = LogsScreen(sources, buffer_lines=args.buffer, flush_interval=args.flush)
         app: App[None] = App()
@@ -197,11 +217,31 @@ async def bench(args: argparse.Namespace) -> dict[str, object]:
                     await pilot.pause(0.05)
             for label in meter.calls:
                 meter.calls[label].clear()  # count the load window only
-            cpu_self0, cpu_children0, wall0 = _cpu_s(resource.RUSAGE_SELF), _cpu_s(resource.RUSAGE_CHILDREN), time.monotonic()
-            sshd_cpu0 = _tree_cpu_s(sshd.process.pid) if sshd is not None and sshd.process is not None else 0.0
+            cpu_self0, cpu_children0, wall0 = (
+                _cpu_s(resource.RUSAGE_SELF),
+                _cpu_s(resource.RUSAGE_CHILDREN),
+                time.monotonic(),
+            )
+            sshd_cpu0 = (
+                _tree_cpu_s(sshd.process.pid) if sshd is not None and sshd.process is not None else 0.0
+            )
             if args.mode == "sshd":
                 for k in range(args.streams):
-                    writers.append(subprocess.Popen([sys.executable, "-c", WRITER, str(tmp / f"vm{k}.log"), str(args.rate), str(args.duration), f"vm-{k}"], stdout=subprocess.PIPE, text=True))
+                    writers.append(
+                        subprocess.Popen(
+                            [
+                                sys.executable,
+                                "-c",
+                                WRITER,
+                                str(tmp / f"vm{k}.log"),
+                                str(args.rate),
+                                str(args.duration),
+                                f"vm-{k}",
+                            ],
+                            stdout=subprocess.PIPE,
+                            text=True,
+                        )
+                    )
             # Key-press-to-screen: a key event goes in through the driver, as a keyboard's would; the
             # latency ends at the first frame composed after the toggle indicator shows its effect.
             # (pilot.press itself waits for the process to go idle, which never happens under load.)
@@ -243,7 +283,11 @@ async def bench(args: argparse.Namespace) -> dict[str, object]:
             produced = sum(c[0] for c in produced_counts)
             load_end = time.monotonic()
             shown_at_end = sum(p.view.total_lines for p in screen.panes)
-            sshd_cpu = _tree_cpu_s(sshd.process.pid) - sshd_cpu0 if sshd is not None and sshd.process is not None else 0.0
+            sshd_cpu = (
+                _tree_cpu_s(sshd.process.pid) - sshd_cpu0
+                if sshd is not None and sshd.process is not None
+                else 0.0
+            )
             # Drain: everything produced must reach the panes.
             deadline = time.monotonic() + 20
             while sum(p.view.total_lines for p in screen.panes) < produced and time.monotonic() < deadline:
@@ -284,7 +328,9 @@ async def bench(args: argparse.Namespace) -> dict[str, object]:
             "cpu_s_producer_writers": round(writers_cpu, 2),
             "cpu_s_producer_sshd": round(sshd_cpu, 2),
             "frames": len(meter.calls.get("frames", [])),
-            "frame_cpu_ms_p50": _ms(statistics.median(meter.calls["frames"]) if meter.calls.get("frames") else None),
+            "frame_cpu_ms_p50": _ms(
+                statistics.median(meter.calls["frames"]) if meter.calls.get("frames") else None
+            ),
             "frame_cpu_ms_p95": _ms(_percentile(meter.calls.get("frames", []), 95)),
         }
     finally:
@@ -307,7 +353,9 @@ def main() -> None:
     parser.add_argument("--poll", type=float, default=0.1, help="remote poll interval (s)")
     from tests.helpers.sshd import sshd_available
 
-    parser.add_argument("--mode", choices=["sshd", "inprocess"], default="sshd" if sshd_available() else "inprocess")
+    parser.add_argument(
+        "--mode", choices=["sshd", "inprocess"], default="sshd" if sshd_available() else "inprocess"
+    )
     parser.add_argument("--profile", type=Path, help="write a pyinstrument HTML profile of the run here")
     args = parser.parse_args()
     if args.profile is None:

@@ -114,7 +114,9 @@ async def one_round(emu: Emulator, keepalive: KeepAlive, number: int, boot: floa
 
 
 async def bench(args: argparse.Namespace, root: Path) -> dict[str, object]:
-    emu = Emulator(root / "emulator", boot_seconds=args.boot, stop_seconds=0.2, preempt_grace_seconds=args.grace)
+    emu = Emulator(
+        root / "emulator", boot_seconds=args.boot, stop_seconds=0.2, preempt_grace_seconds=args.grace
+    )
     await emu.start()
     services: Services | None = None
     try:
@@ -189,7 +191,9 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--poll", type=float, default=2.0, help="keep-alive poll_seconds (default 2)")
     parser.add_argument("--boot", type=float, default=1.0, help="emulated boot time in seconds (default 1)")
-    parser.add_argument("--grace", type=float, default=3.0, help="emulated preemption grace (default 3; GCE: 30)")
+    parser.add_argument(
+        "--grace", type=float, default=3.0, help="emulated preemption grace (default 3; GCE: 30)"
+    )
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="gcptui-recovery-") as tmp:
         result = asyncio.run(bench(args, Path(tmp)))

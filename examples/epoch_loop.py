@@ -46,8 +46,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--checkpoint-every", type=int, default=20)
     parser.add_argument("--dry-run", action="store_true", help="one batch per epoch, to check the script")
-    parser.add_argument("--eval-delay", type=float, default=0.0, metavar="SECONDS",
-                        help="sleep per evaluation batch, standing in for a long evaluation")
+    parser.add_argument(
+        "--eval-delay",
+        type=float,
+        default=0.0,
+        metavar="SECONDS",
+        help="sleep per evaluation batch, standing in for a long evaluation",
+    )
     parser.add_argument("--resume", action="store_true")  # +
     return parser.parse_args(argv)
 
@@ -72,8 +77,9 @@ def train(args: argparse.Namespace) -> None:
     np.random.seed(args.seed)
     torch.manual_seed(args.seed)
     train_set, val_set = make_data(1024, args.seed), make_data(512, args.seed + 1)
-    model = nn.Sequential(nn.Linear(2, 64), nn.Tanh(), nn.Dropout(0.1), nn.Linear(64, 64), nn.Tanh(),
-                          nn.Linear(64, 4))
+    model = nn.Sequential(
+        nn.Linear(2, 64), nn.Tanh(), nn.Dropout(0.1), nn.Linear(64, 64), nn.Tanh(), nn.Linear(64, 4)
+    )
     optimizer = torch.optim.SGD(model.parameters(), lr=0.3, momentum=0.9)
     plateau = torch.optim.lr_scheduler.ReduceLROnPlateau(optimizer, factor=0.5, patience=0)
     sampler = DeterministicBatchSampler(len(train_set), args.batch_size, seed=args.seed)  # +
@@ -83,10 +89,19 @@ def train(args: argparse.Namespace) -> None:
     loop = LoopState(best_val_loss=None)  # + (was: best_val_loss = None)
 
     steps_per_epoch = 1 if args.dry_run else sampler.steps_per_epoch  # + (for the progress lines' total)
-    run = ResumableRun(args.run_dir, model=model, optimizer=optimizer, scheduler=plateau,  # +
-                       total_epochs=args.epochs, steps_per_epoch=steps_per_epoch,  # +
-                       checkpoint_every=args.checkpoint_every, log_every=1, resume=args.resume,  # +
-                       stateful={"loop": loop}, config={"seed": args.seed, "dry_run": args.dry_run})  # +
+    run = ResumableRun(
+        args.run_dir,
+        model=model,
+        optimizer=optimizer,
+        scheduler=plateau,  # +
+        total_epochs=args.epochs,
+        steps_per_epoch=steps_per_epoch,  # +
+        checkpoint_every=args.checkpoint_every,
+        log_every=1,
+        resume=args.resume,  # +
+        stateful={"loop": loop},
+        config={"seed": args.seed, "dry_run": args.dry_run},
+    )  # +
     model.train()
     for epoch in run.epochs():  # + (was: for epoch in range(args.epochs))
         sampler.set_epoch(epoch, start=run.position)  # + skips the batches trained before a preemption

@@ -64,7 +64,10 @@ class LanguageModel(nn.Module):
 
     def init_hidden(self, columns: int) -> tuple[torch.Tensor, torch.Tensor]:
         weight = next(self.parameters())
-        return (weight.new_zeros(self.layers, columns, self.width), weight.new_zeros(self.layers, columns, self.width))
+        return (
+            weight.new_zeros(self.layers, columns, self.width),
+            weight.new_zeros(self.layers, columns, self.width),
+        )
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -75,8 +78,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--bptt", type=int, default=20)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--checkpoint-every", type=int, default=15)
-    parser.add_argument("--continue", dest="resume", action="store_true",  # +
-                        help="carry on from the newest checkpoint in --run-dir")  # +
+    parser.add_argument(
+        "--continue",
+        dest="resume",
+        action="store_true",  # +
+        help="carry on from the newest checkpoint in --run-dir",
+    )  # +
     return parser.parse_args(argv)
 
 
@@ -105,12 +112,21 @@ def train(args: argparse.Namespace) -> None:
     val_data = batchify(stream[16 * 20 * 24 + 1 :], 8).to(device)
     model = LanguageModel(vocab, width=48, layers=2, dropout=0.2).to(device)
     steps_per_epoch = len(range(0, train_data.size(0) - 1, args.bptt))
-    loop = LoopState(lr=args.lr, best_val_loss=None, hidden=None)  # + (was: lr = args.lr; best_val_loss = None)
+    loop = LoopState(
+        lr=args.lr, best_val_loss=None, hidden=None
+    )  # + (was: lr = args.lr; best_val_loss = None)
 
-    run = ResumableRun(args.run_dir, model=model, total_epochs=args.epochs,  # + no optimizer: SGD by hand
-                       steps_per_epoch=steps_per_epoch, checkpoint_every=args.checkpoint_every,  # +
-                       log_every=1, resume=args.resume, stateful={"loop": loop},  # +
-                       config={"seed": args.seed, "bptt": args.bptt})  # +
+    run = ResumableRun(
+        args.run_dir,
+        model=model,
+        total_epochs=args.epochs,  # + no optimizer: SGD by hand
+        steps_per_epoch=steps_per_epoch,
+        checkpoint_every=args.checkpoint_every,  # +
+        log_every=1,
+        resume=args.resume,
+        stateful={"loop": loop},  # +
+        config={"seed": args.seed, "bptt": args.bptt},
+    )  # +
     model.train()
     for epoch in run.epochs():  # + (was: for epoch in range(1, args.epochs + 1))
         # Fresh at an epoch's start; mid-epoch (a resume) the saved one, which comes back on the CPU.

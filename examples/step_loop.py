@@ -53,11 +53,21 @@ def train(args: argparse.Namespace) -> None:
     optimizer = torch.optim.AdamW(model.parameters(), lr=3e-3, weight_decay=0.01)
     warmup = 30
     scheduler = torch.optim.lr_scheduler.LambdaLR(
-        optimizer, lambda step: min(1.0, (step + 1) / warmup) * 0.5 * (1 + math.cos(math.pi * step / args.steps)))
+        optimizer,
+        lambda step: min(1.0, (step + 1) / warmup) * 0.5 * (1 + math.cos(math.pi * step / args.steps)),
+    )
 
-    run = ResumableRun(args.run_dir, model=model, optimizer=optimizer, scheduler=scheduler,  # +
-                       total_steps=args.steps, checkpoint_every=args.checkpoint_every, log_every=1,  # +
-                       resume=args.resume, config={"seed": args.seed, "batch_size": args.batch_size})  # +
+    run = ResumableRun(
+        args.run_dir,
+        model=model,
+        optimizer=optimizer,
+        scheduler=scheduler,  # +
+        total_steps=args.steps,
+        checkpoint_every=args.checkpoint_every,
+        log_every=1,  # +
+        resume=args.resume,
+        config={"seed": args.seed, "batch_size": args.batch_size},
+    )  # +
     sampler = DeterministicBatchSampler(len(inputs), args.batch_size, seed=args.seed)  # +
     model.train()
     while not run.done:  # + (was: for epoch in range(epochs))

@@ -21,7 +21,9 @@ async def within(seconds: float | None, awaitable: Awaitable[T]) -> T:
         return await awaitable
 
 
-def report_failure(task: asyncio.Task[T], on_failure: Callable[[str, BaseException], None]) -> asyncio.Task[T]:
+def report_failure(
+    task: asyncio.Task[T], on_failure: Callable[[str, BaseException], None]
+) -> asyncio.Task[T]:
     """Call ``on_failure(task name, exception)`` if ``task`` ends with an exception (not a cancellation).
 
     Every background task gets this: an exception nobody awaits would otherwise vanish until the

@@ -24,8 +24,20 @@ def main(argv: list[str]) -> int:
             link.parent.mkdir(parents=True, exist_ok=True)
             link.symlink_to(ROOT / folder, target_is_directory=True)
         env = {**os.environ, "MYPYPATH": view}
-        command = [sys.executable, "-m", "mypy", "--config-file", str(ROOT / "pyproject.toml"),
-                   "-p", "gcptui.tui", "-p", "gcptui.remote", "-p", "gcptui_trainer", *argv]
+        command = [
+            sys.executable,
+            "-m",
+            "mypy",
+            "--config-file",
+            str(ROOT / "pyproject.toml"),
+            "-p",
+            "gcptui.tui",
+            "-p",
+            "gcptui.remote",
+            "-p",
+            "gcptui_trainer",
+            *argv,
+        ]
         return subprocess.run(command, cwd=ROOT, env=env).returncode
 
 

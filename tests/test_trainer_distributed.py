@@ -18,7 +18,18 @@ from tests.test_trainer_support import (
 )
 
 STEPS = 160  # with 2 ranks an epoch of `tiny` is 128 steps
-ARGS = ("--steps", str(STEPS), "--seed", "5", "--log-every", "1", "--checkpoint-every", "20", "--size", "tiny")
+ARGS = (
+    "--steps",
+    str(STEPS),
+    "--seed",
+    "5",
+    "--log-every",
+    "1",
+    "--checkpoint-every",
+    "20",
+    "--size",
+    "tiny",
+)
 
 
 def _workers(launcher_pid: int) -> list[int]:

@@ -20,7 +20,18 @@ from tests.test_trainer_support import (
 
 STEPS = 300  # crosses the epoch boundary of `tiny` (256 steps)
 EVERY = 20
-ARGS = ("--steps", str(STEPS), "--seed", "3", "--log-every", "1", "--checkpoint-every", str(EVERY), "--size", "tiny")
+ARGS = (
+    "--steps",
+    str(STEPS),
+    "--seed",
+    "3",
+    "--log-every",
+    "1",
+    "--checkpoint-every",
+    str(EVERY),
+    "--size",
+    "tiny",
+)
 
 
 @pytest.fixture(scope="module")

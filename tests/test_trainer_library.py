@@ -35,8 +35,16 @@ def _train(run_dir: Path, total: int, stop_after: int | None = None, **kwargs) -
     """A user's loop; it also draws from Python's and NumPy's RNGs, which must resume too."""
     data = torch.linspace(-1, 1, SAMPLES * 3).reshape(SAMPLES, 3)
     model, optimizer, scheduler = _objects()
-    run = ResumableRun(run_dir, model=model, optimizer=optimizer, scheduler=scheduler, total_steps=total,
-                       checkpoint_every=5, log_every=1, **kwargs)
+    run = ResumableRun(
+        run_dir,
+        model=model,
+        optimizer=optimizer,
+        scheduler=scheduler,
+        total_steps=total,
+        checkpoint_every=5,
+        log_every=1,
+        **kwargs,
+    )
     sampler = DeterministicBatchSampler(SAMPLES, BATCH, seed=7)
     seen = []
     while not run.done:
@@ -109,8 +117,14 @@ def test_changed_config_is_refused_in_one_line(tmp_path: Path) -> None:
 def test_sigterm_saves_the_step_it_was_on_and_stops(tmp_path: Path) -> None:
     model, optimizer, _ = _objects()
     handler_before = signal.getsignal(signal.SIGTERM)
-    run = ResumableRun(tmp_path / "run", model=model, optimizer=optimizer, total_steps=100,
-                       checkpoint_every=0, exit_on_preemption=False)
+    run = ResumableRun(
+        tmp_path / "run",
+        model=model,
+        optimizer=optimizer,
+        total_steps=100,
+        checkpoint_every=0,
+        exit_on_preemption=False,
+    )
     while run.add_progress(torch.tensor(1.0), samples=1):
         if run.step == 7:
             # Arrives while step 8 is being computed: step 8 still completes and is the one saved.

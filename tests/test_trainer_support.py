@@ -73,8 +73,9 @@ class TrainerProcess:
         raise AssertionError(f"timed out waiting on the trainer; log:\n{self.output()}")
 
     def wait_for_step(self, step: int, timeout: float = 60.0) -> bool:
-        return self.wait_until(lambda records: any(r.get("step", -1) >= step and "loss" in r for r in records),
-                               timeout)
+        return self.wait_until(
+            lambda records: any(r.get("step", -1) >= step and "loss" in r for r in records), timeout
+        )
 
     def finish(self, timeout: float = 120.0) -> int:
         try:
@@ -90,8 +91,9 @@ class TrainerProcess:
 _launches = 0
 
 
-def start_trainer(run_dir: Path, *args: str, env: dict[str, str] | None = None,
-                  nproc: int = 1) -> TrainerProcess:
+def start_trainer(
+    run_dir: Path, *args: str, env: dict[str, str] | None = None, nproc: int = 1
+) -> TrainerProcess:
     """Start `python -m gcptui_trainer --run-dir RUN_DIR ARGS` (under torchrun when nproc > 1)."""
     global _launches
     _launches += 1
@@ -99,21 +101,36 @@ def start_trainer(run_dir: Path, *args: str, env: dict[str, str] | None = None,
     metrics = run_dir / "metrics.jsonl"
     offset = metrics.stat().st_size if metrics.exists() else 0
     if nproc > 1:
-        launcher = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", str(nproc),
-                    "--master_addr", "127.0.0.1", "--master_port", str(free_port()), "-m", "gcptui_trainer"]
+        launcher = [
+            sys.executable,
+            "-m",
+            "torch.distributed.run",
+            "--nproc_per_node",
+            str(nproc),
+            "--master_addr",
+            "127.0.0.1",
+            "--master_port",
+            str(free_port()),
+            "-m",
+            "gcptui_trainer",
+        ]
     else:
         launcher = [sys.executable, "-m", "gcptui_trainer"]
     with open(log, "wb") as out:
         popen = subprocess.Popen(
             [*launcher, "--run-dir", str(run_dir), *args],
-            cwd=REPO, env=trainer_env(env), stdout=out, stderr=subprocess.STDOUT,
+            cwd=REPO,
+            env=trainer_env(env),
+            stdout=out,
+            stderr=subprocess.STDOUT,
             start_new_session=True,  # so a test can kill torchrun and its workers together
         )
     return TrainerProcess(popen, log, metrics, offset)
 
 
-def run_trainer(run_dir: Path, *args: str, env: dict[str, str] | None = None,
-                nproc: int = 1) -> tuple[int, str]:
+def run_trainer(
+    run_dir: Path, *args: str, env: dict[str, str] | None = None, nproc: int = 1
+) -> tuple[int, str]:
     """Run the trainer to its end; returns (exit code, combined output)."""
     process = start_trainer(run_dir, *args, env=env, nproc=nproc)
     code = process.finish()
@@ -148,7 +165,9 @@ def checkpoint_state(run_dir: Path, step: int) -> dict[str, Any]:
 def assert_same_tensors(a: Any, b: Any, where: str = "") -> None:
     """Deep equality, bit for bit for tensors."""
     if isinstance(a, torch.Tensor):
-        assert isinstance(b, torch.Tensor) and a.dtype == b.dtype and torch.equal(a, b), f"tensor differs at {where}"
+        assert isinstance(b, torch.Tensor) and a.dtype == b.dtype and torch.equal(a, b), (
+            f"tensor differs at {where}"
+        )
     elif isinstance(a, dict):
         assert a.keys() == b.keys(), f"keys differ at {where}"
         for key in a:

@@ -48,8 +48,10 @@ def check_artifact_name(name: str) -> str:
     """`name` if it is a relative path inside the artifacts folder; ValueError otherwise."""
     parts = Path(name).parts
     if not parts or Path(name).is_absolute() or ".." in parts or parts[-1].startswith(TMP_PREFIX):
-        raise ValueError(f"artifact name {name!r} must be a relative path inside the run directory "
-                         f"(no '..', not starting with {TMP_PREFIX!r})")
+        raise ValueError(
+            f"artifact name {name!r} must be a relative path inside the run directory "
+            f"(no '..', not starting with {TMP_PREFIX!r})"
+        )
     return name
 
 

@@ -93,10 +93,12 @@ def _unloadable_message(info: CheckpointInfo, exc: Exception) -> str:
         refused = []
     what = f"it holds {', '.join(refused)}, which" if refused else "its contents"
     first_line = next((line for line in str(exc).splitlines() if line.strip()), type(exc).__name__)
-    return (f"checkpoint {info.payload} is intact (its SHA-256 matches) but cannot be loaded: {what} "
-            f"torch.load(weights_only=True) refuses ({first_line.strip()[:200]}); it was saved by a version "
-            "that did not check the state's types: load it yourself only if you trust it, or start a new run "
-            "directory")
+    return (
+        f"checkpoint {info.payload} is intact (its SHA-256 matches) but cannot be loaded: {what} "
+        f"torch.load(weights_only=True) refuses ({first_line.strip()[:200]}); it was saved by a version "
+        "that did not check the state's types: load it yourself only if you trust it, or start a new run "
+        "directory"
+    )
 
 
 class CheckpointStore:
@@ -213,7 +215,9 @@ class CheckpointStore:
         except FileNotFoundError:
             raise DamagedCheckpointError("its payload file is missing") from None
         if size != manifest["bytes"]:
-            raise DamagedCheckpointError(f"its payload has {size} bytes, the manifest says {manifest['bytes']}")
+            raise DamagedCheckpointError(
+                f"its payload has {size} bytes, the manifest says {manifest['bytes']}"
+            )
         digest = hashlib.sha256()
         with open(info.payload, "rb") as file:
             while chunk := file.read(1 << 22):

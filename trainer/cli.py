@@ -51,19 +51,41 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--run-dir", required=True, type=Path, help="checkpoints and metrics.jsonl go here")
     parser.add_argument("--steps", required=True, type=_positive, help="optimizer steps in the whole run")
     parser.add_argument("--seed", type=_non_negative_int, default=0)
-    parser.add_argument("--checkpoint-every", type=_non_negative_int, default=100,
-                        help="steps between checkpoints (0: only on SIGTERM and at the end; default 100)")
-    parser.add_argument("--log-every", type=_positive, default=10, help="steps between progress lines (default 10)")
-    parser.add_argument("--resume", action="store_true",
-                        help="continue from the newest complete checkpoint in --run-dir (fresh start if none)")
+    parser.add_argument(
+        "--checkpoint-every",
+        type=_non_negative_int,
+        default=100,
+        help="steps between checkpoints (0: only on SIGTERM and at the end; default 100)",
+    )
+    parser.add_argument(
+        "--log-every", type=_positive, default=10, help="steps between progress lines (default 10)"
+    )
+    parser.add_argument(
+        "--resume",
+        action="store_true",
+        help="continue from the newest complete checkpoint in --run-dir (fresh start if none)",
+    )
     parser.add_argument("--size", choices=sorted(SIZES), default="tiny")
-    parser.add_argument("--device", choices=["auto", "cpu", "cuda"], default="auto",
-                        help="default: cuda when available, else cpu")
-    parser.add_argument("--step-delay", type=_non_negative_float, default=0.0, metavar="SECONDS",
-                        help="sleep after each step, so a demo run lasts a watchable while")
+    parser.add_argument(
+        "--device",
+        choices=["auto", "cpu", "cuda"],
+        default="auto",
+        help="default: cuda when available, else cpu",
+    )
+    parser.add_argument(
+        "--step-delay",
+        type=_non_negative_float,
+        default=0.0,
+        metavar="SECONDS",
+        help="sleep after each step, so a demo run lasts a watchable while",
+    )
     parser.add_argument("--keep", type=_positive, default=3, help="checkpoints to keep (default 3)")
-    parser.add_argument("--threads", type=_positive, default=1,
-                        help="CPU threads for torch (default 1: bit-for-bit reproducible and fast for tiny)")
+    parser.add_argument(
+        "--threads",
+        type=_positive,
+        default=1,
+        help="CPU threads for torch (default 1: bit-for-bit reproducible and fast for tiny)",
+    )
     return parser
 
 
@@ -79,9 +101,17 @@ def main(argv: list[str] | None = None) -> int:
     if device == "auto":
         device = "cuda" if torch.cuda.is_available() else "cpu"
     settings = ReferenceSettings(
-        run_dir=args.run_dir, steps=args.steps, seed=args.seed, checkpoint_every=args.checkpoint_every,
-        log_every=args.log_every, resume=args.resume, size=args.size, device=device,
-        step_delay=args.step_delay, keep=args.keep, threads=args.threads,
+        run_dir=args.run_dir,
+        steps=args.steps,
+        seed=args.seed,
+        checkpoint_every=args.checkpoint_every,
+        log_every=args.log_every,
+        resume=args.resume,
+        size=args.size,
+        device=device,
+        step_delay=args.step_delay,
+        keep=args.keep,
+        threads=args.threads,
     )
     try:
         train(settings)

@@ -38,7 +38,9 @@ class DeterministicBatchSampler(Sampler[list[int]]):
     the same number of steps. Usable as a DataLoader `batch_sampler` (call `set_epoch` first).
     """
 
-    def __init__(self, num_samples: int, batch_size: int, seed: int, rank: int = 0, world_size: int = 1) -> None:
+    def __init__(
+        self, num_samples: int, batch_size: int, seed: int, rank: int = 0, world_size: int = 1
+    ) -> None:
         self.num_samples = num_samples
         self.batch_size = batch_size
         self.seed = seed
@@ -46,7 +48,9 @@ class DeterministicBatchSampler(Sampler[list[int]]):
         self.world_size = world_size
         self.steps_per_epoch = num_samples // (batch_size * world_size)
         if self.steps_per_epoch == 0:
-            raise ValueError(f"{num_samples} samples are fewer than one global batch of {batch_size * world_size}")
+            raise ValueError(
+                f"{num_samples} samples are fewer than one global batch of {batch_size * world_size}"
+            )
         self._epoch = 0
         self._start = 0
 

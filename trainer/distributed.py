@@ -69,8 +69,9 @@ def agree_on_stop(stop_here: bool, loss: float | None) -> tuple[bool, float | No
     """
     if not is_distributed():
         return stop_here, loss
-    values = torch.tensor([1.0 if stop_here else 0.0, loss or 0.0], dtype=torch.float64,
-                          device=_collective_device())
+    values = torch.tensor(
+        [1.0 if stop_here else 0.0, loss or 0.0], dtype=torch.float64, device=_collective_device()
+    )
     dist.all_reduce(values)
     stop_any, loss_sum = values.tolist()
     return stop_any > 0, (loss_sum / dist.get_world_size() if loss is not None else None)

@@ -45,8 +45,13 @@ class MetricsLog:
 
         `total_steps` None (an epoch-driven run of unknown length) leaves the field out.
         """
-        record: dict[str, Any] = {"step": step, "total_steps": total_steps, "loss": loss,
-                                  "samples_per_s": round(samples_per_s, 3), "time": time.time()}
+        record: dict[str, Any] = {
+            "step": step,
+            "total_steps": total_steps,
+            "loss": loss,
+            "samples_per_s": round(samples_per_s, 3),
+            "time": time.time(),
+        }
         if total_steps is None:
             del record["total_steps"]
         of_total = f"/{total_steps}" if total_steps is not None else ""

@@ -27,12 +27,15 @@ class ModelSize:
 SIZES: dict[str, ModelSize] = {
     # Hundreds of steps per second on one laptop CPU core: the demo and the tests.
     # (Dropout inside the blocks halves its speed on CPU, so it only drops embeddings.)
-    "tiny": ModelSize(vocab=64, seq_len=32, d_model=32, layers=2, heads=2, batch_size=8, sequences=2048,
-                      dropout=0.0),
+    "tiny": ModelSize(
+        vocab=64, seq_len=32, d_model=32, layers=2, heads=2, batch_size=8, sequences=2048, dropout=0.0
+    ),
     # A few steps per second on CPU; ~2M parameters, the size the preemption timing is measured on.
     "small": ModelSize(vocab=128, seq_len=64, d_model=192, layers=4, heads=6, batch_size=16, sequences=8192),
     # ~85M parameters (GPT-2 small's body): sized for one GPU.
-    "base": ModelSize(vocab=256, seq_len=256, d_model=768, layers=12, heads=12, batch_size=32, sequences=32768),
+    "base": ModelSize(
+        vocab=256, seq_len=256, d_model=768, layers=12, heads=12, batch_size=32, sequences=32768
+    ),
 }
 
 
@@ -89,7 +92,6 @@ class TransformerLM(nn.Module):
         for block in self.blocks:
             x = block(x)
         return self.norm(x) @ self.tokens.weight.T
-
 
 
 def next_token_loss(model: nn.Module, batch: torch.Tensor) -> torch.Tensor:

@@ -53,10 +53,14 @@ def portable_snapshot(value: Any, where: str = "state", copy_tensors: bool = Tru
     if kind in _PLAIN:
         return value  # immutable: no copy needed
     if kind is dict or kind is OrderedDict:
-        return kind((_portable_key(key, where), portable_snapshot(item, f"{where}[{key!r}]", copy_tensors))
-                    for key, item in value.items())
+        return kind(
+            (_portable_key(key, where), portable_snapshot(item, f"{where}[{key!r}]", copy_tensors))
+            for key, item in value.items()
+        )
     if kind is list or kind is tuple:
-        return kind(portable_snapshot(item, f"{where}[{index}]", copy_tensors) for index, item in enumerate(value))
+        return kind(
+            portable_snapshot(item, f"{where}[{index}]", copy_tensors) for index, item in enumerate(value)
+        )
     if kind is set:
         return {_portable_key(item, where) for item in value}
     if kind is bytearray:
@@ -84,7 +88,8 @@ def _portable_key(key: Any, where: str) -> Any:
         raise UnsupportedStateError(
             f"cannot checkpoint {where}: key {key!r} is a {_type_name(key)}, which "
             f"torch.load(weights_only=True) refuses, so the run could not resume; use "
-            f"{type(key.item()).__name__}(key) instead")
+            f"{type(key.item()).__name__}(key) instead"
+        )
     if type(key) not in _PLAIN and not (type(key) is tuple and all(type(k) in _PLAIN for k in key)):
         _check_loadable(key, f"{where} (key {key!r})")
     return key
@@ -96,14 +101,17 @@ def _encode_numpy(value: np.ndarray | np.generic, where: str) -> dict[str, Any]:
         raise UnsupportedStateError(
             f"cannot checkpoint {where}: a NumPy {'array' if isinstance(value, np.ndarray) else 'scalar'} of "
             f"dtype {array.dtype} (objects or fields) does not load back with torch.load(weights_only=True); "
-            f"checkpoints hold {ALLOWED_TYPES_TEXT}")
+            f"checkpoints hold {ALLOWED_TYPES_TEXT}"
+        )
     raw = np.ascontiguousarray(array).tobytes()
     return {
         NUMPY_TAG: "scalar" if isinstance(value, np.generic) else "array",
         "dtype": array.dtype.str,
         "shape": list(array.shape),
         # Raw bytes in a uint8 tensor: any dtype (float16, uint32, datetime64, str_) stays exact.
-        "data": torch.frombuffer(bytearray(raw), dtype=torch.uint8) if raw else torch.empty(0, dtype=torch.uint8),
+        "data": torch.frombuffer(bytearray(raw), dtype=torch.uint8)
+        if raw
+        else torch.empty(0, dtype=torch.uint8),
     }
 
 
@@ -128,7 +136,8 @@ def _check_loadable(value: Any, where: str) -> None:
             f"cannot checkpoint {where}: a {_type_name(value)} does not load back with "
             f"torch.load(weights_only=True), so the run could not resume; checkpoints hold "
             f"{ALLOWED_TYPES_TEXT}: convert it, or save its state instead (for a random generator "
-            "e.g. rng.bit_generator.state or rng.getstate())") from None
+            "e.g. rng.bit_generator.state or rng.getstate())"
+        ) from None
     _ACCEPTED_TYPES.add(kind)
 
 

@@ -88,7 +88,11 @@ def train(settings: ReferenceSettings) -> ResumableRun:
     size = SIZES[settings.size]
     make_deterministic(settings.device, settings.threads)
     place = distributed.init_from_environment(settings.device)
-    device = torch.device("cuda", torch.cuda.current_device()) if settings.device == "cuda" else torch.device("cpu")
+    device = (
+        torch.device("cuda", torch.cuda.current_device())
+        if settings.device == "cuda"
+        else torch.device("cpu")
+    )
 
     _seed_everything(settings.seed)  # the same initial weights on every rank
     corpus = make_corpus(size.sequences, size.seq_len + 1, size.vocab, settings.seed)
@@ -97,13 +101,17 @@ def train(settings: ReferenceSettings) -> ResumableRun:
         model = DistributedDataParallel(model, device_ids=[device.index] if device.type == "cuda" else None)
     # Each rank its own dropout stream; restored per rank on resume.
     _seed_everything(settings.seed * 1000 + 1 + place.rank)
-    optimizer = torch.optim.AdamW(model.parameters(), lr=settings.learning_rate, weight_decay=0.01, foreach=True)
+    optimizer = torch.optim.AdamW(
+        model.parameters(), lr=settings.learning_rate, weight_decay=0.01, foreach=True
+    )
     scheduler = torch.optim.lr_scheduler.LambdaLR(
         optimizer, _learning_rate_factor(settings.warmup_steps, settings.steps)
     )
     use_amp = device.type == "cuda"
     scaler = torch.amp.GradScaler("cuda", enabled=use_amp)
-    sampler = DeterministicBatchSampler(len(corpus), size.batch_size, settings.seed, place.rank, place.world_size)
+    sampler = DeterministicBatchSampler(
+        len(corpus), size.batch_size, settings.seed, place.rank, place.world_size
+    )
 
     run = ResumableRun(
         settings.run_dir,

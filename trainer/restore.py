@@ -26,8 +26,13 @@ from .portable import restore_portable
 # Errors that cross from rank 0 to the other ranks by name (an exception object may not pickle).
 _ERRORS_BY_NAME: dict[str, type[TrainerError]] = {
     cls.__name__: cls
-    for cls in (CheckpointMismatchError, RunDirectoryInUseError, NoValidCheckpointError,
-                UnloadableCheckpointError, UnsupportedStateError)
+    for cls in (
+        CheckpointMismatchError,
+        RunDirectoryInUseError,
+        NoValidCheckpointError,
+        UnloadableCheckpointError,
+        UnsupportedStateError,
+    )
 }
 
 
@@ -84,7 +89,8 @@ def choose_checkpoint(
     if existing and not resume:
         raise RunDirectoryInUseError(
             f"{run_dir} already holds checkpoints (newest: step {existing[0].step}): "
-            f"pass {RESUME_FLAG.get()} to continue that run, or choose another run directory")
+            f"pass {RESUME_FLAG.get()} to continue that run, or choose another run directory"
+        )
     try:
         loaded = store.load_newest(on_damaged)
     except DamagedCheckpointError as exc:
@@ -101,8 +107,13 @@ def damage_reporter(store: CheckpointStore, metrics: MetricsLog) -> Callable[[Ch
         older = [c.step for c in store.checkpoints() if c.step < info.step]
         fallback = f"falling back to step {older[0]}" if older else "no older checkpoint to fall back to"
         metrics.warn(f"checkpoint step {info.step} ({info.payload}) is damaged: {reason}; {fallback}")
-        metrics.event("checkpoint_damaged", f"checkpoint step {info.step} damaged: {reason}",
-                      step=info.step, path=str(info.payload), reason=reason)
+        metrics.event(
+            "checkpoint_damaged",
+            f"checkpoint step {info.step} damaged: {reason}",
+            step=info.step,
+            path=str(info.payload),
+            reason=reason,
+        )
 
     return report
 
@@ -115,17 +126,20 @@ def check_compatible(info: CheckpointInfo, expected: dict[str, Any]) -> None:
         raise CheckpointMismatchError(
             f"checkpoint {info.payload} is for another model ({theirs.get('description')}, "
             f"{theirs.get('parameters')} parameters) than this run ({ours['description']}, "
-            f"{ours['parameters']} parameters): resume with the same model settings or use a new run directory")
+            f"{ours['parameters']} parameters): resume with the same model settings or use a new run directory"
+        )
     world_size = expected["world_size"]
     if manifest.get("world_size") != world_size:
         raise CheckpointMismatchError(
             f"checkpoint {info.payload} was written by {manifest.get('world_size')} processes but this run "
             f"has {world_size}: relaunch with the same number of processes "
-            f"(torchrun --nproc_per_node {manifest.get('world_size')}) or use a new run directory")
+            f"(torchrun --nproc_per_node {manifest.get('world_size')}) or use a new run directory"
+        )
     config = expected["config"]
     for key in sorted(set(config) | set(manifest.get("config", {}))):
         before, now = manifest.get("config", {}).get(key), config.get(key)
         if before != now:
             raise CheckpointMismatchError(
                 f"checkpoint {info.payload} was made with {key}={before!r}, this run has {key}={now!r}: "
-                "resume with the same settings or use a new run directory")
+                "resume with the same settings or use a new run directory"
+            )

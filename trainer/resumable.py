@@ -104,8 +104,11 @@ class ResumableRun:
     ) -> None:
         if total_steps is None and total_epochs is None:
             raise TypeError("ResumableRun needs total_steps= or total_epochs= (or both)")
-        for name, value in (("total_steps", total_steps), ("total_epochs", total_epochs),
-                            ("steps_per_epoch", steps_per_epoch)):
+        for name, value in (
+            ("total_steps", total_steps),
+            ("total_epochs", total_epochs),
+            ("steps_per_epoch", steps_per_epoch),
+        ):
             if value is not None and value < 1:
                 raise ValueError(f"{name} must be at least 1, not {value}")
         self.run_dir = Path(run_dir)
@@ -114,8 +117,15 @@ class ResumableRun:
         self.total_epochs = total_epochs
         self.steps_per_epoch = steps_per_epoch
         # The planned number of steps, for progress lines and LR schedules (None when unknown).
-        self.total_steps: int | None = total_steps if total_steps is not None else (
-            total_epochs * steps_per_epoch if total_epochs is not None and steps_per_epoch is not None else None)
+        self.total_steps: int | None = (
+            total_steps
+            if total_steps is not None
+            else (
+                total_epochs * steps_per_epoch
+                if total_epochs is not None and steps_per_epoch is not None
+                else None
+            )
+        )
         self.checkpoint_every = checkpoint_every
         self.log_every = log_every
         self.exit_on_preemption = exit_on_preemption
@@ -191,8 +201,10 @@ class ResumableRun:
             if self.total_epochs is not None:
                 # Without end_epoch() the run could not tell a finished epoch from one under way and
                 # would run past total_epochs: fail at once instead.
-                raise TrainerError("with total_epochs, close each epoch with run.end_epoch() "
-                                   "(or loop `for epoch in run.epochs():`) before starting the next")
+                raise TrainerError(
+                    "with total_epochs, close each epoch with run.end_epoch() "
+                    "(or loop `for epoch in run.epochs():`) before starting the next"
+                )
             self.epoch += 1
             self.position = 0
         self._epoch_open = True
@@ -226,7 +238,9 @@ class ResumableRun:
             self._boundary_rng = capture_rng_state()
         self._samples_since += samples
         log_now = self.log_every > 0 and (self.step % self.log_every == 0 or self.step == self.total_steps)
-        loss_value = (float(loss.item()) if isinstance(loss, torch.Tensor) else float(loss)) if log_now else None
+        loss_value = (
+            (float(loss.item()) if isinstance(loss, torch.Tensor) else float(loss)) if log_now else None
+        )
         # Under DDP all ranks must agree to stop on the same step, whichever rank got the signal.
         stop, loss_value = distributed.agree_on_stop(self._preemption.requested, loss_value)
         if loss_value is not None:
@@ -367,8 +381,12 @@ class ResumableRun:
 
     def _report_written(self, info: CheckpointInfo) -> None:
         self._mirror([info.payload, info.manifest_path])
-        self.metrics.event("checkpoint", f"checkpoint step {info.step} saved to {info.payload}",
-                           step=info.step, path=str(info.payload))
+        self.metrics.event(
+            "checkpoint",
+            f"checkpoint step {info.step} saved to {info.payload}",
+            step=info.step,
+            path=str(info.payload),
+        )
 
     def _report_failed(self, step: int, exc: BaseException) -> None:
         self.metrics.warn(f"checkpoint for step {step} failed: {exc}; training continues")
@@ -386,7 +404,9 @@ class ResumableRun:
         started = time.perf_counter()
         expected = {"model": self._identity, "world_size": self.place.world_size, "config": self._config}
         try:
-            loaded = load_for_resume(self.store, self.run_dir, resume, self.metrics, expected, self._is_writer)
+            loaded = load_for_resume(
+                self.store, self.run_dir, resume, self.metrics, expected, self._is_writer
+            )
         except TrainerError:
             self.close()  # give the signal handlers back: the caller may go on without this run
             raise
@@ -400,5 +420,10 @@ class ResumableRun:
         self.step, self.epoch, self.position = progress["step"], progress["epoch"], progress["position"]
         self._saved_at = self._progress()
         self.restored_from = info
-        self.metrics.event("resumed", f"resumed from step {self.step} ({info.payload})", step=self.step,
-                           path=str(info.payload), restore_s=round(time.perf_counter() - started, 4))
+        self.metrics.event(
+            "resumed",
+            f"resumed from step {self.step} ({info.payload})",
+            step=self.step,
+            path=str(info.payload),
+            restore_s=round(time.perf_counter() - started, 4),
+        )

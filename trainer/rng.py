@@ -20,8 +20,11 @@ def capture_rng_state() -> dict[str, Any]:
     version, internal, gauss_next = random.getstate()
     state: dict[str, Any] = {
         # A tensor, not 625 Python ints: pickling each int separately is most of a small save's cost.
-        "python": {"version": version, "internal": torch.tensor(internal, dtype=torch.int64),
-                   "gauss_next": gauss_next},
+        "python": {
+            "version": version,
+            "internal": torch.tensor(internal, dtype=torch.int64),
+            "gauss_next": gauss_next,
+        },
         "numpy": {
             "kind": kind,
             # int64 because torch's uint32 support is partial; the values fit exactly.
@@ -59,4 +62,3 @@ def restore_rng_state(state: dict[str, Any]) -> None:
         count = min(len(cuda_states), torch.cuda.device_count())
         for index in range(count):
             torch.cuda.set_rng_state(cuda_states[index], index)
-

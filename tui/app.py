@@ -103,8 +103,17 @@ class GcptuiApp(App[None]):
         for sig in (signal.SIGHUP, signal.SIGTERM):
             with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
                 loop.add_signal_handler(sig, self.exit)
-        self.install_screen(FleetScreen(self, self.live, banner=self.banner, stop_grace_seconds=self.config.job.stop_grace_seconds,
-                                        readonly=self.readonly, demo=self.demo), name="fleet")
+        self.install_screen(
+            FleetScreen(
+                self,
+                self.live,
+                banner=self.banner,
+                stop_grace_seconds=self.config.job.stop_grace_seconds,
+                readonly=self.readonly,
+                demo=self.demo,
+            ),
+            name="fleet",
+        )
         self.push_screen("fleet")
         if self.keymap:
             self.set_keymap(self.keymap)
@@ -164,7 +173,11 @@ class GcptuiApp(App[None]):
         live.recovery = event.kind
         self._live_changed(event.name)
         if event.kind in ("notice", "preempted"):
-            self.notify(f"{event.name}: preempted - recovering ({event.detail})", title="Preemption", severity="warning")
+            self.notify(
+                f"{event.name}: preempted - recovering ({event.detail})",
+                title="Preemption",
+                severity="warning",
+            )
         elif event.kind == "resumed":
             self.notify(f"{event.name}: training resumed {event.detail}", title="Recovered")
         elif event.kind in ("failed", "gave_up"):
@@ -188,8 +201,10 @@ class GcptuiApp(App[None]):
 
     def relaunch_now(self, instance: Instance) -> None:
         if self.keepalive is None or not self.keepalive.relaunch_now(instance.name):
-            self.notify(f"{instance.name}: cannot relaunch now (unknown to keep-alive, or a recovery runs)",
-                        severity="warning")
+            self.notify(
+                f"{instance.name}: cannot relaunch now (unknown to keep-alive, or a recovery runs)",
+                severity="warning",
+            )
         else:
             self.notify(f"{instance.name}: relaunching", title="Keep-alive")
 
@@ -217,7 +232,11 @@ class GcptuiApp(App[None]):
         if status.state == "exited" and status.exit_code == 0:
             self.notify(f"{name}: job finished", title="Job ended")
         else:
-            how = f"exit code {status.exit_code}" if status.exit_code is not None else status.detail or status.state
+            how = (
+                f"exit code {status.exit_code}"
+                if status.exit_code is not None
+                else status.detail or status.state
+            )
             self.notify(f"{name}: job {status.state} ({how})", title="Job ended", severity="warning")
 
     def _gpu_idle(self, name: str) -> None:
@@ -225,7 +244,9 @@ class GcptuiApp(App[None]):
         self.notify(
             f"{name}: its GPUs have sat under {gpu.idle_util_percent:g}% for {gpu.idle_minutes:g} min while it runs"
             " - it is burning money. Start a job (s) or stop the VM (X).",
-            title="Idle GPUs", severity="warning", timeout=15,
+            title="Idle GPUs",
+            severity="warning",
+            timeout=15,
         )
 
     def _sync_warning(self, name: str, message: str) -> None:
@@ -236,8 +257,13 @@ class GcptuiApp(App[None]):
     def background_failed(self, name: str, error: BaseException) -> None:
         """A background task or worker died of an unexpected exception: log it and say so on screen."""
         log.error("%s failed", name, exc_info=(type(error), error, error.__traceback__))
-        self.notify(f"{name} stopped: {type(error).__name__}: {error} (details in the log)",
-                    title="Background task failed", severity="error", timeout=15, markup=False)
+        self.notify(
+            f"{name} stopped: {type(error).__name__}: {error} (details in the log)",
+            title="Background task failed",
+            severity="error",
+            timeout=15,
+            markup=False,
+        )
 
     def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
         # The one handler for every worker (exit_on_error=False keeps the app alive; this keeps the
@@ -252,7 +278,9 @@ class GcptuiApp(App[None]):
 
     # -- acting on machines ------------------------------------------------------------------------
 
-    def act(self, label: str, instance: Instance, action: Callable[[Instance], Awaitable[str | None]]) -> None:
+    def act(
+        self, label: str, instance: Instance, action: Callable[[Instance], Awaitable[str | None]]
+    ) -> None:
         """Run ``action`` in a worker; its result or its one-line error becomes a notification."""
 
         async def run() -> None:
@@ -293,7 +321,9 @@ class GcptuiApp(App[None]):
             get = self.services.pool.getter(target)
             for path in (log_path(), *logs.files):
                 label = name if path == log_path() else f"{name}:{path.rsplit('/', 1)[-1]}"
-                sources.append(PaneSource(label, functools.partial(_log_events, get, path, logs.history_lines)))
+                sources.append(
+                    PaneSource(label, functools.partial(_log_events, get, path, logs.history_lines))
+                )
         if sources:
             self.push_screen(LogsScreen(sources[:8], buffer_lines=logs.buffer_lines))
 
@@ -335,8 +365,9 @@ class GcptuiApp(App[None]):
     def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
         yield from super().get_system_commands(screen)
         for action in self.available_actions(screen):
-            target: App[None] | Screen[None] = self if action.screen == "app" else (
-                screen if action.screen == "logs" else self.fleet_screen)
+            target: App[None] | Screen[None] = (
+                self if action.screen == "app" else (screen if action.screen == "logs" else self.fleet_screen)
+            )
             yield SystemCommand(
                 action.description,
                 f"{action.group} · key {key_label(self.keymap.get(action.id, action.key))} · id {action.id}",

@@ -48,30 +48,96 @@ ACTIONS: tuple[Action, ...] = (
     Action("job.kill", "K", "job_kill", "Kill job", "Job", destructive=True, mutating=True, label="Kill"),
     Action("logs.open", "l", "logs", "Logs of the marked (or selected) machines", "Logs", label="Logs"),
     Action("sync.toggle", "y", "sync_toggle", "Live sync on/off", "Sync", mutating=True, label="Sync"),
-    Action("keepalive.toggle", "a", "keepalive_toggle", "Keep-alive on/off", "Keep-alive", mutating=True,
-           label="Keep-alive"),
+    Action(
+        "keepalive.toggle",
+        "a",
+        "keepalive_toggle",
+        "Keep-alive on/off",
+        "Keep-alive",
+        mutating=True,
+        label="Keep-alive",
+    ),
     Action("keepalive.relaunch", "L", "relaunch", "Relaunch now", "Keep-alive", mutating=True, show=False),
     Action("keepalive.timeline", "t", "timeline", "Preemption timeline", "Keep-alive", show=False),
     Action("vm.start", "U", "vm_start", "Start VM", "VM", mutating=True, show=False),
     Action("vm.stop", "X", "vm_stop", "Stop VM", "VM", destructive=True, mutating=True, show=False),
-    Action("demo.preempt", "P", "preempt", "Preempt the VM (demo)", "Demo", mutating=True, demo_only=True,
-           label="Preempt"),
+    Action(
+        "demo.preempt",
+        "P",
+        "preempt",
+        "Preempt the VM (demo)",
+        "Demo",
+        mutating=True,
+        demo_only=True,
+        label="Preempt",
+    ),
     # The logs screen: on it, these keys come first (there `s` follows, it does not start a job).
-    Action("logs.follow", "s", "toggle_follow", "Follow the newest lines on/off", "Logs screen", screen="logs",
-           label="Follow"),
-    Action("logs.wrap", "w", "toggle_wrap", "Wrap long lines on/off", "Logs screen", screen="logs", label="Wrap"),
-    Action("logs.merge", "m", "toggle_merged", "Merged view (a name prefix per line) or panes", "Logs screen",
-           screen="logs", label="Merge"),
-    Action("logs.filter", "slash", "open_filter", "Filter lines (Esc clears)", "Logs screen", screen="logs",
-           label="Filter"),
-    Action("logs.next_error", "e", "next_error", "Next error line", "Logs screen", screen="logs",
-           label="Next error"),
-    Action("logs.previous_error", "E", "previous_error", "Previous error line", "Logs screen", screen="logs",
-           show=False),
-    Action("logs.fullscreen", "f", "fullscreen", "Focused pane fullscreen on/off", "Logs screen", screen="logs",
-           label="Full"),
-    Action("logs.save", "ctrl+s", "save", "Save the focused pane's lines to a file", "Logs screen", screen="logs",
-           label="Save"),
+    Action(
+        "logs.follow",
+        "s",
+        "toggle_follow",
+        "Follow the newest lines on/off",
+        "Logs screen",
+        screen="logs",
+        label="Follow",
+    ),
+    Action(
+        "logs.wrap", "w", "toggle_wrap", "Wrap long lines on/off", "Logs screen", screen="logs", label="Wrap"
+    ),
+    Action(
+        "logs.merge",
+        "m",
+        "toggle_merged",
+        "Merged view (a name prefix per line) or panes",
+        "Logs screen",
+        screen="logs",
+        label="Merge",
+    ),
+    Action(
+        "logs.filter",
+        "slash",
+        "open_filter",
+        "Filter lines (Esc clears)",
+        "Logs screen",
+        screen="logs",
+        label="Filter",
+    ),
+    Action(
+        "logs.next_error",
+        "e",
+        "next_error",
+        "Next error line",
+        "Logs screen",
+        screen="logs",
+        label="Next error",
+    ),
+    Action(
+        "logs.previous_error",
+        "E",
+        "previous_error",
+        "Previous error line",
+        "Logs screen",
+        screen="logs",
+        show=False,
+    ),
+    Action(
+        "logs.fullscreen",
+        "f",
+        "fullscreen",
+        "Focused pane fullscreen on/off",
+        "Logs screen",
+        screen="logs",
+        label="Full",
+    ),
+    Action(
+        "logs.save",
+        "ctrl+s",
+        "save",
+        "Save the focused pane's lines to a file",
+        "Logs screen",
+        screen="logs",
+        label="Save",
+    ),
     Action("logs.back", "escape", "back", "Back to the fleet", "Logs screen", screen="logs", label="Back"),
 )
 
@@ -108,9 +174,7 @@ def validate_keymap(keymap: Mapping[str, str], known: Iterable[Action] = ACTIONS
     ids = {a.id for a in known}
     for action_id, key in keymap.items():
         if action_id not in ids:
-            raise ConfigError(
-                f"[keys]: unknown action id {action_id!r}: use one of {', '.join(sorted(ids))}"
-            )
+            raise ConfigError(f"[keys]: unknown action id {action_id!r}: use one of {', '.join(sorted(ids))}")
         if not key.strip():
             raise ConfigError(f"[keys]: {action_id} has an empty key: give a key such as 'ctrl+r'")
     return dict(keymap)

@@ -25,7 +25,11 @@ PRIVATE_NAMES = ((Screen, "_compositor_refresh"), (ScrollView, "_scroll_update")
 
 def missing_internals() -> list[str]:
     """The internals above that this Textual lacks (empty when all are there)."""
-    return [f"{owner.__name__}.{name}" for owner, name in PRIVATE_NAMES if not callable(getattr(owner, name, None))]
+    return [
+        f"{owner.__name__}.{name}"
+        for owner, name in PRIVATE_NAMES
+        if not callable(getattr(owner, name, None))
+    ]
 
 
 def set_virtual_size_quietly(view: ScrollView, size: Size) -> None:

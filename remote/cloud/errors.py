@@ -84,7 +84,13 @@ def translate(
         cause = err.cause if isinstance(err.cause, Exception) else None
         if cause is not None and cause is not err:
             return translate(
-                cause, project=project, endpoint=endpoint, action=action, access=access, instance=instance, zone=zone
+                cause,
+                project=project,
+                endpoint=endpoint,
+                action=action,
+                access=access,
+                instance=instance,
+                zone=zone,
             )
         return CloudError(f"Compute API did not answer in time to {action}: try again later")
     if not isinstance(err, api.GoogleAPICallError):
@@ -109,7 +115,9 @@ def translate(
     if isinstance(err, api.NotFound):
         if instance and f"instances/{instance}'" in message:
             where = f" in zone {zone}" if zone else ""
-            return NotFoundError(f"instance {instance} not found{where}: check the name and zone with `gcptui ls`")
+            return NotFoundError(
+                f"instance {instance} not found{where}: check the name and zone with `gcptui ls`"
+            )
         if zone and f"zones/{zone}'" in message:
             return CloudError(f"zone {zone} does not exist: fix [gcp] zones in gcptui.toml")
         return CloudError(

@@ -64,7 +64,9 @@ class FleetSource:
         # Read once: the status line asks on every refresh, and gcloud's files do not change under us.
         project = self._project = resolve_project()
         if not project:
-            where = f"[gcp] project in {self.config.path}" if self.config.path else "[gcp] project in gcptui.toml"
+            where = (
+                f"[gcp] project in {self.config.path}" if self.config.path else "[gcp] project in gcptui.toml"
+            )
             raise ConfigError(
                 f"No Google Cloud project: set {where}, set GOOGLE_CLOUD_PROJECT, "
                 "or run `gcloud config set project PROJECT_ID`"

@@ -101,14 +101,22 @@ class GceClient:
         return credentials
 
     @contextmanager
-    def _errors(self, action: str, access: Access = "read", instance: str | None = None, zone: str | None = None) -> Iterator[None]:
+    def _errors(
+        self, action: str, access: Access = "read", instance: str | None = None, zone: str | None = None
+    ) -> Iterator[None]:
         try:
             yield
         except CloudError:
             raise
         except Exception as err:
             mapped = translate(
-                err, project=self.project, endpoint=self.endpoint, action=action, access=access, instance=instance, zone=zone
+                err,
+                project=self.project,
+                endpoint=self.endpoint,
+                action=action,
+                access=access,
+                instance=instance,
+                zone=zone,
             )
             if mapped is err:
                 raise
@@ -121,7 +129,9 @@ class GceClient:
         with self._errors("list instances"):
             if not self.zones:
                 request = {"project": self.project}
-                pages = self._instances.aggregated_list(request=request, retry=self._retry, timeout=self.timeout)
+                pages = self._instances.aggregated_list(
+                    request=request, retry=self._retry, timeout=self.timeout
+                )
                 # Zones without instances carry only a NO_RESULTS_ON_PAGE warning: nothing to collect.
                 return [raw for _, scoped in pages for raw in scoped.instances]
             if len(self.zones) == 1:
@@ -131,7 +141,9 @@ class GceClient:
 
     def _list_zone(self, zone: str) -> list[Any]:
         with self._errors("list instances", zone=zone):
-            pages = self._instances.list(project=self.project, zone=zone, retry=self._retry, timeout=self.timeout)
+            pages = self._instances.list(
+                project=self.project, zone=zone, retry=self._retry, timeout=self.timeout
+            )
             return list(pages)
 
     def list_instances(self) -> list[Instance]:
@@ -203,29 +215,58 @@ class GceClient:
 
     def start(self, name: str, zone: str) -> None:
         """Start a stopped VM and wait until the operation is DONE (``StockoutError`` on no capacity)."""
-        self._mutate(f"start {name}", zone, name, lambda: self._instances.start_unary(
-            project=self.project, zone=zone, instance=name, timeout=self.timeout))
+        self._mutate(
+            f"start {name}",
+            zone,
+            name,
+            lambda: self._instances.start_unary(
+                project=self.project, zone=zone, instance=name, timeout=self.timeout
+            ),
+        )
 
     def stop(self, name: str, zone: str) -> None:
         """Stop a VM and wait until it is TERMINATED."""
-        self._mutate(f"stop {name}", zone, name, lambda: self._instances.stop_unary(
-            project=self.project, zone=zone, instance=name, timeout=self.timeout))
+        self._mutate(
+            f"stop {name}",
+            zone,
+            name,
+            lambda: self._instances.stop_unary(
+                project=self.project, zone=zone, instance=name, timeout=self.timeout
+            ),
+        )
 
     def reset(self, name: str, zone: str) -> None:
         """Hard-reset a running VM."""
-        self._mutate(f"reset {name}", zone, name, lambda: self._instances.reset_unary(
-            project=self.project, zone=zone, instance=name, timeout=self.timeout))
+        self._mutate(
+            f"reset {name}",
+            zone,
+            name,
+            lambda: self._instances.reset_unary(
+                project=self.project, zone=zone, instance=name, timeout=self.timeout
+            ),
+        )
 
     def delete(self, name: str, zone: str) -> None:
         """Delete a VM and wait until it is gone."""
-        self._mutate(f"delete {name}", zone, name, lambda: self._instances.delete_unary(
-            project=self.project, zone=zone, instance=name, timeout=self.timeout))
+        self._mutate(
+            f"delete {name}",
+            zone,
+            name,
+            lambda: self._instances.delete_unary(
+                project=self.project, zone=zone, instance=name, timeout=self.timeout
+            ),
+        )
 
     def simulate_maintenance_event(self, name: str, zone: str) -> None:
         """GCE's documented way to test preemption of a Spot VM; returns once GCE accepted the event."""
-        self._mutate(f"simulate a maintenance event on {name}", zone, name, lambda: (
-            self._instances.simulate_maintenance_event_unary(
-                project=self.project, zone=zone, instance=name, timeout=self.timeout)))
+        self._mutate(
+            f"simulate a maintenance event on {name}",
+            zone,
+            name,
+            lambda: self._instances.simulate_maintenance_event_unary(
+                project=self.project, zone=zone, instance=name, timeout=self.timeout
+            ),
+        )
 
     def insert(self, zone: str, instance_body: Any) -> None:
         """Create a VM from an ``Instance`` message or dict (e.g. a recorded instance's settings)."""
@@ -233,8 +274,14 @@ class GceClient:
         if isinstance(body, dict):
             body = self._compute.Instance(body)
         name = body.name
-        self._mutate(f"create {name}", zone, name, lambda: self._instances.insert_unary(
-            project=self.project, zone=zone, instance_resource=body, timeout=self.timeout))
+        self._mutate(
+            f"create {name}",
+            zone,
+            name,
+            lambda: self._instances.insert_unary(
+                project=self.project, zone=zone, instance_resource=body, timeout=self.timeout
+            ),
+        )
 
     def _mutate(self, action: str, zone: str, name: str, call: Callable[[], Any]) -> None:
         with self._errors(action, access="write", instance=name, zone=zone):
@@ -252,7 +299,9 @@ class GceClient:
             while operation.status != done:
                 left = deadline - time.monotonic()
                 if left <= 0:
-                    raise CloudError(f"{action} did not finish in {self.operation_timeout:.0f} s: check `gcptui ls`")
+                    raise CloudError(
+                        f"{action} did not finish in {self.operation_timeout:.0f} s: check `gcptui ls`"
+                    )
                 # wait() returns at DONE or after up to 2 minutes server-side; keep our side shorter.
                 operation = self._zone_ops.wait(
                     project=self.project, zone=zone, operation=operation.name, timeout=min(left, 130.0)
@@ -260,4 +309,3 @@ class GceClient:
         if list(operation.error.errors):
             raise operation_error(operation, action=action, zone=zone)
         return operation
-

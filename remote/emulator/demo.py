@@ -37,9 +37,27 @@ class InstanceSpec:
 # (name stem, zone, machine type, GPUs, spot, legacy preemptible, external IP, status)
 _TEMPLATES: list[tuple[str, str, str, tuple[tuple[str, int], ...], bool, bool, bool, str]] = [
     ("trainer-l4", "us-central1-a", "g2-standard-8", (("nvidia-l4", 1),), True, False, True, "RUNNING"),
-    ("trainer-a100", "us-central1-a", "a2-highgpu-1g", (("nvidia-tesla-a100", 1),), False, False, True, "RUNNING"),
+    (
+        "trainer-a100",
+        "us-central1-a",
+        "a2-highgpu-1g",
+        (("nvidia-tesla-a100", 1),),
+        False,
+        False,
+        True,
+        "RUNNING",
+    ),
     ("trainer-h100", "us-east4-a", "a3-highgpu-2g", (("nvidia-h100-80gb", 2),), True, False, True, "RUNNING"),
-    ("eval-t4", "us-central1-b", "n1-standard-8", (("nvidia-tesla-t4", 2),), False, True, False, "TERMINATED"),
+    (
+        "eval-t4",
+        "us-central1-b",
+        "n1-standard-8",
+        (("nvidia-tesla-t4", 2),),
+        False,
+        True,
+        False,
+        "TERMINATED",
+    ),
     ("trainer-l4", "us-east4-a", "g2-standard-4", (("nvidia-l4", 1),), True, False, True, "RUNNING"),
     ("data-prep", "us-central1-b", "n2-standard-8", (), False, False, True, "RUNNING"),
 ]
@@ -79,7 +97,11 @@ def large_fleet(n: int, zones: int = 10) -> list[InstanceSpec]:
     from gcptui.remote.emulator.emulator import DEFAULT_ZONES
 
     chosen = DEFAULT_ZONES[:zones]
-    models = [("g2-standard-8", (("nvidia-l4", 1),)), ("a2-highgpu-1g", (("nvidia-tesla-a100", 1),)), ("n2-standard-4", ())]
+    models = [
+        ("g2-standard-8", (("nvidia-l4", 1),)),
+        ("a2-highgpu-1g", (("nvidia-tesla-a100", 1),)),
+        ("n2-standard-4", ()),
+    ]
     return [
         InstanceSpec(
             name=f"vm-{i:05d}",

@@ -1,11 +1,11 @@
 """The emulator's Python API: a local stand-in for GCE behind the real client library.
 
-    emulator = Emulator(tmp_path, boot_seconds=0.2)
-    await emulator.start()
-    emulator.add_instance("trainer-1", "us-central1-a", gpus=[("nvidia-l4", 1)], spot=True)
-    emulator.write_config(tmp_path / "gcptui.toml")
-    ...
-    await emulator.close()
+emulator = Emulator(tmp_path, boot_seconds=0.2)
+await emulator.start()
+emulator.add_instance("trainer-1", "us-central1-a", gpus=[("nvidia-l4", 1)], spot=True)
+emulator.write_config(tmp_path / "gcptui.toml")
+...
+await emulator.close()
 """
 
 from __future__ import annotations
@@ -71,7 +71,9 @@ class Emulator:
         self._api_port = api_port
         # None: each VM on its own 127.0.0.x where the OS routes them (Linux), else all on 127.0.0.1
         # with a port each (macOS). GCPTUI_EMULATOR_ONE_ADDRESS=1 forces the latter.
-        self.one_address = one_address if one_address is not None else bool(os.environ.get("GCPTUI_EMULATOR_ONE_ADDRESS"))
+        self.one_address = (
+            one_address if one_address is not None else bool(os.environ.get("GCPTUI_EMULATOR_ONE_ADDRESS"))
+        )
         self._runner: web.AppRunner | None = None
         self._host: SshVmHost | AddressOnlyHost | None = None
         self.fleet: Fleet | None = None
@@ -108,7 +110,11 @@ class Emulator:
         if self.ssh:
             self.ssh_port = free_port()
             self._host = SshVmHost(
-                self.root, self.project, self.ssh_port, self._ensure_client_key(), self.known_hosts,
+                self.root,
+                self.project,
+                self.ssh_port,
+                self._ensure_client_key(),
+                self.known_hosts,
                 one_address=self.one_address,
             )
         else:

@@ -77,7 +77,13 @@ def _compute_apps() -> list[dict[str, str]]:
                 continue
         except (psutil.Error, OSError):
             continue
-        apps.append({"pid": str(proc.pid), "process_name": (proc.info["cmdline"] or ["python"])[0], "used_memory": "10240"})
+        apps.append(
+            {
+                "pid": str(proc.pid),
+                "process_name": (proc.info["cmdline"] or ["python"])[0],
+                "used_memory": "10240",
+            }
+        )
     return apps
 
 
@@ -106,7 +112,9 @@ def _table(gpus: list[dict[str, object]], now: float) -> str:
 def main(args: list[str]) -> int:
     gpus = _gpus()
     if not gpus:
-        print("NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver.", file=sys.stderr)
+        print(
+            "NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver.", file=sys.stderr
+        )
         return 9
     if "-L" in args or "--list-gpus" in args:
         for index, gpu in enumerate(gpus):
@@ -129,7 +137,11 @@ def main(args: list[str]) -> int:
     unit_of = {"utilization.gpu": " %", "utilization.memory": " %", "memory.used": " MiB", "memory.total": " MiB",
                "memory.free": " MiB", "power.draw": " W", "power.limit": " W", "used_memory": " MiB"}  # fmt: skip
     while True:
-        rows = [_sample(i, g, time.time(), _training()) for i, g in enumerate(gpus)] if gpu_query else _compute_apps()
+        rows = (
+            [_sample(i, g, time.time(), _training()) for i, g in enumerate(gpus)]
+            if gpu_query
+            else _compute_apps()
+        )
         if header:
             print(", ".join(fields))
         for row in rows:

@@ -25,7 +25,11 @@ class Fault:
     count: int = 1
 
     def matches(self, method: str) -> bool:
-        return self.method == "*" or method == self.method or (self.method.endswith(".") and method.startswith(self.method))
+        return (
+            self.method == "*"
+            or method == self.method
+            or (self.method.endswith(".") and method.startswith(self.method))
+        )
 
     def body(self, project: str) -> dict[str, Any]:
         """GCE's JSON error shape."""

@@ -31,7 +31,9 @@ def parse_filter(expression: str) -> Predicate:
     while position < len(text):
         match = _TERM.match(text, position)
         if not match or match.end() == position:
-            raise FilterError(f"Invalid value for field 'filter': '{expression}'. Invalid list filter expression.")
+            raise FilterError(
+                f"Invalid value for field 'filter': '{expression}'. Invalid list filter expression."
+            )
         value = match.group("value")
         if value[:1] in "\"'":
             value = value[1:-1].replace('\\"', '"')

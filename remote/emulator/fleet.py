@@ -73,7 +73,11 @@ class Fleet:
     def find(self, zone: str, name: str) -> Vm:
         vm = self.vms.get((zone, name))
         if vm is None:
-            raise ApiError(404, f"The resource 'projects/{self.project}/zones/{zone}/instances/{name}' was not found", "notFound")
+            raise ApiError(
+                404,
+                f"The resource 'projects/{self.project}/zones/{zone}/instances/{name}' was not found",
+                "notFound",
+            )
         return vm
 
     def by_name(self, name: str) -> Vm:
@@ -86,7 +90,11 @@ class Fleet:
     def operation(self, zone: str, name: str) -> Operation:
         op = self._operations_by_name.get((zone, name))
         if op is None:
-            raise ApiError(404, f"The resource 'projects/{self.project}/zones/{zone}/operations/{name}' was not found", "notFound")
+            raise ApiError(
+                404,
+                f"The resource 'projects/{self.project}/zones/{zone}/operations/{name}' was not found",
+                "notFound",
+            )
         return op
 
     def _record(self, op: Operation) -> Operation:
@@ -107,7 +115,11 @@ class Fleet:
     def add(self, vm: Vm) -> Vm:
         """Register an instance as it stands (no operation); a RUNNING one is booted in the background."""
         if vm.key in self.vms:
-            raise ApiError(409, f"The resource 'projects/{self.project}/zones/{vm.zone}/instances/{vm.name}' already exists", "alreadyExists")
+            raise ApiError(
+                409,
+                f"The resource 'projects/{self.project}/zones/{vm.zone}/instances/{vm.name}' already exists",
+                "alreadyExists",
+            )
         self._internal += 1
         vm.network_ip = vm.network_ip or f"10.128.{self._internal // 250}.{self._internal % 250 + 2}"
         self.vms[vm.key] = vm
@@ -142,7 +154,11 @@ class Fleet:
 
     def reset(self, vm: Vm) -> Operation:
         if vm.status != "RUNNING":
-            raise ApiError(400, f"The resource 'projects/{self.project}/zones/{vm.zone}/instances/{vm.name}' is not ready", "resourceNotReady")
+            raise ApiError(
+                400,
+                f"The resource 'projects/{self.project}/zones/{vm.zone}/instances/{vm.name}' is not ready",
+                "resourceNotReady",
+            )
         op = self._user_operation(vm, "reset")
         self._spawn(self._reset(vm, op))
         return op
@@ -162,14 +178,22 @@ class Fleet:
     def simulate_maintenance_event(self, vm: Vm) -> Operation:
         """Spot/preemptible VMs are preempted; other GPU VMs terminate for maintenance; the rest migrate."""
         if vm.status != "RUNNING":
-            raise ApiError(400, f"Instance '{vm.name}' is not running: a maintenance event needs a RUNNING instance.", "invalid")
+            raise ApiError(
+                400,
+                f"Instance '{vm.name}' is not running: a maintenance event needs a RUNNING instance.",
+                "invalid",
+            )
         op = self._user_operation(vm, "simulateMaintenanceEvent")
         if vm.spot:
             self._spawn(self._power_off(vm, PREEMPTED))
         elif vm.gpus:
             self._spawn(self._power_off(vm, "compute.instances.terminateOnHostMaintenance"))
         else:
-            self._record(Operation(vm.zone, "compute.instances.migrateOnHostMaintenance", vm.name, vm.id, user="system")).finish()
+            self._record(
+                Operation(
+                    vm.zone, "compute.instances.migrateOnHostMaintenance", vm.name, vm.id, user="system"
+                )
+            ).finish()
         op.finish()
         return op
 

@@ -61,9 +61,13 @@ class MetadataServer:
         if path not in self.values:
             return web.Response(status=404, text="Not Found\n", headers=FLAVOR)
         if request.query.get("wait_for_change", "").lower() == "true":
-            await self._wait_for_change(path, request.query.get("last_etag"), request.query.get("timeout_sec"))
+            await self._wait_for_change(
+                path, request.query.get("last_etag"), request.query.get("timeout_sec")
+            )
         value = self.values.get(path, "")
-        return web.Response(text=value, headers={**FLAVOR, "ETag": _etag(value)}, content_type="application/text")
+        return web.Response(
+            text=value, headers={**FLAVOR, "ETag": _etag(value)}, content_type="application/text"
+        )
 
     async def _wait_for_change(self, path: str, last_etag: str | None, timeout_sec: str | None) -> None:
         # Without last_etag GCE waits for the next change from the value as it is now.
@@ -72,7 +76,8 @@ class MetadataServer:
         try:
             async with self._changed:
                 await asyncio.wait_for(
-                    self._changed.wait_for(lambda: self._closing or _etag(self.values[path]) != start), timeout
+                    self._changed.wait_for(lambda: self._closing or _etag(self.values[path]) != start),
+                    timeout,
                 )
         except TimeoutError:
             pass

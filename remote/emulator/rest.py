@@ -42,17 +42,34 @@ class RestApi:
         self.calls: dict[str, int] = {}  # method -> count, for tests asserting "one aggregated call"
         self.app = web.Application(middlewares=[self._middleware])
         route = self.app.router
-        route.add_get(V1 + "/aggregated/instances", self._method("instances.aggregatedList", self.aggregated_instances))
+        route.add_get(
+            V1 + "/aggregated/instances", self._method("instances.aggregatedList", self.aggregated_instances)
+        )
         route.add_get(V1 + "/zones/{zone}/instances", self._method("instances.list", self.list_instances))
         route.add_post(V1 + "/zones/{zone}/instances", self._method("instances.insert", self.insert))
         route.add_get(V1 + "/zones/{zone}/instances/{name}", self._method("instances.get", self.get_instance))
-        route.add_delete(V1 + "/zones/{zone}/instances/{name}", self._method("instances.delete", self.lifecycle("delete")))
+        route.add_delete(
+            V1 + "/zones/{zone}/instances/{name}", self._method("instances.delete", self.lifecycle("delete"))
+        )
         for verb in ("start", "stop", "reset", "simulateMaintenanceEvent"):
-            route.add_post(V1 + "/zones/{zone}/instances/{name}/" + verb, self._method(f"instances.{verb}", self.lifecycle(verb)))
-        route.add_get(V1 + "/zones/{zone}/operations", self._method("zoneOperations.list", self.list_operations))
-        route.add_get(V1 + "/zones/{zone}/operations/{op}", self._method("zoneOperations.get", self.get_operation))
-        route.add_post(V1 + "/zones/{zone}/operations/{op}/wait", self._method("zoneOperations.wait", self.wait_operation))
-        route.add_get(V1 + "/aggregated/operations", self._method("globalOperations.aggregatedList", self.aggregated_operations))
+            route.add_post(
+                V1 + "/zones/{zone}/instances/{name}/" + verb,
+                self._method(f"instances.{verb}", self.lifecycle(verb)),
+            )
+        route.add_get(
+            V1 + "/zones/{zone}/operations", self._method("zoneOperations.list", self.list_operations)
+        )
+        route.add_get(
+            V1 + "/zones/{zone}/operations/{op}", self._method("zoneOperations.get", self.get_operation)
+        )
+        route.add_post(
+            V1 + "/zones/{zone}/operations/{op}/wait",
+            self._method("zoneOperations.wait", self.wait_operation),
+        )
+        route.add_get(
+            V1 + "/aggregated/operations",
+            self._method("globalOperations.aggregatedList", self.aggregated_operations),
+        )
 
     # -- plumbing --------------------------------------------------------------------------------------
 
@@ -73,13 +90,17 @@ class RestApi:
             fault = self.fleet.faults.take(method)
             if fault is not None:
                 body = fault.body(self.fleet.project)
-                return web.Response(status=fault.status, text=json.dumps(body), content_type="application/json")
+                return web.Response(
+                    status=fault.status, text=json.dumps(body), content_type="application/json"
+                )
             project = request.match_info["project"]
             if project != self.fleet.project:
                 raise ApiError(404, f"The resource 'projects/{project}' was not found", "notFound")
             zone = request.match_info.get("zone")
             if zone is not None and zone not in self.fleet.zones:
-                raise ApiError(404, f"The resource 'projects/{project}/zones/{zone}' was not found", "notFound")
+                raise ApiError(
+                    404, f"The resource 'projects/{project}/zones/{zone}' was not found", "notFound"
+                )
             return await handler(request)
 
         return call
@@ -101,7 +122,9 @@ class RestApi:
 
     def _instances(self, request: web.Request, zone: str | None) -> list[dict[str, Any]]:
         keep = parse_filter(request.query.get("filter", ""))
-        vms = sorted((vm for vm in self.fleet.vms.values() if zone is None or vm.zone == zone), key=lambda v: v.key)
+        vms = sorted(
+            (vm for vm in self.fleet.vms.values() if zone is None or vm.zone == zone), key=lambda v: v.key
+        )
         bodies = (instance_json(vm, self.fleet.project) for vm in vms)
         return [body for body in bodies if keep(body)]
 
@@ -124,12 +147,18 @@ class RestApi:
 
     async def aggregated_instances(self, request: web.Request) -> web.Response:
         page, token = self._page(request, self._instances(request, None))
-        items: dict[str, dict[str, Any]] = {f"zones/{zone}": {"warning": _no_results(f"zones/{zone}")} for zone in self.fleet.zones}
+        items: dict[str, dict[str, Any]] = {
+            f"zones/{zone}": {"warning": _no_results(f"zones/{zone}")} for zone in self.fleet.zones
+        }
         for body in page:
             scoped = items[f"zones/{body['zone'].rsplit('/', 1)[-1]}"]
             scoped.pop("warning", None)
             scoped.setdefault("instances", []).append(body)
-        out: dict[str, Any] = {"kind": "compute#instanceAggregatedList", "id": f"projects/{self.fleet.project}/aggregated/instances", "items": items}
+        out: dict[str, Any] = {
+            "kind": "compute#instanceAggregatedList",
+            "id": f"projects/{self.fleet.project}/aggregated/instances",
+            "items": items,
+        }
         if token:
             out["nextPageToken"] = token
         return _json(out)
@@ -144,7 +173,11 @@ class RestApi:
         except ValueError:
             raise ApiError(400, "Invalid JSON payload received.", "parseError") from None
         if not isinstance(body, dict) or not body.get("name"):
-            raise ApiError(400, "Invalid value for field 'resource.name': ''. Must be a match of regex '[a-z](?:[-a-z0-9]{0,61}[a-z0-9])?'", "invalid")
+            raise ApiError(
+                400,
+                "Invalid value for field 'resource.name': ''. Must be a match of regex '[a-z](?:[-a-z0-9]{0,61}[a-z0-9])?'",
+                "invalid",
+            )
         op = self.fleet.insert(vm_from_insert_body(body, request.match_info["zone"]))
         return _json(operation_json(op, self.fleet.project))
 
@@ -179,13 +212,18 @@ class RestApi:
     def _operations(self, request: web.Request, zone: str | None) -> list[dict[str, Any]]:
         keep = parse_filter(request.query.get("filter", ""))
         zones = [zone] if zone else sorted(self.fleet.operations)
-        bodies = (operation_json(op, self.fleet.project) for z in zones for op in self.fleet.operations.get(z, []))
+        bodies = (
+            operation_json(op, self.fleet.project) for z in zones for op in self.fleet.operations.get(z, [])
+        )
         return [body for body in bodies if keep(body)]
 
     async def list_operations(self, request: web.Request) -> web.Response:
         zone = request.match_info["zone"]
         page, token = self._page(request, self._operations(request, zone))
-        body: dict[str, Any] = {"kind": "compute#operationList", "id": f"projects/{self.fleet.project}/zones/{zone}/operations"}
+        body: dict[str, Any] = {
+            "kind": "compute#operationList",
+            "id": f"projects/{self.fleet.project}/zones/{zone}/operations",
+        }
         if page:
             body["items"] = page
         else:
@@ -196,13 +234,19 @@ class RestApi:
 
     async def aggregated_operations(self, request: web.Request) -> web.Response:
         page, token = self._page(request, self._operations(request, None))
-        items: dict[str, dict[str, Any]] = {f"zones/{zone}": {"warning": _no_results(f"zones/{zone}")} for zone in self.fleet.zones}
+        items: dict[str, dict[str, Any]] = {
+            f"zones/{zone}": {"warning": _no_results(f"zones/{zone}")} for zone in self.fleet.zones
+        }
         items["global"] = {"warning": _no_results("global")}
         for body in page:
             scoped = items.setdefault(f"zones/{body['zone'].rsplit('/', 1)[-1]}", {})
             scoped.pop("warning", None)
             scoped.setdefault("operations", []).append(body)
-        out: dict[str, Any] = {"kind": "compute#operationAggregatedList", "id": f"projects/{self.fleet.project}/aggregated/operations", "items": items}
+        out: dict[str, Any] = {
+            "kind": "compute#operationAggregatedList",
+            "id": f"projects/{self.fleet.project}/aggregated/operations",
+            "items": items,
+        }
         if token:
             out["nextPageToken"] = token
         return _json(out)

@@ -77,7 +77,9 @@ class Operation:
     """A zone operation (a user's call, or a system event such as a preemption)."""
 
     zone: str
-    operation_type: str  # start, stop, delete, insert, reset, simulateMaintenanceEvent, compute.instances.preempted
+    operation_type: (
+        str  # start, stop, delete, insert, reset, simulateMaintenanceEvent, compute.instances.preempted
+    )
     target: str  # instance name
     target_id: int
     user: str = "user@emulator.local"
@@ -100,7 +102,9 @@ class Operation:
     def running(self) -> None:
         self.status, self.progress, self.start_time = "RUNNING", 0, self.start_time or timestamp()
 
-    def finish(self, errors: list[dict[str, str]] | None = None, http_error: tuple[int, str] | None = None) -> None:
+    def finish(
+        self, errors: list[dict[str, str]] | None = None, http_error: tuple[int, str] | None = None
+    ) -> None:
         """DONE, with GCE's ``error.errors`` entries when it failed."""
         self.start_time = self.start_time or timestamp()
         self.status, self.progress, self.end_time = "DONE", 100, timestamp()

@@ -31,9 +31,16 @@ class MetricsLog:
         self._file = open(path, "a", encoding="utf-8")  # noqa: SIM115 - closed in close()
 
     def progress(self, step: int, total_steps: int, loss: float, samples_per_s: float) -> None:
-        self._write({"step": step, "total_steps": total_steps, "loss": loss,
-                     "samples_per_s": round(samples_per_s, 3), "time": time.time()},
-                    f"step {step}/{total_steps} loss {loss:.4f} {samples_per_s:.0f} samples/s")
+        self._write(
+            {
+                "step": step,
+                "total_steps": total_steps,
+                "loss": loss,
+                "samples_per_s": round(samples_per_s, 3),
+                "time": time.time(),
+            },
+            f"step {step}/{total_steps} loss {loss:.4f} {samples_per_s:.0f} samples/s",
+        )
 
     def event(self, name: str, text: str, **fields: object) -> None:
         self._write({"event": name, **fields, "time": time.time()}, text)
@@ -49,6 +56,7 @@ class MetricsLog:
         self._file.write(json.dumps(record) + "\n")
         self._file.flush()
         self.say(text)
+
 
 FEATURES = 8
 CHECKPOINT = "toy-checkpoint.json"
@@ -119,7 +127,9 @@ def main(argv: list[str] | None = None) -> int:
     if checkpoint.exists():
         state = json.loads(checkpoint.read_text())
         if state.get("seed") != args.seed:
-            print(f"error: the checkpoint in {run_dir} is for seed {state.get('seed')}: use it", file=sys.stderr)
+            print(
+                f"error: the checkpoint in {run_dir} is for seed {state.get('seed')}: use it", file=sys.stderr
+            )
             return 2
         step, weights = int(state["step"]), [float(w) for w in state["weights"]]
         log.event("resumed", f"resumed from step {step}", step=step, path=str(checkpoint))

@@ -72,8 +72,14 @@ class SshVmHost:
     """Real insides: a disk under ``root/vms/NAME``, an SSH server and a metadata server per boot."""
 
     def __init__(
-        self, root: Path, project: str, ssh_port: int, client_public_key: str, known_hosts: Path,
-        *, one_address: bool = False,
+        self,
+        root: Path,
+        project: str,
+        ssh_port: int,
+        client_public_key: str,
+        known_hosts: Path,
+        *,
+        one_address: bool = False,
     ) -> None:
         self.root = root
         self.project = project

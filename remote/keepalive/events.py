@@ -156,4 +156,6 @@ class Relaunch(Protocol):
     Returns the step it resumed from (an int), a ``ResumePoint``, or None when unknown.
     """
 
-    def __call__(self, instance: Instance, report: StepReporter, /) -> Awaitable[int | ResumePoint | None]: ...
+    def __call__(
+        self, instance: Instance, report: StepReporter, /
+    ) -> Awaitable[int | ResumePoint | None]: ...

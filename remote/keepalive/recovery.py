@@ -100,8 +100,9 @@ class KeepAlive:
         self._dropped: set[str] = set()  # suspects because their connection dropped (detected_by "lost")
         self._given_up: set[str] = set()
         self._wake = asyncio.Event()
-        self._vms = VmRestarter(gce, self._event, boot_timeout=boot_timeout, backoff_base=backoff_base,
-                                backoff_cap=backoff_cap)
+        self._vms = VmRestarter(
+            gce, self._event, boot_timeout=boot_timeout, backoff_base=backoff_base, backoff_cap=backoff_cap
+        )
 
     # -- the faces' API --------------------------------------------------------------------------
 
@@ -205,7 +206,12 @@ class KeepAlive:
             if instance.spot and instance.termination_action == "DELETE" and instance.status == "RUNNING":
                 self._records[name] = raw
             self._known[name] = instance
-            if instance.spot and instance.status == "STOPPING" and self.enabled(name) and name not in self._suspects:
+            if (
+                instance.spot
+                and instance.status == "STOPPING"
+                and self.enabled(name)
+                and name not in self._suspects
+            ):
                 # GCE shows STOPPING during the soft-off of a preemption: poll fast until it is over.
                 self._suspects[name] = asyncio.get_running_loop().time() + self.suspect_seconds
         for name in [n for n in self._known if n not in current]:
@@ -239,8 +245,11 @@ class KeepAlive:
         for instance in candidates:
             started = parse_timestamp(instance.last_start)
             for op in operations:
-                same = op.instance_id == instance.instance_id if op.instance_id and instance.instance_id else (
-                    op.instance == instance.name and op.zone == instance.zone)
+                same = (
+                    op.instance_id == instance.instance_id
+                    if op.instance_id and instance.instance_id
+                    else (op.instance == instance.name and op.zone == instance.zone)
+                )
                 if same and (started is None or op.time is None or op.time >= started):
                     found[instance.name] = op.time
         return found
@@ -260,7 +269,11 @@ class KeepAlive:
         dropped = name in self._dropped
         self._dropped.discard(name)
         timeline = self.timelines.get(name)
-        if timeline is None or timeline.outcome != "recovering" or timeline.detected_by not in (None, "notice"):
+        if (
+            timeline is None
+            or timeline.outcome != "recovering"
+            or timeline.detected_by not in (None, "notice")
+        ):
             timeline = self._new_timeline(name)
         if timeline.preempted_at is None:
             timeline.preempted_at = gce_time

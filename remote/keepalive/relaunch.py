@@ -24,11 +24,15 @@ if TYPE_CHECKING:
     from gcptui.remote.services import Services
 
 # Prints the file's size, then its last lines; "0" alone when there is none. $1 is relative to $HOME.
-_TAIL = 'f=$1; case $f in /*) ;; *) f="$HOME/$f" ;; esac; ' \
-        'if [ -f "$f" ]; then wc -c < "$f"; tail -n "$2" "$f"; else echo 0; fi'
+_TAIL = (
+    'f=$1; case $f in /*) ;; *) f="$HOME/$f" ;; esac; '
+    'if [ -f "$f" ]; then wc -c < "$f"; tail -n "$2" "$f"; else echo 0; fi'
+)
 # Prints the file's size, then (at most $3 bytes of) what follows byte offset $2.
-_FROM = 'f=$1; case $f in /*) ;; *) f="$HOME/$f" ;; esac; ' \
-        '[ -f "$f" ] || { echo 0; exit 0; }; wc -c < "$f"; tail -c +"$(($2 + 1))" "$f" | head -c "$3"'
+_FROM = (
+    'f=$1; case $f in /*) ;; *) f="$HOME/$f" ;; esac; '
+    '[ -f "$f" ] || { echo 0; exit 0; }; wc -c < "$f"; tail -c +"$(($2 + 1))" "$f" | head -c "$3"'
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,7 +124,9 @@ class JobLauncher:
         try:
             await session.barrier(timeout=self.sync_timeout)
         except TimeoutError:
-            raise GcptuiError(f"{instance.name}: sync did not finish within {self.sync_timeout:.0f}s") from None
+            raise GcptuiError(
+                f"{instance.name}: sync did not finish within {self.sync_timeout:.0f}s"
+            ) from None
         finally:
             await session.close()
         say("synced", "the VM holds the current tree")

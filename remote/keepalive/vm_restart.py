@@ -71,11 +71,17 @@ class VmRestarter:
             recreate = True
         attempt = 0
         while True:
-            self._report(name, "restarting", "recreating it from its recorded settings" if recreate else "starting the VM")
+            self._report(
+                name,
+                "restarting",
+                "recreating it from its recorded settings" if recreate else "starting the VM",
+            )
             try:
                 if recreate:
                     if record is None:
-                        raise GcptuiError(f"{name} was deleted before keep-alive saw it run: recreate it by hand")
+                        raise GcptuiError(
+                            f"{name} was deleted before keep-alive saw it run: recreate it by hand"
+                        )
                     await asyncio.to_thread(self.gce.insert, zone, recreate_body(record))
                 else:
                     await asyncio.to_thread(self.gce.start, name, zone)
@@ -101,7 +107,11 @@ class VmRestarter:
         while loop.time() < deadline:
             raw = await asyncio.to_thread(self.gce.get_raw, name, zone)
             instance = instance_from_resource(raw) if raw is not None else None
-            if instance is not None and instance.status == "RUNNING" and (instance.external_ip or instance.internal_ip):
+            if (
+                instance is not None
+                and instance.status == "RUNNING"
+                and (instance.external_ip or instance.internal_ip)
+            ):
                 return instance
             await asyncio.sleep(0.1)
         raise GcptuiError(f"{name} did not reach RUNNING within {self.boot_timeout:.0f}s: check `gcptui ls`")

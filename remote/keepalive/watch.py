@@ -31,7 +31,9 @@ async def forward_job_events(keepalive: KeepAlive, name: str, events: Any) -> No
     async for event in events:
         kind = getattr(event, "kind", None)
         if kind == "preempted":
-            keepalive.notice(name, getattr(event, "at", None) if _is_datetime(getattr(event, "at", None)) else None)
+            keepalive.notice(
+                name, getattr(event, "at", None) if _is_datetime(getattr(event, "at", None)) else None
+            )
         elif kind == "lost":
             keepalive.poke(name)
 
@@ -67,14 +69,18 @@ class NoticeWatchers:
         }  # fmt: skip
         for name in list(self._tasks):
             # A STOPPING VM keeps its watcher: the drop of its connection is the signal we wait for.
-            if name not in wanted or self._tasks[name][0] != (wanted[name].external_ip or wanted[name].internal_ip):
+            if name not in wanted or self._tasks[name][0] != (
+                wanted[name].external_ip or wanted[name].internal_ip
+            ):
                 self._tasks.pop(name)[1].cancel()
         wanted = {name: i for name, i in wanted.items() if i.status == "RUNNING"}
         for name, instance in wanted.items():
             if name not in self._tasks and not self.keepalive.recovering(name):
                 address = instance.external_ip or instance.internal_ip or ""
-                task = report_failure(asyncio.create_task(self._watch(instance), name=f"notice watcher {name}"),
-                                      log_failure(log))
+                task = report_failure(
+                    asyncio.create_task(self._watch(instance), name=f"notice watcher {name}"),
+                    log_failure(log),
+                )
                 self._tasks[name] = (address, task)
 
     async def _watch(self, instance: Instance) -> None:

@@ -10,7 +10,9 @@ from typing import Literal
 # paused: the user paused following (changes queue); reconnecting: the connection dropped,
 # changes queue until a full diff runs again; error: sync stopped, ``reason`` says why and what
 # to do; stopped: the session ended.
-SyncStateName = Literal["connecting", "scanning", "syncing", "in_sync", "paused", "reconnecting", "error", "stopped"]
+SyncStateName = Literal[
+    "connecting", "scanning", "syncing", "in_sync", "paused", "reconnecting", "error", "stopped"
+]
 
 
 @dataclass(frozen=True, slots=True)

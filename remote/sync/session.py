@@ -147,6 +147,7 @@ class SyncSession:
         Waits through a dropped connection; ``timeout`` (seconds) bounds the wait.
         Raises :class:`SyncError` when sync stopped for a reason the user must fix.
         """
+
         async def attempt() -> None:
             delay = 0.05
             while True:
@@ -248,7 +249,9 @@ class SyncSession:
 
     async def _full_sync_locked(self) -> BatchApplied:
         if not self.source.is_dir():
-            raise SyncError(f"the local source {self.source} does not exist: sync stopped so the VM keeps its files")
+            raise SyncError(
+                f"the local source {self.source} does not exist: sync stopped so the VM keeps its files"
+            )
         self.rules.reload()
         self.tracker.clear_dirty()  # this diff covers everything changed so far
         # The local scan runs while the agent starts (a channel, an exec, a Python start-up: a
@@ -342,7 +345,9 @@ class SyncSession:
         """Compare the paths a batch touched, and what the VM holds below any directory among them."""
         scope = set(change.scope)
         roots = set(change.subtrees)
-        roots.update(rel for rel in change.scope if (e := self.view.entries.get(rel)) is not None and e.kind == "d")
+        roots.update(
+            rel for rel in change.scope if (e := self.view.entries.get(rel)) is not None and e.kind == "d"
+        )
         if roots:
             scope.update(rel for rel in self.view.entries if any(is_under(rel, root) for root in roots))
         return make_plan(
@@ -358,4 +363,6 @@ class SyncSession:
         self.tracker.reset(scan.entries)
         self._report_links(scan)
         await self.tracker.watch_new_dirs()
-        return make_plan(scan.entries, self.view.entries, self.view.ledger, rules=self.rules, protect=self.protect)
+        return make_plan(
+            scan.entries, self.view.entries, self.view.ledger, rules=self.rules, protect=self.protect
+        )

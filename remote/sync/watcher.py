@@ -23,7 +23,9 @@ from gcptui.remote.aio import within
 class TreeWatcher:
     """Collects changed absolute paths from several non-recursive ``awatch`` generators."""
 
-    def __init__(self, root: Path, *, step_ms: int = 30, debounce_ms: int = 300, max_generations: int = 6) -> None:
+    def __init__(
+        self, root: Path, *, step_ms: int = 30, debounce_ms: int = 300, max_generations: int = 6
+    ) -> None:
         self.root = root
         self.max_generations = max_generations
         self.errors: list[str] = []
@@ -103,7 +105,9 @@ class TreeWatcher:
         except OSError as err:
             # Out of inotify instances or watches: say so once, and rescan (periodic full diffs
             # keep the VM right, only slower).
-            self.errors.append(f"cannot watch the tree for changes ({err}): raise fs.inotify.max_user_watches / max_user_instances")
+            self.errors.append(
+                f"cannot watch the tree for changes ({err}): raise fs.inotify.max_user_watches / max_user_instances"
+            )
             self.inject([str(self.root)])
         finally:
             with contextlib.suppress(Exception):

@@ -170,7 +170,11 @@ class GpuMonitor:
                     if snapshot.state == "no_gpu":
                         delay = self.no_gpu_retry
             except (asyncssh.Error, OSError, EOFError) as err:
-                yield GpuSnapshot(time=time.time(), state="reconnecting", message=f"connection lost ({err or type(err).__name__})")
+                yield GpuSnapshot(
+                    time=time.time(),
+                    state="reconnecting",
+                    message=f"connection lost ({err or type(err).__name__})",
+                )
             await asyncio.sleep(delay)
 
     async def _run_once(self) -> AsyncIterator[GpuSnapshot]:
@@ -225,7 +229,9 @@ class GpuMonitor:
             if process.exit_status is None:
                 raise EOFError("the connection closed")
             # nvidia-smi exists but fails (no driver, no device): report its own words as "no GPU".
-            yield GpuSnapshot(time=time.time(), state="no_gpu", message=other[0] if other else "nvidia-smi exited")
+            yield GpuSnapshot(
+                time=time.time(), state="no_gpu", message=other[0] if other else "nvidia-smi exited"
+            )
         finally:
             reader.cancel()
             process.close()

@@ -31,7 +31,9 @@ from gcptui.remote.aio import within
 from gcptui.remote.models import ConnectionGetter
 from gcptui.remote.telemetry.log_text import LineAssembler
 
-NoticeKind = Literal["connecting", "waiting", "following", "truncated", "replaced", "reconnecting", "error", "ended"]
+NoticeKind = Literal[
+    "connecting", "waiting", "following", "truncated", "replaced", "reconnecting", "error", "ended"
+]
 
 # Errors after which the stream simply reconnects through the pool.
 _RETRYABLE = (asyncssh.Error, OSError, EOFError, asyncio.IncompleteReadError, TimeoutError)
@@ -181,7 +183,9 @@ class LogStream:
                     if process.exit_status is None or line:
                         raise EOFError("the connection closed")  # dropped, not a reader that exited
                     stderr = await _drain(process.stderr)
-                    raise _ReaderFailed(f"remote reader exited ({process.exit_status}): {stderr or 'no message'}")
+                    raise _ReaderFailed(
+                        f"remote reader exited ({process.exit_status}): {stderr or 'no message'}"
+                    )
                 for event in self._handle(line):
                     yield event
         finally:

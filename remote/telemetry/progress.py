@@ -80,12 +80,16 @@ class ProgressTracker:
             return False
         event = record.get("event")
         if event == "checkpoint":
-            checkpoint = Checkpoint(_int(record.get("step")), str(record.get("path", "")), _float(record.get("time")))
+            checkpoint = Checkpoint(
+                _int(record.get("step")), str(record.get("path", "")), _float(record.get("time"))
+            )
             self._progress = replace(self._progress, last_checkpoint=checkpoint)
             return True
         if event == "preempted":
             p = self._progress
-            self._progress = replace(p, preemptions=p.preemptions + 1, last_preempted_at=_float(record.get("time")))
+            self._progress = replace(
+                p, preemptions=p.preemptions + 1, last_preempted_at=_float(record.get("time"))
+            )
             return True
         if event is not None:
             return False
@@ -147,7 +151,9 @@ async def follow_progress(
     Stream notices (reconnecting, waiting for the file) are passed through for a status display.
     """
     tracker = ProgressTracker()
-    stream = LogStream(get_conn, path, history_lines=history_lines, follow=follow, poll_interval=poll_interval)
+    stream = LogStream(
+        get_conn, path, history_lines=history_lines, follow=follow, poll_interval=poll_interval
+    )
     async for event in stream:
         if isinstance(event, LogNotice):
             yield event

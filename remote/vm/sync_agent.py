@@ -175,8 +175,13 @@ class Agent:
         dest = os.path.normpath(dest)
         real = os.path.realpath(dest)
         if real == "/" or real == home or home.startswith(real.rstrip("/") + "/"):
-            self.reply({"ok": False, "error": f"dest {dest!r} is the remote root, home or a parent of home: "
-                        "sync would mirror onto it; use a project directory such as '~/project'"})
+            self.reply(
+                {
+                    "ok": False,
+                    "error": f"dest {dest!r} is the remote root, home or a parent of home: "
+                    "sync would mirror onto it; use a project directory such as '~/project'",
+                }
+            )
             return
         os.makedirs(dest, exist_ok=True)
         self.dest = dest

@@ -11,16 +11,29 @@ from gcptui.remote.emulator.thread import EmulatorThread
 from tests.helpers.sshd import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
-REFERENCE_FIELDS = {"name", "zone", "status", "machine_type", "gpus", "spot", "external_ip", "internal_ip", "source"}
+REFERENCE_FIELDS = {
+    "name",
+    "zone",
+    "status",
+    "machine_type",
+    "gpus",
+    "spot",
+    "external_ip",
+    "internal_ip",
+    "source",
+}
 
 
 def gcptui(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "gcptui.tui", *args], cwd=cwd, capture_output=True, text=True, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "gcptui.tui", *args], cwd=cwd, capture_output=True, text=True, timeout=120
+    )
 
 
 def test_ls_json_prints_design_fields(api_emulator: EmulatorThread, tmp_path: Path) -> None:
-    api_emulator.add_instance("spot-l4", "us-central1-a", machine_type="g2-standard-8",
-                              gpus=[("nvidia-l4", 1)], spot=True)
+    api_emulator.add_instance(
+        "spot-l4", "us-central1-a", machine_type="g2-standard-8", gpus=[("nvidia-l4", 1)], spot=True
+    )
     api_emulator.add_instance("cpu-box", "europe-west4-b", machine_type="n2-standard-4", external_ip=False)
     config = api_emulator.write_config(tmp_path / "gcptui.toml")
     config.write_text(config.read_text() + '\n[[hosts]]\nname = "box"\naddress = "127.0.0.9"\n')

@@ -29,8 +29,10 @@ def fleet(emulator_thread: EmulatorThread, tmp_path: Path) -> Path:
     project.mkdir()
     (project / "train.py").write_text("print('hi')\n")
     config = emulator_thread.write_config(tmp_path / "gcptui.toml")
-    config.write_text(config.read_text() + f'\n[sync]\nsource = "{project}"\ndest = "~/project"\n'
-                      '\n[job]\ncommand = "python train.py"\n')
+    config.write_text(
+        config.read_text() + f'\n[sync]\nsource = "{project}"\ndest = "~/project"\n'
+        '\n[job]\ncommand = "python train.py"\n'
+    )
     return config
 
 

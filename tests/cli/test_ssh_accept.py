@@ -12,8 +12,14 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def gcptui(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "gcptui.tui", *args], cwd=ROOT, capture_output=True, text=True,
-                          timeout=120, stdin=subprocess.DEVNULL)
+    return subprocess.run(
+        [sys.executable, "-m", "gcptui.tui", *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        stdin=subprocess.DEVNULL,
+    )
 
 
 def config_for(sshd: Sshd, tmp_path: Path, known_hosts: Path) -> str:
@@ -46,7 +52,9 @@ def test_unknown_key_is_refused_until_accepted(sshd: Sshd, tmp_path: Path) -> No
 
 def test_changed_key_is_refused_even_by_accept(sshd: Sshd, tmp_path: Path) -> None:
     known = tmp_path / "known_hosts"
-    other = subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(tmp_path / "other")], check=True)
+    other = subprocess.run(
+        ["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(tmp_path / "other")], check=True
+    )
     assert other.returncode == 0
     public = (tmp_path / "other.pub").read_text().split()
     known.write_text(f"[{sshd.host}]:{sshd.port} {public[0]} {public[1]}\n")

@@ -24,7 +24,9 @@ from gcptui.remote.emulator.vm_processes import vm_processes
 from tests.helpers.emulator import FAST, connect, gce_for, wait_until
 
 
-def test_written_config_validates_and_points_at_the_emulator(emulator_thread: EmulatorThread, tmp_path: Path) -> None:
+def test_written_config_validates_and_points_at_the_emulator(
+    emulator_thread: EmulatorThread, tmp_path: Path
+) -> None:
     path = emulator_thread.write_config(tmp_path / "gcptui.toml")
     config = parse_config(path.read_text(), path)
     assert config.gcp is not None and config.gcp.project == "gcptui-demo"

@@ -19,16 +19,22 @@ async def test_preempted_long_poll_returns_true_when_it_flips() -> None:
             async with http.get(URL.format(address)) as first:
                 assert await first.text() == "FALSE" and first.headers["Metadata-Flavor"] == "Google"
                 etag = first.headers["ETag"]
-            poll = asyncio.ensure_future(http.get(URL.format(address), params={"wait_for_change": "true", "last_etag": etag}))
+            poll = asyncio.ensure_future(
+                http.get(URL.format(address), params={"wait_for_change": "true", "last_etag": etag})
+            )
             await asyncio.sleep(0)  # let the request start; correctness does not depend on it (last_etag)
             assert not poll.done()
             await server.set("instance/preempted", "TRUE")
             async with await asyncio.wait_for(poll, 5) as answer:
                 assert await answer.text() == "TRUE"
             # A stale etag answers at once.
-            async with http.get(URL.format(address), params={"wait_for_change": "true", "last_etag": etag}) as again:
+            async with http.get(
+                URL.format(address), params={"wait_for_change": "true", "last_etag": etag}
+            ) as again:
                 assert await again.text() == "TRUE"
-            async with http.get(URL.format(address), params={"wait_for_change": "true", "timeout_sec": "0.1"}) as timed:
+            async with http.get(
+                URL.format(address), params={"wait_for_change": "true", "timeout_sec": "0.1"}
+            ) as timed:
                 assert await timed.text() == "TRUE"
     finally:
         await server.close()

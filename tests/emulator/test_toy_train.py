@@ -17,7 +17,10 @@ NO_TORCH = "import sys, runpy; sys.modules['torch'] = None; sys.argv[0] = 'toy';
 def toy(run_dir: Path, *args: str) -> subprocess.Popen[str]:
     return subprocess.Popen(
         [sys.executable, "-c", NO_TORCH, str(TOY), "--run-dir", str(run_dir), "--log-every", "1", *args],
-        cwd=run_dir.parent, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        cwd=run_dir.parent,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
     )
 
 

@@ -57,7 +57,9 @@ async def test_commands_run_in_home_with_the_vms_path(emulator: Emulator) -> Non
         assert [r[0] for r in rows] == ["0", "1"] and rows[0][1] == "NVIDIA L4"
         assert 0 <= int(rows[0][2]) <= 100 and int(rows[0][3]) < int(rows[0][4]) == 23034
         assert float(rows[0][6]) > 0
-        apps = await conn.run("nvidia-smi --query-compute-apps=pid,process_name,used_memory --format=csv,noheader,nounits")
+        apps = await conn.run(
+            "nvidia-smi --query-compute-apps=pid,process_name,used_memory --format=csv,noheader,nounits"
+        )
         assert apps.exit_status == 0
         trainer = await conn.run("python -c 'import gcptui_trainer, sys; print(sys.executable)'", check=True)
         assert trainer.stdout.strip() == sys.executable
@@ -80,12 +82,16 @@ async def test_detached_process_survives_the_channel_and_dies_on_stop(emulator: 
     await _running(emulator, "a")
     home = emulator.instance("a").disk / "home"  # type: ignore[operator]
     async with await connect(emulator, "a") as conn:
-        await conn.run("setsid nohup sh -c 'echo $$ > bg.pid; exec sleep 300' >/dev/null 2>&1 </dev/null &", check=True)
+        await conn.run(
+            "setsid nohup sh -c 'echo $$ > bg.pid; exec sleep 300' >/dev/null 2>&1 </dev/null &", check=True
+        )
         # A foreground command left running when the client goes away gets hung up, as under sshd.
         fg = await conn.create_process("echo $$ > fg.pid; exec sleep 300")
         await eventually(lambda: (home / "fg.pid").exists() and (home / "fg.pid").read_text().strip())
         fg.close()
-    background = int(await eventually(lambda: (home / "bg.pid").exists() and (home / "bg.pid").read_text().strip()))
+    background = int(
+        await eventually(lambda: (home / "bg.pid").exists() and (home / "bg.pid").read_text().strip())
+    )
     foreground = int((home / "fg.pid").read_text())
     await eventually(lambda: not _alive(foreground))
     assert _alive(background)
@@ -112,7 +118,9 @@ async def test_preemption_flips_metadata_sigterms_then_sigkills(emulator: Emulat
         await conn.run("setsid python watch.py >watch.log 2>&1 </dev/null &", check=True)
         polite = "trap 'echo $$ > got-term; exit 0' TERM; echo $$ > polite; while :; do sleep 0.05; done\n"
         stubborn = "trap '' TERM; echo $$ > stubborn; while :; do sleep 0.05; done\n"
-        await conn.run(f"cat > polite.sh <<'EOF'\n{polite}EOF\ncat > stubborn.sh <<'EOF'\n{stubborn}EOF", check=True)
+        await conn.run(
+            f"cat > polite.sh <<'EOF'\n{polite}EOF\ncat > stubborn.sh <<'EOF'\n{stubborn}EOF", check=True
+        )
         for script in ("polite.sh", "stubborn.sh"):
             await conn.run(f"setsid sh {script} >/dev/null 2>&1 </dev/null &", check=True)
         await eventually(lambda: all(_read(home / f) for f in ("polite", "stubborn", "before")))
@@ -127,7 +135,9 @@ async def test_preemption_flips_metadata_sigterms_then_sigkills(emulator: Emulat
     assert not _alive(stubborn_pid)
     ops = [op for ops in emulator.fleet.operations.values() for op in ops]  # type: ignore[union-attr]
     preempted = [op for op in ops if op.operation_type == "compute.instances.preempted"]
-    assert len(preempted) == 1 and preempted[0].user == "system" and preempted[0].name.startswith("systemevent-")
+    assert (
+        len(preempted) == 1 and preempted[0].user == "system" and preempted[0].name.startswith("systemevent-")
+    )
 
 
 async def test_restart_gives_a_new_address_same_disk_and_same_host_key(emulator: Emulator) -> None:

@@ -13,16 +13,22 @@ from tests.helpers.sshd import free_port
 
 
 def _fleet(emu: EmulatorThread) -> None:
-    emu.add_instance("spot-l4", "us-central1-a", machine_type="g2-standard-8", gpus=[("nvidia-l4", 1)], spot=True)
+    emu.add_instance(
+        "spot-l4", "us-central1-a", machine_type="g2-standard-8", gpus=[("nvidia-l4", 1)], spot=True
+    )
     emu.add_instance("legacy-t4", "us-central1-a", gpus=[("nvidia-tesla-t4", 2)], preemptible=True)
-    emu.add_instance("ondemand", "us-central1-b", machine_type="a2-highgpu-1g", gpus=[("nvidia-tesla-a100", 1)])
+    emu.add_instance(
+        "ondemand", "us-central1-b", machine_type="a2-highgpu-1g", gpus=[("nvidia-tesla-a100", 1)]
+    )
     emu.add_instance("internal", "us-east1-b", external_ip=False, status="TERMINATED", labels={"team": "ml"})
     emu.add_instance("cpu", "us-east1-b", machine_type="n2-standard-4")
     for name in ("spot-l4", "legacy-t4", "ondemand", "cpu"):
         emu.wait_for_status(name, "RUNNING")
 
 
-def test_aggregated_list_follows_next_page_token_and_skips_warning_only_zones(api_emulator: EmulatorThread) -> None:
+def test_aggregated_list_follows_next_page_token_and_skips_warning_only_zones(
+    api_emulator: EmulatorThread,
+) -> None:
     _fleet(api_emulator)
     instances = gce_for(api_emulator).list_instances()
     assert [i.name for i in instances] == ["legacy-t4", "spot-l4", "ondemand", "cpu", "internal"]
@@ -42,7 +48,12 @@ def test_instances_map_to_the_typed_model(api_emulator: EmulatorThread) -> None:
     _fleet(api_emulator)
     by_name = {i.name: i for i in gce_for(api_emulator).list_instances()}
     spot = by_name["spot-l4"]
-    assert (spot.zone, spot.status, spot.machine_type, spot.spot) == ("us-central1-a", "RUNNING", "g2-standard-8", True)
+    assert (spot.zone, spot.status, spot.machine_type, spot.spot) == (
+        "us-central1-a",
+        "RUNNING",
+        "g2-standard-8",
+        True,
+    )
     assert [g.to_json() for g in spot.gpus] == [{"type": "nvidia-l4", "count": 1}]
     assert spot.termination_action == "STOP"
     assert spot.external_ip and spot.external_ip.startswith("127.") and spot.internal_ip
@@ -117,7 +128,9 @@ def test_insert_recreates_an_instance_from_its_recorded_settings(api_emulator: E
     assert again.instance_id != str(recorded.id)
 
 
-def test_stockout_on_start_is_a_distinct_error_and_leaves_the_vm_stopped(api_emulator: EmulatorThread) -> None:
+def test_stockout_on_start_is_a_distinct_error_and_leaves_the_vm_stopped(
+    api_emulator: EmulatorThread,
+) -> None:
     _fleet(api_emulator)
     gce = gce_for(api_emulator)
     api_emulator.stock_out(starts=1)
@@ -202,7 +215,9 @@ def test_missing_credentials_say_how_to_log_in(tmp_path, monkeypatch) -> None:  
     monkeypatch.setenv("CLOUDSDK_CONFIG", str(tmp_path))
     monkeypatch.setenv("NO_GCE_CHECK", "true")
     monkeypatch.delenv("GOOGLE_APPLICATION_CREDENTIALS", raising=False)
-    with pytest.raises(CloudError, match=r"^No Google credentials found: run `gcloud auth application-default login`$"):
+    with pytest.raises(
+        CloudError, match=r"^No Google credentials found: run `gcloud auth application-default login`$"
+    ):
         GceClient("p", [], "https://compute.example.invalid")
 
 

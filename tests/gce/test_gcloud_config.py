@@ -32,7 +32,10 @@ def test_environment_project_wins_over_gcloud_config(tmp_path: Path) -> None:
 def test_active_config_file_selects_the_named_configuration(tmp_path: Path) -> None:
     env = _gcloud(
         tmp_path,
-        {"default": "[core]\nproject = default-proj\n", "work": "[core]\nproject = work-proj\n[compute]\nzone = europe-west4-a\n"},
+        {
+            "default": "[core]\nproject = default-proj\n",
+            "work": "[core]\nproject = work-proj\n[compute]\nzone = europe-west4-a\n",
+        },
         active="work",
     )
     assert active_configuration_name(env) == "work"
@@ -41,7 +44,9 @@ def test_active_config_file_selects_the_named_configuration(tmp_path: Path) -> N
 
 
 def test_active_config_name_from_environment_overrides_the_file(tmp_path: Path) -> None:
-    env = _gcloud(tmp_path, {"default": "[core]\nproject = a\n", "other": "[core]\nproject = b\n"}, active="default")
+    env = _gcloud(
+        tmp_path, {"default": "[core]\nproject = a\n", "other": "[core]\nproject = b\n"}, active="default"
+    )
     assert resolve_project({**env, "CLOUDSDK_ACTIVE_CONFIG_NAME": "other"}) == "b"
 
 

@@ -67,7 +67,9 @@ class Sshd:
         self.directory.mkdir(parents=True, exist_ok=True)
         Path("/run/sshd").mkdir(exist_ok=True)  # sshd's privilege separation directory
         if not self.host_key.exists():
-            subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(self.host_key)], check=True)
+            subprocess.run(
+                ["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(self.host_key)], check=True
+            )
         if not self.port:
             self.port = free_port(self.host)
         authorized = self.directory / "authorized_keys"

@@ -60,7 +60,7 @@ async def make_fleet(emu: Emulator, tmp_path: Path, names: list[str], *, command
     q = json.dumps
     with path.open("a") as config:
         config.write(
-            f"\n[sync]\nsource = {q(str(project))}\ndest = \"~/project\"\nprotect = [\"runs/\"]\n"
+            f'\n[sync]\nsource = {q(str(project))}\ndest = "~/project"\nprotect = ["runs/"]\n'
             f"\n[job]\ncommand = {q(command)}\nresume = {q(resume)}\nsetup = {q(setup)}\nstop_grace_seconds = 2\n"
         )
     return Fleet(emu, Services(load_config(str(path))), path, project)

@@ -38,7 +38,9 @@ def losses_by_step(records: list[dict[str, object]]) -> dict[int, float]:
     return found
 
 
-async def test_preempted_vm_is_restarted_and_resumes_without_losing_a_step(fleet_factory, tmp_path: Path) -> None:
+async def test_preempted_vm_is_restarted_and_resumes_without_losing_a_step(
+    fleet_factory, tmp_path: Path
+) -> None:
     command = TRAIN.format(steps=STEPS, delay=0.03)
     fleet = await fleet_factory(["spot-a", "spot-b"], command=command, resume=command + " --resume")
     reference = await reference_losses(tmp_path / "reference")
@@ -61,8 +63,12 @@ async def test_preempted_vm_is_restarted_and_resumes_without_losing_a_step(fleet
                          timeout=60)  # fmt: skip
         timeline = keepalive.timelines["spot-a"]
         assert timeline.outcome == "resumed", [e.line() for e in events]
-        await eventually(lambda: any(r.get("event") == "finished" for r in fleet.metrics("spot-a")), timeout=90)
-        await eventually(lambda: any(r.get("event") == "finished" for r in fleet.metrics("spot-b")), timeout=60)
+        await eventually(
+            lambda: any(r.get("event") == "finished" for r in fleet.metrics("spot-a")), timeout=90
+        )
+        await eventually(
+            lambda: any(r.get("event") == "finished" for r in fleet.metrics("spot-b")), timeout=60
+        )
     finally:
         runner.cancel()
         await keepalive.close()
@@ -72,7 +78,13 @@ async def test_preempted_vm_is_restarted_and_resumes_without_losing_a_step(fleet
     for kind in ("preempted", "restarting", "running", "connected", "synced", "started", "resumed"):
         assert kind in kinds, kinds
     assert timeline.detected_by == "poll"
-    stamps = [timeline.detected_at, timeline.restarted_at, timeline.running_at, timeline.started_at, timeline.resumed_at]
+    stamps = [
+        timeline.detected_at,
+        timeline.restarted_at,
+        timeline.running_at,
+        timeline.started_at,
+        timeline.resumed_at,
+    ]
     assert all(stamps) and stamps == sorted(stamps)  # type: ignore[type-var]
 
     # The trainer checkpointed inside the notice (its SIGTERM) and resumed from exactly that step.

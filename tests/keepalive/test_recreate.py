@@ -11,7 +11,7 @@ from gcptui.remote.keepalive.relaunch import build_keepalive
 from tests.helpers.emulator import eventually
 
 # Writes one progress line, so the relaunch learns where the job stands, then keeps running.
-JOB = "printf '{\"step\": 1, \"total_steps\": 10}\\n' >> \"$GCPTUI_METRICS\"; sleep 60"
+JOB = 'printf \'{"step": 1, "total_steps": 10}\\n\' >> "$GCPTUI_METRICS"; sleep 60'
 
 
 async def test_delete_action_vm_is_recreated_and_set_up_again(fleet_factory) -> None:

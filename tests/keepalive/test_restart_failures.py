@@ -48,7 +48,11 @@ class Watch:
 
         def ended() -> bool:
             history = keepalive.history.get(name, [])
-            return len(history) >= nth and history[nth - 1].outcome != "recovering" and not keepalive.recovering(name)
+            return (
+                len(history) >= nth
+                and history[nth - 1].outcome != "recovering"
+                and not keepalive.recovering(name)
+            )
 
         await eventually(ended, timeout)
         return keepalive.history[name][nth - 1].outcome

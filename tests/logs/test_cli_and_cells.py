@@ -14,7 +14,9 @@ from tests.logs.conftest import ReconnectingGetter
 from tests.logs.test_gpu_metrics import FAKE_SMI
 
 
-async def test_logs_of_two_names_are_merged_with_a_prefix(get_conn: ReconnectingGetter, remote_dir: Path) -> None:
+async def test_logs_of_two_names_are_merged_with_a_prefix(
+    get_conn: ReconnectingGetter, remote_dir: Path
+) -> None:
     log = remote_dir / "output.log"
     log.write_text("".join(f"\x1b[32mline {n}\x1b[0m\n" for n in range(10)))
     out = io.StringIO()
@@ -36,7 +38,9 @@ async def test_gpu_once_json_has_the_contract_fields(get_conn: ReconnectingGette
     smi.write_text(FAKE_SMI)
     smi.chmod(0o755)
     out = io.StringIO()
-    code = await run_gpu({"vm": get_conn, "cpu-box": get_conn}, json_output=True, once=True, out=out, nvidia_smi=str(smi))
+    code = await run_gpu(
+        {"vm": get_conn, "cpu-box": get_conn}, json_output=True, once=True, out=out, nvidia_smi=str(smi)
+    )
     assert code == 0
     data = json.loads(out.getvalue())
     assert [d["name"] for d in data] == ["vm", "cpu-box"]
@@ -63,7 +67,9 @@ def test_gpu_cell_shows_no_gpu_idle_and_values() -> None:
 
 
 def test_progress_cell_reads_step_rate_eta_and_loss() -> None:
-    progress = Progress(step=1200, total_steps=5000, losses=(3.0, 2.0, 1.0), loss=1.0, steps_per_s=3.14, eta_seconds=1210)
+    progress = Progress(
+        step=1200, total_steps=5000, losses=(3.0, 2.0, 1.0), loss=1.0, steps_per_s=3.14, eta_seconds=1210
+    )
     assert progress_cell(progress).plain == "1200/5000  24% 3.14 it/s ETA 20m █▄▁ 1"
     assert progress_cell(None).plain == "—"
     assert format_duration(3 * 3600 + 300) == "3h05m"

@@ -34,7 +34,9 @@ def fake_smi(tmp_path: Path) -> Path:
     return path
 
 
-async def test_samples_are_grouped_per_round_with_processes(get_conn: ReconnectingGetter, fake_smi: Path) -> None:
+async def test_samples_are_grouped_per_round_with_processes(
+    get_conn: ReconnectingGetter, fake_smi: Path
+) -> None:
     monitor = GpuMonitor(get_conn, nvidia_smi=str(fake_smi), process_interval=0.2)
     seen: list[GpuSnapshot] = []
     async for snapshot in monitor:
@@ -54,9 +56,13 @@ async def test_a_vm_without_nvidia_smi_reads_no_gpu(get_conn: ReconnectingGetter
     assert snapshot.state == "no_gpu" and snapshot.gpus == ()
 
 
-async def test_a_failing_driver_reads_no_gpu_with_its_message(get_conn: ReconnectingGetter, tmp_path: Path) -> None:
+async def test_a_failing_driver_reads_no_gpu_with_its_message(
+    get_conn: ReconnectingGetter, tmp_path: Path
+) -> None:
     smi = tmp_path / "nvidia-smi"
-    smi.write_text("#!/bin/sh\necho 'NVIDIA-SMI has failed because it could not communicate with the driver'\nexit 9\n")
+    smi.write_text(
+        "#!/bin/sh\necho 'NVIDIA-SMI has failed because it could not communicate with the driver'\nexit 9\n"
+    )
     smi.chmod(0o755)
     snapshot = await anext(aiter(GpuMonitor(get_conn, nvidia_smi=str(smi))))
     assert snapshot.state == "no_gpu" and "NVIDIA-SMI has failed" in snapshot.message
@@ -94,7 +100,17 @@ def test_idle_after_minutes_near_zero_and_reset_by_work() -> None:
 def test_progress_protocol_step_rate_eta_loss_and_events() -> None:
     tracker = ProgressTracker(loss_points=3)
     for step in range(0, 50, 10):
-        tracker.feed(json.dumps({"step": step, "total_steps": 1000, "loss": 2.0 - step / 100, "samples_per_s": 512.0, "time": 1000 + step / 10}))
+        tracker.feed(
+            json.dumps(
+                {
+                    "step": step,
+                    "total_steps": 1000,
+                    "loss": 2.0 - step / 100,
+                    "samples_per_s": 512.0,
+                    "time": 1000 + step / 10,
+                }
+            )
+        )
     tracker.feed(json.dumps({"event": "checkpoint", "step": 40, "path": "ckpt/step-40.pt"}))
     tracker.feed("not json at all")
     tracker.feed(json.dumps({"event": "preempted", "time": 1010}))
@@ -112,7 +128,14 @@ def test_progress_protocol_step_rate_eta_loss_and_events() -> None:
 
 async def test_follow_progress_over_ssh(get_conn: ReconnectingGetter, remote_dir: Path) -> None:
     metrics = remote_dir / "metrics.jsonl"
-    metrics.write_text("".join(json.dumps({"step": s, "total_steps": 10, "loss": 1.0 / (s + 1), "time": s}) + "\n" for s in range(5)))
-    progress = [p async for p in follow_progress(get_conn, str(metrics), follow=False) if isinstance(p, Progress)]
+    metrics.write_text(
+        "".join(
+            json.dumps({"step": s, "total_steps": 10, "loss": 1.0 / (s + 1), "time": s}) + "\n"
+            for s in range(5)
+        )
+    )
+    progress = [
+        p async for p in follow_progress(get_conn, str(metrics), follow=False) if isinstance(p, Progress)
+    ]
     assert progress[-1].step == 4 and progress[-1].eta_seconds == pytest.approx(6.0)
     assert len(progress[-1].losses) == 5

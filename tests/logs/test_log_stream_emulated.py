@@ -10,7 +10,9 @@ from tests.helpers.emulator import connect
 from tests.logs.test_log_stream import Collector
 
 
-async def test_cut_connection_mid_stream_on_an_emulated_vm_loses_and_repeats_no_line(emulator: Emulator) -> None:
+async def test_cut_connection_mid_stream_on_an_emulated_vm_loses_and_repeats_no_line(
+    emulator: Emulator,
+) -> None:
     emulator.add_instance("vm", "us-central1-a")
     await emulator.wait_for_status("vm", "RUNNING")
     connections: list[asyncssh.SSHClientConnection] = []
@@ -23,7 +25,7 @@ async def test_cut_connection_mid_stream_on_an_emulated_vm_loses_and_repeats_no_
     total = 3000
     # The writer runs on the VM itself, detached, as a training job would.
     writer = (
-        "setsid sh -c 'n=0; while [ $n -lt " + str(total) + " ]; do printf \"line %05d payload\\n\" $n;"
+        "setsid sh -c 'n=0; while [ $n -lt " + str(total) + ' ]; do printf "line %05d payload\\n" $n;'
         " n=$((n+1)); [ $((n % 50)) -eq 0 ] && sleep 0.05; done' >> out.log 2>&1 < /dev/null &"
     )
     conn = await get_conn()

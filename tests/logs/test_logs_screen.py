@@ -67,7 +67,9 @@ async def test_scrolling_back_to_the_end_resumes_follow() -> None:
 
 async def test_filter_shows_matching_lines_highlighted_and_escape_clears_it() -> None:
     lines = [f"step {n} loss 0.{n}" if n % 10 else f"step {n} eval accuracy 0.9" for n in range(100)]
-    app = LogsTestApp([PaneSource("vm-a", fixed_source(lines)), PaneSource("vm-b", fixed_source(["eval done", "x"]))])
+    app = LogsTestApp(
+        [PaneSource("vm-a", fixed_source(lines)), PaneSource("vm-b", fixed_source(["eval done", "x"]))]
+    )
     async with app.run_test(size=SIZE) as pilot:
         await until(pilot, lambda: app.logs.panes[0].view.line_count == 100)
         await pilot.press("slash", *"EVAL")
@@ -119,7 +121,9 @@ async def test_next_and_previous_error_jump_between_error_lines() -> None:
 
 async def test_wrap_folds_long_lines_and_buffer_is_bounded() -> None:
     long_line = "x" * 250
-    app = LogsTestApp([PaneSource("vm-a", fixed_source(numbered("n", 500) + [long_line] * 10))], buffer_lines=100)
+    app = LogsTestApp(
+        [PaneSource("vm-a", fixed_source(numbered("n", 500) + [long_line] * 10))], buffer_lines=100
+    )
     async with app.run_test(size=SIZE) as pilot:
         view = app.logs.panes[0].view
         await until(pilot, lambda: app.logs.panes[0].received_lines == 510 and view.line_count == 100)

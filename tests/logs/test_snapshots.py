@@ -36,7 +36,13 @@ def _app() -> LogsTestApp:
 async def _loaded(pilot: Pilot[Any]) -> None:
     app = pilot.app
     assert isinstance(app, LogsTestApp)
-    await until(pilot, lambda: app.logs.merged_view.line_count == 2 * len(TRAIN) and app.logs.panes[0].view.visible_lines()[-1].startswith("epoch 2:"))
+    await until(
+        pilot,
+        lambda: (
+            app.logs.merged_view.line_count == 2 * len(TRAIN)
+            and app.logs.panes[0].view.visible_lines()[-1].startswith("epoch 2:")
+        ),
+    )
 
 
 def test_two_panes_side_by_side(snap_compare: Any) -> None:
@@ -68,7 +74,15 @@ class GpuPanelApp(App[None]):
                     float(t),
                 )
             )
-        progress = Progress(step=1200, total_steps=5000, loss=1.1, losses=tuple(3 / (1 + i / 5) for i in range(30)), steps_per_s=3.1, eta_seconds=1226, last_checkpoint=Checkpoint(1000, "ckpt/step-1000.pt"))
+        progress = Progress(
+            step=1200,
+            total_steps=5000,
+            loss=1.1,
+            losses=tuple(3 / (1 + i / 5) for i in range(30)),
+            steps_per_s=3.1,
+            eta_seconds=1226,
+            last_checkpoint=Checkpoint(1000, "ckpt/step-1000.pt"),
+        )
         self.query_one(GpuPanel).show(history, progress, idle=True, idle_minutes=5)
 
 

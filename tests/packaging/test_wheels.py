@@ -23,8 +23,12 @@ def build_wheel(source: Path, out: Path) -> Path:
     for name in names:
         origin, target = source / name, copy / name
         if origin.is_dir():
-            shutil.copytree(origin, target, dirs_exist_ok=True,
-                            ignore=shutil.ignore_patterns("__pycache__", "build", "*.egg-info"))
+            shutil.copytree(
+                origin,
+                target,
+                dirs_exist_ok=True,
+                ignore=shutil.ignore_patterns("__pycache__", "build", "*.egg-info"),
+            )
         else:
             target.parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(origin, target)
@@ -64,7 +68,9 @@ def test_the_wheel_installs_one_top_level_package(gcptui_wheel: Path) -> None:
     assert not [p for p in files if p.startswith("gcptui/") and "/tests/" in p]
 
 
-def test_installing_beside_a_package_named_trainer_leaves_it_untouched(gcptui_wheel: Path, tmp_path: Path) -> None:
+def test_installing_beside_a_package_named_trainer_leaves_it_untouched(
+    gcptui_wheel: Path, tmp_path: Path
+) -> None:
     site = tmp_path / "site"
     (site / "trainer").mkdir(parents=True)
     theirs = {"trainer/__init__.py": "from .api import Trainer\n", "trainer/api.py": "class Trainer: ...\n"}
@@ -82,7 +88,9 @@ def test_the_trainer_is_its_own_distribution_needing_only_torch_and_numpy(tmp_pa
     wheel = build_wheel(ROOT / "trainer", tmp_path)
     tops = {path.split("/")[0] for path in record(wheel)}
     assert tops == {"gcptui_trainer", "gcptui_trainer-0.1.0.dist-info"}, tops
-    needs = {req.split(";")[0].split(">")[0].split("=")[0].split("<")[0].strip() for req in requirements(wheel)}
+    needs = {
+        req.split(";")[0].split(">")[0].split("=")[0].split("<")[0].strip() for req in requirements(wheel)
+    }
     assert needs == {"torch", "numpy"}, requirements(wheel)
 
 

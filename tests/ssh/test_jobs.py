@@ -142,7 +142,9 @@ async def test_job_ends_only_when_its_whole_group_has_even_if_the_shell_exits_fi
     # The shell exits at once; the python it left behind (a trainer saving its checkpoint after a
     # SIGTERM) takes a moment. The job must not read as ended before that save is on disk.
     saver = "import signal,sys,time; signal.signal(signal.SIGTERM, lambda *a: (time.sleep(0.8), open('saved','w').write('ok'), sys.exit(143))); open('ready','w').close(); time.sleep(600)"
-    command = f"{sys.executable} -c {saver!r} & while [ ! -f ready ]; do sleep 0.05; done; kill -TERM $!; exit 5"
+    command = (
+        f"{sys.executable} -c {saver!r} & while [ ! -f ready ]; do sleep 0.05; done; kill -TERM $!; exit 5"
+    )
     runner = make_runner(pool, remote_home, command=command)
     await runner.start(target)
     ended = await finished(runner, target)

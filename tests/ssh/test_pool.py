@@ -199,7 +199,9 @@ async def _true(value: bool) -> bool:
     return value
 
 
-async def test_keepalives_notice_a_server_that_went_silent(pool: SshPool, sshd: Sshd, target: SshTarget) -> None:
+async def test_keepalives_notice_a_server_that_went_silent(
+    pool: SshPool, sshd: Sshd, target: SshTarget
+) -> None:
     # Freeze the server's session process: no FIN, no RST, just silence, as a dead link looks.
     changes, _ = pool.queue()
     await pool.connection(target)

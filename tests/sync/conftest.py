@@ -89,6 +89,7 @@ async def target(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterato
         sshd: Sshd = request.getfixturevalue("sshd")
         getter = openssh_getter(sshd)
         root = tmp_path / "vm" / "project"
+
         async def drop() -> None:
             await asyncio.to_thread(sshd.stop)
 
@@ -106,6 +107,7 @@ async def target(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterato
         assert emu.fleet is not None
         fleet = emu.fleet
         home = emu.root / "vms" / "vm" / "home"
+
         # Dropping the VM is stopping it (its SSH server and every process go); restoring starts it
         # again on a new address with its disk kept, as GCE does.
         async def stop_vm() -> None:

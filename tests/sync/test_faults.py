@@ -46,7 +46,9 @@ async def test_lost_watch_events_are_caught_by_the_periodic_reconcile(
     await wait_equal(target.root, lambda: snapshot(local))
 
 
-async def test_a_file_changing_while_it_is_sent_is_sent_again(local: Path, target: RemoteTarget, follow) -> None:
+async def test_a_file_changing_while_it_is_sent_is_sent_again(
+    local: Path, target: RemoteTarget, follow
+) -> None:
     write(local, "big.bin", b"\0" * 8_000_000)
     await follow()
     stop = threading.Event()
@@ -67,7 +69,9 @@ async def test_a_file_changing_while_it_is_sent_is_sent_again(local: Path, targe
     await wait_equal(target.root, lambda: snapshot(local))
 
 
-async def test_barrier_returns_once_the_vm_holds_the_current_tree(local: Path, target: RemoteTarget, follow) -> None:
+async def test_barrier_returns_once_the_vm_holds_the_current_tree(
+    local: Path, target: RemoteTarget, follow
+) -> None:
     write(local, "a.py", "a")
     f = await follow(step_ms=500)  # a slow watcher: only the barrier can make this quick
     for i in range(50):

@@ -74,7 +74,12 @@ async def test_burst_of_3000_files(local: Path, target: RemoteTarget, follow) ->
 async def test_names_with_spaces_and_non_ascii(local: Path, target: RemoteTarget, follow) -> None:
     write(local, "my notes.txt", "a")
     await follow()
-    for rel in ("dir with space/ünïcödé файл.py", "日本語/データ.csv", "quote'n\"dq $x `y`.txt", "-leading-dash"):
+    for rel in (
+        "dir with space/ünïcödé файл.py",
+        "日本語/データ.csv",
+        "quote'n\"dq $x `y`.txt",
+        "-leading-dash",
+    ):
         write(local, rel, rel)
     await wait_equal(target.root, lambda: snapshot(local))
     os.rename(local / "日本語", local / "émoji 🎉")
@@ -145,7 +150,13 @@ async def test_remote_only_files_are_kept_while_following(local: Path, target: R
     remote_only = {"outputs": ("d",), "outputs/metrics.jsonl": ("f", b"{}", 0), "src": ("d",),
                    "src/remote_note.txt": ("f", b"mine", 0), "checkpoints": ("d",),
                    "checkpoints/1.pt": ("f", b"ckpt", 0)}  # fmt: skip
-    await wait_equal(target.root, lambda: {**{k: v for k, v in snapshot(local).items() if not k.startswith("checkpoints")}, **remote_only})
+    await wait_equal(
+        target.root,
+        lambda: {
+            **{k: v for k, v in snapshot(local).items() if not k.startswith("checkpoints")},
+            **remote_only,
+        },
+    )
 
 
 async def test_emptied_root_stops_following(local: Path, target: RemoteTarget, follow) -> None:

@@ -16,7 +16,9 @@ def session(local: Path, target: RemoteTarget, **kw: object) -> SyncSession:
     return SyncSession(local, target.dest, target.get_conn, name="vm", **kw)  # type: ignore[arg-type]
 
 
-async def test_full_sync_copies_the_tree_and_a_noop_resync_sends_no_data(local: Path, target: RemoteTarget) -> None:
+async def test_full_sync_copies_the_tree_and_a_noop_resync_sends_no_data(
+    local: Path, target: RemoteTarget
+) -> None:
     write(local, "train.py", "print('hi')\n")
     write(local, "run.sh", "#!/bin/sh\necho run\n", mode=0o755)
     write(local, "pkg/module.py", b"x" * 100_000)
@@ -76,7 +78,9 @@ async def test_protected_paths_are_never_written_or_deleted(local: Path, target:
     assert (target.root / "keep.ckpt").exists()
 
 
-async def test_an_empty_or_missing_source_stops_instead_of_wiping_the_vm(local: Path, target: RemoteTarget) -> None:
+async def test_an_empty_or_missing_source_stops_instead_of_wiping_the_vm(
+    local: Path, target: RemoteTarget
+) -> None:
     write(local, "a.py", "a")
     write(local, "b/c.py", "c")
     await session(local, target).full_sync()

@@ -52,7 +52,12 @@ def diff(a: Tree, b: Tree) -> str:
     for rel in sorted(set(a) | set(b)):
         x, y = a.get(rel), b.get(rel)
         if x != y:
-            show = lambda v: v if v is None or v[0] != "f" else ("f", (v[1] or b"")[:20], len(v[1] or b""), oct(v[2]))  # noqa: E731
+
+            def show(v):  # type: ignore[no-untyped-def]
+                return (
+                    v if v is None or v[0] != "f" else ("f", (v[1] or b"")[:20], len(v[1] or b""), oct(v[2]))
+                )
+
             lines.append(f"{rel}: remote={show(x)} expected={show(y)}")
     return "\n".join(lines[:15]) + (f"\n... {len(lines) - 15} more" if len(lines) > 15 else "")
 

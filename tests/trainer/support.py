@@ -26,7 +26,9 @@ EXAMPLES = REPO / "examples"
 _launches = count(1)
 
 
-def start_example(script: str, run_dir: Path, *args: str, env: dict[str, str] | None = None) -> TrainerProcess:
+def start_example(
+    script: str, run_dir: Path, *args: str, env: dict[str, str] | None = None
+) -> TrainerProcess:
     """Start `python examples/SCRIPT --run-dir RUN_DIR ARGS`, its output going to a log file."""
     log = run_dir.parent / f"{run_dir.name}-log-{next(_launches)}.txt"
     metrics = run_dir / "metrics.jsonl"
@@ -34,7 +36,11 @@ def start_example(script: str, run_dir: Path, *args: str, env: dict[str, str] | 
     with open(log, "wb") as out:
         popen = subprocess.Popen(
             [sys.executable, str(EXAMPLES / script), "--run-dir", str(run_dir), *args],
-            cwd=REPO, env=trainer_env(env), stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
+            cwd=REPO,
+            env=trainer_env(env),
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
         )
     return TrainerProcess(popen, log, metrics, offset)
 
@@ -50,7 +56,9 @@ def evaluations(run_dir: Path) -> dict[int, float]:
     found: dict[int, float] = {}
     for record in events(read_records(run_dir), "evaluation"):
         epoch, loss = record["epoch"], record["val_loss"]
-        assert found.setdefault(epoch, loss) == loss, f"epoch {epoch} evaluated to {found[epoch]!r} and {loss!r}"
+        assert found.setdefault(epoch, loss) == loss, (
+            f"epoch {epoch} evaluated to {found[epoch]!r} and {loss!r}"
+        )
     return found
 
 

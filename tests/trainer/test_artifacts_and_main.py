@@ -30,8 +30,14 @@ print("not reached", flush=True)
 
 def test_an_artifact_is_never_seen_half_written_after_kill_9_during_the_write(tmp_path: Path) -> None:
     run_dir = tmp_path / "run"
-    done = subprocess.run([sys.executable, "-c", _WRITER, str(run_dir), KILL_DURING_ARTIFACT_ENV],
-                          cwd=REPO, env=trainer_env(), capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [sys.executable, "-c", _WRITER, str(run_dir), KILL_DURING_ARTIFACT_ENV],
+        cwd=REPO,
+        env=trainer_env(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == -signal.SIGKILL, done.stdout + done.stderr
     artifacts = run_dir / "artifacts"
     debris = [p.name for p in artifacts.iterdir() if p.name.startswith(".tmp-")]
@@ -62,7 +68,8 @@ def _refused_fresh_run(run_dir: Path) -> None:
 
 
 def test_main_turns_library_errors_into_one_line_and_exit_2_naming_the_scripts_flag(
-        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     run = ResumableRun(tmp_path / "run", model=nn.Linear(1, 1), total_steps=1)
     run.add_progress(0.0, samples=1)
     run.finished()
@@ -71,7 +78,9 @@ def test_main_turns_library_errors_into_one_line_and_exit_2_naming_the_scripts_f
         main(_refused_fresh_run, tmp_path / "run", resume_flag="--continue-training")
     assert caught.value.code == 2
     err = capsys.readouterr().err
-    assert err.count("\n") == 1 and err.startswith("error: ") and "pass --continue-training to continue" in err
+    assert (
+        err.count("\n") == 1 and err.startswith("error: ") and "pass --continue-training to continue" in err
+    )
 
     with pytest.raises(SystemExit) as caught:
         main(lambda: None)

@@ -25,8 +25,14 @@ def _run(run_dir: Path, **kwargs) -> tuple[ResumableRun, nn.Module, torch.optim.
     model = nn.Linear(2, 1)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
     loop = LoopState(evaluated=[])
-    options = {"total_epochs": 2, "steps_per_epoch": STEPS_PER_EPOCH, "checkpoint_every": 3, "log_every": 1,
-               "stateful": {"loop": loop}, **kwargs}
+    options = {
+        "total_epochs": 2,
+        "steps_per_epoch": STEPS_PER_EPOCH,
+        "checkpoint_every": 3,
+        "log_every": 1,
+        "stateful": {"loop": loop},
+        **kwargs,
+    }
     return ResumableRun(run_dir, model=model, optimizer=optimizer, **options), model, optimizer, loop
 
 
@@ -38,8 +44,9 @@ def _step(run: ResumableRun, model: nn.Module, optimizer: torch.optim.Optimizer)
     run.add_progress(loss.detach(), samples=1)
 
 
-def epochs_loop(run_dir: Path, batches: int = STEPS_PER_EPOCH, stop_at: int | None = None,
-                end_epoch: bool = True) -> tuple[list[int], ResumableRun]:
+def epochs_loop(
+    run_dir: Path, batches: int = STEPS_PER_EPOCH, stop_at: int | None = None, end_epoch: bool = True
+) -> tuple[list[int], ResumableRun]:
     """`for epoch in run.epochs()`; `batches` < STEPS_PER_EPOCH is a dry run; `stop_at` a crash."""
     run, model, optimizer, loop = _run(run_dir)
     seen = []
@@ -122,7 +129,10 @@ def test_sigterm_during_the_final_evaluation_is_honoured_by_finished(tmp_path: P
     with pytest.raises(SystemExit) as caught:
         run.finished()
     assert caught.value.code == PREEMPTED_EXIT_CODE and run.preempted
-    kinds = [json.loads(line).get("event") for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
+    kinds = [
+        json.loads(line).get("event")
+        for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()
+    ]
     assert "preempted" in kinds and "finished" not in kinds
     # The relaunch repeats the unfinished evaluation (epoch 0 is not closed) and then finishes.
     resumed, _, _, _ = _run(tmp_path / "run", total_epochs=1)

@@ -59,8 +59,9 @@ def _newest_checkpoint(run_dir: Path) -> int:
 
 @pytest.mark.timeout(180)
 @pytest.mark.parametrize("name", sorted(EXAMPLES))
-def test_example_resumes_exactly_after_sigkill_and_sigterm(name: str, references: dict[str, Path],
-                                                          tmp_path: Path) -> None:
+def test_example_resumes_exactly_after_sigkill_and_sigterm(
+    name: str, references: dict[str, Path], tmp_path: Path
+) -> None:
     example = EXAMPLES[name]
     reference = references[name]
     chooser = random.Random(f"gcptui-{name}")  # seeded: the same kill plan every run
@@ -88,8 +89,9 @@ def test_example_resumes_exactly_after_sigkill_and_sigterm(name: str, references
 
 
 @pytest.mark.timeout(120)
-def test_sigterm_during_a_long_evaluation_saves_and_exits_within_5_s(references: dict[str, Path],
-                                                                     tmp_path: Path) -> None:
+def test_sigterm_during_a_long_evaluation_saves_and_exits_within_5_s(
+    references: dict[str, Path], tmp_path: Path
+) -> None:
     example = EXAMPLES["epoch_loop"]
     run_dir = tmp_path / "run"
     # 16 evaluation batches of 0.5 s: an 8 s evaluation, longer than the 5 s this test allows.

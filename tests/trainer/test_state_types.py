@@ -22,8 +22,15 @@ from gcptui_trainer import (
 
 def _run(run_dir: Path, loop: LoopState, **kwargs) -> ResumableRun:
     torch.manual_seed(0)
-    return ResumableRun(run_dir, model=nn.Linear(2, 1), total_steps=10, checkpoint_every=2, log_every=1,
-                        stateful={"loop": loop}, **kwargs)
+    return ResumableRun(
+        run_dir,
+        model=nn.Linear(2, 1),
+        total_steps=10,
+        checkpoint_every=2,
+        log_every=1,
+        stateful={"loop": loop},
+        **kwargs,
+    )
 
 
 def test_numpy_scalars_and_arrays_in_extra_state_come_back_with_their_types(tmp_path: Path) -> None:
@@ -86,7 +93,9 @@ def test_an_intact_checkpoint_that_does_not_load_is_not_called_damaged(tmp_path:
     info = store.checkpoints()[0]
     state = torch.load(info.payload, weights_only=True)
     state["stateful"]["loop"]["best"] = np.float64(0.5)
-    store.write(4, state, {key: info.manifest[key] for key in ("epoch", "position", "world_size", "model", "config")})
+    store.write(
+        4, state, {key: info.manifest[key] for key in ("epoch", "position", "world_size", "model", "config")}
+    )
 
     with pytest.raises(UnloadableCheckpointError) as caught:
         _run(tmp_path / "run", LoopState(best=1.0))

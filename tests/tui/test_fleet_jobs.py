@@ -37,7 +37,9 @@ def app_for(emulator: Emulator, tmp_path: Path, **kwargs: object) -> GcptuiApp:
     return GcptuiApp(load_config(config), refresh_seconds=0.5, **kwargs)  # type: ignore[arg-type]
 
 
-async def test_start_key_runs_job_and_progress_reaches_table_then_kill_asks(emulator: Emulator, tmp_path: Path) -> None:
+async def test_start_key_runs_job_and_progress_reaches_table_then_kill_asks(
+    emulator: Emulator, tmp_path: Path
+) -> None:
     emulator.add_instance("vm-a", "us-central1-a", spot=True)
     await emulator.wait_for_status("vm-a", "RUNNING")
     app = app_for(emulator, tmp_path)

@@ -20,7 +20,9 @@ FLEET = (
     Instance("data-prep", "europe-west4-b", "PROVISIONING", "n2-standard-16"),
     Instance("onprem-box", "", "UNKNOWN", external_ip="192.0.2.10", source="host"),
 )  # fmt: skip
-SNAPSHOT = FleetSnapshot(FLEET, datetime(2026, 11, 20, 12, 0, 0, tzinfo=UTC), "project demo (all zones) via test")
+SNAPSHOT = FleetSnapshot(
+    FLEET, datetime(2026, 11, 20, 12, 0, 0, tzinfo=UTC), "project demo (all zones) via test"
+)
 
 
 def make_app(tmp_path: Path) -> GcptuiApp:

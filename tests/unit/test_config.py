@@ -63,7 +63,11 @@ def test_full_design_config_is_accepted(tmp_path: Path) -> None:
     [
         ("[ssh]\nuser = 'a'\nusr = 'b'\n", 3, "unknown key 'ssh.usr'"),
         ("[gcp]\nproject = ''\n", 2, "'gcp.project' is empty"),
-        ("[[hosts]]\nname = 'a'\naddress = 'x'\n[[hosts]]\nname = 'b'\naddress = 'y'\nport = 0\n", 7, "hosts[1].port"),
+        (
+            "[[hosts]]\nname = 'a'\naddress = 'x'\n[[hosts]]\nname = 'b'\naddress = 'y'\nport = 0\n",
+            7,
+            "hosts[1].port",
+        ),
         ("[sync]\ndest = '/'\n", 2, "'sync.dest'"),
         ("[sync]\ndest = '~'\n", 2, "whole remote root or home"),
         ("[keepalive]\npoll_seconds = 'soon'\n", 2, "keepalive.poll_seconds"),
@@ -91,7 +95,9 @@ def test_missing_explicit_config_is_a_usage_error(tmp_path: Path) -> None:
         load_config(tmp_path / "nope.toml")
 
 
-def test_no_config_anywhere_means_gce_with_ambient_project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_no_config_anywhere_means_gce_with_ambient_project(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "xdg"))
     config = load_config(None)

@@ -15,7 +15,12 @@ ROOT = Path(__file__).resolve().parents[2]
 def test_mypy_finds_nothing() -> None:
     if importlib.util.find_spec("mypy") is None:
         pytest.skip("mypy is not installed (pip install -e '.[dev]')")
-    result = subprocess.run([sys.executable, ROOT / "scripts" / "typecheck.py"], cwd=ROOT, capture_output=True,
-                            text=True, timeout=600)
+    result = subprocess.run(
+        [sys.executable, ROOT / "scripts" / "typecheck.py"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert result.returncode == 0, result.stdout + result.stderr
     assert "Success" in result.stdout

@@ -24,5 +24,3 @@ def with_services(args: argparse.Namespace, body: Callable[[Services], Awaitable
             await services.close()
 
     return asyncio.run(main())
-
-

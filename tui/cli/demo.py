@@ -36,13 +36,16 @@ def run_demo(args: argparse.Namespace) -> int:
     _check_vms(args.vms)
     directory = Path(tempfile.mkdtemp(prefix="gcptui-demo-"))
     try:
-        with EmulatorThread(directory / "emulator", boot_seconds=3.0, stop_seconds=2.0,
-                            preempt_grace_seconds=10.0) as emulator:
+        with EmulatorThread(
+            directory / "emulator", boot_seconds=3.0, stop_seconds=2.0, preempt_grace_seconds=10.0
+        ) as emulator:
             emulator.add_fleet(demo_fleet(args.vms))
             config_path = emulator.write_config(directory / "gcptui.toml")
             write_demo_project(directory, config_path)
             config = load_config(config_path)
-            GcptuiApp(config, readonly=args.readonly, demo=True, banner=DEMO_BANNER, refresh_seconds=2.0).run()
+            GcptuiApp(
+                config, readonly=args.readonly, demo=True, banner=DEMO_BANNER, refresh_seconds=2.0
+            ).run()
     finally:
         shutil.rmtree(directory, ignore_errors=True)
     return 0

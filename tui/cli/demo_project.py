@@ -9,8 +9,8 @@ from gcptui.remote.emulator import toy_train
 
 DEMO_FILES = {
     "README.md": "# demo project\n\nEdit any file here: gcptui syncs it to every VM as you save.\n",
-    "train.sh": "#!/bin/sh\nexec python {module} \"$@\"\n",
-    "config/train.toml": "steps = 3000\nsize = \"tiny\"\n",
+    "train.sh": '#!/bin/sh\nexec python {module} "$@"\n',
+    "config/train.toml": 'steps = 3000\nsize = "tiny"\n',
     ".gitignore": "runs/\n__pycache__/\n",
 }
 

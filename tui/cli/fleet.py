@@ -58,7 +58,10 @@ def run_vm(args: argparse.Namespace) -> int:
     names = ", ".join(i.name for i in targets)
     failed = 0
     # Every VM at once: each call waits for its own zone operation to finish.
-    with console.status(f"{args.action} {names}…"), ThreadPoolExecutor(max_workers=min(16, len(targets))) as pool:
+    with (
+        console.status(f"{args.action} {names}…"),
+        ThreadPoolExecutor(max_workers=min(16, len(targets))) as pool,
+    ):
         futures = {pool.submit(act, i.name, i.zone): i for i in targets}
         for future in as_completed(futures):
             instance = futures[future]

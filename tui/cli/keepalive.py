@@ -24,8 +24,11 @@ from gcptui.remote.services import Services
 
 def summary(timeline: Timeline) -> str:
     """One line per finished recovery: when it was preempted, detected, running again, and what was lost."""
+
     def after(moment: datetime | None) -> str:
-        return plus((moment - timeline.detected_at).total_seconds() if moment and timeline.detected_at else None)
+        return plus(
+            (moment - timeline.detected_at).total_seconds() if moment and timeline.detected_at else None
+        )
 
     def plus(seconds: float | None) -> str:
         return "-" if seconds is None else f"+{seconds:.1f}s"

@@ -49,7 +49,8 @@ async def run_logs(
     colour = _is_tty(out) if colour is None else colour
     sources = [(name, path) for name in targets for path in paths]
     labels = {
-        (name, path): name if len(paths) == 1 else f"{name}:{PurePosixPath(path).name}" for name, path in sources
+        (name, path): name if len(paths) == 1 else f"{name}:{PurePosixPath(path).name}"
+        for name, path in sources
     }
     width = max(len(label) for label in labels.values())
     prefixed = len(sources) > 1
@@ -68,7 +69,9 @@ async def run_logs(
         async for event in stream:
             if isinstance(event, LogChunk):
                 if event.lines:
-                    text = "".join(prefix + (line if colour else strip_ansi(line)) + "\n" for line in event.lines)
+                    text = "".join(
+                        prefix + (line if colour else strip_ansi(line)) + "\n" for line in event.lines
+                    )
                     async with write_lock:
                         out.write(text)
                         out.flush()
@@ -104,7 +107,11 @@ def snapshot_lines(name: str, snapshot: GpuSnapshot) -> list[str]:
         return [f"{name}  {snapshot.message or snapshot.state}"]
     rows = []
     for gpu in snapshot.gpus:
-        mem = f"{gpu.mem_used_mib:.0f}/{gpu.mem_total_mib:.0f} MiB" if gpu.mem_used_mib is not None and gpu.mem_total_mib else "? MiB"
+        mem = (
+            f"{gpu.mem_used_mib:.0f}/{gpu.mem_total_mib:.0f} MiB"
+            if gpu.mem_used_mib is not None and gpu.mem_total_mib
+            else "? MiB"
+        )
         util = f"{gpu.util:.0f}%" if gpu.util is not None else "?"
         temp = f"{gpu.temp_c:.0f}C" if gpu.temp_c is not None else "?C"
         power = f"{gpu.power_w:.0f}W" if gpu.power_w is not None else "?W"
@@ -128,7 +135,9 @@ async def run_gpu(
     else a line (or JSON object) per sample until interrupted. Returns the exit code."""
     out = out or sys.stdout
     if once:
-        results = await asyncio.gather(*(_first_snapshot(name, get, nvidia_smi, timeout) for name, get in targets.items()))
+        results = await asyncio.gather(
+            *(_first_snapshot(name, get, nvidia_smi, timeout) for name, get in targets.items())
+        )
         if json_output:
             out.write(json.dumps([snapshot_json(name, snap) for name, snap in results], indent=2) + "\n")
         else:
@@ -138,7 +147,11 @@ async def run_gpu(
 
     async def follow(name: str, get_conn: ConnectionGetter) -> None:
         async for snapshot in GpuMonitor(get_conn, nvidia_smi=nvidia_smi):
-            text = json.dumps(snapshot_json(name, snapshot)) + "\n" if json_output else "".join(line + "\n" for line in snapshot_lines(name, snapshot))
+            text = (
+                json.dumps(snapshot_json(name, snapshot)) + "\n"
+                if json_output
+                else "".join(line + "\n" for line in snapshot_lines(name, snapshot))
+            )
             out.write(text)
             out.flush()
 
@@ -146,7 +159,9 @@ async def run_gpu(
     return 0
 
 
-async def _first_snapshot(name: str, get_conn: ConnectionGetter, nvidia_smi: str, timeout: float) -> tuple[str, GpuSnapshot]:
+async def _first_snapshot(
+    name: str, get_conn: ConnectionGetter, nvidia_smi: str, timeout: float
+) -> tuple[str, GpuSnapshot]:
     """The first real answer (samples or "no GPU"); a reconnecting snapshot if none comes in time."""
     last = GpuSnapshot(state="reconnecting", message=f"no answer within {timeout:g}s")
 

@@ -18,31 +18,43 @@ Handler = Callable[[argparse.Namespace], int]
 def _common() -> argparse.ArgumentParser:
     # SUPPRESS lets --config/--debug stand before or after the subcommand without clobbering.
     common = argparse.ArgumentParser(add_help=False)
-    common.add_argument("--config", metavar="PATH", default=argparse.SUPPRESS,
-                        help="config file (default ./gcptui.toml, then the user config dir)")
-    common.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
-                        help="show tracebacks for errors")
+    common.add_argument(
+        "--config",
+        metavar="PATH",
+        default=argparse.SUPPRESS,
+        help="config file (default ./gcptui.toml, then the user config dir)",
+    )
+    common.add_argument(
+        "--debug", action="store_true", default=argparse.SUPPRESS, help="show tracebacks for errors"
+    )
     return common
 
 
 def build_parser() -> argparse.ArgumentParser:
     common = _common()
     parser = argparse.ArgumentParser(
-        prog="gcptui", parents=[common],
+        prog="gcptui",
+        parents=[common],
         description="One terminal app for training on Google Cloud GPU VMs.",
     )
-    parser.add_argument("--readonly", action="store_true", help="disable every action that changes a VM or a job")
+    parser.add_argument(
+        "--readonly", action="store_true", help="disable every action that changes a VM or a job"
+    )
     parser.set_defaults(handler=_run_tui)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
-    demo = sub.add_parser("demo", parents=[common], help="the TUI on a local emulated fleet (no cloud account)")
+    demo = sub.add_parser(
+        "demo", parents=[common], help="the TUI on a local emulated fleet (no cloud account)"
+    )
     demo.add_argument("--vms", type=int, default=4, help="how many emulated VMs (default 4)")
     demo.add_argument("--readonly", action="store_true", help="disable actions that change a VM or a job")
     demo.set_defaults(handler=_lazy("gcptui.tui.cli.demo", "run_demo"))
 
     emu = sub.add_parser("emulator", parents=[common], help="the emulated fleet alone, in the foreground")
     emu.add_argument("--vms", type=int, default=4, help="how many emulated VMs (default 4)")
-    emu.add_argument("--dir", default=None, help="where to keep the config and VM disks (default: a temp dir)")
+    emu.add_argument(
+        "--dir", default=None, help="where to keep the config and VM disks (default: a temp dir)"
+    )
     emu.set_defaults(handler=_lazy("gcptui.tui.cli.demo", "run_emulator_command"))
 
     ls = sub.add_parser("ls", parents=[common], help="instances and static hosts")
@@ -55,14 +67,18 @@ def build_parser() -> argparse.ArgumentParser:
     vm.add_argument("--yes", action="store_true", help="do not ask before delete")
     vm.set_defaults(handler=_lazy("gcptui.tui.cli.fleet", "run_vm"))
 
-    sync = sub.add_parser("sync", parents=[common], help="full sync, then follow local changes (--once: exit)")
+    sync = sub.add_parser(
+        "sync", parents=[common], help="full sync, then follow local changes (--once: exit)"
+    )
     sync.add_argument("names", nargs="*", metavar="NAME", help="instances or hosts (default: all running)")
     sync.add_argument("--once", action="store_true", help="one full sync, then exit")
     sync.set_defaults(handler=_lazy("gcptui.tui.cli.sync", "run_sync"))
 
     job = sub.add_parser("job", parents=[common], help="start, restart, kill the training job; its status")
     job.add_argument("action", choices=["start", "restart", "kill", "status"])
-    job.add_argument("names", nargs="*", metavar="NAME", help="instances or hosts (status: default all running)")
+    job.add_argument(
+        "names", nargs="*", metavar="NAME", help="instances or hosts (status: default all running)"
+    )
     job.add_argument("--json", action="store_true", help="print JSON objects")
     job.add_argument("--no-sync", action="store_true", help="start without syncing the tree first")
     job.set_defaults(handler=_lazy("gcptui.tui.cli.jobs", "run_job"))
@@ -70,7 +86,14 @@ def build_parser() -> argparse.ArgumentParser:
     logs = sub.add_parser("logs", parents=[common], help="job output; several names merged with a prefix")
     logs.add_argument("names", nargs="+", metavar="NAME")
     logs.add_argument("-f", "--follow", dest="f", action="store_true", help="keep following new lines")
-    logs.add_argument("-n", "--lines", dest="n", type=int, default=None, help="lines of history (default [logs] history_lines)")
+    logs.add_argument(
+        "-n",
+        "--lines",
+        dest="n",
+        type=int,
+        default=None,
+        help="lines of history (default [logs] history_lines)",
+    )
     logs.set_defaults(handler=_lazy("gcptui.tui.cli.jobs", "run_logs"))
 
     gpu = sub.add_parser("gpu", parents=[common], help="GPU samples (nvidia-smi on the VM)")
@@ -85,8 +108,12 @@ def build_parser() -> argparse.ArgumentParser:
     ssh.add_argument("--yes", action="store_true", help="trust without asking (you checked the fingerprint)")
     ssh.set_defaults(handler=_lazy("gcptui.tui.cli.ssh", "run_ssh"))
 
-    keepalive = sub.add_parser("keepalive", parents=[common], help="headless preemption watcher that relaunches jobs")
-    keepalive.add_argument("names", nargs="*", metavar="NAME", help="Spot VMs to watch (default: every Spot VM)")
+    keepalive = sub.add_parser(
+        "keepalive", parents=[common], help="headless preemption watcher that relaunches jobs"
+    )
+    keepalive.add_argument(
+        "names", nargs="*", metavar="NAME", help="Spot VMs to watch (default: every Spot VM)"
+    )
     keepalive.set_defaults(handler=_lazy("gcptui.tui.cli.keepalive", "run_keepalive"))
     return parser
 

@@ -30,7 +30,9 @@ def run_ssh(args: argparse.Namespace) -> int:
             try:
                 key = await fetch_host_key(target)
             except (OSError, TimeoutError) as err:
-                console.print(f"[red]✗[/] {instance.name}: cannot reach {target.address}:{target.port}: {err}")
+                console.print(
+                    f"[red]✗[/] {instance.name}: cannot reach {target.address}:{target.port}: {err}"
+                )
                 failed += 1
                 continue
             if key is None:

@@ -55,8 +55,12 @@ def run_sync(args: argparse.Namespace) -> int:
 
             def on_event(event: SyncEvent) -> None:
                 if isinstance(event, FullSyncProgress):
-                    progress.update(bars[event.name], total=event.bytes_total, completed=event.bytes_done,
-                                    description=f"{event.name} {event.files_done}/{event.files_total} files")
+                    progress.update(
+                        bars[event.name],
+                        total=event.bytes_total,
+                        completed=event.bytes_done,
+                        description=f"{event.name} {event.files_done}/{event.files_total} files",
+                    )
                 elif isinstance(event, BatchApplied) and not event.full:
                     progress.console.print(
                         f"{event.name}: {event.files} file{'s' if event.files != 1 else ''}"
@@ -74,7 +78,9 @@ def run_sync(args: argparse.Namespace) -> int:
                 session.subscribe(on_event)
             work = [(s.full_sync() if args.once else s.follow()) for s in sessions.values()]
             results = await _gather_closing(list(sessions.values()), work)
-        failed = [(name, r) for name, r in zip(sessions, results, strict=True) if isinstance(r, BaseException)]
+        failed = [
+            (name, r) for name, r in zip(sessions, results, strict=True) if isinstance(r, BaseException)
+        ]
         for name, error in failed:
             console.print(f"[red]✗[/] {name}: {error}", highlight=False)
         if args.once and not failed:

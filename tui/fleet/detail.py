@@ -29,7 +29,9 @@ def live_table(live: Live) -> Table:
     if live.job_error:
         table.add_row("SSH", Text(live.job_error, "red"))
     table.add_row("Progress", progress_cell(live.progress, loss_width=30))
-    table.add_row("Sync", live.sync_text() + (Text(f"  {live.sync_reason}", "dim") if live.sync_reason else Text()))
+    table.add_row(
+        "Sync", live.sync_text() + (Text(f"  {live.sync_reason}", "dim") if live.sync_reason else Text())
+    )
     table.add_row("Keep-alive", live.keepalive_text())
     table.add_row("GPUs", gpu_panel_text(live.gpu, live.progress, idle=live.gpu_idle, width=30))
     return table

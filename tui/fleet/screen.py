@@ -35,7 +35,9 @@ class FleetTable(DataTable[str | Text]):
         for live_column in LIVE_COLUMNS:
             self.add_column(live_column.label, key=live_column.key)
 
-    def show(self, instances: list[Instance], live: Mapping[str, Live], marked: set[str] | None = None) -> None:
+    def show(
+        self, instances: list[Instance], live: Mapping[str, Live], marked: set[str] | None = None
+    ) -> None:
         """Make the table hold exactly ``instances`` in this order, touching only what changed."""
         self.marked = marked or set()
         wanted = [i.key for i in instances]
@@ -90,7 +92,9 @@ class FleetActions(Protocol):
 
     def refresh_fleet(self) -> None: ...
 
-    def act(self, label: str, instance: Instance, action: Callable[[Instance], Awaitable[str | None]]) -> None: ...
+    def act(
+        self, label: str, instance: Instance, action: Callable[[Instance], Awaitable[str | None]]
+    ) -> None: ...
 
     async def job_action(self, action: str, instance: Instance) -> str | None: ...
 
@@ -248,8 +252,10 @@ class FleetScreen(Screen[None]):
     def _reachable_or_tell(self) -> Instance | None:
         instance = self._selected_or_tell()
         if instance is not None and not reachable(instance):
-            self.notify(f"{instance.name} is {status_word(instance)}: start it first (U), then try again",
-                        severity="warning")
+            self.notify(
+                f"{instance.name} is {status_word(instance)}: start it first (U), then try again",
+                severity="warning",
+            )
             return None
         return instance
 
@@ -262,8 +268,13 @@ class FleetScreen(Screen[None]):
         if (instance := self._selected_or_tell()) is not None:
             self._act(label, instance, lambda inst: self.actions.vm_action(action, inst), question)
 
-    def _act(self, label: str, instance: Instance, run: Callable[[Instance], Awaitable[str | None]],
-             question: str | None) -> None:
+    def _act(
+        self,
+        label: str,
+        instance: Instance,
+        run: Callable[[Instance], Awaitable[str | None]],
+        question: str | None,
+    ) -> None:
         if question is None:
             self.actions.act(label, instance, run)
             return
@@ -361,4 +372,3 @@ class FleetScreen(Screen[None]):
     def on_live_changed(self, message: LiveChanged) -> None:
         for name in message.names:
             self.show_live(name)
-

@@ -99,24 +99,39 @@ def progress_cell(progress: Progress | None, loss_width: int = 10) -> Text:
     return text
 
 
-def gpu_panel_text(history: GpuHistory, progress: Progress | None, *, idle: bool = False, idle_minutes: float = 0, width: int = 30) -> Text:
+def gpu_panel_text(
+    history: GpuHistory,
+    progress: Progress | None,
+    *,
+    idle: bool = False,
+    idle_minutes: float = 0,
+    width: int = 30,
+) -> Text:
     """The ``GpuPanel`` content as one ``Text`` (also usable in a CLI)."""
     text = Text()
     latest = history.latest
     if idle:
-        text.append(f" GPUs idle for {idle_minutes:g}+ min while the VM runs: it is burning money \n", "bold white on red")
+        text.append(
+            f" GPUs idle for {idle_minutes:g}+ min while the VM runs: it is burning money \n",
+            "bold white on red",
+        )
     if progress is not None and progress.step is not None:
         text.append("Training  ", "bold")
         text.append_text(progress_cell(progress, loss_width=width))
         if progress.last_checkpoint is not None:
-            text.append(f"\n          last checkpoint: step {progress.last_checkpoint.step} {progress.last_checkpoint.path}", "dim")
+            text.append(
+                f"\n          last checkpoint: step {progress.last_checkpoint.step} {progress.last_checkpoint.path}",
+                "dim",
+            )
         if progress.preemptions:
             text.append(f"\n          preempted {progress.preemptions}×", "yellow")
         text.append("\n")
     if latest is None:
         return text.append("GPU       waiting for the first sample…", "dim")
     if latest.state == "no_gpu":
-        return text.append(f"GPU       no GPU ({latest.message})" if latest.message else "GPU       no GPU", "dim")
+        return text.append(
+            f"GPU       no GPU ({latest.message})" if latest.message else "GPU       no GPU", "dim"
+        )
     for gpu in latest.gpus:
         util = gpu.util or 0.0
         text.append(f"GPU {gpu.index}  ", "bold")

@@ -29,6 +29,7 @@ from gcptui.tui.live.state import Live
 
 log = logging.getLogger(__name__)
 
+
 async def cancel_and_wait(tasks: list[asyncio.Task[None]], timeout: float = 3.0) -> None:
     """Cancel ``tasks`` and wait at most ``timeout`` for them. Python 3.11's ``wait_for`` can swallow
     a cancellation that races its inner result, so a task may need a second one; and quitting must

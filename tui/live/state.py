@@ -102,7 +102,9 @@ class Live:
     def sync_text(self) -> Text:
         if not self.sync_state:
             return Text("off", "dim")
-        word = {"in_sync": "in sync", "syncing": f"syncing {self.sync_pending}"}.get(self.sync_state, self.sync_state)
+        word = {"in_sync": "in sync", "syncing": f"syncing {self.sync_pending}"}.get(
+            self.sync_state, self.sync_state
+        )
         return Text(word, SYNC_STYLES.get(self.sync_state, ""))
 
     def keepalive_text(self) -> Text:

@@ -62,7 +62,9 @@ class LogLines:
             return Appended(held_before + len(kept) - len(self.lines), len(lines), new_widths)
         pattern = self.pattern
         hits = [i for i, line in enumerate(kept) if pattern.search(strip_ansi(line))]
-        arrived = len(hits) + (sum(1 for line in lines[:skip] if pattern.search(strip_ansi(line))) if skip else 0)
+        arrived = len(hits) + (
+            sum(1 for line in lines[:skip] if pattern.search(strip_ansi(line))) if skip else 0
+        )
         self.matches.extend(start + i for i in hits)
         dropped = bisect.bisect_left(self.matches, self.first)
         del self.matches[:dropped]
@@ -81,7 +83,9 @@ class LogLines:
             self.matches = None
         else:
             pattern, first = self.pattern, self.first
-            self.matches = [first + i for i, line in enumerate(self.lines) if pattern.search(strip_ansi(line))]
+            self.matches = [
+                first + i for i, line in enumerate(self.lines) if pattern.search(strip_ansi(line))
+            ]
 
     # ----- entries -----------------------------------------------------------------------------
 

@@ -21,6 +21,15 @@ class GpuPanel(Static):
         super().__init__(id=id)
         self.spark_width = width
 
-    def show(self, history: GpuHistory, progress: Progress | None = None, *, idle: bool = False, idle_minutes: float = 0) -> None:
+    def show(
+        self,
+        history: GpuHistory,
+        progress: Progress | None = None,
+        *,
+        idle: bool = False,
+        idle_minutes: float = 0,
+    ) -> None:
         """Render the latest data."""
-        self.update(gpu_panel_text(history, progress, idle=idle, idle_minutes=idle_minutes, width=self.spark_width))
+        self.update(
+            gpu_panel_text(history, progress, idle=idle, idle_minutes=idle_minutes, width=self.spark_width)
+        )

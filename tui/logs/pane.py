@@ -59,7 +59,9 @@ class LogPane(Vertical):
     LogPane.-hidden { display: none; }
     """
 
-    def __init__(self, source_name: str, *, max_lines: int = 10_000, colour: str = "cyan", id: str | None = None) -> None:
+    def __init__(
+        self, source_name: str, *, max_lines: int = 10_000, colour: str = "cyan", id: str | None = None
+    ) -> None:
         super().__init__(id=id)
         self.source_name = source_name
         self.colour = colour
@@ -150,7 +152,9 @@ class LogPane(Vertical):
         view = self.view
         if not view.follow:
             self._marker_count = view.new_lines
-            self.query_one(NewLinesMarker).update(f" ▼ {view.new_lines} new lines · s or End to follow ", layout=False)
+            self.query_one(NewLinesMarker).update(
+                f" ▼ {view.new_lines} new lines · s or End to follow ", layout=False
+            )
 
     @on(LogView.FollowChanged)
     def _follow_changed(self) -> None:

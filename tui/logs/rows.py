@@ -109,8 +109,9 @@ class RowPainter:
     def clear(self) -> None:
         self.lines.clear()
 
-    def render_row(self, index: int, raw: str, offset: int, width: int, full: int, filters: Filters,
-                   view: PaintedView) -> Strip:
+    def render_row(
+        self, index: int, raw: str, offset: int, width: int, full: int, filters: Filters, view: PaintedView
+    ) -> Strip:
         style = view.row_style()
         if view.pattern is None and index != view.marked and raw.isascii() and "\x1b" not in raw:
             # Most log lines: one segment, no Rich Text, no ANSI parsing, one Strip.

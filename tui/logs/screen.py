@@ -28,7 +28,16 @@ from gcptui.tui.logs.view import LogView, line_width
 from gcptui.tui.textual_compat import GcPausedFrames
 
 # Foreground colours per source: (Rich name for titles, ANSI SGR code for merged-line prefixes).
-PALETTE = [("cyan", 36), ("magenta", 35), ("green", 32), ("yellow", 33), ("blue", 94), ("bright_red", 91), ("bright_cyan", 96), ("bright_magenta", 95)]
+PALETTE = [
+    ("cyan", 36),
+    ("magenta", 35),
+    ("green", 32),
+    ("yellow", 33),
+    ("blue", 94),
+    ("bright_red", 91),
+    ("bright_cyan", 96),
+    ("bright_magenta", 95),
+]
 
 
 @dataclass(frozen=True)
@@ -88,7 +97,12 @@ class LogsScreen(GcPausedFrames):
     def compose(self) -> ComposeResult:
         with Horizontal(id="panes"):
             for number, source in enumerate(self.sources):
-                yield LogPane(source.name, max_lines=self.buffer_lines, colour=PALETTE[number % 8][0], id=f"pane-{number}")
+                yield LogPane(
+                    source.name,
+                    max_lines=self.buffer_lines,
+                    colour=PALETTE[number % 8][0],
+                    id=f"pane-{number}",
+                )
         yield LogView(self.buffer_lines, id="merged")
         yield Input(placeholder="filter (enter: keep, escape: clear)", id="filter")
         yield ToggleIndicator()

@@ -85,7 +85,9 @@ class LogView(ScrollView, can_focus=True):
 
     # ----- content -----------------------------------------------------------------------------
 
-    def append(self, lines: Sequence[str], partial: str | None = None, widths: Sequence[int] | None = None) -> None:
+    def append(
+        self, lines: Sequence[str], partial: str | None = None, widths: Sequence[int] | None = None
+    ) -> None:
         """Add complete lines and set the unfinished last line; one call per batch.
 
         ``widths`` (cells per line) may be given when the caller knows them (the merged view).
@@ -325,7 +327,10 @@ class LogView(ScrollView, can_focus=True):
         if self.wrap:
             size = Size(self._wrap_width(), self._row_index().total + self._partial_rows())
         else:
-            size = Size(max(self._buffer.max_width, line_width(self._buffer.partial or "")), self._buffer.entry_count())
+            size = Size(
+                max(self._buffer.max_width, line_width(self._buffer.partial or "")),
+                self._buffer.entry_count(),
+            )
         if size != self.virtual_size:
             # Assigning virtual_size would lay out the whole screen (it is a layout reactive); a
             # ScrollView in a fixed-size container only needs its scrollbars updated.
