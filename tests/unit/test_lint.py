@@ -1,4 +1,4 @@
-"""ruff (configured in pyproject.toml) finds nothing: the codebase stays clean as it grows."""
+"""ruff (configured in pyproject.toml) finds nothing and the tree stays formatted as it grows."""
 
 from __future__ import annotations
 
@@ -17,3 +17,11 @@ def test_ruff_finds_nothing() -> None:
         pytest.skip("ruff is not installed (pip install -e '.[dev]')")
     result = subprocess.run([ruff, "check", "."], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_the_tree_is_formatted() -> None:
+    ruff = shutil.which("ruff")
+    if ruff is None:
+        pytest.skip("ruff is not installed (pip install -e '.[dev]')")
+    result = subprocess.run([ruff, "format", "--check", "."], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, "run `make format` (ruff format .):\n" + result.stdout + result.stderr
