@@ -1,4 +1,4 @@
-"""The ``gcptui.toml`` file of DESIGN.md, validated with pydantic.
+"""The ``gcptui.toml`` file of docs/REFERENCE.md, validated with pydantic.
 
 Every mistake becomes one ``ConfigError`` line naming the file, the line, the key and what to do.
 """
@@ -14,7 +14,7 @@ from typing import Annotated, Any
 import platformdirs
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from remote.errors import ConfigError
+from gcptui.remote.errors import ConfigError
 
 CONFIG_NAME = "gcptui.toml"
 
@@ -26,9 +26,35 @@ class _Section(BaseModel):
 
 
 class GcpConfig(_Section):
-    project: str | None = None
-    zones: list[str] = []
-    api_endpoint: str = ""
+    """Google Compute Engine: which project's instances make up the fleet, and where the API is.
+
+    With no config file at all, GCE is used with the ambient project. In a file, leaving the
+    section out turns GCE off: the fleet is only the static ``[[hosts]]``. An empty ``[gcp]``
+    turns it on with every default.
+    """
+
+    project: str | None = Field(
+        default=None,
+        description=(
+            "The Google Cloud project id whose instances are listed. Left out: `GOOGLE_CLOUD_PROJECT`, "
+            "then the active gcloud configuration's `core/project`. Must not be empty when given."
+        ),
+    )
+    zones: list[str] = Field(
+        default=[],
+        description=(
+            "Zones to list, each a zone name such as `us-central1-a`. Empty: every zone, in one "
+            "aggregated list call; otherwise one list call per zone (in parallel)."
+        ),
+    )
+    api_endpoint: str = Field(
+        default="",
+        description=(
+            "Override of the Compute API endpoint, starting with `http://` or `https://` (a trailing `/` "
+            "is dropped). Empty: `https://compute.googleapis.com`. A plain-http loopback endpoint (the "
+            "emulator) is used without Google credentials."
+        ),
+    )
 
     @field_validator("project")
     @classmethod
@@ -57,29 +83,125 @@ class GcpConfig(_Section):
 
 
 class SshConfig(_Section):
-    user: str = ""
-    key: str = "~/.ssh/google_compute_engine"
-    known_hosts: str = "~/.ssh/google_compute_known_hosts"
-    proxy_command: str = ""
-    port: Port = 22  # GCE instances listen on 22; the emulator sets its own port here
-    connect_timeout: float = Field(default=10.0, gt=0)
-    keepalive_seconds: float = Field(default=15.0, ge=0)
+    """How every GCE instance is reached over SSH (static ``[[hosts]]`` may override user, key and
+    known_hosts). Local paths expand ``~`` and resolve against the config file's folder."""
+
+    user: str = Field(
+        default="",
+        description="The SSH login user. Empty: the local user name, gcloud's rule (OS Login users set theirs).",
+    )
+    key: str = Field(
+        default="~/.ssh/google_compute_engine",
+        description=(
+            "Private key file (gcloud's by default). Empty: the SSH agent and `~/.ssh/id_*`. A relative "
+            "path resolves against the config file's folder."
+        ),
+    )
+    known_hosts: str = Field(
+        default="~/.ssh/google_compute_known_hosts",
+        description=(
+            "OpenSSH known-hosts file that host keys are checked against (gcloud's by default; GCE VMs "
+            "are looked up under the alias `compute.<instance id>`). Unknown or changed keys are refused; "
+            "`gcptui ssh accept` adds one. A relative path resolves against the config file's folder."
+        ),
+    )
+    proxy_command: str = Field(
+        default="",
+        description=(
+            "A command whose stdin/stdout carry the SSH connection, e.g. an IAP tunnel; `{name}`, `{zone}` "
+            "and `{port}` are replaced with the instance's. Used for GCE instances only (it also reaches "
+            "VMs without any IP address). Empty: connect directly to the external IP, else the internal IP."
+        ),
+    )
+    port: Port = Field(
+        default=22,
+        description=(
+            "sshd port of GCE instances; an instance label `gcptui-ssh-port=N` overrides it per VM (the "
+            "emulator sets this key for its own VMs)."
+        ),
+    )
+    connect_timeout: float = Field(
+        default=10.0,
+        gt=0,
+        description="Seconds to wait for one SSH connection attempt (TCP connect and handshake).",
+    )
+    keepalive_seconds: float = Field(
+        default=15.0,
+        ge=0,
+        description=(
+            "Seconds between SSH keepalive probes on each pooled connection, so a dead link is noticed "
+            "and reconnected; 0 turns the probes off."
+        ),
+    )
 
 
 class HostConfig(_Section):
-    name: str = Field(min_length=1)
-    address: str = Field(min_length=1)
-    port: Port = 22
-    user: str = ""
-    key: str = ""
-    known_hosts: str = ""
+    """One static machine reached by SSH alone (an entry of the ``[[hosts]]`` array of tables).
+
+    It has no VM lifecycle (``vm`` refuses it, keep-alive ignores it) and is always treated as
+    reachable; empty user, key and known_hosts fall back to ``[ssh]``.
+    """
+
+    name: str = Field(
+        min_length=1,
+        description="The name the fleet table and the commands use; unique among `[[hosts]]`.",
+    )
+    address: str = Field(min_length=1, description="Host name or IP address to connect to.")
+    port: Port = Field(default=22, description="Its sshd port.")
+    user: str = Field(default="", description="Login user. Empty: `[ssh].user`, then the local user name.")
+    key: str = Field(
+        default="",
+        description=(
+            "Private key file. Empty: `[ssh].key`. A relative path resolves against the config file's folder."
+        ),
+    )
+    known_hosts: str = Field(
+        default="",
+        description=(
+            "Known-hosts file; the key is looked up under `address` (`[address]:port` off port 22). "
+            "Empty: `[ssh].known_hosts`. `[ssh].proxy_command` does not apply: a jump host goes in "
+            "`~/.ssh/config`."
+        ),
+    )
 
 
 class SyncConfig(_Section):
-    source: str = "."
-    dest: str = "~/project"
-    exclude: list[str] = []
-    protect: list[str] = []
+    """Live sync: the local tree mirrored to ``dest`` on each machine, as files are saved.
+
+    Sync never deletes or overwrites on the VM what it did not put there (its ledger lives in
+    ``~/.gcptui/sync/``), and never touches protected paths.
+    """
+
+    source: str = Field(
+        default=".",
+        description=(
+            "The local folder to mirror. `~` is expanded; a relative path resolves against the folder of "
+            "the config file (the current directory when no file was found). Its `.gitignore` files, "
+            "`.git/info/exclude` and `exclude` decide what is synced; `.git/` never is."
+        ),
+    )
+    dest: str = Field(
+        default="~/project",
+        description=(
+            "The folder on each machine that receives the tree and where the job runs. `~/x` and relative "
+            "paths are under the remote home; absolute paths are used as they are. Must not be `/`, `~`, "
+            "`.`, `$HOME` or empty, and must not contain `..`."
+        ),
+    )
+    exclude: list[str] = Field(
+        default=[],
+        description=(
+            "More gitignore-syntax patterns, relative to `source`, that are not synced. They override the "
+            "tree's own ignore files, so `!pattern` can re-include a git-ignored file."
+        ),
+    )
+    protect: list[str] = Field(
+        default=[],
+        description=(
+            "Gitignore-syntax patterns, relative to `dest`, that sync never writes, replaces or deletes "
+            "(with everything below a matching folder): what training writes on the VM, e.g. `runs/`."
+        ),
+    )
 
     @field_validator("dest")
     @classmethod
@@ -96,11 +218,43 @@ class SyncConfig(_Section):
 
 
 class JobConfig(_Section):
-    setup: str = ""
-    command: str = ""
-    resume: str = ""
-    env: dict[str, str] = {}
-    stop_grace_seconds: float = Field(default=30.0, ge=0)
+    """The training job: run detached on the VM by the job supervisor, in ``[sync].dest``, as
+    ``sh -c COMMAND``; its output is appended to ``~/.gcptui/job/output.log``."""
+
+    setup: str = Field(
+        default="",
+        description=(
+            "A shell command run in `[sync].dest` before the job's command, once per disk: once it "
+            "succeeds, `~/.gcptui/setup.done` is written and later starts skip it (delete that file to run "
+            "it again). If it fails, the command is not started. Empty: no setup."
+        ),
+    )
+    command: str = Field(
+        default="",
+        description="The training command (`job start`, `s` in the TUI), run with `sh -c` in `[sync].dest`. Required to start a job.",
+    )
+    resume: str = Field(
+        default="",
+        description=(
+            "The command that continues a run: `job restart`, `R`, and keep-alive's relaunch after a "
+            "preemption. Empty: `command`."
+        ),
+    )
+    env: dict[str, str] = Field(
+        default={},
+        description=(
+            "Environment variables exported to the job (after gcptui's own, which they may override). "
+            "Names must match `[A-Za-z_][A-Za-z0-9_]*`. A relative `GCPTUI_METRICS` is relative to `[sync].dest`."
+        ),
+    )
+    stop_grace_seconds: float = Field(
+        default=30.0,
+        ge=0,
+        description=(
+            "Seconds `job kill` and `job restart` wait after SIGTERM to the job's process group before "
+            "SIGKILL (sent in tenths of a second)."
+        ),
+    )
 
     @field_validator("env")
     @classmethod
@@ -116,35 +270,101 @@ class JobConfig(_Section):
 
 
 class KeepaliveConfig(_Section):
-    enabled: bool = False
-    poll_seconds: float = Field(default=10.0, gt=0)
-    max_restarts: int = Field(default=20, ge=0)
+    """Keep-alive: notice a Spot VM's preemption, restart (or recreate) it, and relaunch
+    ``[job].resume`` once it runs again. Needs ``[gcp]``."""
+
+    enabled: bool = Field(
+        default=False,
+        description=(
+            "In the TUI, watch every Spot VM from the start; false: none until switched on per VM (`a`). "
+            "The headless `gcptui keepalive` always watches and ignores this key."
+        ),
+    )
+    poll_seconds: float = Field(
+        default=10.0,
+        gt=0,
+        description=(
+            "Seconds between fleet polls (one list call). A VM suspected of going down (a preemption "
+            "notice, a lost connection) is polled every second until GCE reports it stopped."
+        ),
+    )
+    max_restarts: int = Field(
+        default=20,
+        ge=0,
+        description=(
+            "Recoveries keep-alive starts per VM before it gives up on it; relaunching by hand (`L`) and "
+            "switching keep-alive back on reset the count."
+        ),
+    )
 
 
 class LogsConfig(_Section):
-    history_lines: int = Field(default=200, ge=0)
-    buffer_lines: int = Field(default=10_000, ge=100)
-    files: list[str] = []  # extra remote files to tail beside the job's output
+    """Following the job's output (``gcptui logs``, the TUI's logs screen)."""
+
+    history_lines: int = Field(
+        default=200,
+        ge=0,
+        description="Lines already in a log shown before following it; the default of `gcptui logs -n`.",
+    )
+    buffer_lines: int = Field(
+        default=10_000,
+        ge=100,
+        description="Lines each pane of the TUI's logs screen keeps; the oldest fall out beyond it.",
+    )
+    files: list[str] = Field(
+        default=[],
+        description=(
+            "Extra remote files to tail beside the job's output, e.g. `~/project/runs/train.log`; `~/` "
+            "and relative paths are under the remote home. Each is one more pane (or `name:file` prefix)."
+        ),
+    )
 
 
 class GpuConfig(_Section):
-    idle_util_percent: float = Field(default=5.0, ge=0, le=100)
-    idle_minutes: float = Field(default=5.0, gt=0)
+    """The idle-GPU warning: a running VM whose GPUs do nothing is burning money."""
+
+    idle_util_percent: float = Field(
+        default=5.0,
+        ge=0,
+        le=100,
+        description="GPU utilization, in percent, at or below which a GPU counts as idle.",
+    )
+    idle_minutes: float = Field(
+        default=5.0,
+        gt=0,
+        description="Minutes every GPU of a running VM must stay idle before the TUI warns once.",
+    )
 
 
 class Config(_Section):
-    gcp: GcpConfig | None = None
-    ssh: SshConfig = SshConfig()
-    hosts: list[HostConfig] = []
-    sync: SyncConfig = SyncConfig()
-    job: JobConfig = JobConfig()
-    keepalive: KeepaliveConfig = KeepaliveConfig()
-    logs: LogsConfig = LogsConfig()
-    gpu: GpuConfig = GpuConfig()
-    keys: dict[str, str] = {}  # action id -> key, overrides the default keymap
+    """The whole ``gcptui.toml``: one table per section below, every one optional."""
 
-    # Where the file was read from (None: built-in defaults); relative paths resolve against its folder.
-    path: Path | None = Field(default=None, exclude=True)
+    gcp: GcpConfig | None = Field(
+        default=None,
+        description="Google Compute Engine settings; see the section's note on leaving it out.",
+    )
+    ssh: SshConfig = Field(default=SshConfig(), description="SSH settings for GCE instances.")
+    hosts: list[HostConfig] = Field(default=[], description="Static machines reached by SSH alone.")
+    sync: SyncConfig = Field(default=SyncConfig(), description="Live sync of the local tree.")
+    job: JobConfig = Field(default=JobConfig(), description="The training job.")
+    keepalive: KeepaliveConfig = Field(default=KeepaliveConfig(), description="Preemption recovery.")
+    logs: LogsConfig = Field(default=LogsConfig(), description="Log following.")
+    gpu: GpuConfig = Field(default=GpuConfig(), description="The idle-GPU warning.")
+    keys: dict[str, str] = Field(
+        default={},
+        description=(
+            'Key bindings: action id = key, overriding the default keymap, e.g. `"fleet.refresh" = '
+            '"ctrl+r"`. Keys are named as Textual names them (`ctrl+r`, `question_mark`); several keys are '
+            "comma-separated. An unknown id or an empty key stops the TUI with an error."
+        ),
+    )
+
+    # Set by parse_config to the file it read (None: built-in defaults); never read from the file.
+    path: Path | None = Field(
+        default=None,
+        exclude=True,
+        description="Where the file was read from (None: built-in defaults); relative paths resolve against its folder.",
+    )
 
     @model_validator(mode="after")
     def _host_names_unique(self) -> Config:
@@ -175,7 +395,9 @@ def find_config(explicit: str | os.PathLike[str] | None) -> Path | None:
     if explicit is not None:
         path = Path(explicit).expanduser()
         if not path.is_file():
-            raise ConfigError(f"{path}: no such config file: check --config, or run without it to use the defaults")
+            raise ConfigError(
+                f"{path}: no such config file: check --config, or run without it to use the defaults"
+            )
         return path
     for path in default_config_paths():
         if path.is_file():
@@ -212,13 +434,17 @@ def _describe(error: Any, text: str, path: Path) -> str:
     kind = error["type"]
     if kind == "extra_forbidden":
         section = _dotted(loc[:-1]) or "the top level"
-        return f"{where}: unknown key '{dotted}': remove it or check its spelling (allowed keys in {section} are listed in the README)"
+        return f"{where}: unknown key '{dotted}': remove it or check its spelling (allowed keys in {section} are listed in docs/REFERENCE.md)"
     message = str(error["msg"]).removeprefix("Value error, ")
     if kind == "missing":
         return f"{where}: '{dotted}' is required: add it"
     if not dotted:
         return f"{where}: {message}"
-    return f"{where}: '{dotted}' {message}" if message.startswith(("is ", "'", "must")) else f"{where}: '{dotted}': {message}"
+    return (
+        f"{where}: '{dotted}' {message}"
+        if message.startswith(("is ", "'", "must"))
+        else f"{where}: '{dotted}': {message}"
+    )
 
 
 def _dotted(loc: list[Any]) -> str:

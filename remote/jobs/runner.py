@@ -111,7 +111,7 @@ class JobRunner:
         return (await self._call(target, "kill", [self._grace_tenths()], self._kill_timeout()))[1]
 
     def watch(self, target: SshTarget, **options: Any) -> AsyncIterator[JobEvent]:
-        """``watch_job`` on ``target`` through this runner's pool and remote home (see job_watch)."""
+        """``watch_job`` on ``target`` through this runner's pool and remote home (see jobs/watch.py)."""
 
         return watch_job(self.pool.getter(target), target.name, remote_home=self.remote_home, **options)
 

@@ -1,6 +1,6 @@
 """Feed ``KeepAlive`` the fast signals: the VM's own preemption notice and dropped SSH connections.
 
-``NoticeWatchers`` keeps one task per watched, running VM. Where ``remote.job_watch`` exists (the
+``NoticeWatchers`` keeps one task per watched, running VM. Where ``gcptui.remote.jobs.watch`` exists (the
 job supervisor's metadata watcher) the task follows ``watch_job`` over the VM's pooled connection
 and turns its ``preempted`` event into ``keepalive.notice(name)`` and ``lost`` into
 ``keepalive.poke(name)``. Without it the task only holds the pooled connection open, so the pool's

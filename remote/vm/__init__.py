@@ -1,4 +1,4 @@
-"""Files that run on the VM: the job supervisor, the sync agent, the GPU monitor.
+"""Files that run on the VM: the job supervisor (gcptui-job.sh) and the sync agent (sync_agent.py).
 
 They are read as text here and shipped over SSH; none of them is imported on the laptop, and each
 must stay one self-contained file (POSIX sh, or Python that any python3 on the VM runs).

@@ -72,7 +72,7 @@ async def keep_alive(
     write(
         f"keep-alive: watching {', '.join(names) if names else 'every Spot VM'}; polling every "
         f"{keepalive.poll_seconds:g}s, at most {keepalive.max_restarts} restarts per VM; VM notices "
-        f"{'on' if watchers.notices else 'off (no remote.job_watch)'}"
+        f"{'on' if watchers.notices else 'off (no gcptui.remote.jobs.watch)'}"
         f"{'' if settings.enabled else '; [keepalive] enabled = false only affects the TUI'}; Ctrl-C stops"
     )
     runner = asyncio.create_task(keepalive.run(), name="keep-alive")

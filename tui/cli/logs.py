@@ -1,6 +1,6 @@
 """Headless faces for ``gcptui logs`` and ``gcptui gpu``: print what the services stream.
 
-``tui/cli.py`` parses the arguments, resolves names to connection getters and calls these.
+``tui/cli/main.py`` parses the arguments, resolves names to connection getters and calls these.
 """
 
 from __future__ import annotations
