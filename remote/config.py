@@ -269,6 +269,33 @@ class JobConfig(_Section):
         return self.resume or self.command
 
 
+class StorageConfig(_Section):
+    """Cloud Storage for checkpoints that outlive the VM (the trainer library mirrors them there)."""
+
+    bucket: str = Field(
+        default="",
+        description=(
+            "`gs://BUCKET[/PREFIX]`. Set: every job gets `GCPTUI_CHECKPOINT_URL=<bucket>/<VM name>`, and "
+            "a run using the trainer library copies each durable checkpoint (and artifact) to "
+            "`<bucket>/<VM name>/<run directory name>/`, resuming from there on a fresh disk. Empty: off."
+        ),
+    )
+
+    @field_validator("bucket")
+    @classmethod
+    def _bucket_is_a_gs_url(cls, value: str) -> str:
+        value = value.strip().rstrip("/")
+        if value and (not value.startswith("gs://") or len(value) <= len("gs://")):
+            raise ValueError(
+                f"{value!r} is not a Cloud Storage URL: write it as gs://BUCKET or gs://BUCKET/PREFIX"
+            )
+        return value
+
+    def checkpoint_url(self, vm: str) -> str | None:
+        """The GCPTUI_CHECKPOINT_URL of VM `vm`'s jobs (None without a bucket)."""
+        return f"{self.bucket}/{vm}" if self.bucket else None
+
+
 class KeepaliveConfig(_Section):
     """Keep-alive: notice a Spot VM's preemption, restart (or recreate) it, and relaunch
     ``[job].resume`` once it runs again. Needs ``[gcp]``."""
@@ -348,6 +375,7 @@ class Config(_Section):
     sync: SyncConfig = Field(default=SyncConfig(), description="Live sync of the local tree.")
     job: JobConfig = Field(default=JobConfig(), description="The training job.")
     keepalive: KeepaliveConfig = Field(default=KeepaliveConfig(), description="Preemption recovery.")
+    storage: StorageConfig = Field(default=StorageConfig(), description="Checkpoints in Cloud Storage.")
     logs: LogsConfig = Field(default=LogsConfig(), description="Log following.")
     gpu: GpuConfig = Field(default=GpuConfig(), description="The idle-GPU warning.")
     keys: dict[str, str] = Field(

@@ -10,10 +10,11 @@ from pathlib import Path
 import pytest
 
 from tests.helpers.emulator import api_emulator, emulator, emulator_thread
+from tests.helpers.gcs import fake_gcs
 from tests.helpers.sshd import Sshd, make_client_key, sshd_available
 
-# The emulator's fixtures (a Compute API with SSH-reachable VMs) serve every test folder.
-__all__ = ["api_emulator", "emulator", "emulator_thread"]
+# The emulators' fixtures (a Compute API with SSH-reachable VMs, Cloud Storage) serve every test folder.
+__all__ = ["api_emulator", "emulator", "emulator_thread", "fake_gcs"]
 
 # Keep google-auth from probing a metadata server during tests.
 os.environ.setdefault("NO_GCE_CHECK", "true")

@@ -34,6 +34,7 @@ from .background import BackgroundCheckpointWriter
 from .checkpoint import CheckpointInfo, CheckpointStore
 from .errors import Preempted, TrainerError, UnsupportedStateError
 from .metrics import MetricsLog, default_metrics_path
+from .mirror import BucketMirror, grace_seconds
 from .portable import check_portable, portable_snapshot
 from .preemption import PreemptionSignal
 from .restore import load_for_resume
@@ -143,6 +144,12 @@ class ResumableRun:
         path = Path(metrics_path) if metrics_path is not None else default_metrics_path(self.run_dir)
         self.metrics = MetricsLog(path if self._is_writer else None)
         self._writer = BackgroundCheckpointWriter(self.store, self._report_written, self._report_failed)
+        # GCPTUI_CHECKPOINT_URL (gcptui sets it from [storage] bucket): a copy of each checkpoint there.
+        self.mirror = (
+            BucketMirror.from_environment(self.run_dir, keep, say=self.metrics.warn, event=self._mirror_event)
+            if self._is_writer
+            else None
+        )
         self._preemption = PreemptionSignal(preemption_signals)
         self._preemption.install()
 
@@ -297,7 +304,8 @@ class ResumableRun:
         path = self.artifact_path(name)
         if self._is_writer:
             write_artifact(path, obj_or_path)
-            self._mirror([path])
+            if self.mirror is not None:
+                self.mirror.submit_artifact(path)
         return path
 
     def log_event(self, name: str, **fields: Any) -> None:
@@ -321,12 +329,16 @@ class ResumableRun:
         self._writer.wait()
         if self._saved_at != self._progress():
             self._save(wait=True)
+        if self.mirror is not None:
+            self.mirror.wait()  # the final state in the bucket before the job reads as finished
         self.metrics.event("finished", f"finished at step {self.step}", step=self.step)
         self.close()
 
     def close(self) -> None:
         """Wait for an in-flight save and restore the signal handlers (finished() does this)."""
         self._writer.wait()
+        if self.mirror is not None:
+            self.mirror.close(timeout=5.0)  # an upload still running past here is abandoned, not awaited
         self._preemption.uninstall()
         self.metrics.close()
 
@@ -374,13 +386,20 @@ class ResumableRun:
     def _handle_preemption(self) -> None:
         self._save(wait=True)
         self.preempted = True
-        self.metrics.event("preempted", f"preempted: saved step {self.step}, exiting", step=self.step)
+        mirrored: bool | None = None
+        if self.mirror is not None and self.mirror.disabled is None:
+            # Within the notice window when it fits: the VM (and its disk) may be gone for good.
+            mirrored = self.mirror.wait(grace_seconds())
+        said = "" if mirrored is None else (", mirrored" if mirrored else ", NOT mirrored in time")
+        self.metrics.event("preempted", f"preempted: saved step {self.step}{said}, exiting", step=self.step,
+                           mirrored=mirrored)  # fmt: skip
         self.close()
         if self.exit_on_preemption:
             raise Preempted(self.step, PREEMPTED_EXIT_CODE)
 
     def _report_written(self, info: CheckpointInfo) -> None:
-        self._mirror([info.payload, info.manifest_path])
+        if self.mirror is not None:
+            self.mirror.submit_checkpoint(info)
         self.metrics.event(
             "checkpoint",
             f"checkpoint step {info.step} saved to {info.payload}",
@@ -392,17 +411,16 @@ class ResumableRun:
         self.metrics.warn(f"checkpoint for step {step} failed: {exc}; training continues")
         self.metrics.event("checkpoint_failed", f"checkpoint step {step} FAILED", step=step, error=str(exc))
 
-    def _mirror(self, paths: list[Path]) -> None:
-        """Called on rank 0 once `paths` (a checkpoint's payload and manifest, or an artifact) are durable.
-
-        The seam for copying the run dir to a bucket (a later issue): checkpoints arrive from the
-        background writer thread, artifacts from the training thread. Nothing is mirrored yet.
-        """
+    def _mirror_event(self, name: str, **fields: Any) -> None:
+        text = " ".join(f"{key} {value}" for key, value in fields.items())
+        self.metrics.event(name, f"{name.replace('_', ' ')}: {text}", **fields)
 
     # -- restoring ------------------------------------------------------------------------------
     def _restore(self, resume: bool) -> None:
         started = time.perf_counter()
         expected = {"model": self._identity, "world_size": self.place.world_size, "config": self._config}
+        if resume and self.mirror is not None:
+            self.mirror.fetch_newer(self.store)  # a fresh disk: the bucket's newest, verified
         try:
             loaded = load_for_resume(
                 self.store, self.run_dir, resume, self.metrics, expected, self._is_writer

@@ -18,7 +18,7 @@ from typing import Any, Generic, Literal, TypeVar
 
 import asyncssh
 
-from gcptui.remote.config import Config, JobConfig
+from gcptui.remote.config import Config, JobConfig, StorageConfig
 from gcptui.remote.errors import ConfigError, GcptuiError
 from gcptui.remote.jobs.protocol import (
     ALREADY_RUNNING,
@@ -78,9 +78,11 @@ class JobRunner:
         *,
         remote_home: str | None = None,
         command_timeout: float = 60.0,
+        storage: StorageConfig | None = None,
     ) -> None:
         self.pool = pool
         self.job = job
+        self.storage = storage or StorageConfig()
         self.dest = dest
         self.remote_home = remote_home
         self.command_timeout = command_timeout
@@ -90,7 +92,7 @@ class JobRunner:
     @classmethod
     def from_config(cls, pool: SshPool, config: Config) -> JobRunner:
         """A runner for ``config.job`` running in ``config.sync.dest``."""
-        return cls(pool, config.job, config.sync.dest)
+        return cls(pool, config.job, config.sync.dest, storage=config.storage)
 
     # ---- one host ---------------------------------------------------------------------------
 
@@ -130,6 +132,11 @@ class JobRunner:
             raise ConfigError(f"[job].{key} is empty: set the training command in gcptui.toml")
         return command
 
+    def _job_env(self, target: SshTarget) -> dict[str, str]:
+        """``[job].env`` plus what gcptui gives every job (a ``[job].env`` entry of the same name wins)."""
+        url = self.storage.checkpoint_url(target.name)
+        return {**({"GCPTUI_CHECKPOINT_URL": url} if url else {}), **self.job.env}
+
     def _grace_tenths(self) -> str:
         return str(max(0, round(self.job.stop_grace_seconds * 10)))
 
@@ -137,7 +144,7 @@ class JobRunner:
         return self.command_timeout + self.job.stop_grace_seconds + 10.0
 
     async def _launch(self, target: SshTarget, op: str, command: str) -> JobStatus:
-        args = [self.dest, command, self.job.setup, *(f"{k}={v}" for k, v in self.job.env.items())]
+        args = [self.dest, command, self.job.setup, *(f"{k}={v}" for k, v in self._job_env(target).items())]
         if op == "restart":
             args.insert(0, self._grace_tenths())
         rc, status, output = await self._call(

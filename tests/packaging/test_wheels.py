@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import io
+import re
 import shutil
 import subprocess
 import sys
@@ -88,10 +89,13 @@ def test_the_trainer_is_its_own_distribution_needing_only_torch_and_numpy(tmp_pa
     wheel = build_wheel(ROOT / "trainer", tmp_path)
     tops = {path.split("/")[0] for path in record(wheel)}
     assert tops == {"gcptui_trainer", "gcptui_trainer-0.1.0.dist-info"}, tops
-    needs = {
-        req.split(";")[0].split(">")[0].split("=")[0].split("<")[0].strip() for req in requirements(wheel)
-    }
-    assert needs == {"torch", "numpy"}, requirements(wheel)
+    def names(reqs: list[str]) -> set[str]:
+        return {re.split(r"[<>=!~ \[;]", req, maxsplit=1)[0] for req in reqs}
+
+    always = [req for req in requirements(wheel) if "extra ==" not in req]
+    assert names(always) == {"torch", "numpy"}, requirements(wheel)
+    gcs = [req for req in requirements(wheel) if 'extra == "gcs"' in req]
+    assert names(gcs) == {"google-cloud-storage"}, requirements(wheel)
 
 
 def test_the_reference_run_starts_beside_a_users_own_trainer_py(tmp_path: Path) -> None:

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from gcptui.remote.config import SshConfig
+from gcptui.remote.config import JobConfig, SshConfig, StorageConfig
 from gcptui.remote.jobs.protocol import JobStatus, metrics_path, parse_status
 from gcptui.remote.jobs.runner import JobAlreadyRunningError, JobError, JobRunner
 from gcptui.remote.ssh.pool import SshPool
@@ -198,7 +198,7 @@ async def test_job_survives_the_client_process_exiting_and_the_connection_droppi
         textwrap.dedent(f"""
         import asyncio, json
         from pathlib import Path
-        from gcptui.remote.config import JobConfig, SshConfig
+        from gcptui.remote.config import JobConfig, StorageConfig, SshConfig
         from gcptui.remote.jobs.runner import JobRunner
         from gcptui.remote.ssh.pool import SshPool
         from gcptui.remote.ssh.target import SshTarget
@@ -280,3 +280,18 @@ def test_parse_status_keeps_a_multiline_command() -> None:
 
 async def _true(value: bool) -> bool:
     return value
+
+
+async def test_a_configured_bucket_reaches_the_job_as_its_checkpoint_url(
+    pool: SshPool, target: SshTarget, remote_home: Path
+) -> None:
+    runner = JobRunner(
+        pool,
+        JobConfig(command='printf "%s" "$GCPTUI_CHECKPOINT_URL" > url.txt', stop_grace_seconds=2.0),
+        "~/project",
+        remote_home=str(remote_home),
+        storage=StorageConfig(bucket="gs://team-bucket/runs/"),
+    )
+    await runner.start(target)
+    await finished(runner, target)
+    assert (remote_home / "project" / "url.txt").read_text() == "gs://team-bucket/runs/box"

@@ -1,0 +1,334 @@
+"""Checkpoints that outlive the VM: a copy of each durable checkpoint (and artifact) in Cloud Storage.
+
+`GCPTUI_CHECKPOINT_URL=gs://BUCKET/PREFIX` (set by gcptui from `[storage] bucket`) turns it on; a
+run's objects go under `gs://BUCKET/PREFIX/RUN/` where RUN is the run directory's name:
+
+    checkpoints/step-000000100.pt     the payload, uploaded first and checked against the server's CRC32C
+    checkpoints/step-000000100.json   its manifest (size, SHA-256), written only once the payload checks
+    latest.json                       names the newest complete checkpoint
+    artifacts/NAME                    files the script saved with `save_artifact`
+
+Uploads run on one background thread: training never waits for the network beyond the local save.
+A missing bucket, a denied permission or a missing client library is said once, in one line, and
+training goes on with local checkpoints. Before a resume, checkpoints in the bucket newer than the
+run directory's are downloaded and verified (size and SHA-256 against their manifest); a damaged or
+missing one is skipped for the one before it, so a run resumes on a fresh disk exactly as it would
+have on the old one.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import os
+import queue
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .checkpoint import CheckpointInfo, CheckpointStore, fsync_directory
+
+CHECKPOINT_URL_ENV = "GCPTUI_CHECKPOINT_URL"
+# Seconds the final save on SIGTERM may wait for its upload: GCE powers a Spot VM off 30 s after
+# the notice, and the local save has taken some of that already.
+GRACE_ENV = "GCPTUI_MIRROR_GRACE_SECONDS"
+DEFAULT_GRACE_SECONDS = 20.0
+
+
+def grace_seconds() -> float:
+    """How long the save on SIGTERM waits for its upload (GCPTUI_MIRROR_GRACE_SECONDS, default 20)."""
+    try:
+        return max(0.0, float(os.environ.get(GRACE_ENV, DEFAULT_GRACE_SECONDS)))
+    except ValueError:
+        return DEFAULT_GRACE_SECONDS
+
+
+class MirrorError(Exception):
+    """The bucket cannot be used at all (missing, denied, no client library): mirroring turns off."""
+
+
+@dataclass(frozen=True)
+class BucketUrl:
+    bucket: str
+    prefix: str  # no leading or trailing slash; may be empty
+
+    @classmethod
+    def parse(cls, url: str) -> BucketUrl:
+        if not url.startswith("gs://") or len(url) <= len("gs://"):
+            raise MirrorError(f"{CHECKPOINT_URL_ENV}={url!r} is not a gs://BUCKET[/PREFIX] URL")
+        bucket, _, prefix = url[len("gs://") :].partition("/")
+        return cls(bucket, prefix.strip("/"))
+
+    def key(self, *parts: str) -> str:
+        return "/".join(p for p in (self.prefix, *parts) if p)
+
+    def __str__(self) -> str:
+        return f"gs://{self.bucket}/{self.prefix}".rstrip("/")
+
+
+def storage_client() -> Any:
+    """A google-cloud-storage client: Application Default Credentials (on GCE, the VM's service
+    account), or anonymous against an emulator named by STORAGE_EMULATOR_HOST."""
+    try:
+        from google.cloud import storage  # type: ignore[attr-defined]
+    except ImportError:
+        raise MirrorError(
+            "google-cloud-storage is not installed: pip install 'gcptui-trainer[gcs]'"
+        ) from None
+    if os.environ.get("STORAGE_EMULATOR_HOST"):
+        from google.auth.credentials import AnonymousCredentials
+
+        return storage.Client(
+            credentials=AnonymousCredentials(), project=os.environ.get("GOOGLE_CLOUD_PROJECT", "emulated")
+        )
+    try:
+        return storage.Client()
+    except Exception as exc:  # noqa: BLE001 - DefaultCredentialsError and kin: one line, no traceback
+        raise MirrorError(f"no Google credentials for Cloud Storage ({exc.__class__.__name__}): on a laptop run "
+                          "`gcloud auth application-default login`; on a VM give it a service account") from None  # fmt: skip
+
+
+def file_crc32c(path: Path) -> str:
+    """The CRC32C of a file as Cloud Storage reports it (base64 of the big-endian value)."""
+    import google_crc32c
+
+    checksum = google_crc32c.Checksum()
+    with open(path, "rb") as file:
+        while chunk := file.read(1 << 22):
+            checksum.update(chunk)
+    return base64.b64encode(checksum.digest()).decode()
+
+
+def explain(exc: Exception, url: BucketUrl) -> str | None:
+    """One line for an error that makes the bucket unusable (None for a passing failure)."""
+    from google.api_core import exceptions
+
+    if isinstance(exc, exceptions.Forbidden):
+        return (f"access to {url} is denied: grant the VM's service account roles/storage.objectAdmin "
+                f"on bucket {url.bucket}")  # fmt: skip
+    # Object-level 404s (a download, a prune) are handled where they happen: any other is the bucket.
+    if isinstance(exc, exceptions.NotFound):
+        return (
+            f"bucket {url.bucket} does not exist: create it (gcloud storage buckets create gs://{url.bucket})"
+        )
+    if isinstance(exc, exceptions.Unauthorized):
+        return f"the credentials were refused by Cloud Storage for {url}: check the VM's service account and scopes"
+    return None
+
+
+class BucketMirror:
+    """Copies a run's checkpoints and artifacts to the bucket in order, on a background thread.
+
+    `say(text)` prints a warning line; `event(name, **fields)` writes a metrics event (`mirrored`,
+    `mirror_failed`). Use `wait(timeout)` to know whether everything queued is in the bucket.
+    """
+
+    def __init__(self, url: str, run_name: str, keep: int, *, say: Callable[[str], None],
+                 event: Callable[..., None], client: Any | None = None) -> None:  # fmt: skip
+        self.url = BucketUrl.parse(url)
+        self.run = run_name
+        self.keep = keep
+        self._say = say
+        self._event = event
+        self._client = client
+        self._bucket: Any | None = None
+        self._queue: queue.Queue[tuple[str, Any]] = queue.Queue()
+        self._idle = threading.Condition()
+        self._pending = 0
+        self.disabled: str | None = None  # why mirroring is off
+        self.newest_mirrored: int | None = None
+        self._thread = threading.Thread(target=self._work, name="checkpoint-mirror", daemon=True)
+        self._thread.start()
+
+    @classmethod
+    def from_environment(cls, run_dir: Path, keep: int, *, say: Callable[[str], None],
+                         event: Callable[..., None]) -> BucketMirror | None:  # fmt: skip
+        url = os.environ.get(CHECKPOINT_URL_ENV, "").strip()
+        if not url:
+            return None
+        try:
+            return cls(url, Path(run_dir).resolve().name, keep, say=say, event=event)
+        except MirrorError as exc:
+            say(f"checkpoint mirroring is off: {exc}")
+            return None
+
+    # -- the training side --------------------------------------------------------------------
+    def submit_checkpoint(self, info: CheckpointInfo) -> None:
+        self._put("checkpoint", info)
+
+    def submit_artifact(self, path: Path) -> None:
+        self._put("artifact", path)
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Block until everything submitted is mirrored (or failed); False if `timeout` ran out first."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        with self._idle:
+            while self._pending:
+                remaining = None if deadline is None else deadline - time.monotonic()
+                if remaining is not None and remaining <= 0:
+                    return False
+                self._idle.wait(remaining)
+        return True
+
+    def close(self, timeout: float | None = None) -> bool:
+        done = self.wait(timeout)
+        self._queue.put(("stop", None))
+        return done
+
+    # -- resume ----------------------------------------------------------------------------------
+    def fetch_newer(self, store: CheckpointStore) -> int | None:
+        """Download the newest good checkpoint of the bucket that is newer than the store's newest.
+
+        Damaged or missing objects are skipped (said, and logged as `checkpoint_damaged`) for the one
+        before. Returns the step fetched, or None when the run directory is at least as new.
+        """
+        try:
+            bucket = self._get_bucket()
+            local = max((info.step for info in store.checkpoints()), default=-1)
+            manifests = sorted(
+                (b for b in bucket.list_blobs(prefix=self.url.key(self.run, "checkpoints") + "/")
+                 if b.name.endswith(".json")),
+                key=lambda b: b.name, reverse=True,
+            )  # fmt: skip
+            for blob in manifests:
+                step = int(Path(blob.name).stem.removeprefix("step-"))
+                if step <= local:
+                    return None
+                try:
+                    self._download(bucket, blob, step, store)
+                except (ValueError, OSError, KeyError) as exc:
+                    self._say(
+                        f"checkpoint step {step} in {self.url}/{self.run} is damaged ({exc}): trying the one before"
+                    )
+                    self._event("checkpoint_damaged", step=step, where="bucket", reason=str(exc))
+                    continue
+                return step
+        except MirrorError as exc:
+            self._disable(str(exc))
+        except Exception as exc:  # noqa: BLE001 - a bucket we cannot read must not stop a local resume
+            reason = explain(exc, self.url) or f"{exc.__class__.__name__}: {exc}"
+            self._say(
+                f"could not read checkpoints from {self.url}: {reason}; resuming from the run directory"
+            )
+        return None
+
+    def _download(self, bucket: Any, manifest_blob: Any, step: int, store: CheckpointStore) -> None:
+        manifest = json.loads(manifest_blob.download_as_bytes())
+        payload_name = manifest["payload"]
+        store.directory.mkdir(parents=True, exist_ok=True)
+        tmp = store.directory / f".tmp-{payload_name}.{os.getpid()}"
+        try:
+            from google.api_core import exceptions
+
+            try:
+                bucket.blob(self.url.key(self.run, "checkpoints", payload_name)).download_to_filename(tmp)
+            except exceptions.NotFound:
+                raise ValueError(f"its manifest names {payload_name}, which is not in the bucket") from None
+            size = tmp.stat().st_size
+            if size != manifest["bytes"]:
+                raise ValueError(f"{size} bytes, its manifest says {manifest['bytes']}")
+            digest = hashlib.sha256()
+            with open(tmp, "rb") as file:
+                while chunk := file.read(1 << 22):
+                    digest.update(chunk)
+            if digest.hexdigest() != manifest["sha256"]:
+                raise ValueError("the payload fails the SHA-256 check")
+            os.replace(tmp, store.payload_path(step))
+            manifest_tmp = store.directory / f".tmp-{store.manifest_path(step).name}.{os.getpid()}"
+            manifest_tmp.write_text(json.dumps(manifest, indent=1, sort_keys=True))
+            os.replace(manifest_tmp, store.manifest_path(step))  # the manifest last: complete now
+            fsync_directory(store.directory)
+        finally:
+            tmp.unlink(missing_ok=True)
+
+    # -- the background thread -------------------------------------------------------------------
+    def _put(self, kind: str, item: Any) -> None:
+        if self.disabled is not None:
+            return
+        with self._idle:
+            self._pending += 1
+        self._queue.put((kind, item))
+
+    def _work(self) -> None:
+        while True:
+            kind, item = self._queue.get()
+            if kind == "stop":
+                return
+            try:
+                if self.disabled is None:
+                    self._mirror(kind, item)
+            except MirrorError as exc:
+                self._disable(str(exc))
+            except Exception as exc:  # noqa: BLE001 - never let the network take training down
+                fatal = explain(exc, self.url)
+                if fatal:
+                    self._disable(fatal)
+                else:
+                    what = f"step {item.step}" if kind == "checkpoint" else Path(item).name
+                    self._say(f"mirroring {what} to {self.url} failed ({exc.__class__.__name__}: {exc}); "
+                              "the local copy stands, the next one is tried")  # fmt: skip
+                    self._event("mirror_failed", what=what, error=f"{exc.__class__.__name__}: {exc}")
+            finally:
+                with self._idle:
+                    self._pending -= 1
+                    self._idle.notify_all()
+
+    def _mirror(self, kind: str, item: Any) -> None:
+        bucket = self._get_bucket()
+        if kind == "artifact":
+            path = Path(item)
+            self._upload_checked(bucket, path, self.url.key(self.run, "artifacts", path.name))
+            return
+        info: CheckpointInfo = item
+        started = time.monotonic()
+        folder = self.url.key(self.run, "checkpoints")
+        self._upload_checked(bucket, info.payload, f"{folder}/{info.payload.name}")
+        bucket.blob(f"{folder}/{info.manifest_path.name}").upload_from_filename(info.manifest_path)
+        latest = {"step": info.step, "payload": info.payload.name, "manifest": info.manifest_path.name,
+                  "sha256": info.manifest.get("sha256"), "time": time.time()}  # fmt: skip
+        bucket.blob(self.url.key(self.run, "latest.json")).upload_from_string(
+            json.dumps(latest), "application/json"
+        )
+        self.newest_mirrored = info.step
+        self._prune(bucket, folder)
+        seconds = round(time.monotonic() - started, 3)
+        self._event("mirrored", step=info.step, url=f"{self.url}/{self.run}", seconds=seconds)
+
+    def _upload_checked(self, bucket: Any, path: Path, key: str) -> None:
+        """Upload, then compare the server's CRC32C with the local file's: it counts only if equal."""
+        blob = bucket.blob(key)
+        blob.upload_from_filename(path, checksum="crc32c")
+        blob.reload()
+        local = file_crc32c(path)
+        if blob.crc32c != local:
+            blob.delete()
+            raise OSError(f"the bucket's copy of {path.name} has CRC32C {blob.crc32c}, the file {local}")
+
+    def _prune(self, bucket: Any, folder: str) -> None:
+        manifests = sorted((b.name for b in bucket.list_blobs(prefix=folder + "/") if b.name.endswith(".json")),
+                           reverse=True)  # fmt: skip
+        from google.api_core import exceptions
+
+        for name in manifests[self.keep :]:
+            for key in (name, name.removesuffix(".json") + ".pt"):  # the manifest first
+                try:
+                    bucket.blob(key).delete()
+                except exceptions.NotFound:
+                    pass
+
+    def _get_bucket(self) -> Any:
+        if self._bucket is None:
+            if self._client is None:
+                self._client = storage_client()
+            self._bucket = self._client.bucket(self.url.bucket)
+        return self._bucket
+
+    def _disable(self, reason: str) -> None:
+        if self.disabled is None:
+            self.disabled = reason
+            self._say(f"checkpoint mirroring is off: {reason}; training goes on with local checkpoints")
+            self._event("mirror_off", reason=reason)
