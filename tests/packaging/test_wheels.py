@@ -89,6 +89,7 @@ def test_the_trainer_is_its_own_distribution_needing_only_torch_and_numpy(tmp_pa
     wheel = build_wheel(ROOT / "trainer", tmp_path)
     tops = {path.split("/")[0] for path in record(wheel)}
     assert tops == {"gcptui_trainer", "gcptui_trainer-0.1.0.dist-info"}, tops
+
     def names(reqs: list[str]) -> set[str]:
         return {re.split(r"[<>=!~ \[;]", req, maxsplit=1)[0] for req in reqs}
 

@@ -47,7 +47,8 @@ def test_checkpoints_are_mirrored_verified_and_pruned(fake_gcs: FakeGcs, tmp_pat
     latest = json.loads(fake_gcs.client().bucket(BUCKET).blob("team/run-a/latest.json").download_as_bytes())
     assert latest["step"] == 60
     mirrored = [e["step"] for e in events(read_records(tmp_path / "run-a"), "mirrored")]
-    assert mirrored == [20, 40, 60]
+    assert mirrored[-1] == 60 and set(mirrored) <= {20, 40, 60}  # one pruned while queued may be skipped
+    assert not events(read_records(tmp_path / "run-a"), "mirror_failed")
 
 
 def test_a_run_resumes_on_a_fresh_disk_from_the_bucket_bit_for_bit(fake_gcs: FakeGcs, tmp_path: Path) -> None:
