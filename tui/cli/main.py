@@ -83,6 +83,17 @@ def build_parser() -> argparse.ArgumentParser:
     job.add_argument("--no-sync", action="store_true", help="start without syncing the tree first")
     job.set_defaults(handler=_lazy("gcptui.tui.cli.jobs", "run_job"))
 
+    pull = sub.add_parser(
+        "pull", parents=[common], help="copy files from a VM (or from the bucket when it is gone), resumable"
+    )
+    pull.add_argument("name", metavar="NAME")
+    pull.add_argument(
+        "remote_path", metavar="REMOTE_PATH", help="a file or folder; relative paths are below [sync].dest"
+    )
+    pull.add_argument("local_dir", metavar="LOCAL_DIR", nargs="?", default=None, help="default: .")
+    pull.add_argument("--force", action="store_true", help="overwrite local files newer than the VM's")
+    pull.set_defaults(handler=_lazy("gcptui.tui.cli.pull", "run_pull"))
+
     logs = sub.add_parser("logs", parents=[common], help="job output; several names merged with a prefix")
     logs.add_argument("names", nargs="+", metavar="NAME")
     logs.add_argument("-f", "--follow", dest="f", action="store_true", help="keep following new lines")

@@ -1,0 +1,1 @@
+"""Transfers between the VMs (or the checkpoint bucket) and the laptop: pull results back."""

@@ -1,0 +1,78 @@
+"""Pull a run from the checkpoint bucket when its VM is stopped or gone (google-cloud-storage)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from pathlib import Path
+
+from gcptui.remote.errors import GcptuiError
+from gcptui.remote.transfer.pull import PullResult, part_path
+
+
+def _client():  # type: ignore[no-untyped-def]
+    try:
+        from google.cloud import storage  # type: ignore[attr-defined]
+    except ImportError:
+        raise GcptuiError(
+            "pulling from the bucket needs google-cloud-storage: pip install google-cloud-storage"
+        ) from None
+    if os.environ.get("STORAGE_EMULATOR_HOST"):
+        from google.auth.credentials import AnonymousCredentials
+
+        return storage.Client(credentials=AnonymousCredentials(), project="emulated")
+    return storage.Client()
+
+
+def pull_from_bucket(
+    url: str,
+    local_dir: Path,
+    *,
+    force: bool = False,
+    planned: Callable[[int, int], None] = lambda _f, _b: None,
+    progress: Callable[[int], None] = lambda _n: None,
+) -> PullResult:
+    """Copy every object below ``gs://BUCKET/PREFIX`` (``url``) into ``local_dir/<last part of url>``.
+
+    Objects already there with the same size are skipped; a different, newer local file is kept
+    unless ``force``; each file lands whole (a hidden part file, then a rename).
+    """
+    bucket_name, _, prefix = url.removeprefix("gs://").partition("/")
+    prefix = prefix.strip("/") + "/"
+    base = local_dir / prefix.rstrip("/").rsplit("/", 1)[-1]
+    bucket = _client().bucket(bucket_name)
+    try:
+        blobs = [b for b in bucket.list_blobs(prefix=prefix) if not b.name.endswith("/")]
+    except Exception as exc:  # noqa: BLE001 - one line for any refusal (missing bucket, denied)
+        raise GcptuiError(f"cannot list {url}: {exc.__class__.__name__}: {exc}") from None
+    if not blobs:
+        raise GcptuiError(f"nothing under {url}: the run may never have mirrored a checkpoint there")
+    result = PullResult()
+    todo = []
+    for blob in blobs:
+        relative = blob.name[len(prefix) :]
+        if ".." in Path(relative).parts:
+            raise GcptuiError(f"refusing the object name {blob.name!r}: it leaves {local_dir}")
+        target = base / relative
+        if target.exists() and target.stat().st_size == blob.size:
+            result.complete.append(relative)
+        elif (
+            target.exists()
+            and not force
+            and blob.updated
+            and target.stat().st_mtime > blob.updated.timestamp()
+        ):
+            result.kept.append(relative)
+        else:
+            todo.append((blob, target, relative))
+    result.total_bytes = sum(blob.size or 0 for blob, _, _ in todo)
+    planned(len(todo), result.total_bytes)
+    for blob, target, relative in todo:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        part = part_path(target)
+        blob.download_to_filename(part)  # the client checks the object's checksum as it downloads
+        os.replace(part, target)
+        progress(blob.size or 0)
+        result.copied.append(relative)
+        result.bytes_copied += blob.size or 0
+    return result

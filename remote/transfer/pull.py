@@ -1,0 +1,202 @@
+"""Copy files from a VM to the laptop over the pooled SSH connection (SFTP), resumable, never clobbering.
+
+``pull(get, remote, local_dir)`` copies a file or a whole directory tree. Each file is written to a
+hidden ``.NAME.gcptui-part`` beside its target and renamed into place once complete, with the
+remote modification time: a reader never sees half a file, and an interrupted pull resumes each
+partial file where it stopped and skips the files already complete (same size, same time). A local
+file that differs from the remote one and is newer is kept (and reported) unless ``force``.
+
+Fast where it matters: several files are copied at once and each file's reads are pipelined (a
+window of requests in flight), so many small files are not one round trip each and a large file
+streams at the link's speed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import posixpath
+import stat
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import asyncssh
+
+from gcptui.remote.errors import GcptuiError
+from gcptui.remote.models import ConnectionGetter
+
+BLOCK = 1024 * 1024  # asyncssh splits a read into the server's largest requests, in parallel
+WINDOW = 8  # reads in flight per file
+FILES_AT_ONCE = 8
+PART_SUFFIX = ".gcptui-part"
+
+
+@dataclass(frozen=True, slots=True)
+class RemoteFile:
+    path: str  # on the VM
+    relative: str  # below the pulled folder ("" for a single file)
+    size: int
+    mtime: int
+
+
+@dataclass
+class PullResult:
+    """What a pull did; ``kept`` are local files left alone because they are newer (no ``force``)."""
+
+    copied: list[str] = field(default_factory=list)
+    resumed: list[str] = field(default_factory=list)
+    complete: list[str] = field(default_factory=list)
+    kept: list[str] = field(default_factory=list)
+    bytes_copied: int = 0
+    total_bytes: int = 0
+
+
+Progress = Callable[[int], None]  # bytes just written
+
+
+class PullError(GcptuiError):
+    """The remote path cannot be copied (missing, unreadable, a special file)."""
+
+
+async def list_remote(sftp: asyncssh.SFTPClient, remote: str) -> list[RemoteFile]:
+    """Every regular file at or below ``remote`` (symlinks are not followed: they may point anywhere)."""
+    try:
+        attrs = await sftp.lstat(remote)
+    except asyncssh.SFTPNoSuchFile:
+        raise PullError(
+            f"{remote} does not exist on the VM: check the path (`gcptui ssh NAME -- ls`)"
+        ) from None
+    except asyncssh.SFTPError as exc:
+        raise PullError(f"cannot read {remote} on the VM: {exc.reason}") from None
+    mode = attrs.permissions or 0
+    if stat.S_ISREG(mode):
+        return [RemoteFile(remote, "", attrs.size or 0, int(attrs.mtime or 0))]
+    if not stat.S_ISDIR(mode):
+        raise PullError(f"{remote} on the VM is neither a file nor a directory")
+    found: list[RemoteFile] = []
+    folders = [(remote, "")]
+    while folders:
+        folder, prefix = folders.pop()
+        for entry in await sftp.readdir(folder):
+            name = (
+                entry.filename if isinstance(entry.filename, str) else entry.filename.decode(errors="replace")
+            )
+            if name in (".", ".."):
+                continue
+            kind = entry.attrs.permissions or 0
+            path, relative = posixpath.join(folder, name), posixpath.join(prefix, name) if prefix else name
+            if stat.S_ISDIR(kind):
+                folders.append((path, relative))
+            elif stat.S_ISREG(kind):
+                found.append(RemoteFile(path, relative, entry.attrs.size or 0, int(entry.attrs.mtime or 0)))
+    return sorted(found, key=lambda f: f.relative)
+
+
+def local_target(local_dir: Path, remote: str, item: RemoteFile) -> Path:
+    """Where ``item`` lands: ``LOCAL_DIR/<basename of remote>/<relative>``."""
+    base = local_dir / posixpath.basename(remote.rstrip("/"))
+    target = base / item.relative if item.relative else base
+    # Names come from the VM: refuse anything that would climb out of LOCAL_DIR.
+    if ".." in Path(item.relative).parts or Path(item.relative).is_absolute():
+        raise PullError(f"refusing the remote name {item.relative!r}: it leaves {local_dir}")
+    return target
+
+
+def part_path(target: Path) -> Path:
+    return target.with_name(f".{target.name}{PART_SUFFIX}")
+
+
+async def pull(
+    get: ConnectionGetter,
+    remote: str,
+    local_dir: Path,
+    *,
+    force: bool = False,
+    planned: Callable[[int, int], None] = lambda _files, _bytes: None,
+    progress: Progress = lambda _n: None,
+) -> PullResult:
+    """Copy ``remote`` (a file or a directory on the VM) into ``local_dir``.
+
+    ``planned(files, bytes)`` is called once the work is known (for a progress bar's total),
+    ``progress(n)`` as bytes land.
+    """
+    conn = await get()
+    async with conn.start_sftp_client() as sftp:
+        files = await list_remote(sftp, remote)
+        result = PullResult()
+        todo: list[tuple[RemoteFile, Path, int]] = []
+        for item in files:
+            target = local_target(local_dir, remote, item)
+            state = _local_state(target, item)
+            if state == "complete":
+                result.complete.append(item.relative or target.name)
+                continue
+            if state == "newer" and not force:
+                result.kept.append(item.relative or target.name)
+                continue
+            part = part_path(target)
+            offset = part.stat().st_size if part.exists() and part.stat().st_size <= item.size else 0
+            todo.append((item, target, offset))
+        result.total_bytes = sum(item.size - offset for item, _, offset in todo)
+        planned(len(todo), result.total_bytes)
+        slots = asyncio.Semaphore(FILES_AT_ONCE)
+
+        async def one(item: RemoteFile, target: Path, offset: int) -> None:
+            async with slots:
+                await _copy(sftp, item, target, offset, progress)
+            (result.resumed if offset else result.copied).append(item.relative or target.name)
+            result.bytes_copied += item.size - offset
+
+        try:
+            async with asyncio.TaskGroup() as group:  # one failure cancels the other copies
+                for job in todo:
+                    group.create_task(one(*job))
+        except BaseExceptionGroup as group_error:
+            raise group_error.exceptions[0] from None
+    return result
+
+
+def _local_state(target: Path, item: RemoteFile) -> str:
+    """``missing``, ``complete`` (same size and time), ``newer`` (differs, changed here later) or ``older``."""
+    try:
+        st = target.stat()
+    except FileNotFoundError:
+        return "missing"
+    if st.st_size == item.size and int(st.st_mtime) == item.mtime:
+        return "complete"
+    # SFTP times are whole seconds; a local edit in that same second still counts as newer.
+    return "newer" if st.st_mtime > item.mtime else "older"
+
+
+async def _copy(
+    sftp: asyncssh.SFTPClient, item: RemoteFile, target: Path, offset: int, progress: Progress
+) -> None:
+    target.parent.mkdir(parents=True, exist_ok=True)
+    part = part_path(target)
+    fd = os.open(part, os.O_WRONLY | os.O_CREAT, 0o644)
+    try:
+        if offset == 0:
+            os.ftruncate(fd, 0)
+        pending: list[tuple[int, asyncio.Future[bytes]]] = []
+        async with sftp.open(item.path, "rb") as remote_file:
+            position = offset
+            while position < item.size or pending:
+                while position < item.size and len(pending) < WINDOW:
+                    size = min(BLOCK, item.size - position)
+                    pending.append((position, asyncio.ensure_future(remote_file.read(size, position))))
+                    position += size
+                at, task = pending.pop(0)
+                data = await task
+                if not data and at < item.size:
+                    raise PullError(f"{item.path} shrank on the VM while it was copied: pull again")
+                os.pwrite(fd, data, at)
+                progress(len(data))
+        # Durable before it counts as complete; on a thread, so the disk's flush overlaps the network.
+        await asyncio.to_thread(os.fsync, fd)
+    finally:
+        if pending:  # a failed read or write: let the window's reads end before the file closes
+            await asyncio.gather(*(task for _, task in pending), return_exceptions=True)
+        os.close(fd)
+    os.utime(part, (item.mtime, item.mtime))
+    os.replace(part, target)

@@ -1,0 +1,149 @@
+"""`gcptui pull`: results back from a VM over SFTP (OpenSSH sshd), resumable, never clobbering; from
+the bucket (fake-gcs-server) when the VM is gone."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from gcptui.remote.config import SshConfig
+from gcptui.remote.ssh.pool import SshPool
+from gcptui.remote.ssh.target import SshTarget
+from gcptui.remote.transfer.pull import PART_SUFFIX, pull
+from tests.helpers.gcs import FakeGcs
+from tests.helpers.sshd import Sshd
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def gcptui(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "gcptui.tui", *args], cwd=ROOT, capture_output=True,
+                          text=True, timeout=120, env={**os.environ, **(env or {})})  # fmt: skip
+
+
+def run_tree(root: Path) -> dict[str, bytes]:
+    """A run directory: checkpoints of a few MB beside small files."""
+    files = {
+        "metrics.jsonl": b'{"step": 1}\n' * 500,
+        "checkpoints/step-000000100.pt": os.urandom(3 * 2**20 + 17),
+        "checkpoints/step-000000100.json": b'{"step": 100}',
+        "checkpoints/step-000000200.pt": os.urandom(5 * 2**20),
+        "artifacts/best.pt": os.urandom(123_457),
+        "empty.txt": b"",
+    }
+    for relative, data in files.items():
+        (root / relative).parent.mkdir(parents=True, exist_ok=True)
+        (root / relative).write_bytes(data)
+    return files
+
+
+def tree(root: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+def config_for(sshd: Sshd, tmp_path: Path, extra: str = "") -> str:
+    path = tmp_path / "gcptui.toml"
+    path.write_text(
+        f'[ssh]\nkey = "{sshd.client_key}"\nknown_hosts = "{sshd.known_hosts}"\nuser = "{sshd.user}"\n'
+        f'[[hosts]]\nname = "box"\naddress = "{sshd.host}"\nport = {sshd.port}\n{extra}'
+    )
+    return str(path)
+
+
+def test_pull_copies_a_run_directory_whole_and_says_what_it_did(sshd: Sshd, tmp_path: Path) -> None:
+    remote = tmp_path / "vm" / "runs" / "demo"  # sshd runs here: the VM's files are this machine's
+    files = run_tree(remote)
+    local = tmp_path / "laptop"
+    result = gcptui("pull", "box", str(remote), str(local), "--config", config_for(sshd, tmp_path))
+    assert result.returncode == 0, result.stderr
+    assert tree(local / "demo") == files
+    assert f"box:{remote} → {local}: 6 copied" in result.stderr
+    mtime = int((remote / "artifacts/best.pt").stat().st_mtime)
+    assert int((local / "demo/artifacts/best.pt").stat().st_mtime) == mtime  # the VM's times kept
+
+    again = gcptui("pull", "box", str(remote), str(local), "--config", config_for(sshd, tmp_path))
+    assert again.returncode == 0 and "0 copied, 6 already complete" in again.stderr
+
+
+def test_pull_never_overwrites_a_newer_local_file_without_force(sshd: Sshd, tmp_path: Path) -> None:
+    remote = tmp_path / "vm" / "demo"
+    run_tree(remote)
+    local = tmp_path / "laptop"
+    config = config_for(sshd, tmp_path)
+    assert gcptui("pull", "box", str(remote), str(local), "--config", config).returncode == 0
+    edited = local / "demo" / "metrics.jsonl"
+    edited.write_bytes(b"my notes\n")  # changed here after the pull: newer than the VM's
+    kept = gcptui("pull", "box", str(remote), str(local), "--config", config)
+    assert kept.returncode == 0 and edited.read_bytes() == b"my notes\n"
+    assert "kept 1 local file(s) newer than the VM's: metrics.jsonl (--force overwrites them)" in kept.stderr
+    forced = gcptui("pull", "box", str(remote), str(local), "--force", "--config", config)
+    assert forced.returncode == 0 and edited.read_bytes() == (remote / "metrics.jsonl").read_bytes()
+
+
+async def test_an_interrupted_pull_resumes_without_resending_complete_files(
+    sshd: Sshd, tmp_path: Path
+) -> None:
+    remote = tmp_path / "vm" / "demo"
+    files = run_tree(remote)
+    local = tmp_path / "laptop"
+    target = SshTarget("box", sshd.host, sshd.port, sshd.user, sshd.client_key, sshd.known_hosts)
+    pool = SshPool(SshConfig())
+    try:
+        landed = 0
+
+        def cut_after_4_mib(n: int) -> None:
+            nonlocal landed
+            landed += n
+            if landed >= 4 * 2**20:
+                raise ConnectionError("the link dropped")  # as a dead Wi-Fi would, mid-transfer
+
+        with pytest.raises(ConnectionError):
+            await pull(pool.getter(target), str(remote), local, progress=cut_after_4_mib)
+        parts = list(local.rglob(f"*{PART_SUFFIX}"))
+        assert parts, "a partial file is kept for the next pull"
+        assert not any(p.name.endswith(".pt") and p.stat().st_size != len(files[str(p.relative_to(local / "demo"))])
+                       for p in (local / "demo").rglob("*.pt"))  # fmt: skip  # nothing half-written in place
+
+        sent: list[int] = []
+        result = await pull(pool.getter(target), str(remote), local, progress=sent.append)
+        assert tree(local / "demo") == files
+        assert result.resumed and sum(sent) < sum(len(d) for d in files.values()) - 2**20
+        assert set(result.complete) | set(result.copied) | set(result.resumed) == set(files)
+        assert not list(local.rglob(f"*{PART_SUFFIX}"))
+    finally:
+        await pool.close()
+
+
+def test_pull_of_a_missing_path_is_one_line(sshd: Sshd, tmp_path: Path) -> None:
+    result = gcptui(
+        "pull", "box", str(tmp_path / "nope"), str(tmp_path / "l"), "--config", config_for(sshd, tmp_path)
+    )
+    assert result.returncode == 1
+    assert result.stderr.strip().count("\n") == 0 and "does not exist on the VM" in result.stderr
+
+
+def test_pull_falls_back_to_the_bucket_when_the_vm_is_stopped(
+    emulator_thread,
+    fake_gcs: FakeGcs,
+    tmp_path: Path,  # type: ignore[no-untyped-def]
+) -> None:
+    emulator_thread.add_instance("vm-1", "us-central1-a", spot=True, status="TERMINATED")
+    fake_gcs.make_bucket("team-runs")
+    bucket = fake_gcs.client().bucket("team-runs")
+    bucket.blob("x/vm-1/demo/checkpoints/step-000000100.pt").upload_from_string(b"weights" * 1000)
+    bucket.blob("x/vm-1/demo/latest.json").upload_from_string(b'{"step": 100}')
+    config = emulator_thread.write_config(tmp_path / "gcptui.toml")
+    config.write_text(config.read_text() + '\n[storage]\nbucket = "gs://team-runs/x"\n')
+    local = tmp_path / "laptop"
+    result = gcptui("pull", "vm-1", "runs/demo", str(local), "--config", str(config), env=fake_gcs.env())
+    assert result.returncode == 0, result.stderr
+    assert (local / "demo/checkpoints/step-000000100.pt").read_bytes() == b"weights" * 1000
+    assert "gs://team-runs/x/vm-1/demo → " in result.stderr
+
+    config.write_text(config.read_text().replace('bucket = "gs://team-runs/x"', 'bucket = ""'))
+    refused = gcptui("pull", "vm-1", "runs/demo", str(local), "--config", str(config), env=fake_gcs.env())
+    assert refused.returncode == 1 and "vm-1 is TERMINATED: `gcptui vm start vm-1`" in refused.stderr
