@@ -113,10 +113,16 @@ def build_parser() -> argparse.ArgumentParser:
     gpu.add_argument("--once", action="store_true", help="one sample per VM, then exit")
     gpu.set_defaults(handler=_lazy("gcptui.tui.cli.jobs", "run_gpu"))
 
-    ssh = sub.add_parser("ssh", parents=[common], help="review and trust a machine's SSH host key")
-    ssh.add_argument("action", choices=["accept"])
-    ssh.add_argument("names", nargs="+", metavar="NAME")
-    ssh.add_argument("--yes", action="store_true", help="trust without asking (you checked the fingerprint)")
+    ssh = sub.add_parser(
+        "ssh",
+        parents=[common],
+        help="a shell on a machine (ssh NAME [-- COMMAND...]), or trust its host key (ssh accept NAME...)",
+        usage="gcptui ssh NAME [-- COMMAND...] | gcptui ssh accept NAME... [--yes]",
+    )
+    ssh.add_argument("words", nargs="+", metavar="NAME", help="NAME [-- COMMAND...], or: accept NAME...")
+    ssh.add_argument(
+        "--yes", action="store_true", help="accept: trust without asking (you checked the fingerprint)"
+    )
     ssh.set_defaults(handler=_lazy("gcptui.tui.cli.ssh", "run_ssh"))
 
     keepalive = sub.add_parser(
@@ -151,7 +157,14 @@ def _run_tui(args: argparse.Namespace) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    words = list(sys.argv[1:] if argv is None else argv)
+    # `gcptui ssh NAME [options] -- COMMAND...`: everything after `--` is the remote command, as is.
+    remote_command: list[str] = []
+    if "ssh" in words and "--" in words[words.index("ssh") :]:
+        cut = words.index("--", words.index("ssh"))
+        words, remote_command = words[:cut], words[cut + 1 :]
+    args = parser.parse_args(words)
+    args.remote_command = remote_command
     debug = getattr(args, "debug", False)
     try:
         return args.handler(args)

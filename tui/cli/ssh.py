@@ -1,13 +1,21 @@
-"""``gcptui ssh accept NAME...``: review and trust a machine's host key, explicitly.
+"""``gcptui ssh NAME [-- COMMAND...]`` and ``gcptui ssh accept NAME...``.
 
-gcptui never accepts an unknown key silently; this is the deliberate step, like answering ssh's
-"Are you sure you want to continue connecting?" after checking the fingerprint. A changed key is
-refused here too: removing the old one stays the user's own act (``ssh-keygen -R``).
+The shell is OpenSSH's own ``ssh`` (a real terminal, agent forwarding rules, escape keys), run with
+exactly what the rest of gcptui uses: the user, key, known-hosts file and host key alias
+(``compute.<id>``) and proxy command of the target, host keys strictly checked. Its exit code is the
+remote command's.
+
+``accept``: gcptui never accepts an unknown key silently; this is the deliberate step, like answering
+ssh's "Are you sure you want to continue connecting?" after checking the fingerprint. A changed key
+is refused here too: removing the old one stays the user's own act (``ssh-keygen -R``).
 """
 
 from __future__ import annotations
 
 import argparse
+import os
+import shlex
+import shutil
 import sys
 
 from rich.console import Console
@@ -15,17 +23,58 @@ from rich.console import Console
 from gcptui.remote.errors import ConfigError, GcptuiError
 from gcptui.remote.services import Services
 from gcptui.remote.ssh.host_keys import accept_host_key, fetch_host_key, fingerprint
+from gcptui.remote.ssh.target import SshTarget
 from gcptui.tui.cli.common import with_services
 
 
+def ssh_argv(target: SshTarget, command: list[str], *, tty: bool) -> list[str]:
+    """The OpenSSH command line that reaches ``target`` the way gcptui's own connections do."""
+    ssh = shutil.which("ssh")
+    if ssh is None:
+        raise GcptuiError("the OpenSSH client `ssh` is not installed: install openssh-client")
+    argv = [ssh, "-p", str(target.port), "-o", f"UserKnownHostsFile={target.known_hosts}",
+            "-o", "StrictHostKeyChecking=yes", "-o", "GlobalKnownHostsFile=/dev/null"]  # fmt: skip
+    if target.key is not None:
+        argv += ["-i", str(target.key), "-o", "IdentitiesOnly=yes"]
+    if target.host_key_alias:
+        argv += ["-o", f"HostKeyAlias={target.host_key_alias}"]
+    if target.proxy_command:
+        argv += ["-o", f"ProxyCommand={target.proxy_command}"]
+    if tty:
+        argv.append("-t")
+    argv += ["-l", target.user, "--", target.address]
+    if command:
+        # One quoted word per argument, as typed: the remote shell sees exactly this argv.
+        argv.append(shlex.join(command))
+    return argv
+
+
 def run_ssh(args: argparse.Namespace) -> int:
+    words: list[str] = args.words
+    if words[0] == "accept" and len(words) > 1:
+        return run_accept(args, words[1:])
+    name, command = words[0], [*words[1:], *args.remote_command]
+
+    async def body(services: Services) -> list[str]:
+        (instance,) = await services.resolve([name])
+        if instance.source != "host" and instance.status != "RUNNING":
+            raise GcptuiError(f"{name} is {instance.status}: `gcptui vm start {name}` first")
+        return ssh_argv(services.target(instance), command, tty=not command and sys.stdin.isatty())
+
+    argv = with_services(args, body)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os.execv(argv[0], argv)  # the shell takes over this process: its exit code is ours
+
+
+def run_accept(args: argparse.Namespace, names: list[str]) -> int:
     console = Console(stderr=True, soft_wrap=True, highlight=False)
     if not args.yes and not sys.stdin.isatty():
         raise ConfigError("accepting a host key needs confirmation: run in a terminal, or pass --yes")
 
     async def body(services: Services) -> int:
         failed = 0
-        for instance in await services.resolve(args.names):
+        for instance in await services.resolve(names):
             target = services.target(instance)
             try:
                 key = await fetch_host_key(target)
