@@ -260,7 +260,10 @@ class SyncSession:
         try:
             agent = await self._ensure_agent()
             self._set_state("scanning")
-            remote, ledger = await agent.scan()
+            try:
+                remote, ledger = await agent.scan()
+            except AgentRefused as err:
+                raise SyncError(str(err)) from err
         finally:
             scan = await local_scan
         self.view.entries, self.view.ledger = remote, ledger
@@ -300,10 +303,19 @@ class SyncSession:
             result.written += extra.written
             result.bytes += extra.bytes
             result.resend = extra.resend
-        event = BatchApplied(self.name, result.written, result.deleted, result.bytes, result.ms, full)
+        failed = len(result.errors)
+        event = BatchApplied(self.name, result.written, result.deleted, result.bytes, result.ms, full, failed)
         if plan.changes or full:
             self._emit(event)
-        self._set_state("paused" if self._paused else "in_sync")
+        if self._paused:
+            self._set_state("paused")
+        elif failed:
+            # Never "in sync" after a failed operation: the state names what the VM lacks.
+            op, path, message = result.errors[0]
+            more = f" (and {failed - 1} more)" if failed > 1 else ""
+            self._set_state("incomplete", reason=f"{op} {path}: {message}{more}")
+        else:
+            self._set_state("in_sync")
         return event
 
     async def _follow_once(self) -> None:
