@@ -149,11 +149,14 @@ class RemoteAgent:
         while len(body) < size:
             want = min(READ_CHUNK, size - len(body))
             try:
-                body += await within(self.stall_timeout, stdout.readexactly(want))
+                chunk = await within(self.stall_timeout, stdout.read(want))
             except TimeoutError:
                 raise TimeoutError(
                     f"a reply stalled after {len(body)} of {size} bytes for {self.stall_timeout:g}s"
                 ) from None
+            if not chunk:
+                raise asyncio.IncompleteReadError(bytes(body), size)
+            body += chunk
         return bytes(body)
 
     # -- operations ------------------------------------------------------------------------------

@@ -414,6 +414,7 @@ class Agent:
             st = os.fstat(fd)  # the same inode lands at name: no stat after the rename
             os.close(fd)
             fd = -1
+            assert tmp is not None and name is not None  # set whenever error is None
             self.make_room(rel, parent, name, "f")
             # Within one directory descriptor: whatever replaced a parent meanwhile, the new file
             # lands in the directory that was checked, and a link at ``name`` is replaced, not followed.

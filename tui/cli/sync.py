@@ -80,7 +80,7 @@ def run_sync(args: argparse.Namespace) -> int:
                 session.subscribe(on_event)
             work = [(s.full_sync() if args.once else s.follow()) for s in sessions.values()]
             results = await _gather_closing(list(sessions.values()), work)
-        failed = [
+        failed: list[tuple[str, object]] = [
             (name, r) for name, r in zip(sessions, results, strict=True) if isinstance(r, BaseException)
         ]
         failed += [
