@@ -13,13 +13,8 @@ the current unfinished line, across chunk (and reconnect) boundaries:
 from __future__ import annotations
 
 import codecs
-import re
 
-# CSI sequences (ESC [ ... final byte) and OSC sequences (ESC ] ... BEL or ESC \), plus lone 2-byte escapes.
-_ESCAPE = re.compile(r"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)?|[@-Z\\-_])")
-_SGR = re.compile(r"\x1b\[[0-9;:]*m")
-# Control characters other than tab and ESC have no place in a rendered log line.
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1a\x1c-\x1f\x7f]")
+from gcptui.remote.safe_text import sanitize
 
 # A "line" that never ends (a binary file, a runaway progress bar without \r) is cut here so memory
 # and render cost stay bounded.
@@ -27,20 +22,14 @@ MAX_LINE_CHARS = 16_384
 
 
 def keep_colours(text: str) -> str:
-    """Drop every escape sequence except SGR colour/style ones, and other control characters."""
-    if "\x1b" in text:
-        text = _ESCAPE.sub(lambda m: m.group(0) if _SGR.fullmatch(m.group(0)) else "", text)
-    return _CONTROL.sub("", text) if _has_control(text) else text
-
-
-def _has_control(text: str) -> bool:
-    # Fast path: most log lines are printable ASCII; the regex search is only paid when needed.
-    return not text.isprintable() and _CONTROL.search(text) is not None
+    """Drop every escape sequence except SGR colour/style ones, and control characters but tab
+    (the one sanitizer, :func:`gcptui.remote.safe_text.sanitize`)."""
+    return sanitize(text)
 
 
 def strip_ansi(text: str) -> str:
-    """The text without any escape sequence (for searching, saving and width computations)."""
-    return _ESCAPE.sub("", text) if "\x1b" in text else text
+    """The text without any escape sequence or control but tab (for searching, saving, widths)."""
+    return sanitize(text, colours=False) if "\x1b" in text else text
 
 
 def collapse_cr(line: str) -> str:
