@@ -17,6 +17,7 @@ from pathlib import Path
 from gcptui.remote.aio import within
 from gcptui.remote.errors import GcptuiError
 from gcptui.remote.models import ConnectionGetter
+from gcptui.remote.ssh.errors import HostKeyError, SshAuthError
 from gcptui.remote.sync.agent_client import TRANSPORT_ERRORS, AgentLost, AgentRefused, RemoteAgent
 from gcptui.remote.sync.applier import RemoteView, apply_plan
 from gcptui.remote.sync.events import (
@@ -229,9 +230,13 @@ class SyncSession:
                 self._agent = await RemoteAgent.start(conn, self.dest)
             except AgentRefused as err:
                 raise SyncError(str(err)) from err
+            except (HostKeyError, SshAuthError) as err:
+                raise SyncError(str(err)) from err  # waiting cannot help: the user must act
             except AgentLost:
                 raise
-            except TRANSPORT_ERRORS as err:
+            except (GcptuiError, *TRANSPORT_ERRORS) as err:
+                # Refused, reset, timed out, unreachable, the VM stopped: all may pass. Follow mode
+                # and the barrier retry with backoff (state "reconnecting"); changes queue meanwhile.
                 raise AgentLost(f"cannot reach the VM: {err}") from err
         return self._agent
 
