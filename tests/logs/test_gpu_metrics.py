@@ -139,3 +139,62 @@ async def test_follow_progress_over_ssh(get_conn: ReconnectingGetter, remote_dir
     ]
     assert progress[-1].step == 4 and progress[-1].eta_seconds == pytest.approx(6.0)
     assert len(progress[-1].losses) == 5
+
+
+FLOOD_SMI = """#!/bin/sh
+case "$1" in
+  --query-compute-apps=*) exit 0;;
+  --query-gpu=*)
+    echo "0, NVIDIA L4, 50, 1000, 23034, 40, 72.5"
+    exec python3 -c '
+import os, sys
+blob, junk, sent = b"x" * (1 << 20), b"garbage that parses as nothing\\n" * 2000, 0
+while True:
+    sys.stdout.buffer.write(blob + junk)  # a megabyte without a newline, then unparsed lines
+    sent += len(blob) + len(junk)
+    with open(sys.argv[1], "w") as f:
+        f.write(str(sent))
+' "$COUNT_FILE";;
+esac
+"""
+
+
+async def test_newline_free_output_and_unparsed_lines_keep_memory_bounded(
+    get_conn: ReconnectingGetter, tmp_path: Path
+) -> None:
+    import asyncio
+    import os
+
+    import psutil
+
+    count = tmp_path / "sent"
+    smi = tmp_path / "nvidia-smi"
+    smi.write_text(FLOOD_SMI.replace('"$COUNT_FILE"', str(count)))
+    smi.chmod(0o755)
+    me = psutil.Process(os.getpid())
+    monitor = GpuMonitor(get_conn, nvidia_smi=str(smi), stall_timeout=2.0, retry_delay=0.1)
+    first: list[GpuSnapshot] = []
+
+    async def consume() -> None:
+        async for snapshot in monitor:
+            first.append(snapshot)
+
+    task = asyncio.create_task(consume())
+    try:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + 60
+        base = None
+        while loop.time() < deadline:
+            await asyncio.sleep(0.2)
+            sent = int(count.read_text() or 0) if count.exists() else 0
+            if base is None and sent > 20_000_000:
+                base = me.memory_info().rss  # after start-up allocations settled
+                base_sent = sent
+            if base is not None and sent - base_sent > 150_000_000:
+                break
+        assert base is not None and sent - base_sent > 150_000_000, "the flood did not flow"
+        growth = me.memory_info().rss - base
+        assert growth < 60_000_000, f"RSS grew by {growth / 1e6:.0f} MB while 150 MB of junk arrived"
+        assert not task.done()  # still watching, nothing died
+    finally:
+        task.cancel()
