@@ -198,3 +198,23 @@ async def test_newline_free_output_and_unparsed_lines_keep_memory_bounded(
         assert not task.done()  # still watching, nothing died
     finally:
         task.cancel()
+
+
+def test_progress_numbers_out_of_range_are_ignored_and_the_tracker_lives_on() -> None:
+    tracker = ProgressTracker()
+    hostile = [
+        '{"step": ' + "9" * 401 + ', "total_steps": 100, "time": 1}',
+        '{"step": 1, "total_steps": ' + "9" * 401 + ', "time": 2}',
+        '{"step": 2, "loss": ' + "9" * 401 + ', "samples_per_s": 1e308, "time": 3}',
+        '{"step": 3, "time": ' + "9" * 401 + "}",
+        '{"step": -5, "time": 1e308}',
+        '{"step": 1e400}',
+        '{"event": "checkpoint", "step": ' + "9" * 401 + ', "time": ' + "9" * 401 + "}",
+    ]
+    for line in hostile:
+        tracker.feed(line)  # none of them raises
+    assert tracker.feed('{"step": 10, "total_steps": 100, "loss": 0.5, "time": 20}')
+    assert tracker.feed('{"step": 20, "total_steps": 100, "loss": 0.4, "time": 30}')
+    p = tracker.progress
+    assert (p.step, p.total_steps, p.loss) == (20, 100, 0.4)
+    assert p.eta_seconds is not None and p.eta_seconds >= 0
