@@ -244,7 +244,9 @@ class JobConfig(_Section):
         default={},
         description=(
             "Environment variables exported to the job (after gcptui's own, which they may override). "
-            "Names must match `[A-Za-z_][A-Za-z0-9_]*`. A relative `GCPTUI_METRICS` is relative to `[sync].dest`."
+            "Names must match `[A-Za-z_][A-Za-z0-9_]*`. A relative `GCPTUI_METRICS` is relative to `[sync].dest`. "
+            "Values (API tokens) travel over the SSH channel's stdin into `~/.gcptui/job/env` (mode 0600), "
+            "never on a command line where `ps` would show them."
         ),
     )
     stop_grace_seconds: float = Field(

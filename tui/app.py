@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 from textual import work
 from textual.app import App, SystemCommand
 from textual.message import Message
+from textual.notifications import SeverityLevel
 from textual.screen import Screen
 from textual.worker import Worker, WorkerState
 
@@ -26,6 +27,7 @@ from gcptui.remote.jobs.protocol import JobStatus
 from gcptui.remote.keepalive.events import RecoveryEvent
 from gcptui.remote.keepalive.recovery import KeepAlive
 from gcptui.remote.models import ConnectionGetter, Instance
+from gcptui.remote.safe_text import one_line, sanitize
 from gcptui.remote.services import Services
 from gcptui.tui.fleet.screen import FleetScreen
 from gcptui.tui.keys import (
@@ -251,6 +253,23 @@ class GcptuiApp(App[None]):
 
     def _sync_warning(self, name: str, message: str) -> None:
         self.notify(f"{name}: {message}", title="Sync", severity="warning")
+
+    def notify(
+        self,
+        message: str,
+        *,
+        title: str = "",
+        severity: SeverityLevel = "information",
+        timeout: float | None = None,
+        markup: bool = True,
+    ) -> None:
+        """Every notification (screens' too end here): its text may hold VM, file or API strings,
+        so it is sanitized and never read as markup (``[@click=app.quit]`` stays text)."""
+        del markup
+        kwargs = {} if timeout is None else {"timeout": timeout}
+        super().notify(
+            sanitize(message, colours=False), title=one_line(title), severity=severity, markup=False, **kwargs
+        )
 
     # -- nothing fails silently ------------------------------------------------------------------
 

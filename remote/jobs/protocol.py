@@ -9,7 +9,7 @@ from __future__ import annotations
 import hashlib
 import posixpath
 import shlex
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import cache
 from typing import Any, Literal
@@ -94,16 +94,37 @@ def supervisor_script() -> tuple[bytes, str]:
     return data, f"gcptui-job-{hashlib.sha256(data).hexdigest()[:12]}.sh"
 
 
-def supervisor_command(op: str, args: Sequence[str], *, install: bool, remote_home: str | None = None) -> str:
+def env_file(env: Mapping[str, str]) -> str:
+    """``[job].env`` as the shell file the supervisor sources: one quoted ``export`` per variable."""
+    return "".join(f"export {name}={shlex.quote(value)}\n" for name, value in env.items())
+
+
+def supervisor_command(
+    op: str,
+    args: Sequence[str],
+    *,
+    install: bool,
+    remote_home: str | None = None,
+    env_end: str | None = None,
+) -> str:
     """The remote command line that runs ``gcptui-job.sh op args``.
 
-    With ``install`` the script is read from stdin (send ``supervisor_script()[0]``, then EOF) and
+    With ``env_end`` the job's environment comes first on stdin (``env_file(...)``, then the line
+    ``env_end``): it lands in a 0600 file the supervisor reads, never in argv where ``ps`` shows it.
+    With ``install`` the script follows on stdin (send ``supervisor_script()[0]``, then EOF) and is
     installed first; without, the command exits 97 when it is not installed. ``remote_home``
-    replaces ``$HOME`` on the VM.
+    replaces ``$HOME`` on the VM. Everything it creates under ``~/.gcptui`` is private (umask 077).
     """
     _, file_name = supervisor_script()
     home = f"HOME={shlex.quote(remote_home)}; export HOME; " if remote_home else ""
-    script = f'{home}S="$HOME/{BIN_DIR}/{file_name}"; '
+    script = f'umask 077; {home}S="$HOME/{BIN_DIR}/{file_name}"; '
+    if env_end is not None:
+        # ``read`` takes stdin a line at a time, so the script's bytes stay for ``cat`` below.
+        script += (
+            f'mkdir -p "$HOME/{JOB_DIR}" && E="$HOME/{JOB_DIR}/.env.$$" && : > "$E" || exit 98; '
+            f'while IFS= read -r l && [ "$l" != {shlex.quote(env_end)} ]; do printf "%s\\n" "$l" >> "$E"; done; '
+            'GCPTUI_ENV_IN="$E"; export GCPTUI_ENV_IN; '
+        )
     if install:
         # Written under a temporary name and renamed: a concurrent client never runs half a file.
         script += f'mkdir -p "$HOME/{BIN_DIR}" && cat > "$S.$$" && mv -f "$S.$$" "$S" || exit 98; '

@@ -11,6 +11,7 @@ argument and runs as ``sh -c COMMAND``, exactly as typed.
 from __future__ import annotations
 
 import asyncio
+import secrets
 import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
@@ -25,6 +26,7 @@ from gcptui.remote.jobs.protocol import (
     BIN_DIR,
     NOT_INSTALLED,
     JobStatus,
+    env_file,
     parse_status,
     supervisor_command,
     supervisor_script,
@@ -144,11 +146,12 @@ class JobRunner:
         return self.command_timeout + self.job.stop_grace_seconds + 10.0
 
     async def _launch(self, target: SshTarget, op: str, command: str) -> JobStatus:
-        args = [self.dest, command, self.job.setup, *(f"{k}={v}" for k, v in self._job_env(target).items())]
+        # The job's environment goes over stdin into a 0600 file, never into argv (where `ps` shows it).
+        args = [self.dest, command, self.job.setup]
         if op == "restart":
             args.insert(0, self._grace_tenths())
         rc, status, output = await self._call(
-            target, op, args, self._kill_timeout(), allowed=(ALREADY_RUNNING,)
+            target, op, args, self._kill_timeout(), allowed=(ALREADY_RUNNING,), send_env=True
         )
         if rc == ALREADY_RUNNING:
             raise JobAlreadyRunningError(
@@ -158,8 +161,8 @@ class JobRunner:
             )
         return status
 
-    def _remote_command(self, op: str, args: list[str], install: bool) -> str:
-        return supervisor_command(op, args, install=install, remote_home=self.remote_home)
+    def _remote_command(self, op: str, args: list[str], install: bool, env_end: str | None = None) -> str:
+        return supervisor_command(op, args, install=install, remote_home=self.remote_home, env_end=env_end)
 
     async def _call(
         self,
@@ -168,17 +171,23 @@ class JobRunner:
         args: list[str],
         timeout: float | None = None,
         allowed: tuple[int, ...] = (),
+        send_env: bool = False,
     ) -> tuple[int, JobStatus, str]:
-        """Run ``gcptui-job.sh op args`` on ``target``; returns exit code, parsed status, raw output."""
+        """Run ``gcptui-job.sh op args`` on ``target``; returns exit code, parsed status, raw output.
+
+        ``send_env``: the job's environment precedes the (optional) script on stdin.
+        """
         timeout = timeout or self.command_timeout
         for attempt in range(3):
             conn = await self.pool.connection(target)
             install = conn not in self._installed
-            command = self._remote_command(op, args, install)
+            env_end = f"#gcptui-env-end-{secrets.token_hex(8)}" if send_env else None
+            command = self._remote_command(op, args, install, env_end)
+            stdin = f"{env_file(self._job_env(target))}{env_end}\n" if env_end else ""
+            if install:
+                stdin += supervisor_script()[0].decode()
             try:
-                result = await conn.run(
-                    command, input=supervisor_script()[0].decode() if install else None, timeout=timeout
-                )
+                result = await conn.run(command, input=stdin or None, timeout=timeout)
             except asyncssh.ChannelOpenError:
                 # The session never opened (a connection that just died): nothing ran, so try again.
                 if attempt == 2:

@@ -25,6 +25,12 @@ AGENT_SOURCE = vm_file("sync_agent.py").decode("utf-8")
 # Buffer small files into one channel write: per-write overhead, not bandwidth, bounds small files.
 WRITE_BATCH = 1 << 20
 READ_CHUNK = 1 << 20
+# Replies bigger than this are not the agent's (a listing of a million paths is ~100 MB).
+MAX_REPLY = 256 << 20
+# How long a reply may take to start (a flush waits for every queued write on the VM's disk) and
+# how long it may then stall between chunks before the agent counts as lost.
+REPLY_TIMEOUT_S = 300.0
+STALL_TIMEOUT_S = 30.0
 
 
 class AgentLost(ConnectionError):
@@ -58,8 +64,16 @@ TRANSPORT_ERRORS = (
 class RemoteAgent:
     """A running agent bound to one destination directory on the VM."""
 
-    def __init__(self, process: asyncssh.SSHClientProcess[bytes]) -> None:
+    def __init__(
+        self,
+        process: asyncssh.SSHClientProcess[bytes],
+        *,
+        reply_timeout: float = REPLY_TIMEOUT_S,
+        stall_timeout: float = STALL_TIMEOUT_S,
+    ) -> None:
         self._process = process
+        self.reply_timeout = reply_timeout
+        self.stall_timeout = stall_timeout
         self._pending = bytearray()
         self._flush_id = 0
         self.home = ""
@@ -108,9 +122,11 @@ class RemoteAgent:
         self._queue(header)
         await self._send(force=True)
         try:
-            head = await self._process.stdout.readexactly(4)
-            (size,) = struct.unpack(">I", head)
-            return json.loads(await self._process.stdout.readexactly(size))
+            return json.loads(await self._read_reply())
+        except TimeoutError as err:
+            raise AgentLost(f"the sync agent stopped answering: {err}") from err
+        except ValueError as err:
+            raise AgentLost(f"the sync agent sent a garbled reply: {err}") from err
         except TRANSPORT_ERRORS as err:
             stderr = ""
             try:
@@ -119,10 +135,36 @@ class RemoteAgent:
                 pass
             raise AgentLost(f"the sync agent stopped: {stderr.strip() or err}") from err
 
+    async def _read_reply(self) -> bytes:
+        """One reply frame, within the timeouts and the size cap (TimeoutError, ValueError)."""
+        stdout = self._process.stdout
+        try:
+            head = await within(self.reply_timeout, stdout.readexactly(4))
+        except TimeoutError:
+            raise TimeoutError(f"no reply within {self.reply_timeout:g}s") from None
+        (size,) = struct.unpack(">I", head)
+        if size > MAX_REPLY:
+            raise ValueError(f"a {size}-byte frame exceeds the {MAX_REPLY >> 20} MiB limit")
+        body = bytearray()
+        while len(body) < size:
+            want = min(READ_CHUNK, size - len(body))
+            try:
+                chunk = await within(self.stall_timeout, stdout.read(want))
+            except TimeoutError:
+                raise TimeoutError(
+                    f"a reply stalled after {len(body)} of {size} bytes for {self.stall_timeout:g}s"
+                ) from None
+            if not chunk:
+                raise asyncio.IncompleteReadError(bytes(body), size)
+            body += chunk
+        return bytes(body)
+
     # -- operations ------------------------------------------------------------------------------
     async def scan(self) -> tuple[dict[str, Entry], dict[str, list]]:
         """The remote tree under dest and the ledger, in one round trip."""
         reply = await self.request({"op": "scan"})
+        if reply.get("error"):
+            raise AgentRefused(reply["error"])
         entries = {row[0]: Entry.from_wire(row[1:]) for row in reply["entries"] if row[1] in "fdl"}
         return entries, reply["ledger"]
 

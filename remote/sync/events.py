@@ -7,11 +7,20 @@ from typing import Literal
 
 # connecting: reaching the VM / starting the agent; scanning: listing both trees;
 # syncing: sending changes (``pending`` paths); in_sync: the VM holds the current tree;
-# paused: the user paused following (changes queue); reconnecting: the connection dropped,
+# incomplete: the last batch left paths unsynced (a refusal or an error on the VM; ``reason``
+# names the first); paused: the user paused following (changes queue); reconnecting: the connection dropped,
 # changes queue until a full diff runs again; error: sync stopped, ``reason`` says why and what
 # to do; stopped: the session ended.
 SyncStateName = Literal[
-    "connecting", "scanning", "syncing", "in_sync", "paused", "reconnecting", "error", "stopped"
+    "connecting",
+    "scanning",
+    "syncing",
+    "in_sync",
+    "incomplete",
+    "paused",
+    "reconnecting",
+    "error",
+    "stopped",
 ]
 
 
@@ -46,6 +55,7 @@ class BatchApplied:
     bytes: int
     ms: float
     full: bool = False  # True for a full diff (start, reconnect, barrier), False for watched changes
+    failed: int = 0  # operations the VM refused or failed: the batch did not bring it in sync
 
 
 @dataclass(frozen=True, slots=True)

@@ -17,6 +17,7 @@ from pathlib import Path
 from gcptui.remote.aio import within
 from gcptui.remote.errors import GcptuiError
 from gcptui.remote.models import ConnectionGetter
+from gcptui.remote.ssh.errors import HostKeyError, SshAuthError
 from gcptui.remote.sync.agent_client import TRANSPORT_ERRORS, AgentLost, AgentRefused, RemoteAgent
 from gcptui.remote.sync.applier import RemoteView, apply_plan
 from gcptui.remote.sync.events import (
@@ -229,9 +230,13 @@ class SyncSession:
                 self._agent = await RemoteAgent.start(conn, self.dest)
             except AgentRefused as err:
                 raise SyncError(str(err)) from err
+            except (HostKeyError, SshAuthError) as err:
+                raise SyncError(str(err)) from err  # waiting cannot help: the user must act
             except AgentLost:
                 raise
-            except TRANSPORT_ERRORS as err:
+            except (GcptuiError, *TRANSPORT_ERRORS) as err:
+                # Refused, reset, timed out, unreachable, the VM stopped: all may pass. Follow mode
+                # and the barrier retry with backoff (state "reconnecting"); changes queue meanwhile.
                 raise AgentLost(f"cannot reach the VM: {err}") from err
         return self._agent
 
@@ -260,7 +265,10 @@ class SyncSession:
         try:
             agent = await self._ensure_agent()
             self._set_state("scanning")
-            remote, ledger = await agent.scan()
+            try:
+                remote, ledger = await agent.scan()
+            except AgentRefused as err:
+                raise SyncError(str(err)) from err
         finally:
             scan = await local_scan
         self.view.entries, self.view.ledger = remote, ledger
@@ -300,10 +308,19 @@ class SyncSession:
             result.written += extra.written
             result.bytes += extra.bytes
             result.resend = extra.resend
-        event = BatchApplied(self.name, result.written, result.deleted, result.bytes, result.ms, full)
+        failed = len(result.errors)
+        event = BatchApplied(self.name, result.written, result.deleted, result.bytes, result.ms, full, failed)
         if plan.changes or full:
             self._emit(event)
-        self._set_state("paused" if self._paused else "in_sync")
+        if self._paused:
+            self._set_state("paused")
+        elif failed:
+            # Never "in sync" after a failed operation: the state names what the VM lacks.
+            op, path, message = result.errors[0]
+            more = f" (and {failed - 1} more)" if failed > 1 else ""
+            self._set_state("incomplete", reason=f"{op} {path}: {message}{more}")
+        else:
+            self._set_state("in_sync")
         return event
 
     async def _follow_once(self) -> None:

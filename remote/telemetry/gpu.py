@@ -136,6 +136,45 @@ exec "$smi" --query-gpu="$gf" --format=csv,noheader,nounits -l "$iv" 2>&1
 """
 
 
+# Bounds on what a VM's output can make us hold: nvidia-smi lines are ~100 characters; a line
+# longer than MAX_LINE_CHARS is no sample and is skipped to its end without being kept.
+MAX_LINE_CHARS = 4096
+MAX_QUEUED_LINES = 1000
+MAX_PROCESSES = 1024
+MAX_OTHER_LINES = 20
+READ_CHUNK = 65536
+
+
+async def _pump_lines(stdout: asyncssh.SSHReader[str], lines: asyncio.Queue[str | None]) -> None:
+    """Split ``stdout`` into lines of at most ``MAX_LINE_CHARS`` (longer ones are dropped whole)."""
+    pending = ""
+    skipping = False  # inside an over-long line: drop everything up to its newline
+    try:
+        while chunk := await stdout.read(READ_CHUNK):
+            parts = chunk.split("\n")
+            for i, part in enumerate(parts):
+                last = i == len(parts) - 1
+                if skipping:
+                    if not last:
+                        skipping = False  # the newline that ends the over-long line
+                    continue
+                pending += part
+                if len(pending) > MAX_LINE_CHARS:
+                    pending, skipping = "", last
+                    continue
+                if not last:
+                    await lines.put(pending)
+                    pending = ""
+        if pending and not skipping:
+            await lines.put(pending)
+    finally:
+        try:
+            lines.put_nowait(None)
+        except asyncio.QueueFull:  # the consumer must still learn of the end: make room for it
+            lines.get_nowait()
+            lines.put_nowait(None)
+
+
 @dataclass
 class GpuMonitor:
     """Async iterator of ``GpuSnapshot`` for one VM; reconnects through the pool when the link drops.
@@ -180,16 +219,9 @@ class GpuMonitor:
     async def _run_once(self) -> AsyncIterator[GpuSnapshot]:
         conn = await self.get_conn()
         process = await conn.create_process(self._command(), stderr=asyncssh.DEVNULL)
-        lines: asyncio.Queue[str | None] = asyncio.Queue()
-
-        async def pump() -> None:
-            try:
-                async for line in process.stdout:
-                    lines.put_nowait(line)
-            finally:
-                lines.put_nowait(None)
-
-        reader = asyncio.create_task(pump())
+        # Bounded: a full queue stops reading, and SSH flow control then stops the VM's side.
+        lines: asyncio.Queue[str | None] = asyncio.Queue(maxsize=MAX_QUEUED_LINES)
+        reader = asyncio.create_task(_pump_lines(process.stdout, lines))
         round_: list[GpuSample] = []
         pending_procs: list[GpuProcess] = []
         other: list[str] = []
@@ -212,7 +244,9 @@ class GpuMonitor:
                     yield GpuSnapshot(time=time.time(), state="no_gpu", message=line[6:].strip() or "no GPU")
                     return
                 if line.startswith("P,"):
-                    if (proc := parse_process_line(line[2:])) is not None:
+                    if (proc := parse_process_line(line[2:])) is not None and len(
+                        pending_procs
+                    ) < MAX_PROCESSES:
                         pending_procs.append(proc)
                 elif line == "PEND":
                     self._processes, pending_procs = tuple(pending_procs), []
@@ -221,8 +255,8 @@ class GpuMonitor:
                         yield self._snapshot(round_)
                         round_ = []
                     round_.append(sample)
-                elif line.strip():
-                    other.append(line.strip())
+                elif line.strip() and len(other) < MAX_OTHER_LINES:
+                    other.append(line.strip())  # only the first few: they explain a failure
             if round_:
                 yield self._snapshot(round_)
             await within(2.0, process.wait_closed())

@@ -15,11 +15,7 @@ from __future__ import annotations
 import codecs
 import re
 
-# CSI sequences (ESC [ ... final byte) and OSC sequences (ESC ] ... BEL or ESC \), plus lone 2-byte escapes.
-_ESCAPE = re.compile(r"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)?|[@-Z\\-_])")
-_SGR = re.compile(r"\x1b\[[0-9;:]*m")
-# Control characters other than tab and ESC have no place in a rendered log line.
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1a\x1c-\x1f\x7f]")
+from gcptui.remote.safe_text import sanitize
 
 # A "line" that never ends (a binary file, a runaway progress bar without \r) is cut here so memory
 # and render cost stay bounded.
@@ -27,20 +23,14 @@ MAX_LINE_CHARS = 16_384
 
 
 def keep_colours(text: str) -> str:
-    """Drop every escape sequence except SGR colour/style ones, and other control characters."""
-    if "\x1b" in text:
-        text = _ESCAPE.sub(lambda m: m.group(0) if _SGR.fullmatch(m.group(0)) else "", text)
-    return _CONTROL.sub("", text) if _has_control(text) else text
-
-
-def _has_control(text: str) -> bool:
-    # Fast path: most log lines are printable ASCII; the regex search is only paid when needed.
-    return not text.isprintable() and _CONTROL.search(text) is not None
+    """Drop every escape sequence except SGR colour/style ones, and control characters but tab
+    (the one sanitizer, :func:`gcptui.remote.safe_text.sanitize`)."""
+    return sanitize(text)
 
 
 def strip_ansi(text: str) -> str:
-    """The text without any escape sequence (for searching, saving and width computations)."""
-    return _ESCAPE.sub("", text) if "\x1b" in text else text
+    """The text without any escape sequence or control but tab (for searching, saving, widths)."""
+    return sanitize(text, colours=False) if "\x1b" in text else text
 
 
 def collapse_cr(line: str) -> str:
@@ -69,35 +59,89 @@ def clean_line(raw: str) -> str:
     return expand_tabs(keep_colours(collapse_cr(raw)))
 
 
+CUT_MARK = " … [line cut]"
+BINARY_MARK = "[binary data]"
+# What marks text as binary: replacement characters (bytes that are not UTF-8) and control
+# characters other than tab, CR and ESC.
+_BINARY_CHARS = re.compile(r"[\ufffd\x00-\x08\x0b-\x0c\x0e-\x1a\x1c-\x1f\x7f]")
+BINARY_SAMPLE = 4096
+
+
+def binary_chars(raw: str) -> int:
+    """How many of the first 4 KiB of ``raw`` are not text (0 for printable ASCII, cheaply)."""
+    if raw.isascii() and raw.isprintable():
+        return 0  # the common case, decided without a regex
+    return len(_BINARY_CHARS.findall(raw[:BINARY_SAMPLE]))
+
+
+def looks_binary(raw: str) -> bool:
+    """Whether a raw line is mostly not text (a quarter or more of its first 4 KiB)."""
+    found = binary_chars(raw)
+    return found > 0 and 4 * found >= min(len(raw), BINARY_SAMPLE)
+
+
 class LineAssembler:
     """Splits a byte stream into display lines, keeping state across chunks.
 
     ``feed(data)`` returns the lines completed by ``data``; ``partial`` is the unfinished line as it
     would show now (its last ``\\r`` redraw), or ``None`` when the stream ends on a newline.
+
+    Bounded whatever arrives: a line longer than ``max_line_chars`` is shown cut, with
+    :data:`CUT_MARK`, and the rest of it is skipped unread up to its newline; a run of binary lines
+    shows as one :data:`BINARY_MARK`.
     """
 
     def __init__(self, max_line_chars: int = MAX_LINE_CHARS) -> None:
         self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
         self._pending = ""
         self._max = max_line_chars
+        self._skipping = False  # inside a cut line: drop everything up to its newline
+        self._in_binary = False  # the last line shown was the binary placeholder
+
+    def _show(self, raw: str, out: list[str], cut: bool = False) -> None:
+        if self._in_binary and (not raw.strip() or binary_chars(raw)):
+            return  # blank or partly binary lines inside a binary run are part of it
+        if looks_binary(raw):
+            if not self._in_binary:
+                out.append(BINARY_MARK)
+            self._in_binary = True
+            return
+        self._in_binary = False
+        out.append(clean_line(raw) + CUT_MARK if cut else clean_line(raw))
 
     def feed(self, data: bytes) -> list[str]:
         """Add bytes; returns the complete lines they finish, cleaned for display."""
         text = self._decoder.decode(data)
         if not text:
             return []
+        if self._skipping:
+            newline = text.find("\n")
+            if newline < 0:
+                return []
+            text = text[newline + 1 :]
+            self._skipping = False
         text = self._pending + text
         parts = text.split("\n")
         self._pending = parts.pop()
-        lines = [clean_line(part[:-1] if part.endswith("\r") else part) for part in parts] if parts else []
+        lines: list[str] = []
+        for part in parts:
+            if part.endswith("\r"):
+                part = part[:-1]
+            if len(part) > self._max and "\r" in part:
+                part = collapse_cr(part)
+            if len(part) > self._max:
+                self._show(part[: self._max], lines, cut=True)
+            else:
+                self._show(part, lines)
         if len(self._pending) > self._max:
-            # Keep only the last redraw of a long \r-bar; a long line without \r is cut into pieces.
+            # Keep only the last redraw of a long \r-bar; a long line without \r is cut.
             if "\r" in self._pending:
                 head, _, tail = self._pending.rpartition("\r")
                 self._pending = tail or (collapse_cr(head) + "\r")
-            while len(self._pending) > self._max:
-                lines.append(clean_line(self._pending[: self._max]))
-                self._pending = self._pending[self._max :]
+            if len(self._pending) > self._max:
+                self._show(self._pending[: self._max], lines, cut=True)
+                self._pending = ""
+                self._skipping = True
         return lines
 
     @property
@@ -105,13 +149,14 @@ class LineAssembler:
         """The unfinished last line as a terminal would show it now, or None when there is none."""
         if not self._pending:
             return None
-        return clean_line(self._pending)
+        return BINARY_MARK if looks_binary(self._pending) else clean_line(self._pending)
 
     def reset(self) -> str | None:
         """Forget the unfinished line (the file was truncated or replaced); returns it if non-empty."""
         left = self.partial
         self._decoder.reset()
         self._pending = ""
+        self._skipping = self._in_binary = False
         return left
 
     def finish(self) -> list[str]:

@@ -165,20 +165,29 @@ async def follow_progress(
             yield tracker.progress
 
 
+# Range checks: the file is written by any training script (or anything else on the VM). A
+# 401-digit step once overflowed a float in the ETA and killed the watcher for good.
+MAX_COUNT = 10**15  # steps, total steps
+MAX_MAGNITUDE = 1e18  # loss, rates, times
+
+
 def _int(value: object) -> int | None:
     if isinstance(value, bool):
         return None
-    if isinstance(value, int):
-        return value
     if isinstance(value, float) and math.isfinite(value):
-        return int(value)
+        value = int(value)
+    if isinstance(value, int) and 0 <= value <= MAX_COUNT:
+        return value
     return None
 
 
 def _float(value: object) -> float | None:
     if isinstance(value, bool) or not isinstance(value, int | float):
         return None
-    return float(value)
+    if isinstance(value, int) and abs(value) > MAX_MAGNITUDE:
+        return None  # float() of a huge int raises OverflowError
+    number = float(value)
+    return number if math.isfinite(number) and abs(number) <= MAX_MAGNITUDE else None
 
 
 __all__ = ["Checkpoint", "DEFAULT_METRICS_PATH", "Progress", "ProgressTracker", "follow_progress"]

@@ -3,11 +3,16 @@
 # (the file name carries a hash of this content, so a new version installs beside the old one).
 #
 #   gcptui-job.sh status
-#   gcptui-job.sh start   DIR COMMAND SETUP [NAME=VALUE...]    refuses (exit 3) while a job runs
+#   gcptui-job.sh start   DIR COMMAND SETUP                    refuses (exit 3) while a job runs
 #   gcptui-job.sh kill    GRACE_TENTHS                         SIGTERM the group, SIGKILL after the grace
-#   gcptui-job.sh restart GRACE_TENTHS DIR COMMAND SETUP [NAME=VALUE...]
+#   gcptui-job.sh restart GRACE_TENTHS DIR COMMAND SETUP
 #   gcptui-job.sh watch   [INTERVAL [HEARTBEAT_POLLS]]         print the state at every change, until hung up
-#   gcptui-job.sh run     DIR COMMAND SETUP [NAME=VALUE...]    internal: the supervisor itself
+#   gcptui-job.sh run     DIR COMMAND SETUP                    internal: the supervisor itself
+#
+# The job's environment ([job].env: API tokens) never travels in argv, where `ps` shows it to every
+# user of the VM: the caller writes it (a file of quoted `export` lines, read from the SSH channel's
+# stdin) to a private file and names it in $GCPTUI_ENV_IN; start/restart move it to $JOB/env (0600),
+# which the supervisor sources. Everything under ~/.gcptui is private: umask 077, files 0600.
 #
 # start/kill/restart/status print the job's state as key=value lines, then "command:" and the raw
 # command to the end. Exit codes: 0 done, 3 already running, 4 usage, 5 no project directory,
@@ -27,6 +32,7 @@
 # so the trainer checkpoints inside GCE's 30 s notice. Off GCE it gives up after a few failed tries.
 
 set -u
+umask 077
 ROOT="$HOME/.gcptui"
 JOB="$ROOT/job"
 LOG="$JOB/output.log"
@@ -94,6 +100,7 @@ running() { [ -f "$JOB/pgid" ] && [ ! -f "$JOB/exit_code" ] && group_alive "$(ge
 # mkdir is atomic: one start/kill/restart at a time per VM, whichever laptop sends it.
 lock() {
 	mkdir -p "$JOB" || exit 4
+	chmod 700 "$ROOT" "$JOB" 2>/dev/null # made 0755 by an older version: private now
 	tries=0
 	until mkdir "$JOB/.lock" 2>/dev/null; do
 		holder=
@@ -208,7 +215,7 @@ detach() {
 	fi
 }
 
-launch() { # DIR COMMAND SETUP [NAME=VALUE...]
+launch() { # DIR COMMAND SETUP
 	case $1 in
 	"~") dir=$HOME ;;
 	"~/"*) dir=$HOME/${1#"~/"} ;;
@@ -220,6 +227,12 @@ launch() { # DIR COMMAND SETUP [NAME=VALUE...]
 		exit 5
 	fi
 	rm -f "$JOB/exit_code" "$JOB/ended_at" "$JOB/pid" "$JOB/pgid" "$JOB/preempted" "$JOB"/.notice.*
+	if [ -n "${GCPTUI_ENV_IN:-}" ] && [ -f "$GCPTUI_ENV_IN" ]; then
+		mv -f "$GCPTUI_ENV_IN" "$JOB/env"
+	else
+		: > "$JOB/env"
+	fi
+	chmod 600 "$JOB/env" "$LOG" "$JOB/metrics.jsonl" 2>/dev/null
 	put command "$2"
 	boot_id
 	put boot_id "$b"
@@ -405,9 +418,8 @@ stop_watcher() {
 }
 
 # The supervisor: leader of the job's process group, waits for setup and command, records the end.
-run_job() { # DIR COMMAND SETUP [NAME=VALUE...]
+run_job() { # DIR COMMAND SETUP
 	dir=$1 cmd=$2 setup=$3
-	shift 3
 	put pgid $$
 	# Like nohup; and TERM/INT only mark us, so we outlive the command and record its exit code.
 	# (A trap with a handler is reset to the default in the commands we start; '' would be inherited.)
@@ -417,7 +429,10 @@ run_job() { # DIR COMMAND SETUP [NAME=VALUE...]
 	GCPTUI_METRICS="$JOB/metrics.jsonl"
 	GCPTUI_JOB_DIR="$JOB"
 	export GCPTUI_METRICS GCPTUI_JOB_DIR
-	for pair in "$@"; do export "$pair"; done
+	unset GCPTUI_ENV_IN
+	# shellcheck disable=SC1091 # written by launch: quoted `export NAME=VALUE` lines
+	[ -f "$JOB/env" ] && . "$JOB/env"
+	: >> "$GCPTUI_METRICS" # created private before the job's own umask applies
 	# After the exports: [job].env may point GCE_METADATA_HOST or GCPTUI_METADATA_FETCHER elsewhere.
 	notice_watch $$ $$ < /dev/null &
 	watcher=$!
@@ -475,7 +490,8 @@ others_alive() {
 # Run $1 with sh -c in the foreground; the process records its own pid first, then becomes the command.
 child() {
 	# shellcheck disable=SC2016 # expanded by the inner sh
-	sh -c 'echo $$ > "$0.tmp" && mv -f "$0.tmp" "$0" && exec sh -c "$1"' "$JOB/pid" "$1"
+	# umask 022 for the job alone: what it creates (outputs, checkpoints) gets the usual modes.
+	sh -c 'echo $$ > "$0.tmp" && mv -f "$0.tmp" "$0" && umask 022 && exec sh -c "$1"' "$JOB/pid" "$1"
 }
 
 op=${1:-}

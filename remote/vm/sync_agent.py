@@ -9,10 +9,19 @@ The agent keeps the sync ledger: the record of every path sync put under ``dest`
 kind, size and mtime it had right after sync wrote it. It deletes only paths in that record
 whose current state still matches it, so files written on the VM by anything else (training
 outputs, checkpoints, a file sync wrote that training later changed) are never removed.
+Paths never leave dest. The agent holds an open descriptor of dest (reached through links in its
+own path, as rsync allows) and resolves every path below it component by component with
+``openat(O_NOFOLLOW | O_DIRECTORY)``; it writes, renames, chmods and deletes only through the
+``*at`` calls on the parent's descriptor. A link (or file) where a directory should be is refused,
+never followed, whatever the VM's processes rename meanwhile. It replaces an entry of another
+kind (a file by a directory, a directory by a file) only when its ledger holds that entry as sync
+left it, so a file the VM wrote is never deleted to make room.
+
 The ledger lives beside the home, not in ``dest``: ``~/.gcptui/sync/<sha256(dest)[:16]>.json``
 plus an append-only ``.journal`` of changes since, replayed on load and folded in by ``compact``.
 """
 
+import errno
 import hashlib
 import json
 import os
@@ -26,6 +35,11 @@ TMP_PREFIX = ".gcptui-tmp."
 # window adjust) per read, so 8 KiB reads meant one SSH round of packets per 8 KiB on both ends.
 READ_SIZE = 1 << 20
 F_SETPIPE_SZ = 1031  # fcntl.F_SETPIPE_SZ, named only from Python 3.10 on
+# A request frame larger than this is not from gcptui's client (its headers are small JSON).
+MAX_FRAME = 16 << 20
+MAX_CACHED_DIRS = 256  # open directory descriptors kept per batch, well under any fd limit
+DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
+FILE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
 
 
 class Input:
@@ -67,24 +81,32 @@ class Input:
         return out
 
 
+class Refused(OSError):
+    """An operation the agent will not do: the message says why (sent back as the result's error)."""
+
+
 class Agent:
     def __init__(self) -> None:
         self.inp = Input(sys.stdin.fileno())
         self.out = sys.stdout.buffer
         self.dest = ""
+        self.home = ""
+        self.root = -1  # an open descriptor of dest: every path is resolved from it, never by name
         self.ledger: dict = {}
         self.ledger_path = ""
         self.journal: IO[str] | None = None  # not evaluated at run time (function scope)
         self.journal_lines = 0
         self.results: list = []
         self.tmp_seq = 0
-        # Directories (dest-relative) seen to exist in the current batch: saves an lstat per
-        # path component per file. Forgotten at every flush and scan, and on any doubt.
-        self.dirs: set = set()
+        # Descriptors of directories (dest-relative) opened in the current batch: saves an openat
+        # per path component per file. Closed at every flush and scan, and on any doubt.
+        self.dirs: dict = {}
 
     # -- framing ---------------------------------------------------------------------------------
     def read_frame(self):
         (size,) = struct.unpack(">I", self.inp.read_exact(4))
+        if size > MAX_FRAME:
+            raise EOFError  # not our client: stop instead of buffering whatever it announces
         return json.loads(self.inp.read_exact(size))
 
     def reply(self, obj) -> None:
@@ -92,22 +114,113 @@ class Agent:
         self.out.write(struct.pack(">I", len(data)) + data)
         self.out.flush()
 
-    # -- paths -----------------------------------------------------------------------------------
-    def full(self, rel: str) -> str:
-        parts = rel.split("/")
-        if not rel or rel.startswith("/") or any(p in ("", ".", "..") for p in parts):
-            raise ValueError(f"unsafe path {rel!r}")
-        return os.path.join(self.dest, rel)
+    # -- paths: every one resolved from self.root, component by component ------------------------
+    def forget_dirs(self) -> None:
+        for fd in self.dirs.values():
+            os.close(fd)
+        self.dirs.clear()
 
-    def entry(self, path: str):
-        st = os.lstat(path)
+    def dir_fd(self, rel_dir: str, create: bool) -> int:
+        """An open descriptor of the directory ``rel_dir`` below dest (``""``: dest itself).
+
+        Each component is opened relative to its parent's descriptor with ``O_NOFOLLOW``: a
+        symlink (or a file) anywhere below dest is refused, never followed, whatever the VM's
+        processes rename meanwhile. ``create`` makes missing directories (reported as mkdirs).
+        """
+        if not rel_dir:
+            return self.root
+        fd = self.dirs.get(rel_dir)
+        if fd is not None:
+            return fd
+        if len(self.dirs) >= MAX_CACHED_DIRS:
+            self.forget_dirs()
+        parts = rel_dir.split("/")
+        i = len(parts) - 1
+        while i > 0 and "/".join(parts[:i]) not in self.dirs:
+            i -= 1  # the longest already-open prefix
+        fd = self.dirs["/".join(parts[:i])] if i else self.root
+        for j in range(i, len(parts)):
+            sub = "/".join(parts[: j + 1])
+            name = parts[j]
+            try:
+                child = os.open(name, DIR_FLAGS, dir_fd=fd)
+            except FileNotFoundError:
+                if not create:
+                    raise
+                os.mkdir(name, dir_fd=fd)
+                try:
+                    child = os.open(name, DIR_FLAGS, dir_fd=fd)
+                except OSError:
+                    raise Refused(f"{sub} changed on the VM while sync created it") from None
+                e = self.entry_of_fd(child)
+                self.record(sub, e)
+                self.results.append(["mkdir", sub, e, None])  # the client learns of it too
+            except OSError as err:
+                if err.errno in (errno.ELOOP, errno.ENOTDIR, errno.EMLINK):
+                    raise Refused(
+                        f"{sub} is not a directory on the VM (sync does not follow links)"
+                    ) from None
+                raise
+            self.dirs[sub] = child
+            fd = child
+        return fd
+
+    def parent_of(self, rel: str, create: bool):
+        """(descriptor of rel's parent directory, rel's last component), after checking ``rel``."""
+        if not isinstance(rel, str) or not rel or "\0" in rel or rel.startswith("/"):
+            raise ValueError(f"unsafe path {rel!r}")
+        head, _, name = rel.rpartition("/")
+        if any(p in ("", ".", "..") for p in rel.split("/")):
+            raise ValueError(f"unsafe path {rel!r}")
+        return self.dir_fd(head, create), name
+
+    @staticmethod
+    def entry_of_fd(fd: int):
+        st = os.fstat(fd)
+        return ["d", 0, 0, stat.S_IMODE(st.st_mode), ""]
+
+    @staticmethod
+    def entry_at(fd: int, name: str, st=None):
+        """The wire entry of ``name`` in directory ``fd``, never following a link."""
+        if st is None:
+            st = os.stat(name, dir_fd=fd, follow_symlinks=False)
         if stat.S_ISLNK(st.st_mode):
-            return ["l", 0, 0, 0, os.readlink(path)]
+            return ["l", 0, 0, 0, os.readlink(name, dir_fd=fd)]
         if stat.S_ISDIR(st.st_mode):
             return ["d", 0, 0, stat.S_IMODE(st.st_mode), ""]
         if stat.S_ISREG(st.st_mode):
             return ["f", st.st_size, st.st_mtime_ns, stat.S_IMODE(st.st_mode), ""]
         return ["o", st.st_size, st.st_mtime_ns, 0, ""]
+
+    def make_room(self, rel: str, fd: int, name: str, new_kind: str) -> None:
+        """Clear the way for a new ``new_kind`` entry at ``rel``, or refuse.
+
+        A file over a file (or a link over a link) is an ordinary update: the rename replaces it.
+        Anything else replaces an entry of another kind, allowed only when sync put that entry
+        there and it is unchanged since (the ledger says so); a directory must also be empty.
+        """
+        try:
+            st = os.stat(name, dir_fd=fd, follow_symlinks=False)
+        except FileNotFoundError:
+            return
+        current = self.entry_at(fd, name, st)
+        if current[0] == new_kind and new_kind != "d":
+            return
+        known = self.ledger.get(rel)
+        if known is None:
+            what = {"d": "a directory", "l": "a link", "f": "a file"}.get(current[0], "a special file")
+            raise Refused(f"kept {rel}: {what} on the VM that sync did not put there")
+        if current[0] == "d" and known[0] == "d":
+            try:
+                os.rmdir(name, dir_fd=fd)
+            except OSError:
+                raise Refused(f"kept directory {rel}: it holds files sync did not put there") from None
+            self.forget_dirs()
+        elif current[:3] == known:
+            os.unlink(name, dir_fd=fd)
+        else:
+            raise Refused(f"kept {rel}: it changed on the VM since sync wrote it")
+        self.record(rel, None)
 
     # -- ledger ----------------------------------------------------------------------------------
     def record(self, rel: str, entry) -> None:
@@ -119,7 +232,7 @@ class Agent:
             if self.ledger.get(rel) == value:
                 return
             self.ledger[rel] = value
-        assert self.journal is not None  # opened by op_scan before any write
+        assert self.journal is not None  # opened by op_init before any write
         self.journal.write(json.dumps([rel, value]) + "\n")
         self.journal_lines += 1
 
@@ -149,22 +262,39 @@ class Agent:
         if replayed:
             self.compact()
         else:  # nothing to fold in: skip rewriting (and fsyncing) the ledger on every start
-            self.journal = open(self.ledger_path + ".journal", "w")
+            self.journal = _private_open(self.ledger_path + ".journal")
             self.journal_lines = 0
 
     def compact(self) -> None:
         if self.journal is not None:
             self.journal.close()
         tmp = self.ledger_path + ".tmp"
-        with open(tmp, "w") as f:
+        with _private_open(tmp) as f:
             json.dump({"dest": self.dest, "entries": self.ledger}, f, separators=(",", ":"))
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, self.ledger_path)
-        self.journal = open(self.ledger_path + ".journal", "w")
+        self.journal = _private_open(self.ledger_path + ".journal")
         self.journal_lines = 0
 
     # -- operations ------------------------------------------------------------------------------
+    def open_dest(self):
+        """Open dest (following links in its own path, as rsync does); an error text, or None."""
+        real = os.path.realpath(self.dest)
+        home = self.home
+        if real == "/" or real == home or home.startswith(real.rstrip("/") + "/"):
+            return (
+                f"dest {self.dest!r} is the remote root, home or a parent of home: "
+                "sync would mirror onto it; use a project directory such as '~/project'"
+            )
+        os.makedirs(self.dest, exist_ok=True)
+        fd = os.open(self.dest, os.O_RDONLY | os.O_DIRECTORY)
+        self.forget_dirs()
+        if self.root >= 0:
+            os.close(self.root)
+        self.root = fd
+        return None
+
     def op_init(self, msg) -> None:
         home = os.path.realpath(os.path.expanduser("~"))
         dest = msg["dest"].strip()
@@ -172,53 +302,68 @@ class Agent:
             dest = home + dest[1:]
         elif not dest.startswith("/"):
             dest = os.path.join(home, dest)
-        dest = os.path.normpath(dest)
-        real = os.path.realpath(dest)
-        if real == "/" or real == home or home.startswith(real.rstrip("/") + "/"):
-            self.reply(
-                {
-                    "ok": False,
-                    "error": f"dest {dest!r} is the remote root, home or a parent of home: "
-                    "sync would mirror onto it; use a project directory such as '~/project'",
-                }
-            )
+        self.dest, self.home = os.path.normpath(dest), home
+        try:
+            error = self.open_dest()
+        except OSError as err:
+            error = f"cannot use dest {self.dest!r} on the VM: {err.strerror or err}"
+        if error:
+            self.reply({"ok": False, "error": error})
             return
-        os.makedirs(dest, exist_ok=True)
-        self.dest = dest
-        ledger_dir = os.path.join(home, ".gcptui", "sync")
-        os.makedirs(ledger_dir, exist_ok=True)
-        digest = hashlib.sha256(os.fsencode(dest)).hexdigest()[:16]
+        state = os.path.join(home, ".gcptui")
+        ledger_dir = os.path.join(state, "sync")
+        os.makedirs(ledger_dir, mode=0o700, exist_ok=True)
+        for path in (state, ledger_dir):  # made before umask 077 was the rule: private now
+            os.chmod(path, 0o700)
+        digest = hashlib.sha256(os.fsencode(self.dest)).hexdigest()[:16]
         self.ledger_path = os.path.join(ledger_dir, digest + ".json")
         self.load_ledger()
-        self.reply({"ok": True, "home": home, "dest": dest, "ledger": self.ledger_path})
+        self.reply({"ok": True, "home": home, "dest": self.dest, "ledger": self.ledger_path})
 
     def op_scan(self, msg) -> None:
-        self.dirs.clear()
+        try:  # dest may have been replaced since (a job recreated it): resolve it again
+            error = self.open_dest()
+        except OSError as err:
+            error = f"cannot use dest {self.dest!r} on the VM: {err.strerror or err}"
+        if error:
+            self.reply({"error": error, "entries": [], "ledger": self.ledger})
+            return
         entries = []
-        stack = [""]
-        while stack:
-            rel_dir = stack.pop()
-            base = os.path.join(self.dest, rel_dir) if rel_dir else self.dest
-            try:
-                it = os.scandir(base)
-            except OSError:
-                continue
-            with it:
-                for de in it:
-                    rel = rel_dir + "/" + de.name if rel_dir else de.name
-                    if de.name.startswith(TMP_PREFIX):
+        # Depth first with one open descriptor per level: no name is resolved twice, no link followed.
+        stack = [("", os.dup(self.root))]
+        try:
+            while stack:
+                rel_dir, fd = stack.pop()
+                subdirs = []
+                try:
+                    with os.scandir(fd) as it:
+                        listed = list(it)
+                except OSError:
+                    listed = []
+                for de in listed:
+                    name = de.name
+                    rel = rel_dir + "/" + name if rel_dir else name
+                    if name.startswith(TMP_PREFIX):
                         try:
-                            os.unlink(de.path)  # a temp file of an interrupted write: ours, never complete
+                            os.unlink(name, dir_fd=fd)  # a temp file of an interrupted write: ours
                         except OSError:
                             pass
                         continue
                     try:
-                        e = self.entry(de.path)
+                        e = self.entry_at(fd, name, de.stat(follow_symlinks=False))
                     except OSError:
                         continue
                     entries.append([rel] + e)
                     if e[0] == "d":
-                        stack.append(rel)
+                        try:
+                            subdirs.append((rel, os.open(name, DIR_FLAGS, dir_fd=fd)))
+                        except OSError:
+                            pass  # replaced meanwhile: listed as it was, not descended into
+                os.close(fd)
+                stack.extend(reversed(subdirs))
+        finally:
+            for _, fd in stack:
+                os.close(fd)
         present = {e[0] for e in entries}
         for rel in [r for r in self.ledger if r not in present]:
             self.record(rel, None)  # gone from the VM: nothing left to own
@@ -226,76 +371,30 @@ class Agent:
             self.journal.flush()
         self.reply({"entries": entries, "ledger": self.ledger})
 
-    def ensure_parent(self, rel: str) -> None:
-        parent = rel.rpartition("/")[0]
-        if not parent or parent in self.dirs:
-            return
-        parts = parent.split("/")
-        for i in range(len(parts)):
-            sub = "/".join(parts[: i + 1])
-            if sub in self.dirs:
-                continue
-            path = os.path.join(self.dest, sub)
-            try:
-                st = os.lstat(path)
-            except FileNotFoundError:
-                os.mkdir(path)
-                e = self.entry(path)
-                self.record(sub, e)
-                self.results.append(["mkdir", sub, e, None])  # the client learns of it too
-                self.dirs.add(sub)
-                continue
-            if not stat.S_ISDIR(st.st_mode):
-                raise OSError(f"{sub} is not a directory on the VM")
-            self.dirs.add(sub)
-
-    def clear_dir_for(self, rel: str, path: str) -> None:
-        """A file or link replaces a directory: only an empty one sync made may go."""
-        try:
-            st = os.lstat(path)
-        except FileNotFoundError:
-            return
-        if stat.S_ISDIR(st.st_mode):
-            if rel not in self.ledger:
-                raise OSError(f"{rel} is a directory on the VM that sync did not create")
-            os.rmdir(path)
-            self.dirs.clear()
-            self.record(rel, None)
-
-    def tmp_name(self, path: str) -> str:
+    def tmp_name(self) -> str:
         self.tmp_seq += 1
-        head = os.path.dirname(path)
-        return os.path.join(head, f"{TMP_PREFIX}{os.getpid()}.{self.tmp_seq}")
+        return f"{TMP_PREFIX}{os.getpid()}.{self.tmp_seq}"
 
-    def create_tmp(self, rel: str, path: str):
-        """A new temp file beside ``path`` (its parents made as needed): (name, fd)."""
-        self.ensure_parent(rel)
-        tmp = self.tmp_name(path)
+    def create_tmp(self, rel: str):
+        """A new temp file in ``rel``'s directory (made as needed): (parent fd, name, tmp, fd)."""
+        parent, name = self.parent_of(rel, True)
+        tmp = self.tmp_name()
         try:
-            return tmp, os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        except (FileNotFoundError, NotADirectoryError):
+            return parent, name, tmp, os.open(tmp, FILE_FLAGS, 0o600, dir_fd=parent)
+        except FileNotFoundError:
             if not self.dirs:
                 raise
-            self.dirs.clear()  # a cached parent went away meanwhile: check the path again
-            self.ensure_parent(rel)
-            return tmp, os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-
-    def land(self, rel: str, tmp: str, path: str) -> None:
-        """Rename the finished temp file onto ``path``: readers see the old file or the new, whole."""
-        try:
-            os.rename(tmp, path)
-        except IsADirectoryError:  # rare: ask first only when needed, one lstat fewer per file
-            self.clear_dir_for(rel, path)
-            os.rename(tmp, path)
+            self.forget_dirs()  # a cached parent was removed meanwhile: resolve the path again
+            parent, name = self.parent_of(rel, True)
+            return parent, name, tmp, os.open(tmp, FILE_FLAGS, 0o600, dir_fd=parent)
 
     def op_put(self, msg) -> None:
         rel, size = msg["p"], msg["s"]
-        tmp = None
-        fd = -1
+        parent = fd = -1
+        name = tmp = None
         error = None
         try:
-            path = self.full(rel)
-            tmp, fd = self.create_tmp(rel, path)
+            parent, name, tmp, fd = self.create_tmp(rel)
         except (OSError, ValueError) as err:
             error = err
         left = size
@@ -312,106 +411,116 @@ class Agent:
                 raise error
             os.fchmod(fd, msg["m"] & 0o7777)
             os.utime(fd, ns=(msg["t"], msg["t"]))
-            st = os.fstat(fd)  # the same inode lands at path: no lstat after the rename
+            st = os.fstat(fd)  # the same inode lands at name: no stat after the rename
             os.close(fd)
             fd = -1
-            assert tmp is not None
-            self.land(rel, tmp, path)
+            assert tmp is not None and name is not None  # set whenever error is None
+            self.make_room(rel, parent, name, "f")
+            # Within one directory descriptor: whatever replaced a parent meanwhile, the new file
+            # lands in the directory that was checked, and a link at ``name`` is replaced, not followed.
+            os.rename(tmp, name, src_dir_fd=parent, dst_dir_fd=parent)
             tmp = None
             e = ["f", st.st_size, st.st_mtime_ns, stat.S_IMODE(st.st_mode), ""]
             self.record(rel, e)
             self.results.append(["put", rel, e, None])
         except (OSError, ValueError) as err:
-            self.results.append(["put", rel, None, str(err)])
+            self.results.append(["put", rel, None, _describe(err)])
         finally:
             if fd >= 0:
                 os.close(fd)
-            if tmp is not None:
+            if tmp is not None and parent >= 0:
                 try:
-                    os.unlink(tmp)
+                    os.unlink(tmp, dir_fd=parent)
                 except OSError:
                     pass
 
     def op_link(self, msg) -> None:
         rel = msg["p"]
         try:
-            path = self.full(rel)
-            self.ensure_parent(rel)
-            tmp = self.tmp_name(path)
-            os.symlink(msg["target"], tmp)
+            parent, name = self.parent_of(rel, True)
+            tmp = self.tmp_name()
+            os.symlink(msg["target"], tmp, dir_fd=parent)
             try:
-                self.clear_dir_for(rel, path)
-                os.rename(tmp, path)
+                self.make_room(rel, parent, name, "l")
+                os.rename(tmp, name, src_dir_fd=parent, dst_dir_fd=parent)
             except OSError:
-                os.unlink(tmp)
+                os.unlink(tmp, dir_fd=parent)
                 raise
-            e = self.entry(path)
+            e = self.entry_at(parent, name)
             self.record(rel, e)
             self.results.append(["link", rel, e, None])
         except (OSError, ValueError) as err:
-            self.results.append(["link", rel, None, str(err)])
+            self.results.append(["link", rel, None, _describe(err)])
 
     def op_mkdir(self, msg) -> None:
         rel = msg["p"]
         try:
-            path = self.full(rel)
-            self.ensure_parent(rel)
+            parent, name = self.parent_of(rel, True)
+            self.make_room(rel, parent, name, "d")
             try:
-                st = os.lstat(path)
-                if not stat.S_ISDIR(st.st_mode):
-                    os.unlink(path)  # the local tree has a directory here: a file or link gives way
-                    os.mkdir(path)
-            except FileNotFoundError:
-                os.mkdir(path)
+                os.mkdir(name, dir_fd=parent)
+            except FileExistsError:
+                pass
+            try:
+                fd = os.open(name, DIR_FLAGS, dir_fd=parent)
+            except OSError as err:
+                if err.errno in (errno.ELOOP, errno.ENOTDIR, errno.EMLINK):
+                    raise Refused(
+                        f"kept {rel}: it changed on the VM while sync made it a directory"
+                    ) from None
+                raise
+            if rel in self.dirs:
+                os.close(self.dirs.pop(rel))
+            self.dirs[rel] = fd
             if msg.get("m"):
-                os.chmod(path, msg["m"] & 0o7777)
-            e = self.entry(path)
-            self.dirs.add(rel)
+                os.fchmod(fd, msg["m"] & 0o7777)  # on the descriptor: never a link's target
+            e = self.entry_of_fd(fd)
             self.record(rel, e)
             self.results.append(["mkdir", rel, e, None])
         except (OSError, ValueError) as err:
-            self.results.append(["mkdir", rel, None, str(err)])
+            self.results.append(["mkdir", rel, None, _describe(err)])
 
     def op_own(self, msg) -> None:
         """The VM already holds what the local tree has here: record it as synced."""
         rel = msg["p"]
         try:
-            e = self.entry(self.full(rel))
+            parent, name = self.parent_of(rel, False)
+            e = self.entry_at(parent, name)
             self.record(rel, e)
             self.results.append(["own", rel, e, None])
         except (OSError, ValueError) as err:
-            self.results.append(["own", rel, None, str(err)])
+            self.results.append(["own", rel, None, _describe(err)])
 
     def op_rm(self, msg) -> None:
         rel = msg["p"]
         try:
-            path = self.full(rel)
             known = self.ledger.get(rel)
             if known is None:
-                raise OSError(f"kept {rel}: sync did not put it there")
+                raise Refused(f"kept {rel}: sync did not put it there")
             try:
-                current = self.entry(path)
+                parent, name = self.parent_of(rel, False)
+                current = self.entry_at(parent, name)
             except FileNotFoundError:
                 self.record(rel, None)
                 self.results.append(["rm", rel, None, None])
                 return
             if current[0] == "d" and known[0] == "d":
                 try:
-                    os.rmdir(path)
-                    self.dirs.clear()
+                    os.rmdir(name, dir_fd=parent)
                 except OSError:
-                    raise OSError(f"kept directory {rel}: it holds files sync did not put there") from None
+                    raise Refused(f"kept directory {rel}: it holds files sync did not put there") from None
+                self.forget_dirs()
             elif current[:3] == known:
-                os.unlink(path)
+                os.unlink(name, dir_fd=parent)  # a link swapped in meanwhile is removed, not followed
             else:
-                raise OSError(f"kept {rel}: it changed on the VM since sync wrote it")
+                raise Refused(f"kept {rel}: it changed on the VM since sync wrote it")
             self.record(rel, None)
             self.results.append(["rm", rel, None, None])
         except (OSError, ValueError) as err:
-            self.results.append(["rm", rel, None, str(err)])
+            self.results.append(["rm", rel, None, _describe(err)])
 
     def op_flush(self, msg) -> None:
-        self.dirs.clear()  # the VM's own processes may change the tree between batches
+        self.forget_dirs()  # the VM's own processes may change the tree between batches
         if self.journal is not None:
             self.journal.flush()
         results, self.results = self.results, []
@@ -434,6 +543,20 @@ class Agent:
                 break
         if self.journal is not None:
             self.journal.close()
+
+
+def _describe(err: Exception) -> str:
+    """One line for the client: refusals carry their own text; OS errors their reason."""
+    if isinstance(err, Refused) or not isinstance(err, OSError) or not err.strerror:
+        return str(err)
+    return err.strerror
+
+
+def _private_open(path: str) -> IO[str]:
+    """Open ``path`` for writing (truncated), readable by its owner only."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    os.fchmod(fd, 0o600)
+    return os.fdopen(fd, "w")
 
 
 def _write_all(fd: int, data: "bytes | memoryview") -> None:

@@ -139,3 +139,82 @@ async def test_follow_progress_over_ssh(get_conn: ReconnectingGetter, remote_dir
     ]
     assert progress[-1].step == 4 and progress[-1].eta_seconds == pytest.approx(6.0)
     assert len(progress[-1].losses) == 5
+
+
+FLOOD_SMI = """#!/bin/sh
+case "$1" in
+  --query-compute-apps=*) exit 0;;
+  --query-gpu=*)
+    echo "0, NVIDIA L4, 50, 1000, 23034, 40, 72.5"
+    exec python3 -c '
+import os, sys
+blob, junk, sent = b"x" * (1 << 20), b"garbage that parses as nothing\\n" * 2000, 0
+while True:
+    sys.stdout.buffer.write(blob + junk)  # a megabyte without a newline, then unparsed lines
+    sent += len(blob) + len(junk)
+    with open(sys.argv[1], "w") as f:
+        f.write(str(sent))
+' "$COUNT_FILE";;
+esac
+"""
+
+
+async def test_newline_free_output_and_unparsed_lines_keep_memory_bounded(
+    get_conn: ReconnectingGetter, tmp_path: Path
+) -> None:
+    import asyncio
+    import os
+
+    import psutil
+
+    count = tmp_path / "sent"
+    smi = tmp_path / "nvidia-smi"
+    smi.write_text(FLOOD_SMI.replace('"$COUNT_FILE"', str(count)))
+    smi.chmod(0o755)
+    me = psutil.Process(os.getpid())
+    monitor = GpuMonitor(get_conn, nvidia_smi=str(smi), stall_timeout=2.0, retry_delay=0.1)
+    first: list[GpuSnapshot] = []
+
+    async def consume() -> None:
+        async for snapshot in monitor:
+            first.append(snapshot)
+
+    task = asyncio.create_task(consume())
+    try:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + 60
+        base = None
+        while loop.time() < deadline:
+            await asyncio.sleep(0.2)
+            sent = int(count.read_text() or 0) if count.exists() else 0
+            if base is None and sent > 20_000_000:
+                base = me.memory_info().rss  # after start-up allocations settled
+                base_sent = sent
+            if base is not None and sent - base_sent > 150_000_000:
+                break
+        assert base is not None and sent - base_sent > 150_000_000, "the flood did not flow"
+        growth = me.memory_info().rss - base
+        assert growth < 60_000_000, f"RSS grew by {growth / 1e6:.0f} MB while 150 MB of junk arrived"
+        assert not task.done()  # still watching, nothing died
+    finally:
+        task.cancel()
+
+
+def test_progress_numbers_out_of_range_are_ignored_and_the_tracker_lives_on() -> None:
+    tracker = ProgressTracker()
+    hostile = [
+        '{"step": ' + "9" * 401 + ', "total_steps": 100, "time": 1}',
+        '{"step": 1, "total_steps": ' + "9" * 401 + ', "time": 2}',
+        '{"step": 2, "loss": ' + "9" * 401 + ', "samples_per_s": 1e308, "time": 3}',
+        '{"step": 3, "time": ' + "9" * 401 + "}",
+        '{"step": -5, "time": 1e308}',
+        '{"step": 1e400}',
+        '{"event": "checkpoint", "step": ' + "9" * 401 + ', "time": ' + "9" * 401 + "}",
+    ]
+    for line in hostile:
+        tracker.feed(line)  # none of them raises
+    assert tracker.feed('{"step": 10, "total_steps": 100, "loss": 0.5, "time": 20}')
+    assert tracker.feed('{"step": 20, "total_steps": 100, "loss": 0.4, "time": 30}')
+    p = tracker.progress
+    assert (p.step, p.total_steps, p.loss) == (20, 100, 0.4)
+    assert p.eta_seconds is not None and p.eta_seconds >= 0

@@ -2,7 +2,15 @@
 
 from __future__ import annotations
 
-from gcptui.remote.telemetry.log_text import LineAssembler, clean_line, collapse_cr, keep_colours, strip_ansi
+from gcptui.remote.telemetry.log_text import (
+    BINARY_MARK,
+    CUT_MARK,
+    LineAssembler,
+    clean_line,
+    collapse_cr,
+    keep_colours,
+    strip_ansi,
+)
 
 
 def test_lines_split_across_chunk_boundaries_and_utf8_survives() -> None:
@@ -47,8 +55,11 @@ def test_tabs_expand_for_known_widths() -> None:
 
 def test_runaway_line_is_cut_and_runaway_bar_kept_short() -> None:
     asm = LineAssembler(max_line_chars=100)
-    assert asm.feed(b"x" * 250) == ["x" * 100, "x" * 100]
-    assert asm.partial == "x" * 50
+    assert asm.feed(b"x" * 250) == ["x" * 100 + CUT_MARK]
+    assert asm.partial is None
+    assert asm.feed(b"x" * 10_000) == []  # the rest of the cut line is skipped, never held
+    assert asm.feed(b"tail\nnext line\n") == ["next line"]
+    assert asm.feed(b"y" * 150 + b"\nshort\n") == ["y" * 100 + CUT_MARK, "short"]
     asm = LineAssembler(max_line_chars=100)
     asm.feed(b"".join(b"\rstep %05d" % i for i in range(100)))
     assert asm.partial == "step 00099"
@@ -59,3 +70,15 @@ def test_reset_returns_the_unfinished_line() -> None:
     asm.feed(b"half")
     assert asm.reset() == "half"
     assert asm.partial is None
+
+
+def test_binary_runs_show_as_one_short_placeholder() -> None:
+    import random
+
+    blob = random.Random(3).randbytes(200_000)
+    asm = LineAssembler()
+    lines = asm.feed(b"before\n" + blob + b"\nafter\n")
+    assert lines[0] == "before" and lines[-1] == "after"
+    assert lines[1] == BINARY_MARK
+    shown = sum(len(line) for line in lines)
+    assert shown < len(blob) // 100, f"{shown} characters shown for {len(blob)} bytes of binary"

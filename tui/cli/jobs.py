@@ -8,8 +8,10 @@ import sys
 
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from gcptui.remote.jobs.protocol import JobStatus, log_path
+from gcptui.remote.safe_text import one_line
 from gcptui.remote.services import Services
 from gcptui.tui.cli.common import with_services
 
@@ -21,10 +23,12 @@ def job_table(statuses: list[JobStatus]) -> Table:
     for column in ("Name", "State", "PID", "Exit", "Started", "Command"):
         table.add_column(column)
     for s in statuses:
+        # Every field comes from files on the VM: plain Text (never markup), sanitized.
         state = s.state + (f" ({s.detail})" if s.detail else "")
         table.add_row(
-            s.name, f"[{STATE_STYLES.get(s.state, '')}]{state}[/]", str(s.pid or "-"),
-            "-" if s.exit_code is None else str(s.exit_code), s.started_at or "-", s.command or "-",
+            Text(one_line(s.name)), Text(one_line(state), STATE_STYLES.get(s.state, "")),
+            str(s.pid or "-"), "-" if s.exit_code is None else str(s.exit_code),
+            Text(one_line(s.started_at or "-")), Text(one_line(s.command or "-")),
         )  # fmt: skip
     return table
 
@@ -48,7 +52,7 @@ def run_job(args: argparse.Namespace) -> int:
             if not result.ok:
                 message = str(result.error)
                 prefix = "" if message.startswith(result.name) else f"{result.name}: "
-                errors.print(f"[red]✗[/] {prefix}{message}", highlight=False)
+                errors.print("[red]✗[/]", Text(one_line(f"{prefix}{message}")), highlight=False)
         if args.json:
             json.dump([s.to_json() for s in ok], sys.stdout, indent=2)
             sys.stdout.write("\n")

@@ -20,6 +20,8 @@ from gcptui.remote.sync import (
 )
 from gcptui.tui.cli.common import with_services
 
+PROBLEM_STATES = ("error", "reconnecting", "incomplete")
+
 
 def human_bytes(count: float) -> str:
     for unit in ("B", "kB", "MB", "GB"):
@@ -69,7 +71,7 @@ def run_sync(args: argparse.Namespace) -> int:
                     )
                 elif isinstance(event, SyncWarning):
                     progress.console.print(f"[yellow]![/] {event.name}: {event.message}")
-                elif isinstance(event, SyncStateChanged) and event.state in ("error", "reconnecting"):
+                elif isinstance(event, SyncStateChanged) and event.state in PROBLEM_STATES:
                     progress.console.print(f"[red]✗[/] {event.name}: {event.state}: {event.reason}")
                 elif isinstance(event, SyncStateChanged) and event.state == "in_sync" and not args.once:
                     progress.update(bars[event.name], description=f"{event.name} in sync")
@@ -78,8 +80,13 @@ def run_sync(args: argparse.Namespace) -> int:
                 session.subscribe(on_event)
             work = [(s.full_sync() if args.once else s.follow()) for s in sessions.values()]
             results = await _gather_closing(list(sessions.values()), work)
-        failed = [
+        failed: list[tuple[str, object]] = [
             (name, r) for name, r in zip(sessions, results, strict=True) if isinstance(r, BaseException)
+        ]
+        failed += [
+            (name, f"{r.failed} operation{'s' if r.failed != 1 else ''} failed: the VM is not in sync")
+            for name, r in zip(sessions, results, strict=True)
+            if isinstance(r, BatchApplied) and r.failed
         ]
         for name, error in failed:
             console.print(f"[red]✗[/] {name}: {error}", highlight=False)

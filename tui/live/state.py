@@ -19,7 +19,7 @@ from gcptui.tui.live.cells import format_duration, gpu_cell, sparkline
 JOB_STYLES = {"running": "bold green", "exited": "cyan", "killed": "yellow", "none": "dim"}
 SYNC_STYLES = {
     "in_sync": "green", "syncing": "yellow", "scanning": "yellow", "connecting": "dim",
-    "paused": "dim", "reconnecting": "yellow", "error": "bold red", "stopped": "dim",
+    "paused": "dim", "reconnecting": "yellow", "error": "bold red", "stopped": "dim", "incomplete": "bold yellow",
 }  # fmt: skip
 
 

@@ -8,6 +8,7 @@ line, or only those passing the filter, plus the unfinished last line when there
 from __future__ import annotations
 
 import bisect
+import itertools
 import re
 from collections import deque
 from collections.abc import Iterable, Sequence
@@ -29,8 +30,10 @@ class Appended:
 class LogLines:
     """Raw lines (ANSI colours kept) bounded to ``max_lines``, their widths, and the filter's matches."""
 
-    def __init__(self, max_lines: int) -> None:
+    def __init__(self, max_lines: int, max_chars: int = 16_000_000) -> None:
         self.max_lines = max_lines
+        self.max_chars = max_chars  # a bound by size too: 10,000 lines of 16 KiB would be 160 M
+        self.chars = 0
         self.lines: deque[str] = deque(maxlen=max_lines)
         self.widths: deque[int] = deque(maxlen=max_lines)
         self.end = 0  # absolute index after the newest line
@@ -52,9 +55,16 @@ class LogLines:
         kept = lines[skip:] if skip else lines
         start = self.end + skip  # absolute index of kept[0]
         held_before = len(self.lines)
+        overflow = held_before + len(kept) - self.max_lines  # what the deques' maxlen will drop
+        if overflow > 0:
+            self.chars -= sum(map(len, itertools.islice(self.lines, min(overflow, held_before))))
+        self.chars += sum(map(len, kept))
         self.lines.extend(kept)
         new_widths = [line_width(line) for line in kept] if widths is None else list(widths[skip:])
         self.widths.extend(new_widths)
+        while self.chars > self.max_chars and len(self.lines) > 1:
+            self.chars -= len(self.lines.popleft())
+            self.widths.popleft()
         self.end += len(lines)
         self.max_width = max(self.max_width, max(new_widths, default=0))
         self.partial = partial
@@ -71,6 +81,7 @@ class LogLines:
         return Appended(dropped, arrived, [new_widths[i] for i in hits])
 
     def clear(self) -> None:
+        self.chars = 0
         self.lines.clear()
         self.widths.clear()
         self.partial = None
