@@ -119,6 +119,7 @@ class KeepaliveConfig(_Section):
     enabled: bool = False
     poll_seconds: float = Field(default=10.0, gt=0)
     max_restarts: int = Field(default=20, ge=0)
+    restart_idle: bool = False  # restart a preempted VM whose job has nothing to resume
 
 
 class LogsConfig(_Section):

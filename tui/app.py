@@ -25,8 +25,8 @@ from gcptui.remote.errors import GcptuiError
 from gcptui.remote.jobs.protocol import JobStatus
 from gcptui.remote.keepalive.events import RecoveryEvent
 from gcptui.remote.keepalive.recovery import KeepAlive
-from gcptui.remote.models import ConnectionGetter, Instance
-from gcptui.remote.services import Services
+from gcptui.remote.models import Instance
+from gcptui.remote.services import FollowingGetter, Services
 from gcptui.tui.fleet.screen import FleetScreen
 from gcptui.tui.keys import (
     ACTIONS,
@@ -140,6 +140,7 @@ class GcptuiApp(App[None]):
             self.post_message(FleetRefreshed(snapshot))
 
     def on_fleet_refreshed(self, message: FleetRefreshed) -> None:
+        self.services.note_snapshot(message.snapshot)  # open log panes follow the VMs' new addresses
         self.monitors.reconcile(message.snapshot)
         if self.keepalive is not None:
             for instance in message.snapshot.instances:
@@ -314,11 +315,12 @@ class GcptuiApp(App[None]):
         sources: list[PaneSource] = []
         for name in names:
             instance = snapshot.find(name)
-            target = self.services.target_or_none(instance) if instance else None
-            if target is None:
+            if instance is None or self.services.target_or_none(instance) is None:
                 self.notify(f"{name}: not reachable over SSH", severity="warning")
                 continue
-            get = self.services.pool.getter(target)
+            # The pane follows the VM by name: after a preemption or restart it reconnects to the
+            # VM's new address without leaving the screen.
+            get = self.services.follow(instance)
             for path in (log_path(), *logs.files):
                 label = name if path == log_path() else f"{name}:{path.rsplit('/', 1)[-1]}"
                 sources.append(
@@ -375,11 +377,11 @@ class GcptuiApp(App[None]):
             )
 
 
-def _log_events(get: ConnectionGetter, path: str, history_lines: int) -> AsyncIterator[LogEvent]:
+def _log_events(get: FollowingGetter, path: str, history_lines: int) -> AsyncIterator[LogEvent]:
     """A fresh stream of one remote file (the logs screen opens one per pane, again after a reset)."""
     from gcptui.remote.telemetry.log_stream import LogStream
 
-    return LogStream(get, path, history_lines=history_lines).events()
+    return LogStream(get, path, history_lines=history_lines, where=lambda: get.where).events()
 
 
 def _runner(target: App[None] | Screen[None], action: str):  # type: ignore[no-untyped-def]

@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from gcptui.remote.errors import NotFoundError
+from gcptui.remote.errors import ConfigError
 from gcptui.tui.cli.keepalive import keep_alive
 from tests.keepalive.conftest import ROOT
 from tests.keepalive.test_recreate import JOB
@@ -68,5 +68,7 @@ async def test_keepalive_command_logs_each_event_and_stops_on_sigterm(fleet_fact
 
 async def test_unknown_name_is_one_clear_error(fleet_factory) -> None:
     fleet = await fleet_factory(["spot-a"], command=JOB)
-    with pytest.raises(NotFoundError, match="no instance or host named 'nope'"):
+    # A name that is not in the fleet is a usage error (exit 2), like any bad argument.
+    with pytest.raises(ConfigError, match="no instance or host named 'nope'") as caught:
         await keep_alive(fleet.services, ["nope"], print, asyncio.Event())
+    assert caught.value.exit_code == 2

@@ -32,7 +32,7 @@ def job_table(statuses: list[JobStatus]) -> Table:
 def run_job(args: argparse.Namespace) -> int:
     async def body(services: Services) -> int:
         if args.names:
-            instances = await services.resolve(args.names)
+            instances = await services.resolve(args.names, running=True)
         elif args.action == "status":
             instances = await services.reachable()
         else:
@@ -63,10 +63,10 @@ def run_logs(args: argparse.Namespace) -> int:
     from gcptui.tui.cli.logs import run_logs as print_logs
 
     async def body(services: Services) -> int:
-        instances = await services.resolve(args.names)
+        instances = await services.resolve(args.names, running=True)
         lines = args.n if args.n is not None else services.config.logs.history_lines
         return await print_logs(
-            {i.name: services.getter(i) for i in instances},
+            {i.name: services.follow(i) for i in instances},
             (log_path(), *services.config.logs.files),
             follow=args.f,
             lines=lines,
@@ -79,9 +79,9 @@ def run_gpu(args: argparse.Namespace) -> int:
     from gcptui.tui.cli.logs import run_gpu as print_gpu
 
     async def body(services: Services) -> int:
-        instances = await services.resolve(args.names)
+        instances = await services.resolve(args.names, running=True)
         return await print_gpu(
-            {i.name: services.getter(i) for i in instances}, json_output=args.json, once=args.once
+            {i.name: services.follow(i) for i in instances}, json_output=args.json, once=args.once
         )
 
     return with_services(args, body)

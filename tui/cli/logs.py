@@ -8,13 +8,14 @@ from __future__ import annotations
 import asyncio
 import json
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import aclosing
 from pathlib import PurePosixPath
 from typing import TextIO
 
 from gcptui.remote.aio import within
 from gcptui.remote.models import ConnectionGetter
+from gcptui.remote.services import FollowingGetter
 from gcptui.remote.telemetry.gpu import GpuMonitor, GpuSnapshot
 from gcptui.remote.telemetry.log_stream import LogChunk, LogStream
 from gcptui.remote.telemetry.log_text import strip_ansi
@@ -65,7 +66,8 @@ async def run_logs(
             prefix = f"\x1b[{_PREFIX_COLOURS[number % 8]}m{label:<{width}}\x1b[0m │ "
         else:
             prefix = f"{label:<{width}} | "
-        stream = LogStream(targets[name], path, history_lines=lines, follow=follow)
+        get = targets[name]
+        stream = LogStream(get, path, history_lines=lines, follow=follow, where=where_of(get))
         async for event in stream:
             if isinstance(event, LogChunk):
                 if event.lines:
@@ -85,6 +87,13 @@ async def run_logs(
 
     await asyncio.gather(*(pump(n, name, path) for n, (name, path) in enumerate(sources)))
     return 1 if failed else 0
+
+
+def where_of(get: ConnectionGetter) -> Callable[[], str] | None:
+    """The "where is it now" of a getter that follows its VM by name, for reconnect messages."""
+    if isinstance(get, FollowingGetter):
+        return lambda: get.where
+    return None
 
 
 def snapshot_json(name: str, snapshot: GpuSnapshot) -> dict[str, object]:
