@@ -79,7 +79,8 @@ class GcptuiApp(App[None]):
         self.live: dict[str, Live] = {}
         self.monitors = Monitors(
             self.services, self.live, self._live_changed,
-            job_ended=self._job_ended, sync_warning=self._sync_warning, sync_by_default=demo,
+            job_ended=self._job_ended, sync_warning=self._sync_warning,
+            sync_by_default=demo and not readonly,  # --readonly: nothing is written to a VM
             gpu_idle=self._gpu_idle, failed=self.background_failed,
         )  # fmt: skip
         self.keymap = validate_keymap(config.keys)
@@ -120,7 +121,8 @@ class GcptuiApp(App[None]):
         if self.poll_fleet:
             self.refresh_fleet()
             self.set_interval(self.refresh_seconds, self.refresh_fleet)
-            if self.config.gcp is not None:
+            if self.config.gcp is not None and not self.readonly:
+                # --readonly: keep-alive would restart VMs and start jobs; it does not run at all.
                 self.run_worker(self._keep_alive(), group="keepalive", exit_on_error=False)
 
     def refresh_fleet(self) -> None:
@@ -198,6 +200,8 @@ class GcptuiApp(App[None]):
         self.notify(f"{instance.name}: keep-alive {'on' if on else 'off'}", title="Keep-alive")
 
     def toggle_sync(self, instance: Instance) -> bool:
+        if self.readonly:  # the key is refused before this; a last guard for other callers
+            return False
         return self.monitors.toggle_sync(instance)
 
     def relaunch_now(self, instance: Instance) -> None:
