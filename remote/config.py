@@ -14,7 +14,7 @@ from typing import Annotated, Any
 import platformdirs
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from remote.errors import ConfigError
+from gcptui.remote.errors import ConfigError
 
 CONFIG_NAME = "gcptui.toml"
 
@@ -76,10 +76,11 @@ class HostConfig(_Section):
 
 
 class SyncConfig(_Section):
-    source: str = "."
+    source: str | None = None  # not written: the current directory; written relative: the config's folder
     dest: str = "~/project"
     exclude: list[str] = []
     protect: list[str] = []
+    allow_secrets: list[str] = []  # source-relative paths of private keys that may be synced anyway
 
     @field_validator("dest")
     @classmethod
@@ -159,6 +160,13 @@ class Config(_Section):
     @property
     def base_dir(self) -> Path:
         return self.path.parent if self.path else Path.cwd()
+
+    def sync_source(self) -> Path:
+        """``[sync].source``: relative to the config file's folder when written relative, the
+        current directory when not written at all (the project one runs gcptui from)."""
+        if self.sync.source is None:
+            return Path.cwd()
+        return self.resolve_local(self.sync.source)
 
     def resolve_local(self, value: str) -> Path:
         """A local path from the file: ``~`` expanded, relative to the config file's folder."""

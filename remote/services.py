@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from gcptui.remote.cloud.fleet import FleetSnapshot, FleetSource
@@ -18,6 +19,7 @@ from gcptui.remote.ssh.errors import SshError, SshUnreachableError
 from gcptui.remote.ssh.pool import SshPool
 from gcptui.remote.ssh.target import SshTarget, target_for
 from gcptui.remote.sync import SyncSession
+from gcptui.remote.sync.secrets import private_keys
 
 if TYPE_CHECKING:
     import asyncssh
@@ -48,6 +50,7 @@ class Services:
         self._instances: dict[str, Instance] = {}  # the latest fleet reading, by name
         self._read_at = 0.0  # time.monotonic() of that reading
         self._reading: asyncio.Lock | None = None
+        self._source_checked: Path | None = None  # the sync source found free of private keys
 
     def note_snapshot(self, snapshot: FleetSnapshot) -> None:
         """Remember the fleet as last read: getters from ``follow`` use the newest address."""
@@ -89,11 +92,34 @@ class Services:
     def getter(self, instance: Instance) -> ConnectionGetter:
         return self.pool.getter(self.target(instance))
 
+    def sync_source(self) -> Path:
+        """The local folder sync sends, checked once: refused (one line naming the file) when it
+        holds the config's SSH private key or any file that looks like a private key."""
+        source = self.config.sync_source()
+        if self._source_checked != source:
+            if not source.is_dir():
+                raise ConfigError(f"[sync].source {source} is not a folder: set [sync].source in the config")
+            sync = self.config.sync
+            key = self.config.resolve_local(self.config.ssh.key) if self.config.ssh.key else None
+            found = private_keys(source, exclude=sync.exclude, allow=sync.allow_secrets, own_key=key)
+            if found:
+                more = f" (and {len(found) - 1} more)" if len(found) > 1 else ""
+                raise ConfigError(
+                    f"refusing to sync {source}: it holds a private key, {source / found[0]}{more}: set "
+                    "[sync].source to your project, exclude the file, or list it in [sync].allow_secrets"
+                )
+            self._source_checked = source
+        return source
+
+    def sync_line(self, instance: Instance) -> str:
+        """What sync does, for the CLI and the TUI: ``LOCAL_SOURCE → NAME:DEST``."""
+        return f"{self.config.sync_source()} → {instance.name}:{self.config.sync.dest}"
+
     def sync_session(self, instance: Instance) -> SyncSession:
         """A live-sync session of ``[sync]`` to one machine over the shared pool."""
         sync = self.config.sync
         return SyncSession(
-            self.config.resolve_local(sync.source),
+            self.sync_source(),
             sync.dest,
             self.getter(instance),
             exclude=sync.exclude,

@@ -208,7 +208,13 @@ class Monitors:
         return True
 
     def _start_sync(self, instance: Instance) -> None:
-        session = self.services.sync_session(instance)
+        try:
+            session = self.services.sync_session(instance)
+        except GcptuiError as err:  # e.g. the source holds a private key: refused, said once
+            if self.state(instance.name).sync_state != "error":
+                self.sync_warning(instance.name, str(err))
+            self._record_sync(instance.name, "error", 0, str(err))
+            return
         session.subscribe(functools.partial(self._on_sync_event, instance.name))
         task = self._spawn(f"sync {instance.name}", self._follow(instance.name, session))
         self._sync[instance.name] = (session, task)
