@@ -7,26 +7,28 @@ import json
 import sys
 
 from rich.console import Console
-from rich.table import Table
+from rich.text import Text
 
 from gcptui.remote.jobs.protocol import JobStatus, log_path
 from gcptui.remote.services import Services
 from gcptui.tui.cli.common import with_services
+from gcptui.tui.cli.tables import print_table
 
 STATE_STYLES = {"running": "bold green", "exited": "cyan", "killed": "yellow", "none": "dim"}
 
 
-def job_table(statuses: list[JobStatus]) -> Table:
-    table = Table()
-    for column in ("Name", "State", "PID", "Exit", "Started", "Command"):
-        table.add_column(column)
+JOB_HEADERS = ("Name", "State", "PID", "Exit", "Started", "Command")
+
+
+def job_rows(statuses: list[JobStatus]) -> list[list[str | Text]]:
+    rows: list[list[str | Text]] = []
     for s in statuses:
         state = s.state + (f" ({s.detail})" if s.detail else "")
-        table.add_row(
-            s.name, f"[{STATE_STYLES.get(s.state, '')}]{state}[/]", str(s.pid or "-"),
+        rows.append([
+            s.name, Text(state, STATE_STYLES.get(s.state, "")), str(s.pid or "-"),
             "-" if s.exit_code is None else str(s.exit_code), s.started_at or "-", s.command or "-",
-        )  # fmt: skip
-    return table
+        ])  # fmt: skip
+    return rows
 
 
 def run_job(args: argparse.Namespace) -> int:
@@ -53,7 +55,7 @@ def run_job(args: argparse.Namespace) -> int:
             json.dump([s.to_json() for s in ok], sys.stdout, indent=2)
             sys.stdout.write("\n")
         elif ok:
-            Console().print(job_table(ok))
+            print_table(JOB_HEADERS, job_rows(ok))  # plain tab-separated rows when piped
         return 0 if len(ok) == len(results) else 1
 
     return with_services(args, body)

@@ -10,6 +10,7 @@ import json
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import aclosing
+from datetime import UTC, datetime
 from pathlib import PurePosixPath
 from typing import TextIO
 
@@ -96,6 +97,11 @@ def where_of(get: ConnectionGetter) -> Callable[[], str] | None:
     return None
 
 
+def iso_time(seconds: float) -> str | None:
+    """A Unix time as ISO 8601 UTC, like every other time in ``--json`` (None when unknown)."""
+    return datetime.fromtimestamp(seconds, UTC).isoformat() if seconds else None
+
+
 def snapshot_json(name: str, snapshot: GpuSnapshot) -> dict[str, object]:
     """One ``gpu --json`` object: the reference's ``name`` and ``gpus`` (docs/REFERENCE.md), plus state and processes."""
     return {
@@ -104,7 +110,7 @@ def snapshot_json(name: str, snapshot: GpuSnapshot) -> dict[str, object]:
         "state": snapshot.state,
         "message": snapshot.message,
         "processes": None if snapshot.processes is None else [p.to_json() for p in snapshot.processes],
-        "time": snapshot.time,
+        "time": iso_time(snapshot.time),
     }
 
 
