@@ -45,6 +45,14 @@ if TYPE_CHECKING:
     from gcptui.remote.telemetry.log_stream import LogEvent
 
 REFRESH_SECONDS = 5.0
+# Keep-alive events that end a recovery, and the word the Keep-alive cell shows for each.
+_OUTCOME_WORDS = {
+    "resumed": "resumed",
+    "nothing_to_resume": "idle",
+    "left_stopped": "left stopped",
+    "failed": "failed",
+    "gave_up": "gave up",
+}
 log = logging.getLogger(__name__)
 
 
@@ -147,8 +155,10 @@ class GcptuiApp(App[None]):
         if self.keepalive is not None:
             for instance in message.snapshot.instances:
                 if instance.name in self.live:
-                    enabled = self.keepalive.enabled(instance.name) if instance.spot else None
-                    self.live[instance.name].keepalive = enabled
+                    live = self.live[instance.name]
+                    live.keepalive = self.keepalive.enabled(instance.name) if instance.spot else None
+                    if live.outcome == "resumed" and instance.status != "RUNNING":
+                        live.outcome = ""  # stopped since: "resumed" would be a stale word
         self._tell_fleet(FleetRefreshed(message.snapshot))
 
     # -- keep-alive --------------------------------------------------------------------------------
@@ -173,7 +183,11 @@ class GcptuiApp(App[None]):
         if event.kind == "suspect":
             return
         live = self.monitors.state(event.name)
-        live.recovery = event.kind
+        outcome = _OUTCOME_WORDS.get(event.kind)
+        if outcome is not None:  # the recovery ended: its outcome, beside the setting
+            live.recovery, live.outcome = "", outcome
+        else:
+            live.recovery, live.outcome = event.kind, ""
         self._live_changed(event.name)
         if event.kind in ("notice", "preempted"):
             self.notify(
@@ -185,6 +199,8 @@ class GcptuiApp(App[None]):
             self.notify(f"{event.name}: training resumed {event.detail}", title="Recovered")
         elif event.kind in ("failed", "gave_up"):
             self.notify(f"{event.name}: {event.detail}", title="Keep-alive", severity="error", timeout=15)
+        elif event.kind in ("nothing_to_resume", "left_stopped"):
+            self.notify(f"{event.name}: {event.detail}", title="Keep-alive")
 
     def toggle_keepalive(self, instance: Instance) -> None:
         if self.keepalive is None:
@@ -195,7 +211,8 @@ class GcptuiApp(App[None]):
             return
         on = not self.keepalive.enabled(instance.name)
         (self.keepalive.enable if on else self.keepalive.disable)(instance.name)
-        self.monitors.state(instance.name).keepalive = on
+        live = self.monitors.state(instance.name)
+        live.keepalive, live.recovery, live.outcome = on, "", ""  # a new setting: old outcomes are stale
         self._live_changed(instance.name)
         self.notify(f"{instance.name}: keep-alive {'on' if on else 'off'}", title="Keep-alive")
 

@@ -37,7 +37,8 @@ class Live:
     sync_pending: int = 0
     sync_reason: str = ""
     keepalive: bool | None = None  # None: not a Spot VM, nothing to keep alive
-    recovery: str = ""  # the newest keep-alive event, e.g. "restarting", "resumed"
+    recovery: str = ""  # the step of a recovery in progress, e.g. "restarting"; "" when none runs
+    outcome: str = ""  # how the last recovery ended ("resumed", "left stopped", ...); "" when stale
     watched: bool = False  # monitors are reading it now (a stopped VM keeps its last progress)
 
     def job_text(self) -> Text:
@@ -108,9 +109,16 @@ class Live:
         return Text(word, SYNC_STYLES.get(self.sync_state, ""))
 
     def keepalive_text(self) -> Text:
-        if self.recovery:
-            style = "bold green" if self.recovery == "resumed" else "bold magenta"
-            return Text(self.recovery, style)
+        """The setting now (on/off), then the recovery in progress or the last one's outcome."""
         if self.keepalive is None:
-            return Text("-", "dim")
-        return Text("on", "green") if self.keepalive else Text("off", "dim")
+            text = Text("-", "dim")
+        else:
+            text = Text("on", "green") if self.keepalive else Text("off", "dim")
+        if self.recovery:
+            text.append(f" {self.recovery}…", "bold magenta")
+        elif self.outcome:
+            style = {"resumed": "green", "left stopped": "yellow", "idle": "yellow"}.get(
+                self.outcome, "bold red"
+            )
+            text.append(f" · {self.outcome}", style)
+        return text
