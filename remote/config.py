@@ -184,7 +184,9 @@ def find_config(explicit: str | os.PathLike[str] | None) -> Path | None:
     if explicit is not None:
         path = Path(explicit).expanduser()
         if not path.is_file():
-            raise ConfigError(f"{path}: no such config file: check --config, or run without it to use the defaults")
+            raise ConfigError(
+                f"{path}: no such config file: check --config, or run without it to use the defaults"
+            )
         return path
     for path in default_config_paths():
         if path.is_file():
@@ -227,7 +229,11 @@ def _describe(error: Any, text: str, path: Path) -> str:
         return f"{where}: '{dotted}' is required: add it"
     if not dotted:
         return f"{where}: {message}"
-    return f"{where}: '{dotted}' {message}" if message.startswith(("is ", "'", "must")) else f"{where}: '{dotted}': {message}"
+    return (
+        f"{where}: '{dotted}' {message}"
+        if message.startswith(("is ", "'", "must"))
+        else f"{where}: '{dotted}': {message}"
+    )
 
 
 def _dotted(loc: list[Any]) -> str:

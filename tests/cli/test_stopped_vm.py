@@ -31,3 +31,13 @@ def test_unknown_name_is_a_usage_error(emulator_thread: EmulatorThread, tmp_path
     result = gcptui("--config", str(config), "logs", "nope", cwd=tmp_path)
     assert result.returncode == 2
     assert "no instance or host named 'nope'" in result.stderr
+
+
+def test_job_start_without_a_job_section_is_a_config_error(
+    emulator_thread: EmulatorThread, tmp_path: Path
+) -> None:
+    emulator_thread.add_instance("vm-j", "us-central1-a")
+    config = emulator_thread.write_config(tmp_path / "gcptui.toml")
+    result = gcptui("--config", str(config), "job", "start", "vm-j", cwd=tmp_path)
+    assert result.returncode == 2
+    assert "[job].command is empty" in result.stderr and len(result.stderr.strip().splitlines()) == 1

@@ -53,7 +53,8 @@ async def test_keepalive_command_logs_each_event_and_stops_on_sigterm(fleet_fact
         await read_until(process.stdout, "spot-a: preempted - GCE: stopped by a preemption", seen)
         await read_until(process.stdout, "spot-a: resumed", seen)
         summary = await read_until(process.stdout, "spot-a: resumed: preempted", seen)
-        assert "by poll" in summary and "resumed at step 0" in summary
+        # Poll or the VM's own notice, whichever is first under load; either way resumed from the start.
+        assert ("by poll" in summary or "by notice" in summary) and "resumed at step 0" in summary
         process.send_signal(signal.SIGTERM)
         await read_until(process.stdout, "keep-alive: stopped", seen)
         assert await asyncio.wait_for(process.wait(), 20) == 0

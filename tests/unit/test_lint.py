@@ -23,5 +23,7 @@ def test_the_tree_is_formatted() -> None:
     ruff = shutil.which("ruff")
     if ruff is None:
         pytest.skip("ruff is not installed (pip install -e '.[dev]')")
-    result = subprocess.run([ruff, "format", "--check", "."], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    result = subprocess.run(
+        [ruff, "format", "--check", "."], cwd=ROOT, capture_output=True, text=True, timeout=120
+    )
     assert result.returncode == 0, "run `make format` (ruff format .):\n" + result.stdout + result.stderr

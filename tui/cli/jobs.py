@@ -33,6 +33,10 @@ def job_rows(statuses: list[JobStatus]) -> list[list[str | Text]]:
 
 def run_job(args: argparse.Namespace) -> int:
     async def body(services: Services) -> int:
+        if args.action in ("start", "restart") and not services.config.job.command.strip():
+            raise_usage(
+                "[job].command is empty: set the training command in gcptui.toml ([job] command = ...)"
+            )
         if args.names:
             instances = await services.resolve(args.names, running=True)
         elif args.action == "status":
