@@ -67,3 +67,28 @@ async def test_readonly_demo_writes_nothing_to_a_vm_and_runs_no_keepalive(
         assert emulator.instance("spot-r").status == "RUNNING"
         assert app.live["spot-r"].job is not None and app.live["spot-r"].job.state == "none"
         assert sum("disabled by --readonly" in m for m in notices(app)) >= 3
+
+
+async def test_without_readonly_a_local_edit_reaches_the_vm_and_the_sync_cell_says_so(
+    emulator: Emulator, tmp_path: Path
+) -> None:
+    # The positive control of the test above: same set-up, live sync on (demo default).
+    emulator.add_instance("vm-w", "us-central1-a")
+    await emulator.wait_for_status("vm-w", "RUNNING")
+    source = tmp_path / "src"
+    source.mkdir()
+    (source / "train.py").write_text("print('hi')\n")
+    config = emulator.write_config(tmp_path / "gcptui.toml")
+    config.write_text(config.read_text() + CONFIG.format(source=source))
+    app = GcptuiApp(load_config(config), demo=True, refresh_seconds=0.3)
+    home = emulator.instance("vm-w").disk / "home"  # type: ignore[operator]
+    async with app.run_test(size=(180, 40)) as pilot:
+        await until(
+            pilot, lambda: app.live.get("vm-w") is not None and app.live["vm-w"].sync_state == "in_sync"
+        )
+        live = app.live["vm-w"]
+        assert live.sync_route == f"{source} → vm-w:~/project"
+        (source / "edited.py").write_text("print('edited')\n")
+        await until(pilot, lambda: (home / "project" / "edited.py").exists())
+        await until(pilot, lambda: live.last_sync_files >= 1 and live.last_sync_bytes > 0)
+        assert "file" in live.last_sync_text()
