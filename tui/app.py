@@ -386,7 +386,10 @@ class GcptuiApp(App[None]):
         self.push_screen(HelpScreen(actions, self.keymap))
 
     def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
-        yield from super().get_system_commands(screen)
+        for command in super().get_system_commands(screen):
+            if command.title.lower().startswith("quit"):
+                continue  # the registry's own Quit (with its key) follows: listed once
+            yield command
         for action in self.available_actions(screen):
             target: App[None] | Screen[None] = (
                 self if action.screen == "app" else (screen if action.screen == "logs" else self.fleet_screen)
