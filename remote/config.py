@@ -172,12 +172,13 @@ class SyncConfig(_Section):
     ``~/.gcptui/sync/``), and never touches protected paths.
     """
 
-    source: str = Field(
-        default=".",
+    source: str | None = Field(
+        default=None,
         description=(
-            "The local folder to mirror. `~` is expanded; a relative path resolves against the folder of "
-            "the config file (the current directory when no file was found). Its `.gitignore` files, "
-            "`.git/info/exclude` and `exclude` decide what is synced; `.git/` never is."
+            "The local folder to mirror. Not written: the current directory. Written: `~` is expanded, and a "
+            "relative path resolves against the folder of the config file (not the current directory). "
+            "Its `.gitignore` files, `.git/info/exclude` and `exclude` decide what is synced; `.git/` never "
+            "is. Every sync says `SOURCE → NAME:DEST`."
         ),
     )
     dest: str = Field(
@@ -200,6 +201,14 @@ class SyncConfig(_Section):
         description=(
             "Gitignore-syntax patterns, relative to `dest`, that sync never writes, replaces or deletes "
             "(with everything below a matching folder): what training writes on the VM, e.g. `runs/`."
+        ),
+    )
+    allow_secrets: list[str] = Field(
+        default=[],
+        description=(
+            "Paths, relative to `source`, of private-key files that may be synced anyway. Without them sync "
+            "refuses a source holding the config's own SSH key or any file that looks like a private key "
+            "(`-----BEGIN ... PRIVATE KEY-----`, `id_*` without `.pub`), naming the file."
         ),
     )
 
@@ -325,6 +334,14 @@ class KeepaliveConfig(_Section):
             "switching keep-alive back on reset the count."
         ),
     )
+    restart_idle: bool = Field(
+        default=False,
+        description=(
+            "Restart a preempted VM whose job has nothing to resume (it had finished, was killed by the "
+            "user, or never started). False: such a VM is left stopped (`left stopped` in the timeline); "
+            "its job is never started by a preemption either way."
+        ),
+    )
 
 
 class LogsConfig(_Section):
@@ -408,6 +425,13 @@ class Config(_Section):
     @property
     def base_dir(self) -> Path:
         return self.path.parent if self.path else Path.cwd()
+
+    def sync_source(self) -> Path:
+        """``[sync].source``: relative to the config file's folder when written relative, the
+        current directory when not written at all (the project one runs gcptui from)."""
+        if self.sync.source is None:
+            return Path.cwd()
+        return self.resolve_local(self.sync.source)
 
     def resolve_local(self, value: str) -> Path:
         """A local path from the file: ``~`` expanded, relative to the config file's folder."""

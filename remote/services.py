@@ -6,15 +6,37 @@ The CLI and the TUI are two faces over this one object, so both act identically.
 from __future__ import annotations
 
 import asyncio
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING
 
-from gcptui.remote.cloud.fleet import FleetSource
+from gcptui.remote.cloud.fleet import FleetSnapshot, FleetSource
 from gcptui.remote.config import Config
-from gcptui.remote.errors import GcptuiError
+from gcptui.remote.errors import ConfigError, GcptuiError, NotFoundError
 from gcptui.remote.jobs.runner import JobRunner
 from gcptui.remote.models import ConnectionGetter, Instance
+from gcptui.remote.ssh.errors import SshError, SshUnreachableError
 from gcptui.remote.ssh.pool import SshPool
 from gcptui.remote.ssh.target import SshTarget, target_for
 from gcptui.remote.sync import SyncSession
+from gcptui.remote.sync.secrets import private_keys
+
+if TYPE_CHECKING:
+    import asyncssh
+
+# Statuses in which a VM has no sshd to reach: say so before trying SSH (`gcptui vm start NAME`).
+DOWN_STATUSES = frozenset({"TERMINATED", "STOPPING", "STOPPED", "SUSPENDING", "SUSPENDED"})
+# A getter that lost its machine re-reads the fleet at most this often (one listing shared by all).
+FLEET_REREAD_SECONDS = 2.0
+
+
+def down_error(instance: Instance) -> SshUnreachableError | None:
+    """The one-line error for a VM that is not running (None when SSH may reach it)."""
+    if instance.source == "gce" and instance.status in DOWN_STATUSES:
+        return SshUnreachableError(
+            instance.name, f"{instance.name} is {instance.status}: `gcptui vm start {instance.name}`"
+        )
+    return None
 
 
 class Services:
@@ -25,6 +47,37 @@ class Services:
         self.fleet = FleetSource(config)
         self.pool = SshPool(config.ssh)
         self.jobs = JobRunner.from_config(self.pool, config)
+        self._instances: dict[str, Instance] = {}  # the latest fleet reading, by name
+        self._read_at = 0.0  # time.monotonic() of that reading
+        self._reading: asyncio.Lock | None = None
+        self._source_checked: Path | None = None  # the sync source found free of private keys
+
+    def note_snapshot(self, snapshot: FleetSnapshot) -> None:
+        """Remember the fleet as last read: getters from ``follow`` use the newest address."""
+        self._instances.update({i.name: i for i in snapshot.instances})
+        self._read_at = time.monotonic()
+
+    def latest(self, name: str) -> Instance | None:
+        """The machine ``name`` as the fleet last reported it."""
+        return self._instances.get(name)
+
+    async def reread(self, name: str, max_age: float = FLEET_REREAD_SECONDS) -> Instance | None:
+        """The machine as the fleet reports it now (one listing shared by every caller, at most
+        every ``max_age`` seconds); the previous reading when the listing fails."""
+        if self._reading is None:
+            self._reading = asyncio.Lock()
+        async with self._reading:
+            if time.monotonic() - self._read_at >= max_age:
+                try:
+                    self.note_snapshot(await asyncio.to_thread(self.fleet.snapshot))
+                except GcptuiError:
+                    self._read_at = time.monotonic()  # an API hiccup: keep the last reading a while
+        return self._instances.get(name)
+
+    def follow(self, instance: Instance) -> FollowingGetter:
+        """A ``ConnectionGetter`` that follows the machine by name across restarts (new addresses)."""
+        self._instances.setdefault(instance.name, instance)
+        return FollowingGetter(self, instance.name)
 
     def target(self, instance: Instance) -> SshTarget:
         return target_for(self.config, instance)
@@ -39,11 +92,34 @@ class Services:
     def getter(self, instance: Instance) -> ConnectionGetter:
         return self.pool.getter(self.target(instance))
 
+    def sync_source(self) -> Path:
+        """The local folder sync sends, checked once: refused (one line naming the file) when it
+        holds the config's SSH private key or any file that looks like a private key."""
+        source = self.config.sync_source()
+        if self._source_checked != source:
+            if not source.is_dir():
+                raise ConfigError(f"[sync].source {source} is not a folder: set [sync].source in the config")
+            sync = self.config.sync
+            key = self.config.resolve_local(self.config.ssh.key) if self.config.ssh.key else None
+            found = private_keys(source, exclude=sync.exclude, allow=sync.allow_secrets, own_key=key)
+            if found:
+                more = f" (and {len(found) - 1} more)" if len(found) > 1 else ""
+                raise ConfigError(
+                    f"refusing to sync {source}: it holds a private key, {source / found[0]}{more}: set "
+                    "[sync].source to your project, exclude the file, or list it in [sync].allow_secrets"
+                )
+            self._source_checked = source
+        return source
+
+    def sync_line(self, instance: Instance) -> str:
+        """What sync does, for the CLI and the TUI: ``LOCAL_SOURCE → NAME:DEST``."""
+        return f"{self.config.sync_source()} → {instance.name}:{self.config.sync.dest}"
+
     def sync_session(self, instance: Instance) -> SyncSession:
         """A live-sync session of ``[sync]`` to one machine over the shared pool."""
         sync = self.config.sync
         return SyncSession(
-            self.config.resolve_local(sync.source),
+            self.sync_source(),
             sync.dest,
             self.getter(instance),
             exclude=sync.exclude,
@@ -51,9 +127,21 @@ class Services:
             name=instance.name,
         )
 
-    async def resolve(self, names: list[str]) -> list[Instance]:
-        """Instances by name (one fleet listing, off the event loop); unknown names are one error."""
-        return await asyncio.to_thread(self.fleet.resolve, names)
+    async def resolve(self, names: list[str], *, running: bool = False) -> list[Instance]:
+        """Instances by name (one fleet listing, off the event loop); an unknown name is a usage
+        error (exit 2); with ``running``, a VM that is not running is one error naming the fix."""
+        snapshot = await asyncio.to_thread(self.fleet.snapshot)
+        self.note_snapshot(snapshot)
+        try:
+            instances = self.fleet.resolve(names, snapshot)
+        except NotFoundError as err:
+            raise ConfigError(str(err)) from None
+        if running:
+            for instance in instances:
+                error = down_error(instance)
+                if error is not None:
+                    raise error
+        return instances
 
     async def reachable(self) -> list[Instance]:
         """Every machine SSH could reach now: running VMs and the static hosts."""
@@ -62,3 +150,47 @@ class Services:
 
     async def close(self) -> None:
         await self.pool.close()
+
+
+class FollowingGetter:
+    """A ``ConnectionGetter`` bound to a machine's name, not to an address.
+
+    Each call connects to the newest address the fleet reported (``Services.note_snapshot``); when
+    that fails with a retryable error it re-reads the fleet (rate-limited) and, if the machine moved
+    (a Spot VM restarted with a new ephemeral IP, a recreated VM), tries the new address at once.
+    ``where`` names the address it is on now, for "reconnecting to ADDRESS" messages.
+    """
+
+    def __init__(self, services: Services, name: str) -> None:
+        self.services = services
+        self.name = name
+
+    @property
+    def where(self) -> str:
+        target = self.services.pool.target(self.name)
+        if target is None:
+            instance = self.services.latest(self.name)
+            target = self.services.target_or_none(instance) if instance else None
+        return target.address if target else "?"
+
+    def _target(self, instance: Instance | None) -> SshTarget:
+        if instance is None:
+            raise SshUnreachableError(self.name, f"{self.name} is no longer in the fleet")
+        error = down_error(instance)
+        if error is not None:
+            raise error
+        return self.services.target(instance)
+
+    async def __call__(self) -> asyncssh.SSHClientConnection:
+        # The pool's target is the newest anyone asked for (keep-alive connects to a restarted VM
+        # before the next fleet refresh): asking for an older one would tear that connection down.
+        target = self.services.pool.target(self.name) or self._target(self.services.latest(self.name))
+        try:
+            return await self.services.pool.connection(target)
+        except SshError as err:
+            if not err.retryable:
+                raise
+            fresh = self._target(await self.services.reread(self.name))
+            if fresh == target:
+                raise
+            return await self.services.pool.connection(fresh)

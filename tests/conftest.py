@@ -23,6 +23,20 @@ os.environ.setdefault("NO_GCE_CHECK", "true")
 _addresses = (f"127.0.0.{n}" for n in itertools.count(20))
 
 
+@pytest.fixture(autouse=True)
+def own_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Every test runs with its own empty HOME (so ~/.gcptui, ~/.ssh, ~/.config) and gcloud config:
+    what the machine's user has there (a stale job state, keys, a gcloud project) never leaks in,
+    and nothing a test writes lands there. Subprocesses inherit it."""
+    home = tmp_path_factory.mktemp("home")
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(home / ".config"))
+    monkeypatch.setenv("CLOUDSDK_CONFIG", str(home / ".config" / "gcloud"))
+    for name in ("GOOGLE_CLOUD_PROJECT", "CLOUDSDK_CORE_PROJECT", "GOOGLE_APPLICATION_CREDENTIALS"):
+        monkeypatch.delenv(name, raising=False)
+    return home
+
+
 @pytest.fixture(scope="session")
 def client_key(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return make_client_key(tmp_path_factory.mktemp("client-key"))

@@ -26,9 +26,9 @@ from gcptui.remote.errors import GcptuiError
 from gcptui.remote.jobs.protocol import JobStatus
 from gcptui.remote.keepalive.events import RecoveryEvent
 from gcptui.remote.keepalive.recovery import KeepAlive
-from gcptui.remote.models import ConnectionGetter, Instance
+from gcptui.remote.models import Instance
 from gcptui.remote.safe_text import one_line, sanitize
-from gcptui.remote.services import Services
+from gcptui.remote.services import FollowingGetter, Services
 from gcptui.tui.fleet.screen import FleetScreen
 from gcptui.tui.keys import (
     ACTIONS,
@@ -47,6 +47,14 @@ if TYPE_CHECKING:
     from gcptui.remote.telemetry.log_stream import LogEvent
 
 REFRESH_SECONDS = 5.0
+# Keep-alive events that end a recovery, and the word the Keep-alive cell shows for each.
+_OUTCOME_WORDS = {
+    "resumed": "resumed",
+    "nothing_to_resume": "idle",
+    "left_stopped": "left stopped",
+    "failed": "failed",
+    "gave_up": "gave up",
+}
 log = logging.getLogger(__name__)
 
 
@@ -81,7 +89,8 @@ class GcptuiApp(App[None]):
         self.live: dict[str, Live] = {}
         self.monitors = Monitors(
             self.services, self.live, self._live_changed,
-            job_ended=self._job_ended, sync_warning=self._sync_warning, sync_by_default=demo,
+            job_ended=self._job_ended, sync_warning=self._sync_warning,
+            sync_by_default=demo and not readonly,  # --readonly: nothing is written to a VM
             gpu_idle=self._gpu_idle, failed=self.background_failed,
         )  # fmt: skip
         self.keymap = validate_keymap(config.keys)
@@ -122,7 +131,8 @@ class GcptuiApp(App[None]):
         if self.poll_fleet:
             self.refresh_fleet()
             self.set_interval(self.refresh_seconds, self.refresh_fleet)
-            if self.config.gcp is not None:
+            if self.config.gcp is not None and not self.readonly:
+                # --readonly: keep-alive would restart VMs and start jobs; it does not run at all.
                 self.run_worker(self._keep_alive(), group="keepalive", exit_on_error=False)
 
     def refresh_fleet(self) -> None:
@@ -142,12 +152,15 @@ class GcptuiApp(App[None]):
             self.post_message(FleetRefreshed(snapshot))
 
     def on_fleet_refreshed(self, message: FleetRefreshed) -> None:
+        self.services.note_snapshot(message.snapshot)  # open log panes follow the VMs' new addresses
         self.monitors.reconcile(message.snapshot)
         if self.keepalive is not None:
             for instance in message.snapshot.instances:
                 if instance.name in self.live:
-                    enabled = self.keepalive.enabled(instance.name) if instance.spot else None
-                    self.live[instance.name].keepalive = enabled
+                    live = self.live[instance.name]
+                    live.keepalive = self.keepalive.enabled(instance.name) if instance.spot else None
+                    if live.outcome == "resumed" and instance.status != "RUNNING":
+                        live.outcome = ""  # stopped since: "resumed" would be a stale word
         self._tell_fleet(FleetRefreshed(message.snapshot))
 
     # -- keep-alive --------------------------------------------------------------------------------
@@ -172,7 +185,11 @@ class GcptuiApp(App[None]):
         if event.kind == "suspect":
             return
         live = self.monitors.state(event.name)
-        live.recovery = event.kind
+        outcome = _OUTCOME_WORDS.get(event.kind)
+        if outcome is not None:  # the recovery ended: its outcome, beside the setting
+            live.recovery, live.outcome = "", outcome
+        else:
+            live.recovery, live.outcome = event.kind, ""
         self._live_changed(event.name)
         if event.kind in ("notice", "preempted"):
             self.notify(
@@ -184,6 +201,8 @@ class GcptuiApp(App[None]):
             self.notify(f"{event.name}: training resumed {event.detail}", title="Recovered")
         elif event.kind in ("failed", "gave_up"):
             self.notify(f"{event.name}: {event.detail}", title="Keep-alive", severity="error", timeout=15)
+        elif event.kind in ("nothing_to_resume", "left_stopped"):
+            self.notify(f"{event.name}: {event.detail}", title="Keep-alive")
 
     def toggle_keepalive(self, instance: Instance) -> None:
         if self.keepalive is None:
@@ -194,11 +213,14 @@ class GcptuiApp(App[None]):
             return
         on = not self.keepalive.enabled(instance.name)
         (self.keepalive.enable if on else self.keepalive.disable)(instance.name)
-        self.monitors.state(instance.name).keepalive = on
+        live = self.monitors.state(instance.name)
+        live.keepalive, live.recovery, live.outcome = on, "", ""  # a new setting: old outcomes are stale
         self._live_changed(instance.name)
         self.notify(f"{instance.name}: keep-alive {'on' if on else 'off'}", title="Keep-alive")
 
     def toggle_sync(self, instance: Instance) -> bool:
+        if self.readonly:  # the key is refused before this; a last guard for other callers
+            return False
         return self.monitors.toggle_sync(instance)
 
     def relaunch_now(self, instance: Instance) -> None:
@@ -333,11 +355,12 @@ class GcptuiApp(App[None]):
         sources: list[PaneSource] = []
         for name in names:
             instance = snapshot.find(name)
-            target = self.services.target_or_none(instance) if instance else None
-            if target is None:
+            if instance is None or self.services.target_or_none(instance) is None:
                 self.notify(f"{name}: not reachable over SSH", severity="warning")
                 continue
-            get = self.services.pool.getter(target)
+            # The pane follows the VM by name: after a preemption or restart it reconnects to the
+            # VM's new address without leaving the screen.
+            get = self.services.follow(instance)
             for path in (log_path(), *logs.files):
                 label = name if path == log_path() else f"{name}:{path.rsplit('/', 1)[-1]}"
                 sources.append(
@@ -382,7 +405,10 @@ class GcptuiApp(App[None]):
         self.push_screen(HelpScreen(actions, self.keymap))
 
     def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
-        yield from super().get_system_commands(screen)
+        for command in super().get_system_commands(screen):
+            if command.title.lower().startswith("quit"):
+                continue  # the registry's own Quit (with its key) follows: listed once
+            yield command
         for action in self.available_actions(screen):
             target: App[None] | Screen[None] = (
                 self if action.screen == "app" else (screen if action.screen == "logs" else self.fleet_screen)
@@ -394,11 +420,11 @@ class GcptuiApp(App[None]):
             )
 
 
-def _log_events(get: ConnectionGetter, path: str, history_lines: int) -> AsyncIterator[LogEvent]:
+def _log_events(get: FollowingGetter, path: str, history_lines: int) -> AsyncIterator[LogEvent]:
     """A fresh stream of one remote file (the logs screen opens one per pane, again after a reset)."""
     from gcptui.remote.telemetry.log_stream import LogStream
 
-    return LogStream(get, path, history_lines=history_lines).events()
+    return LogStream(get, path, history_lines=history_lines, where=lambda: get.where).events()
 
 
 def _runner(target: App[None] | Screen[None], action: str):  # type: ignore[no-untyped-def]

@@ -169,6 +169,17 @@ def action_allowed(action: str, *, readonly: bool, demo: bool) -> bool:
     return True
 
 
+def refused_by_readonly(key: str, screen: str, keymap: Mapping[str, str] | None = None) -> Action | None:
+    """The mutating action that ``key`` would run on ``screen`` (``keymap`` rebinds by id): under
+    ``--readonly`` it is hidden and refused, and the screen says why instead of doing nothing."""
+    for a in ACTIONS:
+        if a.screen == screen and a.mutating:
+            bound = (keymap or {}).get(a.id, a.key)
+            if key in (k.strip() for k in bound.split(",")):
+                return a
+    return None
+
+
 def validate_keymap(keymap: Mapping[str, str], known: Iterable[Action] = ACTIONS) -> dict[str, str]:
     """Check a ``[keys]`` table: every id must exist; returns it for ``App.set_keymap``."""
     ids = {a.id for a in known}

@@ -240,8 +240,11 @@ class Emulator:
 
     # -- config ----------------------------------------------------------------------------------------
 
-    def write_config(self, path: Path | None = None, *, user: str | None = None) -> Path:
-        """Write a ``gcptui.toml`` pointing at this emulator (default ``root/gcptui.toml``)."""
+    def write_config(
+        self, path: Path | None = None, *, user: str | None = None, sync_source: Path | None = None
+    ) -> Path:
+        """Write a ``gcptui.toml`` pointing at this emulator (default ``root/gcptui.toml``); with
+        ``sync_source``, an explicit ``[sync]`` (never the emulator's own folder) and a commented ``[job]``."""
         path = Path(path) if path is not None else self.root / "gcptui.toml"
         # JSON string escapes are valid TOML basic strings: safe for any path.
         q = json.dumps
@@ -255,6 +258,9 @@ class Emulator:
                 f"port = {self.ssh_port}",
                 "",
             ]
+        if sync_source is not None:
+            lines += ["[sync]", f"source = {q(str(sync_source))}", 'dest = "~/project"', ""]
+            lines += ["# [job]", '# command = "python train.py"', '# resume = "python train.py --resume"', ""]
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text("\n".join(lines))
         return path

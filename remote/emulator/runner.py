@@ -44,7 +44,9 @@ async def serve_emulator(
     await emulator.start()
     try:
         add_fleet(emulator, demo_fleet(vms))
-        config = emulator.write_config()
+        project = directory / "project"  # what sync sends: never the emulator's state (its SSH key)
+        project.mkdir(parents=True, exist_ok=True)
+        config = emulator.write_config(sync_source=project)
         print(f"emulator ready: {vms} VMs, config {config}, API {emulator.endpoint}", file=out, flush=True)
         await stop.wait()
     finally:

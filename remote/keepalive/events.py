@@ -28,6 +28,8 @@ EventKind = Literal[
     "synced",  # reported by the relauncher: the sync barrier passed
     "started",  # reported by the relauncher: the resume command runs
     "resumed",  # the job reported the step it resumed from (or the relaunch finished)
+    "nothing_to_resume",  # the job had ended (exited, killed by the user, never started): not relaunched
+    "left_stopped",  # nothing to resume and [keepalive].restart_idle is off: the VM stays stopped
     "failed",  # this recovery failed; the next poll may try again
     "gave_up",  # max_restarts reached: nothing more happens until relaunch_now() or enable()
 ]
@@ -75,7 +77,7 @@ class Timeline:
     resumed_step: int | None = None
     last_step: int | None = None
     restarts: int = 0  # start/insert calls made (stock-outs included)
-    outcome: Literal["recovering", "resumed", "failed", "gave_up"] = "recovering"
+    outcome: Literal["recovering", "resumed", "idle", "left_stopped", "failed", "gave_up"] = "recovering"
 
     def add(self, event: RecoveryEvent) -> None:
         self.events.append(event)
@@ -95,8 +97,15 @@ class Timeline:
         elif kind == "resumed":
             self.resumed_at = event.at
             self.outcome = "resumed"
-        elif kind in ("failed", "gave_up"):
+        elif kind == "nothing_to_resume":
+            self.outcome = "idle"
+        elif kind in ("failed", "gave_up", "left_stopped"):
             self.outcome = kind
+
+    @property
+    def outcome_text(self) -> str:
+        """The outcome in words: "resumed", "restarted, nothing to resume", "left stopped", ..."""
+        return OUTCOME_TEXT.get(self.outcome, self.outcome)
 
     @property
     def steps_lost(self) -> int | None:
@@ -128,6 +137,13 @@ class Timeline:
         }  # fmt: skip
 
 
+OUTCOME_TEXT = {
+    "idle": "restarted, nothing to resume",
+    "left_stopped": "left stopped",
+    "gave_up": "gave up",
+}
+
+
 def steps_lost(last_step: int | None, resumed_step: int | None) -> int | None:
     """``last_step - resumed_step`` floored at 0; None when either is unknown."""
     if last_step is None or resumed_step is None:
@@ -145,6 +161,7 @@ class ResumePoint:
 
     step: int | None = None
     last_step: int | None = None
+    nothing: str | None = None  # why nothing was resumed (the job had ended); None: it was
 
 
 StepReporter = Callable[[StepKind, str], None]

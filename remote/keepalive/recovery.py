@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
@@ -37,11 +37,13 @@ from gcptui.remote.keepalive.events import (
     now,
     steps_lost,
 )
+from gcptui.remote.keepalive.resume_rule import nothing_to_resume
 from gcptui.remote.keepalive.vm_restart import VmRestarter, backoff, recreate_body
 from gcptui.remote.models import Instance
 
 if TYPE_CHECKING:
     from gcptui.remote.cloud.gce import GceClient
+    from gcptui.remote.jobs.protocol import JobStatus
 
 log = logging.getLogger(__name__)
 
@@ -74,8 +76,12 @@ class KeepAlive:
         backoff_cap: float = 60.0,
         boot_timeout: float = 600.0,
         relaunch_timeout: float = 600.0,
+        restart_idle: bool = False,
+        job_status: Callable[[Instance], Awaitable[JobStatus]] | None = None,
     ) -> None:
         self.gce = gce
+        self.restart_idle = restart_idle  # restart a VM whose job has nothing to resume
+        self.job_status = job_status  # reads the job's record on a restarted VM's disk
         self.relaunch = relaunch
         self.poll_seconds = poll_seconds
         self.fast_poll_seconds = min(fast_poll_seconds, poll_seconds)
@@ -94,6 +100,7 @@ class KeepAlive:
         self._names: set[str] | None = set(names) if names is not None else None
         self._disabled: set[str] = set()
         self._known: dict[str, Instance] = {}
+        self._jobs: dict[str, JobStatus] = {}  # the job's last state seen before a preemption
         self._records: dict[str, Any] = {}  # raw settings of DELETE-action VMs, to recreate them
         self._recovering: dict[str, asyncio.Task[None]] = {}
         self._suspects: dict[str, float] = {}  # name -> loop time until which it is polled fast
@@ -147,6 +154,10 @@ class KeepAlive:
         gone = name in self._records and instance.status == "GONE"
         self._begin(instance, "manual", "relaunch requested", None, recreate=gone)
         return True
+
+    def note_job(self, name: str, status: JobStatus) -> None:
+        """The job's state as last seen on the VM: a preemption resumes only a job that had not ended."""
+        self._jobs[name] = status
 
     def instances(self) -> list[Instance]:
         """The fleet as of the last poll, with recovered VMs' fresh records."""
@@ -292,13 +303,25 @@ class KeepAlive:
 
     async def _recover(self, instance: Instance, *, recreate: bool) -> None:
         name, zone = instance.name, instance.zone
+        manual = self.timelines[name].detected_by == "manual"
         try:
+            seen = self._jobs.get(name)
+            reason = nothing_to_resume(seen) if seen is not None else None
+            if reason is not None and not (self.restart_idle or manual) and instance.status != "RUNNING":
+                self._event(name, "left_stopped", f"{reason}: nothing to resume (`gcptui vm start {name}`)")
+                return
             if instance.status != "RUNNING":
                 await self._vms.restart(instance, self._records.get(name), recreate=recreate)
             fresh = await self._vms.wait_running(name, zone)
             self._known[name] = fresh
             self._event(name, "running", f"address {fresh.external_ip or fresh.internal_ip}")
-            point = await self._relaunch(fresh)
+            # Unknown before the preemption: the job's record on the kept disk decides (a recreated
+            # VM has a fresh disk; its job resumes from the bucket).
+            check = self.job_status if seen is None and not recreate else None
+            point = await self._relaunch(fresh, check)
+            if point.nothing is not None:
+                await self._idle(fresh, point.nothing, stop=not (self.restart_idle or manual))
+                return
             timeline = self.timelines[name]
             timeline.resumed_step = point.step
             if point.last_step is not None:
@@ -315,7 +338,18 @@ class KeepAlive:
             self._event(name, "failed", "cancelled (keep-alive disabled or closed)")
             raise
 
-    async def _relaunch(self, instance: Instance) -> ResumePoint:
+    async def _idle(self, instance: Instance, reason: str, *, stop: bool) -> None:
+        """Nothing to resume on a restarted VM: stop it again unless idle restarts are wanted."""
+        self._jobs.pop(instance.name, None)
+        if stop:
+            await asyncio.to_thread(self.gce.stop, instance.name, instance.zone)
+            self._event(instance.name, "left_stopped", f"{reason}: nothing to resume; stopped it again")
+        else:
+            self._event(instance.name, "nothing_to_resume", reason)
+
+    async def _relaunch(
+        self, instance: Instance, check: Callable[[Instance], Awaitable[JobStatus]] | None = None
+    ) -> ResumePoint:
         """SSH may lag the RUNNING status by seconds: retry with backoff until the deadline."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.relaunch_timeout
@@ -327,6 +361,11 @@ class KeepAlive:
         while True:
             self._event(instance.name, "relaunching", f"attempt {attempt + 1}")
             try:
+                if check is not None:
+                    reason = nothing_to_resume(await check(instance))
+                    if reason is not None:
+                        return ResumePoint(nothing=reason)
+                    check = None
                 result = await self.relaunch(instance, report)
                 return result if isinstance(result, ResumePoint) else ResumePoint(step=result)
             except (GcptuiError, OSError) as err:

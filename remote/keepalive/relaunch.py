@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from gcptui.remote.errors import GcptuiError
-from gcptui.remote.jobs.protocol import metrics_path
+from gcptui.remote.jobs.protocol import JobStatus, metrics_path
 from gcptui.remote.keepalive.recovery import KeepAlive, RecoveryEvent, ResumePoint, StepReporter
 from gcptui.remote.models import Instance
 
@@ -137,6 +137,11 @@ class JobLauncher:
 
     __call__ = relaunch
 
+    async def job_status(self, instance: Instance) -> JobStatus:
+        """The job's state as the restarted VM's disk records it (did it end before the preemption?)."""
+        services = self.services
+        return await services.jobs.status(services.target(instance))
+
     async def mark(self, conn: object) -> MetricsMark:
         """The metrics file's size and last step now (before the restart)."""
         script = self._home() + _TAIL
@@ -173,11 +178,12 @@ def build_keepalive(
     **options: float,
 ) -> KeepAlive:
     """A ``KeepAlive`` over the services' Compute client and a ``JobLauncher``, with ``[keepalive]``'s
-    ``poll_seconds`` and ``max_restarts`` (``options`` override any ``KeepAlive`` setting)."""
+    ``poll_seconds``, ``max_restarts`` and ``restart_idle`` (``options`` override any ``KeepAlive`` setting)."""
     settings = services.config.keepalive
     if services.config.gcp is None:
         raise GcptuiError("keep-alive needs [gcp] in gcptui.toml: static [[hosts]] cannot be restarted")
     launcher = JobLauncher(services)
     kwargs: dict[str, float] = {"poll_seconds": settings.poll_seconds, "max_restarts": settings.max_restarts}
     kwargs.update(options)
-    return KeepAlive(services.fleet.gce(), relaunch=launcher, on_event=on_event, names=names, **kwargs)  # type: ignore[arg-type]
+    return KeepAlive(services.fleet.gce(), relaunch=launcher, on_event=on_event, names=names,
+                     restart_idle=settings.restart_idle, job_status=launcher.job_status, **kwargs)  # type: ignore[arg-type]  # fmt: skip

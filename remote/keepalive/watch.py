@@ -30,6 +30,9 @@ async def forward_job_events(keepalive: KeepAlive, name: str, events: Any) -> No
     """Turn ``watch_job``'s events for VM ``name`` into notices and pokes; returns when they end."""
     async for event in events:
         kind = getattr(event, "kind", None)
+        status = getattr(event, "status", None)
+        if status is not None:
+            keepalive.note_job(name, status)  # a preemption resumes only a job that had not ended
         if kind == "preempted":
             keepalive.notice(
                 name, getattr(event, "at", None) if _is_datetime(getattr(event, "at", None)) else None

@@ -152,6 +152,11 @@ class SshPool:
 
         return get
 
+    def target(self, name: str) -> SshTarget | None:
+        """The target the pool holds (or is reaching) for host ``name``: the newest one asked for."""
+        slot = self._slots.get(name)
+        return slot.target if slot else None
+
     def status(self, name: str) -> HostStatus | None:
         """The latest state of host ``name``, None if the pool never saw it."""
         slot = self._slots.get(name)

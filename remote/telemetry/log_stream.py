@@ -21,7 +21,7 @@ from __future__ import annotations
 import asyncio
 import binascii
 import shlex
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -29,6 +29,7 @@ import asyncssh
 
 from gcptui.remote.aio import within
 from gcptui.remote.models import ConnectionGetter
+from gcptui.remote.ssh.errors import SshError
 from gcptui.remote.telemetry.log_text import LineAssembler
 
 NoticeKind = Literal[
@@ -123,6 +124,10 @@ class LogStream:
     ``path`` may start with ``~/``. ``history_lines`` lines already in the file are sent first (only
     on a fresh start, not on a resume). With ``follow=False`` the stream ends once caught up.
     ``inode``/``offset`` resume an earlier stream exactly (e.g. after the app restarted).
+    A retryable ``SshError`` from ``get_conn`` (a VM restarting: refused, unreachable, stopped) is a
+    reconnect, not the end. ``where`` names the address ``get_conn`` is on now (a getter that follows
+    the VM by name): when it differs from the last one that answered, the notice reads
+    "reconnecting to ADDRESS".
     """
 
     get_conn: ConnectionGetter
@@ -135,6 +140,8 @@ class LogStream:
     retry_delay: float = 0.5
     inode: str | None = None
     offset: int = 0
+    where: Callable[[], str] | None = None
+    _connected_to: str | None = field(default=None, repr=False)
     _assembler: LineAssembler = field(default_factory=LineAssembler, repr=False)
 
     def __aiter__(self) -> AsyncIterator[LogEvent]:
@@ -166,14 +173,27 @@ class LogStream:
                     if isinstance(event, LogNotice) and event.kind == "ended":
                         return
             except _RETRYABLE as err:
-                yield LogNotice("reconnecting", _describe(err))
+                yield LogNotice("reconnecting", self._moved(_describe(err)))
+            except SshError as err:
+                if not err.retryable:
+                    raise
+                yield LogNotice("reconnecting", self._moved(str(err)))
             except _ReaderFailed as err:
                 yield LogNotice("error", str(err))
             await asyncio.sleep(delay)
             delay = min(delay * 2, 5.0)
 
+    def _moved(self, message: str) -> str:
+        """``message``, led by "reconnecting to ADDRESS" once the machine has a new address."""
+        where = self.where() if self.where is not None else None
+        if where and self._connected_to is not None and where != self._connected_to:
+            return f"reconnecting to {where}: {message}"
+        return message
+
     async def _run_reader(self) -> AsyncIterator[LogEvent]:
         conn = await self.get_conn()
+        if self.where is not None:
+            self._connected_to = self.where()
         process = await conn.create_process(self._command(), encoding=None)
         try:
             while True:

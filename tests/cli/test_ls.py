@@ -87,3 +87,24 @@ def test_vm_preempt_then_ls_reads_terminated_preempted(api_emulator: EmulatorThr
 
     assert rows["spot-1"]["status"] == "TERMINATED" and rows["spot-1"]["preempted"] is True
     assert rows["plain-1"]["status"] == "TERMINATED" and rows["plain-1"]["preempted"] is False
+
+
+def test_piped_ls_prints_every_name_whole_one_row_per_line(
+    api_emulator: EmulatorThread, tmp_path: Path
+) -> None:
+    long_names = [f"trainer-with-a-rather-long-name-{n:02d}-for-column-truncation" for n in range(3)]
+    for name in long_names:
+        api_emulator.add_instance(
+            name, "us-central1-a", machine_type="g2-standard-8", gpus=[("nvidia-l4", 1)]
+        )
+    config = api_emulator.write_config(tmp_path / "gcptui.toml")
+
+    result = gcptui("ls", "--config", str(config))  # stdout is a pipe here, as in `gcptui ls | cat`
+
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[0].split("\t")[0] == "Name"
+    rows = [line.split("\t") for line in lines[1:]]
+    assert sorted(row[0] for row in rows) == sorted(long_names)
+    assert all(len(row) == len(lines[0].split("\t")) for row in rows)
+    assert "…" not in result.stdout

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import shutil
+import sys
 import tempfile
 from pathlib import Path
 
@@ -41,11 +42,16 @@ def run_demo(args: argparse.Namespace) -> int:
         ) as emulator:
             emulator.add_fleet(demo_fleet(args.vms))
             config_path = emulator.write_config(directory / "gcptui.toml")
-            write_demo_project(directory, config_path)
+            project = write_demo_project(directory, config_path)
             config = load_config(config_path)
-            GcptuiApp(
-                config, readonly=args.readonly, demo=True, banner=DEMO_BANNER, refresh_seconds=2.0
-            ).run()
+            # Where the editable project is: edit a file there and watch it reach the VMs.
+            banner = f"{DEMO_BANNER} · edit {project}"
+            GcptuiApp(config, readonly=args.readonly, demo=True, banner=banner, refresh_seconds=2.0).run()
     finally:
         shutil.rmtree(directory, ignore_errors=True)
+    print(
+        f"gcptui demo: its project was {directory / 'project'} (removed with the emulated fleet); "
+        "`gcptui emulator --dir DIR` keeps a fleet and DIR/project to sync",
+        file=sys.stderr,
+    )
     return 0

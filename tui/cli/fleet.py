@@ -8,11 +8,11 @@ import sys
 from concurrent.futures import ThreadPoolExecutor, as_completed
 
 from rich.console import Console
-from rich.table import Table
 
 from gcptui.remote.cloud.fleet import FleetSource
 from gcptui.remote.config import load_config
 from gcptui.remote.errors import ConfigError, GcptuiError
+from gcptui.tui.cli.tables import print_table
 from gcptui.tui.live.columns import COLUMNS
 
 
@@ -23,12 +23,8 @@ def run_ls(args: argparse.Namespace) -> int:
         json.dump([i.to_json() for i in snapshot.instances], sys.stdout, indent=2)
         sys.stdout.write("\n")
         return 0
-    table = Table(title=snapshot.source, title_justify="left", title_style="dim")
-    for column in COLUMNS:
-        table.add_column(column.label)
-    for instance in snapshot.instances:
-        table.add_row(*(column.cell(instance) for column in COLUMNS))
-    Console().print(table)
+    rows = [[column.cell(instance) for column in COLUMNS] for instance in snapshot.instances]
+    print_table([column.label for column in COLUMNS], rows, title=snapshot.source)
     return 0
 
 

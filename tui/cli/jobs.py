@@ -7,36 +7,41 @@ import json
 import sys
 
 from rich.console import Console
-from rich.table import Table
 from rich.text import Text
 
 from gcptui.remote.jobs.protocol import JobStatus, log_path
 from gcptui.remote.safe_text import one_line
 from gcptui.remote.services import Services
 from gcptui.tui.cli.common import with_services
+from gcptui.tui.cli.tables import print_table
 
 STATE_STYLES = {"running": "bold green", "exited": "cyan", "killed": "yellow", "none": "dim"}
 
 
-def job_table(statuses: list[JobStatus]) -> Table:
-    table = Table()
-    for column in ("Name", "State", "PID", "Exit", "Started", "Command"):
-        table.add_column(column)
+JOB_HEADERS = ("Name", "State", "PID", "Exit", "Started", "Command")
+
+
+def job_rows(statuses: list[JobStatus]) -> list[list[str | Text]]:
+    rows: list[list[str | Text]] = []
     for s in statuses:
         # Every field comes from files on the VM: plain Text (never markup), sanitized.
         state = s.state + (f" ({s.detail})" if s.detail else "")
-        table.add_row(
-            Text(one_line(s.name)), Text(one_line(state), STATE_STYLES.get(s.state, "")),
-            str(s.pid or "-"), "-" if s.exit_code is None else str(s.exit_code),
-            Text(one_line(s.started_at or "-")), Text(one_line(s.command or "-")),
-        )  # fmt: skip
-    return table
+        rows.append([
+            Text(one_line(s.name)), Text(one_line(state), STATE_STYLES.get(s.state, "")), str(s.pid or "-"),
+            "-" if s.exit_code is None else str(s.exit_code), Text(one_line(s.started_at or "-")),
+            Text(one_line(s.command or "-")),
+        ])  # fmt: skip
+    return rows
 
 
 def run_job(args: argparse.Namespace) -> int:
     async def body(services: Services) -> int:
+        if args.action in ("start", "restart") and not services.config.job.command.strip():
+            raise_usage(
+                "[job].command is empty: set the training command in gcptui.toml ([job] command = ...)"
+            )
         if args.names:
-            instances = await services.resolve(args.names)
+            instances = await services.resolve(args.names, running=True)
         elif args.action == "status":
             instances = await services.reachable()
         else:
@@ -57,7 +62,7 @@ def run_job(args: argparse.Namespace) -> int:
             json.dump([s.to_json() for s in ok], sys.stdout, indent=2)
             sys.stdout.write("\n")
         elif ok:
-            Console().print(job_table(ok))
+            print_table(JOB_HEADERS, job_rows(ok))  # plain tab-separated rows when piped
         return 0 if len(ok) == len(results) else 1
 
     return with_services(args, body)
@@ -67,10 +72,10 @@ def run_logs(args: argparse.Namespace) -> int:
     from gcptui.tui.cli.logs import run_logs as print_logs
 
     async def body(services: Services) -> int:
-        instances = await services.resolve(args.names)
+        instances = await services.resolve(args.names, running=True)
         lines = args.n if args.n is not None else services.config.logs.history_lines
         return await print_logs(
-            {i.name: services.getter(i) for i in instances},
+            {i.name: services.follow(i) for i in instances},
             (log_path(), *services.config.logs.files),
             follow=args.f,
             lines=lines,
@@ -83,9 +88,9 @@ def run_gpu(args: argparse.Namespace) -> int:
     from gcptui.tui.cli.logs import run_gpu as print_gpu
 
     async def body(services: Services) -> int:
-        instances = await services.resolve(args.names)
+        instances = await services.resolve(args.names, running=True)
         return await print_gpu(
-            {i.name: services.getter(i) for i in instances}, json_output=args.json, once=args.once
+            {i.name: services.follow(i) for i in instances}, json_output=args.json, once=args.once
         )
 
     return with_services(args, body)

@@ -42,7 +42,7 @@ def summary(timeline: Timeline) -> str:
         f"resumed at step {timeline.resumed_step if timeline.resumed_step is not None else '?'}",
         f"{timeline.steps_lost if timeline.steps_lost is not None else '?'} steps lost",
     ]  # fmt: skip
-    return f"{timeline.name}: {timeline.outcome}: " + ", ".join(parts)
+    return f"{timeline.name}: {timeline.outcome_text}: " + ", ".join(parts)
 
 
 async def keep_alive(

@@ -8,13 +8,15 @@ from __future__ import annotations
 import asyncio
 import json
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import aclosing
+from datetime import UTC, datetime
 from pathlib import PurePosixPath
 from typing import TextIO
 
 from gcptui.remote.aio import within
 from gcptui.remote.models import ConnectionGetter
+from gcptui.remote.services import FollowingGetter
 from gcptui.remote.telemetry.gpu import GpuMonitor, GpuSnapshot
 from gcptui.remote.telemetry.log_stream import LogChunk, LogStream
 from gcptui.remote.telemetry.log_text import strip_ansi
@@ -65,7 +67,8 @@ async def run_logs(
             prefix = f"\x1b[{_PREFIX_COLOURS[number % 8]}m{label:<{width}}\x1b[0m │ "
         else:
             prefix = f"{label:<{width}} | "
-        stream = LogStream(targets[name], path, history_lines=lines, follow=follow)
+        get = targets[name]
+        stream = LogStream(get, path, history_lines=lines, follow=follow, where=where_of(get))
         async for event in stream:
             if isinstance(event, LogChunk):
                 if event.lines:
@@ -87,6 +90,18 @@ async def run_logs(
     return 1 if failed else 0
 
 
+def where_of(get: ConnectionGetter) -> Callable[[], str] | None:
+    """The "where is it now" of a getter that follows its VM by name, for reconnect messages."""
+    if isinstance(get, FollowingGetter):
+        return lambda: get.where
+    return None
+
+
+def iso_time(seconds: float) -> str | None:
+    """A Unix time as ISO 8601 UTC, like every other time in ``--json`` (None when unknown)."""
+    return datetime.fromtimestamp(seconds, UTC).isoformat() if seconds else None
+
+
 def snapshot_json(name: str, snapshot: GpuSnapshot) -> dict[str, object]:
     """One ``gpu --json`` object: the reference's ``name`` and ``gpus`` (docs/REFERENCE.md), plus state and processes."""
     return {
@@ -95,7 +110,7 @@ def snapshot_json(name: str, snapshot: GpuSnapshot) -> dict[str, object]:
         "state": snapshot.state,
         "message": snapshot.message,
         "processes": None if snapshot.processes is None else [p.to_json() for p in snapshot.processes],
-        "time": snapshot.time,
+        "time": iso_time(snapshot.time),
     }
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import sys
 
 from rich.console import Console
 from rich.progress import BarColumn, DownloadColumn, Progress, TaskID, TextColumn, TimeRemainingColumn
@@ -34,6 +35,8 @@ def human_bytes(count: float) -> str:
 async def sync_before_job(services: Services, instances: list[Instance]) -> None:
     """The barrier of ``job start|restart``: each VM holds the current tree before the job runs."""
     sessions = [services.sync_session(i) for i in instances]
+    for instance in instances:
+        print(f"sync {services.sync_line(instance)}", file=sys.stderr, flush=True)
     try:
         await asyncio.gather(*(s.full_sync() for s in sessions))
     finally:
@@ -44,11 +47,15 @@ def run_sync(args: argparse.Namespace) -> int:
     console = Console(stderr=True, soft_wrap=True)
 
     async def body(services: Services) -> int:
-        instances = await services.resolve(args.names) if args.names else await services.reachable()
+        instances = (
+            await services.resolve(args.names, running=True) if args.names else await services.reachable()
+        )
         if not instances:
             console.print("nothing to sync to: no running VM and no static host (see `gcptui ls`)")
             return 1
         sessions = {i.name: services.sync_session(i) for i in instances}
+        for instance in instances:  # what goes where, before anything moves
+            console.print(services.sync_line(instance), highlight=False)
         with Progress(
             TextColumn("{task.description}"), BarColumn(), DownloadColumn(), TimeRemainingColumn(),
             console=console, transient=not args.once,

@@ -33,6 +33,28 @@ def help_table(actions: list[Action], keymap: dict[str, str]) -> Table:
     return table
 
 
+# How the denser cells read (the table has no room for legends).
+LEGEND = (
+    ("GPU", "per GPU: utilization sparkline, utilization now, then memory in use as NN%m; IDLE: idle too long"),
+    ("Sync", "off, syncing N, in sync HH:MM:SS (the last batch), or a brief 'synced N files' after a save"),
+    ("Keep-alive", "the setting (on/off/- for non-Spot), then the step of a recovery in progress or how the last"
+     " one ended: resumed, idle (restarted, nothing to resume), left stopped, failed, gave up"),
+    ("Timeline", "detected by: notice (the VM's own preemption notice), poll (the Compute API), lost (a poll"
+     " a dropped SSH connection asked for), manual (L)"),
+    ("Marks", "space marks machines for l (logs side by side); s, R, K act on the selected row only"),
+    ("ctrl+s", "in the logs screen: saves what the pane shows to gcptui-NAME-TIME.log in the folder gcptui started in"),
+)  # fmt: skip
+
+
+def legend_table() -> Table:
+    table = Table.grid(padding=(0, 2))
+    table.add_column(justify="right", style="bold cyan", min_width=10)
+    table.add_column()
+    for name, text in LEGEND:
+        table.add_row(name, text)
+    return table
+
+
 class HelpScreen(ModalScreen[None]):
     BINDINGS = [Binding("escape,q,question_mark", "dismiss", "Close", id="help.close")]
 
@@ -46,6 +68,8 @@ class HelpScreen(ModalScreen[None]):
             yield Static(Text("gcptui keys", style="bold"))
             yield Static(help_table(self.actions, self.keymap))
             yield Static(Text("Rebind any key in [keys] of gcptui.toml by its action id.", style="dim"))
+            yield Static(Text("\nReading the table", style="bold"))
+            yield Static(legend_table())
 
     async def action_dismiss(self, result: None = None) -> None:
         self.dismiss(result)

@@ -32,6 +32,9 @@ def live_table(live: Live) -> Table:
     table.add_row(
         "Sync", live.sync_text() + (Text(f"  {live.sync_reason}", "dim") if live.sync_reason else Text())
     )
+    if live.sync_route:
+        table.add_row("Sync route", live.sync_route)
+        table.add_row("Last sync", live.last_sync_text())
     table.add_row("Keep-alive", live.keepalive_text())
     table.add_row("GPUs", gpu_panel_text(live.gpu, live.progress, idle=live.gpu_idle, width=30))
     return table

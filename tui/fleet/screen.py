@@ -6,7 +6,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import Protocol
 
 from rich.text import Text
-from textual import on
+from textual import events, on
 from textual.app import ComposeResult
 from textual.containers import Vertical
 from textual.screen import Screen
@@ -15,7 +15,7 @@ from textual.widgets import DataTable, Footer, Header, Input, Static
 from gcptui.remote.cloud.fleet import FleetSnapshot
 from gcptui.remote.models import Instance
 from gcptui.tui.dialogs.confirm import ConfirmScreen
-from gcptui.tui.keys import action_allowed, bindings_for
+from gcptui.tui.keys import action_allowed, bindings_for, refused_by_readonly
 from gcptui.tui.live.columns import COLUMNS, LIVE_COLUMNS, UNWATCHED, Column, matches, status_word
 from gcptui.tui.live.monitors import reachable
 from gcptui.tui.live.state import Live
@@ -139,6 +139,20 @@ class FleetScreen(Screen[None]):
         # --readonly and demo-only actions are removed here, so the footer and palette agree.
         return action_allowed(action, readonly=self.readonly, demo=self.demo)
 
+    def on_key(self, event: events.Key) -> None:
+        # A key --readonly disables is hidden and refused by check_action: say so, never ignore it.
+        if not self.readonly or isinstance(self.focused, Input):
+            return
+        action = refused_by_readonly(event.key, "fleet", getattr(self.app, "keymap", None))
+        if action is not None:
+            event.stop()
+            self.notify(
+                f"{action.description}: disabled by --readonly (restart without it to change VMs and jobs)",
+                title="Read-only",
+                severity="warning",
+                timeout=4,
+            )
+
     def compose(self) -> ComposeResult:
         yield Header(show_clock=False)
         with Vertical(id="fleet-body"):
@@ -194,6 +208,9 @@ class FleetScreen(Screen[None]):
 
     def _render_status(self) -> None:
         text = Text()
+        if self.readonly:
+            text.append("READ-ONLY", style="bold reverse yellow")
+            text.append("  ")
         if self.banner:
             text.append(f"{self.banner}  ", style="bold reverse magenta")
         if self.snapshot is not None:

@@ -31,7 +31,7 @@ def timeline_table(timeline: Timeline) -> Table:
         ("Resumed at", _clock(timeline.resumed_at)),
         ("Resumed at step", "-" if timeline.resumed_step is None else str(timeline.resumed_step)),
         ("Steps lost", "-" if timeline.steps_lost is None else str(timeline.steps_lost)),
-        ("Outcome", timeline.outcome or "in progress"),
+        ("Outcome", timeline.outcome_text if timeline.outcome != "recovering" else "in progress"),
     ]
     for label, value in rows:
         summary.add_row(label, value)

@@ -10,6 +10,7 @@ import asyncio
 import contextlib
 import functools
 import logging
+import time
 from collections.abc import Callable, Coroutine
 from typing import Any
 
@@ -21,7 +22,7 @@ from gcptui.remote.jobs.watch import watch_job
 from gcptui.remote.models import ConnectionGetter, Instance
 from gcptui.remote.services import Services
 from gcptui.remote.ssh.target import SshTarget
-from gcptui.remote.sync import SyncEvent, SyncSession, SyncStateChanged, SyncWarning
+from gcptui.remote.sync import BatchApplied, SyncEvent, SyncSession, SyncStateChanged, SyncWarning
 from gcptui.remote.telemetry.gpu import GpuHistory, GpuMonitor
 from gcptui.remote.telemetry.idle import IdleGpuDetector
 from gcptui.remote.telemetry.progress import Progress, follow_progress
@@ -208,8 +209,15 @@ class Monitors:
         return True
 
     def _start_sync(self, instance: Instance) -> None:
-        session = self.services.sync_session(instance)
+        try:
+            session = self.services.sync_session(instance)
+        except GcptuiError as err:  # e.g. the source holds a private key: refused, said once
+            if self.state(instance.name).sync_state != "error":
+                self.sync_warning(instance.name, str(err))
+            self._record_sync(instance.name, "error", 0, str(err))
+            return
         session.subscribe(functools.partial(self._on_sync_event, instance.name))
+        self.state(instance.name).sync_route = self.services.sync_line(instance)
         task = self._spawn(f"sync {instance.name}", self._follow(instance.name, session))
         self._sync[instance.name] = (session, task)
 
@@ -227,6 +235,14 @@ class Monitors:
             self._record_sync(name, event.state, event.pending, event.reason)
         elif isinstance(event, SyncWarning):
             self.sync_warning(name, event.message)
+        elif isinstance(event, BatchApplied) and (event.files or event.deleted):
+            live = self.state(name)
+            live.last_sync_at, live.last_sync_files, live.last_sync_bytes = (
+                time.time(),
+                event.files,
+                event.bytes,
+            )
+            self.changed(name)
 
     def _record_sync(self, name: str, state: str, pending: int, reason: str) -> None:
         live = self.state(name)

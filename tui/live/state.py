@@ -6,6 +6,7 @@ the detail view. Plain data: no widgets here.
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 
 from rich.text import Text
@@ -21,6 +22,16 @@ SYNC_STYLES = {
     "in_sync": "green", "syncing": "yellow", "scanning": "yellow", "connecting": "dim",
     "paused": "dim", "reconnecting": "yellow", "error": "bold red", "stopped": "dim", "incomplete": "bold yellow",
 }  # fmt: skip
+SYNC_FLASH_SECONDS = 3.0  # how long "synced N files" shows after a batch landed
+
+
+def human_bytes(count: float) -> str:
+    """``512 B``, ``12.0 kB``, ``3.4 MB``."""
+    for unit in ("B", "kB", "MB", "GB"):
+        if count < 1000 or unit == "GB":
+            return f"{count:.0f} {unit}" if unit == "B" else f"{count:.1f} {unit}"
+        count /= 1000
+    return f"{count:.1f} GB"
 
 
 @dataclass
@@ -36,8 +47,13 @@ class Live:
     sync_state: str = ""
     sync_pending: int = 0
     sync_reason: str = ""
+    sync_route: str = ""  # what live sync does: "LOCAL_SOURCE → NAME:DEST"
+    last_sync_at: float = 0.0  # time.time() of the last batch that landed on the VM
+    last_sync_files: int = 0
+    last_sync_bytes: int = 0
     keepalive: bool | None = None  # None: not a Spot VM, nothing to keep alive
-    recovery: str = ""  # the newest keep-alive event, e.g. "restarting", "resumed"
+    recovery: str = ""  # the step of a recovery in progress, e.g. "restarting"; "" when none runs
+    outcome: str = ""  # how the last recovery ended ("resumed", "left stopped", ...); "" when stale
     watched: bool = False  # monitors are reading it now (a stopped VM keeps its last progress)
 
     def job_text(self) -> Text:
@@ -99,18 +115,46 @@ class Live:
             text.append(f" m{sum(mems) / len(mems):2.0f}%", "cyan")
         return text
 
-    def sync_text(self) -> Text:
+    def sync_text(self, now: float | None = None) -> Text:
+        """The sync state; for a few seconds after a batch landed "synced N files" (a flash), then
+        "in sync" with the time of the last sync."""
         if not self.sync_state:
             return Text("off", "dim")
+        now = time.time() if now is None else now
+        if (
+            self.sync_state == "in_sync"
+            and self.last_sync_at
+            and now - self.last_sync_at < SYNC_FLASH_SECONDS
+        ):
+            files = self.last_sync_files
+            return Text(f"synced {files} file{'s' if files != 1 else ''}", "bold green")
         word = {"in_sync": "in sync", "syncing": f"syncing {self.sync_pending}"}.get(
             self.sync_state, self.sync_state
         )
-        return Text(word, SYNC_STYLES.get(self.sync_state, ""))
+        text = Text(word, SYNC_STYLES.get(self.sync_state, ""))
+        if self.sync_state == "in_sync" and self.last_sync_at:
+            text.append(" " + time.strftime("%H:%M:%S", time.localtime(self.last_sync_at)), "dim")
+        return text
+
+    def last_sync_text(self) -> str:
+        """``14:02:31 · 3 files · 12.0 kB`` for the detail view; "-" before the first batch."""
+        if not self.last_sync_at:
+            return "-"
+        files = self.last_sync_files
+        stamp = time.strftime("%H:%M:%S", time.localtime(self.last_sync_at))
+        return f"{stamp} · {files} file{'s' if files != 1 else ''} · {human_bytes(self.last_sync_bytes)}"
 
     def keepalive_text(self) -> Text:
-        if self.recovery:
-            style = "bold green" if self.recovery == "resumed" else "bold magenta"
-            return Text(self.recovery, style)
+        """The setting now (on/off), then the recovery in progress or the last one's outcome."""
         if self.keepalive is None:
-            return Text("-", "dim")
-        return Text("on", "green") if self.keepalive else Text("off", "dim")
+            text = Text("-", "dim")
+        else:
+            text = Text("on", "green") if self.keepalive else Text("off", "dim")
+        if self.recovery:
+            text.append(f" {self.recovery}…", "bold magenta")
+        elif self.outcome:
+            style = {"resumed": "green", "left stopped": "yellow", "idle": "yellow"}.get(
+                self.outcome, "bold red"
+            )
+            text.append(f" · {self.outcome}", style)
+        return text

@@ -153,7 +153,8 @@ class LogPane(Vertical):
         if not view.follow:
             self._marker_count = view.new_lines
             self.query_one(NewLinesMarker).update(
-                f" ▼ {view.new_lines} new lines · s or End to follow ", layout=False
+                f" ▼ {view.new_lines} new line{'s' if view.new_lines != 1 else ''} · s or End to follow ",
+                layout=False,
             )
 
     @on(LogView.FollowChanged)

@@ -39,8 +39,11 @@ from gcptui.tui.logs.buffer import LogLines
 from gcptui.tui.logs.rows import BLANK, PARTIAL, Filters, RowIndex, RowPainter, heights, line_width
 from gcptui.tui.textual_compat import plain_box, set_scroll_y_quietly, set_virtual_size_quietly
 
+# Error lines for e/E: the usual words, Python's "...Error:"/"...Exception" names, a non-zero exit
+# code, a missing module and a crashed process.
 ERROR_PATTERN = re.compile(
-    r"\b(error|errors|exception|traceback|fatal|critical|failed|failure|panic|killed)\b|out of memory|nan loss",
+    r"\b(error|errors|exception|traceback|fatal|critical|failed|failure|panic|killed)\b|out of memory|nan loss"
+    r"|\w(error|exception)\b|exit code [1-9]|no module named|segmentation fault|core dumped",
     re.IGNORECASE,
 )
 

@@ -1,0 +1,24 @@
+"""Which jobs a preemption may bring back: only one that was running (or stopped by the preemption
+itself) and had not finished. A job that exited (any code), that the user killed, or that never
+started has nothing to resume, and keep-alive must not start it (nor keep a GPU VM up for it)."""
+
+from __future__ import annotations
+
+from gcptui.remote.jobs.protocol import JobStatus
+
+# ``detail`` words of the supervisor that mean the job was cut short by the machine going away.
+_CUT_SHORT = ("preempted", "vanished")
+
+
+def nothing_to_resume(status: JobStatus) -> str | None:
+    """Why ``status`` has nothing to resume (one phrase), or None when the job should be resumed."""
+    if status.state == "running":
+        return None  # it ran when the VM went down
+    if status.detail in _CUT_SHORT:
+        return None  # ended by the preemption (its notice, or the power-off)
+    if status.state == "none":
+        return "no job was ever started"
+    if status.state == "killed":
+        return "the job was killed by the user"
+    code = f" with exit code {status.exit_code}" if status.exit_code is not None else ""
+    return f"the job had exited{code}"
