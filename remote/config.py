@@ -29,6 +29,9 @@ class GcpConfig(_Section):
     project: str | None = None
     zones: list[str] = []
     api_endpoint: str = ""
+    # A file holding a bearer token sent on every Compute call instead of Google credentials (the
+    # emulator's; gcloud's ``auth/access_token_file`` works the same way). Relative to the config file.
+    access_token_file: str = ""
 
     @field_validator("project")
     @classmethod
@@ -175,7 +178,9 @@ def find_config(explicit: str | os.PathLike[str] | None) -> Path | None:
     if explicit is not None:
         path = Path(explicit).expanduser()
         if not path.is_file():
-            raise ConfigError(f"{path}: no such config file: check --config, or run without it to use the defaults")
+            raise ConfigError(
+                f"{path}: no such config file: check --config, or run without it to use the defaults"
+            )
         return path
     for path in default_config_paths():
         if path.is_file():
@@ -218,7 +223,11 @@ def _describe(error: Any, text: str, path: Path) -> str:
         return f"{where}: '{dotted}' is required: add it"
     if not dotted:
         return f"{where}: {message}"
-    return f"{where}: '{dotted}' {message}" if message.startswith(("is ", "'", "must")) else f"{where}: '{dotted}': {message}"
+    return (
+        f"{where}: '{dotted}' {message}"
+        if message.startswith(("is ", "'", "must"))
+        else f"{where}: '{dotted}': {message}"
+    )
 
 
 def _dotted(loc: list[Any]) -> str:

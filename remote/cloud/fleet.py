@@ -92,10 +92,16 @@ class FleetSource:
         """The Compute client, built (and its library imported) on first use."""
         if self._gce is None:
             assert self.gcp is not None
-            from gcptui.remote.cloud.gce import GceClient
+            from gcptui.remote.cloud.gce import GceClient, read_token
 
+            token = (
+                self.config.resolve_local(self.gcp.access_token_file) if self.gcp.access_token_file else None
+            )
             self._gce = GceClient(
-                project=self.project(), zones=list(self.gcp.zones), api_endpoint=self.gcp.api_endpoint
+                project=self.project(),
+                zones=list(self.gcp.zones),
+                api_endpoint=self.gcp.api_endpoint,
+                access_token=read_token(token) if token else None,
             )
         return self._gce
 

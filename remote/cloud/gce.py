@@ -13,19 +13,22 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
+from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
 from gcptui.remote.cloud.errors import Access, credentials_error, operation_error, server_message, translate
 from gcptui.remote.cloud.instances import (
     PREEMPTED_OPERATION,
+    DiskOrigin,
+    disk_origin,
     instance_from_resource,
     is_spot,
     operation_time,
     short_name,
     was_preempted,
 )
-from gcptui.remote.errors import CloudError
+from gcptui.remote.errors import CloudError, ConfigError
 from gcptui.remote.models import Instance
 
 DEFAULT_ENDPOINT = "https://compute.googleapis.com"
@@ -40,6 +43,19 @@ class Preemption:
     instance_id: str
     time: datetime | None
     operation: str
+
+
+def read_token(path: Path) -> str:
+    """The bearer token in ``path`` (``[gcp] access_token_file``); ``ConfigError`` when unreadable or empty."""
+    try:
+        token = path.read_text(encoding="utf-8").strip()
+    except OSError as err:
+        raise ConfigError(
+            f"cannot read [gcp] access_token_file {path}: {err.strerror}: fix the path in gcptui.toml"
+        ) from None
+    if not token:
+        raise ConfigError(f"[gcp] access_token_file {path} is empty: write the token into it")
+    return token
 
 
 def is_local_endpoint(endpoint: str) -> bool:
@@ -61,6 +77,7 @@ class GceClient:
         timeout: float = 30.0,
         operation_timeout: float = 600.0,
         credentials: Any = None,
+        access_token: str | None = None,
     ) -> None:
         from google.api_core import retry as retries
         from google.api_core.exceptions import InternalServerError, ServiceUnavailable, TooManyRequests
@@ -72,12 +89,17 @@ class GceClient:
         self.timeout = timeout
         self.operation_timeout = operation_timeout
         self._compute = compute_v1
+        if credentials is None and access_token:
+            from google.oauth2.credentials import Credentials
+
+            credentials = Credentials(token=access_token)  # sent as is, never refreshed
         if credentials is None:
             credentials = self._credentials(api_endpoint)
         options = {"api_endpoint": api_endpoint} if api_endpoint else None
         self._instances = compute_v1.InstancesClient(credentials=credentials, client_options=options)
         self._zone_ops = compute_v1.ZoneOperationsClient(credentials=credentials, client_options=options)
         self._global_ops = compute_v1.GlobalOperationsClient(credentials=credentials, client_options=options)
+        self._disks = compute_v1.DisksClient(credentials=credentials, client_options=options)
         # The library's default retries 503s for 600 s: a list must fail fast enough to show the error.
         self._retry = retries.Retry(
             initial=0.5,
@@ -183,6 +205,39 @@ class GceClient:
             times = [e.time for e in self.preemption_operations() if e.time and e.instance_id == str(raw.id)]
             preempted = bool(times) and was_preempted(raw, {str(raw.id): max(times)})
         return instance_from_resource(raw, preempted=preempted)
+
+    def disk_origins(self, raw: Any) -> dict[str, DiskOrigin]:
+        """What each disk of instance ``raw`` was made from, by device name (one ``disks.get`` each)."""
+        zone = short_name(raw.zone)
+        origins: dict[str, DiskOrigin] = {}
+        for attached in raw.disks:
+            if not attached.source:
+                continue
+            name = short_name(attached.source)
+            with self._errors(f"read disk {name}", zone=zone):
+                disk = self._disks.get(
+                    project=self.project, zone=zone, disk=name, retry=self._retry, timeout=self.timeout
+                )
+            origins[attached.device_name] = disk_origin(disk)
+        return origins
+
+    def guest_host_keys(self, name: str, zone: str) -> list[str]:
+        """The VM's host keys from its ``hostkeys/`` guest attributes (``ssh-ed25519 AAAA...`` lines).
+
+        Empty when guest attributes are off or not yet written (GCE answers 404 or 400 then)."""
+        from google.api_core.exceptions import BadRequest, NotFound
+
+        with self._errors(f"read the host keys of {name}", instance=name, zone=zone):
+            try:
+                request = {"project": self.project, "zone": zone, "instance": name, "query_path": "hostkeys/"}
+                found = self._instances.get_guest_attributes(
+                    request=request, retry=self._retry, timeout=self.timeout
+                )  # fmt: skip
+            except (NotFound, BadRequest):
+                return []
+        return [
+            f"{e.key} {e.value}" for e in found.query_value.items if e.namespace == "hostkeys" and e.value
+        ]
 
     def preemption_operations(self, since: datetime | None = None) -> list[Preemption]:
         """``compute.instances.preempted`` operations of the project (one aggregated call), newest last."""

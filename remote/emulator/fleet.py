@@ -15,9 +15,14 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from gcptui.remote.emulator.faults import Faults, stockout_errors
-from gcptui.remote.emulator.state import Operation, Vm, timestamp
+from gcptui.remote.emulator.state import AttachedDisk, Disk, Operation, Vm, timestamp
 
 PREEMPTED = "compute.instances.preempted"
+# What an instance added by hand (not inserted) boots from, as GCE's public Debian image.
+DEFAULT_IMAGE = (
+    "https://www.googleapis.com/compute/v1/projects/debian-cloud/global/images/debian-12-bookworm-v20250101"
+)
+OPERATION_TTL = 3600.0  # GCE keeps completed operations for at least an hour, sometimes no longer
 
 
 class ApiError(Exception):
@@ -36,6 +41,8 @@ class VmHost(Protocol):
     async def signal_preempted(self, vm: Vm) -> None: ...
     async def shutdown(self, vm: Vm, grace: float) -> None: ...
     async def removed(self, vm: Vm) -> None: ...
+    def host_keys(self, vm: Vm) -> list[tuple[str, str]]: ...
+    async def set_metadata(self, vm: Vm, path: str, value: str) -> None: ...
 
 
 @dataclass
@@ -50,8 +57,12 @@ class Timing:
 class Fleet:
     """All instances and operations of one emulated project."""
 
-    def __init__(self, project: str, host: VmHost, faults: Faults, timing: Timing, zones: list[str]) -> None:
+    def __init__(self, project: str, host: VmHost, faults: Faults, timing: Timing, zones: list[str],
+                 operation_ttl: float = OPERATION_TTL) -> None:  # fmt: skip
         self.project = project
+        self.operation_ttl = operation_ttl
+        self.disks: dict[tuple[str, str], Disk] = {}
+        self.project_metadata: dict[str, str] = {}
         self.host = host
         self.faults = faults
         self.timing = timing
@@ -87,9 +98,27 @@ class Fleet:
                 return vm
         raise KeyError(f"no emulated instance named {name!r}")
 
+    def expired(self, op: Operation) -> bool:
+        """Completed operations are forgotten ``operation_ttl`` seconds after they end, as on GCE."""
+        return op.ended is not None and time.time() - op.ended > self.operation_ttl
+
+    def listed_operations(self, zone: str) -> list[Operation]:
+        """The zone's operations GCE still lists (expired ones dropped)."""
+        return [op for op in self.operations.get(zone, []) if not self.expired(op)]
+
+    def disk(self, zone: str, name: str) -> Disk:
+        found = self.disks.get((zone, name))
+        if found is None:
+            raise ApiError(
+                404,
+                f"The resource 'projects/{self.project}/zones/{zone}/disks/{name}' was not found",
+                "notFound",
+            )
+        return found
+
     def operation(self, zone: str, name: str) -> Operation:
         op = self._operations_by_name.get((zone, name))
-        if op is None:
+        if op is None or self.expired(op):
             raise ApiError(
                 404,
                 f"The resource 'projects/{self.project}/zones/{zone}/operations/{name}' was not found",
@@ -120,6 +149,20 @@ class Fleet:
                 f"The resource 'projects/{self.project}/zones/{vm.zone}/instances/{vm.name}' already exists",
                 "alreadyExists",
             )
+        if not vm.disks:
+            # Added by hand: give it the boot disk GCE would have made from a public image.
+            if (vm.zone, vm.name) in self.disks:
+                raise ApiError(
+                    409, f"The resource 'projects/{self.project}/zones/{vm.zone}/disks/{vm.name}' already exists",
+                    "alreadyExists",
+                )  # fmt: skip
+            size = 100 if vm.gpus else 10
+            self.disks[(vm.zone, vm.name)] = Disk(
+                vm.name, vm.zone, size, "pd-balanced", source_image=DEFAULT_IMAGE
+            )
+            vm.disks = [AttachedDisk(vm.name, vm.name, boot=True, auto_delete=True)]
+        for attached in vm.disks:
+            self.disks[(vm.zone, attached.disk)].users.append(vm.name)
         self._internal += 1
         vm.network_ip = vm.network_ip or f"10.128.{self._internal // 250}.{self._internal % 250 + 2}"
         self.vms[vm.key] = vm
@@ -168,7 +211,12 @@ class Fleet:
         self._spawn(self._delete(vm, op))
         return op
 
-    def insert(self, vm: Vm) -> Operation:
+    def insert(self, vm: Vm, disks: list[Disk] | None = None) -> Operation:
+        """Create ``vm`` with the new ``disks`` its insert asked for (validated by ``inserts``)."""
+        if vm.key in self.vms:
+            self.add(vm)  # raises GCE's 409
+        for disk in disks or []:
+            self.disks[(disk.zone, disk.name)] = disk
         vm.status = "PROVISIONING"
         self.add(vm)
         op = self._user_operation(vm, "insert")
@@ -270,6 +318,13 @@ class Fleet:
 
     async def _remove(self, vm: Vm) -> None:
         self.vms.pop(vm.key, None)
+        for attached in vm.disks:
+            disk = self.disks.get((vm.zone, attached.disk))
+            if disk is None:
+                continue
+            disk.users = [user for user in disk.users if user != vm.name]
+            if attached.auto_delete and not disk.users:
+                del self.disks[(vm.zone, attached.disk)]
         await self.host.removed(vm)
         async with self.changed:
             self.changed.notify_all()
