@@ -14,7 +14,7 @@ from typing import Annotated, Any
 import platformdirs
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from remote.errors import ConfigError
+from gcptui.remote.errors import ConfigError
 
 CONFIG_NAME = "gcptui.toml"
 
