@@ -17,7 +17,14 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
-from gcptui.remote.cloud.errors import Access, credentials_error, operation_error, server_message, translate
+from gcptui.remote.cloud.errors import (
+    Access,
+    credentials_error,
+    is_rate_limited,
+    operation_error,
+    server_message,
+    translate,
+)
 from gcptui.remote.cloud.instances import (
     PREEMPTED_OPERATION,
     DiskOrigin,
@@ -32,6 +39,8 @@ from gcptui.remote.errors import CloudError, ConfigError
 from gcptui.remote.models import Instance
 
 DEFAULT_ENDPOINT = "https://compute.googleapis.com"
+# zoneOperations.wait "might return after zero seconds": never call it again sooner than this.
+MIN_WAIT_PAUSE = 1.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,8 +115,16 @@ class GceClient:
             maximum=4.0,
             multiplier=2.0,
             timeout=timeout,
-            predicate=retries.if_exception_type(ServiceUnavailable, TooManyRequests, InternalServerError),
+            predicate=lambda err: (
+                isinstance(err, ServiceUnavailable | TooManyRequests | InternalServerError)
+                or is_rate_limited(err)
+            ),
         )
+        # Calls that change things are retried only when a rate limit refused them (nothing happened).
+        self._rate_retry = retries.Retry(
+            initial=1.0, maximum=8.0, multiplier=2.0, timeout=max(timeout, 60.0), predicate=is_rate_limited
+        )
+        self.min_wait_pause = MIN_WAIT_PAUSE
 
     def _credentials(self, api_endpoint: str) -> Any:
         if api_endpoint and is_local_endpoint(api_endpoint):
@@ -275,7 +292,7 @@ class GceClient:
             zone,
             name,
             lambda: self._instances.start_unary(
-                project=self.project, zone=zone, instance=name, timeout=self.timeout
+                project=self.project, zone=zone, instance=name, retry=self._rate_retry, timeout=self.timeout
             ),
         )
 
@@ -286,7 +303,7 @@ class GceClient:
             zone,
             name,
             lambda: self._instances.stop_unary(
-                project=self.project, zone=zone, instance=name, timeout=self.timeout
+                project=self.project, zone=zone, instance=name, retry=self._rate_retry, timeout=self.timeout
             ),
         )
 
@@ -297,7 +314,7 @@ class GceClient:
             zone,
             name,
             lambda: self._instances.reset_unary(
-                project=self.project, zone=zone, instance=name, timeout=self.timeout
+                project=self.project, zone=zone, instance=name, retry=self._rate_retry, timeout=self.timeout
             ),
         )
 
@@ -308,7 +325,7 @@ class GceClient:
             zone,
             name,
             lambda: self._instances.delete_unary(
-                project=self.project, zone=zone, instance=name, timeout=self.timeout
+                project=self.project, zone=zone, instance=name, retry=self._rate_retry, timeout=self.timeout
             ),
         )
 
@@ -319,7 +336,7 @@ class GceClient:
             zone,
             name,
             lambda: self._instances.simulate_maintenance_event_unary(
-                project=self.project, zone=zone, instance=name, timeout=self.timeout
+                project=self.project, zone=zone, instance=name, retry=self._rate_retry, timeout=self.timeout
             ),
         )
 
@@ -334,7 +351,11 @@ class GceClient:
             zone,
             name,
             lambda: self._instances.insert_unary(
-                project=self.project, zone=zone, instance_resource=body, timeout=self.timeout
+                project=self.project,
+                zone=zone,
+                instance_resource=body,
+                retry=self._rate_retry,
+                timeout=self.timeout,
             ),
         )
 
@@ -358,9 +379,14 @@ class GceClient:
                         f"{action} did not finish in {self.operation_timeout:.0f} s: check `gcptui ls`"
                     )
                 # wait() returns at DONE or after up to 2 minutes server-side; keep our side shorter.
+                began = time.monotonic()
                 operation = self._zone_ops.wait(
-                    project=self.project, zone=zone, operation=operation.name, timeout=min(left, 130.0)
-                )
+                    project=self.project, zone=zone, operation=operation.name, retry=self._rate_retry,
+                    timeout=min(left, 130.0),
+                )  # fmt: skip
+                pause = self.min_wait_pause - (time.monotonic() - began)
+                if operation.status != done and pause > 0:
+                    time.sleep(pause)  # it may answer at once: do not hammer it (and the rate quota)
         if list(operation.error.errors):
             raise operation_error(operation, action=action, zone=zone)
         return operation

@@ -56,6 +56,7 @@ class RestApi:
     def __init__(self, fleet: Fleet, page_size: int = 500, token: str = "") -> None:
         self.fleet = fleet
         self.token = token  # every call must carry ``Authorization: Bearer <token>``
+        self.max_wait_seconds = MAX_WAIT_SECONDS  # 0: operations.wait answers at once, as GCE may
         self.page_size = page_size
         self.calls: dict[str, int] = {}  # method -> count, for tests asserting "one aggregated call"
         self.app = web.Application(middlewares=[self._middleware])
@@ -280,7 +281,7 @@ class RestApi:
     async def wait_operation(self, request: web.Request) -> web.Response:
         op = self.fleet.operation(request.match_info["zone"], request.match_info["op"])
         try:
-            await asyncio.wait_for(op.done.wait(), MAX_WAIT_SECONDS)
+            await asyncio.wait_for(op.done.wait(), self.max_wait_seconds)
         except TimeoutError:
             pass  # like GCE: answer with the operation as it stands; the caller waits again
         return _json(operation_json(op, self.fleet.project))

@@ -97,6 +97,10 @@ class VmRestarter:
         self.boot_timeout = boot_timeout
         self.backoff_base = backoff_base
         self.backoff_cap = backoff_cap
+        # Waiting for a VM to go or to run polls instances.get at seconds, backing off: several VMs
+        # preempted at once must not run into GCE's rate quota.
+        self.poll_first = 1.0
+        self.poll_cap = 8.0
 
     async def restart(
         self,
@@ -138,18 +142,24 @@ class VmRestarter:
             attempt += 1
             await asyncio.sleep(delay)
 
+    def _pause(self, attempt: int) -> float:
+        return min(self.poll_cap, self.poll_first * 1.5**attempt)
+
     async def wait_gone(self, name: str, zone: str) -> None:
         deadline = asyncio.get_running_loop().time() + self.boot_timeout
+        attempt = 0
         while await asyncio.to_thread(self.gce.get_raw, name, zone) is not None:
             if asyncio.get_running_loop().time() > deadline:
                 raise GcptuiError(f"{name} was preempted with termination action DELETE but was not deleted")
-            await asyncio.sleep(0.25)
+            await asyncio.sleep(self._pause(attempt))
+            attempt += 1
 
     async def wait_running(self, name: str, zone: str) -> Instance:
         from gcptui.remote.cloud.instances import instance_from_resource
 
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.boot_timeout
+        attempt = 0
         while loop.time() < deadline:
             raw = await asyncio.to_thread(self.gce.get_raw, name, zone)
             instance = instance_from_resource(raw) if raw is not None else None
@@ -159,5 +169,6 @@ class VmRestarter:
                 and (instance.external_ip or instance.internal_ip)
             ):
                 return instance
-            await asyncio.sleep(0.1)
+            await asyncio.sleep(self._pause(attempt))
+            attempt += 1
         raise GcptuiError(f"{name} did not reach RUNNING within {self.boot_timeout:.0f}s: check `gcptui ls`")
