@@ -258,16 +258,22 @@ class GceClient:
 
     def preemption_operations(self, since: datetime | None = None) -> list[Preemption]:
         """``compute.instances.preempted`` operations of the project (one aggregated call), newest last."""
-        request = {
-            "project": self.project,
-            "filter": f'operationType="{PREEMPTED_OPERATION}"',
-        }
+        return self.operations_of_type(PREEMPTED_OPERATION, since)
+
+    def user_stop_operations(self) -> list[Preemption]:
+        """Users' ``stop`` and ``delete`` operations still listed (two aggregated calls), newest last."""
+        events = self.operations_of_type("stop") + self.operations_of_type("delete")
+        return sorted(events, key=lambda e: (e.time is None, e.time or datetime.min))
+
+    def operations_of_type(self, kind: str, since: datetime | None = None) -> list[Preemption]:
+        """Zone operations of ``operationType`` ``kind`` (one aggregated call), newest last."""
+        request = {"project": self.project, "filter": f'operationType="{kind}"'}
         events: list[Preemption] = []
-        with self._errors("list preemption operations"):
+        with self._errors(f"list {kind} operations"):
             pages = self._global_ops.aggregated_list(request=request, retry=self._retry, timeout=self.timeout)
             for _, scoped in pages:
                 for op in scoped.operations:
-                    if op.operation_type != PREEMPTED_OPERATION:
+                    if op.operation_type != kind:
                         continue
                     when = operation_time(op)
                     if since is not None and (when is None or when < since):

@@ -18,6 +18,8 @@ from gcptui.remote.emulator.faults import Faults, stockout_errors
 from gcptui.remote.emulator.state import AttachedDisk, Disk, Operation, Vm, timestamp
 
 PREEMPTED = "compute.instances.preempted"
+HOST_MAINTENANCE = "compute.instances.terminateOnHostMaintenance"
+AUTOMATIC_RESTART = "compute.instances.automaticRestart"
 # What an instance added by hand (not inserted) boots from, as GCE's public Debian image.
 DEFAULT_IMAGE = (
     "https://www.googleapis.com/compute/v1/projects/debian-cloud/global/images/debian-12-bookworm-v20250101"
@@ -52,6 +54,9 @@ class Timing:
     boot_seconds: float = 0.3
     stop_seconds: float = 0.3
     preempt_grace_seconds: float = 3.0
+    # Host maintenance of a VM that cannot live-migrate (GPUs): the metadata notice comes this long
+    # before the host goes down (GCE gives up to an hour; the emulator is quicker).
+    maintenance_notice_seconds: float = 1.0
 
 
 class Fleet:
@@ -235,7 +240,7 @@ class Fleet:
         if vm.spot:
             self._spawn(self._power_off(vm, PREEMPTED))
         elif vm.gpus:
-            self._spawn(self._power_off(vm, "compute.instances.terminateOnHostMaintenance"))
+            self._spawn(self._host_maintenance(vm))
         else:
             self._record(
                 Operation(
@@ -341,6 +346,30 @@ class Fleet:
             op.finish()
             if event == PREEMPTED and vm.termination_action == "DELETE":
                 await self._remove(vm)
+
+    async def _host_maintenance(self, vm: Vm) -> None:
+        """A GPU VM's host goes down: ``maintenance-event`` notice, soft-off, and GCE restarts it when
+        ``automaticRestart`` is on (an on-demand VM's default)."""
+        await self.host.set_metadata(vm, "instance/maintenance-event", "TERMINATE_ON_HOST_MAINTENANCE")
+        await asyncio.sleep(self.timing.maintenance_notice_seconds)
+        async with vm.lock:
+            if vm.status != "RUNNING" or vm.key not in self.vms:
+                return
+            op = self._record(Operation(vm.zone, HOST_MAINTENANCE, vm.name, vm.id, user="system"))
+            op.running()
+            await self._go_down(vm, self.timing.preempt_grace_seconds)
+            op.finish()
+            if not vm.restarts_automatically:
+                return
+            restart = self._record(Operation(vm.zone, AUTOMATIC_RESTART, vm.name, vm.id, user="system"))
+            restart.running()
+            try:
+                await self._bring_up(vm)
+            except OSError as err:
+                await self._set_status(vm, "TERMINATED")
+                restart.finish([{"code": "EMULATOR_BOOT_FAILED", "message": str(err)}], (500, "INTERNAL"))
+                return
+            restart.finish()
 
     # -- waiting and shutdown --------------------------------------------------------------------------
 

@@ -106,6 +106,7 @@ def vm_from_insert(
         provisioning_model=model,
         preemptible=bool(scheduling.get("preemptible", False)),
         termination_action=action if model == "SPOT" or scheduling.get("preemptible") else None,
+        automatic_restart=scheduling.get("automaticRestart"),
         external_ip=any(nic.get("accessConfigs") for nic in nics),
         labels=dict(body.get("labels") or {}),
         extra={k: v for k, v in body.items() if k not in modelled},

@@ -43,7 +43,7 @@ def instance_json(vm: Vm, project: str, disks: dict[str, Disk] | None = None) ->
         nic["accessConfigs"] = [access]
     scheduling: dict[str, Any] = {
         "onHostMaintenance": "TERMINATE" if vm.gpus or vm.spot else "MIGRATE",
-        "automaticRestart": not vm.spot,
+        "automaticRestart": vm.restarts_automatically,
         # A Spot VM reads preemptible too, as gcloud creates it and GCE returns it.
         "preemptible": vm.spot,
         "provisioningModel": vm.provisioning_model,

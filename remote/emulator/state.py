@@ -91,6 +91,7 @@ class Vm:
     provisioning_model: str = "STANDARD"  # STANDARD or SPOT
     preemptible: bool = False  # legacy preemptible VMs
     termination_action: str | None = None  # STOP or DELETE for Spot VMs
+    automatic_restart: bool | None = None  # None: GCE's default (on, except for Spot VMs)
     external_ip: bool = True
     labels: dict[str, str] = field(default_factory=dict)
     status: str = "TERMINATED"
@@ -114,6 +115,10 @@ class Vm:
     @property
     def spot(self) -> bool:
         return self.provisioning_model == "SPOT" or self.preemptible
+
+    @property
+    def restarts_automatically(self) -> bool:
+        return (not self.spot) if self.automatic_restart is None else self.automatic_restart
 
     @property
     def key(self) -> tuple[str, str]:

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 from gcptui.remote.aio import within
 from gcptui.remote.cloud.instances import DiskOrigin
 from gcptui.remote.errors import GcptuiError
+from gcptui.remote.keepalive.causes import UNKNOWN_CAUSE, since_last_start
 from gcptui.remote.keepalive.events import (
     DetectedBy,
     EventKind,
@@ -102,6 +103,7 @@ class KeepAlive:
         self._suspects: dict[str, float] = {}  # name -> loop time until which it is polled fast
         self._dropped: set[str] = set()  # suspects because their connection dropped (detected_by "lost")
         self._given_up: set[str] = set()
+        self._seen_running: set[str] = set()  # Spot VMs seen RUNNING since their last stop was explained
         self._wake = asyncio.Event()
         self._vms = VmRestarter(
             gce, self._event, boot_timeout=boot_timeout, backoff_base=backoff_base, backoff_cap=backoff_cap
@@ -210,6 +212,8 @@ class KeepAlive:
                 self._records[name] = raw
                 await self._record_disks(name, raw)
             self._known[name] = instance
+            if instance.spot and instance.status == "RUNNING" and self.enabled(name):
+                self._seen_running.add(name)
             if (
                 instance.spot
                 and instance.status == "STOPPING"
@@ -236,6 +240,10 @@ class KeepAlive:
                     recreate = instance.status == "GONE"
                     self._begin(instance, "preempted", f"GCE: {'deleted' if recreate else 'stopped'} by a preemption",
                                 when, recreate=recreate)  # fmt: skip
+                    self._seen_running.discard(instance.name)
+            unexplained = [i for i in candidates if i.name not in preempted]
+            for instance in await self._unexplained(unexplained) if unexplained else []:
+                self._begin(instance, "preempted", UNKNOWN_CAUSE, None, recreate=instance.status == "GONE")
         instances = [i for _, i in current.values()]
         for listener in list(self._poll_listeners):
             listener(instances)
@@ -253,21 +261,17 @@ class KeepAlive:
         self._origins[name] = (str(raw.id), origins)
 
     async def _preempted_since_last_start(self, candidates: list[Instance]) -> dict[str, datetime | None]:
-        from gcptui.remote.cloud.instances import parse_timestamp
+        return since_last_start(await asyncio.to_thread(self.gce.preemption_operations), candidates)
 
-        operations = await asyncio.to_thread(self.gce.preemption_operations)
-        found: dict[str, datetime | None] = {}
-        for instance in candidates:
-            started = parse_timestamp(instance.last_start)
-            for op in operations:
-                same = (
-                    op.instance_id == instance.instance_id
-                    if op.instance_id and instance.instance_id
-                    else (op.instance == instance.name and op.zone == instance.zone)
-                )
-                if same and (started is None or op.time is None or op.time >= started):
-                    found[instance.name] = op.time
-        return found
+    async def _unexplained(self, candidates: list[Instance]) -> list[Instance]:
+        """Spot VMs keep-alive saw running that stopped with no operation saying why, and no user's stop."""
+        seen = [i for i in candidates if i.name in self._seen_running]
+        if not seen:
+            return []
+        by_user = since_last_start(await asyncio.to_thread(self.gce.user_stop_operations), seen)
+        for instance in seen:
+            self._seen_running.discard(instance.name)  # decided once per run of the VM
+        return [i for i in seen if i.name not in by_user]
 
     # -- recovery --------------------------------------------------------------------------------
 

@@ -3,6 +3,7 @@ inserts validated with GCE's 400 texts, disks.get, guest attributes, expiring op
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import json
 import os
@@ -15,7 +16,7 @@ import pytest
 
 from gcptui.remote.emulator import Emulator
 from gcptui.remote.emulator.thread import EmulatorThread
-from tests.helpers.emulator import FAST, wait_until
+from tests.helpers.emulator import FAST, eventually, wait_until
 
 ZONE = "us-central1-a"
 
@@ -156,3 +157,51 @@ async def test_everything_listens_on_loopback_only(emulator: Emulator) -> None:
     assert emulator.endpoint.startswith("http://127.0.0.1:")
     address = emulator.address("lo")
     assert address is not None and address.startswith("127.")
+
+
+async def test_host_maintenance_notifies_terminates_and_restarts_an_on_demand_gpu_vm(
+    emulator: Emulator,
+) -> None:
+    from tests.helpers.emulator import connect, gce_for
+
+    emulator.add_instance("ondemand-gpu", ZONE, gpus=[("nvidia-l4", 1)])
+    await emulator.wait_for_status("ondemand-gpu", "RUNNING")
+    # Reads the VM's metadata until the notice shows (GCE gives it before the host goes down).
+    poll = (
+        'python -c "import os, time, urllib.request\n'
+        "u = 'http://' + os.environ['GCE_METADATA_HOST'] + '/computeMetadata/v1/instance/maintenance-event'\n"
+        "get = lambda: urllib.request.urlopen(urllib.request.Request(u, headers={'Metadata-Flavor': 'Google'})).read().decode()\n"
+        "value = get()\n"
+        "while value == 'NONE':\n    time.sleep(0.05); value = get()\n"
+        'print(value)"'
+    )
+    async with await connect(emulator, "ondemand-gpu") as conn:
+        assert (
+            str(
+                (await conn.run(poll.replace("while value == 'NONE'", "while False"), check=True)).stdout
+            ).strip()
+            == "NONE"
+        )
+        waiting = asyncio.create_task(conn.run(poll, check=True))
+        gce = gce_for(emulator)
+        await asyncio.to_thread(gce.simulate_maintenance_event, "ondemand-gpu", ZONE)
+        result = await asyncio.wait_for(waiting, 30)
+    assert str(result.stdout).strip() == "TERMINATE_ON_HOST_MAINTENANCE"
+    fleet = emulator.fleet
+    assert fleet is not None
+
+    def restarted() -> bool:
+        return any(
+            op.operation_type == "compute.instances.automaticRestart" and op.status == "DONE"
+            for op in fleet.listed_operations(ZONE)
+        )
+
+    await eventually(restarted, timeout=30)  # automaticRestart brings it back
+    vm = emulator.instance("ondemand-gpu")
+    assert vm.status == "RUNNING" and vm.last_stop is not None
+    kinds = [op.operation_type for op in fleet.listed_operations(ZONE)]
+    assert (
+        "compute.instances.terminateOnHostMaintenance" in kinds
+        and "compute.instances.automaticRestart" in kinds
+    )
+    assert "compute.instances.preempted" not in kinds
