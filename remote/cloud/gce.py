@@ -125,6 +125,7 @@ class GceClient:
             initial=1.0, maximum=8.0, multiplier=2.0, timeout=max(timeout, 60.0), predicate=is_rate_limited
         )
         self.min_wait_pause = MIN_WAIT_PAUSE
+        self.unreachable: list[str] = []  # zones the last list could not read (their VMs are missing)
 
     def _credentials(self, api_endpoint: str) -> Any:
         if api_endpoint and is_local_endpoint(api_endpoint):
@@ -172,7 +173,16 @@ class GceClient:
                     request=request, retry=self._retry, timeout=self.timeout
                 )
                 # Zones without instances carry only a NO_RESULTS_ON_PAGE warning: nothing to collect.
-                return [raw for _, scoped in pages for raw in scoped.instances]
+                # One that answers UNREACHABLE hides its VMs: remember it, so the faces can say so.
+                found: list[Any] = []
+                unreachable: set[str] = set()
+                for scope, scoped in pages:
+                    if getattr(scoped.warning, "code", "") == "UNREACHABLE":
+                        unreachable.add(short_name(scope))
+                    found.extend(scoped.instances)
+                self.unreachable = sorted(unreachable)
+                return found
+            self.unreachable = []
             if len(self.zones) == 1:
                 return self._list_zone(self.zones[0])
             with ThreadPoolExecutor(max_workers=min(8, len(self.zones))) as pool:
