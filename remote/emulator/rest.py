@@ -26,6 +26,7 @@ from gcptui.remote.emulator.resources import (
     operation_json,
     zone_url,
 )
+from gcptui.remote.emulator.rest_project import ProjectApi, add_routes
 from gcptui.remote.emulator.state import NAME_PATTERN, valid_name
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
@@ -90,6 +91,8 @@ class RestApi:
             self._method("globalOperations.aggregatedList", self.aggregated_operations),
         )
         route.add_get(V1 + "/zones/{zone}/disks/{disk}", self._method("disks.get", self.get_disk))
+        self.project_api = ProjectApi(fleet)
+        add_routes(self.app, self.project_api, self._method, V1)
         route.add_get(
             V1 + "/zones/{zone}/instances/{name}/getGuestAttributes",
             self._method("instances.getGuestAttributes", self.guest_attributes),
