@@ -45,7 +45,8 @@ async def serve_emulator(
     try:
         add_fleet(emulator, demo_fleet(vms))
         config = emulator.write_config()
-        print(f"emulator ready: {vms} VMs, config {config}, API {emulator.endpoint}", file=out, flush=True)
+        print(f"emulator ready: {vms} VMs, config {config}, API {emulator.endpoint}, token file {emulator.token_file}",
+              file=out, flush=True)  # fmt: skip
         await stop.wait()
     finally:
         await emulator.close()
