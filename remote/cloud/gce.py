@@ -270,6 +270,10 @@ class GceClient:
         """``compute.instances.preempted`` operations of the project (one aggregated call), newest last."""
         return self.operations_of_type(PREEMPTED_OPERATION, since)
 
+    def maintenance_operations(self) -> list[Preemption]:
+        """``compute.instances.terminateOnHostMaintenance`` operations (one aggregated call), newest last."""
+        return self.operations_of_type("compute.instances.terminateOnHostMaintenance")
+
     def user_stop_operations(self) -> list[Preemption]:
         """Users' ``stop`` and ``delete`` operations still listed (two aggregated calls), newest last."""
         events = self.operations_of_type("stop") + self.operations_of_type("delete")

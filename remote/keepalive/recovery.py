@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable, Iterable
+from dataclasses import replace
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
@@ -103,7 +104,8 @@ class KeepAlive:
         self._suspects: dict[str, float] = {}  # name -> loop time until which it is polled fast
         self._dropped: set[str] = set()  # suspects because their connection dropped (detected_by "lost")
         self._given_up: set[str] = set()
-        self._seen_running: set[str] = set()  # Spot VMs seen RUNNING since their last stop was explained
+        self._seen_running: set[str] = set()  # watched VMs seen RUNNING since their last stop was explained
+        self._starts: dict[str, str | None] = {}  # lastStartTimestamp of watched on-demand VMs, as last seen
         self._wake = asyncio.Event()
         self._vms = VmRestarter(
             gce, self._event, boot_timeout=boot_timeout, backoff_base=backoff_base, backoff_cap=backoff_cap
@@ -123,6 +125,11 @@ class KeepAlive:
     def enabled(self, name: str) -> bool:
         """Whether keep-alive watches ``name`` (a Spot VM, named or all, and not disabled)."""
         return name not in self._disabled and (self._names is None or name in self._names)
+
+    def watched(self, instance: Instance) -> bool:
+        """Spot VMs when enabled; on-demand VMs only when named: host maintenance stops GPU VMs too."""
+        named = self._names is not None and instance.name in self._names
+        return self.enabled(instance.name) and (instance.spot or named)
 
     def enable(self, name: str) -> None:
         """Watch ``name`` again (and forget an earlier give-up); polls at once."""
@@ -212,8 +219,10 @@ class KeepAlive:
                 self._records[name] = raw
                 await self._record_disks(name, raw)
             self._known[name] = instance
-            if instance.spot and instance.status == "RUNNING" and self.enabled(name):
+            if instance.status == "RUNNING" and self.watched(instance):
                 self._seen_running.add(name)
+                if not instance.spot:
+                    await self._after_restart_by_gce(instance)
             if (
                 instance.spot
                 and instance.status == "STOPPING"
@@ -229,7 +238,7 @@ class KeepAlive:
                 del self._known[name]
         candidates = [
             i for i in self._known.values()
-            if i.spot and i.status in ("TERMINATED", "GONE") and self.enabled(i.name)
+            if i.status in ("TERMINATED", "GONE") and self.watched(i)
             and i.name not in self._recovering and i.name not in self._given_up
         ]  # fmt: skip
         if candidates:
@@ -238,7 +247,8 @@ class KeepAlive:
                 if instance.name in preempted:
                     when = preempted[instance.name]
                     recreate = instance.status == "GONE"
-                    self._begin(instance, "preempted", f"GCE: {'deleted' if recreate else 'stopped'} by a preemption",
+                    cause = "a preemption" if instance.spot else "host maintenance"
+                    self._begin(instance, "preempted", f"GCE: {'deleted' if recreate else 'stopped'} by {cause}",
                                 when, recreate=recreate)  # fmt: skip
                     self._seen_running.discard(instance.name)
             unexplained = [i for i in candidates if i.name not in preempted]
@@ -261,7 +271,33 @@ class KeepAlive:
         self._origins[name] = (str(raw.id), origins)
 
     async def _preempted_since_last_start(self, candidates: list[Instance]) -> dict[str, datetime | None]:
-        return since_last_start(await asyncio.to_thread(self.gce.preemption_operations), candidates)
+        """Spot VMs a preemption stopped, on-demand ones host maintenance stopped, since their last start."""
+        found = since_last_start(
+            await asyncio.to_thread(self.gce.preemption_operations), [i for i in candidates if i.spot]
+        )
+        on_demand = [i for i in candidates if not i.spot]
+        if on_demand:
+            found.update(
+                since_last_start(await asyncio.to_thread(self.gce.maintenance_operations), on_demand)
+            )
+        return found
+
+    async def _after_restart_by_gce(self, instance: Instance) -> None:
+        """An on-demand VM that GCE restarted after host maintenance (automaticRestart): relaunch its job."""
+        name, before = instance.name, self._starts.get(instance.name)
+        self._starts[name] = instance.last_start
+        if (
+            before is None
+            or before == instance.last_start
+            or name in self._recovering
+            or name in self._given_up
+        ):
+            return
+        since = replace(instance, last_start=before)  # operations after the start keep-alive saw
+        found = since_last_start(await asyncio.to_thread(self.gce.maintenance_operations), [since])
+        if name in found:
+            self._begin(instance, "preempted", "GCE: host maintenance stopped it, and GCE restarted it",
+                        found[name], recreate=False)  # fmt: skip
 
     async def _unexplained(self, candidates: list[Instance]) -> list[Instance]:
         """Spot VMs keep-alive saw running that stopped with no operation saying why, and no user's stop."""
@@ -380,6 +416,4 @@ class KeepAlive:
 
 def _gone(instance: Instance) -> Instance:
     """The last known record of a VM that vanished (status ``GONE``, which GCE never reports)."""
-    from dataclasses import replace
-
     return replace(instance, status="GONE", external_ip=None, internal_ip=None)
