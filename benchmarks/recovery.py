@@ -82,24 +82,28 @@ def secs(a: datetime | None, b: datetime | None) -> float | None:
     return None if a is None or b is None else round((b - a).total_seconds(), 3)
 
 
-async def one_round(emu: Emulator, keepalive: KeepAlive, number: int, boot: float) -> dict[str, object]:
+async def one_round(emu: Emulator, keepalive: KeepAlive, number: int, boot: float,
+                    name: str = "spot-a") -> dict[str, object]:  # fmt: skip
     """Preempt the VM mid-run and wait for its job to resume; the timeline's figures."""
-    before = last_step(emu, "spot-a")
-    await until(lambda: last_step(emu, "spot-a") >= before + 50, 120, "training progress")
+    before = last_step(emu, name)
+    await until(lambda: last_step(emu, name) >= before + 50, 120, "training progress")
     await asyncio.sleep(0.5)  # let a watcher settle on the current address
     off: dict[str, datetime] = {}
+    delete = emu.instance(name).termination_action == "DELETE"
 
     async def stamp_off() -> None:
-        await emu.wait_for_status("spot-a", "TERMINATED", 60)
+        # A DELETE-action VM is gone right after it stops: its "off" is when it vanished.
+        await emu.wait_for_status(name, None if delete else "TERMINATED", 60)
         off["at"] = datetime.now(UTC)
 
+    step_at_preempt = last_step(emu, name)  # the disk a DELETE-action VM loses is read here, before it goes
     preempted_at = datetime.now(UTC)
     stopper = asyncio.create_task(stamp_off())
-    emu.preempt("spot-a")
-    await until(lambda: len(keepalive.history.get("spot-a", [])) >= number
-                and keepalive.history["spot-a"][number - 1].outcome != "recovering", 180, "recovery")  # fmt: skip
+    emu.preempt(name)
+    await until(lambda: len(keepalive.history.get(name, [])) >= number
+                and keepalive.history[name][number - 1].outcome != "recovering", 180, "recovery")  # fmt: skip
     await stopper
-    t = keepalive.history["spot-a"][number - 1]
+    t = keepalive.history[name][number - 1]
     if not (t.detected_at and t.started_at and t.resumed_at):
         raise RuntimeError(f"recovery incomplete: {t.to_json()}")
     return {
@@ -110,6 +114,7 @@ async def one_round(emu: Emulator, keepalive: KeepAlive, number: int, boot: floa
         "to_resumed_s": secs(t.detected_at, t.resumed_at),
         "steps_lost": t.steps_lost,
         "resumed_step": t.resumed_step,
+        "step_at_preempt": step_at_preempt,
     }
 
 
@@ -161,6 +166,8 @@ async def bench(args: argparse.Namespace, root: Path) -> dict[str, object]:
                     await watchers.close()
                 await keepalive.close()
 
+        delete_rounds = await delete_action_rounds(emu, services, args) if args.delete_rounds else []
+
         def pick(key: str, by: str) -> float | None:
             return median([r[key] for r in rounds if r["detected_by"] == by])  # type: ignore[misc]
 
@@ -179,11 +186,51 @@ async def bench(args: argparse.Namespace, root: Path) -> dict[str, object]:
             "to_resumed_s": median([r["to_resumed_s"] for r in rounds]),  # type: ignore[misc]
             "steps_lost": max((r["steps_lost"] for r in rounds if r["steps_lost"] is not None), default=None),  # type: ignore[type-var]
             "per_round": rounds,
+            # DELETE-action Spot VM: preempted, deleted, recreated by an insert GCE accepts (image and
+            # zonal disk type from disks.get), host key pinned from guest attributes, job restarted.
+            "delete_rounds": len(delete_rounds),
+            "delete_detection_s": median([r["from_off_s"] for r in delete_rounds]),  # type: ignore[misc]
+            "delete_overhead_s": median([r["overhead_s"] for r in delete_rounds]),  # type: ignore[misc]
+            "delete_to_resumed_s": median([r["to_resumed_s"] for r in delete_rounds]),  # type: ignore[misc]
+            # A fresh disk: every step since the job began is lost unless [storage] brings checkpoints back.
+            "delete_steps_lost": max(
+                (int(r["step_at_preempt"]) - int(r["resumed_step"] or 0) for r in delete_rounds),  # type: ignore[call-overload]
+                default=None,
+            ),
+            "delete_per_round": delete_rounds,
         }
     finally:
         if services is not None:
             await services.close()
         await emu.close()
+
+
+async def delete_action_rounds(
+    emu: Emulator, services: Services, args: argparse.Namespace
+) -> list[dict[str, object]]:
+    """Rounds on a DELETE-action Spot VM: preempted, deleted, recreated from its recorded settings."""
+    emu.add_instance(
+        "spot-d", spot=True, termination_action="DELETE", metadata={"enable-guest-attributes": "TRUE"}
+    )
+    await wait_until_running(emu, ["spot-d"])
+    [instance] = await services.resolve(["spot-d"])
+    session = services.sync_session(instance)
+    await session.full_sync()
+    await session.close()
+    await services.jobs.start(services.target(instance))
+    keepalive = build_keepalive(services, names=["spot-d"], backoff_base=0.2)
+    runner = asyncio.create_task(keepalive.run())
+    rows: list[dict[str, object]] = []
+    try:
+        await until(lambda: "spot-d" in keepalive._origins, 60, "disk origins recorded")
+        for number in range(1, args.delete_rounds + 1):
+            row = await one_round(emu, keepalive, number, args.boot, name="spot-d")
+            rows.append({"mode": "delete", **row})
+            log(f"delete round {number}: {row}")
+    finally:
+        runner.cancel()
+        await keepalive.close()
+    return rows
 
 
 def main() -> None:
@@ -194,6 +241,8 @@ def main() -> None:
     parser.add_argument(
         "--grace", type=float, default=3.0, help="emulated preemption grace (default 3; GCE: 30)"
     )
+    parser.add_argument("--delete-rounds", type=int, default=1,
+                        help="rounds on a DELETE-action Spot VM (recreated on a fresh disk; default 1)")  # fmt: skip
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="gcptui-recovery-") as tmp:
         result = asyncio.run(bench(args, Path(tmp)))

@@ -36,8 +36,9 @@ class GcpConfig(_Section):
     project: str | None = Field(
         default=None,
         description=(
-            "The Google Cloud project id whose instances are listed. Left out: `GOOGLE_CLOUD_PROJECT`, "
-            "then the active gcloud configuration's `core/project`. Must not be empty when given."
+            "The Google Cloud project id whose instances are listed. Left out: as gcloud resolves it "
+            "(`CLOUDSDK_CORE_PROJECT`, then the active gcloud configuration's `core/project`), then "
+            "`GOOGLE_CLOUD_PROJECT`; one warning line when those disagree. Must not be empty when given."
         ),
     )
     zones: list[str] = Field(
@@ -53,6 +54,14 @@ class GcpConfig(_Section):
             "Override of the Compute API endpoint, starting with `http://` or `https://` (a trailing `/` "
             "is dropped). Empty: `https://compute.googleapis.com`. A plain-http loopback endpoint (the "
             "emulator) is used without Google credentials."
+        ),
+    )
+    access_token_file: str = Field(
+        default="",
+        description=(
+            "A file holding a bearer token sent on every Compute call instead of Google credentials (the "
+            "emulator writes one; gcloud's `auth/access_token_file` works the same way). Relative paths "
+            "resolve against the config file's folder. Empty: Application Default Credentials."
         ),
     )
 

@@ -45,7 +45,7 @@ class Services:
     def __init__(self, config: Config) -> None:
         self.config = config
         self.fleet = FleetSource(config)
-        self.pool = SshPool(config.ssh)
+        self.pool = SshPool(config.ssh, host_keys=self._published_host_keys)
         self.jobs = JobRunner.from_config(self.pool, config)
         self._instances: dict[str, Instance] = {}  # the latest fleet reading, by name
         self._read_at = 0.0  # time.monotonic() of that reading
@@ -78,6 +78,15 @@ class Services:
         """A ``ConnectionGetter`` that follows the machine by name across restarts (new addresses)."""
         self._instances.setdefault(instance.name, instance)
         return FollowingGetter(self, instance.name)
+
+    async def _published_host_keys(self, target: SshTarget) -> list[str]:
+        """A GCE VM's host keys from its ``hostkeys/`` guest attributes (none when they are off)."""
+        if self.config.gcp is None or target.zone is None:
+            return []
+        try:
+            return await asyncio.to_thread(self.fleet.gce().guest_host_keys, target.name, target.zone)
+        except GcptuiError:
+            return []  # the explicit `gcptui ssh accept` stays the way in
 
     def target(self, instance: Instance) -> SshTarget:
         return target_for(self.config, instance)

@@ -23,6 +23,25 @@ class StockoutError(CloudError):
     """The zone has no capacity for this VM right now; retrying later (with backoff) may succeed."""
 
 
+class RateLimitError(CloudError):
+    """GCE's rate quota refused the calls (403 ``rateLimitExceeded`` or 429) even after backing off."""
+
+
+# How GCE says "too many calls": the legacy reason, or the ErrorInfo reason on a 403.
+RATE_LIMIT_REASONS = frozenset({"rateLimitExceeded", "userRateLimitExceeded", "RATE_LIMIT_EXCEEDED"})
+
+
+def is_rate_limited(err: BaseException) -> bool:
+    """True for a 429, or a 403 whose reason is a rate limit (not a permission problem): retry those."""
+    from google.api_core import exceptions as api
+
+    if isinstance(err, api.TooManyRequests):
+        return True
+    if isinstance(err, api.Forbidden | api.PermissionDenied):
+        return bool(({err.reason} | _reasons(err)) & RATE_LIMIT_REASONS)
+    return False
+
+
 class OperationFailedError(CloudError):
     """A zone operation finished with an error."""
 
@@ -100,6 +119,11 @@ def translate(
         return CloudError(
             f"Google rejected the credentials ({message}): run `gcloud auth application-default login`"
         )
+    if is_rate_limited(err):
+        return RateLimitError(
+            f"Compute API rate limit hit to {action} (retried with backoff): wait a minute, watch fewer VMs, "
+            f"or ask for a higher rate quota ({message})"
+        )
     if isinstance(err, api.Forbidden | api.PermissionDenied):
         if err.reason == "SERVICE_DISABLED" or "accessNotConfigured" in _reasons(err):
             return CloudError(
@@ -124,8 +148,6 @@ def translate(
             f"Project {project} not found or not visible to you: check [gcp] project in gcptui.toml, "
             "GOOGLE_CLOUD_PROJECT or `gcloud config set project`"
         )
-    if isinstance(err, api.TooManyRequests):
-        return CloudError(f"Compute API quota exceeded to {action}: wait a minute and retry ({message})")
     return CloudError(f"Compute API refused to {action}: {err.code} {message}")
 
 

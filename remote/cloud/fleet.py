@@ -32,6 +32,14 @@ class FleetSnapshot:
         return next((i for i in self.instances if i.name == name), None)
 
 
+def unreachable_notes(zones: list[str]) -> tuple[str, ...]:
+    """The one line that says which zones GCE could not list (their VMs are missing), if any."""
+    if not zones:
+        return ()
+    return (f"zone{'s' if len(zones) > 1 else ''} {', '.join(zones)} unreachable: GCE could not list "
+            "them, so their VMs are not shown; try again in a minute",)  # fmt: skip
+
+
 def host_instances(config: Config) -> list[Instance]:
     """Static ``[[hosts]]`` as fleet rows; their state is known only once SSH reaches them."""
     return [
@@ -53,16 +61,22 @@ class FleetSource:
         return self.config.gcp
 
     def project(self) -> str:
-        """The project to list: the config's, else GOOGLE_CLOUD_PROJECT, else the gcloud config."""
+        """The project to list: the config's, else gcloud's (as ``gcloud config get project``), else
+        GOOGLE_CLOUD_PROJECT; one warning line on stderr when the last two disagree."""
         assert self.gcp is not None
         if self.gcp.project:
             return self.gcp.project
         if self._project is not None:
             return self._project
-        from gcptui.remote.cloud.gcloud_config import resolve_project
+        from gcptui.remote.cloud.gcloud_config import project_sources
 
         # Read once: the status line asks on every refresh, and gcloud's files do not change under us.
-        project = self._project = resolve_project()
+        project, disagreement = project_sources()
+        self._project = project
+        if disagreement:
+            import sys
+
+            print(f"gcptui: warning: {disagreement}", file=sys.stderr)
         if not project:
             where = (
                 f"[gcp] project in {self.config.path}" if self.config.path else "[gcp] project in gcptui.toml"
@@ -92,21 +106,29 @@ class FleetSource:
         """The Compute client, built (and its library imported) on first use."""
         if self._gce is None:
             assert self.gcp is not None
-            from gcptui.remote.cloud.gce import GceClient
+            from gcptui.remote.cloud.gce import GceClient, read_token
 
+            token = (
+                self.config.resolve_local(self.gcp.access_token_file) if self.gcp.access_token_file else None
+            )
             self._gce = GceClient(
-                project=self.project(), zones=list(self.gcp.zones), api_endpoint=self.gcp.api_endpoint
+                project=self.project(),
+                zones=list(self.gcp.zones),
+                api_endpoint=self.gcp.api_endpoint,
+                access_token=read_token(token) if token else None,
             )
         return self._gce
 
     def snapshot(self) -> FleetSnapshot:
         """List GCE instances (when configured) and add the static hosts."""
         instances: list[Instance] = []
+        errors: tuple[str, ...] = ()
         if self.gcp is not None:
             instances.extend(self.gce().list_instances())
+            errors = unreachable_notes(self.gce().unreachable)
         instances.extend(host_instances(self.config))
         instances.sort(key=lambda i: (i.source != "gce", i.zone, i.name))
-        return FleetSnapshot(tuple(instances), datetime.now(UTC), self.describe())
+        return FleetSnapshot(tuple(instances), datetime.now(UTC), self.describe(), errors)
 
     def resolve(self, names: list[str], snapshot: FleetSnapshot | None = None) -> list[Instance]:
         """Instances by name, in the order given; an unknown name is one clear error."""

@@ -13,22 +13,34 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
+from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
-from gcptui.remote.cloud.errors import Access, credentials_error, operation_error, server_message, translate
+from gcptui.remote.cloud.errors import (
+    Access,
+    credentials_error,
+    is_rate_limited,
+    operation_error,
+    server_message,
+    translate,
+)
 from gcptui.remote.cloud.instances import (
     PREEMPTED_OPERATION,
+    DiskOrigin,
+    disk_origin,
     instance_from_resource,
     is_spot,
     operation_time,
     short_name,
     was_preempted,
 )
-from gcptui.remote.errors import CloudError
+from gcptui.remote.errors import CloudError, ConfigError
 from gcptui.remote.models import Instance
 
 DEFAULT_ENDPOINT = "https://compute.googleapis.com"
+# zoneOperations.wait "might return after zero seconds": never call it again sooner than this.
+MIN_WAIT_PAUSE = 1.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,6 +52,19 @@ class Preemption:
     instance_id: str
     time: datetime | None
     operation: str
+
+
+def read_token(path: Path) -> str:
+    """The bearer token in ``path`` (``[gcp] access_token_file``); ``ConfigError`` when unreadable or empty."""
+    try:
+        token = path.read_text(encoding="utf-8").strip()
+    except OSError as err:
+        raise ConfigError(
+            f"cannot read [gcp] access_token_file {path}: {err.strerror}: fix the path in gcptui.toml"
+        ) from None
+    if not token:
+        raise ConfigError(f"[gcp] access_token_file {path} is empty: write the token into it")
+    return token
 
 
 def is_local_endpoint(endpoint: str) -> bool:
@@ -61,6 +86,7 @@ class GceClient:
         timeout: float = 30.0,
         operation_timeout: float = 600.0,
         credentials: Any = None,
+        access_token: str | None = None,
     ) -> None:
         from google.api_core import retry as retries
         from google.api_core.exceptions import InternalServerError, ServiceUnavailable, TooManyRequests
@@ -72,20 +98,34 @@ class GceClient:
         self.timeout = timeout
         self.operation_timeout = operation_timeout
         self._compute = compute_v1
+        if credentials is None and access_token:
+            from google.oauth2.credentials import Credentials
+
+            credentials = Credentials(token=access_token)  # sent as is, never refreshed
         if credentials is None:
             credentials = self._credentials(api_endpoint)
         options = {"api_endpoint": api_endpoint} if api_endpoint else None
         self._instances = compute_v1.InstancesClient(credentials=credentials, client_options=options)
         self._zone_ops = compute_v1.ZoneOperationsClient(credentials=credentials, client_options=options)
         self._global_ops = compute_v1.GlobalOperationsClient(credentials=credentials, client_options=options)
+        self._disks = compute_v1.DisksClient(credentials=credentials, client_options=options)
         # The library's default retries 503s for 600 s: a list must fail fast enough to show the error.
         self._retry = retries.Retry(
             initial=0.5,
             maximum=4.0,
             multiplier=2.0,
             timeout=timeout,
-            predicate=retries.if_exception_type(ServiceUnavailable, TooManyRequests, InternalServerError),
+            predicate=lambda err: (
+                isinstance(err, ServiceUnavailable | TooManyRequests | InternalServerError)
+                or is_rate_limited(err)
+            ),
         )
+        # Calls that change things are retried only when a rate limit refused them (nothing happened).
+        self._rate_retry = retries.Retry(
+            initial=1.0, maximum=8.0, multiplier=2.0, timeout=max(timeout, 60.0), predicate=is_rate_limited
+        )
+        self.min_wait_pause = MIN_WAIT_PAUSE
+        self.unreachable: list[str] = []  # zones the last list could not read (their VMs are missing)
 
     def _credentials(self, api_endpoint: str) -> Any:
         if api_endpoint and is_local_endpoint(api_endpoint):
@@ -133,7 +173,16 @@ class GceClient:
                     request=request, retry=self._retry, timeout=self.timeout
                 )
                 # Zones without instances carry only a NO_RESULTS_ON_PAGE warning: nothing to collect.
-                return [raw for _, scoped in pages for raw in scoped.instances]
+                # One that answers UNREACHABLE hides its VMs: remember it, so the faces can say so.
+                found: list[Any] = []
+                unreachable: set[str] = set()
+                for scope, scoped in pages:
+                    if getattr(scoped.warning, "code", "") == "UNREACHABLE":
+                        unreachable.add(short_name(scope))
+                    found.extend(scoped.instances)
+                self.unreachable = sorted(unreachable)
+                return found
+            self.unreachable = []
             if len(self.zones) == 1:
                 return self._list_zone(self.zones[0])
             with ThreadPoolExecutor(max_workers=min(8, len(self.zones))) as pool:
@@ -184,18 +233,61 @@ class GceClient:
             preempted = bool(times) and was_preempted(raw, {str(raw.id): max(times)})
         return instance_from_resource(raw, preempted=preempted)
 
+    def disk_origins(self, raw: Any) -> dict[str, DiskOrigin]:
+        """What each disk of instance ``raw`` was made from, by device name (one ``disks.get`` each)."""
+        zone = short_name(raw.zone)
+        origins: dict[str, DiskOrigin] = {}
+        for attached in raw.disks:
+            if not attached.source:
+                continue
+            name = short_name(attached.source)
+            with self._errors(f"read disk {name}", zone=zone):
+                disk = self._disks.get(
+                    project=self.project, zone=zone, disk=name, retry=self._retry, timeout=self.timeout
+                )
+            origins[attached.device_name] = disk_origin(disk)
+        return origins
+
+    def guest_host_keys(self, name: str, zone: str) -> list[str]:
+        """The VM's host keys from its ``hostkeys/`` guest attributes (``ssh-ed25519 AAAA...`` lines).
+
+        Empty when guest attributes are off or not yet written (GCE answers 404 or 400 then)."""
+        from google.api_core.exceptions import BadRequest, NotFound
+
+        with self._errors(f"read the host keys of {name}", instance=name, zone=zone):
+            try:
+                request = {"project": self.project, "zone": zone, "instance": name, "query_path": "hostkeys/"}
+                found = self._instances.get_guest_attributes(
+                    request=request, retry=self._retry, timeout=self.timeout
+                )  # fmt: skip
+            except (NotFound, BadRequest):
+                return []
+        return [
+            f"{e.key} {e.value}" for e in found.query_value.items if e.namespace == "hostkeys" and e.value
+        ]
+
     def preemption_operations(self, since: datetime | None = None) -> list[Preemption]:
         """``compute.instances.preempted`` operations of the project (one aggregated call), newest last."""
-        request = {
-            "project": self.project,
-            "filter": f'operationType="{PREEMPTED_OPERATION}"',
-        }
+        return self.operations_of_type(PREEMPTED_OPERATION, since)
+
+    def maintenance_operations(self) -> list[Preemption]:
+        """``compute.instances.terminateOnHostMaintenance`` operations (one aggregated call), newest last."""
+        return self.operations_of_type("compute.instances.terminateOnHostMaintenance")
+
+    def user_stop_operations(self) -> list[Preemption]:
+        """Users' ``stop`` and ``delete`` operations still listed (two aggregated calls), newest last."""
+        events = self.operations_of_type("stop") + self.operations_of_type("delete")
+        return sorted(events, key=lambda e: (e.time is None, e.time or datetime.min))
+
+    def operations_of_type(self, kind: str, since: datetime | None = None) -> list[Preemption]:
+        """Zone operations of ``operationType`` ``kind`` (one aggregated call), newest last."""
+        request = {"project": self.project, "filter": f'operationType="{kind}"'}
         events: list[Preemption] = []
-        with self._errors("list preemption operations"):
+        with self._errors(f"list {kind} operations"):
             pages = self._global_ops.aggregated_list(request=request, retry=self._retry, timeout=self.timeout)
             for _, scoped in pages:
                 for op in scoped.operations:
-                    if op.operation_type != PREEMPTED_OPERATION:
+                    if op.operation_type != kind:
                         continue
                     when = operation_time(op)
                     if since is not None and (when is None or when < since):
@@ -220,7 +312,7 @@ class GceClient:
             zone,
             name,
             lambda: self._instances.start_unary(
-                project=self.project, zone=zone, instance=name, timeout=self.timeout
+                project=self.project, zone=zone, instance=name, retry=self._rate_retry, timeout=self.timeout
             ),
         )
 
@@ -231,7 +323,7 @@ class GceClient:
             zone,
             name,
             lambda: self._instances.stop_unary(
-                project=self.project, zone=zone, instance=name, timeout=self.timeout
+                project=self.project, zone=zone, instance=name, retry=self._rate_retry, timeout=self.timeout
             ),
         )
 
@@ -242,7 +334,7 @@ class GceClient:
             zone,
             name,
             lambda: self._instances.reset_unary(
-                project=self.project, zone=zone, instance=name, timeout=self.timeout
+                project=self.project, zone=zone, instance=name, retry=self._rate_retry, timeout=self.timeout
             ),
         )
 
@@ -253,7 +345,7 @@ class GceClient:
             zone,
             name,
             lambda: self._instances.delete_unary(
-                project=self.project, zone=zone, instance=name, timeout=self.timeout
+                project=self.project, zone=zone, instance=name, retry=self._rate_retry, timeout=self.timeout
             ),
         )
 
@@ -264,7 +356,7 @@ class GceClient:
             zone,
             name,
             lambda: self._instances.simulate_maintenance_event_unary(
-                project=self.project, zone=zone, instance=name, timeout=self.timeout
+                project=self.project, zone=zone, instance=name, retry=self._rate_retry, timeout=self.timeout
             ),
         )
 
@@ -279,7 +371,11 @@ class GceClient:
             zone,
             name,
             lambda: self._instances.insert_unary(
-                project=self.project, zone=zone, instance_resource=body, timeout=self.timeout
+                project=self.project,
+                zone=zone,
+                instance_resource=body,
+                retry=self._rate_retry,
+                timeout=self.timeout,
             ),
         )
 
@@ -303,9 +399,14 @@ class GceClient:
                         f"{action} did not finish in {self.operation_timeout:.0f} s: check `gcptui ls`"
                     )
                 # wait() returns at DONE or after up to 2 minutes server-side; keep our side shorter.
+                began = time.monotonic()
                 operation = self._zone_ops.wait(
-                    project=self.project, zone=zone, operation=operation.name, timeout=min(left, 130.0)
-                )
+                    project=self.project, zone=zone, operation=operation.name, retry=self._rate_retry,
+                    timeout=min(left, 130.0),
+                )  # fmt: skip
+                pause = self.min_wait_pause - (time.monotonic() - began)
+                if operation.status != done and pause > 0:
+                    time.sleep(pause)  # it may answer at once: do not hammer it (and the rate quota)
         if list(operation.error.errors):
             raise operation_error(operation, action=action, zone=zone)
         return operation

@@ -56,12 +56,23 @@ def _property(env: Mapping[str, str], section: str, key: str) -> str | None:
 
 
 def resolve_project(env: Mapping[str, str] | None = None) -> str | None:
-    """The project id: ``GOOGLE_CLOUD_PROJECT``, ``CLOUDSDK_CORE_PROJECT``, then gcloud's ``[core] project``."""
+    """The project id as gcloud resolves it (``CLOUDSDK_CORE_PROJECT``, then its ``[core] project``),
+    else ``GOOGLE_CLOUD_PROJECT`` (which gcloud ignores: gcptui and the gcloud it runs for IAP tunnels
+    must act on the same project)."""
+    return project_sources(env)[0]
+
+
+def project_sources(env: Mapping[str, str] | None = None) -> tuple[str | None, str | None]:
+    """(the project gcptui uses, a warning line when gcloud and ``GOOGLE_CLOUD_PROJECT`` disagree)."""
     env = os.environ if env is None else env
-    for name in ("GOOGLE_CLOUD_PROJECT", "CLOUDSDK_CORE_PROJECT"):
-        if env.get(name, "").strip():
-            return env[name].strip()
-    return _property(env, "core", "project")
+    gcloud = env.get("CLOUDSDK_CORE_PROJECT", "").strip() or _property(env, "core", "project")
+    client = env.get("GOOGLE_CLOUD_PROJECT", "").strip() or None
+    if gcloud and client and gcloud != client:
+        return gcloud, (
+            f"gcloud's project is {gcloud} but GOOGLE_CLOUD_PROJECT is {client}: using {gcloud}, as gcloud "
+            "does; set [gcp] project in gcptui.toml to choose"
+        )
+    return gcloud or client, None
 
 
 def resolve_default_zone(env: Mapping[str, str] | None = None) -> str | None:

@@ -6,6 +6,7 @@ Works on the proto-plus messages by attribute (note the mangled names ``nat_i_p`
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
@@ -83,3 +84,27 @@ def was_preempted(raw: Any, preemptions: dict[str, datetime]) -> bool:
 def operation_time(op: Any) -> datetime | None:
     """When an operation happened: its end, else its start, else its insert time."""
     return parse_timestamp(op.end_time) or parse_timestamp(op.start_time) or parse_timestamp(op.insert_time)
+
+
+@dataclass(frozen=True, slots=True)
+class DiskOrigin:
+    """What a persistent disk was made from (``disks.get``), to make an equal one when recreating a VM."""
+
+    name: str
+    type: str  # short disk-type name (pd-balanced, ...)
+    size_gb: int
+    source_image: str | None = None
+    source_snapshot: str | None = None
+    labels: dict[str, str] = field(default_factory=dict)
+
+
+def disk_origin(raw: Any) -> DiskOrigin:
+    """A ``DiskOrigin`` from a ``compute_v1.Disk`` message."""
+    return DiskOrigin(
+        name=raw.name,
+        type=short_name(raw.type_),
+        size_gb=int(raw.size_gb or 0),
+        source_image=raw.source_image or None,
+        source_snapshot=raw.source_snapshot or None,
+        labels=dict(raw.labels),
+    )

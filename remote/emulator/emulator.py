@@ -14,6 +14,7 @@ import asyncio
 import getpass
 import json
 import os
+import secrets
 import socket
 from collections.abc import Iterable
 from pathlib import Path
@@ -23,9 +24,9 @@ from aiohttp import web
 
 from gcptui.remote.emulator import faults as fault_kinds
 from gcptui.remote.emulator.faults import Fault, Faults
-from gcptui.remote.emulator.fleet import Fleet, Timing
+from gcptui.remote.emulator.fleet import OPERATION_TTL, Fleet, Timing
 from gcptui.remote.emulator.rest import RestApi
-from gcptui.remote.emulator.state import Accelerator, Vm
+from gcptui.remote.emulator.state import Accelerator, Vm, valid_name
 from gcptui.remote.emulator.vm_host import AddressOnlyHost, SshVmHost
 from gcptui.remote.models import SSH_PORT_LABEL
 
@@ -60,8 +61,15 @@ class Emulator:
         zones: Iterable[str] = DEFAULT_ZONES,
         api_port: int = 0,
         one_address: bool | None = None,
+        operation_ttl: float = OPERATION_TTL,
+        project_metadata: dict[str, str] | None = None,
     ) -> None:
         self.root = Path(root).resolve()
+        # Every REST call must carry it (``Authorization: Bearer``): another local user or a web page
+        # cannot drive the emulated fleet. Written to ``token_file`` (0600) and named by the config.
+        self.token = secrets.token_urlsafe(32)
+        self.operation_ttl = operation_ttl
+        self._project_metadata = dict(project_metadata or {})
         self.project = project
         self.ssh = ssh
         self.faults = Faults()
@@ -82,6 +90,17 @@ class Emulator:
         self.ssh_port = 0
 
     # -- files -----------------------------------------------------------------------------------------
+
+    @property
+    def token_file(self) -> Path:
+        """The bearer token, alone in a 0600 file (``[gcp] access_token_file``, gcloud's ``auth/access_token_file``)."""
+        return self.root / "api-token"
+
+    def _write_token(self) -> None:
+        self.token_file.unlink(missing_ok=True)
+        descriptor = os.open(self.token_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(descriptor, "w") as handle:
+            handle.write(self.token + "\n")
 
     @property
     def client_key(self) -> Path:
@@ -107,6 +126,7 @@ class Emulator:
     async def start(self) -> None:
         """Serve the REST API on 127.0.0.1 (and pick the VMs' shared SSH port)."""
         self.root.mkdir(parents=True, exist_ok=True)
+        self._write_token()
         if self.ssh:
             self.ssh_port = free_port()
             self._host = SshVmHost(
@@ -119,8 +139,11 @@ class Emulator:
             )
         else:
             self._host = AddressOnlyHost()
-        self.fleet = Fleet(self.project, self._host, self.faults, self.timing, self._zones)
-        self.api = RestApi(self.fleet, page_size=self._page_size)
+        self.fleet = Fleet(
+            self.project, self._host, self.faults, self.timing, self._zones, self.operation_ttl
+        )
+        self.fleet.project_metadata.update(self._project_metadata)
+        self.api = RestApi(self.fleet, page_size=self._page_size, token=self.token)
         self._runner = web.AppRunner(self.api.app, access_log=None, shutdown_timeout=0.5)
         await self._runner.setup()
         await web.TCPSite(self._runner, "127.0.0.1", self._api_port).start()
@@ -164,9 +187,16 @@ class Emulator:
         status: str = "RUNNING",
         external_ip: bool = True,
         labels: dict[str, str] | None = None,
+        metadata: dict[str, str] | None = None,
     ) -> Vm:
         """Add an instance as it stands (no operation). A RUNNING one boots in the background:
-        ``await wait_for_status(name, "RUNNING")`` before using its SSH server."""
+        ``await wait_for_status(name, "RUNNING")`` before using its SSH server.
+
+        ``name`` must be a GCE name (RFC 1035); its boot disk is made from a public Debian image."""
+        if not valid_name(name):
+            raise ValueError(
+                f"{name!r} is not a valid instance name (RFC 1035: lowercase letters, digits, hyphens)"
+            )
         accelerators = tuple(g if isinstance(g, Accelerator) else Accelerator(g[0], int(g[1])) for g in gpus)
         if spot and termination_action is None:
             termination_action = "STOP"
@@ -181,6 +211,7 @@ class Emulator:
             external_ip=external_ip,
             labels=dict(labels or {}),
             status=status,
+            metadata=dict(metadata or {}),
         )
         return self._fleet().add(vm)
 
@@ -230,6 +261,19 @@ class Emulator:
         """The next ``count`` matching calls answer 404 for the project."""
         self.faults.add(fault_kinds.project_not_found(self.project, method, count))
 
+    def rate_limit(
+        self, method: str = "*", count: int = 1, *, status: int = 403, per_user: bool = False
+    ) -> None:
+        """The next ``count`` matching calls answer a rate limit: 403 ``rateLimitExceeded`` (or 429)."""
+        if status == 429:
+            self.faults.add(fault_kinds.too_many_requests(method, count))
+        else:
+            self.faults.add(fault_kinds.rate_limited(self.project, method, count, per_user=per_user))
+
+    def make_unreachable(self, *zones: str) -> None:
+        """Aggregated lists report these zones ``UNREACHABLE`` (their VMs missing) until ``faults.clear()``."""
+        self.faults.unreachable.update(zones)
+
     def stock_out(self, starts: int = 1) -> None:
         """The next ``starts`` starts end with ZONE_RESOURCE_POOL_EXHAUSTED (an operation error)."""
         self.faults.stockouts += starts
@@ -248,7 +292,10 @@ class Emulator:
         path = Path(path) if path is not None else self.root / "gcptui.toml"
         # JSON string escapes are valid TOML basic strings: safe for any path.
         q = json.dumps
-        lines = ["[gcp]", f"project = {q(self.project)}", f"api_endpoint = {q(self.endpoint)}", ""]
+        lines = [
+            "[gcp]", f"project = {q(self.project)}", f"api_endpoint = {q(self.endpoint)}",
+            f"access_token_file = {q(str(self.token_file))}", "",
+        ]  # fmt: skip
         if self.ssh:
             lines += [
                 "[ssh]",
@@ -262,7 +309,11 @@ class Emulator:
             lines += ["[sync]", f"source = {q(str(sync_source))}", 'dest = "~/project"', ""]
             lines += ["# [job]", '# command = "python train.py"', '# resume = "python train.py --resume"', ""]
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text("\n".join(lines))
+        temporary = path.with_name(f".{path.name}.{secrets.token_hex(4)}.tmp")
+        descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(descriptor, "w") as handle:
+            handle.write("\n".join(lines))
+        os.replace(temporary, path)  # 0600: it names the token file
         return path
 
 

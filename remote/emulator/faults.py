@@ -10,6 +10,7 @@ METHODS = (
     "instances.list", "instances.aggregatedList", "instances.get", "instances.start", "instances.stop",
     "instances.reset", "instances.delete", "instances.insert", "instances.simulateMaintenanceEvent",
     "zoneOperations.get", "zoneOperations.wait", "zoneOperations.list", "globalOperations.aggregatedList",
+    "disks.get", "instances.getGuestAttributes",
 )  # fmt: skip
 
 
@@ -33,7 +34,7 @@ class Fault:
 
     def body(self, project: str) -> dict[str, Any]:
         """GCE's JSON error shape."""
-        status_names = {400: "INVALID_ARGUMENT", 403: "PERMISSION_DENIED", 404: "NOT_FOUND", 409: "ALREADY_EXISTS",
+        status_names = {400: "INVALID_ARGUMENT", 401: "UNAUTHENTICATED", 403: "PERMISSION_DENIED", 404: "NOT_FOUND", 409: "ALREADY_EXISTS",
                         429: "RESOURCE_EXHAUSTED", 503: "UNAVAILABLE"}  # fmt: skip
         error: dict[str, Any] = {
             "code": self.status,
@@ -75,6 +76,21 @@ def project_not_found(project: str, method: str = "*", count: int = 1) -> Fault:
     return Fault(method, 404, f"The resource 'projects/{project}' was not found", "notFound", None, count)
 
 
+def rate_limited(project: str, method: str = "*", count: int = 1, *, per_user: bool = False) -> Fault:
+    """403 as GCE answers a call over a rate quota (``rateLimitExceeded``; per user ``userRateLimitExceeded``)."""
+    message = (
+        "Quota exceeded for quota metric 'Read requests' and limit 'Read requests per minute' of service "
+        f"'compute.googleapis.com' for consumer 'project_number:{abs(hash(project)) % 10**12}'."
+    )
+    reason = "userRateLimitExceeded" if per_user else "rateLimitExceeded"
+    return Fault(method, 403, message, reason, "RATE_LIMIT_EXCEEDED", count)
+
+
+def too_many_requests(method: str = "*", count: int = 1) -> Fault:
+    """429, the other shape of a rate limit."""
+    return Fault(method, 429, "Too many requests, please slow down.", "rateLimitExceeded", None, count)
+
+
 def unavailable(method: str = "*", count: int = 1) -> Fault:
     """503, which the client library retries."""
     return Fault(method, 503, "The service is currently unavailable.", "backendError", None, count)
@@ -86,6 +102,7 @@ class Faults:
     def __init__(self) -> None:
         self._faults: list[Fault] = []
         self.stockouts = 0  # the next N starts end with ZONE_RESOURCE_POOL_EXHAUSTED
+        self.unreachable: set[str] = set()  # zones an aggregated list reports as UNREACHABLE
 
     def add(self, fault: Fault) -> None:
         self._faults.append(fault)
@@ -93,6 +110,7 @@ class Faults:
     def clear(self) -> None:
         self._faults.clear()
         self.stockouts = 0
+        self.unreachable.clear()
 
     def take(self, method: str) -> Fault | None:
         """The fault for this call, if any, counted down."""

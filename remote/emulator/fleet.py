@@ -15,9 +15,16 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from gcptui.remote.emulator.faults import Faults, stockout_errors
-from gcptui.remote.emulator.state import Operation, Vm, timestamp
+from gcptui.remote.emulator.state import AttachedDisk, Disk, Operation, Vm, timestamp
 
 PREEMPTED = "compute.instances.preempted"
+HOST_MAINTENANCE = "compute.instances.terminateOnHostMaintenance"
+AUTOMATIC_RESTART = "compute.instances.automaticRestart"
+# What an instance added by hand (not inserted) boots from, as GCE's public Debian image.
+DEFAULT_IMAGE = (
+    "https://www.googleapis.com/compute/v1/projects/debian-cloud/global/images/debian-12-bookworm-v20250101"
+)
+OPERATION_TTL = 3600.0  # GCE keeps completed operations for at least an hour, sometimes no longer
 
 
 class ApiError(Exception):
@@ -36,6 +43,8 @@ class VmHost(Protocol):
     async def signal_preempted(self, vm: Vm) -> None: ...
     async def shutdown(self, vm: Vm, grace: float) -> None: ...
     async def removed(self, vm: Vm) -> None: ...
+    def host_keys(self, vm: Vm) -> list[tuple[str, str]]: ...
+    async def set_metadata(self, vm: Vm, path: str, value: str) -> None: ...
 
 
 @dataclass
@@ -45,13 +54,20 @@ class Timing:
     boot_seconds: float = 0.3
     stop_seconds: float = 0.3
     preempt_grace_seconds: float = 3.0
+    # Host maintenance of a VM that cannot live-migrate (GPUs): the metadata notice comes this long
+    # before the host goes down (GCE gives up to an hour; the emulator is quicker).
+    maintenance_notice_seconds: float = 1.0
 
 
 class Fleet:
     """All instances and operations of one emulated project."""
 
-    def __init__(self, project: str, host: VmHost, faults: Faults, timing: Timing, zones: list[str]) -> None:
+    def __init__(self, project: str, host: VmHost, faults: Faults, timing: Timing, zones: list[str],
+                 operation_ttl: float = OPERATION_TTL) -> None:  # fmt: skip
         self.project = project
+        self.operation_ttl = operation_ttl
+        self.disks: dict[tuple[str, str], Disk] = {}
+        self.project_metadata: dict[str, str] = {}
         self.host = host
         self.faults = faults
         self.timing = timing
@@ -87,9 +103,27 @@ class Fleet:
                 return vm
         raise KeyError(f"no emulated instance named {name!r}")
 
+    def expired(self, op: Operation) -> bool:
+        """Completed operations are forgotten ``operation_ttl`` seconds after they end, as on GCE."""
+        return op.ended is not None and time.time() - op.ended > self.operation_ttl
+
+    def listed_operations(self, zone: str) -> list[Operation]:
+        """The zone's operations GCE still lists (expired ones dropped)."""
+        return [op for op in self.operations.get(zone, []) if not self.expired(op)]
+
+    def disk(self, zone: str, name: str) -> Disk:
+        found = self.disks.get((zone, name))
+        if found is None:
+            raise ApiError(
+                404,
+                f"The resource 'projects/{self.project}/zones/{zone}/disks/{name}' was not found",
+                "notFound",
+            )
+        return found
+
     def operation(self, zone: str, name: str) -> Operation:
         op = self._operations_by_name.get((zone, name))
-        if op is None:
+        if op is None or self.expired(op):
             raise ApiError(
                 404,
                 f"The resource 'projects/{self.project}/zones/{zone}/operations/{name}' was not found",
@@ -120,6 +154,20 @@ class Fleet:
                 f"The resource 'projects/{self.project}/zones/{vm.zone}/instances/{vm.name}' already exists",
                 "alreadyExists",
             )
+        if not vm.disks:
+            # Added by hand: give it the boot disk GCE would have made from a public image.
+            if (vm.zone, vm.name) in self.disks:
+                raise ApiError(
+                    409, f"The resource 'projects/{self.project}/zones/{vm.zone}/disks/{vm.name}' already exists",
+                    "alreadyExists",
+                )  # fmt: skip
+            size = 100 if vm.gpus else 10
+            self.disks[(vm.zone, vm.name)] = Disk(
+                vm.name, vm.zone, size, "pd-balanced", source_image=DEFAULT_IMAGE
+            )
+            vm.disks = [AttachedDisk(vm.name, vm.name, boot=True, auto_delete=True)]
+        for attached in vm.disks:
+            self.disks[(vm.zone, attached.disk)].users.append(vm.name)
         self._internal += 1
         vm.network_ip = vm.network_ip or f"10.128.{self._internal // 250}.{self._internal % 250 + 2}"
         self.vms[vm.key] = vm
@@ -168,7 +216,12 @@ class Fleet:
         self._spawn(self._delete(vm, op))
         return op
 
-    def insert(self, vm: Vm) -> Operation:
+    def insert(self, vm: Vm, disks: list[Disk] | None = None) -> Operation:
+        """Create ``vm`` with the new ``disks`` its insert asked for (validated by ``inserts``)."""
+        if vm.key in self.vms:
+            self.add(vm)  # raises GCE's 409
+        for disk in disks or []:
+            self.disks[(disk.zone, disk.name)] = disk
         vm.status = "PROVISIONING"
         self.add(vm)
         op = self._user_operation(vm, "insert")
@@ -187,7 +240,7 @@ class Fleet:
         if vm.spot:
             self._spawn(self._power_off(vm, PREEMPTED))
         elif vm.gpus:
-            self._spawn(self._power_off(vm, "compute.instances.terminateOnHostMaintenance"))
+            self._spawn(self._host_maintenance(vm))
         else:
             self._record(
                 Operation(
@@ -270,6 +323,13 @@ class Fleet:
 
     async def _remove(self, vm: Vm) -> None:
         self.vms.pop(vm.key, None)
+        for attached in vm.disks:
+            disk = self.disks.get((vm.zone, attached.disk))
+            if disk is None:
+                continue
+            disk.users = [user for user in disk.users if user != vm.name]
+            if attached.auto_delete and not disk.users:
+                del self.disks[(vm.zone, attached.disk)]
         await self.host.removed(vm)
         async with self.changed:
             self.changed.notify_all()
@@ -286,6 +346,30 @@ class Fleet:
             op.finish()
             if event == PREEMPTED and vm.termination_action == "DELETE":
                 await self._remove(vm)
+
+    async def _host_maintenance(self, vm: Vm) -> None:
+        """A GPU VM's host goes down: ``maintenance-event`` notice, soft-off, and GCE restarts it when
+        ``automaticRestart`` is on (an on-demand VM's default)."""
+        await self.host.set_metadata(vm, "instance/maintenance-event", "TERMINATE_ON_HOST_MAINTENANCE")
+        await asyncio.sleep(self.timing.maintenance_notice_seconds)
+        async with vm.lock:
+            if vm.status != "RUNNING" or vm.key not in self.vms:
+                return
+            op = self._record(Operation(vm.zone, HOST_MAINTENANCE, vm.name, vm.id, user="system"))
+            op.running()
+            await self._go_down(vm, self.timing.preempt_grace_seconds)
+            op.finish()
+            if not vm.restarts_automatically:
+                return
+            restart = self._record(Operation(vm.zone, AUTOMATIC_RESTART, vm.name, vm.id, user="system"))
+            restart.running()
+            try:
+                await self._bring_up(vm)
+            except OSError as err:
+                await self._set_status(vm, "TERMINATED")
+                restart.finish([{"code": "EMULATOR_BOOT_FAILED", "message": str(err)}], (500, "INTERNAL"))
+                return
+            restart.finish()
 
     # -- waiting and shutdown --------------------------------------------------------------------------
 

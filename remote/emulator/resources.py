@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from gcptui.remote.emulator.state import Accelerator, Operation, Vm
+from gcptui.remote.emulator.state import Disk, Operation, Vm
 
 API_ROOT = "https://www.googleapis.com/compute/v1"
 
@@ -17,8 +17,11 @@ def region_of(zone: str) -> str:
     return zone.rsplit("-", 1)[0]
 
 
-def instance_json(vm: Vm, project: str) -> dict[str, Any]:
-    """The instance resource as ``GET .../instances/NAME`` returns it."""
+def instance_json(vm: Vm, project: str, disks: dict[str, Disk] | None = None) -> dict[str, Any]:
+    """The instance resource as ``GET .../instances/NAME`` returns it (``disks``: the zone's, by name).
+
+    Never an insert-only field (``initializeParams``): what a disk was made from is in ``disks.get``."""
+    disks = disks or {}
     zurl = zone_url(project, vm.zone)
     nic: dict[str, Any] = {
         "kind": "compute#networkInterface",
@@ -40,8 +43,9 @@ def instance_json(vm: Vm, project: str) -> dict[str, Any]:
         nic["accessConfigs"] = [access]
     scheduling: dict[str, Any] = {
         "onHostMaintenance": "TERMINATE" if vm.gpus or vm.spot else "MIGRATE",
-        "automaticRestart": not vm.spot,
-        "preemptible": vm.preemptible,
+        "automaticRestart": vm.restarts_automatically,
+        # A Spot VM reads preemptible too, as gcloud creates it and GCE returns it.
+        "preemptible": vm.spot,
         "provisioningModel": vm.provisioning_model,
     }
     if vm.termination_action:
@@ -60,8 +64,31 @@ def instance_json(vm: Vm, project: str) -> dict[str, Any]:
         "selfLink": f"{zurl}/instances/{vm.name}",
         "cpuPlatform": "Intel Cascade Lake",
         "labels": dict(vm.labels),
-        "fingerprint": "emulated=",
+        "fingerprint": vm.fingerprint,
+        "disks": [
+            {
+                "kind": "compute#attachedDisk",
+                "type": "PERSISTENT",
+                "mode": attached.mode,
+                "source": f"{zurl}/disks/{attached.disk}",
+                "deviceName": attached.device_name,
+                "index": index,
+                "boot": attached.boot,
+                "autoDelete": attached.auto_delete,
+                "interface": "SCSI",
+                "diskSizeGb": str(disks[attached.disk].size_gb) if attached.disk in disks else "10",
+                "architecture": "X86_64",
+            }
+            for index, attached in enumerate(vm.disks)
+        ],
+        "metadata": {
+            "kind": "compute#metadata",
+            "fingerprint": vm.metadata_fingerprint,
+            "items": [{"key": k, "value": v} for k, v in vm.metadata.items()],
+        },
     }
+    if not vm.metadata:
+        del body["metadata"]["items"]
     if vm.gpus:
         body["guestAccelerators"] = [
             {"acceleratorType": f"{zurl}/acceleratorTypes/{gpu.type}", "acceleratorCount": gpu.count}
@@ -106,33 +133,45 @@ def operation_json(op: Operation, project: str) -> dict[str, Any]:
     return body
 
 
-def vm_from_insert_body(body: dict[str, Any], zone: str) -> Vm:
-    """A new record from an insert body (e.g. a recorded instance's settings sent back)."""
-    scheduling = body.get("scheduling") or {}
-    nics = body.get("networkInterfaces") or [{}]
-    gpus = tuple(
-        Accelerator(type=_short(acc.get("acceleratorType", "")), count=int(acc.get("acceleratorCount", 0)))
-        for acc in body.get("guestAccelerators") or []
-        if int(acc.get("acceleratorCount", 0))
-    )
-    modelled = {
-        "kind", "id", "creationTimestamp", "name", "zone", "machineType", "status", "networkInterfaces",
-        "scheduling", "selfLink", "cpuPlatform", "labels", "fingerprint", "guestAccelerators",
-        "lastStartTimestamp", "lastStopTimestamp", "statusMessage", "lastSuspendedTimestamp",
-    }  # fmt: skip
-    return Vm(
-        name=body["name"],
-        zone=zone,
-        machine_type=_short(body.get("machineType", "")) or "n1-standard-1",
-        gpus=gpus,
-        provisioning_model=scheduling.get("provisioningModel") or "STANDARD",
-        preemptible=bool(scheduling.get("preemptible", False)),
-        termination_action=scheduling.get("instanceTerminationAction") or None,
-        external_ip=any(nic.get("accessConfigs") for nic in nics),
-        labels=dict(body.get("labels") or {}),
-        extra={k: v for k, v in body.items() if k not in modelled},
-    )
+def disk_json(disk: Disk, project: str) -> dict[str, Any]:
+    """A persistent disk as ``GET .../disks/NAME`` returns it."""
+    zurl = zone_url(project, disk.zone)
+    body: dict[str, Any] = {
+        "kind": "compute#disk",
+        "id": str(disk.id),
+        "creationTimestamp": disk.created,
+        "name": disk.name,
+        "sizeGb": str(disk.size_gb),
+        "zone": zurl,
+        "status": "READY",
+        "selfLink": f"{zurl}/disks/{disk.name}",
+        "type": f"{zurl}/diskTypes/{disk.type}",
+        "labelFingerprint": "42WmSpB8rSM=",
+        "physicalBlockSizeBytes": "4096",
+        "architecture": "X86_64",
+    }
+    if disk.source_image:
+        body["sourceImage"] = disk.source_image
+        body["sourceImageId"] = str(abs(hash(disk.source_image)) % 10**18)
+    if disk.source_snapshot:
+        body["sourceSnapshot"] = disk.source_snapshot
+        body["sourceSnapshotId"] = str(abs(hash(disk.source_snapshot)) % 10**18)
+    if disk.labels:
+        body["labels"] = dict(disk.labels)
+    if disk.users:
+        body["users"] = [f"{zurl}/instances/{user}" for user in disk.users]
+        body["lastAttachTimestamp"] = disk.created
+    return body
 
 
-def _short(url: str) -> str:
-    return url.rstrip("/").rsplit("/", 1)[-1] if url else ""
+def guest_attributes_json(
+    vm: Vm, project: str, query_path: str, entries: list[tuple[str, str, str]]
+) -> dict[str, Any]:
+    """``getGuestAttributes``: ``entries`` are (namespace, key, value) under ``query_path``."""
+    zurl = zone_url(project, vm.zone)
+    return {
+        "kind": "compute#guestAttributes",
+        "queryPath": query_path,
+        "queryValue": {"items": [{"namespace": ns, "key": k, "value": v} for ns, k, v in entries]},
+        "selfLink": f"{zurl}/instances/{vm.name}/getGuestAttributes?queryPath={query_path}",
+    }

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import hmac
 import json
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -17,7 +18,16 @@ from aiohttp import web
 from gcptui.remote.emulator.faults import Fault
 from gcptui.remote.emulator.filters import FilterError, parse_filter
 from gcptui.remote.emulator.fleet import ApiError, Fleet
-from gcptui.remote.emulator.resources import instance_json, operation_json, vm_from_insert_body
+from gcptui.remote.emulator.inserts import vm_from_insert
+from gcptui.remote.emulator.resources import (
+    disk_json,
+    guest_attributes_json,
+    instance_json,
+    operation_json,
+    zone_url,
+)
+from gcptui.remote.emulator.rest_project import ProjectApi, add_routes
+from gcptui.remote.emulator.state import NAME_PATTERN, valid_name
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 V1 = "/compute/v1/projects/{project}"
@@ -33,11 +43,21 @@ def _error(status: int, message: str, reason: str) -> web.Response:
     return web.Response(status=status, text=json.dumps(fault.body("")), content_type="application/json")
 
 
+UNAUTHENTICATED = (
+    "Request is missing required authentication credential. Expected OAuth 2 access token, login cookie or "
+    "other valid authentication credential. See https://developers.google.com/identity/sign-in/web/devconsole-project."
+)
+# Path parameters GCE checks against its name rule (an instance also by numeric id).
+_PATH_NAMES = {"name": "instance", "disk": "disk"}
+
+
 class RestApi:
     """aiohttp application answering for one emulated project."""
 
-    def __init__(self, fleet: Fleet, page_size: int = 500) -> None:
+    def __init__(self, fleet: Fleet, page_size: int = 500, token: str = "") -> None:
         self.fleet = fleet
+        self.token = token  # every call must carry ``Authorization: Bearer <token>``
+        self.max_wait_seconds = MAX_WAIT_SECONDS  # 0: operations.wait answers at once, as GCE may
         self.page_size = page_size
         self.calls: dict[str, int] = {}  # method -> count, for tests asserting "one aggregated call"
         self.app = web.Application(middlewares=[self._middleware])
@@ -70,11 +90,22 @@ class RestApi:
             V1 + "/aggregated/operations",
             self._method("globalOperations.aggregatedList", self.aggregated_operations),
         )
+        route.add_get(V1 + "/zones/{zone}/disks/{disk}", self._method("disks.get", self.get_disk))
+        self.project_api = ProjectApi(fleet)
+        add_routes(self.app, self.project_api, self._method, V1)
+        route.add_get(
+            V1 + "/zones/{zone}/instances/{name}/getGuestAttributes",
+            self._method("instances.getGuestAttributes", self.guest_attributes),
+        )
 
     # -- plumbing --------------------------------------------------------------------------------------
 
     @web.middleware
     async def _middleware(self, request: web.Request, handler: Handler) -> web.StreamResponse:
+        if not self._authorized(request):
+            response = _error(401, UNAUTHENTICATED, "required")
+            response.headers["WWW-Authenticate"] = 'Bearer realm="https://accounts.google.com/"'
+            return response
         try:
             return await handler(request)
         except ApiError as err:
@@ -83,6 +114,10 @@ class RestApi:
             return _error(400, str(err), "invalid")
         except web.HTTPNotFound:
             return _error(404, f"The requested URL {request.path} was not found on this server.", "notFound")
+
+    def _authorized(self, request: web.Request) -> bool:
+        scheme, _, given = request.headers.get("Authorization", "").partition(" ")
+        return scheme.lower() == "bearer" and hmac.compare_digest(given.strip().encode(), self.token.encode())
 
     def _method(self, method: str, handler: Handler) -> Handler:
         async def call(request: web.Request) -> web.StreamResponse:
@@ -96,6 +131,15 @@ class RestApi:
             project = request.match_info["project"]
             if project != self.fleet.project:
                 raise ApiError(404, f"The resource 'projects/{project}' was not found", "notFound")
+            for key, field in _PATH_NAMES.items():
+                value = request.match_info.get(key)
+                if value is not None and not valid_name(value):
+                    raise ApiError(
+                        400,
+                        f"Invalid value for field '{field}': '{value}'. Must be a match of regex "
+                        f"'{NAME_PATTERN}|[1-9][0-9]{{0,19}}'",
+                        "invalid",
+                    )
             zone = request.match_info.get("zone")
             if zone is not None and zone not in self.fleet.zones:
                 raise ApiError(
@@ -125,7 +169,7 @@ class RestApi:
         vms = sorted(
             (vm for vm in self.fleet.vms.values() if zone is None or vm.zone == zone), key=lambda v: v.key
         )
-        bodies = (instance_json(vm, self.fleet.project) for vm in vms)
+        bodies = (self._instance_json(vm) for vm in vms)
         return [body for body in bodies if keep(body)]
 
     async def list_instances(self, request: web.Request) -> web.Response:
@@ -150,10 +194,22 @@ class RestApi:
         items: dict[str, dict[str, Any]] = {
             f"zones/{zone}": {"warning": _no_results(f"zones/{zone}")} for zone in self.fleet.zones
         }
+        unreachable = self.fleet.faults.unreachable
         for body in page:
-            scoped = items[f"zones/{body['zone'].rsplit('/', 1)[-1]}"]
+            zone = body["zone"].rsplit("/", 1)[-1]
+            if zone in unreachable:
+                continue
+            scoped = items[f"zones/{zone}"]
             scoped.pop("warning", None)
             scoped.setdefault("instances", []).append(body)
+        for zone in unreachable:
+            items[f"zones/{zone}"] = {
+                "warning": {
+                    "code": "UNREACHABLE",
+                    "message": f"Scope 'zones/{zone}' is unreachable.",
+                    "data": [{"key": "scope", "value": f"zones/{zone}"}],
+                }
+            }
         out: dict[str, Any] = {
             "kind": "compute#instanceAggregatedList",
             "id": f"projects/{self.fleet.project}/aggregated/instances",
@@ -165,21 +221,45 @@ class RestApi:
 
     async def get_instance(self, request: web.Request) -> web.Response:
         vm = self.fleet.find(request.match_info["zone"], request.match_info["name"])
-        return _json(instance_json(vm, self.fleet.project))
+        return _json(self._instance_json(vm))
+
+    def _instance_json(self, vm: Any) -> dict[str, Any]:
+        disks = {name: disk for (zone, name), disk in self.fleet.disks.items() if zone == vm.zone}
+        return instance_json(vm, self.fleet.project, disks)
 
     async def insert(self, request: web.Request) -> web.Response:
         try:
             body = await request.json()
         except ValueError:
             raise ApiError(400, "Invalid JSON payload received.", "parseError") from None
-        if not isinstance(body, dict) or not body.get("name"):
-            raise ApiError(
-                400,
-                "Invalid value for field 'resource.name': ''. Must be a match of regex '[a-z](?:[-a-z0-9]{0,61}[a-z0-9])?'",
-                "invalid",
-            )
-        op = self.fleet.insert(vm_from_insert_body(body, request.match_info["zone"]))
+        zone = request.match_info["zone"]
+        vm, disks = vm_from_insert(
+            body, zone, self.fleet.project, lambda name: self.fleet.disks.get((zone, name))
+        )
+        op = self.fleet.insert(vm, disks)
         return _json(operation_json(op, self.fleet.project))
+
+    async def get_disk(self, request: web.Request) -> web.Response:
+        disk = self.fleet.disk(request.match_info["zone"], request.match_info["disk"])
+        return _json(disk_json(disk, self.fleet.project))
+
+    async def guest_attributes(self, request: web.Request) -> web.Response:
+        """Guest attributes: the guest agent publishes ``hostkeys/`` once booted, when they are enabled."""
+        vm = self.fleet.find(request.match_info["zone"], request.match_info["name"])
+        path = request.query.get("queryPath", "")
+        enabled = (vm.metadata.get("enable-guest-attributes") or self.fleet.project_metadata.get(
+            "enable-guest-attributes", "")).upper() == "TRUE"  # fmt: skip
+        entries = (
+            [("hostkeys", algorithm, key) for algorithm, key in self.fleet.host.host_keys(vm)]
+            if enabled
+            else []
+        )
+        namespace, _, key = path.partition("/")
+        chosen = [e for e in entries if e[0] == namespace and (not key or e[1] == key)] if path else entries
+        if not chosen:
+            where = f"{zone_url(self.fleet.project, vm.zone)}/instances/{vm.name}/guestAttributes/{path}"
+            raise ApiError(404, f"The resource '{where}' was not found", "notFound")
+        return _json(guest_attributes_json(vm, self.fleet.project, path, chosen))
 
     def lifecycle(self, verb: str) -> Handler:
         async def handle(request: web.Request) -> web.Response:
@@ -204,7 +284,7 @@ class RestApi:
     async def wait_operation(self, request: web.Request) -> web.Response:
         op = self.fleet.operation(request.match_info["zone"], request.match_info["op"])
         try:
-            await asyncio.wait_for(op.done.wait(), MAX_WAIT_SECONDS)
+            await asyncio.wait_for(op.done.wait(), self.max_wait_seconds)
         except TimeoutError:
             pass  # like GCE: answer with the operation as it stands; the caller waits again
         return _json(operation_json(op, self.fleet.project))
@@ -213,7 +293,7 @@ class RestApi:
         keep = parse_filter(request.query.get("filter", ""))
         zones = [zone] if zone else sorted(self.fleet.operations)
         bodies = (
-            operation_json(op, self.fleet.project) for z in zones for op in self.fleet.operations.get(z, [])
+            operation_json(op, self.fleet.project) for z in zones for op in self.fleet.listed_operations(z)
         )
         return [body for body in bodies if keep(body)]
 

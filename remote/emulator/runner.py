@@ -47,7 +47,8 @@ async def serve_emulator(
         project = directory / "project"  # what sync sends: never the emulator's state (its SSH key)
         project.mkdir(parents=True, exist_ok=True)
         config = emulator.write_config(sync_source=project)
-        print(f"emulator ready: {vms} VMs, config {config}, API {emulator.endpoint}", file=out, flush=True)
+        print(f"emulator ready: {vms} VMs, config {config}, API {emulator.endpoint}, token file {emulator.token_file}",
+              file=out, flush=True)  # fmt: skip
         await stop.wait()
     finally:
         await emulator.close()

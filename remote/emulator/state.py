@@ -6,7 +6,9 @@ Only the lifecycle in ``fleet.py`` changes them; ``resources.py`` renders them a
 from __future__ import annotations
 
 import asyncio
+import base64
 import itertools
+import re
 import secrets
 import time
 from dataclasses import dataclass, field
@@ -20,6 +22,21 @@ _ids = itertools.count(int(time.time() * 1000) % 10**12 * 1000 + 1)
 def new_id() -> int:
     """A GCE-looking numeric id (uint64, unique in this process)."""
     return 4_000_000_000_000_000_000 + next(_ids)
+
+
+# GCE's rule for resource names (RFC 1035): what an instance or disk name must match.
+NAME_PATTERN = "[a-z](?:[-a-z0-9]{0,61}[a-z0-9])?"
+_NAME = re.compile(NAME_PATTERN)
+
+
+def valid_name(name: object) -> bool:
+    """1-63 characters: lowercase letters, digits, hyphens; a letter first, no hyphen last."""
+    return isinstance(name, str) and _NAME.fullmatch(name) is not None
+
+
+def new_fingerprint() -> str:
+    """A fingerprint as GCE hands them out: eight random bytes, base64."""
+    return base64.b64encode(secrets.token_bytes(8)).decode()
 
 
 def timestamp(when: float | None = None) -> str:
@@ -37,6 +54,33 @@ class Accelerator:
 
 
 @dataclass(eq=False)
+class Disk:
+    """One persistent disk (``disks.get``): what it was made from, its type and size."""
+
+    name: str
+    zone: str
+    size_gb: int = 10
+    type: str = "pd-balanced"  # the short disk-type name
+    source_image: str | None = None  # a full image URL, as disks.get reports it
+    source_snapshot: str | None = None
+    labels: dict[str, str] = field(default_factory=dict)
+    users: list[str] = field(default_factory=list)  # instance names it is attached to
+    id: int = field(default_factory=new_id)
+    created: str = field(default_factory=timestamp)
+
+
+@dataclass(eq=False)
+class AttachedDisk:
+    """A disk as attached to an instance."""
+
+    disk: str  # the Disk's name (same zone as the instance)
+    device_name: str
+    boot: bool = False
+    auto_delete: bool = True
+    mode: str = "READ_WRITE"
+
+
+@dataclass(eq=False)
 class Vm:
     """One emulated instance."""
 
@@ -47,6 +91,7 @@ class Vm:
     provisioning_model: str = "STANDARD"  # STANDARD or SPOT
     preemptible: bool = False  # legacy preemptible VMs
     termination_action: str | None = None  # STOP or DELETE for Spot VMs
+    automatic_restart: bool | None = None  # None: GCE's default (on, except for Spot VMs)
     external_ip: bool = True
     labels: dict[str, str] = field(default_factory=dict)
     status: str = "TERMINATED"
@@ -56,8 +101,12 @@ class Vm:
     last_stop: str | None = None
     network_ip: str = ""
     nat_ip: str | None = None  # set while running, when external_ip
-    # Fields of an inserted body we do not model but echo back (disks, metadata, serviceAccounts, ...).
+    # Fields of an inserted body we do not model but echo back (serviceAccounts, tags, ...).
     extra: dict[str, Any] = field(default_factory=dict)
+    disks: list[AttachedDisk] = field(default_factory=list)
+    metadata: dict[str, str] = field(default_factory=dict)  # instance metadata items
+    fingerprint: str = field(default_factory=new_fingerprint)
+    metadata_fingerprint: str = field(default_factory=new_fingerprint)
     disk: Path | None = None  # DIR/vms/NAME when SSH is enabled
     # The marker its processes carry (GCPTUI_EMULATED_VM): unique per emulator and VM.
     uid: str = field(default_factory=lambda: secrets.token_hex(6))
@@ -66,6 +115,10 @@ class Vm:
     @property
     def spot(self) -> bool:
         return self.provisioning_model == "SPOT" or self.preemptible
+
+    @property
+    def restarts_automatically(self) -> bool:
+        return (not self.spot) if self.automatic_restart is None else self.automatic_restart
 
     @property
     def key(self) -> tuple[str, str]:
@@ -93,6 +146,7 @@ class Operation:
     errors: list[dict[str, str]] = field(default_factory=list)
     http_error: tuple[int, str] | None = None
     done: asyncio.Event = field(default_factory=asyncio.Event, repr=False)
+    ended: float | None = None  # time.time() at DONE: completed operations expire (Fleet.operation_ttl)
 
     def __post_init__(self) -> None:
         if not self.name:
@@ -107,7 +161,8 @@ class Operation:
     ) -> None:
         """DONE, with GCE's ``error.errors`` entries when it failed."""
         self.start_time = self.start_time or timestamp()
-        self.status, self.progress, self.end_time = "DONE", 100, timestamp()
+        self.ended = time.time()
+        self.status, self.progress, self.end_time = "DONE", 100, timestamp(self.ended)
         self.errors = list(errors or [])
         self.http_error = http_error
         self.done.set()

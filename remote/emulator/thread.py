@@ -133,6 +133,20 @@ class EmulatorThread:
     def hide_project(self, method: str = "*", count: int = 1) -> None:
         self.call(self.emulator.hide_project, method, count)
 
+    @property
+    def token(self) -> str:
+        return self.emulator.token
+
+    @property
+    def token_file(self) -> Path:
+        return self.emulator.token_file
+
+    def rate_limit(self, method: str = "*", count: int = 1, **options: Any) -> None:
+        self.call(self.emulator.rate_limit, method, count, **options)
+
+    def make_unreachable(self, *zones: str) -> None:
+        self.call(self.emulator.make_unreachable, *zones)
+
     def stock_out(self, starts: int = 1) -> None:
         self.call(self.emulator.stock_out, starts)
 

@@ -7,6 +7,7 @@ same disk and the same host key, as on GCE.
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import sys
 from dataclasses import dataclass
@@ -14,7 +15,7 @@ from pathlib import Path
 
 import asyncssh
 
-from gcptui.remote.emulator.state import Accelerator
+from gcptui.remote.emulator.state import Accelerator, valid_name
 
 # What nvidia-smi reports for GCE's accelerator types: product name, memory (MiB), power limit (W).
 GPU_MODELS: dict[str, tuple[str, int, float]] = {
@@ -27,6 +28,22 @@ GPU_MODELS: dict[str, tuple[str, int, float]] = {
     "nvidia-h100-mega-80gb": ("NVIDIA H100 80GB HBM3", 81559, 700.0),
     "nvidia-h200-141gb": ("NVIDIA H200", 143771, 700.0),
 }
+
+
+def disk_root(vms_dir: Path, name: str) -> Path:
+    """``vms_dir/name``, refused (ValueError) unless ``name`` is a GCE name and the path stays inside."""
+    if not valid_name(name):
+        raise ValueError(
+            f"{name!r} is not a valid instance name (RFC 1035: lowercase letters, digits, hyphens)"
+        )
+    return _inside(vms_dir, vms_dir / name)
+
+
+def _inside(root: Path, path: Path) -> Path:
+    real_root, real = os.path.realpath(root), os.path.realpath(path)
+    if os.path.commonpath([real_root, real]) != real_root or real == real_root:
+        raise ValueError(f"{path} is outside {root}")
+    return path
 
 
 @dataclass(frozen=True)
@@ -81,5 +98,9 @@ class VmDisk:
         target.chmod(0o755)
 
     def destroy(self) -> None:
-        """Delete the disk (GCE deletes an auto-delete boot disk with its instance)."""
+        """Delete the disk (GCE deletes an auto-delete boot disk with its instance); never a symlink's target."""
+        if self.root.is_symlink():
+            self.root.unlink()
+            return
+        _inside(self.root.parent, self.root)
         shutil.rmtree(self.root, ignore_errors=True)

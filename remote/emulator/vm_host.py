@@ -16,7 +16,7 @@ import asyncssh
 
 from gcptui.remote.emulator.metadata import MetadataServer
 from gcptui.remote.emulator.state import Vm
-from gcptui.remote.emulator.vm_disk import VmDisk
+from gcptui.remote.emulator.vm_disk import VmDisk, disk_root
 from gcptui.remote.emulator.vm_processes import MARKER, end_vm_processes
 from gcptui.remote.emulator.vm_ssh import VmSshServer
 from gcptui.remote.models import SSH_PORT_LABEL
@@ -56,6 +56,12 @@ class AddressOnlyHost:
     async def removed(self, vm: Vm) -> None:
         pass
 
+    def host_keys(self, vm: Vm) -> list[tuple[str, str]]:
+        return []
+
+    async def set_metadata(self, vm: Vm, path: str, value: str) -> None:
+        pass
+
     async def close(self) -> None:
         pass
 
@@ -93,7 +99,7 @@ class SshVmHost:
         self._vms: dict[str, Vm] = {}
 
     def added(self, vm: Vm) -> None:
-        disk = VmDisk(self.root / "vms" / vm.name)
+        disk = VmDisk(disk_root(self.root / "vms", vm.name))
         vm.disk = disk.root
         self._machines[vm.uid] = _Machine(disk, disk.prepare(vm.gpus))
         self._vms[vm.uid] = vm
@@ -133,6 +139,20 @@ class SshVmHost:
         if machine and machine.metadata:
             await machine.metadata.set("instance/maintenance-event", "TERMINATE_ON_HOST_MAINTENANCE")
             await machine.metadata.set("instance/preempted", "TRUE")
+
+    def host_keys(self, vm: Vm) -> list[tuple[str, str]]:
+        """(algorithm, base64 key) of the VM's host keys, as its guest agent publishes them once booted."""
+        machine = self._machines.get(vm.uid)
+        if machine is None or machine.ssh is None:
+            return []
+        algorithm, key = machine.host_key.export_public_key("openssh").decode().split()[:2]
+        return [(algorithm, key)]
+
+    async def set_metadata(self, vm: Vm, path: str, value: str) -> None:
+        """Change a value in the running VM's metadata server (e.g. a maintenance notice)."""
+        machine = self._machines.get(vm.uid)
+        if machine and machine.metadata:
+            await machine.metadata.set(path, value)
 
     async def shutdown(self, vm: Vm, grace: float) -> None:
         """ACPI soft-off (SIGTERM), ``grace`` seconds, power off (SIGKILL, servers gone)."""

@@ -20,11 +20,14 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import replace
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from gcptui.remote.aio import within
+from gcptui.remote.cloud.instances import DiskOrigin
 from gcptui.remote.errors import GcptuiError
+from gcptui.remote.keepalive.causes import UNKNOWN_CAUSE, since_last_start
 from gcptui.remote.keepalive.events import (
     DetectedBy,
     EventKind,
@@ -102,10 +105,14 @@ class KeepAlive:
         self._known: dict[str, Instance] = {}
         self._jobs: dict[str, JobStatus] = {}  # the job's last state seen before a preemption
         self._records: dict[str, Any] = {}  # raw settings of DELETE-action VMs, to recreate them
+        # What their disks were made from (disks.get), by VM name: (instance id, origins by device name).
+        self._origins: dict[str, tuple[str, dict[str, DiskOrigin]]] = {}
         self._recovering: dict[str, asyncio.Task[None]] = {}
         self._suspects: dict[str, float] = {}  # name -> loop time until which it is polled fast
         self._dropped: set[str] = set()  # suspects because their connection dropped (detected_by "lost")
         self._given_up: set[str] = set()
+        self._seen_running: set[str] = set()  # watched VMs seen RUNNING since their last stop was explained
+        self._starts: dict[str, str | None] = {}  # lastStartTimestamp of watched on-demand VMs, as last seen
         self._wake = asyncio.Event()
         self._vms = VmRestarter(
             gce, self._event, boot_timeout=boot_timeout, backoff_base=backoff_base, backoff_cap=backoff_cap
@@ -125,6 +132,11 @@ class KeepAlive:
     def enabled(self, name: str) -> bool:
         """Whether keep-alive watches ``name`` (a Spot VM, named or all, and not disabled)."""
         return name not in self._disabled and (self._names is None or name in self._names)
+
+    def watched(self, instance: Instance) -> bool:
+        """Spot VMs when enabled; on-demand VMs only when named: host maintenance stops GPU VMs too."""
+        named = self._names is not None and instance.name in self._names
+        return self.enabled(instance.name) and (instance.spot or named)
 
     def enable(self, name: str) -> None:
         """Watch ``name`` again (and forget an earlier give-up); polls at once."""
@@ -216,7 +228,12 @@ class KeepAlive:
         for name, (raw, instance) in current.items():
             if instance.spot and instance.termination_action == "DELETE" and instance.status == "RUNNING":
                 self._records[name] = raw
+                await self._record_disks(name, raw)
             self._known[name] = instance
+            if instance.status == "RUNNING" and self.watched(instance):
+                self._seen_running.add(name)
+                if not instance.spot:
+                    await self._after_restart_by_gce(instance)
             if (
                 instance.spot
                 and instance.status == "STOPPING"
@@ -232,7 +249,7 @@ class KeepAlive:
                 del self._known[name]
         candidates = [
             i for i in self._known.values()
-            if i.spot and i.status in ("TERMINATED", "GONE") and self.enabled(i.name)
+            if i.status in ("TERMINATED", "GONE") and self.watched(i)
             and i.name not in self._recovering and i.name not in self._given_up
         ]  # fmt: skip
         if candidates:
@@ -241,29 +258,67 @@ class KeepAlive:
                 if instance.name in preempted:
                     when = preempted[instance.name]
                     recreate = instance.status == "GONE"
-                    self._begin(instance, "preempted", f"GCE: {'deleted' if recreate else 'stopped'} by a preemption",
+                    cause = "a preemption" if instance.spot else "host maintenance"
+                    self._begin(instance, "preempted", f"GCE: {'deleted' if recreate else 'stopped'} by {cause}",
                                 when, recreate=recreate)  # fmt: skip
+                    self._seen_running.discard(instance.name)
+            unexplained = [i for i in candidates if i.name not in preempted]
+            for instance in await self._unexplained(unexplained) if unexplained else []:
+                self._begin(instance, "preempted", UNKNOWN_CAUSE, None, recreate=instance.status == "GONE")
         instances = [i for _, i in current.values()]
         for listener in list(self._poll_listeners):
             listener(instances)
         return instances
 
-    async def _preempted_since_last_start(self, candidates: list[Instance]) -> dict[str, datetime | None]:
-        from gcptui.remote.cloud.instances import parse_timestamp
+    async def _record_disks(self, name: str, raw: Any) -> None:
+        """Read once per VM (by id) what its disks were made from: a recreation needs it after they are gone."""
+        if self._origins.get(name, ("", {}))[0] == str(raw.id):
+            return
+        try:
+            origins = await asyncio.to_thread(self.gce.disk_origins, raw)
+        except GcptuiError as err:
+            log.warning("cannot read the disks of %s (needed to recreate it): %s", name, err)
+            return
+        self._origins[name] = (str(raw.id), origins)
 
-        operations = await asyncio.to_thread(self.gce.preemption_operations)
-        found: dict[str, datetime | None] = {}
-        for instance in candidates:
-            started = parse_timestamp(instance.last_start)
-            for op in operations:
-                same = (
-                    op.instance_id == instance.instance_id
-                    if op.instance_id and instance.instance_id
-                    else (op.instance == instance.name and op.zone == instance.zone)
-                )
-                if same and (started is None or op.time is None or op.time >= started):
-                    found[instance.name] = op.time
+    async def _preempted_since_last_start(self, candidates: list[Instance]) -> dict[str, datetime | None]:
+        """Spot VMs a preemption stopped, on-demand ones host maintenance stopped, since their last start."""
+        found = since_last_start(
+            await asyncio.to_thread(self.gce.preemption_operations), [i for i in candidates if i.spot]
+        )
+        on_demand = [i for i in candidates if not i.spot]
+        if on_demand:
+            found.update(
+                since_last_start(await asyncio.to_thread(self.gce.maintenance_operations), on_demand)
+            )
         return found
+
+    async def _after_restart_by_gce(self, instance: Instance) -> None:
+        """An on-demand VM that GCE restarted after host maintenance (automaticRestart): relaunch its job."""
+        name, before = instance.name, self._starts.get(instance.name)
+        self._starts[name] = instance.last_start
+        if (
+            before is None
+            or before == instance.last_start
+            or name in self._recovering
+            or name in self._given_up
+        ):
+            return
+        since = replace(instance, last_start=before)  # operations after the start keep-alive saw
+        found = since_last_start(await asyncio.to_thread(self.gce.maintenance_operations), [since])
+        if name in found:
+            self._begin(instance, "preempted", "GCE: host maintenance stopped it, and GCE restarted it",
+                        found[name], recreate=False)  # fmt: skip
+
+    async def _unexplained(self, candidates: list[Instance]) -> list[Instance]:
+        """Spot VMs keep-alive saw running that stopped with no operation saying why, and no user's stop."""
+        seen = [i for i in candidates if i.name in self._seen_running]
+        if not seen:
+            return []
+        by_user = since_last_start(await asyncio.to_thread(self.gce.user_stop_operations), seen)
+        for instance in seen:
+            self._seen_running.discard(instance.name)  # decided once per run of the VM
+        return [i for i in seen if i.name not in by_user]
 
     # -- recovery --------------------------------------------------------------------------------
 
@@ -311,7 +366,8 @@ class KeepAlive:
                 self._event(name, "left_stopped", f"{reason}: nothing to resume (`gcptui vm start {name}`)")
                 return
             if instance.status != "RUNNING":
-                await self._vms.restart(instance, self._records.get(name), recreate=recreate)
+                origins = self._origins.get(name, ("", {}))[1]
+                await self._vms.restart(instance, self._records.get(name), recreate=recreate, origins=origins)
             fresh = await self._vms.wait_running(name, zone)
             self._known[name] = fresh
             self._event(name, "running", f"address {fresh.external_ip or fresh.internal_ip}")
@@ -399,6 +455,4 @@ class KeepAlive:
 
 def _gone(instance: Instance) -> Instance:
     """The last known record of a VM that vanished (status ``GONE``, which GCE never reports)."""
-    from dataclasses import replace
-
     return replace(instance, status="GONE", external_ip=None, internal_ip=None)

@@ -10,6 +10,7 @@ import asyncio
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from gcptui.remote.cloud.instances import DiskOrigin
 from gcptui.remote.errors import GcptuiError
 from gcptui.remote.keepalive.events import EventKind
 from gcptui.remote.models import Instance
@@ -23,31 +24,66 @@ def backoff(attempt: int, base: float, cap: float) -> float:
     return float(min(cap, base * (2 ** max(0, attempt))))
 
 
-def recreate_body(raw: Any) -> Any:
+# Output-only fields of an instance GET: an insert must not carry them (GCE assigns new ones).
+_OUTPUT_ONLY = (
+    "id", "status", "status_message", "self_link", "creation_timestamp", "last_start_timestamp",
+    "last_stop_timestamp", "last_suspended_timestamp", "cpu_platform", "fingerprint", "label_fingerprint",
+    "kind", "start_restricted", "satisfies_pzs", "satisfies_pzi", "resource_status",
+)  # fmt: skip
+_DISK_OUTPUT_ONLY = (
+    "index", "licenses", "guest_os_features", "architecture", "disk_size_gb", "kind",
+    "shielded_instance_initial_state",
+)  # fmt: skip
+
+
+def _clear(message: Any, names: tuple[str, ...]) -> None:
+    for name in names:
+        try:
+            message.ClearField(name)
+        except ValueError:
+            pass  # a field this library version does not know
+
+
+def recreate_body(raw: Any, origins: dict[str, DiskOrigin] | None = None) -> Any:
     """The insert body that recreates a (DELETE-action) VM from its recorded ``compute_v1.Instance``.
 
-    Output-only fields go (id, status, timestamps, addresses), so GCE assigns new ones. Disks that
-    auto-delete are gone with the VM: they become new disks of the same size and type. Their image is
-    not part of the instance resource; a real GCE insert needs it in ``initialize_params.source_image``
-    (the emulator does not).
+    Output-only fields go, so GCE assigns new ones. Disks that auto-delete are gone with the VM: each
+    becomes a new disk made from what the old one was made from (``origins``, by device name, from
+    ``disks.get`` while the VM ran): same image or snapshot, type (as a zonal URL) and size. So the new
+    VM starts from a FRESH disk: what the job wrote there is gone. Kept disks are attached again.
+    Raises ``GcptuiError`` when a disk's origin is unknown: GCE refuses a boot disk without a source.
     """
+    origins = origins or {}
     body = type(raw)()
     body._pb.CopyFrom(raw._pb)
-    for name in ("id", "status", "status_message", "self_link", "creation_timestamp", "last_start_timestamp",
-                 "last_stop_timestamp", "last_suspended_timestamp", "cpu_platform", "fingerprint",
-                 "label_fingerprint", "kind"):  # fmt: skip
-        body._pb.ClearField(name)
+    _clear(body._pb, _OUTPUT_ONLY)
+    zone = raw.zone.rstrip("/").rsplit("/", 1)[-1]
+    if body._pb.HasField("metadata"):
+        _clear(body._pb.metadata, ("fingerprint", "kind"))
     for nic in body._pb.network_interfaces:
-        nic.ClearField("network_i_p")  # the internal address was released with the VM
+        _clear(nic, ("network_i_p", "fingerprint", "kind"))  # the internal address went with the VM
         for access in nic.access_configs:
             access.ClearField("nat_i_p")  # ephemeral external address
     for disk in body._pb.disks:
-        if disk.auto_delete and disk.HasField("source"):
-            size, kind = disk.disk_size_gb, disk.type_ if disk.HasField("type_") else ""
-            disk.ClearField("source")
-            disk.initialize_params.disk_size_gb = size
-            if kind.startswith("PERSISTENT"):
-                disk.initialize_params.disk_type = "pd-standard"
+        if not (disk.auto_delete and disk.HasField("source")):
+            _clear(disk, _DISK_OUTPUT_ONLY)
+            continue
+        origin = origins.get(disk.device_name)
+        if origin is None or not (origin.source_image or origin.source_snapshot):
+            raise GcptuiError(
+                f"cannot recreate {raw.name}: what its disk {disk.device_name!r} was made from is unknown "
+                "(keep-alive reads it with disks.get while the VM runs): recreate it by hand"
+            )
+        _clear(disk, (*_DISK_OUTPUT_ONLY, "source"))
+        params = disk.initialize_params
+        params.disk_name = origin.name
+        params.disk_size_gb = origin.size_gb
+        params.disk_type = f"zones/{zone}/diskTypes/{origin.type}"  # an insert needs a zonal URL
+        if origin.source_image:
+            params.source_image = origin.source_image
+        else:
+            params.source_snapshot = origin.source_snapshot or ""
+        params.labels.update(origin.labels)
     return body
 
 
@@ -61,8 +97,19 @@ class VmRestarter:
         self.boot_timeout = boot_timeout
         self.backoff_base = backoff_base
         self.backoff_cap = backoff_cap
+        # Waiting for a VM to go or to run polls instances.get at seconds, backing off: several VMs
+        # preempted at once must not run into GCE's rate quota.
+        self.poll_first = 1.0
+        self.poll_cap = 8.0
 
-    async def restart(self, instance: Instance, record: Any | None, *, recreate: bool) -> None:
+    async def restart(
+        self,
+        instance: Instance,
+        record: Any | None,
+        *,
+        recreate: bool,
+        origins: dict[str, DiskOrigin] | None = None,
+    ) -> None:
         from gcptui.remote.cloud.errors import StockoutError
 
         name, zone = instance.name, instance.zone
@@ -74,7 +121,10 @@ class VmRestarter:
             self._report(
                 name,
                 "restarting",
-                "recreating it from its recorded settings" if recreate else "starting the VM",
+                "recreating it from its recorded settings on a FRESH boot disk (files written on the old "
+                "disk are gone; checkpoints come back only from [storage])"
+                if recreate
+                else "starting the VM",
             )
             try:
                 if recreate:
@@ -82,7 +132,7 @@ class VmRestarter:
                         raise GcptuiError(
                             f"{name} was deleted before keep-alive saw it run: recreate it by hand"
                         )
-                    await asyncio.to_thread(self.gce.insert, zone, recreate_body(record))
+                    await asyncio.to_thread(self.gce.insert, zone, recreate_body(record, origins))
                 else:
                     await asyncio.to_thread(self.gce.start, name, zone)
                 return
@@ -92,18 +142,24 @@ class VmRestarter:
             attempt += 1
             await asyncio.sleep(delay)
 
+    def _pause(self, attempt: int) -> float:
+        return min(self.poll_cap, self.poll_first * 1.5**attempt)
+
     async def wait_gone(self, name: str, zone: str) -> None:
         deadline = asyncio.get_running_loop().time() + self.boot_timeout
+        attempt = 0
         while await asyncio.to_thread(self.gce.get_raw, name, zone) is not None:
             if asyncio.get_running_loop().time() > deadline:
                 raise GcptuiError(f"{name} was preempted with termination action DELETE but was not deleted")
-            await asyncio.sleep(0.25)
+            await asyncio.sleep(self._pause(attempt))
+            attempt += 1
 
     async def wait_running(self, name: str, zone: str) -> Instance:
         from gcptui.remote.cloud.instances import instance_from_resource
 
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.boot_timeout
+        attempt = 0
         while loop.time() < deadline:
             raw = await asyncio.to_thread(self.gce.get_raw, name, zone)
             instance = instance_from_resource(raw) if raw is not None else None
@@ -113,5 +169,6 @@ class VmRestarter:
                 and (instance.external_ip or instance.internal_ip)
             ):
                 return instance
-            await asyncio.sleep(0.1)
+            await asyncio.sleep(self._pause(attempt))
+            attempt += 1
         raise GcptuiError(f"{name} did not reach RUNNING within {self.boot_timeout:.0f}s: check `gcptui ls`")

@@ -142,6 +142,31 @@ def accept_host_key(target: SshTarget, key: asyncssh.SSHKey) -> Path:
     return path
 
 
+def pin_host_keys(path: Path, name: str, keys: list[str]) -> bool:
+    """File ``keys`` (``ssh-ed25519 AAAA...``, from the VM's ``hostkeys/`` guest attributes) under ``name``,
+    as gcloud does, but only while the file knows no key for ``name``: a known key is never replaced,
+    so a VM offering another key is still refused. True when a key was written."""
+    if not keys or matching_lines(path, name):
+        return False
+    entries = []
+    for key in keys:
+        line = f"{name} {key.strip()}"
+        try:
+            asyncssh.import_known_hosts(line)
+        except ValueError:
+            continue  # not a key line: never write what ssh could not read back
+        entries.append(line + "\n")
+    if not entries:
+        return False
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    existing = path.read_bytes() if path.exists() else b""
+    with open(path, "a", encoding="utf-8") as handle:
+        handle.write(("\n" if existing and not existing.endswith(b"\n") else "") + "".join(entries))
+    if not existing:
+        os.chmod(path, 0o600)
+    return True
+
+
 async def fetch_host_key(target: SshTarget, *, timeout: float = 10.0) -> asyncssh.SSHKey | None:
     """The key ``target`` offers now, without logging in (to show and accept it explicitly)."""
     kwargs: dict[str, Any] = {}

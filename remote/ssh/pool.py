@@ -13,7 +13,7 @@ import asyncio
 import enum
 import socket
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -22,8 +22,8 @@ from asyncssh.encryption import get_default_encryption_algs
 
 from gcptui.remote.config import SshConfig
 from gcptui.remote.models import ConnectionGetter
-from gcptui.remote.ssh.errors import SshAuthError, SshError, SshUnreachableError
-from gcptui.remote.ssh.host_keys import KnownHostsLookup, host_key_error, lookup_name
+from gcptui.remote.ssh.errors import HostKeyUnknownError, SshAuthError, SshError, SshUnreachableError
+from gcptui.remote.ssh.host_keys import KnownHostsLookup, host_key_error, lookup_name, pin_host_keys
 from gcptui.remote.ssh.target import SshTarget
 
 # AES-GCM first: OpenSSL runs it on the CPU's AES instructions, and asyncssh's ChaCha20 (its
@@ -60,6 +60,8 @@ class HostStatus:
 
 
 StateListener = Callable[[HostStatus], None]
+# The host keys a VM published (``ssh-ed25519 AAAA...``), e.g. from its ``hostkeys/`` guest attributes.
+HostKeySource = Callable[[SshTarget], Awaitable[list[str]]]
 
 
 class _PoolClient(asyncssh.SSHClient):
@@ -113,8 +115,12 @@ class SshPool:
         backoff_initial: float = 0.5,
         backoff_max: float = 10.0,
         keepalive_count_max: int = 3,
+        host_keys: HostKeySource | None = None,
     ) -> None:
         ssh = ssh or SshConfig()
+        # Asked when a VM's key is not known yet: what it returns is pinned (gcloud's way) and the
+        # connection tried again; a key that differs from a known one is never replaced.
+        self.host_keys = host_keys
         self.connect_timeout = ssh.connect_timeout
         self.keepalive_seconds = ssh.keepalive_seconds
         self.keepalive_count_max = keepalive_count_max
@@ -278,7 +284,16 @@ class SshPool:
             # Reconnect at once: most drops are one-offs; repeated failures back off above.
             self._publish(slot, HostState.DOWN, f"{slot.target.name}: {reason}", retry_in=0.0)
 
-    async def _open(self, target: SshTarget) -> tuple[asyncssh.SSHClientConnection, _PoolClient]:
+    async def _pin(self, target: SshTarget) -> bool:
+        """Pin the keys the VM published for its ``compute.<id>`` alias; True when one was written."""
+        if self.host_keys is None or not target.host_key_alias:
+            return False
+        keys = await self.host_keys(target)
+        return pin_host_keys(target.known_hosts, target.host_key_alias, keys)
+
+    async def _open(
+        self, target: SshTarget, *, pin: bool = True
+    ) -> tuple[asyncssh.SSHClientConnection, _PoolClient]:
         """One connection attempt, with every failure turned into a one-line ``SshError``."""
         client: _PoolClient | None = None
 
@@ -307,7 +322,10 @@ class SshPool:
         try:
             conn = await asyncssh.connect(target.address, **options)
         except asyncssh.HostKeyNotVerifiable:
-            raise host_key_error(target, client.offered_key if client else None) from None
+            error = host_key_error(target, client.offered_key if client else None)
+            if pin and isinstance(error, HostKeyUnknownError) and await self._pin(target):
+                return await self._open(target, pin=False)
+            raise error from None
         except asyncssh.PermissionDenied:
             if key_missing:
                 detail = f"key {target.key} does not exist, and no agent or ~/.ssh/id_* key was accepted"

@@ -33,6 +33,7 @@ class SshTarget:
     known_hosts: Path
     host_key_alias: str | None = None
     proxy_command: str | None = None
+    zone: str | None = None  # a GCE VM's zone: where to read its host keys from guest attributes
 
     @property
     def where(self) -> str:
@@ -91,6 +92,7 @@ def target_for_instance(instance: Instance, ssh: SshConfig, *, base_dir: Path | 
         known_hosts=_path(ssh.known_hosts, base_dir),
         host_key_alias=alias,
         proxy_command=proxy,
+        zone=instance.zone if alias else None,
     )
 
 

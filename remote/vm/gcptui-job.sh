@@ -22,14 +22,16 @@
 #   pgid pid command started_at ended_at exit_code state(running|exited|killed) phase(setup|command)
 #   boot_id (the kernel's, at start: pids of an earlier boot mean nothing)
 #   output.log (appended across starts)  metrics.jsonl (GCPTUI_METRICS)
-#   preempted (UTC time of the metadata server's preemption notice, written by the notice watcher)
+#   preempted (UTC time of the metadata server's preemption or host-maintenance notice)
 # and ~/.gcptui/setup.done once the setup command succeeded.
 #
-# While a job runs, a notice watcher beside it long-polls the GCE metadata server's
-# instance/preempted (GCE_METADATA_HOST, else metadata.google.internal; curl, else wget, else
-# python3: GCPTUI_METADATA_FETCHER overrides the choice). When it turns TRUE the watcher records
-# `preempted`, appends a banner to output.log and sends SIGTERM to the job's process group at once,
-# so the trainer checkpoints inside GCE's 30 s notice. Off GCE it gives up after a few failed tries.
+# While a job runs, two notice watchers beside it long-poll the GCE metadata server's
+# instance/preempted and instance/maintenance-event (GCE_METADATA_HOST, else
+# metadata.google.internal; curl, else wget, else python3: GCPTUI_METADATA_FETCHER overrides the
+# choice). When preempted turns TRUE, or maintenance-event announces TERMINATE_ON_HOST_MAINTENANCE
+# (a GPU VM cannot live-migrate), the watcher records `preempted`, appends a banner to output.log and
+# sends SIGTERM to the job's process group at once, so the trainer checkpoints before the VM goes
+# down. Off GCE they give up after a few failed tries.
 
 set -u
 umask 077
@@ -226,7 +228,7 @@ launch() { # DIR COMMAND SETUP
 		echo "error=the project directory $1 does not exist on this VM: sync the project first"
 		exit 5
 	fi
-	rm -f "$JOB/exit_code" "$JOB/ended_at" "$JOB/pid" "$JOB/pgid" "$JOB/preempted" "$JOB"/.notice.*
+	rm -f "$JOB/exit_code" "$JOB/ended_at" "$JOB/pid" "$JOB/pgid" "$JOB/preempted" "$JOB"/.notice*
 	if [ -n "${GCPTUI_ENV_IN:-}" ] && [ -f "$GCPTUI_ENV_IN" ]; then
 		mv -f "$GCPTUI_ENV_IN" "$JOB/env"
 	else
@@ -347,24 +349,34 @@ nap() {
 	kill "$fpid" 2> /dev/null
 }
 
+# Does $value announce the end of this VM? preempted: TRUE; maintenance-event: the host goes down for
+# maintenance and a GPU VM (which cannot live-migrate) with it (TERMINATE_ON_HOST_MAINTENANCE).
+announced() {
+	case $key in
+	preempted) [ "$value" = TRUE ] ;;
+	*) case $value in TERMINATE*) return 0 ;; *) return 1 ;; esac ;;
+	esac
+}
+
 preempted_now() {
 	[ -f "$JOB/preempted" ] && return 0
 	at=$(now)
-	put preempted "$at"
-	echo "==== gcptui: $at preemption notice from the metadata server: SIGTERM to process group $group ===="
+	put preempted "$at" # either notice: the job was cut short by the VM going away
+	case $key in preempted) what="preemption notice" ;; *) what="host maintenance notice ($value)" ;; esac
+	echo "==== gcptui: $at $what from the metadata server: SIGTERM to process group $group ===="
 	kill -s TERM -- "-$group" 2> /dev/null
 }
 
-notice_watch() { # SUPERVISOR_PID GROUP
-	sup=$1 group=$2 stop=0 term=0 reached=0 fails=0 polling=0 etag=
+notice_watch() { # SUPERVISOR_PID GROUP KEY (instance/KEY: preempted or maintenance-event)
+	sup=$1 group=$2 key=$3 stop=0 term=0 reached=0 fails=0 polling=0 etag=
 	trap 'stop=1' USR1
 	trap 'term=1' TERM
 	trap '' INT
 	pick_fetcher || return 0
 	# The metadata server is link-local: a proxy would only be in the way (and only in this subshell).
 	unset http_proxy HTTP_PROXY https_proxy HTTPS_PROXY all_proxy ALL_PROXY
-	META_URL="http://${GCE_METADATA_HOST:-metadata.google.internal}/computeMetadata/v1/instance/preempted"
-	W="$JOB/.notice.$$"
+	META_URL="http://${GCE_METADATA_HOST:-metadata.google.internal}/computeMetadata/v1/instance/$key"
+	W="$JOB/.notice-$key.$$"
 	CR=$(printf '\r')
 	while [ "$stop$term" = 00 ] && alive "$sup"; do
 		query= limit=3
@@ -384,7 +396,10 @@ notice_watch() { # SUPERVISOR_PID GROUP
 		if [ "$rc" -eq 0 ]; then
 			reached=1 fails=0 polling=1
 			fetched
-			if [ "$value" = TRUE ]; then
+			if announced; then
+				# A Spot preemption flips maintenance-event too: give its own watcher a moment, so the
+				# notice is named for what it is (maintenance gives a GPU VM about a minute, not 30 s).
+				[ "$key" = preempted ] || nap 1
 				preempted_now
 				break
 			fi
@@ -397,7 +412,7 @@ notice_watch() { # SUPERVISOR_PID GROUP
 		fi
 	done
 	if [ "$term" = 1 ] && [ "$stop" = 0 ] && [ "$reached" = 1 ] && [ ! -f "$JOB/preempted" ]; then
-		(trap '' TERM && fetch "" 2) && fetched && [ "$value" = TRUE ] && preempted_now
+		(trap '' TERM && fetch "" 2) && fetched && announced && preempted_now
 	fi
 	rm -f "$W.body" "$W.head"
 }
@@ -405,16 +420,17 @@ notice_watch() { # SUPERVISOR_PID GROUP
 # End the notice watcher (the job has ended); USR1 again while it lives, in case one fell between its
 # checks and its wait.
 stop_watcher() {
-	[ -n "$watcher" ] || return 0
-	n=0
-	kill -s USR1 "$watcher" 2> /dev/null
-	while alive "$watcher" && [ "$n" -lt 100 ]; do
-		sleep 0.05
-		n=$((n + 1))
-		kill -s USR1 "$watcher" 2> /dev/null
+	for w in $watchers; do
+		n=0
+		kill -s USR1 "$w" 2> /dev/null
+		while alive "$w" && [ "$n" -lt 100 ]; do
+			sleep 0.05
+			n=$((n + 1))
+			kill -s USR1 "$w" 2> /dev/null
+		done
+		wait "$w" 2> /dev/null
 	done
-	wait "$watcher" 2> /dev/null
-	watcher=
+	watchers=
 }
 
 # The supervisor: leader of the job's process group, waits for setup and command, records the end.
@@ -434,8 +450,11 @@ run_job() { # DIR COMMAND SETUP
 	[ -f "$JOB/env" ] && . "$JOB/env"
 	: >> "$GCPTUI_METRICS" # created private before the job's own umask applies
 	# After the exports: [job].env may point GCE_METADATA_HOST or GCPTUI_METADATA_FETCHER elsewhere.
-	notice_watch $$ $$ < /dev/null &
-	watcher=$!
+	# Two watchers: a Spot VM's preemption, and host maintenance (GPU VMs cannot live-migrate).
+	notice_watch $$ $$ preempted < /dev/null &
+	watchers=$!
+	notice_watch $$ $$ maintenance-event < /dev/null &
+	watchers="$watchers $!"
 	echo "==== gcptui: $(now) job started in $dir ===="
 	rc=0
 	cd "$dir" || { rc=1; echo "==== gcptui: cannot enter $dir ===="; }

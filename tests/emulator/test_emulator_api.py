@@ -77,11 +77,17 @@ async def test_a_thousand_instances_list_quickly(tmp_path: Path) -> None:
     assert elapsed < 3.0, f"listing 1000 instances took {elapsed:.2f}s"
 
 
+def _get(emu: EmulatorThread, url: str) -> bytes:
+    """GET with the emulator's bearer token, as every REST call needs."""
+    request = urllib.request.Request(url, headers={"Authorization": f"Bearer {emu.token}"})
+    return bytes(urllib.request.urlopen(request).read())
+
+
 def test_errors_use_the_google_json_shape(api_emulator: EmulatorThread) -> None:
     api_emulator.disable_service("instances.aggregatedList")
     url = f"{api_emulator.endpoint}/compute/v1/projects/gcptui-demo/aggregated/instances"
     try:
-        urllib.request.urlopen(url)
+        _get(api_emulator, url)
         raise AssertionError("expected 403")
     except urllib.error.HTTPError as err:
         body = json.loads(err.read())
@@ -89,7 +95,7 @@ def test_errors_use_the_google_json_shape(api_emulator: EmulatorThread) -> None:
         assert body["error"]["details"][0]["reason"] == "SERVICE_DISABLED"
         assert body["error"]["errors"][0]["reason"] == "accessNotConfigured"
     # The fault was for one call only.
-    assert json.loads(urllib.request.urlopen(url).read())["kind"] == "compute#instanceAggregatedList"
+    assert json.loads(_get(api_emulator, url))["kind"] == "compute#instanceAggregatedList"
 
 
 def test_operation_filters_select_by_type(api_emulator: EmulatorThread) -> None:
@@ -99,7 +105,7 @@ def test_operation_filters_select_by_type(api_emulator: EmulatorThread) -> None:
     api_emulator.wait_for_status("a", "TERMINATED")
     base = f"{api_emulator.endpoint}/compute/v1/projects/gcptui-demo/zones/us-central1-a/operations"
     query = urllib.parse.urlencode({"filter": 'operationType="compute.instances.preempted"'})
-    items = json.loads(urllib.request.urlopen(f"{base}?{query}").read())["items"]
+    items = json.loads(_get(api_emulator, f"{base}?{query}"))["items"]
     assert [op["operationType"] for op in items] == ["compute.instances.preempted"]
     assert items[0]["user"] == "system" and items[0]["status"] == "DONE"
 

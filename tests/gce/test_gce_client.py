@@ -8,6 +8,7 @@ from gcptui.remote.cloud.errors import StockoutError
 from gcptui.remote.cloud.gce import GceClient, is_local_endpoint
 from gcptui.remote.emulator.thread import EmulatorThread
 from gcptui.remote.errors import CloudError, NotFoundError
+from gcptui.remote.keepalive.vm_restart import recreate_body
 from tests.helpers.emulator import gce_for
 from tests.helpers.sshd import free_port
 
@@ -120,8 +121,9 @@ def test_insert_recreates_an_instance_from_its_recorded_settings(api_emulator: E
     gce = gce_for(api_emulator)
     recorded = gce.get_raw("spot-l4", "us-central1-a")
     assert recorded is not None
+    origins = gce.disk_origins(recorded)
     gce.delete("spot-l4", "us-central1-a")
-    gce.insert("us-central1-a", recorded)
+    gce.insert("us-central1-a", recreate_body(recorded, origins))
     again = gce.get("spot-l4", "us-central1-a")
     assert again is not None and again.status == "RUNNING"
     assert again.spot and again.gpus[0].type == "nvidia-l4" and again.machine_type == "g2-standard-8"
@@ -164,7 +166,7 @@ def test_permission_denied_names_the_role(api_emulator: EmulatorThread) -> None:
 
 
 def test_unknown_project_is_reported_as_such(api_emulator: EmulatorThread) -> None:
-    gce = GceClient("no-such-project", [], api_emulator.endpoint)
+    gce = GceClient("no-such-project", [], api_emulator.endpoint, access_token=api_emulator.token)
     with pytest.raises(CloudError, match="Project no-such-project not found"):
         gce.list_instances()
     api_emulator.hide_project("instances.get")

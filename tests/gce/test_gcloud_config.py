@@ -7,6 +7,7 @@ from pathlib import Path
 from gcptui.remote.cloud.gcloud_config import (
     active_configuration_name,
     gcloud_config_dir,
+    project_sources,
     resolve_default_zone,
     resolve_project,
 )
@@ -22,11 +23,17 @@ def _gcloud(tmp_path: Path, configs: dict[str, str], active: str | None = None) 
     return {"CLOUDSDK_CONFIG": str(root)}
 
 
-def test_environment_project_wins_over_gcloud_config(tmp_path: Path) -> None:
+def test_project_resolves_as_gcloud_does_then_google_cloud_project(tmp_path: Path) -> None:
     env = _gcloud(tmp_path, {"default": "[core]\nproject = from-config\n"})
-    assert resolve_project({**env, "GOOGLE_CLOUD_PROJECT": "from-env"}) == "from-env"
     assert resolve_project({**env, "CLOUDSDK_CORE_PROJECT": "from-sdk-env"}) == "from-sdk-env"
     assert resolve_project(env) == "from-config"
+    # gcloud ignores GOOGLE_CLOUD_PROJECT: so does gcptui while gcloud has a project, with a warning.
+    project, warning = project_sources({**env, "GOOGLE_CLOUD_PROJECT": "from-env"})
+    assert project == "from-config"
+    assert warning is not None and "from-config" in warning and "from-env" in warning
+    assert project_sources({**env, "GOOGLE_CLOUD_PROJECT": "from-config"}) == ("from-config", None)
+    empty = _gcloud(tmp_path / "none", {})
+    assert project_sources({**empty, "GOOGLE_CLOUD_PROJECT": "from-env"}) == ("from-env", None)
 
 
 def test_active_config_file_selects_the_named_configuration(tmp_path: Path) -> None:

@@ -55,6 +55,7 @@ def api_emulator(tmp_path: Path) -> Iterator[EmulatorThread]:
 
 def gce_for(emu: Emulator | EmulatorThread, zones: list[str] | None = None, **options: Any) -> GceClient:
     """The real client library, pointed at the emulator."""
+    options.setdefault("access_token", emu.token)
     return GceClient(emu.project, zones or [], emu.endpoint, **options)
 
 

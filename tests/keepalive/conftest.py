@@ -51,13 +51,23 @@ def write_project(root: Path) -> Path:
 
 
 async def make_fleet(emu: Emulator, tmp_path: Path, names: list[str], *, command: str, resume: str = "",
-                     setup: str = "", termination_action: str | None = None) -> Fleet:  # fmt: skip
+                     setup: str = "", termination_action: str | None = None,
+                     metadata: dict[str, str] | None = None, known_hosts: Path | None = None,
+                     spot: bool = True, gpus: list[tuple[str, int]] | None = None) -> Fleet:  # fmt: skip
+    """``known_hosts``: a file of the test's own instead of the emulator's (which lists every VM)."""
     for name in names:
-        emu.add_instance(name, spot=True, termination_action=termination_action)
+        emu.add_instance(
+            name, spot=spot, termination_action=termination_action, metadata=metadata, gpus=gpus or []
+        )
     await wait_until_running(emu, names)
     project = write_project(tmp_path)
     path = emu.write_config(tmp_path / "gcptui.toml")
     q = json.dumps
+    if known_hosts is not None:
+        text = path.read_text().replace(
+            f"known_hosts = {q(str(emu.known_hosts))}", f"known_hosts = {q(str(known_hosts))}"
+        )
+        path.write_text(text)
     with path.open("a") as config:
         config.write(
             f'\n[sync]\nsource = {q(str(project))}\ndest = "~/project"\nprotect = ["runs/"]\n'

@@ -19,6 +19,8 @@ from gcptui.tui.live.columns import COLUMNS
 def run_ls(args: argparse.Namespace) -> int:
     source = FleetSource(load_config(getattr(args, "config", None)))
     snapshot = source.snapshot()
+    for note in snapshot.errors:  # e.g. an unreachable zone: what was listed still prints, exit 0
+        print(f"gcptui: {note}", file=sys.stderr)
     if args.json:
         json.dump([i.to_json() for i in snapshot.instances], sys.stdout, indent=2)
         sys.stdout.write("\n")

@@ -55,9 +55,10 @@ async def keep_alive(
     """Watch and recover until ``stop`` is set; ``write`` gets one line per event. Returns 0."""
     if names:
         found = await services.resolve(names)  # an unknown name is one clear error
-        not_spot = [i.name for i in found if i.source != "gce" or not i.spot]
-        if not_spot:
-            raise ConfigError(f"not a Spot VM, so never preempted: {', '.join(not_spot)} (see `gcptui ls`)")
+        # On-demand VMs too: host maintenance stops GPU VMs; a stop their user asked for is left alone.
+        not_gce = [i.name for i in found if i.source != "gce"]
+        if not_gce:
+            raise ConfigError(f"not a GCE VM, so GCE never stops it: {', '.join(not_gce)} (see `gcptui ls`)")
     keepalive: KeepAlive | None = None
 
     def on_event(event: RecoveryEvent) -> None:

@@ -220,6 +220,8 @@ class FleetScreen(Screen[None]):
             when = self.snapshot.refreshed_at.astimezone().strftime("%H:%M:%S")
             text.append(f"{count} machines · {self.snapshot.source} · refreshed {when}")
             text.append(f" · sorted by {COLUMNS[self.sort_index].label.lower()}", style="dim")
+            for note in self.snapshot.errors:
+                text.append(f" · {note}", style="bold yellow")
             if self.filter_text:
                 text.append(f" · filter: {self.filter_text}", style="bold")
             if self.marked:

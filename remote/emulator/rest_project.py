@@ -1,0 +1,153 @@
+"""The project-wide parts of the Compute API that gcloud needs: ``projects.get`` (with the common
+instance metadata), ``zones.list``/``zones.get``, and the batch endpoint (``POST /batch/compute/v1``,
+multipart/mixed) that gcloud uses for a command naming several instances.
+
+A batch is answered by replaying each inner request against this same server over loopback, with the
+caller's own ``Authorization`` header: every inner call is checked and counted like a direct one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import email.parser
+import email.policy
+import json
+import secrets
+from typing import Any
+
+import aiohttp
+from aiohttp import web
+
+from gcptui.remote.emulator.fleet import ApiError, Fleet
+from gcptui.remote.emulator.resources import API_ROOT, region_of, zone_url
+from gcptui.remote.emulator.state import new_fingerprint, new_id, timestamp
+
+MAX_BATCH = 1000  # GCE's limit on calls in one batch request
+
+
+class ProjectApi:
+    """Routes for one emulated project, added to the ``RestApi``'s application."""
+
+    def __init__(self, fleet: Fleet) -> None:
+        self.fleet = fleet
+        self.id = new_id()
+        self.created = timestamp()
+        self.metadata_fingerprint = new_fingerprint()
+
+    def project_json(self) -> dict[str, Any]:
+        project = self.fleet.project
+        items = [{"key": k, "value": v} for k, v in self.fleet.project_metadata.items()]
+        metadata: dict[str, Any] = {"kind": "compute#metadata", "fingerprint": self.metadata_fingerprint}
+        if items:
+            metadata["items"] = items
+        return {
+            "kind": "compute#project",
+            "id": str(self.id),
+            "creationTimestamp": self.created,
+            "name": project,
+            "commonInstanceMetadata": metadata,
+            "quotas": [],
+            "selfLink": f"{API_ROOT}/projects/{project}",
+            "defaultServiceAccount": f"{self.id % 10**12}-compute@developer.gserviceaccount.com",
+            "xpnProjectStatus": "UNSPECIFIED_XPN_PROJECT_STATUS",
+            "defaultNetworkTier": "PREMIUM",
+        }
+
+    def zone_json(self, zone: str) -> dict[str, Any]:
+        project = self.fleet.project
+        return {
+            "kind": "compute#zone",
+            "id": str(abs(hash(zone)) % 10**12),
+            "creationTimestamp": self.created,
+            "name": zone,
+            "description": zone,
+            "status": "UP",
+            "region": f"{API_ROOT}/projects/{project}/regions/{region_of(zone)}",
+            "selfLink": zone_url(project, zone),
+            "availableCpuPlatforms": ["Intel Cascade Lake", "AMD Milan"],
+            "supportsPzs": False,
+        }
+
+    async def get_project(self, request: web.Request) -> web.Response:
+        return web.json_response(self.project_json())
+
+    async def list_zones(self, request: web.Request) -> web.Response:
+        project = self.fleet.project
+        return web.json_response(
+            {
+                "kind": "compute#zoneList",
+                "id": f"projects/{project}/zones",
+                "items": [self.zone_json(zone) for zone in self.fleet.zones],
+                "selfLink": f"{API_ROOT}/projects/{project}/zones",
+            }
+        )
+
+    async def get_zone(self, request: web.Request) -> web.Response:
+        return web.json_response(self.zone_json(request.match_info["zone"]))
+
+    async def batch(self, request: web.Request) -> web.Response:
+        """``multipart/mixed`` in, ``multipart/mixed`` out: one ``application/http`` part per call."""
+        kind = request.headers.get("Content-Type", "")
+        raw = await request.read()
+        message = email.parser.BytesParser(policy=email.policy.HTTP).parsebytes(
+            f"Content-Type: {kind}\r\n\r\n".encode() + raw
+        )
+        if not message.is_multipart():
+            raise ApiError(400, "Invalid batch request: expected multipart/mixed.", "invalid")
+        parts = list(message.iter_parts())
+        if len(parts) > MAX_BATCH:
+            raise ApiError(400, f"A batch may hold at most {MAX_BATCH} calls.", "invalid")
+        base = f"{request.scheme}://{request.host}"
+        headers = {"Authorization": request.headers.get("Authorization", "")}
+        async with aiohttp.ClientSession() as session:
+            answers = await asyncio.gather(*(self._replay(session, base, headers, part) for part in parts))
+        boundary = f"batch_{secrets.token_hex(12)}"
+        chunks = []
+        for part, (status, reason, body) in zip(parts, answers, strict=True):
+            content_id = str(part.get("Content-ID", "")).strip("<>")
+            chunks.append(
+                f"--{boundary}\r\nContent-Type: application/http\r\nContent-ID: <response-{content_id}>\r\n\r\n"
+                f"HTTP/1.1 {status} {reason}\r\nContent-Type: application/json; charset=UTF-8\r\n\r\n{body}\r\n"
+            )
+        chunks.append(f"--{boundary}--\r\n")
+        return web.Response(
+            body="".join(chunks).encode(), headers={"Content-Type": f"multipart/mixed; boundary={boundary}"}
+        )
+
+    async def _replay(
+        self, session: aiohttp.ClientSession, base: str, headers: dict[str, str], part: Any
+    ) -> tuple[int, str, str]:
+        payload = part.get_payload(decode=True) or b""
+        head, _, body = payload.replace(b"\r\n", b"\n").partition(b"\n\n")
+        lines = head.decode("utf-8", "replace").split("\n")
+        try:
+            method, target, _version = lines[0].split(" ", 2)
+        except ValueError:
+            return (
+                400,
+                "Bad Request",
+                json.dumps({"error": {"code": 400, "message": "Malformed batch part."}}),
+            )
+        path = target.split("://", 1)[-1]
+        path = path[path.index("/") :] if "://" in target else path
+        if not path.startswith("/compute/v1/"):
+            return (
+                404,
+                "Not Found",
+                json.dumps({"error": {"code": 404, "message": f"{path} is not a Compute API path"}}),
+            )
+        inner = dict(headers)
+        for line in lines[1:]:
+            name, _, value = line.partition(":")
+            if name.strip().lower() == "content-type":
+                inner["Content-Type"] = value.strip()
+        async with session.request(method, base + path, headers=inner, data=body or None) as response:
+            return response.status, response.reason or "", await response.text()
+
+
+def add_routes(app: web.Application, api: ProjectApi, wrap: Any, root: str) -> None:
+    """Register the routes; ``wrap(method_name, handler)`` adds the checks every method gets."""
+    app.router.add_get(root, wrap("projects.get", api.get_project))
+    app.router.add_get(root + "/zones", wrap("zones.list", api.list_zones))
+    app.router.add_get(root + "/zones/{zone}", wrap("zones.get", api.get_zone))
+    app.router.add_post("/batch/compute/v1", api.batch)

@@ -1,0 +1,64 @@
+"""An on-demand GPU VM named to keep-alive: host maintenance terminates it (after the metadata
+server's ``maintenance-event`` notice), GCE restarts it, and keep-alive relaunches the job; a stop the
+user asked for is left alone."""
+
+from __future__ import annotations
+
+import asyncio
+
+from gcptui.remote.keepalive.recovery import RecoveryEvent
+from gcptui.remote.keepalive.relaunch import build_keepalive
+from tests.helpers.emulator import eventually
+
+JOB = 'printf \'{"step": 1, "total_steps": 10}\\n\' >> "$GCPTUI_METRICS"; sleep 60'
+ZONE = "us-central1-a"
+
+
+async def _start_job(fleet, name: str) -> None:  # type: ignore[no-untyped-def]
+    services = fleet.services
+    [instance] = await services.resolve([name])
+    session = services.sync_session(instance)
+    await session.full_sync()
+    await session.close()
+    await services.jobs.start(services.target(instance))
+
+
+async def test_on_demand_vm_restarted_after_host_maintenance_gets_its_job_back(fleet_factory) -> None:
+    fleet = await fleet_factory(["gpu-od"], command=JOB, spot=False, gpus=[("nvidia-l4", 1)])
+    await _start_job(fleet, "gpu-od")
+    events: list[RecoveryEvent] = []
+    keepalive = build_keepalive(fleet.services, names=["gpu-od"], on_event=events.append, poll_seconds=0.2,
+                                backoff_base=0.2)  # fmt: skip
+    runner = asyncio.create_task(keepalive.run())
+    try:
+        await eventually(lambda: keepalive.polls >= 2)
+        gce = fleet.services.fleet.gce()
+        await asyncio.to_thread(gce.simulate_maintenance_event, "gpu-od", ZONE)
+        await eventually(lambda: "gpu-od" in keepalive.timelines and keepalive.timelines["gpu-od"].outcome != "recovering",
+                         timeout=60)  # fmt: skip
+    finally:
+        runner.cancel()
+        await keepalive.close()
+    timeline = keepalive.timelines["gpu-od"]
+    assert timeline.outcome == "resumed", [e.line() for e in events]
+    assert any("host maintenance" in e.detail for e in timeline.events)
+    [fresh] = await fleet.services.resolve(["gpu-od"])
+    assert fresh.status == "RUNNING"
+    assert (await fleet.services.jobs.status(fleet.services.target(fresh))).state == "running"
+
+
+async def test_on_demand_vm_stopped_by_its_user_is_left_alone(fleet_factory) -> None:
+    fleet = await fleet_factory(["gpu-stop"], command=JOB, spot=False, gpus=[("nvidia-l4", 1)])
+    await _start_job(fleet, "gpu-stop")
+    keepalive = build_keepalive(fleet.services, names=["gpu-stop"], poll_seconds=0.2, backoff_base=0.2)
+    runner = asyncio.create_task(keepalive.run())
+    try:
+        await eventually(lambda: keepalive.polls >= 1)
+        await asyncio.to_thread(fleet.services.fleet.gce().stop, "gpu-stop", ZONE)
+        polls = keepalive.polls
+        await eventually(lambda: keepalive.polls >= polls + 3)
+    finally:
+        runner.cancel()
+        await keepalive.close()
+    assert "gpu-stop" not in keepalive.timelines
+    assert fleet.emu.instance("gpu-stop").status == "TERMINATED"
