@@ -25,7 +25,6 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from gcptui.remote.aio import within
-from gcptui.remote.cloud.instances import DiskOrigin
 from gcptui.remote.errors import GcptuiError
 from gcptui.remote.keepalive.causes import UNKNOWN_CAUSE, since_last_start
 from gcptui.remote.keepalive.events import (
@@ -41,7 +40,7 @@ from gcptui.remote.keepalive.events import (
     steps_lost,
 )
 from gcptui.remote.keepalive.resume_rule import nothing_to_resume
-from gcptui.remote.keepalive.vm_restart import VmRestarter, backoff, recreate_body
+from gcptui.remote.keepalive.vm_restart import DiskOrigins, VmRestarter, backoff, recreate_body
 from gcptui.remote.models import Instance
 
 if TYPE_CHECKING:
@@ -105,8 +104,7 @@ class KeepAlive:
         self._known: dict[str, Instance] = {}
         self._jobs: dict[str, JobStatus] = {}  # the job's last state seen before a preemption
         self._records: dict[str, Any] = {}  # raw settings of DELETE-action VMs, to recreate them
-        # What their disks were made from (disks.get), by VM name: (instance id, origins by device name).
-        self._origins: dict[str, tuple[str, dict[str, DiskOrigin]]] = {}
+        self._origins = DiskOrigins(gce)  # what their disks were made from (disks.get), by VM name
         self._recovering: dict[str, asyncio.Task[None]] = {}
         self._suspects: dict[str, float] = {}  # name -> loop time until which it is polled fast
         self._dropped: set[str] = set()  # suspects because their connection dropped (detected_by "lost")
@@ -228,7 +226,7 @@ class KeepAlive:
         for name, (raw, instance) in current.items():
             if instance.spot and instance.termination_action == "DELETE" and instance.status == "RUNNING":
                 self._records[name] = raw
-                await self._record_disks(name, raw)
+                await self._origins.record(name, raw)
             self._known[name] = instance
             if instance.status == "RUNNING" and self.watched(instance):
                 self._seen_running.add(name)
@@ -269,17 +267,6 @@ class KeepAlive:
         for listener in list(self._poll_listeners):
             listener(instances)
         return instances
-
-    async def _record_disks(self, name: str, raw: Any) -> None:
-        """Read once per VM (by id) what its disks were made from: a recreation needs it after they are gone."""
-        if self._origins.get(name, ("", {}))[0] == str(raw.id):
-            return
-        try:
-            origins = await asyncio.to_thread(self.gce.disk_origins, raw)
-        except GcptuiError as err:
-            log.warning("cannot read the disks of %s (needed to recreate it): %s", name, err)
-            return
-        self._origins[name] = (str(raw.id), origins)
 
     async def _preempted_since_last_start(self, candidates: list[Instance]) -> dict[str, datetime | None]:
         """Spot VMs a preemption stopped, on-demand ones host maintenance stopped, since their last start."""
@@ -366,7 +353,7 @@ class KeepAlive:
                 self._event(name, "left_stopped", f"{reason}: nothing to resume (`gcptui vm start {name}`)")
                 return
             if instance.status != "RUNNING":
-                origins = self._origins.get(name, ("", {}))[1]
+                origins = self._origins.get(name)
                 await self._vms.restart(instance, self._records.get(name), recreate=recreate, origins=origins)
             fresh = await self._vms.wait_running(name, zone)
             self._known[name] = fresh

@@ -7,6 +7,7 @@ is reported to the caller, which writes it into the VM's timeline.
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -17,6 +18,8 @@ from gcptui.remote.models import Instance
 
 if TYPE_CHECKING:
     from gcptui.remote.cloud.gce import GceClient
+
+log = logging.getLogger(__name__)
 
 
 def backoff(attempt: int, base: float, cap: float) -> float:
@@ -85,6 +88,32 @@ def recreate_body(raw: Any, origins: dict[str, DiskOrigin] | None = None) -> Any
             params.source_snapshot = origin.source_snapshot or ""
         params.labels.update(origin.labels)
     return body
+
+
+class DiskOrigins:
+    """What each DELETE-action VM's disks were made from, read once per VM id while it runs: after a
+    preemption deleted them, ``disks.get`` has nothing left to say."""
+
+    def __init__(self, gce: GceClient) -> None:
+        self.gce = gce
+        self._by_name: dict[str, tuple[str, dict[str, DiskOrigin]]] = {}  # name -> (instance id, origins)
+
+    def __contains__(self, name: str) -> bool:
+        return name in self._by_name
+
+    def get(self, name: str) -> dict[str, DiskOrigin]:
+        """Origins by device name (empty when never read)."""
+        return self._by_name.get(name, ("", {}))[1]
+
+    async def record(self, name: str, raw: Any) -> None:
+        if self._by_name.get(name, ("", {}))[0] == str(raw.id):
+            return
+        try:
+            origins = await asyncio.to_thread(self.gce.disk_origins, raw)
+        except GcptuiError as err:
+            log.warning("cannot read the disks of %s (needed to recreate it): %s", name, err)
+            return
+        self._by_name[name] = (str(raw.id), origins)
 
 
 class VmRestarter:
