@@ -53,7 +53,8 @@ def write_project(root: Path) -> Path:
 async def make_fleet(emu: Emulator, tmp_path: Path, names: list[str], *, command: str, resume: str = "",
                      setup: str = "", termination_action: str | None = None,
                      metadata: dict[str, str] | None = None, known_hosts: Path | None = None,
-                     spot: bool = True, gpus: list[tuple[str, int]] | None = None) -> Fleet:  # fmt: skip
+                     spot: bool = True, gpus: list[tuple[str, int]] | None = None,
+                     extra_config: str = "") -> Fleet:  # fmt: skip
     """``known_hosts``: a file of the test's own instead of the emulator's (which lists every VM)."""
     for name in names:
         emu.add_instance(
@@ -72,6 +73,7 @@ async def make_fleet(emu: Emulator, tmp_path: Path, names: list[str], *, command
         config.write(
             f'\n[sync]\nsource = {q(str(project))}\ndest = "~/project"\nprotect = ["runs/"]\n'
             f"\n[job]\ncommand = {q(command)}\nresume = {q(resume)}\nsetup = {q(setup)}\nstop_grace_seconds = 2\n"
+            + extra_config
         )
     return Fleet(emu, Services(load_config(str(path))), path, project)
 
