@@ -21,9 +21,11 @@ class InstanceSpec:
     external_ip: bool = True
     status: str = "RUNNING"
     labels: dict[str, str] = field(default_factory=dict)
+    termination_action: str | None = None  # Spot VMs: STOP (GCE's default) or DELETE
 
     def options(self) -> dict[str, Any]:
         return {
+            "termination_action": self.termination_action,
             "machine_type": self.machine_type,
             "gpus": list(self.gpus),
             "spot": self.spot,
@@ -63,8 +65,12 @@ _TEMPLATES: list[tuple[str, str, str, tuple[tuple[str, int], ...], bool, bool, b
 ]
 
 
-def demo_fleet(n: int = 4) -> list[InstanceSpec]:
-    """``n`` instances: Spot and on-demand, L4/A100/H100/T4 GPUs, two regions, one without external IP."""
+def demo_fleet(n: int = 4, spot_action: str = "stop") -> list[InstanceSpec]:
+    """``n`` instances: Spot and on-demand, L4/A100/H100/T4 GPUs, two regions, one without external IP.
+
+    ``spot_action`` ("stop" or "delete") is the Spot VMs' termination action: "delete" makes a
+    preemption take the VM and its disk, as managed Spot fleets do.
+    """
     specs: list[InstanceSpec] = []
     counts: dict[str, int] = {}
     for i in range(n):
@@ -81,6 +87,7 @@ def demo_fleet(n: int = 4) -> list[InstanceSpec]:
                 external_ip=external,
                 status=status,
                 labels={"team": "ml", "purpose": stem.split("-")[0]},
+                termination_action=spot_action.upper() if spot else None,
             )
         )
     return specs

@@ -23,6 +23,7 @@ async def serve_emulator(
     api_port: int = 0,
     out: TextIO | None = None,
     stop: asyncio.Event | None = None,
+    spot_action: str = "stop",
 ) -> None:
     """Serve until ``stop`` is set (or SIGINT/SIGTERM); writes ``directory/gcptui.toml``."""
     out = out or sys.stdout
@@ -43,7 +44,7 @@ async def serve_emulator(
     )
     await emulator.start()
     try:
-        add_fleet(emulator, demo_fleet(vms))
+        add_fleet(emulator, demo_fleet(vms, spot_action))
         project = directory / "project"  # what sync sends: never the emulator's state (its SSH key)
         project.mkdir(parents=True, exist_ok=True)
         config = emulator.write_config(sync_source=project)

@@ -23,7 +23,7 @@ def run_emulator_command(args: argparse.Namespace) -> int:
 
     _check_vms(args.vms)
     directory = Path(args.dir) if args.dir else Path(tempfile.mkdtemp(prefix="gcptui-emulator-"))
-    return run_emulator(directory, args.vms)
+    return run_emulator(directory, args.vms, spot_action=args.spot_action)
 
 
 def run_demo(args: argparse.Namespace) -> int:

@@ -55,6 +55,12 @@ def build_parser() -> argparse.ArgumentParser:
     emu.add_argument(
         "--dir", default=None, help="where to keep the config and VM disks (default: a temp dir)"
     )
+    emu.add_argument(
+        "--spot-action",
+        choices=["stop", "delete"],
+        default="stop",
+        help="the Spot VMs' termination action (delete: a preemption takes the VM and its disk)",
+    )
     emu.set_defaults(handler=_lazy("gcptui.tui.cli.demo", "run_emulator_command"))
 
     ls = sub.add_parser("ls", parents=[common], help="instances and static hosts")
