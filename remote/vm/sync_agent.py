@@ -598,8 +598,10 @@ def _private_open(path: str) -> IO[str]:
 
     Line buffered: each journal record reaches the OS as it is written, so an agent killed
     mid-batch (a dropped connection, SIGKILL) still leaves the ledger knowing what sync made.
+    Appending: an older agent still finishing (a reconnect can overlap it briefly) adds its
+    records at the end of the journal a newer agent started, instead of writing over them.
     """
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_APPEND, 0o600)
     os.fchmod(fd, 0o600)
     return os.fdopen(fd, "w", buffering=1)
 
