@@ -37,6 +37,8 @@ READ_SIZE = 1 << 20
 F_SETPIPE_SZ = 1031  # fcntl.F_SETPIPE_SZ, named only from Python 3.10 on
 # A request frame larger than this is not from gcptui's client (its headers are small JSON).
 MAX_FRAME = 16 << 20
+DIR_KEY = ["d", 0, 0]  # a directory's ledger record (kind, size, mtime: only the kind matters)
+LINK_KEY = ["l", 0, 0]
 MAX_CACHED_DIRS = 256  # open directory descriptors kept per batch, well under any fd limit
 DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
 FILE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
@@ -147,7 +149,12 @@ class Agent:
             except FileNotFoundError:
                 if not create:
                     raise
-                os.mkdir(name, dir_fd=fd)
+                self.record(sub, DIR_KEY)  # journal first: killed right after mkdir, it is still ours
+                try:
+                    os.mkdir(name, dir_fd=fd)
+                except OSError:
+                    self.record(sub, None)
+                    raise
                 try:
                     child = os.open(name, DIR_FLAGS, dir_fd=fd)
                 except OSError:
@@ -223,6 +230,20 @@ class Agent:
         self.record(rel, None)
 
     # -- ledger ----------------------------------------------------------------------------------
+    def landing(self, rel: str, entry, rename) -> None:
+        """Journal ``rel`` as ``entry``, then ``rename()`` it into place (undone if that fails).
+
+        Write-ahead: an agent killed between the two (a dropped connection) leaves a ledger that
+        names what sync put there; a record of something absent is pruned by the next scan.
+        """
+        before = self.ledger.get(rel)
+        self.record(rel, entry)
+        try:
+            rename()
+        except OSError:
+            self.record(rel, before)
+            raise
+
     def record(self, rel: str, entry) -> None:
         value = entry[:3] if entry is not None else None
         if value is None:
@@ -328,48 +349,68 @@ class Agent:
         if error:
             self.reply({"error": error, "entries": [], "ledger": self.ledger})
             return
-        entries = []
-        # Depth first with one open descriptor per level: no name is resolved twice, no link followed.
-        stack = [("", os.dup(self.root))]
+        entries: list = []
+        unlisted: list = []  # directories that could not be opened: their ledger entries stay
+        # Depth first, one open descriptor per level (never one per pending sibling: a wide tree
+        # would run out of descriptors): no name resolved twice, no link followed.
+        stack = [("", os.dup(self.root), self.list_dir("", self.root, entries) or [], 0)]
         try:
             while stack:
-                rel_dir, fd = stack.pop()
-                subdirs = []
+                rel_dir, fd, subdirs, i = stack[-1]
+                if i == len(subdirs):
+                    os.close(fd)
+                    stack.pop()
+                    continue
+                stack[-1] = (rel_dir, fd, subdirs, i + 1)
+                name = subdirs[i]
+                rel = rel_dir + "/" + name if rel_dir else name
                 try:
-                    with os.scandir(fd) as it:
-                        listed = list(it)
+                    child = os.open(name, DIR_FLAGS, dir_fd=fd)
                 except OSError:
-                    listed = []
-                for de in listed:
-                    name = de.name
-                    rel = rel_dir + "/" + name if rel_dir else name
-                    if name.startswith(TMP_PREFIX):
-                        try:
-                            os.unlink(name, dir_fd=fd)  # a temp file of an interrupted write: ours
-                        except OSError:
-                            pass
-                        continue
-                    try:
-                        e = self.entry_at(fd, name, de.stat(follow_symlinks=False))
-                    except OSError:
-                        continue
-                    entries.append([rel] + e)
-                    if e[0] == "d":
-                        try:
-                            subdirs.append((rel, os.open(name, DIR_FLAGS, dir_fd=fd)))
-                        except OSError:
-                            pass  # replaced meanwhile: listed as it was, not descended into
-                os.close(fd)
-                stack.extend(reversed(subdirs))
+                    unlisted.append(rel + "/")  # replaced meanwhile, or unreadable: not descended into
+                    continue
+                children = self.list_dir(rel, child, entries)
+                if children is None:
+                    os.close(child)
+                    unlisted.append(rel + "/")
+                    continue
+                stack.append((rel, child, children, 0))
         finally:
-            for _, fd in stack:
-                os.close(fd)
+            for frame in stack:
+                os.close(frame[1])
         present = {e[0] for e in entries}
         for rel in [r for r in self.ledger if r not in present]:
-            self.record(rel, None)  # gone from the VM: nothing left to own
+            if not any(rel.startswith(prefix) for prefix in unlisted):
+                self.record(rel, None)  # gone from the VM: nothing left to own
         if self.journal is not None:
             self.journal.flush()
         self.reply({"entries": entries, "ledger": self.ledger})
+
+    def list_dir(self, rel_dir: str, fd: int, entries: list) -> "list | None":
+        """Append the entries of directory ``fd`` to ``entries``; the names of its subdirectories
+        (None when it cannot be read)."""
+        subdirs: list = []
+        try:
+            with os.scandir(fd) as it:
+                listed = list(it)
+        except OSError:
+            return None
+        for de in listed:
+            name = de.name
+            if name.startswith(TMP_PREFIX):
+                try:
+                    os.unlink(name, dir_fd=fd)  # a temp file of an interrupted write: ours
+                except OSError:
+                    pass
+                continue
+            try:
+                e = self.entry_at(fd, name, de.stat(follow_symlinks=False))
+            except OSError:
+                continue
+            entries.append([rel_dir + "/" + name if rel_dir else name] + e)
+            if e[0] == "d":
+                subdirs.append(name)
+        return subdirs
 
     def tmp_name(self) -> str:
         self.tmp_seq += 1
@@ -416,12 +457,9 @@ class Agent:
             fd = -1
             assert tmp is not None and name is not None  # set whenever error is None
             self.make_room(rel, parent, name, "f")
-            # Within one directory descriptor: whatever replaced a parent meanwhile, the new file
-            # lands in the directory that was checked, and a link at ``name`` is replaced, not followed.
-            os.rename(tmp, name, src_dir_fd=parent, dst_dir_fd=parent)
-            tmp = None
             e = ["f", st.st_size, st.st_mtime_ns, stat.S_IMODE(st.st_mode), ""]
-            self.record(rel, e)
+            self.landing(rel, e, lambda: os.rename(tmp, name, src_dir_fd=parent, dst_dir_fd=parent))
+            tmp = None
             self.results.append(["put", rel, e, None])
         except (OSError, ValueError) as err:
             self.results.append(["put", rel, None, _describe(err)])
@@ -442,7 +480,9 @@ class Agent:
             os.symlink(msg["target"], tmp, dir_fd=parent)
             try:
                 self.make_room(rel, parent, name, "l")
-                os.rename(tmp, name, src_dir_fd=parent, dst_dir_fd=parent)
+                self.landing(
+                    rel, LINK_KEY, lambda: os.rename(tmp, name, src_dir_fd=parent, dst_dir_fd=parent)
+                )
             except OSError:
                 os.unlink(tmp, dir_fd=parent)
                 raise
@@ -457,6 +497,7 @@ class Agent:
         try:
             parent, name = self.parent_of(rel, True)
             self.make_room(rel, parent, name, "d")
+            self.record(rel, DIR_KEY)  # journal first (see dir_fd)
             try:
                 os.mkdir(name, dir_fd=parent)
             except FileExistsError:
@@ -553,10 +594,16 @@ def _describe(err: Exception) -> str:
 
 
 def _private_open(path: str) -> IO[str]:
-    """Open ``path`` for writing (truncated), readable by its owner only."""
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    """Open ``path`` for writing (truncated), readable by its owner only.
+
+    Line buffered: each journal record reaches the OS as it is written, so an agent killed
+    mid-batch (a dropped connection, SIGKILL) still leaves the ledger knowing what sync made.
+    Appending: an older agent still finishing (a reconnect can overlap it briefly) adds its
+    records at the end of the journal a newer agent started, instead of writing over them.
+    """
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_APPEND, 0o600)
     os.fchmod(fd, 0o600)
-    return os.fdopen(fd, "w")
+    return os.fdopen(fd, "w", buffering=1)
 
 
 def _write_all(fd: int, data: "bytes | memoryview") -> None:
