@@ -24,6 +24,8 @@ from dataclasses import replace
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+import asyncssh
+
 from gcptui.remote.aio import within
 from gcptui.remote.errors import GcptuiError
 from gcptui.remote.keepalive.causes import UNKNOWN_CAUSE, since_last_start
@@ -411,7 +413,9 @@ class KeepAlive:
                     check = None
                 result = await self.relaunch(instance, report)
                 return result if isinstance(result, ResumePoint) else ResumePoint(step=result)
-            except (GcptuiError, OSError) as err:
+            except (GcptuiError, OSError, asyncssh.Error) as err:
+                # asyncssh.Error: the connection closed under the relaunch (the pool moved to the
+                # VM's new address meanwhile): transient, like SSH not being up yet.
                 if loop.time() > deadline:
                     raise GcptuiError(f"{instance.name}: could not relaunch the job: {err}") from None
                 delay = backoff(attempt, min(self.backoff_base, 0.5), min(self.backoff_cap, 5.0))

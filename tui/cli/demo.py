@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import shutil
 import sys
 import tempfile
@@ -44,14 +45,18 @@ def run_demo(args: argparse.Namespace) -> int:
             config_path = emulator.write_config(directory / "gcptui.toml")
             project = write_demo_project(directory, config_path)
             config = load_config(config_path)
-            # Where the editable project is: edit a file there and watch it reach the VMs.
-            banner = f"{DEMO_BANNER} · edit {project}"
-            GcptuiApp(config, readonly=args.readonly, demo=True, banner=banner, refresh_seconds=2.0).run()
+            app = GcptuiApp(
+                config, readonly=args.readonly, demo=True, banner=DEMO_BANNER, refresh_seconds=2.0
+            )
+            # Where the editable project is (the header): edit a file there and watch it reach the VMs.
+            app.sub_title = " · ".join(filter(None, [app.sub_title, f"edit {project}"]))
+            app.run()
     finally:
         shutil.rmtree(directory, ignore_errors=True)
-    print(
-        f"gcptui demo: its project was {directory / 'project'} (removed with the emulated fleet); "
-        "`gcptui emulator --dir DIR` keeps a fleet and DIR/project to sync",
-        file=sys.stderr,
-    )
+    with contextlib.suppress(OSError):  # the terminal may be gone (SIGHUP): nothing to tell then
+        print(
+            f"gcptui demo: its project was {directory / 'project'} (removed with the emulated fleet); "
+            "`gcptui emulator --dir DIR` keeps a fleet and DIR/project to sync",
+            file=sys.stderr,
+        )
     return 0
