@@ -23,6 +23,7 @@ from gcptui.remote.jobs.protocol import JobStatus
 from gcptui.remote.jobs.runner import JobAlreadyRunningError
 from gcptui.remote.models import Instance
 from gcptui.remote.services import Services
+from gcptui.remote.ssh.errors import SshUnreachableError
 from gcptui.remote.ssh.target import SshTarget
 from gcptui.remote.sweep.recovery import sweep_keepalive
 from gcptui.remote.sweep.state import ACTIVE, SweepState, Trial, save_state
@@ -175,9 +176,14 @@ class Scheduler:
                 self._requeue(trial, f"{vm} runs another job ({err.status.command}): trial {trial.id} waits")
                 self._warned.add(vm)
                 return
-        except GcptuiError as err:
-            self._requeue(trial, f"warning: {err}")
+        except SshUnreachableError as err:
+            self._requeue(trial, f"warning: {err}")  # the VM may be going down: try again later
             return
+        except GcptuiError as err:
+            # The VM refused the start (no project directory, a stuck lock, ...): retrying every poll
+            # would only repeat it, so the sweep stops with the VM's reason.
+            self._requeue(trial, f"{trial.id} could not start on {vm}")
+            raise SweepError(str(err)) from None
         self._mark_running(trial, status)
         self.say(f"{trial.id} started on {vm}: {_params_text(trial)}")
 
