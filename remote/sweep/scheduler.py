@@ -173,24 +173,29 @@ class Scheduler:
             if self._is_trial(err.status, trial):
                 status = err.status
             else:
-                self._requeue(trial, f"{vm} runs another job ({err.status.command}): trial {trial.id} waits")
+                busy = f"{vm} runs another job ({err.status.command}): its trials wait"
+                self._requeue(trial, "" if vm in self._warned else busy)
                 self._warned.add(vm)
                 return
         except SshUnreachableError as err:
-            self._requeue(trial, f"warning: {err}")  # the VM may be going down: try again later
+            # The VM may be booting or going down: try again next poll, saying so once per VM.
+            self._requeue(trial, "" if vm in self._warned else f"warning: {err} (its trials wait)")
+            self._warned.add(vm)
             return
         except GcptuiError as err:
             # The VM refused the start (no project directory, a stuck lock, ...): retrying every poll
             # would only repeat it, so the sweep stops with the VM's reason.
             self._requeue(trial, f"{trial.id} could not start on {vm}")
             raise SweepError(str(err)) from None
+        self._warned.discard(vm)
         self._mark_running(trial, status)
         self.say(f"{trial.id} started on {vm}: {_params_text(trial)}")
 
     def _requeue(self, trial: Trial, why: str) -> None:
         trial.state, trial.vm = "queued", None
         trial.attempts -= 1
-        self.say(why)
+        if why:
+            self.say(why)
         self._save()
 
     def _mark_running(self, trial: Trial, status: JobStatus) -> None:
