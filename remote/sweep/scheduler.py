@@ -124,6 +124,8 @@ class Scheduler:
         try:
             found = await self.services.resolve(list(self.spec.vms))
         except GcptuiError as err:
+            if not self.instances:  # the first listing: an unknown name or no access is for the user to fix
+                raise
             self.say(f"warning: could not list the sweep's VMs ({err}): trying again")
             return
         self.instances = {i.name: i for i in found}

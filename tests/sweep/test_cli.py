@@ -113,3 +113,13 @@ def test_a_changed_search_under_the_same_name_is_refused(env: dict[str, str], tm
     assert "exists with another command, search or metric" in one_line(
         gcptui(env, "sweep", "run", str(changed)), 2
     )
+
+
+def test_an_unknown_vm_is_one_line_not_an_endless_wait(env: dict[str, str], tmp_path: Path) -> None:
+    sweep = tmp_path / "ghost.toml"
+    sweep.write_text(
+        SWEEP.replace('name = "cli"', 'name = "ghost"').replace('vms = ["a"]', 'vms = ["ghost"]')
+    )
+    result = gcptui(env, "sweep", "run", str(sweep), "--no-sync")
+    assert result.returncode in (1, 2) and "Traceback" not in result.stderr
+    assert "no instance or host named 'ghost'" in result.stderr.splitlines()[-1]
