@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+import json
+import os
 import sys
 from pathlib import Path
 from typing import NoReturn
@@ -12,6 +14,7 @@ from .errors import TrainerError
 from .model import SIZES
 
 USAGE_ERROR = 2
+PARAMS_ENV = "GCPTUI_PARAMS"  # a sweep trial's parameters (JSON object): defaults for the flags
 
 
 class _OneLineParser(argparse.ArgumentParser):
@@ -79,6 +82,24 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="SECONDS",
         help="sleep after each step, so a demo run lasts a watchable while",
     )
+    parser.add_argument(
+        "--lr",
+        type=float,
+        default=None,
+        help="peak learning rate (default: GCPTUI_PARAMS' lr, else 3e-3)",
+    )
+    parser.add_argument(
+        "--batch-size",
+        type=_positive,
+        default=None,
+        help="sequences per step (default: GCPTUI_PARAMS' batch_size, else the size's own)",
+    )
+    parser.add_argument(
+        "--eval-every",
+        type=_non_negative_int,
+        default=0,
+        help="steps between validation losses (val_loss events); 0: only at the end (default)",
+    )
     parser.add_argument("--keep", type=_positive, default=3, help="checkpoints to keep (default 3)")
     parser.add_argument(
         "--threads",
@@ -89,9 +110,43 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def sweep_params() -> dict[str, object]:
+    """``GCPTUI_PARAMS`` (set by ``gcptui sweep`` for each trial) as a dict; {} when unset."""
+    text = os.environ.get(PARAMS_ENV, "").strip()
+    if not text:
+        return {}
+    try:
+        params = json.loads(text)
+    except ValueError:
+        params = None
+    if not isinstance(params, dict):
+        raise TrainerError(f"{PARAMS_ENV} is not a JSON object: {text[:80]!r}")
+    return params
+
+
+def _from_params(params: dict[str, object], keys: tuple[str, ...], kind: type, flag: str) -> object:
+    for key in keys:
+        if key in params:
+            value = params[key]
+            try:
+                return kind(value)  # type: ignore[call-arg]
+            except (TypeError, ValueError):
+                raise TrainerError(f"{PARAMS_ENV}: {key}={value!r} is not usable as {flag}") from None
+    return None
+
+
 def main(argv: list[str] | None = None) -> int:
     """Parse the command line and train; returns the exit code (Preempted exits with 143)."""
     args = build_parser().parse_args(argv)
+    try:
+        params = sweep_params()
+        lr = args.lr if args.lr is not None else _from_params(params, ("lr", "learning_rate"), float, "--lr")
+        batch = args.batch_size
+        if batch is None:
+            batch = _from_params(params, ("batch_size",), int, "--batch-size")
+    except TrainerError as exc:
+        print(f"error: {exc}", file=sys.stderr, flush=True)
+        return USAGE_ERROR
     # Imported here so `--help` and usage errors answer without loading torch.
     import torch
 
@@ -112,6 +167,9 @@ def main(argv: list[str] | None = None) -> int:
         step_delay=args.step_delay,
         keep=args.keep,
         threads=args.threads,
+        batch_size=batch,  # type: ignore[arg-type]
+        eval_every=args.eval_every,
+        **({"learning_rate": lr} if lr is not None else {}),  # type: ignore[arg-type]
     )
     try:
         train(settings)

@@ -6,6 +6,7 @@ same losses and ends with the same weights as a run that was never interrupted.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import os
 import random
@@ -42,6 +43,33 @@ class ReferenceSettings:
     learning_rate: float = 3e-3
     warmup_steps: int = 100
     metrics_path: Path | None = None
+    batch_size: int | None = None  # None: the size's own
+    eval_every: int = 0  # steps between validation losses; 0: only at the end
+
+
+VALIDATION_SEQUENCES = 256
+VALIDATION_BATCH = 64
+
+
+def validation_set(size_name: str, seed: int) -> torch.Tensor:
+    """Held-out sequences from the same seeded Markov chain as the training corpus (the chain is
+    drawn first from the seed, so a corpus of another length shares it; the samples differ)."""
+    size = SIZES[size_name]
+    return make_corpus(VALIDATION_SEQUENCES, size.seq_len + 1, size.vocab, seed)
+
+
+@torch.no_grad()
+def validation_loss(model: torch.nn.Module, data: torch.Tensor, device: torch.device) -> float:
+    """Mean next-token loss over the validation set, in eval mode; draws no random numbers."""
+    was_training = model.training
+    model.eval()
+    total, count = 0.0, 0
+    for first in range(0, len(data), VALIDATION_BATCH):
+        batch = data[first : first + VALIDATION_BATCH].to(device)
+        total += float(next_token_loss(model, batch).item()) * len(batch)
+        count += len(batch)
+    model.train(was_training)
+    return total / count
 
 
 def make_deterministic(device: str, threads: int) -> None:
@@ -85,7 +113,13 @@ def train(settings: ReferenceSettings) -> ResumableRun:
         raise TrainerError(f"unknown size {settings.size!r}: choose one of {', '.join(SIZES)}")
     if settings.device == "cuda" and not torch.cuda.is_available():
         raise TrainerError("--device cuda was asked for but CUDA is not available here: use --device cpu")
+    if settings.batch_size is not None and settings.batch_size < 1:
+        raise TrainerError(f"--batch-size must be at least 1, not {settings.batch_size}")
+    if not settings.learning_rate > 0:
+        raise TrainerError(f"--lr must be above 0, not {settings.learning_rate}")
     size = SIZES[settings.size]
+    if settings.batch_size is not None:
+        size = dataclasses.replace(size, batch_size=settings.batch_size)
     make_deterministic(settings.device, settings.threads)
     place = distributed.init_from_environment(settings.device)
     device = (
@@ -124,10 +158,17 @@ def train(settings: ReferenceSettings) -> ResumableRun:
         log_every=settings.log_every,
         keep=settings.keep,
         resume=settings.resume,
-        config={"size": settings.size, "seed": settings.seed, "learning_rate": settings.learning_rate},
+        config={
+            "size": settings.size,
+            "seed": settings.seed,
+            "learning_rate": settings.learning_rate,
+            # Only when set, so checkpoints written before the flag existed still resume.
+            **({"batch_size": settings.batch_size} if settings.batch_size is not None else {}),
+        },
         description=f"size {settings.size}",
         metrics_path=settings.metrics_path,
     )
+    validation = validation_set(settings.size, settings.seed)
     model.train()
     while not run.done:
         epoch = run.start_epoch()
@@ -141,9 +182,15 @@ def train(settings: ReferenceSettings) -> ResumableRun:
             scaler.update()
             scheduler.step()
             run.add_progress(loss.detach(), samples=len(indices))
+            if settings.eval_every and run.step % settings.eval_every == 0 and not run.done:
+                run.log_event(
+                    "validation", step=run.step, val_loss=validation_loss(model, validation, device)
+                )
             if settings.step_delay > 0:
                 time.sleep(settings.step_delay)
             if run.done:
                 break
+    if not run.preempted:
+        run.log_event("validation", step=run.step, val_loss=validation_loss(model, validation, device))
     run.finished()
     return run

@@ -104,11 +104,13 @@ class JobRunner:
 
     async def start(self, target: SshTarget) -> JobStatus:
         """Run setup (once per disk) and ``[job].command``; refuses while a job runs."""
-        return await self._launch(target, "start", self._require(self.job.command, "command"))
+        return await self._launch(target, "start", self._require(self.job_for(target).command, "command"))
 
     async def restart(self, target: SshTarget) -> JobStatus:
         """Kill the job if it runs, then start ``[job].resume`` (default: ``[job].command``)."""
-        return await self._launch(target, "restart", self._require(self.job.resume_command, "command"))
+        return await self._launch(
+            target, "restart", self._require(self.job_for(target).resume_command, "command")
+        )
 
     async def kill(self, target: SshTarget) -> JobStatus:
         """SIGTERM the job's process group, SIGKILL after ``stop_grace_seconds``; nothing else."""
@@ -134,10 +136,14 @@ class JobRunner:
             raise ConfigError(f"[job].{key} is empty: set the training command in gcptui.toml")
         return command
 
+    def job_for(self, target: SshTarget) -> JobConfig:
+        """The job run on ``target``: ``[job]`` here; a sweep's runner gives each VM its trial's."""
+        return self.job
+
     def _job_env(self, target: SshTarget) -> dict[str, str]:
         """``[job].env`` plus what gcptui gives every job (a ``[job].env`` entry of the same name wins)."""
         url = self.storage.checkpoint_url(target.name)
-        return {**({"GCPTUI_CHECKPOINT_URL": url} if url else {}), **self.job.env}
+        return {**({"GCPTUI_CHECKPOINT_URL": url} if url else {}), **self.job_for(target).env}
 
     def _grace_tenths(self) -> str:
         return str(max(0, round(self.job.stop_grace_seconds * 10)))
@@ -147,7 +153,7 @@ class JobRunner:
 
     async def _launch(self, target: SshTarget, op: str, command: str) -> JobStatus:
         # The job's environment goes over stdin into a 0600 file, never into argv (where `ps` shows it).
-        args = [self.dest, command, self.job.setup]
+        args = [self.dest, command, self.job_for(target).setup]
         if op == "restart":
             args.insert(0, self._grace_tenths())
         rc, status, output = await self._call(

@@ -448,7 +448,12 @@ run_job() { # DIR COMMAND SETUP
 	unset GCPTUI_ENV_IN
 	# shellcheck disable=SC1091 # written by launch: quoted `export NAME=VALUE` lines
 	[ -f "$JOB/env" ] && . "$JOB/env"
-	: >> "$GCPTUI_METRICS" # created private before the job's own umask applies
+	# The metrics file is created private before the job's own umask applies; a relative
+	# GCPTUI_METRICS is relative to DIR. `true`, not `:`: a failed redirection of a special builtin
+	# would end this shell, and with it the record of the job.
+	case $GCPTUI_METRICS in /*) metrics=$GCPTUI_METRICS ;; *) metrics="$dir/$GCPTUI_METRICS" ;; esac
+	mkdir -p "$(dirname "$metrics")" 2> /dev/null
+	true >> "$metrics" 2> /dev/null
 	# After the exports: [job].env may point GCE_METADATA_HOST or GCPTUI_METADATA_FETCHER elsewhere.
 	# Two watchers: a Spot VM's preemption, and host maintenance (GPU VMs cannot live-migrate).
 	notice_watch $$ $$ preempted < /dev/null &

@@ -138,6 +138,25 @@ def build_parser() -> argparse.ArgumentParser:
         "names", nargs="*", metavar="NAME", help="Spot VMs to watch (default: every Spot VM)"
     )
     keepalive.set_defaults(handler=_lazy("gcptui.tui.cli.keepalive", "run_keepalive"))
+
+    sweep = sub.add_parser("sweep", parents=[common], help="hyperparameter sweeps across VMs")
+    sweep_actions = sweep.add_subparsers(dest="sweep_action", metavar="ACTION", required=True)
+    sweep_run = sweep_actions.add_parser("run", parents=[common], help="run (or resume) a sweep")
+    sweep_run.add_argument("file", metavar="FILE", help="the sweep file (or a sweep's name, to resume)")
+    sweep_run.add_argument("--no-sync", action="store_true", help="do not sync the tree to the VMs first")
+    sweep_status = sweep_actions.add_parser("status", parents=[common], help="the trials of a sweep")
+    sweep_status.add_argument("name", metavar="NAME")
+    sweep_status.add_argument("--json", action="store_true", help="print JSON")
+    sweep_report = sweep_actions.add_parser(
+        "report", parents=[common], help="results (CSV, JSON) and SVG plots"
+    )
+    sweep_report.add_argument("name", metavar="NAME")
+    sweep_report.add_argument("--out", default=None, help="folder for the files (default: the sweep's own)")
+    sweep_report.add_argument("--best", type=int, default=5, help="learning curves of the best N (default 5)")
+    sweep_extend = sweep_actions.add_parser("extend", parents=[common], help="queue K more trials")
+    sweep_extend.add_argument("name", metavar="NAME")
+    sweep_extend.add_argument("--count", type=int, required=True, help="how many trials to add")
+    sweep.set_defaults(handler=_lazy("gcptui.tui.cli.sweep", "run_sweep_command"))
     return parser
 
 

@@ -1,0 +1,118 @@
+"""Sweep scheduling overhead: from a trial's end (its slot freed) to the next trial's first step.
+
+    python benchmarks/sweep.py [--vms 2] [--trials 8] [--poll 1.0]
+
+Runs a sweep through the real scheduler against the emulator (REST API through the real client,
+asyncssh VMs, the job supervisor). Each trial's command writes a progress line as its first act
+and stamps its end, both with the VM's clock (the laptop's here), so the overhead per trial is
+`next trial's first line - previous trial's end` on the same VM: the poll that notices the end,
+reading metrics, the start round trip and the supervisor's launch. No training: the overhead alone.
+
+Prints progress to stderr and one JSON object as its last stdout line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from gcptui.remote.config import load_config  # noqa: E402
+from gcptui.remote.emulator import Emulator  # noqa: E402
+from gcptui.remote.emulator.emulator import wait_until_running  # noqa: E402
+from gcptui.remote.services import Services  # noqa: E402
+from gcptui.remote.sweep.scheduler import Scheduler  # noqa: E402
+from gcptui.remote.sweep.spec import parse_sweep  # noqa: E402
+from gcptui.remote.sweep.state import SweepState  # noqa: E402
+from gcptui.remote.sweep.trials import initial_trials  # noqa: E402
+
+# First act: a progress line with the time; last act: the end time. {run_dir} is the trial's own.
+COMMAND = (
+    "mkdir -p {run_dir} && "
+    'python3 -c "import json,time;print(json.dumps({{\\"step\\":1,\\"score\\":{x},\\"time\\":time.time()}}))" '
+    ">> {run_dir}/metrics.jsonl && sleep 0.5 && "
+    'python3 -c "import time;print(time.time())" > {run_dir}/ended'
+)
+
+
+async def run(vms: int, trials: int, poll: float, root: Path) -> dict[str, object]:
+    emu = Emulator(root / "emulator", boot_seconds=0.15, stop_seconds=0.15)
+    await emu.start()
+    try:
+        names = [f"bench-{k}" for k in range(vms)]
+        for name in names:
+            emu.add_instance(name)
+        await wait_until_running(emu, names)
+        for name in names:  # the project directory a sync would have made
+            (emu.instance(name).disk / "home" / "project").mkdir(parents=True)  # type: ignore[operator]
+        project = root / "project"
+        project.mkdir()
+        config_path = emu.write_config(root / "gcptui.toml")
+        config_path.write_text(
+            config_path.read_text() + f'\n[sync]\nsource = "{project}"\ndest = "~/project"\n'
+        )
+        spec = parse_sweep(
+            f'name = "bench"\ncommand = {json.dumps(COMMAND)}\nmetric = "score"\nvms = {json.dumps(names)}\n'
+            f'search = "random"\ncount = {trials}\nat_end = "none"\npoll_seconds = {poll}\nkeepalive = false\n'
+            '[params.x]\nkind = "uniform"\nlow = 0\nhigh = 1\n',
+            root / "sweep.toml",
+        )
+        state = SweepState(name="bench", spec=spec, created_at=time.time(), trials=[])
+        state.add(initial_trials(spec))
+        services = Services(load_config(str(config_path)))
+        began = time.perf_counter()
+        try:
+            final = await Scheduler(services, state, say=lambda line: print(line, file=sys.stderr)).run()
+        finally:
+            await services.close()
+        wall = time.perf_counter() - began
+        gaps: list[float] = []
+        for name in names:
+            home = emu.instance(name).disk / "home" / "project"  # type: ignore[operator]
+            runs = []
+            for trial in final.trials:
+                if trial.vm != name:
+                    continue
+                run_dir = home / trial.run_dir
+                first = json.loads((run_dir / "metrics.jsonl").read_text().splitlines()[0])["time"]
+                runs.append((first, float((run_dir / "ended").read_text())))
+            runs.sort()
+            gaps += [nxt[0] - prev[1] for prev, nxt in zip(runs, runs[1:], strict=False)]
+        return {
+            "benchmark": "sweep_scheduling_overhead",
+            "vms": vms,
+            "trials": trials,
+            "poll_seconds": poll,
+            "finished": final.counts()["finished"],
+            "overhead_s_median": round(statistics.median(gaps), 3),
+            "overhead_s_max": round(max(gaps), 3),
+            "overhead_s_all": [round(g, 3) for g in gaps],
+            "wall_s": round(wall, 2),
+        }
+    finally:
+        await emu.close()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--vms", type=int, default=2)
+    parser.add_argument("--trials", type=int, default=8)
+    parser.add_argument("--poll", type=float, default=1.0, help="the sweep's poll_seconds (default 1)")
+    args = parser.parse_args()
+    os.environ.setdefault("GCPTUI_SWEEPS_DIR", tempfile.mkdtemp(prefix="gcptui-bench-sweeps-"))
+    with tempfile.TemporaryDirectory(prefix="gcptui-bench-sweep-") as tmp:
+        result = asyncio.run(run(args.vms, args.trials, args.poll, Path(tmp)))
+    print(json.dumps(result))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,1 @@
+"""Hyperparameter sweeps: the sweep file, trials, their state on the laptop, the scheduler."""

@@ -1,0 +1,69 @@
+"""Keep-alive for a sweep's VMs: a preempted VM is restarted and its trial resumed, not restarted.
+
+The sweep runs the ordinary ``KeepAlive`` over its own VMs with a launcher that resumes the trial the
+VM was running: the shared services' job runner is the sweep's ``TrialJobRunner`` (its ``restart``
+runs the trial's resume command with the trial's environment), and the steps-lost bookkeeping reads
+the trial's own metrics file.
+"""
+
+from __future__ import annotations
+
+import contextvars
+from collections.abc import Callable
+
+from gcptui.remote.jobs.protocol import metrics_path
+from gcptui.remote.keepalive.recovery import KeepAlive, RecoveryEvent, ResumePoint, StepReporter
+from gcptui.remote.keepalive.relaunch import JobLauncher
+from gcptui.remote.models import Instance
+from gcptui.remote.services import Services
+from gcptui.remote.sweep.vmside import TrialJobRunner
+
+# The VM a relaunch works on: KeepAlive runs one task per VM, so each sees its own value.
+_current_vm: contextvars.ContextVar[str | None] = contextvars.ContextVar("sweep_relaunch_vm", default=None)
+
+
+class TrialLauncher(JobLauncher):
+    """``JobLauncher`` that reads the metrics file of the trial on the VM being relaunched."""
+
+    def __init__(self, services: Services, runner: TrialJobRunner) -> None:
+        super().__init__(services)
+        self.runner = runner
+
+    @property
+    def metrics_file(self) -> str:
+        vm = _current_vm.get()
+        job = self.runner.trial_jobs.get(vm) if vm else None
+        if job is None:
+            return super().metrics_file
+        return metrics_path(job, self.runner.dest)
+
+    async def relaunch(self, instance: Instance, report: StepReporter | None = None) -> ResumePoint:
+        if instance.name not in self.runner.trial_jobs:
+            return ResumePoint()  # the VM had no trial running: nothing to resume (nor [job] to start)
+        token = _current_vm.set(instance.name)
+        try:
+            return await super().relaunch(instance, report)
+        finally:
+            _current_vm.reset(token)
+
+    __call__ = relaunch
+
+
+def sweep_keepalive(
+    services: Services,
+    runner: TrialJobRunner,
+    vms: list[str],
+    on_event: Callable[[RecoveryEvent], None] | None = None,
+) -> KeepAlive:
+    """A ``KeepAlive`` over ``vms`` that resumes each VM's trial; ``services.jobs`` becomes ``runner``
+    (so the relaunch, which restarts through ``services.jobs``, runs the trial's resume command)."""
+    services.jobs = runner
+    settings = services.config.keepalive
+    return KeepAlive(
+        services.fleet.gce(),
+        relaunch=TrialLauncher(services, runner),
+        on_event=on_event,
+        names=vms,
+        poll_seconds=settings.poll_seconds,
+        max_restarts=settings.max_restarts,
+    )

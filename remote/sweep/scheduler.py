@@ -1,0 +1,342 @@
+"""Run a sweep's trials across its VMs: queue, start as slots free up, follow to the end, shut down.
+
+The loop is level-triggered: every ``poll_seconds`` it reads each busy VM's job state (the
+supervisor's own record on the VM) and settles the trial from it, so an interrupted ``sweep run``
+resumes by simply looping again. A trial is marked ``starting`` (and saved) before its start command
+is sent; afterwards the VM's recorded command, which names the trial's run directory, tells whether
+the start happened. Nothing finished or running is ever started twice.
+
+A VM that is not RUNNING while its trial runs was preempted (or stopped): the trial stays running;
+keep-alive (or, after ``relaunch_after`` seconds, this loop) restarts its job with the trial's
+resume command once the VM is back.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import Callable
+
+from gcptui.remote.errors import GcptuiError
+from gcptui.remote.jobs.protocol import JobStatus
+from gcptui.remote.jobs.runner import JobAlreadyRunningError
+from gcptui.remote.models import Instance
+from gcptui.remote.services import Services
+from gcptui.remote.ssh.errors import SshUnreachableError
+from gcptui.remote.ssh.target import SshTarget
+from gcptui.remote.sweep.recovery import sweep_keepalive
+from gcptui.remote.sweep.state import ACTIVE, SweepState, Trial, save_state
+from gcptui.remote.sweep.vmside import TrialJobRunner, VmReader, trial_job
+
+Say = Callable[[str], None]
+PROGRESS_SAVE_SECONDS = 1.0
+
+
+class SweepError(GcptuiError):
+    """The sweep cannot go on (no VM of it can run a trial)."""
+
+
+class Scheduler:
+    """Drives one sweep to its end over shared ``Services``; ``run()`` returns the final state."""
+
+    def __init__(
+        self,
+        services: Services,
+        state: SweepState,
+        *,
+        say: Say | None = None,
+        poll_seconds: float | None = None,
+        relaunch_after: float = 60.0,
+        on_change: Callable[[SweepState], None] | None = None,
+    ) -> None:
+        self.services = services
+        self.state = state
+        self.spec = state.spec
+        self.say: Say = say or (lambda _line: None)
+        self.poll = poll_seconds if poll_seconds is not None else self.spec.poll_seconds
+        self.relaunch_after = relaunch_after
+        self.on_change = on_change
+        self.runner = TrialJobRunner(services.pool, services.config, remote_home=services.jobs.remote_home)
+        self.reader = VmReader(self.runner)
+        self.instances: dict[str, Instance] = {}
+        self._down_since: dict[str, float] = {}  # trial id -> when its job was first seen preempted
+        self._warned: set[str] = set()
+        self._saved_at = 0.0
+
+    # ---- the loop ---------------------------------------------------------------------------
+
+    async def run(self) -> SweepState:
+        """Run every queued trial to its end, then stop (or delete) the VMs as ``at_end`` says.
+
+        With ``keepalive`` in the spec and ``[gcp]`` in the config, a keep-alive over the sweep's VMs
+        runs alongside, resuming preempted trials.
+        """
+        for trial in self.state.trials:
+            if trial.state in ACTIVE and trial.vm:
+                self.runner.trial_jobs[trial.vm] = trial_job(
+                    self.services.config.job, self.spec, trial, self.runner.dest
+                )
+        if not self.keepalive_on:
+            return await self._loop()
+        keepalive = sweep_keepalive(
+            self.services,
+            self.runner,
+            list(self.spec.vms),
+            on_event=lambda e: self.say(f"keep-alive: {e.line()}"),
+        )
+        task = asyncio.create_task(keepalive.run(), name="sweep keep-alive")
+        try:
+            return await self._loop()
+        finally:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+            await keepalive.close()
+
+    async def _loop(self) -> SweepState:
+        while True:
+            await self._refresh_instances()
+            active = [t for t in self.state.trials if t.state in ACTIVE]
+            await asyncio.gather(*(self._follow(t) for t in active))
+            await self._fill()
+            await self._shut_down_idle()
+            if not any(t.state in (*ACTIVE, "queued") for t in self.state.trials):
+                break
+            idle = not any(t.state in ACTIVE for t in self.state.trials)
+            if idle and not self._usable() and not any(self._coming_back(vm) for vm in self.spec.vms):
+                raise SweepError(
+                    f"sweep {self.spec.name}: trials are queued but none of its VMs "
+                    f"({', '.join(self.spec.vms)}) is RUNNING: start them (`gcptui vm start NAME`) and run it again"
+                )
+            await asyncio.sleep(self.poll)
+        self.state.finished_at = self.state.finished_at or time.time()
+        self._save()
+        return self.state
+
+    def _save(self) -> None:
+        save_state(self.state)
+        self._saved_at = time.monotonic()
+        if self.on_change is not None:
+            self.on_change(self.state)
+
+    async def _refresh_instances(self) -> None:
+        try:
+            found = await self.services.resolve(list(self.spec.vms))
+        except GcptuiError as err:
+            if not self.instances:  # the first listing: an unknown name or no access is for the user to fix
+                raise
+            self.say(f"warning: could not list the sweep's VMs ({err}): trying again")
+            return
+        self.instances = {i.name: i for i in found}
+
+    def _running(self, vm: str) -> bool:
+        instance = self.instances.get(vm)
+        return instance is not None and (instance.source == "host" or instance.status == "RUNNING")
+
+    def _target(self, vm: str) -> SshTarget | None:
+        instance = self.instances.get(vm)
+        return self.services.target_or_none(instance) if instance is not None else None
+
+    def _coming_back(self, vm: str) -> bool:
+        """The VM is on its way up, or down after a preemption that keep-alive recovers: wait for it."""
+        instance = self.instances.get(vm)
+        if instance is None or vm in self.state.vms_done:
+            return False
+        if instance.status in ("PROVISIONING", "STAGING", "STOPPING", "REPAIRING"):
+            return True
+        return instance.preempted and self.keepalive_on
+
+    @property
+    def keepalive_on(self) -> bool:
+        return self.spec.keepalive and self.services.config.gcp is not None
+
+    def _usable(self) -> list[str]:
+        return [vm for vm in self.spec.vms if vm not in self.state.vms_done and self._running(vm)]
+
+    # ---- starting trials --------------------------------------------------------------------
+
+    async def _fill(self) -> None:
+        free = [vm for vm in self._usable() if len(self.state.on_vm(vm)) < self.spec.trials_per_vm]
+        queued = [t for t in self.state.trials if t.state == "queued"]
+        await asyncio.gather(*(self._start(trial, vm) for trial, vm in zip(queued, free, strict=False)))
+
+    async def _start(self, trial: Trial, vm: str) -> None:
+        target = self._target(vm)
+        if target is None:
+            return
+        trial.state, trial.vm = "starting", vm
+        trial.attempts += 1
+        self.runner.trial_jobs[vm] = trial_job(self.services.config.job, self.spec, trial, self.runner.dest)
+        self._save()  # before the command: an interrupt from here on is settled from the VM's record
+        try:
+            status = await self.runner.start(target)
+        except JobAlreadyRunningError as err:
+            if self._is_trial(err.status, trial):
+                status = err.status
+            else:
+                busy = f"{vm} runs another job ({err.status.command}): its trials wait"
+                self._requeue(trial, "" if vm in self._warned else busy)
+                self._warned.add(vm)
+                return
+        except SshUnreachableError as err:
+            # The VM may be booting or going down: try again next poll, saying so once per VM.
+            self._requeue(trial, "" if vm in self._warned else f"warning: {err} (its trials wait)")
+            self._warned.add(vm)
+            return
+        except GcptuiError as err:
+            # The VM refused the start (no project directory, a stuck lock, ...): retrying every poll
+            # would only repeat it, so the sweep stops with the VM's reason.
+            self._requeue(trial, f"{trial.id} could not start on {vm}")
+            raise SweepError(str(err)) from None
+        self._warned.discard(vm)
+        self._mark_running(trial, status)
+        self.say(f"{trial.id} started on {vm}: {_params_text(trial)}")
+
+    def _requeue(self, trial: Trial, why: str) -> None:
+        trial.state, trial.vm = "queued", None
+        trial.attempts -= 1
+        if why:
+            self.say(why)
+        self._save()
+
+    def _mark_running(self, trial: Trial, status: JobStatus) -> None:
+        trial.state = "running"
+        trial.started_at = trial.started_at or time.time()
+        self._save()
+
+    @staticmethod
+    def _is_trial(status: JobStatus, trial: Trial) -> bool:
+        return status.command in (trial.command, trial.resume)
+
+    # ---- following trials -------------------------------------------------------------------
+
+    async def _follow(self, trial: Trial) -> None:
+        vm = trial.vm or ""
+        if not self._running(vm):
+            if not trial.preempted and vm in self.instances:
+                trial.preempted = True
+                self.say(f"{trial.id}: {vm} is {self.instances[vm].status}: waiting for it to come back")
+                self._save()
+            return
+        target = self._target(vm)
+        if target is None:
+            return
+        try:
+            status = await self.runner.status(target)
+        except GcptuiError as err:
+            self.say(f"warning: {trial.id}: {err}")
+            return
+        if not self._is_trial(status, trial):
+            if trial.state == "starting":  # the start never reached the VM: the trial is still to do
+                self._requeue(trial, f"{trial.id}: its start did not reach {vm}: queued again")
+            else:
+                await self._fail(trial, target, None, f"{vm} now runs another job ({status.command})")
+            return
+        if trial.state == "starting":
+            self._mark_running(trial, status)
+        if status.state == "running":
+            self._down_since.pop(trial.id, None)
+            await self._update_metrics(trial, target)
+        elif status.state == "exited" and status.exit_code == 0:
+            await self._finish(trial, target)
+        elif _preempted(status, trial):
+            await self._maybe_relaunch(trial, target)
+        else:
+            code = status.exit_code if status.exit_code is not None else 137
+            await self._fail(trial, target, code, status.detail or status.state)
+
+    async def _update_metrics(self, trial: Trial, target: SshTarget) -> None:
+        try:
+            found = await self.reader.metrics(target, trial, self.spec.metric, self.spec.goal)
+        except (GcptuiError, OSError):
+            return
+        changed = (found.step, found.last) != (trial.step, trial.metric)
+        trial.step, trial.total_steps = found.step, found.total_steps or trial.total_steps
+        trial.metric, trial.best_metric, trial.curve = found.last, found.best, found.curve
+        # Progress reaches the state file at most once a second (`sweep status` reads it from there).
+        if changed and time.monotonic() - self._saved_at >= PROGRESS_SAVE_SECONDS:
+            self._save()
+        elif changed and self.on_change is not None:
+            self.on_change(self.state)
+
+    async def _finish(self, trial: Trial, target: SshTarget) -> None:
+        await self._update_metrics(trial, target)
+        trial.state, trial.exit_code, trial.ended_at = "finished", 0, time.time()
+        self.runner.trial_jobs.pop(trial.vm or "", None)
+        self._save()
+        self.say(f"{trial.id} finished on {trial.vm}: {self.spec.metric} {trial.metric}")
+
+    async def _fail(self, trial: Trial, target: SshTarget, code: int | None, why: str) -> None:
+        await self._update_metrics(trial, target)
+        try:
+            trial.log_tail = await self.reader.log_tail(target)
+        except (GcptuiError, OSError):
+            trial.log_tail = []
+        trial.failures += 1
+        trial.exit_code = code
+        vm = trial.vm
+        self.runner.trial_jobs.pop(vm or "", None)
+        if trial.failures < self.spec.max_failures:
+            trial.state, trial.vm = "queued", None
+            self.say(
+                f"{trial.id} failed on {vm} (exit code {code}, {why}): queued again ({trial.failures}/{self.spec.max_failures})"
+            )
+        else:
+            trial.state, trial.ended_at = "failed", time.time()
+            self.say(
+                f"{trial.id} failed on {vm} (exit code {code}, {why}): given up after {trial.failures} failure(s)"
+            )
+        self._save()
+
+    async def _maybe_relaunch(self, trial: Trial, target: SshTarget) -> None:
+        """The VM is back but the trial's job lies preempted: give keep-alive ``relaunch_after``
+        seconds to resume it, then resume it here (same resume command, same run directory)."""
+        trial.preempted = True
+        first = self._down_since.setdefault(trial.id, time.monotonic())
+        if time.monotonic() - first < self.relaunch_after:
+            return
+        self._down_since.pop(trial.id, None)
+        try:
+            await self.runner.restart(target)
+        except GcptuiError as err:
+            self.say(f"warning: {trial.id}: could not resume on {trial.vm}: {err}")
+            return
+        self.say(f"{trial.id} resumed on {trial.vm} after a preemption")
+        self._save()
+
+    # ---- the end ----------------------------------------------------------------------------
+
+    async def _shut_down_idle(self) -> None:
+        """Stop (or delete) each VM whose last trial ended, once nothing is left in the queue."""
+        if self.spec.at_end == "none" or any(t.state == "queued" for t in self.state.trials):
+            return
+        for vm in self.spec.vms:
+            instance = self.instances.get(vm)
+            if vm in self.state.vms_done or instance is None or self.state.on_vm(vm):
+                continue
+            if instance.source != "gce":
+                self.state.vms_done.append(vm)  # a static host cannot be stopped: just done with it
+                continue
+            gce = self.services.fleet.gce()
+            action = gce.stop if self.spec.at_end == "stop" else gce.delete
+            try:
+                await asyncio.to_thread(action, instance.name, instance.zone)
+            except GcptuiError as err:
+                self.say(f"warning: could not {self.spec.at_end} {vm}: {err}")
+                continue
+            self.state.vms_done.append(vm)
+            self._save()
+            self.say(f"{vm}: {'stopped' if self.spec.at_end == 'stop' else 'deleted'} (its last trial ended)")
+
+
+def _preempted(status: JobStatus, trial: Trial) -> bool:
+    """The job ended because its VM went away (not by its own failure): resume it, don't count it."""
+    if status.detail in ("preempted", "vanished") or status.preempted_at:
+        return True
+    # SIGTERM at a preemption: the trainer saves and exits 143 (or the job died with the VM).
+    return trial.preempted and status.exit_code in (None, 143)
+
+
+def _params_text(trial: Trial) -> str:
+    return " ".join(f"{k}={v}" for k, v in trial.params.items())

@@ -1,0 +1,212 @@
+"""The sweep file (TOML), validated with pydantic like ``gcptui.toml``.
+
+```toml
+name = "lr-bs"
+command = "python -m gcptui_trainer --run-dir {run_dir} --steps 200 --lr {lr} --batch-size {batch_size} --resume"
+metric = "val_loss"
+goal = "min"
+search = "random"        # or "grid"
+seed = 0
+count = 12               # random: trials to draw; grid: at most this many (0: the whole grid)
+vms = ["vm-0", "vm-1"]
+at_end = "stop"          # "stop" | "delete" | "none"
+
+[params.lr]
+kind = "log_uniform"
+low = 1e-4
+high = 1e-2
+
+[params.batch_size]
+kind = "list"
+values = [8, 16]
+```
+
+Every mistake is one ``ConfigError`` line naming the file, the line and the key.
+"""
+
+from __future__ import annotations
+
+import re
+import string
+import tomllib
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from gcptui.remote.config import _describe
+from gcptui.remote.errors import ConfigError
+
+ParamValue = int | float | str | bool
+RUN_DIR = "run_dir"  # the placeholder every command gets: the trial's own run directory
+NAME_PATTERN = r"[A-Za-z0-9][A-Za-z0-9_.-]{0,62}"
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class ListParam(_Strict):
+    """A predetermined list of values, tried in order by a grid and drawn uniformly at random."""
+
+    kind: Literal["list"]
+    values: list[ParamValue] = Field(min_length=1)
+
+
+class RangeParam(_Strict):
+    """``uniform`` / ``log_uniform`` (multiplicative) between ``low`` and ``high``; ``int_`` variants round.
+
+    A grid takes ``points`` values evenly spaced (in log space for ``log_uniform``), ends included.
+    """
+
+    kind: Literal["uniform", "log_uniform", "int_uniform", "int_log_uniform"]
+    low: float
+    high: float
+    points: int = Field(default=3, ge=1)
+
+    @model_validator(mode="after")
+    def _ordered(self) -> RangeParam:
+        if not self.low <= self.high:
+            raise ValueError(f"low ({self.low}) must be at most high ({self.high})")
+        if "log" in self.kind and self.low <= 0:
+            raise ValueError(f"a {self.kind} range needs low > 0, not {self.low}")
+        return self
+
+
+class StepParam(_Strict):
+    """``low``, ``low + step``, ... up to ``high`` (included when it falls on a step); ``int_step`` for ints."""
+
+    kind: Literal["step", "int_step"]
+    low: float
+    high: float
+    step: float = Field(gt=0)
+
+    @model_validator(mode="after")
+    def _ordered(self) -> StepParam:
+        if not self.low <= self.high:
+            raise ValueError(f"low ({self.low}) must be at most high ({self.high})")
+        return self
+
+
+Param = Annotated[ListParam | RangeParam | StepParam, Field(discriminator="kind")]
+
+
+class SweepSpec(_Strict):
+    """One sweep: the command template, the search space, the metric and the VMs it runs on."""
+
+    name: str = Field(description="The sweep's name: its state file, `sweep status NAME`.")
+    command: str = Field(description="Command template: `{param}` placeholders and `{run_dir}`.")
+    resume: str = Field(
+        default="",
+        description="Template of the command that continues a trial (retry, preemption). Empty: `command`.",
+    )
+    params: dict[str, Param] = Field(min_length=1)
+    search: Literal["grid", "random"] = "random"
+    seed: int = 0
+    count: int = Field(default=0, ge=0, description="random: trials drawn; grid: the first COUNT (0: all).")
+    metric: str = Field(description="The progress-protocol key compared across trials, e.g. `val_loss`.")
+    goal: Literal["min", "max"] = "min"
+    vms: list[str] = Field(min_length=1, description="The VMs (or [[hosts]]) the trials run on.")
+    trials_per_vm: int = Field(default=1, ge=1, le=1, description="Trials at once per VM (1 today).")
+    at_end: Literal["stop", "delete", "none"] = "stop"
+    max_failures: int = Field(default=1, ge=1, description="Failed attempts before a trial is given up.")
+    run_root: str = Field(
+        default="sweeps",
+        description="Where run directories go, relative to [sync].dest: RUN_ROOT/NAME/TRIAL.",
+    )
+    env: dict[str, str] = Field(default={}, description="Extra environment for every trial.")
+    poll_seconds: float = Field(default=1.0, gt=0, description="How often job states are read.")
+    keepalive: bool = Field(
+        default=True,
+        description="While `sweep run` runs, restart preempted VMs and resume their trials (needs [gcp]).",
+    )
+
+    @field_validator("name")
+    @classmethod
+    def _name_is_a_file_name(cls, value: str) -> str:
+        if not re.fullmatch(NAME_PATTERN, value):
+            raise ValueError(f"{value!r} must be letters, digits, '_', '.' or '-' (it names files)")
+        return value
+
+    @field_validator("params")
+    @classmethod
+    def _param_names(cls, value: dict[str, Any]) -> dict[str, Any]:
+        for name in value:
+            if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name) or name == RUN_DIR:
+                raise ValueError(
+                    f"{name!r} is not a usable parameter name (an identifier other than run_dir)"
+                )
+        return value
+
+    @field_validator("vms")
+    @classmethod
+    def _vms_unique(cls, value: list[str]) -> list[str]:
+        if len(set(value)) != len(value):
+            raise ValueError("names a VM twice: list each VM once")
+        return value
+
+    @model_validator(mode="after")
+    def _templates_match_params(self) -> SweepSpec:
+        for key in ("command", "resume"):
+            template = getattr(self, key)
+            if not template and key == "resume":
+                continue
+            fields = placeholders(template)
+            unknown = fields - set(self.params) - {RUN_DIR}
+            if unknown:
+                raise ValueError(
+                    f"{key} uses {{{sorted(unknown)[0]}}}, which is not a parameter: add [params.{sorted(unknown)[0]}]"
+                )
+            if RUN_DIR not in fields:
+                raise ValueError(f"{key} must contain {{run_dir}}: each trial needs its own run directory")
+        if self.search == "random" and self.count < 1:
+            raise ValueError("a random search needs count = N (the number of trials to draw)")
+        return self
+
+    @property
+    def resume_template(self) -> str:
+        return self.resume or self.command
+
+    def identity(self) -> dict[str, Any]:
+        """What makes two sweep files the same search (a changed one must not resume an old state)."""
+        return self.model_dump(include={"command", "resume", "params", "search", "seed", "metric", "goal"})
+
+
+def placeholders(template: str) -> set[str]:
+    """The ``{name}`` fields of a template (``{{`` escapes a brace)."""
+    try:
+        return {field for _, field, _, _ in string.Formatter().parse(template) if field is not None}
+    except ValueError as err:
+        raise ValueError(f"is not a valid template ({err}): write a literal brace as {{{{ or }}}}") from None
+
+
+def parse_sweep(text: str, path: Path) -> SweepSpec:
+    """Validate a sweep file's text; errors name ``path:line`` and the key."""
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as err:
+        raise ConfigError(f"{path}: not valid TOML ({err}): fix the syntax") from None
+    try:
+        return SweepSpec.model_validate(data)
+    except ValidationError as err:
+        first = err.errors()[0]
+        loc = list(first["loc"])
+        # The discriminated union puts the kind into the location ("params", "lr", "list", "values"):
+        # drop it so the line search finds the key under [params.lr].
+        if len(loc) > 3 and loc[0] == "params" and isinstance(loc[2], str) and loc[2] in _KINDS:
+            loc = [f"params.{loc[1]}", *loc[3:]]
+        elif len(loc) >= 2 and loc[0] == "params":
+            loc = [f"params.{loc[1]}", *loc[2:]] if len(loc) > 2 else loc
+        message = _describe({**first, "loc": loc}, text, path)
+        raise ConfigError(message.replace("docs/REFERENCE.md", "docs/sweeps.md")) from None
+
+
+_KINDS = {"list", "uniform", "log_uniform", "int_uniform", "int_log_uniform", "step", "int_step"}
+
+
+def load_sweep(path: str | Path) -> SweepSpec:
+    """Read and validate the sweep file at ``path``."""
+    file = Path(path).expanduser()
+    if not file.is_file():
+        raise ConfigError(f"{file}: no such sweep file: check the path")
+    return parse_sweep(file.read_text(encoding="utf-8"), file)

@@ -1,0 +1,172 @@
+"""A sweep's state on the laptop: one JSON file, replaced atomically on every change.
+
+``~/.local/state/gcptui/sweeps/NAME/state.json`` (platformdirs' user state dir; ``GCPTUI_SWEEPS_DIR``
+overrides the ``sweeps`` folder). The state holds the spec it was made from, so ``sweep status``,
+``report`` and ``extend`` need only the name, and ``sweep run`` resumes from it after an interrupt.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+import time
+from pathlib import Path
+from typing import Any, Literal
+
+import platformdirs
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from gcptui.remote.errors import ConfigError
+from gcptui.remote.sweep.spec import ParamValue, SweepSpec
+from gcptui.remote.sweep.trials import TrialPlan, params_json, render
+
+SWEEPS_ENV = "GCPTUI_SWEEPS_DIR"
+TrialState = Literal["queued", "starting", "running", "finished", "failed"]
+ACTIVE: tuple[TrialState, ...] = ("starting", "running")
+
+
+class Trial(BaseModel):
+    """One trial's record. ``starting`` is written before the start command is sent, so an interrupt
+    between the two is settled from the VM's own job state (its command names the trial's run dir)."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    index: int
+    id: str
+    params: dict[str, ParamValue]
+    run_dir: str
+    command: str
+    resume: str
+    state: TrialState = "queued"
+    vm: str | None = None
+    attempts: int = 0
+    failures: int = 0
+    exit_code: int | None = None
+    log_tail: list[str] = []
+    metric: float | None = None  # the last value of the sweep's metric the trial logged
+    best_metric: float | None = None
+    curve: list[tuple[int, float]] = []  # (step, metric) of every line that carried the metric
+    step: int | None = None
+    total_steps: int | None = None
+    preempted: bool = False
+    started_at: float | None = None
+    ended_at: float | None = None
+
+    @property
+    def params_json(self) -> str:
+        return params_json(self.params)
+
+    @property
+    def duration(self) -> float | None:
+        if self.started_at is None:
+            return None
+        return (self.ended_at or time.time()) - self.started_at
+
+
+class SweepState(BaseModel):
+    """The whole sweep: its spec, every trial, and the VMs already shut down."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    name: str
+    spec: SweepSpec
+    created_at: float
+    trials: list[Trial]
+    vms_done: list[str] = []  # stopped or deleted by the sweep at its end
+    finished_at: float | None = None
+
+    def counts(self) -> dict[str, int]:
+        """Trials per state, every state present."""
+        out = {state: 0 for state in ("queued", "starting", "running", "finished", "failed")}
+        for trial in self.trials:
+            out[trial.state] += 1
+        return out
+
+    def leader(self) -> Trial | None:
+        """The finished trial with the best metric (``goal``), None before any has one."""
+        done = [t for t in self.trials if t.state == "finished" and t.metric is not None]
+        if not done:
+            return None
+        pick = min if self.spec.goal == "min" else max
+        return pick(done, key=lambda t: t.metric)  # type: ignore[arg-type,return-value]
+
+    def on_vm(self, vm: str) -> list[Trial]:
+        return [t for t in self.trials if t.vm == vm and t.state in ACTIVE]
+
+    def add(self, plans: list[TrialPlan]) -> list[Trial]:
+        """Queue new trials from plans (commands rendered now, so a later edit cannot change them)."""
+        added = [new_trial(self.spec, plan) for plan in plans]
+        self.trials.extend(added)
+        self.finished_at = None
+        return added
+
+    def to_json(self) -> dict[str, Any]:
+        return self.model_dump(mode="json")
+
+
+def new_trial(spec: SweepSpec, plan: TrialPlan) -> Trial:
+    run_dir = f"{spec.run_root.rstrip('/')}/{spec.name}/{plan.id}"
+    return Trial(
+        index=plan.index,
+        id=plan.id,
+        params=plan.params,
+        run_dir=run_dir,
+        command=render(spec.command, plan.params, run_dir),
+        resume=render(spec.resume_template, plan.params, run_dir),
+    )
+
+
+def sweeps_dir() -> Path:
+    override = os.environ.get(SWEEPS_ENV)
+    return Path(override).expanduser() if override else platformdirs.user_state_path("gcptui") / "sweeps"
+
+
+def sweep_dir(name: str) -> Path:
+    return sweeps_dir() / name
+
+
+def state_path(name: str) -> Path:
+    return sweep_dir(name) / "state.json"
+
+
+def load_state(name: str) -> SweepState | None:
+    """The saved state of sweep ``name``, None when there is none."""
+    path = state_path(name)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return None
+    try:
+        return SweepState.model_validate(json.loads(text))
+    except (ValueError, ValidationError) as err:
+        raise ConfigError(
+            f"{path}: not a readable sweep state ({str(err).splitlines()[0]}): move it away"
+        ) from None
+
+
+def require_state(name: str) -> SweepState:
+    state = load_state(name)
+    if state is None:
+        raise ConfigError(
+            f"no sweep named {name!r} under {sweeps_dir()}: start it with `gcptui sweep run FILE`"
+        )
+    return state
+
+
+def save_state(state: SweepState) -> Path:
+    """Write the state atomically: a temporary file in the same folder, flushed, then renamed."""
+    path = state_path(state.name)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    data = json.dumps(state.to_json(), indent=1).encode()
+    fd, tmp = tempfile.mkstemp(prefix=".state.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as file:
+            file.write(data)
+            file.flush()
+            os.fsync(file.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return path

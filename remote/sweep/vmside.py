@@ -1,0 +1,151 @@
+"""What the sweep reads and runs on a VM: each trial's job, its metrics file and its log tail.
+
+Each VM runs one trial at a time through the ordinary job supervisor; ``TrialJobRunner`` gives each
+VM its current trial's command, resume command and environment, so ``job restart`` and keep-alive's
+relaunch (which call ``restart``) continue the trial, not the ``[job]`` of ``gcptui.toml``.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+from dataclasses import dataclass
+from typing import Any
+
+from gcptui.remote.config import Config, JobConfig
+from gcptui.remote.jobs.protocol import LOG_FILE
+from gcptui.remote.jobs.runner import JobRunner
+from gcptui.remote.ssh.pool import SshPool
+from gcptui.remote.ssh.target import SshTarget
+from gcptui.remote.sweep.spec import SweepSpec
+from gcptui.remote.sweep.state import Trial
+
+TRIAL_ENV = "GCPTUI_TRIAL"
+PARAMS_ENV = "GCPTUI_PARAMS"
+LOG_TAIL_LINES = 30
+BANNER = "==== gcptui: "
+
+# Lines of the trial's metrics file that name the metric, then its last line. $1 relative to $HOME.
+_METRICS = (
+    'f=$1; case $f in /*) ;; *) f="$HOME/$f" ;; esac; [ -f "$f" ] || exit 0; '
+    'grep -F -e "\\"$2\\"" "$f" | tail -n 5000; echo ---; tail -n 1 "$f"'
+)
+_TAIL = 'f="$HOME/$1"; [ -f "$f" ] && tail -n "$2" "$f"; exit 0'
+
+
+def trial_job(base: JobConfig, spec: SweepSpec, trial: Trial, dest: str) -> JobConfig:
+    """The job that runs ``trial``: its commands, ``[job]``'s setup and env plus the trial's own.
+
+    A retried trial starts with its resume command, so it continues from its checkpoint.
+    """
+    env = {
+        **base.env,
+        **spec.env,
+        TRIAL_ENV: trial.id,
+        PARAMS_ENV: trial.params_json,
+        "GCPTUI_METRICS": f"{trial.run_dir}/metrics.jsonl",
+    }
+    command = trial.resume if trial.failures else trial.command
+    return JobConfig(
+        setup=base.setup,
+        command=command,
+        resume=trial.resume,
+        env=env,
+        stop_grace_seconds=base.stop_grace_seconds,
+    )
+
+
+class TrialJobRunner(JobRunner):
+    """A ``JobRunner`` whose job on each VM is that VM's current trial (``[job]`` on other VMs)."""
+
+    def __init__(self, pool: SshPool, config: Config, *, remote_home: str | None = None) -> None:
+        super().__init__(pool, config.job, config.sync.dest, remote_home=remote_home, storage=config.storage)
+        self.trial_jobs: dict[str, JobConfig] = {}
+
+    def job_for(self, target: SshTarget) -> JobConfig:
+        return self.trial_jobs.get(target.name, self.job)
+
+
+@dataclass(frozen=True, slots=True)
+class TrialMetrics:
+    """What a trial's metrics file says: the metric's curve, its last and best values, the last step."""
+
+    curve: list[tuple[int, float]]
+    last: float | None
+    best: float | None
+    step: int | None
+    total_steps: int | None
+
+
+def parse_metrics(text: str, metric: str, goal: str) -> TrialMetrics:
+    """Parse the output of the metrics script: lines naming ``metric``, ``---``, the last line."""
+    head, _, last_line = text.partition("\n---\n")
+    curve: list[tuple[int, float]] = []
+    for record in _records(head.splitlines()):
+        value = record.get(metric)
+        step = record.get("step")
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            curve.append((step if isinstance(step, int) else len(curve), float(value)))
+    last_records = _records(last_line.splitlines())
+    step = total = None
+    if last_records:
+        raw_step, raw_total = last_records[-1].get("step"), last_records[-1].get("total_steps")
+        step = raw_step if isinstance(raw_step, int) else None
+        total = raw_total if isinstance(raw_total, int) else None
+    values = [v for _, v in curve]
+    best = (min(values) if goal == "min" else max(values)) if values else None
+    return TrialMetrics(curve, values[-1] if values else None, best, step, total)
+
+
+def _records(lines: list[str]) -> list[dict[str, Any]]:
+    out = []
+    for line in lines:
+        line = line.strip()
+        if not line.startswith("{"):
+            continue
+        try:
+            record = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(record, dict):
+            out.append(record)
+    return out
+
+
+def log_tail(text: str) -> list[str]:
+    """The last lines of the job log that the latest start wrote (after its start banner)."""
+    lines = text.splitlines()
+    for k in range(len(lines) - 1, -1, -1):
+        if lines[k].startswith(BANNER) and "job started" in lines[k]:
+            lines = lines[k + 1 :]
+            break
+    return [line for line in lines if not line.startswith(BANNER)][-LOG_TAIL_LINES:]
+
+
+class VmReader:
+    """Reads a trial's metrics and the job log over the runner's pool (one SSH exec each)."""
+
+    def __init__(self, runner: JobRunner) -> None:
+        self.runner = runner
+
+    def _home(self) -> str:
+        home = self.runner.remote_home
+        return f"HOME={shlex.quote(home)}; export HOME; " if home else ""
+
+    def _in_dest(self, relative: str) -> str:
+        dest = self.runner.dest
+        base = dest.removeprefix("~/") if dest.startswith("~/") else dest
+        return f"{base.rstrip('/')}/{relative}"
+
+    async def metrics(self, target: SshTarget, trial: Trial, metric: str, goal: str) -> TrialMetrics:
+        script = self._home() + _METRICS
+        path = self._in_dest(f"{trial.run_dir}/metrics.jsonl")
+        conn = await self.runner.pool.connection(target)
+        result = await conn.run(shlex.join(["sh", "-c", script, "metrics", path, metric]), timeout=60)
+        return parse_metrics(str(result.stdout or ""), metric, goal)
+
+    async def log_tail(self, target: SshTarget) -> list[str]:
+        script = self._home() + _TAIL
+        conn = await self.runner.pool.connection(target)
+        result = await conn.run(shlex.join(["sh", "-c", script, "tail", LOG_FILE, "400"]), timeout=60)
+        return log_tail(str(result.stdout or ""))

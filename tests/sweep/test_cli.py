@@ -1,0 +1,125 @@
+"""`gcptui sweep` without a fleet: one-line errors, extend, status and report from the state file."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+
+from gcptui.remote.sweep.spec import parse_sweep
+from gcptui.remote.sweep.state import SweepState, save_state
+from gcptui.remote.sweep.trials import initial_trials
+
+ROOT = Path(__file__).resolve().parents[2]
+SWEEP = """name = "cli"
+command = "python train.py --lr {lr} --run-dir {run_dir}"
+metric = "val_loss"
+goal = "max"
+vms = ["a"]
+count = 4
+
+[params.lr]
+kind = "uniform"
+low = 0.1
+high = 0.2
+"""
+
+
+@pytest.fixture
+def env(tmp_path: Path) -> dict[str, str]:
+    config = tmp_path / "gcptui.toml"
+    config.write_text('[[hosts]]\nname = "a"\naddress = "127.0.0.1"\n')
+    return {**os.environ, "HOME": str(tmp_path / "home"), "GCPTUI_SWEEPS_DIR": str(tmp_path / "sweeps"),
+            "GCPTUI_TEST_CONFIG": str(config)}  # fmt: skip
+
+
+def gcptui(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "gcptui.tui", *args, "--config", env["GCPTUI_TEST_CONFIG"]],
+                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)  # fmt: skip
+
+
+def one_line(result: subprocess.CompletedProcess[str], code: int) -> str:
+    assert result.returncode == code, result.stderr
+    assert "Traceback" not in result.stderr and result.stderr.count("\n") == 1, result.stderr
+    return result.stderr
+
+
+def test_errors_are_one_line_with_exit_2(env: dict[str, str], tmp_path: Path) -> None:
+    assert "no sweep named 'nope'" in one_line(gcptui(env, "sweep", "status", "nope"), 2)
+    assert "no such sweep file" in one_line(gcptui(env, "sweep", "run", str(tmp_path / "missing.toml")), 2)
+    bad = tmp_path / "bad.toml"
+    bad.write_text(SWEEP.replace("count = 4", "count = 4\nvm = 1"))
+    assert f"{bad}:7: unknown key 'vm'" in one_line(gcptui(env, "sweep", "run", str(bad)), 2)
+
+
+def state_with_results(tmp_path: Path) -> SweepState:
+    spec = parse_sweep(SWEEP, tmp_path / "sweep.toml")
+    state = SweepState(name="cli", spec=spec, created_at=time.time(), trials=[])
+    state.add(initial_trials(spec))
+    for k, trial in enumerate(state.trials[:3]):
+        trial.state, trial.vm, trial.metric = "finished", "a", 0.5 + k / 10
+        trial.curve = [(10, 0.1 + k / 10), (20, 0.5 + k / 10)]
+        trial.started_at, trial.ended_at = 100.0, 110.0 + k
+    state.trials[3].state, state.trials[3].exit_code, state.trials[3].log_tail = "failed", 3, ["boom"]
+    return state
+
+
+def save(state: SweepState, env: dict[str, str]) -> None:
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("GCPTUI_SWEEPS_DIR", env["GCPTUI_SWEEPS_DIR"])
+        save_state(state)
+
+
+def test_status_report_and_extend_read_the_state(env: dict[str, str], tmp_path: Path) -> None:
+    save(state_with_results(tmp_path), env)
+
+    status = gcptui(env, "sweep", "status", "cli", "--json")
+    assert status.returncode == 0, status.stderr
+    summary = json.loads(status.stdout)
+    assert summary["leader"] == "t002"  # goal = "max"
+    assert summary["counts"] == {"queued": 0, "starting": 0, "running": 0, "finished": 3, "failed": 1}
+    table = gcptui(env, "sweep", "status", "cli")
+    assert table.returncode == 0 and "t002" in table.stdout
+
+    out = tmp_path / "report"
+    report = gcptui(env, "sweep", "report", "cli", "--out", str(out), "--best", "2")
+    assert report.returncode == 0, report.stderr
+    rows = json.loads((out / "results.json").read_text())["trials"]
+    assert [r["trial"] for r in rows] == ["t002", "t001", "t000", "t003"]
+    assert rows[3]["exit_code"] == 3 and rows[0]["leader"] is True
+    curves = ET.parse(out / "best_curves.svg").getroot()
+    assert len(curves.findall("{http://www.w3.org/2000/svg}polyline")) == 2  # the best 2, well-formed SVG
+    ET.parse(out / "val_loss_vs_lr.svg")
+    ET.parse(out / "durations.svg")
+
+    extend = gcptui(env, "sweep", "extend", "cli", "--count", "3")
+    assert extend.returncode == 0, extend.stderr
+    assert "queued 3 more trials (t004..t006)" in extend.stderr
+    again = json.loads(gcptui(env, "sweep", "status", "cli", "--json").stdout)
+    assert again["counts"]["queued"] == 3 and [t["id"] for t in again["trials"]][-1] == "t006"
+    assert again["finished_at"] is None
+
+
+def test_a_changed_search_under_the_same_name_is_refused(env: dict[str, str], tmp_path: Path) -> None:
+    save(state_with_results(tmp_path), env)
+    changed = tmp_path / "sweep.toml"
+    changed.write_text(SWEEP.replace("high = 0.2", "high = 0.3"))
+    assert "exists with another command, search or metric" in one_line(
+        gcptui(env, "sweep", "run", str(changed)), 2
+    )
+
+
+def test_an_unknown_vm_is_one_line_not_an_endless_wait(env: dict[str, str], tmp_path: Path) -> None:
+    sweep = tmp_path / "ghost.toml"
+    sweep.write_text(
+        SWEEP.replace('name = "cli"', 'name = "ghost"').replace('vms = ["a"]', 'vms = ["ghost"]')
+    )
+    result = gcptui(env, "sweep", "run", str(sweep), "--no-sync")
+    assert result.returncode in (1, 2) and "Traceback" not in result.stderr
+    assert "no instance or host named 'ghost'" in result.stderr.splitlines()[-1]

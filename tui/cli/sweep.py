@@ -1,0 +1,160 @@
+"""``gcptui sweep run|status|report|extend``: hyperparameter sweeps across VMs, headless."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from collections.abc import Mapping
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+from gcptui.remote.errors import ConfigError
+from gcptui.remote.services import Services
+from gcptui.remote.sweep.report import ranked, write_report
+from gcptui.remote.sweep.scheduler import Scheduler
+from gcptui.remote.sweep.spec import SweepSpec, load_sweep
+from gcptui.remote.sweep.state import SweepState, load_state, require_state, save_state, sweep_dir
+from gcptui.remote.sweep.trials import extend_trials, initial_trials
+from gcptui.tui.cli.common import with_services
+
+STATE_STYLES = {
+    "finished": "green",
+    "running": "bold cyan",
+    "starting": "cyan",
+    "failed": "red",
+    "queued": "dim",
+}
+
+
+def run_sweep_command(args: argparse.Namespace) -> int:
+    action = args.sweep_action
+    if action == "run":
+        return run_sweep(args)
+    if action == "status":
+        return sweep_status(args)
+    if action == "report":
+        return sweep_report(args)
+    return sweep_extend(args)
+
+
+def _spec_and_state(file_or_name: str) -> tuple[SweepSpec, SweepState]:
+    """The spec from FILE (or the saved state of a sweep named so), and its state (new or saved)."""
+    path = Path(file_or_name)
+    if not path.is_file() and load_state(file_or_name) is not None:
+        state = require_state(file_or_name)
+        return state.spec, state
+    spec = load_sweep(path)
+    saved = load_state(spec.name)
+    if saved is None:
+        state = SweepState(name=spec.name, spec=spec, created_at=time.time(), trials=[])
+        state.add(initial_trials(spec))
+        save_state(state)
+        return spec, state
+    state = saved
+    if state.spec.identity() != spec.identity():
+        raise ConfigError(
+            f"{path}: sweep {spec.name!r} exists with another command, search or metric: "
+            "give this sweep a new name (or move its state away: "
+            f"{sweep_dir(spec.name)})"
+        )
+    state.spec = spec  # VMs, at_end, max_failures, poll may change between runs
+    return spec, state
+
+
+def run_sweep(args: argparse.Namespace) -> int:
+    spec, state = _spec_and_state(args.file)
+    err = Console(stderr=True, soft_wrap=True, highlight=False)
+
+    def say(line: str) -> None:
+        err.print(line, markup=False)
+
+    async def body(services: Services) -> int:
+        if not args.no_sync:
+            from gcptui.tui.cli.sync import sync_before_job
+
+            instances = [i for i in await services.resolve(list(spec.vms)) if i.name not in state.vms_done]
+            await sync_before_job(
+                services, [i for i in instances if i.source == "host" or i.status == "RUNNING"]
+            )
+        counts = state.counts()
+        say(f"sweep {spec.name}: {len(state.trials)} trials ({counts['finished']} finished, "
+            f"{counts['failed']} failed, {counts['running'] + counts['starting']} running) on {', '.join(spec.vms)}")  # fmt: skip
+        final = await Scheduler(services, state, say=say).run()
+        leader = final.leader()
+        counts = final.counts()
+        say(f"sweep {spec.name} done: {counts['finished']} finished, {counts['failed']} failed"
+            + (f"; best {leader.id} {spec.metric} {leader.metric} ({_params(leader.params)})" if leader else ""))  # fmt: skip
+        return 0
+
+    try:
+        return with_services(args, body)
+    except KeyboardInterrupt:
+        say(f"interrupted: trials keep running on the VMs; `gcptui sweep run {args.file}` resumes")
+        return 130
+
+
+def _params(params: Mapping[str, object]) -> str:
+    return " ".join(f"{k}={v}" for k, v in params.items())
+
+
+def status_json(state: SweepState) -> dict[str, object]:
+    leader = state.leader()
+    return {
+        "name": state.name,
+        "metric": state.spec.metric,
+        "goal": state.spec.goal,
+        "counts": state.counts(),
+        "leader": leader.id if leader else None,
+        "vms_done": state.vms_done,
+        "finished_at": state.finished_at,
+        "trials": [
+            t.model_dump(mode="json", exclude={"curve"}) for t in sorted(state.trials, key=lambda t: t.index)
+        ],
+    }
+
+
+def sweep_status(args: argparse.Namespace) -> int:
+    state = require_state(args.name)
+    if args.json:
+        json.dump(status_json(state), sys.stdout, indent=2)
+        sys.stdout.write("\n")
+        return 0
+    leader = state.leader()
+    table = Table(title=f"sweep {state.name}: {state.spec.metric} ({state.spec.goal})")
+    for column in ("Trial", *state.spec.params, "VM", "State", "Step", state.spec.metric, "Exit"):
+        table.add_column(column)
+    for t in ranked(state):
+        style = "bold reverse" if leader is not None and t.id == leader.id else ""
+        step = f"{t.step or 0}/{t.total_steps}" if t.total_steps else str(t.step or "-")
+        table.add_row(
+            t.id, *(str(t.params.get(p, "")) for p in state.spec.params), t.vm or "-",
+            f"[{STATE_STYLES.get(t.state, '')}]{t.state}[/]", step,
+            "-" if t.metric is None else f"{t.metric:.5g}", "-" if t.exit_code is None else str(t.exit_code),
+            style=style,
+        )  # fmt: skip
+    Console().print(table)
+    return 0
+
+
+def sweep_report(args: argparse.Namespace) -> int:
+    state = require_state(args.name)
+    folder = Path(args.out) if args.out else sweep_dir(state.name) / "report"
+    for path in write_report(state, folder, best=args.best):
+        print(path)
+    return 0
+
+
+def sweep_extend(args: argparse.Namespace) -> int:
+    state = require_state(args.name)
+    added = state.add(extend_trials(state.spec, len(state.trials), args.count))
+    save_state(state)
+    print(
+        f"sweep {state.name}: queued {len(added)} more trials ({added[0].id}..{added[-1].id}): "
+        f"`gcptui sweep run {state.name}` runs them",
+        file=sys.stderr,
+    )
+    return 0

@@ -1,0 +1,1 @@
+"""The TUI's sweep screen: trials table with the leader highlighted."""

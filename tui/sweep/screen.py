@@ -1,0 +1,142 @@
+"""The sweep screen: one row per trial (parameters, VM, state, step/total, metric, best, ETA).
+
+It reads the sweep's state file, which `gcptui sweep run` keeps current (progress at most once a
+second), so the screen shows a sweep run by any process on this laptop. The leader (best finished
+metric) is highlighted; `s` cycles the sort column, `f` the state filter.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.screen import Screen
+from textual.widgets import DataTable, Footer, Static
+
+from gcptui.remote.errors import GcptuiError
+from gcptui.remote.sweep.report import ranked
+from gcptui.remote.sweep.state import SweepState, Trial, load_state
+
+SORTS = ("metric", "trial", "state")
+FILTERS = ("all", "running", "queued", "finished", "failed")
+STATE_STYLES = {
+    "finished": "green",
+    "running": "bold cyan",
+    "starting": "cyan",
+    "failed": "red",
+    "queued": "dim",
+}
+
+
+def eta_text(trial: Trial) -> str:
+    """Time left from the trial's rate so far (steps per second since it started)."""
+    if trial.state != "running" or not trial.step or not trial.total_steps or trial.duration is None:
+        return "-"
+    left = trial.duration * (trial.total_steps - trial.step) / trial.step
+    minutes, seconds = divmod(int(left), 60)
+    return f"{minutes}m{seconds:02d}s" if minutes else f"{seconds}s"
+
+
+def _number(value: float | None) -> str:
+    return "-" if value is None else f"{value:.5g}"
+
+
+class SweepScreen(Screen[None]):
+    """Trials of sweep ``name``; ``refresh_seconds`` 0 shows only what ``show_state`` is given."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("s", "cycle_sort", "Sort"),
+        Binding("f", "cycle_filter", "Filter"),
+        Binding("escape", "app.pop_screen", "Back"),
+    ]
+
+    def __init__(self, name: str, *, refresh_seconds: float = 1.0) -> None:
+        super().__init__()
+        self.sweep_name = name
+        self.refresh_seconds = refresh_seconds
+        self.state: SweepState | None = None
+        self.sort = SORTS[0]
+        self.filter = FILTERS[0]
+
+    def compose(self) -> ComposeResult:
+        yield Static(id="sweep-summary")
+        yield DataTable(id="sweep-trials", cursor_type="row", zebra_stripes=True)
+        yield Footer()
+
+    def on_mount(self) -> None:
+        if self.refresh_seconds > 0:
+            self.reload()
+            self.set_interval(self.refresh_seconds, self.reload)
+
+    def reload(self) -> None:
+        """Read the state file again (a sweep not started yet, or unreadable, says so)."""
+        try:
+            state = load_state(self.sweep_name)
+        except GcptuiError as err:
+            self.query_one("#sweep-summary", Static).update(str(err))
+            return
+        if state is None:
+            self.query_one("#sweep-summary", Static).update(f"no sweep named {self.sweep_name!r} yet")
+            return
+        self.show_state(state)
+
+    def show_state(self, state: SweepState) -> None:
+        """Render ``state``: the summary line and the table, sorted and filtered as chosen."""
+        self.state = state
+        counts = state.counts()
+        leader = state.leader()
+        summary = (
+            f"sweep {state.name}: {state.spec.metric} ({state.spec.goal})  "
+            f"{counts['finished']} finished, {counts['running'] + counts['starting']} running, "
+            f"{counts['queued']} queued, {counts['failed']} failed   sort: {self.sort}  filter: {self.filter}"
+        )
+        if leader is not None:
+            summary += f"\nleader {leader.id}: {state.spec.metric} {_number(leader.metric)}"
+        self.query_one("#sweep-summary", Static).update(summary)
+        table = self.query_one("#sweep-trials", DataTable)
+        table.clear(columns=True)
+        params = list(state.spec.params)
+        table.add_columns("Trial", *params, "VM", "State", "Step", state.spec.metric, "Best", "ETA")
+        for trial in self._rows(state):
+            lead = leader is not None and trial.id == leader.id
+            style = "bold reverse" if lead else ""
+            step = f"{trial.step or 0}/{trial.total_steps}" if trial.total_steps else str(trial.step or "-")
+            cells = [
+                Text(("★ " if lead else "  ") + trial.id, style=style),
+                *(Text(str(trial.params.get(p, "")), style=style) for p in params),
+                Text(trial.vm or "-", style=style),
+                Text(
+                    trial.state + (" (preempted)" if trial.preempted and trial.state == "running" else ""),
+                    style=style or STATE_STYLES.get(trial.state, ""),
+                ),  # fmt: skip
+                Text(step, style=style),
+                Text(_number(trial.metric), style=style),
+                Text(_number(trial.best_metric), style=style),
+                Text(eta_text(trial), style=style),
+            ]
+            table.add_row(*cells, key=trial.id)
+
+    def _rows(self, state: SweepState) -> list[Trial]:
+        if self.sort == "metric":
+            trials = ranked(state)
+        elif self.sort == "state":
+            order = {"running": 0, "starting": 0, "queued": 1, "finished": 2, "failed": 3}
+            trials = sorted(state.trials, key=lambda t: (order[t.state], t.index))
+        else:
+            trials = sorted(state.trials, key=lambda t: t.index)
+        if self.filter == "all":
+            return trials
+        wanted = ("running", "starting") if self.filter == "running" else (self.filter,)
+        return [t for t in trials if t.state in wanted]
+
+    def action_cycle_sort(self) -> None:
+        self.sort = SORTS[(SORTS.index(self.sort) + 1) % len(SORTS)]
+        if self.state is not None:
+            self.show_state(self.state)
+
+    def action_cycle_filter(self) -> None:
+        self.filter = FILTERS[(FILTERS.index(self.filter) + 1) % len(FILTERS)]
+        if self.state is not None:
+            self.show_state(self.state)
