@@ -9,7 +9,6 @@ the job logged before it stopped and the step it resumed from: the ``steps lost`
 from __future__ import annotations
 
 import asyncio
-import json
 import shlex
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -19,6 +18,7 @@ from gcptui.remote.errors import GcptuiError
 from gcptui.remote.jobs.protocol import JobStatus, metrics_path
 from gcptui.remote.keepalive.recovery import KeepAlive, RecoveryEvent, ResumePoint, StepReporter
 from gcptui.remote.models import Instance
+from gcptui.remote.telemetry.progress import json_records
 
 if TYPE_CHECKING:
     from gcptui.remote.services import Services
@@ -43,20 +43,6 @@ class MetricsMark:
     last_step: int | None
 
 
-def _records(lines: Iterable[str]) -> list[dict[str, object]]:
-    found = []
-    for line in lines:
-        line = line.strip()
-        if line.startswith("{"):
-            try:
-                record = json.loads(line)
-            except ValueError:
-                continue
-            if isinstance(record, dict):
-                found.append(record)
-    return found
-
-
 def _step(record: dict[str, object]) -> int | None:
     value = record.get("step")
     return value if isinstance(value, int) and not isinstance(value, bool) else None
@@ -66,7 +52,7 @@ def last_step_logged(lines: Iterable[str]) -> int | None:
     """The furthest step the latest run reached: progress lines and ``preempted``/``checkpoint`` events
     after its last ``resumed`` event (steps before a resume were rewound by it)."""
     last: int | None = None
-    for record in _records(lines):
+    for record in json_records(lines):
         step = _step(record)
         if record.get("event") == "resumed":
             last = step
@@ -78,7 +64,7 @@ def last_step_logged(lines: Iterable[str]) -> int | None:
 def resumed_step(lines: Iterable[str]) -> tuple[bool, int | None]:
     """From the lines a restarted job wrote: (known, step). A ``resumed`` event gives its step; a
     progress line without one first means a fresh start (step 0); nothing yet is (False, None)."""
-    for record in _records(lines):
+    for record in json_records(lines):
         if record.get("event") == "resumed":
             return True, _step(record)
         if record.get("event") is None and _step(record) is not None:

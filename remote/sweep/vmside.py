@@ -7,10 +7,8 @@ relaunch (which call ``restart``) continue the trial, not the ``[job]`` of ``gcp
 
 from __future__ import annotations
 
-import json
 import shlex
 from dataclasses import dataclass
-from typing import Any
 
 from gcptui.remote.config import Config, JobConfig
 from gcptui.remote.jobs.protocol import LOG_FILE
@@ -19,6 +17,7 @@ from gcptui.remote.ssh.pool import SshPool
 from gcptui.remote.ssh.target import SshTarget
 from gcptui.remote.sweep.spec import SweepSpec
 from gcptui.remote.sweep.state import Trial
+from gcptui.remote.telemetry.progress import json_records
 
 TRIAL_ENV = "GCPTUI_TRIAL"
 PARAMS_ENV = "GCPTUI_PARAMS"
@@ -81,12 +80,12 @@ def parse_metrics(text: str, metric: str, goal: str) -> TrialMetrics:
     """Parse the output of the metrics script: lines naming ``metric``, ``---``, the last line."""
     head, _, last_line = text.partition("\n---\n")
     curve: list[tuple[int, float]] = []
-    for record in _records(head.splitlines()):
+    for record in json_records(head.splitlines()):
         value = record.get(metric)
         step = record.get("step")
         if isinstance(value, int | float) and not isinstance(value, bool):
             curve.append((step if isinstance(step, int) else len(curve), float(value)))
-    last_records = _records(last_line.splitlines())
+    last_records = json_records(last_line.splitlines())
     step = total = None
     if last_records:
         raw_step, raw_total = last_records[-1].get("step"), last_records[-1].get("total_steps")
@@ -95,21 +94,6 @@ def parse_metrics(text: str, metric: str, goal: str) -> TrialMetrics:
     values = [v for _, v in curve]
     best = (min(values) if goal == "min" else max(values)) if values else None
     return TrialMetrics(curve, values[-1] if values else None, best, step, total)
-
-
-def _records(lines: list[str]) -> list[dict[str, Any]]:
-    out = []
-    for line in lines:
-        line = line.strip()
-        if not line.startswith("{"):
-            continue
-        try:
-            record = json.loads(line)
-        except ValueError:
-            continue
-        if isinstance(record, dict):
-            out.append(record)
-    return out
 
 
 def log_tail(text: str) -> list[str]:

@@ -12,8 +12,9 @@ import json
 import math
 import time
 from collections import deque
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterable
 from dataclasses import dataclass, replace
+from typing import Any
 
 from gcptui.remote.models import ConnectionGetter
 from gcptui.remote.telemetry.log_stream import LogNotice, LogStream
@@ -169,6 +170,22 @@ async def follow_progress(
 # 401-digit step once overflowed a float in the ETA and killed the watcher for good.
 MAX_COUNT = 10**15  # steps, total steps
 MAX_MAGNITUDE = 1e18  # loss, rates, times
+
+
+def json_records(lines: Iterable[str]) -> list[dict[str, Any]]:
+    """The JSON objects among ``lines`` of a progress file (other lines, and a line cut short, skipped)."""
+    found = []
+    for line in lines:
+        line = line.strip()
+        if not line.startswith("{"):
+            continue
+        try:
+            record = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(record, dict):
+            found.append(record)
+    return found
 
 
 def _int(value: object) -> int | None:
