@@ -37,7 +37,9 @@ class Fleet:
         path = self.emu.instance(name).disk / "home" / ".gcptui" / "job" / "metrics.jsonl"  # type: ignore[operator]
         if not path.exists():
             return []
-        return [json.loads(line) for line in path.read_text().splitlines() if line.startswith("{")]
+        # Complete lines only: the job may be writing the last one right now.
+        lines = path.read_text().split("\n")[:-1]
+        return [json.loads(line) for line in lines if line.startswith("{")]
 
     def steps(self, name: str) -> int:
         return max((r["step"] for r in self.metrics(name) if "event" not in r), default=0)  # type: ignore[type-var]
