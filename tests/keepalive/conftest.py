@@ -19,6 +19,8 @@ __all__ = ["emulator"]
 
 ROOT = Path(__file__).resolve().parents[2]
 
+# A job that reports one progress line, then runs until stopped.
+SLEEPER = 'printf \'{"step": 1, "total_steps": 10}\\n\' >> "$GCPTUI_METRICS"; sleep 60'
 # The reference trainer, small and slowed down so a preemption lands mid-run; every step logged.
 TRAIN = "python -m gcptui_trainer --run-dir runs/r --steps {steps} --size tiny --checkpoint-every 100 --log-every 1 --step-delay {delay}"
 
@@ -40,6 +42,14 @@ class Fleet:
         # Complete lines only: the job may be writing the last one right now.
         lines = path.read_text().split("\n")[:-1]
         return [json.loads(line) for line in lines if line.startswith("{")]
+
+    async def start_job(self, name: str) -> None:
+        """Sync the project to VM ``name`` and start its job, as `gcptui job start` does."""
+        [instance] = await self.services.resolve([name])
+        session = self.services.sync_session(instance)
+        await session.full_sync()
+        await session.close()
+        await self.services.jobs.start(self.services.target(instance))
 
     def steps(self, name: str) -> int:
         return max((r["step"] for r in self.metrics(name) if "event" not in r), default=0)  # type: ignore[type-var]

@@ -40,11 +40,7 @@ async def test_delete_action_vm_resumes_from_the_bucket_bit_for_bit(
     )  # fmt: skip
     reference = await reference_losses(tmp_path / "reference")
     services, emu = fleet.services, fleet.emu
-    [instance] = await services.resolve(["spot-d"])
-    session = services.sync_session(instance)
-    await session.full_sync()
-    await session.close()
-    await services.jobs.start(services.target(instance))
+    await fleet.start_job("spot-d")
     old_metrics = emu.instance("spot-d").disk / "home" / ".gcptui" / "job" / "metrics.jsonl"  # type: ignore[operator]
     first_vm = tmp_path / "metrics-first-vm.jsonl"
     gone = asyncio.Event()

@@ -9,23 +9,15 @@ import asyncio
 from gcptui.remote.keepalive.recovery import RecoveryEvent
 from gcptui.remote.keepalive.relaunch import build_keepalive
 from tests.helpers.emulator import eventually
+from tests.keepalive.conftest import SLEEPER
 
-JOB = 'printf \'{"step": 1, "total_steps": 10}\\n\' >> "$GCPTUI_METRICS"; sleep 60'
+JOB = SLEEPER
 ZONE = "us-central1-a"
-
-
-async def _start_job(fleet, name: str) -> None:  # type: ignore[no-untyped-def]
-    services = fleet.services
-    [instance] = await services.resolve([name])
-    session = services.sync_session(instance)
-    await session.full_sync()
-    await session.close()
-    await services.jobs.start(services.target(instance))
 
 
 async def test_on_demand_vm_restarted_after_host_maintenance_gets_its_job_back(fleet_factory) -> None:
     fleet = await fleet_factory(["gpu-od"], command=JOB, spot=False, gpus=[("nvidia-l4", 1)])
-    await _start_job(fleet, "gpu-od")
+    await fleet.start_job("gpu-od")
     events: list[RecoveryEvent] = []
     keepalive = build_keepalive(fleet.services, names=["gpu-od"], on_event=events.append, poll_seconds=0.2,
                                 backoff_base=0.2)  # fmt: skip
@@ -49,7 +41,7 @@ async def test_on_demand_vm_restarted_after_host_maintenance_gets_its_job_back(f
 
 async def test_on_demand_vm_stopped_by_its_user_is_left_alone(fleet_factory) -> None:
     fleet = await fleet_factory(["gpu-stop"], command=JOB, spot=False, gpus=[("nvidia-l4", 1)])
-    await _start_job(fleet, "gpu-stop")
+    await fleet.start_job("gpu-stop")
     keepalive = build_keepalive(fleet.services, names=["gpu-stop"], poll_seconds=0.2, backoff_base=0.2)
     runner = asyncio.create_task(keepalive.run())
     try:

@@ -37,11 +37,7 @@ async def test_delete_action_vm_recreated_relaunched_and_pinned_without_a_manual
         known_hosts=known_hosts,
     )
     services, emu = fleet.services, fleet.emu
-    [instance] = await services.resolve(["spot-p"])
-    session = services.sync_session(instance)
-    await session.full_sync()
-    await session.close()
-    await services.jobs.start(services.target(instance))
+    await fleet.start_job("spot-p")
     old = emu.instance("spot-p")
     assert known_hosts.read_text().splitlines() == [_host_key_line(emu, "spot-p")]
     assert oct(known_hosts.stat().st_mode & 0o777) == "0o600"

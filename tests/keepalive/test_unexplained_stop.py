@@ -9,22 +9,14 @@ from gcptui.remote.keepalive.causes import UNKNOWN_CAUSE
 from gcptui.remote.keepalive.recovery import RecoveryEvent
 from gcptui.remote.keepalive.relaunch import build_keepalive
 from tests.helpers.emulator import eventually
+from tests.keepalive.conftest import SLEEPER
 
-JOB = 'printf \'{"step": 1, "total_steps": 10}\\n\' >> "$GCPTUI_METRICS"; sleep 60'
-
-
-async def _start_job(fleet, name: str) -> None:  # type: ignore[no-untyped-def]
-    services = fleet.services
-    [instance] = await services.resolve([name])
-    session = services.sync_session(instance)
-    await session.full_sync()
-    await session.close()
-    await services.jobs.start(services.target(instance))
+JOB = SLEEPER
 
 
 async def test_spot_vm_preempted_after_its_operation_expired_is_recovered(fleet_factory) -> None:
     fleet = await fleet_factory(["spot-x"], command=JOB)
-    await _start_job(fleet, "spot-x")
+    await fleet.start_job("spot-x")
     fleet.emu.fleet.operation_ttl = 0.0  # every completed operation is gone at once
     events: list[RecoveryEvent] = []
     keepalive = build_keepalive(fleet.services, on_event=events.append, poll_seconds=0.3, backoff_base=0.2)
@@ -46,7 +38,7 @@ async def test_spot_vm_preempted_after_its_operation_expired_is_recovered(fleet_
 
 async def test_spot_vm_stopped_by_its_user_is_left_alone(fleet_factory) -> None:
     fleet = await fleet_factory(["spot-u"], command=JOB)
-    await _start_job(fleet, "spot-u")
+    await fleet.start_job("spot-u")
     events: list[RecoveryEvent] = []
     keepalive = build_keepalive(fleet.services, on_event=events.append, poll_seconds=0.2, backoff_base=0.2)
     runner = asyncio.create_task(keepalive.run())
