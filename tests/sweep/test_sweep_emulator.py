@@ -41,10 +41,11 @@ values = [4, 8, 3]
 """
 
 
-def setup_fleet(emu: EmulatorThread, tmp_path: Path) -> tuple[Path, Path, dict[str, str]]:
-    for name in VMS:
+def setup_fleet(emu: EmulatorThread, tmp_path: Path, vms: list[str] = VMS, sweep_text: str = SWEEP,
+                extra_config: str = "") -> tuple[Path, Path, dict[str, str]]:  # fmt: skip
+    for name in vms:
         emu.add_instance(name, spot=True)
-    for name in VMS:
+    for name in vms:
         emu.wait_for_status(name, "RUNNING")
     project = tmp_path / "project"
     project.mkdir()
@@ -52,10 +53,10 @@ def setup_fleet(emu: EmulatorThread, tmp_path: Path) -> tuple[Path, Path, dict[s
     config = emu.write_config(tmp_path / "gcptui.toml")
     config.write_text(
         config.read_text() + f'\n[sync]\nsource = "{project}"\ndest = "~/project"\nprotect = ["sweeps/"]\n'
-        "\n[job]\nstop_grace_seconds = 2\n"
+        "\n[job]\nstop_grace_seconds = 2\n" + extra_config
     )
     sweep = tmp_path / "sweep.toml"
-    sweep.write_text(SWEEP)
+    sweep.write_text(sweep_text)
     env = {**os.environ, "HOME": str(tmp_path / "home"), "GCPTUI_SWEEPS_DIR": str(tmp_path / "sweeps")}
     env.pop("GCPTUI_PARAMS", None)
     return config, sweep, env
@@ -165,21 +166,10 @@ values = [0.003, 0.005]
 def test_a_preempted_trial_resumes_from_its_checkpoint_with_no_step_lost(
     emulator_thread: EmulatorThread, tmp_path: Path
 ) -> None:
-    emu = emulator_thread
-    emu.add_instance("pv-0", spot=True)
-    emu.wait_for_status("pv-0", "RUNNING")
-    project = tmp_path / "project"
-    project.mkdir()
-    (project / "README.md").write_text("sweep test project\n")
-    config = emu.write_config(tmp_path / "gcptui.toml")
-    config.write_text(
-        config.read_text() + f'\n[sync]\nsource = "{project}"\ndest = "~/project"\nprotect = ["sweeps/"]\n'
-        "\n[job]\nstop_grace_seconds = 2\n\n[keepalive]\npoll_seconds = 1\n"
+    config, sweep, env = setup_fleet(
+        emulator_thread, tmp_path, ["pv-0"], PREEMPT_SWEEP, "\n[keepalive]\npoll_seconds = 1\n"
     )
-    sweep = tmp_path / "sweep.toml"
-    sweep.write_text(PREEMPT_SWEEP)
-    env = {**os.environ, "HOME": str(tmp_path / "home"), "GCPTUI_SWEEPS_DIR": str(tmp_path / "sweeps")}
-    env.pop("GCPTUI_PARAMS", None)
+    emu = emulator_thread
     run = subprocess.Popen([sys.executable, "-m", "gcptui.tui", "sweep", "run", str(sweep), "--config", str(config)],
                            cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
     try:
