@@ -1,4 +1,4 @@
-"""The generated parts of docs/REFERENCE.md: the config file (from remote/config.py) and the keys.
+"""The generated parts of docs/REFERENCE.md: the config file (from remote/config/) and the keys.
 
 Each part sits between two marker comments in docs/REFERENCE.md, e.g.
 ``<!-- config-reference:start -->`` and ``<!-- config-reference:end -->``. Edit the code (a field's

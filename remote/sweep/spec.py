@@ -34,7 +34,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from gcptui.remote.config import _describe
+from gcptui.remote.config.loader import describe_error
 from gcptui.remote.errors import ConfigError
 
 ParamValue = int | float | str | bool
@@ -197,7 +197,7 @@ def parse_sweep(text: str, path: Path) -> SweepSpec:
             loc = [f"params.{loc[1]}", *loc[3:]]
         elif len(loc) >= 2 and loc[0] == "params":
             loc = [f"params.{loc[1]}", *loc[2:]] if len(loc) > 2 else loc
-        message = _describe({**first, "loc": loc}, text, path)
+        message = describe_error({**first, "loc": loc}, text, path)
         raise ConfigError(message.replace("docs/REFERENCE.md", "docs/sweeps.md")) from None
 
 

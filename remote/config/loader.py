@@ -1,0 +1,116 @@
+"""Finding, reading and explaining ``gcptui.toml``: one line per mistake, with file, line and key."""
+
+from __future__ import annotations
+
+import os
+import re
+import tomllib
+from pathlib import Path
+from typing import Any
+
+import platformdirs
+from pydantic import ValidationError
+
+from gcptui.remote.config import Config, GcpConfig
+from gcptui.remote.errors import ConfigError
+
+CONFIG_NAME = "gcptui.toml"
+
+
+def default_config_paths() -> list[Path]:
+    """Where ``gcptui`` looks when ``--config`` is not given, first match wins."""
+    return [Path.cwd() / CONFIG_NAME, platformdirs.user_config_path("gcptui") / CONFIG_NAME]
+
+
+def find_config(explicit: str | os.PathLike[str] | None) -> Path | None:
+    """The file to read: the explicit one (which must exist), else the first default that exists."""
+    if explicit is not None:
+        path = Path(explicit).expanduser()
+        if not path.is_file():
+            raise ConfigError(
+                f"{path}: no such config file: check --config, or run without it to use the defaults"
+            )
+        return path
+    for path in default_config_paths():
+        if path.is_file():
+            return path
+    return None
+
+
+def load_config(explicit: str | os.PathLike[str] | None = None) -> Config:
+    """Read and validate the config; with no file anywhere, GCE with the ambient project is used."""
+    path = find_config(explicit)
+    if path is None:
+        return Config(gcp=GcpConfig())
+    return parse_config(path.read_text(encoding="utf-8"), path)
+
+
+def parse_config(text: str, path: Path) -> Config:
+    """Validate TOML text; errors name ``path:line`` and the dotted key."""
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as err:
+        raise ConfigError(f"{path}: not valid TOML ({err}): fix the syntax") from None
+    try:
+        return Config.model_validate({**data, "path": path})
+    except ValidationError as err:
+        first = err.errors()[0]
+        raise ConfigError(describe_error(first, text, path)) from None
+
+
+def describe_error(error: Any, text: str, path: Path) -> str:
+    """One pydantic error as a line naming ``path:line``, the dotted key and what to do (the sweep file uses it too)."""
+    loc = [part for part in error["loc"] if part != "path"]
+    dotted = _dotted(loc)
+    line = _line_of(text, loc)
+    where = f"{path}:{line}" if line else str(path)
+    kind = error["type"]
+    if kind == "extra_forbidden":
+        section = _dotted(loc[:-1]) or "the top level"
+        return f"{where}: unknown key '{dotted}': remove it or check its spelling (allowed keys in {section} are listed in docs/REFERENCE.md)"
+    message = str(error["msg"]).removeprefix("Value error, ")
+    if kind == "missing":
+        return f"{where}: '{dotted}' is required: add it"
+    if not dotted:
+        return f"{where}: {message}"
+    return (
+        f"{where}: '{dotted}' {message}"
+        if message.startswith(("is ", "'", "must"))
+        else f"{where}: '{dotted}': {message}"
+    )
+
+
+def _dotted(loc: list[Any]) -> str:
+    out = ""
+    for part in loc:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out
+
+
+def _line_of(text: str, loc: list[Any]) -> int | None:
+    """Best effort: the line of ``loc`` in the TOML text (tomllib keeps no positions)."""
+    if not loc:
+        return None
+    str_parts = [p for p in loc if isinstance(p, str)]
+    index = next((p for p in loc if isinstance(p, int)), None)
+    table, key = (str_parts[0], str_parts[-1]) if len(str_parts) > 1 else (None, str_parts[0])
+    current: str | None = None
+    array_count = -1
+    fallback = None
+    for number, raw in enumerate(text.splitlines(), start=1):
+        line = raw.split("#", 1)[0].strip()
+        header = re.fullmatch(r"\[\[\s*([\w.-]+)\s*\]\]", line) or re.fullmatch(r"\[\s*([\w.-]+)\s*\]", line)
+        if header:
+            current = header.group(1)
+            if line.startswith("[["):
+                array_count = array_count + 1 if current == table else array_count
+            if table is None and current == key:
+                return number
+            if current == table and key == table:
+                fallback = fallback or number
+            continue
+        if re.match(rf"{re.escape(key)}\s*=", line) or re.match(rf'"{re.escape(key)}"\s*=', line):
+            in_table = current == table or (table is None and current is None)
+            if in_table and (index is None or array_count == index):
+                return number
+    return fallback

@@ -1,0 +1,227 @@
+"""What runs on the fleet and how it is watched: ``[sync]``, ``[job]``, ``[storage]``, ``[keepalive]``, ``[logs]``, ``[gpu]``."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from pydantic import Field, field_validator
+
+from gcptui.remote.config.base import _Section
+
+
+class SyncConfig(_Section):
+    """Live sync: the local tree mirrored to ``dest`` on each machine, as files are saved.
+
+    Sync never deletes or overwrites on the VM what it did not put there (its ledger lives in
+    ``~/.gcptui/sync/``), and never touches protected paths.
+    """
+
+    source: str | None = Field(
+        default=None,
+        description=(
+            "The local folder to mirror. Not written: the current directory. Written: `~` is expanded, and a "
+            "relative path resolves against the folder of the config file (not the current directory). "
+            "Its `.gitignore` files, `.git/info/exclude` and `exclude` decide what is synced; `.git/` never "
+            "is. Every sync says `SOURCE → NAME:DEST`."
+        ),
+    )
+    dest: str = Field(
+        default="~/project",
+        description=(
+            "The folder on each machine that receives the tree and where the job runs. `~/x` and relative "
+            "paths are under the remote home; absolute paths are used as they are. Must not be `/`, `~`, "
+            "`.`, `$HOME` or empty, and must not contain `..`."
+        ),
+    )
+    exclude: list[str] = Field(
+        default=[],
+        description=(
+            "More gitignore-syntax patterns, relative to `source`, that are not synced. They override the "
+            "tree's own ignore files, so `!pattern` can re-include a git-ignored file."
+        ),
+    )
+    protect: list[str] = Field(
+        default=[],
+        description=(
+            "Gitignore-syntax patterns, relative to `dest`, that sync never writes, replaces or deletes "
+            "(with everything below a matching folder): what training writes on the VM, e.g. `runs/`."
+        ),
+    )
+    allow_secrets: list[str] = Field(
+        default=[],
+        description=(
+            "Paths, relative to `source`, of private-key files that may be synced anyway. Without them sync "
+            "refuses a source holding the config's own SSH key or any file that looks like a private key "
+            "(`-----BEGIN ... PRIVATE KEY-----`, `id_*` without `.pub`), naming the file."
+        ),
+    )
+
+    @field_validator("dest")
+    @classmethod
+    def _dest_is_not_a_root(cls, value: str) -> str:
+        normal = value.strip().rstrip("/")
+        if normal in ("", "~", ".", "$HOME", "${HOME}") or normal == "/" or value.strip() == "/":
+            raise ValueError(
+                f"{value!r} would mirror onto the whole remote root or home: use a project directory "
+                "such as '~/project'"
+            )
+        if ".." in Path(normal.removeprefix("~/")).parts:
+            raise ValueError(f"{value!r} must not contain '..': name the directory directly")
+        return value.strip()
+
+
+class JobConfig(_Section):
+    """The training job: run detached on the VM by the job supervisor, in ``[sync].dest``, as
+    ``sh -c COMMAND``; its output is appended to ``~/.gcptui/job/output.log``."""
+
+    setup: str = Field(
+        default="",
+        description=(
+            "A shell command run in `[sync].dest` before the job's command, once per disk: once it "
+            "succeeds, `~/.gcptui/setup.done` is written and later starts skip it (delete that file to run "
+            "it again). If it fails, the command is not started. Empty: no setup."
+        ),
+    )
+    command: str = Field(
+        default="",
+        description="The training command (`job start`, `s` in the TUI), run with `sh -c` in `[sync].dest`. Required to start a job.",
+    )
+    resume: str = Field(
+        default="",
+        description=(
+            "The command that continues a run: `job restart`, `R`, and keep-alive's relaunch after a "
+            "preemption. Empty: `command`."
+        ),
+    )
+    env: dict[str, str] = Field(
+        default={},
+        description=(
+            "Environment variables exported to the job (after gcptui's own, which they may override). "
+            "Names must match `[A-Za-z_][A-Za-z0-9_]*`. A relative `GCPTUI_METRICS` is relative to `[sync].dest`. "
+            "Values (API tokens) travel over the SSH channel's stdin into `~/.gcptui/job/env` (mode 0600), "
+            "never on a command line where `ps` would show them."
+        ),
+    )
+    stop_grace_seconds: float = Field(
+        default=30.0,
+        ge=0,
+        description=(
+            "Seconds `job kill` and `job restart` wait after SIGTERM to the job's process group before "
+            "SIGKILL (sent in tenths of a second)."
+        ),
+    )
+
+    @field_validator("env")
+    @classmethod
+    def _env_names(cls, value: dict[str, str]) -> dict[str, str]:
+        for name in value:
+            if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
+                raise ValueError(f"{name!r} is not a valid environment variable name")
+        return value
+
+    @property
+    def resume_command(self) -> str:
+        return self.resume or self.command
+
+
+class StorageConfig(_Section):
+    """Cloud Storage for checkpoints that outlive the VM (the trainer library mirrors them there)."""
+
+    bucket: str = Field(
+        default="",
+        description=(
+            "`gs://BUCKET[/PREFIX]`. Set: every job gets `GCPTUI_CHECKPOINT_URL=<bucket>/<VM name>`, and "
+            "a run using the trainer library copies each durable checkpoint (and artifact) to "
+            "`<bucket>/<VM name>/<run directory name>/`, resuming from there on a fresh disk. Empty: off."
+        ),
+    )
+
+    @field_validator("bucket")
+    @classmethod
+    def _bucket_is_a_gs_url(cls, value: str) -> str:
+        value = value.strip().rstrip("/")
+        if value and (not value.startswith("gs://") or len(value) <= len("gs://")):
+            raise ValueError(
+                f"{value!r} is not a Cloud Storage URL: write it as gs://BUCKET or gs://BUCKET/PREFIX"
+            )
+        return value
+
+    def checkpoint_url(self, vm: str) -> str | None:
+        """The GCPTUI_CHECKPOINT_URL of VM `vm`'s jobs (None without a bucket)."""
+        return f"{self.bucket}/{vm}" if self.bucket else None
+
+
+class KeepaliveConfig(_Section):
+    """Keep-alive: notice a Spot VM's preemption, restart (or recreate) it, and relaunch
+    ``[job].resume`` once it runs again. Needs ``[gcp]``."""
+
+    enabled: bool = Field(
+        default=False,
+        description=(
+            "In the TUI, watch every Spot VM from the start; false: none until switched on per VM (`a`). "
+            "The headless `gcptui keepalive` always watches and ignores this key."
+        ),
+    )
+    poll_seconds: float = Field(
+        default=10.0,
+        gt=0,
+        description=(
+            "Seconds between fleet polls (one list call). A VM suspected of going down (a preemption "
+            "notice, a lost connection) is polled every second until GCE reports it stopped."
+        ),
+    )
+    max_restarts: int = Field(
+        default=20,
+        ge=0,
+        description=(
+            "Recoveries keep-alive starts per VM before it gives up on it; relaunching by hand (`L`) and "
+            "switching keep-alive back on reset the count."
+        ),
+    )
+    restart_idle: bool = Field(
+        default=False,
+        description=(
+            "Restart a preempted VM whose job has nothing to resume (it had finished, was killed by the "
+            "user, or never started). False: such a VM is left stopped (`left stopped` in the timeline); "
+            "its job is never started by a preemption either way."
+        ),
+    )
+
+
+class LogsConfig(_Section):
+    """Following the job's output (``gcptui logs``, the TUI's logs screen)."""
+
+    history_lines: int = Field(
+        default=200,
+        ge=0,
+        description="Lines already in a log shown before following it; the default of `gcptui logs -n`.",
+    )
+    buffer_lines: int = Field(
+        default=10_000,
+        ge=100,
+        description="Lines each pane of the TUI's logs screen keeps; the oldest fall out beyond it.",
+    )
+    files: list[str] = Field(
+        default=[],
+        description=(
+            "Extra remote files to tail beside the job's output, e.g. `~/project/runs/train.log`; `~/` "
+            "and relative paths are under the remote home. Each is one more pane (or `name:file` prefix)."
+        ),
+    )
+
+
+class GpuConfig(_Section):
+    """The idle-GPU warning: a running VM whose GPUs do nothing is burning money."""
+
+    idle_util_percent: float = Field(
+        default=5.0,
+        ge=0,
+        le=100,
+        description="GPU utilization, in percent, at or below which a GPU counts as idle.",
+    )
+    idle_minutes: float = Field(
+        default=5.0,
+        gt=0,
+        description="Minutes every GPU of a running VM must stay idle before the TUI warns once.",
+    )
