@@ -61,6 +61,18 @@ class MetricsLog:
         """An event line such as checkpoint, preempted, resumed or finished."""
         self._write({"event": name, **fields, "time": time.time()}, text)
 
+    def fields_event(self, name: str, **fields: Any) -> None:
+        """An event whose readable line is its name and its fields (``mirror_failed path x``)."""
+        text = " ".join(f"{key} {value}" for key, value in fields.items())
+        self.event(name, f"{name.replace('_', ' ')} {text}".strip(), **fields)
+
+    def checkpoint_written(self, step: int, payload: Path) -> None:
+        self.event("checkpoint", f"checkpoint step {step} saved to {payload}", step=step, path=str(payload))
+
+    def checkpoint_failed(self, step: int, exc: BaseException) -> None:
+        self.warn(f"checkpoint for step {step} failed: {exc}; training continues")
+        self.event("checkpoint_failed", f"checkpoint step {step} FAILED", step=step, error=str(exc))
+
     def say(self, text: str) -> None:
         """A readable line on stdout only."""
         with self._lock:

@@ -35,6 +35,7 @@ from .checkpoint import CheckpointInfo, CheckpointStore
 from .errors import Preempted, TrainerError, UnsupportedStateError
 from .metrics import MetricsLog, default_metrics_path
 from .mirror import BucketMirror, grace_seconds
+from .plan import planned_steps
 from .portable import check_portable, portable_snapshot
 from .preemption import PreemptionSignal
 from .restore import load_for_resume
@@ -103,30 +104,13 @@ class ResumableRun:
         exit_on_preemption: bool = True,
         preemption_signals: tuple[int, ...] = (signal.SIGTERM,),
     ) -> None:
-        if total_steps is None and total_epochs is None:
-            raise TypeError("ResumableRun needs total_steps= or total_epochs= (or both)")
-        for name, value in (
-            ("total_steps", total_steps),
-            ("total_epochs", total_epochs),
-            ("steps_per_epoch", steps_per_epoch),
-        ):
-            if value is not None and value < 1:
-                raise ValueError(f"{name} must be at least 1, not {value}")
         self.run_dir = Path(run_dir)
         self.artifacts_dir = self.run_dir / "artifacts"
         self._step_limit = total_steps
         self.total_epochs = total_epochs
         self.steps_per_epoch = steps_per_epoch
         # The planned number of steps, for progress lines and LR schedules (None when unknown).
-        self.total_steps: int | None = (
-            total_steps
-            if total_steps is not None
-            else (
-                total_epochs * steps_per_epoch
-                if total_epochs is not None and steps_per_epoch is not None
-                else None
-            )
-        )
+        self.total_steps = planned_steps(total_steps, total_epochs, steps_per_epoch)
         self.checkpoint_every = checkpoint_every
         self.log_every = log_every
         self.exit_on_preemption = exit_on_preemption
@@ -143,10 +127,14 @@ class ResumableRun:
         self.store = CheckpointStore(self.run_dir / "checkpoints", keep=keep)
         path = Path(metrics_path) if metrics_path is not None else default_metrics_path(self.run_dir)
         self.metrics = MetricsLog(path if self._is_writer else None)
-        self._writer = BackgroundCheckpointWriter(self.store, self._report_written, self._report_failed)
+        self._writer = BackgroundCheckpointWriter(
+            self.store, self._report_written, self.metrics.checkpoint_failed
+        )
         # GCPTUI_CHECKPOINT_URL (gcptui sets it from [storage] bucket): a copy of each checkpoint there.
         self.mirror = (
-            BucketMirror.from_environment(self.run_dir, keep, say=self.metrics.warn, event=self._mirror_event)
+            BucketMirror.from_environment(
+                self.run_dir, keep, say=self.metrics.warn, event=self.metrics.fields_event
+            )
             if self._is_writer
             else None
         )
@@ -310,8 +298,7 @@ class ResumableRun:
 
     def log_event(self, name: str, **fields: Any) -> None:
         """Append `{"event": name, **fields}` to the metrics (e.g. an evaluation's loss); rank 0 only."""
-        text = " ".join(f"{key} {value}" for key, value in fields.items())
-        self.metrics.event(name, f"{name} {text}".strip(), **fields)
+        self.metrics.fields_event(name, **fields)
 
     def finished(self) -> None:
         """Save the final state (unless saved already), log `finished` and clean up.
@@ -400,20 +387,7 @@ class ResumableRun:
     def _report_written(self, info: CheckpointInfo) -> None:
         if self.mirror is not None:
             self.mirror.submit_checkpoint(info)
-        self.metrics.event(
-            "checkpoint",
-            f"checkpoint step {info.step} saved to {info.payload}",
-            step=info.step,
-            path=str(info.payload),
-        )
-
-    def _report_failed(self, step: int, exc: BaseException) -> None:
-        self.metrics.warn(f"checkpoint for step {step} failed: {exc}; training continues")
-        self.metrics.event("checkpoint_failed", f"checkpoint step {step} FAILED", step=step, error=str(exc))
-
-    def _mirror_event(self, name: str, **fields: Any) -> None:
-        text = " ".join(f"{key} {value}" for key, value in fields.items())
-        self.metrics.event(name, f"{name.replace('_', ' ')}: {text}", **fields)
+        self.metrics.checkpoint_written(info.step, info.payload)
 
     # -- restoring ------------------------------------------------------------------------------
     def _restore(self, resume: bool) -> None:

@@ -7,10 +7,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
 import logging
 import signal
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -28,7 +27,7 @@ from gcptui.remote.keepalive.events import RecoveryEvent
 from gcptui.remote.keepalive.recovery import KeepAlive
 from gcptui.remote.models import Instance
 from gcptui.remote.safe_text import one_line, sanitize
-from gcptui.remote.services import FollowingGetter, Services
+from gcptui.remote.services import Services
 from gcptui.tui.fleet.screen import FleetScreen
 from gcptui.tui.keys import (
     ACTIONS,
@@ -40,21 +39,14 @@ from gcptui.tui.keys import (
     validate_keymap,
 )
 from gcptui.tui.live.monitors import Monitors
+from gcptui.tui.live.notices import OUTCOME_WORDS, Notice, gpu_idle_notice, job_ended_notice, recovery_notice
 from gcptui.tui.live.state import Live
 from gcptui.tui.messages import FleetRefreshed, FleetRefreshFailed, LiveChanged
 
 if TYPE_CHECKING:
-    from gcptui.remote.telemetry.log_stream import LogEvent
+    pass
 
 REFRESH_SECONDS = 5.0
-# Keep-alive events that end a recovery, and the word the Keep-alive cell shows for each.
-_OUTCOME_WORDS = {
-    "resumed": "resumed",
-    "nothing_to_resume": "idle",
-    "left_stopped": "left stopped",
-    "failed": "failed",
-    "gave_up": "gave up",
-}
 log = logging.getLogger(__name__)
 
 
@@ -185,24 +177,13 @@ class GcptuiApp(App[None]):
         if event.kind == "suspect":
             return
         live = self.monitors.state(event.name)
-        outcome = _OUTCOME_WORDS.get(event.kind)
+        outcome = OUTCOME_WORDS.get(event.kind)
         if outcome is not None:  # the recovery ended: its outcome, beside the setting
             live.recovery, live.outcome = "", outcome
         else:
             live.recovery, live.outcome = event.kind, ""
         self._live_changed(event.name)
-        if event.kind in ("notice", "preempted"):
-            self.notify(
-                f"{event.name}: preempted - recovering ({event.detail})",
-                title="Preemption",
-                severity="warning",
-            )
-        elif event.kind == "resumed":
-            self.notify(f"{event.name}: training resumed {event.detail}", title="Recovered")
-        elif event.kind in ("failed", "gave_up"):
-            self.notify(f"{event.name}: {event.detail}", title="Keep-alive", severity="error", timeout=15)
-        elif event.kind in ("nothing_to_resume", "left_stopped"):
-            self.notify(f"{event.name}: {event.detail}", title="Keep-alive")
+        self._say(recovery_notice(event))
 
     def toggle_keepalive(self, instance: Instance) -> None:
         if self.keepalive is None:
@@ -251,30 +232,17 @@ class GcptuiApp(App[None]):
         self._tell_fleet(LiveChanged(frozenset(dirty)))
 
     def _job_ended(self, name: str, status: JobStatus) -> None:
-        if status.state == "killed" and status.detail != "preempted":
-            return  # the kill's own notification already said so
-        if status.state == "exited" and status.exit_code == 0:
-            self.notify(f"{name}: job finished", title="Job ended")
-        else:
-            how = (
-                f"exit code {status.exit_code}"
-                if status.exit_code is not None
-                else status.detail or status.state
-            )
-            self.notify(f"{name}: job {status.state} ({how})", title="Job ended", severity="warning")
+        self._say(job_ended_notice(name, status))
 
     def _gpu_idle(self, name: str) -> None:
-        gpu = self.config.gpu
-        self.notify(
-            f"{name}: its GPUs have sat under {gpu.idle_util_percent:g}% for {gpu.idle_minutes:g} min while it runs"
-            " - it is burning money. Start a job (s) or stop the VM (X).",
-            title="Idle GPUs",
-            severity="warning",
-            timeout=15,
-        )
+        self._say(gpu_idle_notice(name, self.config.gpu.idle_util_percent, self.config.gpu.idle_minutes))
 
     def _sync_warning(self, name: str, message: str) -> None:
         self.notify(f"{name}: {message}", title="Sync", severity="warning")
+
+    def _say(self, notice: Notice | None) -> None:
+        if notice is not None:
+            self.notify(notice.message, title=notice.title, severity=notice.severity, timeout=notice.timeout)
 
     def notify(
         self,
@@ -345,29 +313,17 @@ class GcptuiApp(App[None]):
 
     def open_logs(self, names: list[str]) -> None:
         """The logs screen: one pane per machine (and per extra file of ``[logs] files``)."""
-        from gcptui.remote.jobs.protocol import log_path
-        from gcptui.tui.logs.screen import LogsScreen, PaneSource
+        from gcptui.tui.logs.screen import LogsScreen
+        from gcptui.tui.logs.sources import pane_sources
 
         snapshot = self.fleet_screen.snapshot
         if snapshot is None:
             return
-        logs = self.config.logs
-        sources: list[PaneSource] = []
-        for name in names:
-            instance = snapshot.find(name)
-            if instance is None or self.services.target_or_none(instance) is None:
-                self.notify(f"{name}: not reachable over SSH", severity="warning")
-                continue
-            # The pane follows the VM by name: after a preemption or restart it reconnects to the
-            # VM's new address without leaving the screen.
-            get = self.services.follow(instance)
-            for path in (log_path(), *logs.files):
-                label = name if path == log_path() else f"{name}:{path.rsplit('/', 1)[-1]}"
-                sources.append(
-                    PaneSource(label, functools.partial(_log_events, get, path, logs.history_lines))
-                )
+        sources, unreachable = pane_sources(self.services, snapshot, names, self.config.logs)
+        for name in unreachable:
+            self.notify(f"{name}: not reachable over SSH", severity="warning")
         if sources:
-            self.push_screen(LogsScreen(sources[:8], buffer_lines=logs.buffer_lines))
+            self.push_screen(LogsScreen(sources[:8], buffer_lines=self.config.logs.buffer_lines))
 
     async def vm_action(self, action: str, instance: Instance) -> str | None:
         gce = await asyncio.to_thread(self.fleet.gce)
@@ -418,13 +374,6 @@ class GcptuiApp(App[None]):
                 f"{action.group} · key {key_label(self.keymap.get(action.id, action.key))} · id {action.id}",
                 _runner(target, action.action),
             )
-
-
-def _log_events(get: FollowingGetter, path: str, history_lines: int) -> AsyncIterator[LogEvent]:
-    """A fresh stream of one remote file (the logs screen opens one per pane, again after a reset)."""
-    from gcptui.remote.telemetry.log_stream import LogStream
-
-    return LogStream(get, path, history_lines=history_lines, where=lambda: get.where).events()
 
 
 def _runner(target: App[None] | Screen[None], action: str):  # type: ignore[no-untyped-def]

@@ -307,55 +307,34 @@ class GceClient:
 
     def start(self, name: str, zone: str) -> None:
         """Start a stopped VM and wait until the operation is DONE (``StockoutError`` on no capacity)."""
-        self._mutate(
-            f"start {name}",
-            zone,
-            name,
-            lambda: self._instances.start_unary(
-                project=self.project, zone=zone, instance=name, retry=self._rate_retry, timeout=self.timeout
-            ),
-        )
+        self._lifecycle("start", name, zone)
 
     def stop(self, name: str, zone: str) -> None:
         """Stop a VM and wait until it is TERMINATED."""
-        self._mutate(
-            f"stop {name}",
-            zone,
-            name,
-            lambda: self._instances.stop_unary(
-                project=self.project, zone=zone, instance=name, retry=self._rate_retry, timeout=self.timeout
-            ),
-        )
+        self._lifecycle("stop", name, zone)
 
     def reset(self, name: str, zone: str) -> None:
         """Hard-reset a running VM."""
-        self._mutate(
-            f"reset {name}",
-            zone,
-            name,
-            lambda: self._instances.reset_unary(
-                project=self.project, zone=zone, instance=name, retry=self._rate_retry, timeout=self.timeout
-            ),
-        )
+        self._lifecycle("reset", name, zone)
 
     def delete(self, name: str, zone: str) -> None:
         """Delete a VM and wait until it is gone."""
-        self._mutate(
-            f"delete {name}",
-            zone,
-            name,
-            lambda: self._instances.delete_unary(
-                project=self.project, zone=zone, instance=name, retry=self._rate_retry, timeout=self.timeout
-            ),
-        )
+        self._lifecycle("delete", name, zone)
 
     def simulate_maintenance_event(self, name: str, zone: str) -> None:
         """GCE's documented way to test preemption of a Spot VM; returns once GCE accepted the event."""
+        self._lifecycle(
+            "simulate_maintenance_event", name, zone, action=f"simulate a maintenance event on {name}"
+        )
+
+    def _lifecycle(self, method: str, name: str, zone: str, *, action: str = "") -> None:
+        """One ``instances.<method>`` call on a VM, waited until its operation is DONE."""
+        call = getattr(self._instances, f"{method}_unary")
         self._mutate(
-            f"simulate a maintenance event on {name}",
+            action or f"{method} {name}",
             zone,
             name,
-            lambda: self._instances.simulate_maintenance_event_unary(
+            lambda: call(
                 project=self.project, zone=zone, instance=name, retry=self._rate_retry, timeout=self.timeout
             ),
         )

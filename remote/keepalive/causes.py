@@ -7,7 +7,9 @@ stopped for an unknown cause, unless a user's stop or delete is still listed.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterable
+from dataclasses import replace
 from datetime import datetime
 from typing import TYPE_CHECKING
 
@@ -15,7 +17,7 @@ from gcptui.remote.cloud.instances import parse_timestamp
 from gcptui.remote.models import Instance
 
 if TYPE_CHECKING:
-    from gcptui.remote.cloud.gce import Preemption
+    from gcptui.remote.cloud.gce import GceClient, Preemption
 
 UNKNOWN_CAUSE = "GCE: stopped, cause unknown (no operation says why; a preemption's record may have expired)"
 
@@ -37,3 +39,57 @@ def since_last_start(
             if same and (started is None or op.time is None or op.time >= started):
                 found[instance.name] = op.time
     return found
+
+
+class Causes:
+    """Asks GCE why watched VMs stopped, remembering what it saw between polls.
+
+    Keeps which VMs were seen RUNNING since their last stop was explained (a stop with no
+    operation is "unknown" only for those, once per run) and the last start of on-demand VMs (a
+    new one after host maintenance means GCE restarted the VM itself).
+    """
+
+    def __init__(self, gce: GceClient) -> None:
+        self.gce = gce
+        self._seen_running: set[str] = set()
+        self._starts: dict[str, str | None] = {}  # lastStartTimestamp of watched on-demand VMs, as last seen
+
+    def saw_running(self, name: str) -> None:
+        self._seen_running.add(name)
+
+    def explained(self, name: str) -> None:
+        """Its stop has a cause now: a later stop needs a new run to count as unexplained."""
+        self._seen_running.discard(name)
+
+    async def preempted_since_last_start(self, candidates: list[Instance]) -> dict[str, datetime | None]:
+        """Spot VMs a preemption stopped, on-demand ones host maintenance stopped, since their last start."""
+        found = since_last_start(
+            await asyncio.to_thread(self.gce.preemption_operations), [i for i in candidates if i.spot]
+        )
+        on_demand = [i for i in candidates if not i.spot]
+        if on_demand:
+            found.update(
+                since_last_start(await asyncio.to_thread(self.gce.maintenance_operations), on_demand)
+            )
+        return found
+
+    async def restarted_by_gce(self, instance: Instance, *, check: bool) -> tuple[bool, datetime | None]:
+        """Whether GCE restarted this running on-demand VM after host maintenance since the last poll
+        (automaticRestart), and when; ``check`` False only records its start."""
+        name, before = instance.name, self._starts.get(instance.name)
+        self._starts[name] = instance.last_start
+        if not check or before is None or before == instance.last_start:
+            return False, None
+        since = replace(instance, last_start=before)  # operations after the start keep-alive saw
+        found = since_last_start(await asyncio.to_thread(self.gce.maintenance_operations), [since])
+        return (name in found), found.get(name)
+
+    async def unexplained(self, candidates: list[Instance]) -> list[Instance]:
+        """Spot VMs seen running that stopped with no operation saying why, and no user's stop."""
+        seen = [i for i in candidates if i.name in self._seen_running]
+        if not seen:
+            return []
+        by_user = since_last_start(await asyncio.to_thread(self.gce.user_stop_operations), seen)
+        for instance in seen:
+            self._seen_running.discard(instance.name)  # decided once per run of the VM
+        return [i for i in seen if i.name not in by_user]

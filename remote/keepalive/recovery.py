@@ -24,11 +24,9 @@ from dataclasses import replace
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-import asyncssh
-
 from gcptui.remote.aio import within
 from gcptui.remote.errors import GcptuiError
-from gcptui.remote.keepalive.causes import UNKNOWN_CAUSE, since_last_start
+from gcptui.remote.keepalive.causes import UNKNOWN_CAUSE, Causes
 from gcptui.remote.keepalive.events import (
     DetectedBy,
     EventKind,
@@ -41,6 +39,7 @@ from gcptui.remote.keepalive.events import (
     now,
     steps_lost,
 )
+from gcptui.remote.keepalive.relaunch_retry import relaunch_until
 from gcptui.remote.keepalive.resume_rule import nothing_to_resume
 from gcptui.remote.keepalive.vm_restart import DiskOrigins, VmRestarter, backoff, recreate_body
 from gcptui.remote.models import Instance
@@ -111,8 +110,7 @@ class KeepAlive:
         self._suspects: dict[str, float] = {}  # name -> loop time until which it is polled fast
         self._dropped: set[str] = set()  # suspects because their connection dropped (detected_by "lost")
         self._given_up: set[str] = set()
-        self._seen_running: set[str] = set()  # watched VMs seen RUNNING since their last stop was explained
-        self._starts: dict[str, str | None] = {}  # lastStartTimestamp of watched on-demand VMs, as last seen
+        self._causes = Causes(gce)
         self._wake = asyncio.Event()
         self._vms = VmRestarter(
             gce, self._event, boot_timeout=boot_timeout, backoff_base=backoff_base, backoff_cap=backoff_cap
@@ -231,7 +229,7 @@ class KeepAlive:
                 await self._origins.record(name, raw)
             self._known[name] = instance
             if instance.status == "RUNNING" and self.watched(instance):
-                self._seen_running.add(name)
+                self._causes.saw_running(name)
                 if not instance.spot:
                     await self._after_restart_by_gce(instance)
             if (
@@ -253,7 +251,7 @@ class KeepAlive:
             and i.name not in self._recovering and i.name not in self._given_up
         ]  # fmt: skip
         if candidates:
-            preempted = await self._preempted_since_last_start(candidates)
+            preempted = await self._causes.preempted_since_last_start(candidates)
             for instance in candidates:
                 if instance.name in preempted:
                     when = preempted[instance.name]
@@ -261,53 +259,23 @@ class KeepAlive:
                     cause = "a preemption" if instance.spot else "host maintenance"
                     self._begin(instance, "preempted", f"GCE: {'deleted' if recreate else 'stopped'} by {cause}",
                                 when, recreate=recreate)  # fmt: skip
-                    self._seen_running.discard(instance.name)
+                    self._causes.explained(instance.name)
             unexplained = [i for i in candidates if i.name not in preempted]
-            for instance in await self._unexplained(unexplained) if unexplained else []:
+            for instance in await self._causes.unexplained(unexplained) if unexplained else []:
                 self._begin(instance, "preempted", UNKNOWN_CAUSE, None, recreate=instance.status == "GONE")
         instances = [i for _, i in current.values()]
         for listener in list(self._poll_listeners):
             listener(instances)
         return instances
 
-    async def _preempted_since_last_start(self, candidates: list[Instance]) -> dict[str, datetime | None]:
-        """Spot VMs a preemption stopped, on-demand ones host maintenance stopped, since their last start."""
-        found = since_last_start(
-            await asyncio.to_thread(self.gce.preemption_operations), [i for i in candidates if i.spot]
-        )
-        on_demand = [i for i in candidates if not i.spot]
-        if on_demand:
-            found.update(
-                since_last_start(await asyncio.to_thread(self.gce.maintenance_operations), on_demand)
-            )
-        return found
-
     async def _after_restart_by_gce(self, instance: Instance) -> None:
         """An on-demand VM that GCE restarted after host maintenance (automaticRestart): relaunch its job."""
-        name, before = instance.name, self._starts.get(instance.name)
-        self._starts[name] = instance.last_start
-        if (
-            before is None
-            or before == instance.last_start
-            or name in self._recovering
-            or name in self._given_up
-        ):
-            return
-        since = replace(instance, last_start=before)  # operations after the start keep-alive saw
-        found = since_last_start(await asyncio.to_thread(self.gce.maintenance_operations), [since])
-        if name in found:
+        name = instance.name
+        check = name not in self._recovering and name not in self._given_up
+        restarted, when = await self._causes.restarted_by_gce(instance, check=check)
+        if restarted:
             self._begin(instance, "preempted", "GCE: host maintenance stopped it, and GCE restarted it",
-                        found[name], recreate=False)  # fmt: skip
-
-    async def _unexplained(self, candidates: list[Instance]) -> list[Instance]:
-        """Spot VMs keep-alive saw running that stopped with no operation saying why, and no user's stop."""
-        seen = [i for i in candidates if i.name in self._seen_running]
-        if not seen:
-            return []
-        by_user = since_last_start(await asyncio.to_thread(self.gce.user_stop_operations), seen)
-        for instance in seen:
-            self._seen_running.discard(instance.name)  # decided once per run of the VM
-        return [i for i in seen if i.name not in by_user]
+                        when, recreate=False)  # fmt: skip
 
     # -- recovery --------------------------------------------------------------------------------
 
@@ -395,33 +363,13 @@ class KeepAlive:
     async def _relaunch(
         self, instance: Instance, check: Callable[[Instance], Awaitable[JobStatus]] | None = None
     ) -> ResumePoint:
-        """SSH may lag the RUNNING status by seconds: retry with backoff until the deadline."""
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + self.relaunch_timeout
-        attempt = 0
-
-        def report(kind: StepKind, detail: str) -> None:
+        def report(kind: EventKind, detail: str) -> None:
             self._event(instance.name, kind, detail)
 
-        while True:
-            self._event(instance.name, "relaunching", f"attempt {attempt + 1}")
-            try:
-                if check is not None:
-                    reason = nothing_to_resume(await check(instance))
-                    if reason is not None:
-                        return ResumePoint(nothing=reason)
-                    check = None
-                result = await self.relaunch(instance, report)
-                return result if isinstance(result, ResumePoint) else ResumePoint(step=result)
-            except (GcptuiError, OSError, asyncssh.Error) as err:
-                # asyncssh.Error: the connection closed under the relaunch (the pool moved to the
-                # VM's new address meanwhile): transient, like SSH not being up yet.
-                if loop.time() > deadline:
-                    raise GcptuiError(f"{instance.name}: could not relaunch the job: {err}") from None
-                delay = backoff(attempt, min(self.backoff_base, 0.5), min(self.backoff_cap, 5.0))
-                self._event(instance.name, "retry", f"{err} - again in {delay:g}s")
-                attempt += 1
-                await asyncio.sleep(delay)
+        return await relaunch_until(
+            instance, self.relaunch, report, check=check, timeout=self.relaunch_timeout,
+            backoff_base=min(self.backoff_base, 0.5), backoff_cap=min(self.backoff_cap, 5.0),
+        )  # fmt: skip
 
     def _event(self, name: str, kind: EventKind, detail: str = "", at: datetime | None = None) -> None:
         event = RecoveryEvent(name, kind, at or now(), detail)

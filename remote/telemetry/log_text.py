@@ -165,3 +165,17 @@ class LineAssembler:
         self._pending += tail
         left = self.reset()
         return [left] if left else []
+
+
+# Error lines for e/E: the usual words, Python's "...Error:"/"...Exception" names, a non-zero exit
+# code, a missing module and a crashed process.
+ERROR_PATTERN = re.compile(
+    r"\b(error|errors|exception|traceback|fatal|critical|failed|failure|panic|killed)\b|out of memory|nan loss"
+    r"|\w(error|exception)\b|exit code [1-9]|no module named|segmentation fault|core dumped",
+    re.IGNORECASE,
+)
+
+
+def looks_like_error(line: str) -> bool:
+    """Whether a raw log line (ANSI colours allowed) looks like an error (the logs screen's e/E)."""
+    return ERROR_PATTERN.search(strip_ansi(line)) is not None

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from gcptui.tui.logs.view import ERROR_PATTERN
+from gcptui.remote.telemetry.log_text import ERROR_PATTERN
 
 
 @pytest.mark.parametrize(

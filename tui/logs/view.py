@@ -34,18 +34,10 @@ from textual.scroll_view import ScrollView
 from textual.strip import Strip
 from textual.widget import Widget
 
-from gcptui.remote.telemetry.log_text import strip_ansi
+from gcptui.remote.telemetry.log_text import looks_like_error, strip_ansi
 from gcptui.tui.logs.buffer import LogLines
 from gcptui.tui.logs.rows import BLANK, PARTIAL, Filters, RowIndex, RowPainter, heights, line_width
 from gcptui.tui.textual_compat import plain_box, set_scroll_y_quietly, set_virtual_size_quietly
-
-# Error lines for e/E: the usual words, Python's "...Error:"/"...Exception" names, a non-zero exit
-# code, a missing module and a crashed process.
-ERROR_PATTERN = re.compile(
-    r"\b(error|errors|exception|traceback|fatal|critical|failed|failure|panic|killed)\b|out of memory|nan loss"
-    r"|\w(error|exception)\b|exit code [1-9]|no module named|segmentation fault|core dumped",
-    re.IGNORECASE,
-)
 
 
 class LogView(ScrollView, can_focus=True):
@@ -197,7 +189,7 @@ class LogView(ScrollView, can_focus=True):
             current = self._scroll_entry() - 1 if forward else min(bottom, self._buffer.entry_count() - 1) + 1
         order = range(current + 1, count) if forward else range(current - 1, -1, -1)
         for k in order:
-            if ERROR_PATTERN.search(strip_ansi(self._buffer.entry_text(k))):
+            if looks_like_error(self._buffer.entry_text(k)):
                 self.marked = self._buffer.abs_index(k)
                 self.follow = False
                 self._clear_caches()

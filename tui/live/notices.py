@@ -1,0 +1,66 @@
+"""What the app tells the user when something happens on a machine: pure text, no widgets.
+
+The app turns each :class:`Notice` into a notification; keeping the words here makes them
+testable without a running app and keeps ``app.py`` about wiring.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from gcptui.remote.jobs.protocol import JobStatus
+from gcptui.remote.keepalive.events import RecoveryEvent
+
+Severity = Literal["information", "warning", "error"]
+
+# Keep-alive events that end a recovery, and the word the Keep-alive cell shows for each.
+OUTCOME_WORDS = {
+    "resumed": "resumed",
+    "nothing_to_resume": "idle",
+    "left_stopped": "left stopped",
+    "failed": "failed",
+    "gave_up": "gave up",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Notice:
+    message: str
+    title: str = ""
+    severity: Severity = "information"
+    timeout: float | None = None
+
+
+def recovery_notice(event: RecoveryEvent) -> Notice | None:
+    """A keep-alive step worth a notification (most steps only change the cell)."""
+    if event.kind in ("notice", "preempted"):
+        return Notice(f"{event.name}: preempted - recovering ({event.detail})", "Preemption", "warning")
+    if event.kind == "resumed":
+        return Notice(f"{event.name}: training resumed {event.detail}", "Recovered")
+    if event.kind in ("failed", "gave_up"):
+        return Notice(f"{event.name}: {event.detail}", "Keep-alive", "error", timeout=15)
+    if event.kind in ("nothing_to_resume", "left_stopped"):
+        return Notice(f"{event.name}: {event.detail}", "Keep-alive")
+    return None
+
+
+def job_ended_notice(name: str, status: JobStatus) -> Notice | None:
+    """A job's end; None for a kill the user asked for (its own notification already said so)."""
+    if status.state == "killed" and status.detail != "preempted":
+        return None
+    if status.state == "exited" and status.exit_code == 0:
+        return Notice(f"{name}: job finished", "Job ended")
+    how = f"exit code {status.exit_code}" if status.exit_code is not None else status.detail or status.state
+    return Notice(f"{name}: job {status.state} ({how})", "Job ended", "warning")
+
+
+def gpu_idle_notice(name: str, idle_util_percent: float, idle_minutes: float) -> Notice:
+    """The GPUs of a running VM sat idle past the threshold: it costs money for nothing."""
+    return Notice(
+        f"{name}: its GPUs have sat under {idle_util_percent:g}% for {idle_minutes:g} min while it runs"
+        " - it is burning money. Start a job (s) or stop the VM (X).",
+        "Idle GPUs",
+        "warning",
+        timeout=15,
+    )

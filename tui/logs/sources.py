@@ -1,0 +1,40 @@
+"""The panes a logs screen opens for some machines: the job's log and ``[logs] files`` of each.
+
+Each pane follows its VM by name (``Services.follow``): after a preemption or a restart it
+reconnects to the VM's new address without leaving the screen.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import AsyncIterator
+
+from gcptui.remote.cloud.fleet import FleetSnapshot
+from gcptui.remote.config import LogsConfig
+from gcptui.remote.jobs.protocol import log_path
+from gcptui.remote.services import FollowingGetter, Services
+from gcptui.remote.telemetry.log_stream import LogEvent, LogStream
+from gcptui.tui.logs.screen import PaneSource
+
+
+def log_events(get: FollowingGetter, path: str, history_lines: int) -> AsyncIterator[LogEvent]:
+    """A fresh stream of one remote file (the logs screen opens one per pane, again after a reset)."""
+    return LogStream(get, path, history_lines=history_lines, where=lambda: get.where).events()
+
+
+def pane_sources(
+    services: Services, snapshot: FleetSnapshot, names: list[str], logs: LogsConfig
+) -> tuple[list[PaneSource], list[str]]:
+    """The panes for ``names``, and the names that cannot be reached over SSH."""
+    sources: list[PaneSource] = []
+    unreachable: list[str] = []
+    for name in names:
+        instance = snapshot.find(name)
+        if instance is None or services.target_or_none(instance) is None:
+            unreachable.append(name)
+            continue
+        get = services.follow(instance)
+        for path in (log_path(), *logs.files):
+            label = name if path == log_path() else f"{name}:{path.rsplit('/', 1)[-1]}"
+            sources.append(PaneSource(label, functools.partial(log_events, get, path, logs.history_lines)))
+    return sources, unreachable
