@@ -29,6 +29,7 @@ from gcptui.remote.models import Instance
 from gcptui.remote.safe_text import one_line, sanitize
 from gcptui.remote.services import Services
 from gcptui.tui.fleet.screen import FleetScreen
+from gcptui.tui.hangup import Handler, quit_on_hangup
 from gcptui.tui.keys import (
     ACTIONS,
     Action,
@@ -75,6 +76,7 @@ class GcptuiApp(App[None]):
         self.refresh_seconds = refresh_seconds
         self.poll_fleet = poll_fleet
         self._dirty: set[str] = set()
+        self._hangup_before: Handler = None
         self.keepalive: KeepAlive | None = None
         self.services = Services(config)
         self.fleet = self.services.fleet
@@ -102,10 +104,9 @@ class GcptuiApp(App[None]):
     def on_mount(self) -> None:
         # A closed terminal (SIGHUP) or a plain kill (SIGTERM) quits like `q`: the demo's emulator,
         # its VMs' processes and its temp dir go, and SSH connections close.
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGHUP, signal.SIGTERM):
-            with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
-                loop.add_signal_handler(sig, self.exit)
+        with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):  # not the main thread
+            asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, self.exit)
+            self._hangup_before = quit_on_hangup(self.exit)  # see tui/hangup.py: the terminal is gone
         self.install_screen(
             FleetScreen(
                 self,
@@ -281,6 +282,9 @@ class GcptuiApp(App[None]):
             self.background_failed(f"worker {event.worker.name or event.worker.group}", event.worker.error)
 
     async def on_unmount(self) -> None:
+        if self._hangup_before is not None:
+            with contextlib.suppress(ValueError):
+                signal.signal(signal.SIGHUP, self._hangup_before)
         # Quitting must never hang on a machine that stopped answering: both closes are bounded.
         await self.monitors.close()
         await self.services.close()
