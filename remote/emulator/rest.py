@@ -174,6 +174,8 @@ class RestApi:
 
     async def list_instances(self, request: web.Request) -> web.Response:
         zone = request.match_info["zone"]
+        if zone in self.fleet.faults.unreachable:  # what the aggregated list calls UNREACHABLE
+            raise ApiError(503, "The service is currently unavailable.", "backendError")
         page, token = self._page(request, self._instances(request, zone))
         project = self.fleet.project
         body: dict[str, Any] = {
