@@ -10,7 +10,8 @@ METHODS = (
     "instances.list", "instances.aggregatedList", "instances.get", "instances.start", "instances.stop",
     "instances.reset", "instances.delete", "instances.insert", "instances.simulateMaintenanceEvent",
     "zoneOperations.get", "zoneOperations.wait", "zoneOperations.list", "globalOperations.aggregatedList",
-    "disks.get", "instances.getGuestAttributes",
+    "disks.get", "instances.getGuestAttributes", "projects.get", "projects.setCommonInstanceMetadata",
+    "globalOperations.get", "globalOperations.wait", "globalOperations.list", "zones.list", "zones.get",
 )  # fmt: skip
 
 

@@ -319,7 +319,9 @@ class RestApi:
         items: dict[str, dict[str, Any]] = {
             f"zones/{zone}": {"warning": _no_results(f"zones/{zone}")} for zone in self.fleet.zones
         }
-        items["global"] = {"warning": _no_results("global")}
+        keep = parse_filter(request.query.get("filter", ""))
+        global_ops = [op for op in self.project_api.global_operations.values() if keep(op)]
+        items["global"] = {"operations": global_ops} if global_ops else {"warning": _no_results("global")}
         for body in page:
             scoped = items.setdefault(f"zones/{body['zone'].rsplit('/', 1)[-1]}", {})
             scoped.pop("warning", None)

@@ -1,5 +1,6 @@
 """The project-wide parts of the Compute API that gcloud needs: ``projects.get`` (with the common
-instance metadata), ``zones.list``/``zones.get``, and the batch endpoint (``POST /batch/compute/v1``,
+instance metadata) and ``projects.setCommonInstanceMetadata`` (a global operation, with
+``globalOperations.get``/``wait``/``list``), ``zones.list``/``zones.get``, and the batch endpoint (``POST /batch/compute/v1``,
 multipart/mixed) that gcloud uses for a command naming several instances.
 
 A batch is answered by replaying each inner request against this same server over loopback, with the
@@ -13,6 +14,7 @@ import email.parser
 import email.policy
 import json
 import secrets
+import time
 from typing import Any
 
 import aiohttp
@@ -33,6 +35,7 @@ class ProjectApi:
         self.id = new_id()
         self.created = timestamp()
         self.metadata_fingerprint = new_fingerprint()
+        self.global_operations: dict[str, dict[str, Any]] = {}  # name -> the DONE operation
 
     def project_json(self) -> dict[str, Any]:
         project = self.fleet.project
@@ -52,6 +55,66 @@ class ProjectApi:
             "xpnProjectStatus": "UNSPECIFIED_XPN_PROJECT_STATUS",
             "defaultNetworkTier": "PREMIUM",
         }
+
+    async def set_common_instance_metadata(self, request: web.Request) -> web.Response:
+        """Replace the project's metadata; like GCE, only with the current fingerprint (412 otherwise)."""
+        try:
+            body = await request.json()
+        except ValueError:
+            raise ApiError(400, "Invalid JSON payload received.", "parseError") from None
+        fingerprint = body.get("fingerprint")
+        if fingerprint is None:
+            raise ApiError(400, "Required field 'fingerprint' not specified", "required")
+        if fingerprint != self.metadata_fingerprint:
+            raise ApiError(
+                412, "Supplied fingerprint does not match current metadata fingerprint.", "conditionNotMet"
+            )
+        items = body.get("items") or []
+        if any(not isinstance(item, dict) or "key" not in item for item in items):
+            raise ApiError(
+                400, "Invalid value for field 'resource.items': every item needs a key.", "invalid"
+            )
+        self.fleet.project_metadata.clear()
+        self.fleet.project_metadata.update({item["key"]: str(item.get("value", "")) for item in items})
+        self.metadata_fingerprint = new_fingerprint()
+        done = self._global_operation("compute.projects.setCommonInstanceMetadata")
+        # The call answers while the operation runs; a get or wait a moment later finds it DONE.
+        return web.json_response({**done, "status": "RUNNING", "progress": 0})
+
+    def _global_operation(self, kind: str) -> dict[str, Any]:
+        project = self.fleet.project
+        name = f"operation-{int(time.time() * 1000)}-{secrets.token_hex(6)}-{secrets.token_hex(4)}"
+        now = timestamp()
+        body = {
+            "kind": "compute#operation", "id": str(new_id()), "name": name, "operationType": kind,
+            "targetLink": f"{API_ROOT}/projects/{project}", "targetId": str(self.id), "status": "DONE",
+            "user": "user@emulator.local", "progress": 100, "insertTime": now, "startTime": now,
+            "endTime": now, "selfLink": f"{API_ROOT}/projects/{project}/global/operations/{name}",
+        }  # fmt: skip
+        self.global_operations[name] = body
+        return body
+
+    async def get_global_operation(self, request: web.Request) -> web.Response:
+        name = request.match_info["operation"]
+        body = self.global_operations.get(name)
+        if body is None:
+            project = self.fleet.project
+            raise ApiError(
+                404, f"The resource 'projects/{project}/global/operations/{name}' was not found", "notFound"
+            )
+        return web.json_response(body)
+
+    async def list_global_operations(self, request: web.Request) -> web.Response:
+        project = self.fleet.project
+        out: dict[str, Any] = {
+            "kind": "compute#operationList",
+            "id": f"projects/{project}/global/operations",
+            "items": list(self.global_operations.values()),
+            "selfLink": f"{API_ROOT}/projects/{project}/global/operations",
+        }
+        if not out["items"]:
+            del out["items"]
+        return web.json_response(out)
 
     def zone_json(self, zone: str) -> dict[str, Any]:
         project = self.fleet.project
@@ -148,6 +211,18 @@ class ProjectApi:
 def add_routes(app: web.Application, api: ProjectApi, wrap: Any, root: str) -> None:
     """Register the routes; ``wrap(method_name, handler)`` adds the checks every method gets."""
     app.router.add_get(root, wrap("projects.get", api.get_project))
+    app.router.add_post(
+        root + "/setCommonInstanceMetadata",
+        wrap("projects.setCommonInstanceMetadata", api.set_common_instance_metadata),
+    )
+    app.router.add_get(root + "/global/operations", wrap("globalOperations.list", api.list_global_operations))
+    app.router.add_get(
+        root + "/global/operations/{operation}", wrap("globalOperations.get", api.get_global_operation)
+    )
+    # Operations end at once here, so a wait is a get.
+    app.router.add_post(
+        root + "/global/operations/{operation}/wait", wrap("globalOperations.wait", api.get_global_operation)
+    )
     app.router.add_get(root + "/zones", wrap("zones.list", api.list_zones))
     app.router.add_get(root + "/zones/{zone}", wrap("zones.get", api.get_zone))
     app.router.add_post("/batch/compute/v1", api.batch)

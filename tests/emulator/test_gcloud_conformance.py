@@ -82,3 +82,12 @@ def test_gcloud_commands_a_user_runs_all_work(tmp_path: Path) -> None:
         gcloud("compute", "instances", "simulate-maintenance-event", "vm-b", "--zone", ZONE)
         kinds = gcloud("compute", "operations", "list", "--format=value(operationType)").split()
         assert "simulateMaintenanceEvent" in kinds
+
+        # Project metadata (how OS Login is turned on) goes through a global operation gcloud waits on.
+        gcloud("compute", "project-info", "add-metadata", "--metadata=enable-oslogin=TRUE")
+        assert emu.emulator.fleet.project_metadata["enable-oslogin"] == "TRUE"
+        (operation,) = gcloud("compute", "operations", "list", "--global", "--format=value(name)").split()
+        described = gcloud(
+            "compute", "operations", "describe", operation, "--global", "--format=value(operationType,status)"
+        )
+        assert described.split() == ["compute.projects.setCommonInstanceMetadata", "DONE"]
