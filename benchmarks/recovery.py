@@ -32,6 +32,7 @@ import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -83,8 +84,10 @@ def secs(a: datetime | None, b: datetime | None) -> float | None:
 
 
 async def one_round(emu: Emulator, keepalive: KeepAlive, number: int, boot: float,
-                    name: str = "spot-a") -> dict[str, object]:  # fmt: skip
-    """Preempt the VM mid-run and wait for its job to resume; the timeline's figures."""
+                    name: str = "spot-a", trigger: Callable[[], Awaitable[None]] | None = None,
+                    ) -> dict[str, object]:  # fmt: skip
+    """Preempt the VM mid-run (or ``trigger`` host maintenance) and wait for its job to resume;
+    the timeline's figures."""
     before = last_step(emu, name)
     await until(lambda: last_step(emu, name) >= before + 50, 120, "training progress")
     await asyncio.sleep(0.5)  # let a watcher settle on the current address
@@ -98,18 +101,23 @@ async def one_round(emu: Emulator, keepalive: KeepAlive, number: int, boot: floa
 
     step_at_preempt = last_step(emu, name)  # the disk a DELETE-action VM loses is read here, before it goes
     preempted_at = datetime.now(UTC)
-    stopper = asyncio.create_task(stamp_off())
-    emu.preempt(name)
+    # Host maintenance: GCE restarts the VM itself, so its brief TERMINATED is not waited for.
+    stopper = asyncio.create_task(stamp_off()) if trigger is None else None
+    if trigger is None:
+        emu.preempt(name)
+    else:
+        await trigger()
     await until(lambda: len(keepalive.history.get(name, [])) >= number
                 and keepalive.history[name][number - 1].outcome != "recovering", 180, "recovery")  # fmt: skip
-    await stopper
+    if stopper is not None:
+        await stopper
     t = keepalive.history[name][number - 1]
     if not (t.detected_at and t.started_at and t.resumed_at):
         raise RuntimeError(f"recovery incomplete: {t.to_json()}")
     return {
         "detected_by": t.detected_by,
         "from_preempt_s": secs(preempted_at, t.detected_at),
-        "from_off_s": secs(off["at"], t.detected_at),
+        "from_off_s": secs(off.get("at"), t.detected_at),
         "overhead_s": round((secs(t.detected_at, t.started_at) or 0) - boot, 3),
         "to_resumed_s": secs(t.detected_at, t.resumed_at),
         "steps_lost": t.steps_lost,
@@ -167,6 +175,7 @@ async def bench(args: argparse.Namespace, root: Path) -> dict[str, object]:
                 await keepalive.close()
 
         delete_rounds = await delete_action_rounds(emu, services, args) if args.delete_rounds else []
+        maintenance = await maintenance_rounds(emu, services, args) if args.maintenance_rounds else []
 
         def pick(key: str, by: str) -> float | None:
             return median([r[key] for r in rounds if r["detected_by"] == by])  # type: ignore[misc]
@@ -198,6 +207,15 @@ async def bench(args: argparse.Namespace, root: Path) -> dict[str, object]:
                 default=None,
             ),
             "delete_per_round": delete_rounds,
+            # On-demand GPU VM: the metadata server's maintenance-event notice SIGTERMs the job (it
+            # checkpoints), GCE terminates and restarts the VM, keep-alive relaunches the resume.
+            "maintenance_rounds": len(maintenance),
+            "maintenance_to_resumed_s": median([r["to_resumed_s"] for r in maintenance]),  # type: ignore[misc]
+            "maintenance_steps_lost": max(
+                (r["steps_lost"] for r in maintenance if r["steps_lost"] is not None), default=None
+            ),  # type: ignore[type-var]
+            "maintenance_detected_by": sorted({str(r["detected_by"]) for r in maintenance}),
+            "maintenance_per_round": maintenance,
         }
     finally:
         if services is not None:
@@ -233,6 +251,40 @@ async def delete_action_rounds(
     return rows
 
 
+async def maintenance_rounds(
+    emu: Emulator, services: Services, args: argparse.Namespace
+) -> list[dict[str, object]]:
+    """Rounds on an on-demand GPU VM named to keep-alive: host maintenance (simulateMaintenanceEvent)."""
+    emu.add_instance("gpu-m", spot=False, gpus=[("nvidia-l4", 1)])
+    await wait_until_running(emu, ["gpu-m"])
+    [instance] = await services.resolve(["gpu-m"])
+    session = services.sync_session(instance)
+    await session.full_sync()
+    await session.close()
+    await services.jobs.start(services.target(instance))
+    keepalive = build_keepalive(services, names=["gpu-m"], backoff_base=0.2)
+    watchers = NoticeWatchers(services, keepalive)
+    keepalive.on_poll(watchers.track)
+    runner = asyncio.create_task(keepalive.run())
+    gce = services.fleet.gce()
+
+    async def maintenance() -> None:
+        zone = emu.instance("gpu-m").zone
+        await asyncio.to_thread(gce.simulate_maintenance_event, "gpu-m", zone)
+
+    rows: list[dict[str, object]] = []
+    try:
+        for number in range(1, args.maintenance_rounds + 1):
+            row = await one_round(emu, keepalive, number, args.boot, name="gpu-m", trigger=maintenance)
+            rows.append({"mode": "maintenance", **row})
+            log(f"maintenance round {number}: {row}")
+    finally:
+        runner.cancel()
+        await watchers.close()
+        await keepalive.close()
+    return rows
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=3)
@@ -243,6 +295,8 @@ def main() -> None:
     )
     parser.add_argument("--delete-rounds", type=int, default=1,
                         help="rounds on a DELETE-action Spot VM (recreated on a fresh disk; default 1)")  # fmt: skip
+    parser.add_argument("--maintenance-rounds", type=int, default=1,
+                        help="rounds of host maintenance on an on-demand GPU VM (default 1)")  # fmt: skip
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="gcptui-recovery-") as tmp:
         result = asyncio.run(bench(args, Path(tmp)))
