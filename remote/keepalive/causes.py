@@ -18,8 +18,12 @@ from gcptui.remote.models import Instance
 
 if TYPE_CHECKING:
     from gcptui.remote.cloud.gce import GceClient, Preemption
+    from gcptui.remote.keepalive.job_ledger import JobLedger
 
 UNKNOWN_CAUSE = "GCE: stopped, cause unknown (no operation says why; a preemption's record may have expired)"
+UNWATCHED_CAUSE = (
+    "stopped while unwatched, its job running: cause unknown (a preemption's record may have expired)"
+)
 
 
 def since_last_start(
@@ -53,6 +57,7 @@ class Causes:
         self.gce = gce
         self._seen_running: set[str] = set()
         self._starts: dict[str, str | None] = {}  # lastStartTimestamp of watched on-demand VMs, as last seen
+        self._reported: set[tuple[str, str | None]] = set()  # (name, last start) found stopped unwatched
 
     def saw_running(self, name: str) -> None:
         self._seen_running.add(name)
@@ -83,6 +88,20 @@ class Causes:
         since = replace(instance, last_start=before)  # operations after the start keep-alive saw
         found = since_last_start(await asyncio.to_thread(self.gce.maintenance_operations), [since])
         return (name in found), found.get(name)
+
+    async def stopped_unwatched(self, candidates: list[Instance], ledger: JobLedger) -> list[Instance]:
+        """Stopped VMs this process never saw running whose job the ledger saw running in their last
+        run, with no user's stop or delete listed: "stopped while unwatched", reported once per run."""
+        ran = [
+            i for i in candidates
+            if i.name not in self._seen_running and (i.name, i.last_start) not in self._reported
+            and ledger.ran_since_start(i.name, i.instance_id or "", i.last_start)
+        ]  # fmt: skip
+        if not ran:
+            return []
+        by_user = since_last_start(await asyncio.to_thread(self.gce.user_stop_operations), ran)
+        self._reported.update((i.name, i.last_start) for i in ran)
+        return [i for i in ran if i.name not in by_user]
 
     async def unexplained(self, candidates: list[Instance]) -> list[Instance]:
         """Spot VMs seen running that stopped with no operation saying why, and no user's stop."""

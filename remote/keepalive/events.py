@@ -32,6 +32,7 @@ EventKind = Literal[
     "left_stopped",  # nothing to resume and [keepalive].restart_idle is off: the VM stays stopped
     "failed",  # this recovery failed; the next poll may try again
     "gave_up",  # max_restarts reached: nothing more happens until relaunch_now() or enable()
+    "unwatched",  # found stopped at start-up, its job running when last seen: waits for relaunch_now()
 ]
 StepKind = Literal["connected", "synced", "started"]
 DetectedBy = Literal["notice", "lost", "poll", "manual"]  # "lost": a poll a dropped connection asked for
@@ -77,7 +78,9 @@ class Timeline:
     resumed_step: int | None = None
     last_step: int | None = None
     restarts: int = 0  # start/insert calls made (stock-outs included)
-    outcome: Literal["recovering", "resumed", "idle", "left_stopped", "failed", "gave_up"] = "recovering"
+    outcome: Literal["recovering", "resumed", "idle", "left_stopped", "failed", "gave_up", "unwatched"] = (
+        "recovering"
+    )
 
     def add(self, event: RecoveryEvent) -> None:
         self.events.append(event)
@@ -99,7 +102,7 @@ class Timeline:
             self.outcome = "resumed"
         elif kind == "nothing_to_resume":
             self.outcome = "idle"
-        elif kind in ("failed", "gave_up", "left_stopped"):
+        elif kind in ("failed", "gave_up", "left_stopped", "unwatched"):
             self.outcome = kind
 
     @property
@@ -141,6 +144,7 @@ OUTCOME_TEXT = {
     "idle": "restarted, nothing to resume",
     "left_stopped": "left stopped",
     "gave_up": "gave up",
+    "unwatched": "stopped while unwatched",
 }
 
 

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from gcptui.remote.aio import within
 from gcptui.remote.errors import GcptuiError
-from gcptui.remote.keepalive.causes import UNKNOWN_CAUSE, Causes
+from gcptui.remote.keepalive.causes import UNKNOWN_CAUSE, UNWATCHED_CAUSE, Causes
 from gcptui.remote.keepalive.events import (
     DetectedBy,
     EventKind,
@@ -47,6 +47,7 @@ from gcptui.remote.models import Instance
 if TYPE_CHECKING:
     from gcptui.remote.cloud.gce import GceClient
     from gcptui.remote.jobs.protocol import JobStatus
+    from gcptui.remote.keepalive.job_ledger import JobLedger
 
 log = logging.getLogger(__name__)
 
@@ -81,11 +82,15 @@ class KeepAlive:
         relaunch_timeout: float = 600.0,
         restart_idle: bool = False,
         job_status: Callable[[Instance], Awaitable[JobStatus]] | None = None,
+        ledger: JobLedger | None = None,
+        recover_unwatched: bool = False,
     ) -> None:
         self.gce = gce
         self.restart_idle = restart_idle  # restart a VM whose job has nothing to resume
         self.job_status = job_status  # reads the job's record on a restarted VM's disk
         self.relaunch = relaunch
+        self.ledger = ledger  # job states seen, kept across runs: finds VMs stopped while unwatched
+        self.recover_unwatched = recover_unwatched  # recover those by itself instead of asking
         self.poll_seconds = poll_seconds
         self.fast_poll_seconds = min(fast_poll_seconds, poll_seconds)
         self.suspect_seconds = suspect_seconds
@@ -168,6 +173,9 @@ class KeepAlive:
     def note_job(self, name: str, status: JobStatus) -> None:
         """The job's state as last seen on the VM: a preemption resumes only a job that had not ended."""
         self._jobs[name] = status
+        known = self._known.get(name)
+        if self.ledger is not None and known is not None and known.instance_id:
+            self.ledger.record(name, known.instance_id, status.state)
 
     def instances(self) -> list[Instance]:
         """The fleet as of the last poll, with recovered VMs' fresh records."""
@@ -263,6 +271,15 @@ class KeepAlive:
             unexplained = [i for i in candidates if i.name not in preempted]
             for instance in await self._causes.unexplained(unexplained) if unexplained else []:
                 self._begin(instance, "preempted", UNKNOWN_CAUSE, None, recreate=instance.status == "GONE")
+            unexplained = [i for i in unexplained if i.name not in self._recovering]
+            if self.ledger is not None and unexplained:
+                for instance in await self._causes.stopped_unwatched(unexplained, self.ledger):
+                    if self.recover_unwatched:
+                        self._begin(
+                            instance, "preempted", UNWATCHED_CAUSE, None, recreate=instance.status == "GONE"
+                        )
+                    else:  # the user decides: relaunch_now() (the TUI's key, keepalive --recover-unwatched)
+                        self._event(instance.name, "unwatched", f"{UNWATCHED_CAUSE}: relaunch it to resume")
         instances = [i for _, i in current.values()]
         for listener in list(self._poll_listeners):
             listener(instances)

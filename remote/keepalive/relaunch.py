@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 
 from gcptui.remote.errors import GcptuiError
 from gcptui.remote.jobs.protocol import JobStatus, metrics_path
+from gcptui.remote.keepalive.job_ledger import JobLedger
 from gcptui.remote.keepalive.recovery import KeepAlive, RecoveryEvent, ResumePoint, StepReporter
 from gcptui.remote.models import Instance
 from gcptui.remote.telemetry.progress import json_records
@@ -161,10 +162,13 @@ def build_keepalive(
     *,
     names: Iterable[str] | None = None,
     on_event: Callable[[RecoveryEvent], None] | None = None,
+    recover_unwatched: bool = False,
     **options: float,
 ) -> KeepAlive:
     """A ``KeepAlive`` over the services' Compute client and a ``JobLauncher``, with ``[keepalive]``'s
-    ``poll_seconds``, ``max_restarts`` and ``restart_idle`` (``options`` override any ``KeepAlive`` setting)."""
+    ``poll_seconds``, ``max_restarts`` and ``restart_idle`` (``options`` override any ``KeepAlive`` setting).
+    Job states seen go to the ``JobLedger``, which finds VMs stopped while unwatched at start-up;
+    ``recover_unwatched`` recovers those instead of only saying so."""
     settings = services.config.keepalive
     if services.config.gcp is None:
         raise GcptuiError("keep-alive needs [gcp] in gcptui.toml: static [[hosts]] cannot be restarted")
@@ -172,4 +176,5 @@ def build_keepalive(
     kwargs: dict[str, float] = {"poll_seconds": settings.poll_seconds, "max_restarts": settings.max_restarts}
     kwargs.update(options)
     return KeepAlive(services.fleet.gce(), relaunch=launcher, on_event=on_event, names=names,
-                     restart_idle=settings.restart_idle, job_status=launcher.job_status, **kwargs)  # type: ignore[arg-type]  # fmt: skip
+                     restart_idle=settings.restart_idle, job_status=launcher.job_status, ledger=JobLedger(),
+                     recover_unwatched=recover_unwatched, **kwargs)  # type: ignore[arg-type]  # fmt: skip

@@ -6,8 +6,10 @@ from __future__ import annotations
 import asyncio
 
 from gcptui.remote.keepalive.causes import UNKNOWN_CAUSE
+from gcptui.remote.keepalive.job_ledger import JobLedger
 from gcptui.remote.keepalive.recovery import RecoveryEvent
 from gcptui.remote.keepalive.relaunch import build_keepalive
+from gcptui.remote.keepalive.watch import NoticeWatchers
 from tests.helpers.emulator import eventually
 from tests.keepalive.conftest import SLEEPER
 
@@ -34,6 +36,7 @@ async def test_spot_vm_preempted_after_its_operation_expired_is_recovered(fleet_
     timeline = keepalive.timelines["spot-x"]
     assert timeline.outcome == "resumed", [e.line() for e in events]
     assert any(e.detail == UNKNOWN_CAUSE for e in timeline.events)
+    assert not any(e.kind == "unwatched" for e in events), "seen running here: recovered, not merely reported"
 
 
 async def test_spot_vm_stopped_by_its_user_is_left_alone(fleet_factory) -> None:
@@ -53,3 +56,44 @@ async def test_spot_vm_stopped_by_its_user_is_left_alone(fleet_factory) -> None:
         await keepalive.close()
     assert "spot-u" not in keepalive.timelines, [e.line() for e in events]
     assert fleet.emu.instance("spot-u").status == "TERMINATED"
+
+
+async def test_vm_stopped_while_unwatched_is_reported_at_start_up_and_recovered_on_request(
+    fleet_factory,
+) -> None:
+    """The laptop slept through a preemption whose operation then expired: the next start-up says so
+    (from the job state remembered on the laptop) and recovers only when asked."""
+    fleet = await fleet_factory(["spot-w"], command=JOB)
+    await fleet.start_job("spot-w")
+    fleet.emu.fleet.operation_ttl = 0.0  # every completed operation is gone at once
+    first = build_keepalive(fleet.services, poll_seconds=0.3)
+    watchers = NoticeWatchers(fleet.services, first)
+    first.on_poll(watchers.track)
+    runner = asyncio.create_task(first.run())
+    try:  # its watcher sees the job running: remembered in the ledger
+        vm_id = str(fleet.emu.instance("spot-w").id)
+        await eventually(lambda: JobLedger().ran_since_start("spot-w", vm_id, None))
+    finally:
+        runner.cancel()
+        await watchers.close()
+        await first.close()
+    fleet.emu.preempt("spot-w")  # nobody watching
+    await fleet.emu.wait_for_status("spot-w", "TERMINATED")
+
+    events: list[RecoveryEvent] = []
+    second = build_keepalive(fleet.services, on_event=events.append, poll_seconds=0.2, backoff_base=0.2)
+    runner = asyncio.create_task(second.run())
+    try:
+        await eventually(lambda: any(e.kind == "unwatched" for e in events))
+        polls = second.polls
+        await eventually(lambda: second.polls >= polls + 3)
+        assert [e.kind for e in events] == ["unwatched"], "reported once, nothing started"
+        assert fleet.emu.instance("spot-w").status == "TERMINATED"
+        assert second.timelines["spot-w"].outcome_text == "stopped while unwatched"
+
+        assert second.relaunch_now("spot-w")  # the TUI's L
+        await eventually(lambda: second.timelines["spot-w"].outcome != "recovering", timeout=60)
+    finally:
+        runner.cancel()
+        await second.close()
+    assert second.timelines["spot-w"].outcome == "resumed", [e.line() for e in events]

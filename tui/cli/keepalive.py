@@ -50,6 +50,7 @@ async def keep_alive(
     names: list[str] | None,
     write: Callable[[str], None],
     stop: asyncio.Event,
+    recover_unwatched: bool = False,
     **options: float,
 ) -> int:
     """Watch and recover until ``stop`` is set; ``write`` gets one line per event. Returns 0."""
@@ -66,7 +67,9 @@ async def keep_alive(
         if event.kind in ("resumed", "gave_up") and keepalive is not None:
             write(summary(keepalive.timelines[event.name]))
 
-    keepalive = build_keepalive(services, names=names or None, on_event=on_event, **options)
+    keepalive = build_keepalive(
+        services, names=names or None, on_event=on_event, recover_unwatched=recover_unwatched, **options
+    )
     watchers = NoticeWatchers(services, keepalive)
     keepalive.on_poll(watchers.track)
     settings = services.config.keepalive
@@ -107,7 +110,9 @@ def run_keepalive(args: argparse.Namespace) -> int:
             with contextlib.suppress(NotImplementedError, RuntimeError):
                 loop.add_signal_handler(sig, stop.set)
         try:
-            return await keep_alive(services, list(args.names or []), write, stop)
+            names = list(args.names or [])
+            recover = bool(getattr(args, "recover_unwatched", False))
+            return await keep_alive(services, names, write, stop, recover_unwatched=recover)
         finally:
             await services.close()
 

@@ -137,6 +137,11 @@ def build_parser() -> argparse.ArgumentParser:
     keepalive.add_argument(
         "names", nargs="*", metavar="NAME", help="Spot VMs to watch (default: every Spot VM)"
     )
+    keepalive.add_argument(
+        "--recover-unwatched",
+        action="store_true",
+        help="also recover VMs found stopped at start-up whose job was running when last seen",
+    )
     keepalive.set_defaults(handler=_lazy("gcptui.tui.cli.keepalive", "run_keepalive"))
 
     sweep = sub.add_parser("sweep", parents=[common], help="hyperparameter sweeps across VMs")

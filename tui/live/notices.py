@@ -21,6 +21,7 @@ OUTCOME_WORDS = {
     "left_stopped": "left stopped",
     "failed": "failed",
     "gave_up": "gave up",
+    "unwatched": "stopped unwatched",
 }
 
 
@@ -40,6 +41,8 @@ def recovery_notice(event: RecoveryEvent) -> Notice | None:
         return Notice(f"{event.name}: training resumed {event.detail}", "Recovered")
     if event.kind in ("failed", "gave_up"):
         return Notice(f"{event.name}: {event.detail}", "Keep-alive", "error", timeout=15)
+    if event.kind == "unwatched":
+        return Notice(f"{event.name}: {event.detail} (key L)", "Keep-alive", "warning", timeout=30)
     if event.kind in ("nothing_to_resume", "left_stopped"):
         return Notice(f"{event.name}: {event.detail}", "Keep-alive")
     return None
