@@ -50,6 +50,8 @@ class Instance:
     last_stop: str | None = None
     preempted: bool = False
     source: Source = "gce"
+    # The instance's own enable-oslogin metadata (None: not set, the project's decides).
+    oslogin: bool | None = None
 
     @property
     def key(self) -> str:

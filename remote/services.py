@@ -12,10 +12,10 @@ from typing import TYPE_CHECKING
 
 from gcptui.remote.cloud.fleet import FleetSnapshot, FleetSource
 from gcptui.remote.config import Config
-from gcptui.remote.errors import ConfigError, GcptuiError, NotFoundError
+from gcptui.remote.errors import CloudError, ConfigError, GcptuiError, NotFoundError
 from gcptui.remote.jobs.runner import JobRunner
 from gcptui.remote.models import ConnectionGetter, Instance
-from gcptui.remote.ssh.errors import SshError, SshUnreachableError
+from gcptui.remote.ssh.errors import SshConfigError, SshError, SshUnreachableError
 from gcptui.remote.ssh.pool import SshPool
 from gcptui.remote.ssh.target import SshTarget, target_for
 from gcptui.remote.sync import SyncSession
@@ -89,7 +89,12 @@ class Services:
             return []  # the explicit `gcptui ssh accept` stays the way in
 
     def target(self, instance: Instance) -> SshTarget:
-        return target_for(self.config, instance)
+        """How to reach ``instance`` over SSH (as its OS Login user where OS Login is on)."""
+        try:
+            user = self.fleet.login_user(instance)
+        except CloudError as err:
+            raise SshConfigError(instance.name, str(err)) from None
+        return target_for(self.config, instance, user)
 
     def target_or_none(self, instance: Instance) -> SshTarget | None:
         """The SSH target, or None when the machine cannot be reached (no address, bad settings)."""

@@ -12,11 +12,12 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
 from gcptui.remote.config import Config, GcpConfig
-from gcptui.remote.errors import ConfigError
+from gcptui.remote.errors import CloudError, ConfigError
 from gcptui.remote.models import Instance
 
 if TYPE_CHECKING:
     from gcptui.remote.cloud.gce import GceClient
+    from gcptui.remote.cloud.oslogin import OsLogin
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,6 +56,7 @@ class FleetSource:
         self.config = config
         self._gce: GceClient | None = None
         self._project: str | None = None
+        self.oslogin: OsLogin | None = None  # built with the Compute client
 
     @property
     def gcp(self) -> GcpConfig | None:
@@ -117,6 +119,10 @@ class FleetSource:
                 api_endpoint=self.gcp.api_endpoint,
                 access_token=read_token(token) if token else None,
             )
+            from gcptui.remote.cloud.oslogin import OsLogin
+
+            key = self.config.resolve_local(self.config.ssh.key) if self.config.ssh.key else None
+            self.oslogin = OsLogin(self._gce, key)
         return self._gce
 
     def snapshot(self) -> FleetSnapshot:
@@ -125,10 +131,36 @@ class FleetSource:
         errors: tuple[str, ...] = ()
         if self.gcp is not None:
             instances.extend(self.gce().list_instances())
-            errors = unreachable_notes(self.gce().unreachable)
+            errors = unreachable_notes(self.gce().unreachable) + self._login_notes(instances)
         instances.extend(host_instances(self.config))
         instances.sort(key=lambda i: (i.source != "gce", i.zone, i.name))
         return FleetSnapshot(tuple(instances), datetime.now(UTC), self.describe(), errors)
+
+    def _login_notes(self, instances: list[Instance]) -> tuple[str, ...]:
+        """Resolve the OS Login user when a VM needs it (cached after the first success)."""
+        login = self.oslogin
+        if login is None or login.user is not None:
+            return ()
+        try:
+            if not any(login.applies(i) for i in instances if i.status == "RUNNING"):
+                return ()
+            login.resolve()
+        except CloudError as err:
+            return (f"OS Login: {err}",)
+        return ()
+
+    def login_user(self, instance: Instance) -> str | None:
+        """The SSH user OS Login dictates for ``instance`` (None: [ssh].user applies).
+
+        Raises ``CloudError`` when OS Login is on for it and its user could not be resolved."""
+        login = self.oslogin
+        if login is None or not login.applies_cached(instance):
+            return None
+        if login.user is None:
+            raise CloudError(
+                f"{instance.name} uses OS Login: {login.problem or 'its user is not resolved yet'}"
+            )
+        return login.user
 
     def resolve(self, names: list[str], snapshot: FleetSnapshot | None = None) -> list[Instance]:
         """Instances by name, in the order given; an unknown name is one clear error."""

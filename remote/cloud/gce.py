@@ -106,7 +106,9 @@ class GceClient:
             credentials = Credentials(token=access_token)  # sent as is, never refreshed
         if credentials is None:
             credentials = self._credentials(api_endpoint)
+        self.credentials = credentials  # OS Login's client uses the same ones
         options = {"api_endpoint": api_endpoint} if api_endpoint else None
+        self._options = options
         self._instances = compute_v1.InstancesClient(credentials=credentials, client_options=options)
         self._zone_ops = compute_v1.ZoneOperationsClient(credentials=credentials, client_options=options)
         self._global_ops = compute_v1.GlobalOperationsClient(credentials=credentials, client_options=options)
@@ -141,6 +143,10 @@ class GceClient:
         except Exception as err:
             raise (credentials_error(err) or err) from None
         return credentials
+
+    def api_errors(self, action: str) -> Any:
+        """A context that turns Google errors into one ``CloudError`` line (for sibling APIs too)."""
+        return self._errors(action)
 
     @contextmanager
     def _errors(
@@ -231,6 +237,15 @@ class GceClient:
                     preemptions[event.instance_id] = event.time
         instances = [instance_from_resource(raw, preempted=was_preempted(raw, preemptions)) for raw in raws]
         return sorted(instances, key=lambda i: (i.zone, i.name))
+
+    def project_metadata(self) -> dict[str, str]:
+        """The project's common instance metadata (``projects.get``)."""
+        from google.cloud import compute_v1
+
+        with self._errors("read the project's metadata"):
+            client = compute_v1.ProjectsClient(credentials=self.credentials, client_options=self._options)
+            project = client.get(project=self.project, retry=self._retry, timeout=self.timeout)
+        return {item.key: item.value for item in project.common_instance_metadata.items}
 
     def get_raw(self, name: str, zone: str) -> Any | None:
         """The ``compute_v1.Instance`` message, or None when it does not exist (deleted meanwhile)."""

@@ -81,3 +81,9 @@ def resolve_default_zone(env: Mapping[str, str] | None = None) -> str | None:
     if env.get("CLOUDSDK_COMPUTE_ZONE", "").strip():
         return env["CLOUDSDK_COMPUTE_ZONE"].strip()
     return _property(env, "compute", "zone")
+
+
+def resolve_account(env: Mapping[str, str] | None = None) -> str | None:
+    """The Google account gcloud acts as (``CLOUDSDK_CORE_ACCOUNT``, then its ``[core] account``)."""
+    env = os.environ if env is None else env
+    return (env.get("CLOUDSDK_CORE_ACCOUNT") or "").strip() or _property(env, "core", "account")

@@ -64,7 +64,15 @@ def instance_from_resource(raw: Any, *, preempted: bool = False) -> Instance:
         last_stop=raw.last_stop_timestamp or None,
         preempted=preempted,
         source="gce",
+        oslogin=metadata_flag({item.key: item.value for item in raw.metadata.items}, "enable-oslogin"),
     )
+
+
+def metadata_flag(items: dict[str, str], key: str) -> bool | None:
+    """A boolean metadata key as GCE's guest environment reads it: ``true`` (any case) is on,
+    another value off, absent None."""
+    value = items.get(key)
+    return None if value is None else value.strip().lower() == "true"
 
 
 def was_preempted(raw: Any, preemptions: dict[str, datetime]) -> bool:

@@ -25,6 +25,7 @@ from aiohttp import web
 from gcptui.remote.emulator import faults as fault_kinds
 from gcptui.remote.emulator.faults import Fault, Faults
 from gcptui.remote.emulator.fleet import OPERATION_TTL, Fleet, Timing
+from gcptui.remote.emulator.oslogin import OsLoginProfiles
 from gcptui.remote.emulator.rest import RestApi
 from gcptui.remote.emulator.state import Accelerator, Vm, valid_name
 from gcptui.remote.emulator.vm_host import AddressOnlyHost, SshVmHost
@@ -123,6 +124,12 @@ class Emulator:
 
     # -- lifecycle -------------------------------------------------------------------------------------
 
+    def _oslogin_on(self, vm: Vm) -> bool:
+        """``enable-oslogin`` of the VM's own metadata, else of the project's (read at each login)."""
+        project = self.fleet.project_metadata if self.fleet is not None else {}
+        value = vm.metadata.get("enable-oslogin", project.get("enable-oslogin"))
+        return value is not None and value.strip().lower() == "true"
+
     async def start(self) -> None:
         """Serve the REST API on 127.0.0.1 (and pick the VMs' shared SSH port)."""
         self.root.mkdir(parents=True, exist_ok=True)
@@ -144,6 +151,11 @@ class Emulator:
         )
         self.fleet.project_metadata.update(self._project_metadata)
         self.api = RestApi(self.fleet, page_size=self._page_size, token=self.token)
+        self.oslogin = OsLoginProfiles(self.project)
+        self.oslogin.add_routes(self.api.app)
+        if isinstance(self._host, SshVmHost):
+            self._host.oslogin_on = self._oslogin_on
+            self._host.oslogin_allows = self.oslogin.allows
         self._runner = web.AppRunner(self.api.app, access_log=None, shutdown_timeout=0.5)
         await self._runner.setup()
         await web.TCPSite(self._runner, "127.0.0.1", self._api_port).start()

@@ -9,6 +9,7 @@ from __future__ import annotations
 import errno
 import os
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -94,7 +95,10 @@ class SshVmHost:
         self.one_address = one_address
         self.known_hosts = known_hosts
         self.addresses = AddressPool()
-        self._authorized = asyncssh.import_authorized_keys(client_public_key)
+        self._client_key = asyncssh.import_public_key(client_public_key)
+        # Set by the emulator: whether OS Login decides who logs in to a VM, and who may.
+        self.oslogin_on: Callable[[Vm], bool] = lambda vm: False
+        self.oslogin_allows: Callable[[str, bytes], bool] = lambda user, blob: False
         self._machines: dict[str, _Machine] = {}
         self._vms: dict[str, Vm] = {}
 
@@ -105,6 +109,14 @@ class SshVmHost:
         self._vms[vm.uid] = vm
         self._write_known_hosts()
 
+    def _allows_for(self, vm: Vm) -> Callable[[str, asyncssh.SSHKey], bool]:
+        def allows(username: str, key: asyncssh.SSHKey) -> bool:
+            if self.oslogin_on(vm):  # metadata keys no longer count, as on a GCE image
+                return self.oslogin_allows(username, key.public_data)
+            return key.public_data == self._client_key.public_data
+
+        return allows
+
     async def boot(self, vm: Vm) -> str:
         machine = self._machines[vm.uid]
         for _ in range(20):
@@ -112,7 +124,7 @@ class SshVmHost:
             port = 0 if self.one_address else self.ssh_port
             metadata = MetadataServer(self._metadata_values(vm))
             ssh = VmSshServer(
-                machine.host_key, self._authorized, machine.disk.root, machine.disk.home,
+                machine.host_key, self._allows_for(vm), machine.disk.root, machine.disk.home,
                 environment=self._environment(vm, machine.disk, metadata),
             )  # fmt: skip
             try:

@@ -36,11 +36,24 @@ class ConfinedSftpServer(asyncssh.SFTPServer):
 
 
 class _TrackedServer(asyncssh.SSHServer):
-    """Remembers live connections so a VM going down can drop them all."""
+    """Remembers live connections so a VM going down can drop them all; public keys only, each
+    checked by ``allows(username, key)`` (metadata keys, or OS Login's profiles)."""
 
-    def __init__(self, connections: set[asyncssh.SSHServerConnection]) -> None:
+    def __init__(
+        self, connections: set[asyncssh.SSHServerConnection], allows: Callable[[str, asyncssh.SSHKey], bool]
+    ) -> None:
         self._connections = connections
+        self._allows = allows
         self._conn: asyncssh.SSHServerConnection | None = None
+
+    def begin_auth(self, username: str) -> bool:
+        return True
+
+    def public_key_auth_supported(self) -> bool:
+        return True
+
+    def validate_public_key(self, username: str, key: asyncssh.SSHKey) -> bool:
+        return self._allows(username, key)
 
     def connection_made(self, conn: asyncssh.SSHServerConnection) -> None:
         self._conn = conn
@@ -57,13 +70,13 @@ class VmSshServer:
     def __init__(
         self,
         host_key: asyncssh.SSHKey,
-        authorized_keys: asyncssh.SSHAuthorizedKeys,
+        allows: Callable[[str, asyncssh.SSHKey], bool],
         disk_root: Path,
         home: Path,
         environment: Callable[[str], dict[str, str]],
     ) -> None:
         self._host_key = host_key
-        self._authorized = authorized_keys
+        self._allows = allows
         self._root = disk_root
         self._home = home
         self._environment = environment  # username -> the session's environment
@@ -76,9 +89,8 @@ class VmSshServer:
         self._listener = await asyncssh.listen(
             address,
             port,
-            server_factory=lambda: _TrackedServer(self._connections),
+            server_factory=lambda: _TrackedServer(self._connections, self._allows),
             server_host_keys=[self._host_key],
-            authorized_client_keys=self._authorized,
             process_factory=self._session,
             sftp_factory=lambda chan: ConfinedSftpServer(chan, self._root, self._home),
             allow_scp=False,

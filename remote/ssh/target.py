@@ -66,8 +66,11 @@ def _label_port(instance: Instance) -> int | None:
     return int(value) if value.isdigit() and 0 < int(value) < 65536 else None
 
 
-def target_for_instance(instance: Instance, ssh: SshConfig, *, base_dir: Path | None = None) -> SshTarget:
-    """The target of a GCE instance: external IP, else internal IP; host key under ``compute.<id>``.
+def target_for_instance(
+    instance: Instance, ssh: SshConfig, *, base_dir: Path | None = None, user: str | None = None
+) -> SshTarget:
+    """The target of a GCE instance: external IP, else internal IP; host key under ``compute.<id>``;
+    ``user`` (OS Login's) over ``[ssh].user``.
 
     Raises ``SshConfigError`` when the VM has no address and no proxy command could reach it.
     """
@@ -87,7 +90,7 @@ def target_for_instance(instance: Instance, ssh: SshConfig, *, base_dir: Path | 
         name=instance.name,
         address=address,
         port=port,
-        user=ssh.user or default_user(),
+        user=user or ssh.user or default_user(),
         key=_path(ssh.key, base_dir) if ssh.key else None,
         known_hosts=_path(ssh.known_hosts, base_dir),
         host_key_alias=alias,
@@ -113,10 +116,11 @@ def target_for_host(host: HostConfig, ssh: SshConfig, *, base_dir: Path | None =
     )
 
 
-def target_for(config: Config, instance: Instance) -> SshTarget:
-    """The target of any fleet member: static hosts by their ``[[hosts]]`` entry, VMs by ``[ssh]``."""
+def target_for(config: Config, instance: Instance, user: str | None = None) -> SshTarget:
+    """The target of any fleet member: static hosts by their ``[[hosts]]`` entry, VMs by ``[ssh]``
+    (``user``: the one OS Login dictates)."""
     if instance.source == "host":
         for host in config.hosts:
             if host.name == instance.name:
                 return target_for_host(host, config.ssh, base_dir=config.base_dir)
-    return target_for_instance(instance, config.ssh, base_dir=config.base_dir)
+    return target_for_instance(instance, config.ssh, base_dir=config.base_dir, user=user)
