@@ -187,6 +187,24 @@ class KeepaliveConfig(_Section):
             "its job is never started by a preemption either way."
         ),
     )
+    failover_after: float = Field(
+        default=0.0,
+        ge=0,
+        description=(
+            "Seconds of stock-outs (the zone has no capacity) after which a VM that keep-alive recreates "
+            "(termination action DELETE: its disk is gone anyway) is recreated in the next zone of `zones` "
+            "instead, same machine type, GPUs and Spot; it resumes from `[storage] bucket`. 0: never move. "
+            "A STOP-action VM keeps its disk (and checkpoints) and is never moved."
+        ),
+    )
+    zones: list[str] = Field(
+        default=[],
+        description=(
+            'Zones to fail over to, in order of preference (e.g. `["us-central1-b", "us-east1-c"]`). '
+            "In another region the VM's subnetwork is taken by the same name there (auto-mode networks "
+            "such as `default` have one in every region)."
+        ),
+    )
 
 
 class LogsConfig(_Section):

@@ -290,6 +290,11 @@ class Emulator:
         """The next ``starts`` starts end with ZONE_RESOURCE_POOL_EXHAUSTED (an operation error)."""
         self.faults.stockouts += starts
 
+    def exhaust(self, *zones: str) -> None:
+        """Every start and insert in these zones stocks out until ``faults.clear()`` (hours without
+        Spot capacity, as GCE's zones sometimes are)."""
+        self.faults.exhausted.update(zones)
+
     def calls(self, method: str) -> int:
         """How many times a REST method (e.g. ``globalOperations.aggregatedList``) was called."""
         return self.api.calls.get(method, 0) if self.api else 0

@@ -104,6 +104,7 @@ class Faults:
         self._faults: list[Fault] = []
         self.stockouts = 0  # the next N starts end with ZONE_RESOURCE_POOL_EXHAUSTED
         self.unreachable: set[str] = set()  # zones an aggregated list reports as UNREACHABLE
+        self.exhausted: set[str] = set()  # zones where every start and insert stocks out
 
     def add(self, fault: Fault) -> None:
         self._faults.append(fault)
@@ -112,6 +113,7 @@ class Faults:
         self._faults.clear()
         self.stockouts = 0
         self.unreachable.clear()
+        self.exhausted.clear()
 
     def take(self, method: str) -> Fault | None:
         """The fault for this call, if any, counted down."""
@@ -123,7 +125,9 @@ class Faults:
                 return fault
         return None
 
-    def take_stockout(self) -> bool:
+    def take_stockout(self, zone: str = "") -> bool:
+        if zone in self.exhausted:
+            return True
         if self.stockouts > 0:
             self.stockouts -= 1
             return True

@@ -260,9 +260,12 @@ class Fleet:
             if vm.status == "RUNNING" or vm.key not in self.vms:
                 op.finish()
                 return
-            if self.faults.take_stockout():
+            if self.faults.take_stockout(vm.zone):
                 await asyncio.sleep(self.timing.boot_seconds / 3)
-                await self._set_status(vm, "TERMINATED")
+                if op.operation_type == "insert":
+                    await self._remove(vm)  # as on GCE, a failed insert leaves no VM and no new disk
+                else:
+                    await self._set_status(vm, "TERMINATED")
                 op.finish(stockout_errors(self.project, vm.zone), (503, "SERVICE UNAVAILABLE"))
                 return
             try:

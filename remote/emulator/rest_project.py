@@ -22,7 +22,7 @@ from aiohttp import web
 
 from gcptui.remote.emulator.fleet import ApiError, Fleet
 from gcptui.remote.emulator.resources import API_ROOT, region_of, zone_url
-from gcptui.remote.emulator.state import new_fingerprint, new_id, timestamp
+from gcptui.remote.emulator.state import new_fingerprint, new_id, same_fingerprint, timestamp
 
 MAX_BATCH = 1000  # GCE's limit on calls in one batch request
 
@@ -65,7 +65,7 @@ class ProjectApi:
         fingerprint = body.get("fingerprint")
         if fingerprint is None:
             raise ApiError(400, "Required field 'fingerprint' not specified", "required")
-        if fingerprint != self.metadata_fingerprint:
+        if not same_fingerprint(fingerprint, self.metadata_fingerprint):
             raise ApiError(
                 412, "Supplied fingerprint does not match current metadata fingerprint.", "conditionNotMet"
             )

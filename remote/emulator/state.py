@@ -39,6 +39,18 @@ def new_fingerprint() -> str:
     return base64.b64encode(secrets.token_bytes(8)).decode()
 
 
+def same_fingerprint(given: object, current: str) -> bool:
+    """Fingerprints are bytes fields: clients may send them base64 or URL-safe base64 (gcloud does)."""
+    if not isinstance(given, str):
+        return False
+    try:
+        return base64.urlsafe_b64decode(given.replace("+", "-").replace("/", "_")) == base64.b64decode(
+            current
+        )
+    except ValueError:
+        return False
+
+
 def timestamp(when: float | None = None) -> str:
     """GCE's timestamp format: RFC 3339 with milliseconds and the local offset."""
     moment = datetime.fromtimestamp(time.time() if when is None else when, tz=UTC).astimezone()

@@ -144,6 +144,9 @@ class EmulatorThread:
     def rate_limit(self, method: str = "*", count: int = 1, **options: Any) -> None:
         self.call(self.emulator.rate_limit, method, count, **options)
 
+    def exhaust(self, *zones: str) -> None:
+        self.call(self.emulator.exhaust, *zones)
+
     def make_unreachable(self, *zones: str) -> None:
         self.call(self.emulator.make_unreachable, *zones)
 

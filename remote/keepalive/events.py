@@ -21,6 +21,7 @@ EventKind = Literal[
     "manual",  # the user asked for a relaunch now
     "restarting",  # a start (or insert) call goes out
     "stockout",  # the zone had no capacity; retrying after a backoff
+    "failover",  # stock-outs lasted [keepalive].failover_after: recreating in the next of [keepalive].zones
     "running",  # RUNNING with an address
     "relaunching",  # SSH, sync and the resume command, attempt N
     "retry",  # a relaunch attempt failed (SSH not up yet, ...); again after a backoff

@@ -81,6 +81,8 @@ class KeepAlive:
         boot_timeout: float = 600.0,
         relaunch_timeout: float = 600.0,
         restart_idle: bool = False,
+        failover_after: float = 0.0,
+        failover_zones: Iterable[str] = (),
         job_status: Callable[[Instance], Awaitable[JobStatus]] | None = None,
         ledger: JobLedger | None = None,
         recover_unwatched: bool = False,
@@ -118,8 +120,9 @@ class KeepAlive:
         self._causes = Causes(gce)
         self._wake = asyncio.Event()
         self._vms = VmRestarter(
-            gce, self._event, boot_timeout=boot_timeout, backoff_base=backoff_base, backoff_cap=backoff_cap
-        )
+            gce, self._event, boot_timeout=boot_timeout, backoff_base=backoff_base, backoff_cap=backoff_cap,
+            failover_after=failover_after, failover_zones=tuple(failover_zones),
+        )  # fmt: skip
 
     # -- the faces' API --------------------------------------------------------------------------
 
@@ -341,7 +344,9 @@ class KeepAlive:
                 return
             if instance.status != "RUNNING":
                 origins = self._origins.get(name)
-                await self._vms.restart(instance, self._records.get(name), recreate=recreate, origins=origins)
+                zone = await self._vms.restart(
+                    instance, self._records.get(name), recreate=recreate, origins=origins
+                )
             fresh = await self._vms.wait_running(name, zone)
             self._known[name] = fresh
             self._event(name, "running", f"address {fresh.external_ip or fresh.internal_ip}")

@@ -177,4 +177,5 @@ def build_keepalive(
     kwargs.update(options)
     return KeepAlive(services.fleet.gce(), relaunch=launcher, on_event=on_event, names=names,
                      restart_idle=settings.restart_idle, job_status=launcher.job_status, ledger=JobLedger(),
+                     failover_after=settings.failover_after, failover_zones=settings.zones,
                      recover_unwatched=recover_unwatched, **kwargs)  # type: ignore[arg-type]  # fmt: skip

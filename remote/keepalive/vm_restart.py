@@ -47,20 +47,37 @@ def _clear(message: Any, names: tuple[str, ...]) -> None:
             pass  # a field this library version does not know
 
 
-def recreate_body(raw: Any, origins: dict[str, DiskOrigin] | None = None) -> Any:
+def relocate(url: str, old_zone: str, new_zone: str) -> str:
+    """A zonal or regional resource URL of ``old_zone`` moved to ``new_zone`` (same name)."""
+    old_region, new_region = old_zone.rsplit("-", 1)[0], new_zone.rsplit("-", 1)[0]
+    url = url.replace(f"zones/{old_zone}/", f"zones/{new_zone}/")
+    return url.replace(f"regions/{old_region}/", f"regions/{new_region}/")
+
+
+def recreate_body(raw: Any, origins: dict[str, DiskOrigin] | None = None, zone: str | None = None) -> Any:
     """The insert body that recreates a (DELETE-action) VM from its recorded ``compute_v1.Instance``.
 
     Output-only fields go, so GCE assigns new ones. Disks that auto-delete are gone with the VM: each
     becomes a new disk made from what the old one was made from (``origins``, by device name, from
     ``disks.get`` while the VM ran): same image or snapshot, type (as a zonal URL) and size. So the new
     VM starts from a FRESH disk: what the job wrote there is gone. Kept disks are attached again.
+    With ``zone`` (a failover), the VM is placed there: its machine type, accelerator types and disk
+    types move to that zone, its subnetwork to the same name in that zone's region.
     Raises ``GcptuiError`` when a disk's origin is unknown: GCE refuses a boot disk without a source.
     """
     origins = origins or {}
     body = type(raw)()
     body._pb.CopyFrom(raw._pb)
     _clear(body._pb, _OUTPUT_ONLY)
-    zone = raw.zone.rstrip("/").rsplit("/", 1)[-1]
+    old_zone = raw.zone.rstrip("/").rsplit("/", 1)[-1]
+    zone = zone or old_zone
+    if zone != old_zone:
+        body._pb.zone = relocate(body._pb.zone, old_zone, zone)
+        body._pb.machine_type = relocate(body._pb.machine_type, old_zone, zone)
+        for accelerator in body._pb.guest_accelerators:
+            accelerator.accelerator_type = relocate(accelerator.accelerator_type, old_zone, zone)
+        for nic in body._pb.network_interfaces:
+            nic.subnetwork = relocate(nic.subnetwork, old_zone, zone)
     if body._pb.HasField("metadata"):
         _clear(body._pb.metadata, ("fingerprint", "kind"))
     for nic in body._pb.network_interfaces:
@@ -120,8 +137,13 @@ class VmRestarter:
     """Starts (or recreates) one VM at a time and waits for it; ``report(name, kind, detail)`` hears each step."""
 
     def __init__(self, gce: GceClient, report: Callable[[str, EventKind, str], None], *, boot_timeout: float,
-                 backoff_base: float, backoff_cap: float) -> None:  # fmt: skip
+                 backoff_base: float, backoff_cap: float, failover_after: float = 0.0,
+                 failover_zones: tuple[str, ...] = ()) -> None:  # fmt: skip
         self.gce = gce
+        self.failover_after = (
+            failover_after  # seconds of stock-outs before a recreation moves zone (0: never)
+        )
+        self.failover_zones = failover_zones
         self._report = report
         self.boot_timeout = boot_timeout
         self.backoff_base = backoff_base
@@ -138,7 +160,9 @@ class VmRestarter:
         *,
         recreate: bool,
         origins: dict[str, DiskOrigin] | None = None,
-    ) -> None:
+    ) -> str:
+        """Start or recreate the VM, retrying stock-outs; returns the zone it is in now (another one
+        after a failover)."""
         from gcptui.remote.cloud.errors import StockoutError
 
         name, zone = instance.name, instance.zone
@@ -146,7 +170,22 @@ class VmRestarter:
             await self.wait_gone(name, zone)  # a DELETE-action VM is deleted right after it stops
             recreate = True
         attempt = 0
+        stocked_out_since: float | None = None
+        left = [z for z in self.failover_zones if z != zone]
         while True:
+            loop = asyncio.get_running_loop()
+            if (
+                recreate and left and self.failover_after > 0 and stocked_out_since is not None
+                and loop.time() - stocked_out_since >= self.failover_after
+            ):  # fmt: skip
+                moved_from, zone = zone, left.pop(0)
+                self._report(
+                    name,
+                    "failover",
+                    f"{moved_from} out of capacity for {loop.time() - stocked_out_since:.0f}s: recreating it in "
+                    f"{zone} (it resumes from [storage])",
+                )
+                stocked_out_since, attempt = None, 0
             self._report(
                 name,
                 "restarting",
@@ -161,11 +200,13 @@ class VmRestarter:
                         raise GcptuiError(
                             f"{name} was deleted before keep-alive saw it run: recreate it by hand"
                         )
-                    await asyncio.to_thread(self.gce.insert, zone, recreate_body(record, origins))
+                    await asyncio.to_thread(self.gce.insert, zone, recreate_body(record, origins, zone))
                 else:
                     await asyncio.to_thread(self.gce.start, name, zone)
-                return
+                return zone
             except StockoutError as err:
+                if stocked_out_since is None:
+                    stocked_out_since = asyncio.get_running_loop().time()
                 delay = backoff(attempt, self.backoff_base, self.backoff_cap)
                 self._report(name, "stockout", f"{err} - retrying in {delay:g}s")
             attempt += 1
