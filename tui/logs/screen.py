@@ -19,9 +19,10 @@ from rich.text import Text
 from textual import on
 from textual.app import ComposeResult
 from textual.containers import Horizontal
-from textual.widgets import Footer, Input, Static
+from textual.widgets import Input, Static
 
 from gcptui.remote.telemetry.log_stream import LogEvent, LogNotice
+from gcptui.tui.footer import KeysFooter
 from gcptui.tui.keys import bindings_for
 from gcptui.tui.logs.pane import MARKER_INTERVAL_S, LogPane, NewLinesMarker
 from gcptui.tui.logs.view import LogView, line_width
@@ -106,7 +107,7 @@ class LogsScreen(GcPausedFrames):
         yield LogView(self.buffer_lines, id="merged")
         yield Input(placeholder="filter (enter: keep, escape: clear)", id="filter")
         yield ToggleIndicator()
-        yield Footer()
+        yield KeysFooter()
 
     @property
     def panes(self) -> list[LogPane]:
