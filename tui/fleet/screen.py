@@ -225,30 +225,51 @@ class FleetScreen(Screen[None]):
         return instance
 
     def _job(self, label: str, action: str, question: str | None = None) -> None:
-        """Run a job action on the selected, reachable machine; ask ``question`` first if given."""
-        if (instance := self._reachable_or_tell()) is not None:
-            self._act(label, instance, lambda inst: self.actions.job_action(action, inst), question)
+        """Run a job action on the marked machines (any marked) or the selected one; ask first when
+        ``question`` is given or when it acts on several machines, naming them."""
+        if not self.marked:
+            if (instance := self._reachable_or_tell()) is not None:
+                self._act(label, [instance], lambda inst: self.actions.job_action(action, inst), question)
+            return
+        targets = self._marked_reachable()
+        if targets:
+            ask = question or f"{label} on {{name}}?"
+            self._act(label, targets, lambda inst: self.actions.job_action(action, inst), ask)
+
+    def _marked_reachable(self) -> list[Instance]:
+        """The marked machines that exist and answer SSH; says which ones are left out and why."""
+        found = [i for n in sorted(self.marked) if self.snapshot and (i := self.snapshot.find(n))]
+        left_out = [i for i in found if not reachable(i)]
+        if left_out:
+            words = ", ".join(f"{i.name} ({status_word(i)})" for i in left_out)
+            self.notify(f"left out, not running: {words}", severity="warning")
+        return [i for i in found if reachable(i)]
 
     def _vm(self, label: str, action: str, question: str | None = None) -> None:
         if (instance := self._selected_or_tell()) is not None:
-            self._act(label, instance, lambda inst: self.actions.vm_action(action, inst), question)
+            self._act(label, [instance], lambda inst: self.actions.vm_action(action, inst), question)
 
     def _act(
         self,
         label: str,
-        instance: Instance,
+        instances: list[Instance],
         run: Callable[[Instance], Awaitable[str | None]],
         question: str | None,
     ) -> None:
+        def go() -> None:
+            for instance in instances:
+                self.actions.act(label, instance, run)
+
         if question is None:
-            self.actions.act(label, instance, run)
+            go()
             return
 
         def answered(yes: bool | None) -> None:
             if yes:
-                self.actions.act(label, instance, run)
+                go()
 
-        self.app.push_screen(ConfirmScreen(question.format(name=instance.name)), answered)
+        names = ", ".join(i.name for i in instances)
+        self.app.push_screen(ConfirmScreen(question.format(name=names)), answered)
 
     def action_job_start(self) -> None:
         self._job("Start job", "start")
@@ -290,6 +311,12 @@ class FleetScreen(Screen[None]):
         if (i := self._selected_or_tell()) is not None:
             self.marked ^= {i.name}
             self._render_rows()
+
+    def action_clear_marks(self) -> None:
+        if self.marked:
+            self.marked = set()
+            self._render_rows()
+            self.notify("marks cleared: s, K, R and l act on the selected machine again", title="Marks")
 
     def action_logs(self) -> None:
         names = [n for n in self.marked if self.snapshot and self.snapshot.find(n)] or (
