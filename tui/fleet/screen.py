@@ -14,6 +14,7 @@ from textual.widgets import DataTable, Header, Input, Static
 
 from gcptui.remote.cloud.fleet import FleetSnapshot
 from gcptui.remote.models import Instance
+from gcptui.tui.dialogs.choice import ChoiceScreen
 from gcptui.tui.dialogs.confirm import ConfirmScreen
 from gcptui.tui.fleet.table import FleetTable, SortOrder
 from gcptui.tui.footer import KeysFooter
@@ -272,7 +273,33 @@ class FleetScreen(Screen[None]):
         self.app.push_screen(ConfirmScreen(question.format(name=names)), answered)
 
     def action_job_start(self) -> None:
-        self._job("Start job", "start")
+        # A job that ran and ended: offer a fresh run or a resume, as either can be meant.
+        instance = None if self.marked else self.selected_instance()
+        live = self.live.get(instance.name) if instance is not None else None
+        job = live.job if live is not None else None
+        if (
+            instance is None
+            or job is None
+            or job.state not in ("exited", "killed")
+            or not reachable(instance)
+        ):
+            self._job("Start job", "start")
+            return
+        ended = f"exit code {job.exit_code}" if job.exit_code is not None else job.state
+        if job.detail:
+            ended += f", {job.detail}"
+        answers = [
+            ("f", "start", "a fresh run: [job].command (the demo's gets a new run directory)"),
+            ("r", "restart", "resume it: [job].resume, from its last checkpoint"),
+        ]
+
+        def chosen(action: str | None) -> None:
+            if action is not None:
+                label = "Start job" if action == "start" else "Resume job"
+                self.actions.act(label, instance, lambda inst: self.actions.job_action(action, inst))
+
+        question = f"The job on {instance.name} ended ({ended}). Run it again how?"
+        self.app.push_screen(ChoiceScreen(question, answers), chosen)
 
     def action_job_restart(self) -> None:
         self._job("Restart job", "restart")
