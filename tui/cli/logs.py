@@ -16,6 +16,7 @@ from typing import TextIO
 
 from gcptui.remote.aio import within
 from gcptui.remote.models import ConnectionGetter
+from gcptui.remote.safe_text import one_line
 from gcptui.remote.services import FollowingGetter
 from gcptui.remote.telemetry.gpu import GpuMonitor, GpuSnapshot
 from gcptui.remote.telemetry.log_stream import LogChunk, LogStream
@@ -85,7 +86,9 @@ async def run_logs(
                         out.write(text)
                         out.flush()
             elif event.kind in ("reconnecting", "error", "truncated", "replaced"):
-                print(f"{label}: {event.message}", file=err, flush=True)
+                # A notice may quote the VM's stderr: sanitized, like every line, for a terminal.
+                notice = f"{label}: {event.message}"
+                print(one_line(notice) if _is_tty(err) else notice, file=err, flush=True)
                 if event.kind == "error" and not follow:
                     failed.append(label)
                     return
