@@ -16,9 +16,9 @@ from textual import events
 from textual.app import ComposeResult
 from textual.widget import Widget
 from textual.widgets import Footer
-from textual.widgets._footer import FooterKey  # the footer's own key widget: measured, never built
 
 from gcptui.tui.live.columns import COMPACT_BELOW
+from gcptui.tui.textual_compat import FooterKey
 
 # Actions the footer always shows: without them a person cannot find help or leave.
 ESSENTIAL_ACTIONS = frozenset({"help", "quit", "app.help", "app.quit"})
