@@ -85,7 +85,7 @@ class GcptuiApp(App[None]):
             self.services, self.live, self._live_changed,
             job_ended=self._job_ended, sync_warning=self._sync_warning,
             sync_by_default=demo and not readonly,  # --readonly: nothing is written to a VM
-            gpu_idle=self._gpu_idle, failed=self.background_failed,
+            gpu_idle=self._gpu_idle, failed=self.monitor_failed,
         )  # fmt: skip
         self.keymap = validate_keymap(config.keys)
         self.sub_title = "read-only" if readonly else ""
@@ -273,6 +273,18 @@ class GcptuiApp(App[None]):
             severity="error",
             timeout=15,
             markup=False,
+        )
+
+    def monitor_failed(self, name: str, error: BaseException) -> None:
+        """A monitor died of an unexpected exception: logged, shown once, and restarted (Monitors)."""
+        log.error(
+            "monitor %s failed; restarting it", name, exc_info=(type(error), error, error.__traceback__)
+        )
+        self.notify(
+            f"{name} failed: {type(error).__name__}: {error}; restarting it with backoff (details in the log)",
+            title="Monitor failed",
+            severity="error",
+            timeout=15,
         )
 
     def on_worker_state_changed(self, event: Worker.StateChanged) -> None:

@@ -6,6 +6,8 @@ The log view and the logs screen use three things Textual does not promise to ke
   without the layout pass of the whole screen that assigning ``virtual_size`` triggers;
 - rows built in ``render_lines`` instead of through ``StylesCache``, which is only right while the
   widget has no border, padding, outline, tint, hatch or opacity (``plain_box``).
+The footer (``tui/footer.py``) measures the footer's own key widget, ``textual.widgets._footer.FooterKey``
+(its ``key_display``, ``description`` and ``action``), to drop keys that do not fit.
 ``tests/tui/test_textual_compat.py`` fails loudly when a Textual upgrade renames or removes one of
 them; pyproject pins Textual to the range that was tested (``TESTED_TEXTUAL``).
 """
@@ -18,6 +20,9 @@ from textual.geometry import Size
 from textual.screen import Screen
 from textual.scroll_view import ScrollView
 from textual.widget import Widget
+from textual.widgets._footer import FooterKey as FooterKey  # re-exported: tui/footer.py measures it
+
+FOOTER_KEY_FIELDS = ("key", "key_display", "description", "action")
 
 TESTED_TEXTUAL = (">=8.2", "<9")
 PRIVATE_NAMES = ((Screen, "_compositor_refresh"), (ScrollView, "_scroll_update"))

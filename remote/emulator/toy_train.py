@@ -3,7 +3,8 @@
 ``python toy_train.py --run-dir DIR --steps N [--resume] [--checkpoint-every K] [--log-every K]
 [--step-delay S] [--seed S]`` fits a small linear model with SGD in plain Python. It keeps the
 contracts that matter to gcptui: progress lines of the protocol, atomic checkpoints (temporary file,
-fsync, rename, directory fsync), a checkpoint at once on SIGTERM and exit 143, and an exact resume
+fsync, rename, directory fsync), a checkpoint at once on SIGTERM and exit 143 (reported as a
+preemption only when the job supervisor saw GCE's notice; a kill reads "stopped"), and an exact resume
 (the data of step ``k`` is a pure function of the seed and ``k``, so losses after a resume equal an
 uninterrupted run's). The real trainer (``python -m gcptui_trainer``) is what users adopt; this only lets
 the demo show the whole loop where torch is not installed. It is one self-contained file: the demo
@@ -105,6 +106,14 @@ def save(run_dir: Path, step: int, weights: list[float], seed: int) -> Path:
     return path
 
 
+def stop_cause() -> str:
+    """``preempted`` when gcptui's job supervisor recorded a preemption (or host maintenance) notice
+    before sending SIGTERM (it writes ``$GCPTUI_JOB_DIR/preempted`` first), else ``stopped``: a
+    kill from a person (``K``, ``gcptui job kill``) or anything else that sent SIGTERM."""
+    job_dir = os.environ.get("GCPTUI_JOB_DIR")
+    return "preempted" if job_dir and (Path(job_dir) / "preempted").exists() else "stopped"
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python toy_train.py", description=__doc__.split("\n\n")[0])
     parser.add_argument("--run-dir", required=True)
@@ -147,7 +156,14 @@ def main(argv: list[str] | None = None) -> int:
         if stop["asked"]:
             path = save(run_dir, step, weights, args.seed)
             log.event("checkpoint", f"checkpoint step {step} saved to {path}", step=step, path=str(path))
-            log.event("preempted", f"preempted: saved step {step}, exiting", step=step)
+            if stop_cause() == "preempted":
+                log.event("preempted", f"preempted: saved step {step}, exiting", step=step)
+            else:
+                log.event(
+                    "stopped",
+                    f"stopped by SIGTERM (no preemption notice): saved step {step}, exiting",
+                    step=step,
+                )
             log.close()
             return PREEMPTED_EXIT_CODE
         if step % args.checkpoint_every == 0:

@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import os
 import signal
+import weakref
 from collections.abc import Callable
 from pathlib import Path
 
@@ -17,6 +19,46 @@ import asyncssh
 
 # After the shell exits, how long a background child still holding stdout may keep the channel open.
 DRAIN_SECONDS = 1.0
+
+# asyncio's warning for the fifth and later writes to a transport whose peer is gone.
+GOODBYE_WARNING = "socket.send() raised exception."
+
+
+class _QuietGoodbyes(logging.Filter):
+    """Drops asyncio's ``socket.send() raised exception.`` raised on an emulated VM's loop.
+
+    Why: a client that quits (``q`` in the demo) disconnects with asyncssh, which sends a close for
+    every open channel and then closes its socket at once. The emulated VM's SSH server, in the same
+    process as the TUI, answers each of those closes after the socket is gone; from the fifth such
+    write asyncio logs this warning, which then lands on the user's terminal after the TUI exits (the
+    more channels open, as during a training job with logs, GPU and progress streams, the likelier).
+    Nothing is lost: the client asked to go. A real VM's sshd is another machine, and warnings on
+    any other loop (the TUI's own connections) still show.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.loops: weakref.WeakSet[asyncio.AbstractEventLoop] = weakref.WeakSet()
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.msg != GOODBYE_WARNING:
+            return True
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            return True
+        return loop not in self.loops
+
+
+_QUIET = _QuietGoodbyes()
+
+
+def quiet_goodbyes(loop: asyncio.AbstractEventLoop) -> None:
+    """Silence asyncio's goodbye-write warning on ``loop`` (an emulated VM's), see ``_QuietGoodbyes``."""
+    logger = logging.getLogger("asyncio")
+    if _QUIET not in logger.filters:
+        logger.addFilter(_QUIET)
+    _QUIET.loops.add(loop)
 
 
 class ConfinedSftpServer(asyncssh.SFTPServer):
@@ -86,6 +128,7 @@ class VmSshServer:
 
     async def start(self, address: str, port: int) -> int:
         """Listen on ``address:port`` (0: any free port); returns the port."""
+        quiet_goodbyes(asyncio.get_running_loop())
         self._listener = await asyncssh.listen(
             address,
             port,

@@ -51,6 +51,7 @@ class LogChunk:
     lines: list[str]
     partial: str | None
     offset: int
+    data: bytes = b""  # a ``raw`` stream's bytes, exactly as in the file (then lines is empty)
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,6 +125,8 @@ class LogStream:
     ``path`` may start with ``~/``. ``history_lines`` lines already in the file are sent first (only
     on a fresh start, not on a resume). With ``follow=False`` the stream ends once caught up.
     ``inode``/``offset`` resume an earlier stream exactly (e.g. after the app restarted).
+    ``raw``: chunks carry the file's bytes untouched in ``data`` (no lines: nothing decoded,
+    sanitized, collapsed or cut), for output piped to another program.
     A retryable ``SshError`` from ``get_conn`` (a VM restarting: refused, unreachable, stopped) is a
     reconnect, not the end. ``where`` names the address ``get_conn`` is on now (a getter that follows
     the VM by name): when it differs from the last one that answered, the notice reads
@@ -141,6 +144,7 @@ class LogStream:
     inode: str | None = None
     offset: int = 0
     where: Callable[[], str] | None = None
+    raw: bool = False
     _connected_to: str | None = field(default=None, repr=False)
     _assembler: LineAssembler = field(default_factory=LineAssembler, repr=False)
 
@@ -222,6 +226,9 @@ class LogStream:
                 # Bytes under us changed between polls (truncated and regrown): start a new line.
                 events.extend(self._reset("truncated", "file rewritten; reading from the new content"))
             self.offset = pos + len(data)
+            if self.raw:
+                events.append(LogChunk([], None, self.offset, data))
+                return events
             lines = self._assembler.feed(data)
             events.append(LogChunk(lines, self._assembler.partial, self.offset))
             return events
@@ -238,12 +245,14 @@ class LogStream:
         if kind == b"W":
             return [LogNotice("waiting", f"waiting for {self.path} to appear")]
         if kind == b"E":
+            if self.raw:
+                return [LogNotice("ended", self.path)]
             tail = self._assembler.finish()
             return [LogChunk(tail, None, self.offset), LogNotice("ended", self.path)]
         return []  # heartbeat (H) or unknown: proves the link is alive
 
     def _reset(self, kind: NoticeKind, message: str) -> list[LogEvent]:
-        left = self._assembler.reset()
+        left = None if self.raw else self._assembler.reset()
         events: list[LogEvent] = [LogChunk([left], None, self.offset)] if left else []
         events.append(LogNotice(kind, message))
         return events

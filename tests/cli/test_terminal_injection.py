@@ -9,6 +9,7 @@ import select
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -32,9 +33,14 @@ ACTING = [b"\x1b]", b"\x1b[2J", b"\x1b[H", b"\xc2\x9b", b"\xc2\x9d", b"\x07", b"
 CLI = "import sys; from gcptui.tui.cli.main import main; sys.exit(main(sys.argv[1:]))"
 
 
-def run_on_pty(args: list[str], timeout: float = 90) -> tuple[int, bytes]:
-    """Run the CLI with a pseudo-terminal as stdout (so it thinks a user watches); its exit code and output."""
+def run_on_pty(
+    args: list[str], timeout: float = 90, setup: Callable[[int], object] | None = None
+) -> tuple[int, bytes]:
+    """Run the CLI with a pseudo-terminal as stdout (so it thinks a user watches); its exit code and
+    output. ``setup`` gets the terminal's descriptor first (e.g. ``tty.setraw``)."""
     master, slave = pty.openpty()
+    if setup is not None:
+        setup(slave)
     env = {**os.environ, "COLUMNS": "300", "TERM": "xterm-256color"}
     env.pop("NO_COLOR", None)
     process = subprocess.Popen(

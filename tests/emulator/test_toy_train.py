@@ -14,13 +14,14 @@ TOY = Path(__file__).resolve().parents[2] / "remote" / "emulator" / "toy_train.p
 NO_TORCH = "import sys, runpy; sys.modules['torch'] = None; sys.argv[0] = 'toy'; runpy.run_path(sys.argv.pop(1), run_name='__main__')"
 
 
-def toy(run_dir: Path, *args: str) -> subprocess.Popen[str]:
+def toy(run_dir: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.Popen[str]:
     return subprocess.Popen(
         [sys.executable, "-c", NO_TORCH, str(TOY), "--run-dir", str(run_dir), "--log-every", "1", *args],
         cwd=run_dir.parent,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        env=env,
     )
 
 
@@ -49,3 +50,36 @@ def test_sigterm_then_resume_gives_the_uninterrupted_losses_without_torch(tmp_pa
     second = toy(cut, "--steps", "300", "--resume")
     assert second.wait(60) == 0
     assert losses(cut) == losses(tmp_path / "straight")
+
+
+def events(run_dir: Path) -> list[str]:
+    rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    return [row["event"] for row in rows if "event" in row]
+
+
+def sigterm_run(run_dir: Path, env: dict[str, str]) -> subprocess.Popen[str]:
+    run = toy(run_dir, "--steps", "100000", "--step-delay", "0.01", env=env)
+    deadline = time.monotonic() + 30
+    while not (run_dir / "metrics.jsonl").exists() or len(losses(run_dir)) < 3:
+        assert time.monotonic() < deadline and run.poll() is None, "the toy run never got going"
+        time.sleep(0.02)
+    run.send_signal(signal.SIGTERM)
+    assert run.wait(30) == 143
+    return run
+
+
+def test_a_kill_is_not_called_a_preemption_but_a_recorded_notice_is(tmp_path: Path) -> None:
+    import os
+
+    job_dir = tmp_path / "job"
+    job_dir.mkdir()
+    env = {**os.environ, "GCPTUI_JOB_DIR": str(job_dir)}
+    killed = sigterm_run(tmp_path / "killed", env)  # no notice recorded: a person's kill
+    out = killed.stdout.read() if killed.stdout else ""
+    assert "stopped by SIGTERM" in out and "preempted" not in out
+    assert "preempted" not in events(tmp_path / "killed") and "stopped" in events(tmp_path / "killed")
+
+    (job_dir / "preempted").write_text("2026-11-20T12:00:00Z\n")  # the supervisor's notice record
+    preempted = sigterm_run(tmp_path / "preempted", env)
+    assert "preempted: saved step" in (preempted.stdout.read() if preempted.stdout else "")
+    assert "preempted" in events(tmp_path / "preempted")

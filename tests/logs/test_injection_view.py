@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
 from gcptui.remote.telemetry.log_stream import LogStream
@@ -29,3 +30,23 @@ async def test_the_logs_view_shows_spliced_sequences_as_nothing(
         segments = [seg for y in range(3) for seg in view.render_line(y)]
         assert any("click me" in seg.text for seg in segments)
         assert not any(seg.style is not None and seg.style.link for seg in segments)  # no live hyperlink
+
+
+async def test_a_pane_title_shows_a_hostile_name_and_error_as_inert_text() -> None:
+    from textual.widgets import Static
+
+    from gcptui.remote.telemetry.log_stream import LogNotice
+
+    async def failing():  # type: ignore[no-untyped-def]
+        yield LogNotice("error", f"remote reader exited (1): {EVIL}")  # a VM's stderr
+        await asyncio.Event().wait()
+
+    app = LogsTestApp([PaneSource(f"vm:{EVIL}", failing)])
+    async with app.run_test(size=(200, 20)) as pilot:
+        pane = app.logs.panes[0]
+        title = pane.query_one(".pane-title", Static)
+        await until(pilot, lambda: "remote reader exited" in str(title.render()))
+        text = str(title.render())
+        for acting in ("\x1b", "\x9b", "\x9d", "\x07", "\x01"):
+            assert acting not in text
+        assert "[@click=app.quit]quit[/]" in text  # shown as typed, never taken as markup

@@ -77,7 +77,8 @@ async def test_filter_shows_matching_lines_highlighted_and_escape_clears_it() ->
         await until(pilot, lambda: [v.match_count for v in views] == [10, 1])
         assert views[0].visible_lines()[:2] == ["step 0 eval accuracy 0.9", "step 10 eval accuracy 0.9"]
         await pilot.press("enter")
-        assert 'Filter:"EVAL" (10 lines)' in app.logs._indicator_text
+        # The count covers every pane, not only the focused one.
+        assert 'Filter:"EVAL" (11 matches in 2 panes)' in app.logs._indicator_text
         await pilot.press("escape")
         await until(pilot, lambda: views[0].match_count is None)
         assert len(views[0].visible_lines()) == 100

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from pathlib import Path
 
@@ -23,22 +24,48 @@ async def until(pilot, condition, timeout: float = 10.0) -> None:  # type: ignor
     raise AssertionError("condition never held")
 
 
-async def test_a_monitor_killed_by_an_unexpected_exception_is_logged_and_shown(
+async def test_a_monitor_killed_by_an_unexpected_exception_is_logged_shown_once_and_restarted(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     app = make_app(tmp_path)
+    app.monitors.restart_delay = 0.05  # the backoff's first step (1 s in the app), doubling
+    runs: dict[str, int] = {}
 
     async def broken_gpu_watcher(name: str, get: ConnectionGetter) -> None:
+        runs[name] = runs.get(name, 0) + 1
         raise RuntimeError(f"parser bug on {name}")
 
     app.monitors._watch_gpu = broken_gpu_watcher  # type: ignore[method-assign]  # the fault injected
     with caplog.at_level(logging.ERROR):
         async with app.run_test(size=(120, 30)) as pilot:
             await wait_rows(pilot, app.fleet_screen, 2)
-            await until(pilot, lambda: sum("RuntimeError: parser bug" in n for n in notifications(app)) == 2)
+            await until(pilot, lambda: runs.get("alpha", 0) >= 3 and runs.get("beta", 0) >= 3)
             shown = [n for n in notifications(app) if "parser bug on alpha" in n]
-            assert shown and shown[0].startswith("Background task failed: gpu alpha stopped")
+            assert len(shown) == 1, shown  # restarted again and again, told once
+            assert shown[0].startswith("Monitor failed: gpu alpha failed: RuntimeError: parser bug on alpha")
+            assert "restarting it with backoff" in shown[0]
+            assert app.monitors.restarts["gpu alpha"] >= 2
     assert any("gpu alpha" in r.getMessage() and r.exc_info for r in caplog.records)
+
+
+async def test_a_monitor_that_failed_once_runs_again(tmp_path: Path) -> None:
+    app = make_app(tmp_path)
+    app.monitors.restart_delay = 0.05
+    runs: dict[str, int] = {}
+
+    async def flaky_progress_watcher(name: str, get: ConnectionGetter, path: str) -> None:
+        runs[name] = runs.get(name, 0) + 1
+        if runs[name] == 1:
+            raise ValueError("step has 401 digits")
+        await asyncio.Event().wait()  # healthy from now on
+
+    app.monitors._watch_progress = flaky_progress_watcher  # type: ignore[method-assign]
+    async with app.run_test(size=(120, 30)) as pilot:
+        await wait_rows(pilot, app.fleet_screen, 2)
+        await until(pilot, lambda: runs.get("alpha") == 2)
+        await pilot.pause(0.3)
+        assert runs["alpha"] == 2  # running again, not failing in a loop
+        assert sum("step has 401 digits" in n for n in notifications(app)) == 2  # once per machine
 
 
 async def test_a_worker_that_raises_is_shown_not_swallowed(tmp_path: Path) -> None:

@@ -50,3 +50,18 @@ def test_detail_view_snapshot(snap_compare, tmp_path: Path, monkeypatch) -> None
         await pilot.pause()
 
     assert snap_compare(make_app(tmp_path), terminal_size=(110, 30), run_before=open_detail)
+
+
+def test_fleet_screen_narrow_snapshot(snap_compare, tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    # 100 columns: the compact layout (no zone, machine, GPU types, address), sparklines left out,
+    # the compact footer with Help and Quit.
+    from tests.tui.test_narrow import training_live
+
+    monkeypatch.setenv("TZ", "UTC")
+
+    async def feed(pilot) -> None:  # type: ignore[no-untyped-def]
+        pilot.app.live["trainer-a100"] = training_live()
+        pilot.app.fleet_screen.show_snapshot(SNAPSHOT)
+        await pilot.pause()
+
+    assert snap_compare(make_app(tmp_path), terminal_size=(100, 12), run_before=feed)

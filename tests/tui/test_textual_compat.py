@@ -30,3 +30,10 @@ async def test_a_quiet_virtual_size_still_moves_the_scrollbar_range() -> None:
         set_virtual_size_quietly(view, Size(40, 500))
         assert view.virtual_size == Size(40, 500)
         assert view.max_scroll_y >= 490  # the scroll range follows, though no layout ran
+
+
+def test_the_footer_key_widget_has_what_the_narrow_footer_measures() -> None:
+    from gcptui.tui.textual_compat import FOOTER_KEY_FIELDS, FooterKey
+
+    key = FooterKey("q", "q", "Quit", "quit")
+    assert [getattr(key, field) for field in FOOTER_KEY_FIELDS] == ["q", "q", "Quit", "quit"]

@@ -7,9 +7,23 @@ from pathlib import Path
 
 from gcptui.remote.emulator import toy_train
 
+# A fresh run gets a new run directory (runs/demo, then runs/demo-2, runs/demo-3, ...), so a finished
+# job can be run again; --resume (keep-alive after a preemption, R in the TUI) continues the newest.
+TRAIN_SH = """#!/bin/sh
+n=1
+while [ -e "runs/demo-$((n + 1))" ]; do n=$((n + 1)); done
+if [ "$n" = 1 ]; then newest=runs/demo; else newest="runs/demo-$n"; fi
+case " $* " in
+*" --resume "*) run=$newest ;;
+*) if [ -e runs/demo ]; then run="runs/demo-$((n + 1))"; else run=runs/demo; fi ;;
+esac
+echo "run directory: $run"
+exec python {module} --run-dir "$run" "$@"
+"""
+
 DEMO_FILES = {
     "README.md": "# demo project\n\nEdit any file here: gcptui syncs it to every VM as you save.\n",
-    "train.sh": '#!/bin/sh\nexec python {module} "$@"\n',
+    "train.sh": TRAIN_SH,
     "config/train.toml": 'steps = 3000\nsize = "tiny"\n',
     ".gitignore": "runs/\n__pycache__/\n",
 }
@@ -18,7 +32,7 @@ DEMO_FILES = {
 # emulated VMs run the interpreter gcptui runs under: where torch or the gcptui-trainer distribution is
 # missing there, a torch-free toy run (same protocol, same checkpoint and resume behaviour) stands in,
 # written into the project as its own file so it travels to the VMs by sync like any user's code.
-TRAIN_ARGS = "--run-dir runs/demo --steps 3000 --checkpoint-every 100 --log-every 10 --step-delay 0.05"
+TRAIN_ARGS = "--steps 3000 --checkpoint-every 100 --log-every 10 --step-delay 0.05"
 
 DEMO_JOB = """
 [sync]

@@ -72,13 +72,20 @@ def run_logs(args: argparse.Namespace) -> int:
     from gcptui.tui.cli.logs import run_logs as print_logs
 
     async def body(services: Services) -> int:
+        paths = (log_path(), *services.config.logs.files)
+        if args.raw and (len(args.names) > 1 or len(paths) > 1):
+            raise_usage(
+                "--raw prints one file's bytes exactly: give one NAME (and no [logs] files), "
+                "or leave --raw out to merge several sources line by line"
+            )
         instances = await services.resolve(args.names, running=True)
         lines = args.n if args.n is not None else services.config.logs.history_lines
         return await print_logs(
             {i.name: services.follow(i) for i in instances},
-            (log_path(), *services.config.logs.files),
+            paths,
             follow=args.f,
             lines=lines,
+            raw=True if args.raw else None,
         )
 
     return with_services(args, body)

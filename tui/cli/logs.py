@@ -16,6 +16,7 @@ from typing import TextIO
 
 from gcptui.remote.aio import within
 from gcptui.remote.models import ConnectionGetter
+from gcptui.remote.safe_text import one_line
 from gcptui.remote.services import FollowingGetter
 from gcptui.remote.telemetry.gpu import GpuMonitor, GpuSnapshot
 from gcptui.remote.telemetry.log_stream import LogChunk, LogStream
@@ -39,17 +40,21 @@ async def run_logs(
     out: TextIO | None = None,
     err: TextIO | None = None,
     colour: bool | None = None,
+    raw: bool | None = None,
 ) -> int:
     """Print the last ``lines`` lines of each target's files, then follow them with ``follow``.
 
-    Several sources are merged as they arrive, each line prefixed with its name (``name:file`` when
-    several files per target), coloured when ``out`` is a terminal; colours in the lines themselves
-    are stripped when it is not. Returns the exit code: 1 if a source failed without ``follow``.
+    One source is written byte for byte when ``raw`` (default: when ``out`` is not a terminal);
+    on a terminal its lines are sanitized (only colours kept). Several sources are merged as lines
+    arrive, each prefixed with its name (``name:file`` when several files per target), coloured
+    when ``out`` is a terminal; colours in the lines themselves are stripped when it is not.
+    Returns the exit code: 1 if a source failed without ``follow``.
     """
     out = out or sys.stdout
     err = err or sys.stderr
     colour = _is_tty(out) if colour is None else colour
     sources = [(name, path) for name in targets for path in paths]
+    exact = (not _is_tty(out) if raw is None else raw) and len(sources) == 1
     labels = {
         (name, path): name if len(paths) == 1 else f"{name}:{PurePosixPath(path).name}"
         for name, path in sources
@@ -68,10 +73,12 @@ async def run_logs(
         else:
             prefix = f"{label:<{width}} | "
         get = targets[name]
-        stream = LogStream(get, path, history_lines=lines, follow=follow, where=where_of(get))
+        stream = LogStream(get, path, history_lines=lines, follow=follow, where=where_of(get), raw=exact)
         async for event in stream:
             if isinstance(event, LogChunk):
-                if event.lines:
+                if exact:
+                    write_bytes(out, event.data)
+                elif event.lines:
                     text = "".join(
                         prefix + (line if colour else strip_ansi(line)) + "\n" for line in event.lines
                     )
@@ -79,7 +86,9 @@ async def run_logs(
                         out.write(text)
                         out.flush()
             elif event.kind in ("reconnecting", "error", "truncated", "replaced"):
-                print(f"{label}: {event.message}", file=err, flush=True)
+                # A notice may quote the VM's stderr: sanitized, like every line, for a terminal.
+                notice = f"{label}: {event.message}"
+                print(one_line(notice) if _is_tty(err) else notice, file=err, flush=True)
                 if event.kind == "error" and not follow:
                     failed.append(label)
                     return
@@ -88,6 +97,20 @@ async def run_logs(
 
     await asyncio.gather(*(pump(n, name, path) for n, (name, path) in enumerate(sources)))
     return 1 if failed else 0
+
+
+def write_bytes(out: TextIO, data: bytes) -> None:
+    """``data`` unchanged to ``out``'s binary buffer (a text-only stream gets it decoded losslessly)."""
+    if not data:
+        return
+    buffer = getattr(out, "buffer", None)
+    if buffer is not None:
+        out.flush()
+        buffer.write(data)
+        buffer.flush()
+    else:
+        out.write(data.decode("utf-8", "surrogateescape"))
+        out.flush()
 
 
 def where_of(get: ConnectionGetter) -> Callable[[], str] | None:

@@ -111,6 +111,11 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         help="lines of history (default [logs] history_lines)",
     )
+    logs.add_argument(
+        "--raw",
+        action="store_true",
+        help="the file's bytes exactly, even on a terminal (default: exact when piped, sanitized on a terminal)",
+    )
     logs.set_defaults(handler=_lazy("gcptui.tui.cli.jobs", "run_logs"))
 
     gpu = sub.add_parser("gpu", parents=[common], help="GPU samples (nvidia-smi on the VM)")

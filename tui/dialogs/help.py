@@ -35,13 +35,16 @@ def help_table(actions: list[Action], keymap: dict[str, str]) -> Table:
 
 # How the denser cells read (the table has no room for legends).
 LEGEND = (
-    ("GPU", "per GPU: utilization sparkline, utilization now, then memory in use as NN%m; IDLE: idle too long"),
+    ("GPU util", "mean over the VM's GPUs: utilization sparkline, utilization now, then mNN% = memory in use"
+     " (percent of total, averaged); IDLE: idle too long. Below 120 columns: no sparklines"),
     ("Sync", "off, syncing N, in sync HH:MM:SS (the last batch), or a brief 'synced N files' after a save"),
     ("Keep-alive", "the setting (on/off/- for non-Spot), then the step of a recovery in progress or how the last"
      " one ended: resumed, idle (restarted, nothing to resume), left stopped, failed, gave up"),
     ("Timeline", "detected by: notice (the VM's own preemption notice), poll (the Compute API), lost (a poll"
      " a dropped SSH connection asked for), manual (L)"),
-    ("Marks", "space marks machines for l (logs side by side); s, R, K act on the selected row only"),
+    ("Marks", "space marks machines: l shows their logs side by side, s, R, K act on every marked one"
+     " (after a question naming them); c clears the marks"),
+    ("Sort", "o: the next column (live ones too: job, progress, GPU, sync); O or a second header click reverses"),
     ("ctrl+s", "in the logs screen: saves what the pane shows to gcptui-NAME-TIME.log in the folder gcptui started in"),
 )  # fmt: skip
 

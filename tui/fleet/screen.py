@@ -10,81 +10,19 @@ from textual import events, on
 from textual.app import ComposeResult
 from textual.containers import Vertical
 from textual.screen import Screen
-from textual.widgets import DataTable, Footer, Header, Input, Static
+from textual.widgets import DataTable, Header, Input, Static
 
 from gcptui.remote.cloud.fleet import FleetSnapshot
 from gcptui.remote.models import Instance
+from gcptui.tui.dialogs.choice import ChoiceScreen
 from gcptui.tui.dialogs.confirm import ConfirmScreen
+from gcptui.tui.fleet.table import FleetTable, SortOrder
+from gcptui.tui.footer import KeysFooter
 from gcptui.tui.keys import action_allowed, bindings_for, refused_by_readonly
-from gcptui.tui.live.columns import COLUMNS, LIVE_COLUMNS, UNWATCHED, Column, matches, status_word
+from gcptui.tui.live.columns import COMPACT_BELOW, LIVE_COLUMNS, SORTABLE, matches, status_word
 from gcptui.tui.live.monitors import reachable
 from gcptui.tui.live.state import Live
 from gcptui.tui.messages import FleetRefreshed, FleetRefreshFailed, LiveChanged
-
-
-class FleetTable(DataTable[str | Text]):
-    """Rows keyed by instance key; cells updated in place so the cursor never jumps."""
-
-    marked: set[str] = set()
-
-    def on_mount(self) -> None:
-        self.cursor_type = "row"
-        self.zebra_stripes = True
-        for column in COLUMNS:
-            self.add_column(column.label, key=column.key)
-        for live_column in LIVE_COLUMNS:
-            self.add_column(live_column.label, key=live_column.key)
-
-    def show(
-        self, instances: list[Instance], live: Mapping[str, Live], marked: set[str] | None = None
-    ) -> None:
-        """Make the table hold exactly ``instances`` in this order, touching only what changed."""
-        self.marked = marked or set()
-        wanted = [i.key for i in instances]
-        current = [str(row.value) for row in self.ordered_rows_keys()]
-        if wanted != current:
-            selected = self.selected_key()
-            self.clear()
-            for instance in instances:
-                state = live.get(instance.name)
-                cells = [self._cell(c, instance) for c in COLUMNS] + [
-                    c.cell(state) if state else UNWATCHED for c in LIVE_COLUMNS
-                ]
-                self.add_row(*cells, key=instance.key)
-            if selected in wanted:
-                self.move_cursor(row=wanted.index(selected))
-            return
-        for instance in instances:
-            for column in COLUMNS:
-                self._set(instance.key, column.key, self._cell(column, instance))
-            if instance.name in live:
-                self.show_live(instance, live[instance.name])
-
-    def _cell(self, column: Column, instance: Instance) -> str | Text:
-        value = column.cell(instance)
-        if column.key == "name" and instance.name in self.marked:
-            return Text(f"● {instance.name}", "bold cyan")  # marked for the side-by-side logs
-        return value
-
-    def show_live(self, instance: Instance, state: Live) -> None:
-        """Refresh one row's live cells (job, progress, GPUs, sync, keep-alive)."""
-        if instance.key not in self.rows:
-            return
-        for column in LIVE_COLUMNS:
-            self._set(instance.key, column.key, column.cell(state))
-
-    def _set(self, row: str, column: str, value: str | Text) -> None:
-        if self.get_cell(row, column) != value:
-            self.update_cell(row, column, value, update_width=True)
-
-    def ordered_rows_keys(self) -> list:
-        return [row.key for row in self.ordered_rows]
-
-    def selected_key(self) -> str | None:
-        if not self.row_count:
-            return None
-        row_key, _ = self.coordinate_to_cell_key(self.cursor_coordinate)
-        return str(row_key.value)
 
 
 class FleetActions(Protocol):
@@ -132,7 +70,7 @@ class FleetScreen(Screen[None]):
         self.snapshot: FleetSnapshot | None = None
         self.error: str | None = None
         self.filter_text = ""
-        self.sort_index = 0
+        self.sort = SortOrder()
         self.marked: set[str] = set()
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
@@ -157,9 +95,9 @@ class FleetScreen(Screen[None]):
         yield Header(show_clock=False)
         with Vertical(id="fleet-body"):
             yield Input(placeholder="filter: words that must all appear (Esc clears)", id="filter")
-            yield FleetTable(id="fleet")
+            yield FleetTable(id="fleet", compact=self.app.size.width < COMPACT_BELOW)
             yield Static("Loading fleet…", id="status-line")
-        yield Footer()
+        yield KeysFooter()
 
     # Typed accessors keep selector strings out of the logic.
     @property
@@ -192,9 +130,8 @@ class FleetScreen(Screen[None]):
     def visible_instances(self) -> list[Instance]:
         if self.snapshot is None:
             return []
-        column = COLUMNS[self.sort_index]
         rows = [i for i in self.snapshot.instances if matches(i, self.filter_text)]
-        return sorted(rows, key=lambda i: (column.sort_key(i), i.name))  # type: ignore[arg-type, return-value]
+        return self.sort.sorted(rows, self.live)
 
     def selected_instance(self) -> Instance | None:
         key = self.table.selected_key()
@@ -219,7 +156,8 @@ class FleetScreen(Screen[None]):
             count = f"{shown}/{total}" if self.filter_text else f"{total}"
             when = self.snapshot.refreshed_at.astimezone().strftime("%H:%M:%S")
             text.append(f"{count} machines · {self.snapshot.source} · refreshed {when}")
-            text.append(f" · sorted by {COLUMNS[self.sort_index].label.lower()}", style="dim")
+            arrow = " ↓" if self.sort.reverse else ""
+            text.append(f" · sorted by {self.sort.label.lower()}{arrow}", style="dim")
             for note in self.snapshot.errors:
                 text.append(f" · {note}", style="bold yellow")
             if self.filter_text:
@@ -250,8 +188,17 @@ class FleetScreen(Screen[None]):
             self.table.focus()
 
     def action_sort(self) -> None:
-        self.sort_index = (self.sort_index + 1) % len(COLUMNS)
+        self.sort = self.sort.next()
         self._render_rows()
+
+    def action_sort_reverse(self) -> None:
+        self.sort = SortOrder(self.sort.key, not self.sort.reverse)
+        self._render_rows()
+
+    def on_resize(self, event: events.Resize) -> None:
+        # Narrow terminals get the compact layout (Job, Progress and GPU util stay on screen).
+        if self.table.set_compact(event.size.width < COMPACT_BELOW):
+            self._render_rows()
 
     def action_detail(self) -> None:
         instance = self.selected_instance()
@@ -279,33 +226,80 @@ class FleetScreen(Screen[None]):
         return instance
 
     def _job(self, label: str, action: str, question: str | None = None) -> None:
-        """Run a job action on the selected, reachable machine; ask ``question`` first if given."""
-        if (instance := self._reachable_or_tell()) is not None:
-            self._act(label, instance, lambda inst: self.actions.job_action(action, inst), question)
+        """Run a job action on the marked machines (any marked) or the selected one; ask first when
+        ``question`` is given or when it acts on several machines, naming them."""
+        if not self.marked:
+            if (instance := self._reachable_or_tell()) is not None:
+                self._act(label, [instance], lambda inst: self.actions.job_action(action, inst), question)
+            return
+        targets = self._marked_reachable()
+        if targets:
+            ask = question or f"{label} on {{name}}?"
+            self._act(label, targets, lambda inst: self.actions.job_action(action, inst), ask)
+
+    def _marked_reachable(self) -> list[Instance]:
+        """The marked machines that exist and answer SSH; says which ones are left out and why."""
+        found = [i for n in sorted(self.marked) if self.snapshot and (i := self.snapshot.find(n))]
+        left_out = [i for i in found if not reachable(i)]
+        if left_out:
+            words = ", ".join(f"{i.name} ({status_word(i)})" for i in left_out)
+            self.notify(f"left out, not running: {words}", severity="warning")
+        return [i for i in found if reachable(i)]
 
     def _vm(self, label: str, action: str, question: str | None = None) -> None:
         if (instance := self._selected_or_tell()) is not None:
-            self._act(label, instance, lambda inst: self.actions.vm_action(action, inst), question)
+            self._act(label, [instance], lambda inst: self.actions.vm_action(action, inst), question)
 
     def _act(
         self,
         label: str,
-        instance: Instance,
+        instances: list[Instance],
         run: Callable[[Instance], Awaitable[str | None]],
         question: str | None,
     ) -> None:
+        def go() -> None:
+            for instance in instances:
+                self.actions.act(label, instance, run)
+
         if question is None:
-            self.actions.act(label, instance, run)
+            go()
             return
 
         def answered(yes: bool | None) -> None:
             if yes:
-                self.actions.act(label, instance, run)
+                go()
 
-        self.app.push_screen(ConfirmScreen(question.format(name=instance.name)), answered)
+        names = ", ".join(i.name for i in instances)
+        self.app.push_screen(ConfirmScreen(question.format(name=names)), answered)
 
     def action_job_start(self) -> None:
-        self._job("Start job", "start")
+        # A job that ran and ended: offer a fresh run or a resume, as either can be meant.
+        instance = None if self.marked else self.selected_instance()
+        live = self.live.get(instance.name) if instance is not None else None
+        job = live.job if live is not None else None
+        if (
+            instance is None
+            or job is None
+            or job.state not in ("exited", "killed")
+            or not reachable(instance)
+        ):
+            self._job("Start job", "start")
+            return
+        ended = f"exit code {job.exit_code}" if job.exit_code is not None else job.state
+        if job.detail:
+            ended += f", {job.detail}"
+        answers = [
+            ("f", "start", "a fresh run: [job].command (the demo's gets a new run directory)"),
+            ("r", "restart", "resume it: [job].resume, from its last checkpoint"),
+        ]
+
+        def chosen(action: str | None) -> None:
+            if action is not None:
+                label = "Start job" if action == "start" else "Resume job"
+                self.actions.act(label, instance, lambda inst: self.actions.job_action(action, inst))
+
+        question = f"The job on {instance.name} ended ({ended}). Run it again how?"
+        self.app.push_screen(ChoiceScreen(question, answers), chosen)
 
     def action_job_restart(self) -> None:
         self._job("Restart job", "restart")
@@ -345,6 +339,12 @@ class FleetScreen(Screen[None]):
             self.marked ^= {i.name}
             self._render_rows()
 
+    def action_clear_marks(self) -> None:
+        if self.marked:
+            self.marked = set()
+            self._render_rows()
+            self.notify("marks cleared: s, K, R and l act on the selected machine again", title="Marks")
+
     def action_logs(self) -> None:
         names = [n for n in self.marked if self.snapshot and self.snapshot.find(n)] or (
             [i.name] if (i := self.selected_instance()) else []
@@ -369,9 +369,10 @@ class FleetScreen(Screen[None]):
 
     @on(DataTable.HeaderSelected, "#fleet")
     def _header_selected(self, event: DataTable.HeaderSelected) -> None:
-        keys = [c.key for c in COLUMNS]
-        if str(event.column_key.value) in keys:  # live columns do not sort
-            self.sort_index = keys.index(str(event.column_key.value))
+        # A click on a column's header sorts by it; a second click on the same one reverses.
+        key = str(event.column_key.value)
+        if key in dict(SORTABLE):
+            self.sort = SortOrder(key, not self.sort.reverse if key == self.sort.key else False)
             self._render_rows()
 
     def show_live(self, name: str) -> None:
@@ -382,6 +383,9 @@ class FleetScreen(Screen[None]):
         if instance is not None and name in self.live:
             self.table.show_live(instance, self.live[name])
 
+    def _live_sorted(self) -> bool:
+        return self.sort.key in {c.key for c in LIVE_COLUMNS}
+
     def on_fleet_refreshed(self, message: FleetRefreshed) -> None:
         self.show_snapshot(message.snapshot)
 
@@ -389,5 +393,8 @@ class FleetScreen(Screen[None]):
         self.show_error(message.error)
 
     def on_live_changed(self, message: LiveChanged) -> None:
+        if self._live_sorted():
+            self._render_rows()  # the order itself may change (the cursor stays on its machine)
+            return
         for name in message.names:
             self.show_live(name)

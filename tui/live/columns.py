@@ -72,21 +72,74 @@ class LiveColumn:
     key: str
     label: str
     cell: Callable[[Live], str | Text]
+    sort_key: Callable[[Live], object]
+    compact_cell: Callable[[Live], str | Text] | None = None  # narrow terminals: no sparklines
 
 
 # What a machine's live cells read before anything is known (not reachable, not watched).
 UNWATCHED = Text("-", "dim")
 
+# Live sort keys: what a person compares (running jobs first, further along first is the reversed
+# order); machines that are not watched sort after every watched one either way round.
+JOB_ORDER = {"running": 0, "exited": 1, "killed": 2, "none": 3}
+
+
+def _job_key(live: Live) -> object:
+    return JOB_ORDER.get(live.job.state, 4) if live.job is not None else 5
+
+
+def _progress_key(live: Live) -> object:
+    fraction = live.progress.fraction if live.progress is not None else None
+    return -1.0 if fraction is None else fraction
+
+
+def _gpu_key(live: Live) -> object:
+    latest = live.gpu.latest
+    utils = [g.util for g in latest.gpus if g.util is not None] if latest is not None else []
+    return sum(utils) / len(utils) if utils else -1.0
+
+
 LIVE_COLUMNS: tuple[LiveColumn, ...] = (
-    LiveColumn("job", "Job", lambda live: live.job_text()),
-    LiveColumn("progress", "Progress", lambda live: live.progress_text()),
-    LiveColumn("gpu", "GPU util", lambda live: live.gpu_text()),
-    LiveColumn("sync", "Sync", lambda live: live.sync_text()),
-    LiveColumn("keepalive", "Keep-alive", lambda live: live.keepalive_text()),
+    LiveColumn("job", "Job", lambda live: live.job_text(), _job_key),
+    LiveColumn(
+        "progress",
+        "Progress",
+        lambda live: live.progress_text(),
+        _progress_key,
+        lambda live: live.progress_text(compact=True),
+    ),
+    LiveColumn(
+        "gpu", "GPU util", lambda live: live.gpu_text(), _gpu_key, lambda live: live.gpu_text(compact=True)
+    ),
+    LiveColumn("sync", "Sync", lambda live: live.sync_text(), lambda live: live.sync_state or "~"),
+    LiveColumn(
+        "keepalive",
+        "Keep-alive",
+        lambda live: live.keepalive_text(),
+        lambda live: live.keepalive_text().plain,
+    ),
 )
 
 # The CLI's `ls` shows what the API knows; the TUI adds the live columns.
 COLUMNS = INSTANCE_COLUMNS
+
+# Every column the fleet table can sort by, in table order: (key, label).
+SORTABLE: tuple[tuple[str, str], ...] = tuple((c.key, c.label) for c in INSTANCE_COLUMNS) + tuple(
+    (c.key, c.label) for c in LIVE_COLUMNS
+)
+
+# Below this many terminal columns the fleet table drops the columns that matter least while
+# training (zone, machine type, GPU types, Spot, address: all in the detail view), so Job,
+# Progress and GPU util stay on screen; the name column never scrolls away.
+COMPACT_BELOW = 120
+COMPACT_INSTANCE_KEYS = ("name", "status")
+
+
+def table_columns(compact: bool) -> tuple[tuple[Column, ...], tuple[LiveColumn, ...]]:
+    """The fleet table's columns in a wide or a compact (narrow terminal) layout."""
+    if not compact:
+        return INSTANCE_COLUMNS, LIVE_COLUMNS
+    return tuple(c for c in INSTANCE_COLUMNS if c.key in COMPACT_INSTANCE_KEYS), LIVE_COLUMNS
 
 
 def matches(instance: Instance, query: str) -> bool:

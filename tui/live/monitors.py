@@ -30,6 +30,12 @@ from gcptui.tui.live.state import Live
 
 log = logging.getLogger(__name__)
 
+# A watcher that dies of an unexpected error is restarted after RESTART_FIRST_S, doubling up to
+# RESTART_MAX_S while it keeps failing; one that ran HEALTHY_S before failing starts over at the first.
+RESTART_FIRST_S = 1.0
+RESTART_MAX_S = 60.0
+HEALTHY_S = 60.0
+
 
 async def cancel_and_wait(tasks: list[asyncio.Task[None]], timeout: float = 3.0) -> None:
     """Cancel ``tasks`` and wait at most ``timeout`` for them. Python 3.11's ``wait_for`` can swallow
@@ -68,6 +74,7 @@ class Monitors:
         failed: Callable[[str, BaseException], None] | None = None,
         limit: int = 32,
         sync_by_default: bool = False,
+        restart_delay: float = RESTART_FIRST_S,
     ) -> None:
         self.services = services
         self.live = live
@@ -77,6 +84,8 @@ class Monitors:
         self.sync_warning = sync_warning
         self.failed = failed or self._log_failure
         self.limit = limit
+        self.restart_delay = restart_delay
+        self.restarts: dict[str, int] = {}  # watcher label -> restarts after unexpected errors
         self._tasks: dict[str, list[asyncio.Task[None]]] = {}
         self._targets: dict[str, SshTarget] = {}
         self.sync_wanted: set[str] = set()
@@ -119,9 +128,9 @@ class Monitors:
         get = self.services.pool.getter(target)
         metrics = metrics_path(self.services.config.job, self.services.config.sync.dest)
         self._tasks[name] = [
-            self._spawn(f"job {name}", self._watch_job(name, get)),
-            self._spawn(f"progress {name}", self._watch_progress(name, get, metrics)),
-            self._spawn(f"gpu {name}", self._watch_gpu(name, get)),
+            self._spawn_watcher(f"job {name}", lambda: self._watch_job(name, get)),
+            self._spawn_watcher(f"progress {name}", lambda: self._watch_progress(name, get, metrics)),
+            self._spawn_watcher(f"gpu {name}", lambda: self._watch_gpu(name, get)),
         ]
 
     def _stop(self, name: str, *, disconnect: bool = True) -> None:
@@ -143,6 +152,36 @@ class Monitors:
     def _spawn(self, label: str, coro: Coroutine[Any, Any, None]) -> asyncio.Task[None]:
         """A background task whose unexpected death is reported (``failed``), never silent."""
         return report_failure(asyncio.get_running_loop().create_task(coro, name=label), self.failed)
+
+    def _spawn_watcher(self, label: str, run: Callable[[], Coroutine[Any, Any, None]]) -> asyncio.Task[None]:
+        """A watcher task that outlives its own bugs: see ``_supervise``."""
+        return self._spawn(label, self._supervise(label, run))
+
+    async def _supervise(self, label: str, run: Callable[[], Coroutine[Any, Any, None]]) -> None:
+        """Run ``run()``; when it dies of an unexpected error, report it (``failed``: logged with its
+        traceback and shown, once per distinct error) and run it again after a growing delay, so a
+        parser bug on one odd line does not leave a column frozen for the rest of the session.
+        Expected failures (SSH down, a VM restarting) are handled inside the watchers themselves."""
+        delay = self.restart_delay
+        told: set[str] = set()
+        loop = asyncio.get_running_loop()
+        while True:
+            started = loop.time()
+            try:
+                await run()
+                return  # its stream ended on its own
+            except Exception as err:  # noqa: BLE001 - a surprise: reported, then the watcher restarts
+                if loop.time() - started >= HEALTHY_S:
+                    delay = self.restart_delay
+                said = f"{type(err).__name__}: {err}"
+                if said in told:
+                    log.warning("monitor %r failed again (%s); restarting in %gs", label, said, delay)
+                else:
+                    told.add(said)
+                    self.failed(label, err)
+            await asyncio.sleep(delay)
+            self.restarts[label] = self.restarts.get(label, 0) + 1
+            delay = min(delay * 2, RESTART_MAX_S)
 
     @staticmethod
     def _log_failure(name: str, error: BaseException) -> None:
@@ -208,18 +247,36 @@ class Monitors:
             self._start_sync(instance)
         return True
 
-    def _start_sync(self, instance: Instance) -> None:
+    def _open_session(self, instance: Instance) -> SyncSession | None:
         try:
             session = self.services.sync_session(instance)
         except GcptuiError as err:  # e.g. the source holds a private key: refused, said once
             if self.state(instance.name).sync_state != "error":
                 self.sync_warning(instance.name, str(err))
             self._record_sync(instance.name, "error", 0, str(err))
-            return
+            return None
         session.subscribe(functools.partial(self._on_sync_event, instance.name))
         self.state(instance.name).sync_route = self.services.sync_line(instance)
-        task = self._spawn(f"sync {instance.name}", self._follow(instance.name, session))
-        self._sync[instance.name] = (session, task)
+        return session
+
+    def _start_sync(self, instance: Instance) -> None:
+        name = instance.name
+        first = self._open_session(instance)
+        if first is None:
+            return
+        unused: list[SyncSession] = [first]
+
+        async def run() -> None:
+            # A restart after an unexpected error follows with a new session (the old one is closed).
+            session = unused.pop() if unused else self._open_session(instance)
+            if session is None:
+                return
+            if name in self._sync:
+                self._sync[name] = (session, self._sync[name][1])  # barrier() uses the live one
+            await self._follow(name, session)
+
+        task = self._spawn_watcher(f"sync {name}", run)
+        self._sync[name] = (first, task)
 
     async def _follow(self, name: str, session: SyncSession) -> None:
         try:

@@ -71,9 +71,9 @@ class Live:
             text.append(" preempted", "magenta")
         return text
 
-    def progress_text(self) -> Text:
+    def progress_text(self, compact: bool = False) -> Text:
         """``step/total pct ETA`` and a loss sparkline, narrow enough for the table (the rate and
-        per-GPU detail are in the detail view)."""
+        per-GPU detail are in the detail view); ``compact`` (narrow terminals) leaves the sparkline out."""
         progress = self.progress
         if progress is None or progress.step is None:
             return Text("—", "dim")
@@ -86,7 +86,7 @@ class Live:
         running = self.job is not None and self.job.state == "running"
         if running and progress.eta_seconds is not None:
             text.append(f" {format_duration(progress.eta_seconds)}", "magenta")
-        if progress.losses:
+        if progress.losses and not compact:
             text.append(f" {sparkline(progress.losses, 6, maximum=None)}", "yellow")
         if progress.loss is not None:
             text.append(f" {progress.loss:.3g}", "yellow")
@@ -94,8 +94,9 @@ class Live:
             text.stylize("dim")  # the last run's figures, not a live one
         return text
 
-    def gpu_text(self) -> Text:
-        """Mean utilization over the VM's GPUs as a sparkline, and memory in use."""
+    def gpu_text(self, compact: bool = False) -> Text:
+        """Mean utilization over the VM's GPUs as a sparkline (not when ``compact``), and memory in
+        use (``m`` and a percentage: memory used over total, averaged over the GPUs)."""
         if not self.watched:
             return Text("-", "dim")
         latest = self.gpu.latest
@@ -109,8 +110,9 @@ class Live:
         text = Text()
         if self.gpu_idle:
             text.append("IDLE ", "bold white on red")
-        text.append(sparkline(means, 6), style)
-        text.append(f" {util:3.0f}%", style)
+        if not compact:
+            text.append(sparkline(means, 6) + " ", style)
+        text.append(f"{util:3.0f}%", style)
         if mems:
             text.append(f" m{sum(mems) / len(mems):2.0f}%", "cyan")
         return text

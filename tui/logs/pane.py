@@ -18,6 +18,7 @@ from textual.containers import Vertical
 from textual.events import Click
 from textual.widgets import Static
 
+from gcptui.remote.safe_text import one_line
 from gcptui.remote.telemetry.log_stream import LogChunk, LogEvent, LogNotice
 from gcptui.tui.logs.view import LogView
 
@@ -138,11 +139,13 @@ class LogPane(Vertical):
 
     def refresh_title(self) -> None:
         view = self.view
-        title = Text.assemble((f" {self.source_name} ", f"bold {self.colour}"))
+        # The name, the path and a failure's message (a VM's stderr) are strings from outside:
+        # sanitized, so no escape sequence or control reaches the terminal through a title.
+        title = Text.assemble((f" {one_line(self.source_name)} ", f"bold {self.colour}"))
         word, style = _STATUS.get(self.status, (self.status, ""))
         title.append(word, style)
         if self.status in ("error", "reconnecting") and self.status_message:
-            title.append(f": {self.status_message}", "dim")
+            title.append(f": {one_line(self.status_message)}", "dim")
         title.append(" · following" if view.follow else " · paused", "dim" if view.follow else "bold yellow")
         self.query_one(".pane-title", Static).update(title, layout=False)  # one row, fixed height
         self.query_one(NewLinesMarker).set_class(not view.follow, "-visible")

@@ -19,9 +19,10 @@ from rich.text import Text
 from textual import on
 from textual.app import ComposeResult
 from textual.containers import Horizontal
-from textual.widgets import Footer, Input, Static
+from textual.widgets import Input, Static
 
 from gcptui.remote.telemetry.log_stream import LogEvent, LogNotice
+from gcptui.tui.footer import KeysFooter
 from gcptui.tui.keys import bindings_for
 from gcptui.tui.logs.pane import MARKER_INTERVAL_S, LogPane, NewLinesMarker
 from gcptui.tui.logs.view import LogView, line_width
@@ -106,7 +107,7 @@ class LogsScreen(GcPausedFrames):
         yield LogView(self.buffer_lines, id="merged")
         yield Input(placeholder="filter (enter: keep, escape: clear)", id="filter")
         yield ToggleIndicator()
-        yield Footer()
+        yield KeysFooter()
 
     @property
     def panes(self) -> list[LogPane]:
@@ -278,10 +279,19 @@ class LogsScreen(GcPausedFrames):
     def _views(self) -> list[LogView]:
         return [pane.view for pane in self.panes] + [self.merged_view]
 
+    def _filter_summary(self) -> str:
+        """What the filter found: in the merged view its lines; with panes, every pane's matches
+        (not only the focused one's), e.g. ``12 matches in 3 panes``."""
+        if self.merged or not self.filter_text:
+            return f"{self.merged_view.match_count or 0} lines"
+        counts = [pane.view.match_count or 0 for pane in self.panes]
+        hit = sum(1 for count in counts if count)
+        return f"{sum(counts)} matches in {hit} pane{'' if hit == 1 else 's'}"
+
     def _update_indicator(self, throttle: bool = False) -> None:
         view = self.active_view
         state = (id(view), view.follow, view.wrap, self.merged, self.fullscreen, self.filter_text)
-        counts = (0 if view.follow else view.new_lines, view.match_count)
+        counts = (0 if view.follow else view.new_lines, view.match_count, self._filter_summary())
         if throttle and state == self._indicator_state:
             # Only the counts ("+N", matching lines) can differ: redraw them a few times per second.
             now = time.monotonic()
@@ -302,7 +312,7 @@ class LogsScreen(GcPausedFrames):
             text.append("  ")
         if self.filter_text:
             text.append("Filter:", "bold")
-            text.append(f'"{self.filter_text}" ({view.match_count} lines)', "yellow")
+            text.append(f'"{self.filter_text}" ({self._filter_summary()})', "yellow")
         plain = text.plain
         if plain != self._indicator_text:
             self._indicator_text = plain

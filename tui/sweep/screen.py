@@ -13,11 +13,12 @@ from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.screen import Screen
-from textual.widgets import DataTable, Footer, Static
+from textual.widgets import DataTable, Static
 
 from gcptui.remote.errors import GcptuiError
 from gcptui.remote.sweep.report import ranked
 from gcptui.remote.sweep.state import SweepState, Trial, load_state
+from gcptui.tui.footer import KeysFooter
 
 SORTS = ("metric", "trial", "state")
 FILTERS = ("all", "running", "queued", "finished", "failed")
@@ -63,7 +64,7 @@ class SweepScreen(Screen[None]):
     def compose(self) -> ComposeResult:
         yield Static(id="sweep-summary")
         yield DataTable(id="sweep-trials", cursor_type="row", zebra_stripes=True)
-        yield Footer()
+        yield KeysFooter()
 
     def on_mount(self) -> None:
         if self.refresh_seconds > 0:

@@ -1,0 +1,178 @@
+"""The fleet table widget: rows keyed by instance, a wide and a compact column layout, sorting."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from rich.text import Text
+from textual.widgets import DataTable
+
+from gcptui.remote.models import Instance
+from gcptui.tui.live.columns import (
+    COLUMNS,
+    LIVE_COLUMNS,
+    SORTABLE,
+    UNWATCHED,
+    Column,
+    LiveColumn,
+    table_columns,
+)
+from gcptui.tui.live.state import Live
+
+
+@dataclass(frozen=True, slots=True)
+class SortOrder:
+    """Which column the rows are sorted by (an instance column or a live one) and which way."""
+
+    key: str = "name"
+    reverse: bool = False
+
+    @property
+    def label(self) -> str:
+        return dict(SORTABLE)[self.key]
+
+    def next(self) -> SortOrder:
+        """The next column (instance columns, then live ones, then back to the first), ascending."""
+        keys = [key for key, _ in SORTABLE]
+        return SortOrder(keys[(keys.index(self.key) + 1) % len(keys)])
+
+    def sorted(self, instances: list[Instance], live: Mapping[str, Live]) -> list[Instance]:
+        """``instances`` in this order; ties by name. Machines without live data sort last either
+        way round for a live column (nothing is known to compare)."""
+        instance_column = next((c for c in COLUMNS if c.key == self.key), None)
+        if instance_column is not None:
+            return sorted(
+                instances,
+                key=lambda i: (instance_column.sort_key(i), i.name),  # type: ignore[arg-type, return-value]
+                reverse=self.reverse,
+            )
+        live_column = next(c for c in LIVE_COLUMNS if c.key == self.key)
+        known = [i for i in instances if i.name in live and live[i.name].watched]
+        unknown = sorted((i for i in instances if i not in known), key=lambda i: i.name)
+        ordered = sorted(
+            known, key=lambda i: (live_column.sort_key(live[i.name]), i.name), reverse=self.reverse
+        )  # type: ignore[arg-type, return-value]
+        return ordered + unknown
+
+
+class FleetTable(DataTable[str | Text]):
+    """Rows keyed by instance key; cells updated in place so the cursor never jumps.
+
+    The name column stays put while the rest scrolls sideways (``fixed_columns``); ``set_compact``
+    switches to the narrow layout.
+    """
+
+    marked: set[str] = set()
+
+    def __init__(self, *, compact: bool = False, id: str | None = None) -> None:  # noqa: A002 - Textual's name
+        super().__init__(id=id)
+        self.compact = compact
+        self.fixed_columns = 1  # the name: which row is which, however far one scrolls right
+
+    @property
+    def instance_columns(self) -> tuple[Column, ...]:
+        return table_columns(self.compact)[0]
+
+    @property
+    def live_columns(self) -> tuple[LiveColumn, ...]:
+        return table_columns(self.compact)[1]
+
+    def on_mount(self) -> None:
+        self.cursor_type = "row"
+        self.zebra_stripes = True
+        self._add_columns()
+
+    def _add_columns(self) -> None:
+        for column in self.instance_columns:
+            self.add_column(column.label, key=column.key)
+        for live_column in self.live_columns:
+            self.add_column(live_column.label, key=live_column.key)
+
+    def set_compact(self, compact: bool) -> bool:
+        """Switch layouts; True when it changed (the caller then shows the rows again)."""
+        if compact == self.compact:
+            return False
+        self.compact = compact
+        selected = self.selected_key()
+        self.clear(columns=True)
+        self._add_columns()
+        self._reselect = selected
+        return True
+
+    _reselect: str | None = None
+
+    def visible_labels(self) -> list[str]:
+        """The column labels that fit on screen now (the scrolled-off ones excluded)."""
+        width, x, labels = self.scrollable_content_region.width, 0, []
+        fixed = self.ordered_columns[: self.fixed_columns]
+        fixed_width = sum(c.get_render_width(self) for c in fixed)
+        scroll_x = int(self.scroll_x)
+        for index, column in enumerate(self.ordered_columns):
+            column_width = column.get_render_width(self)
+            if index < self.fixed_columns:
+                start = x
+            else:
+                start = x - scroll_x
+                if start < fixed_width:
+                    x += column_width
+                    continue
+            if start + column_width <= width:
+                labels.append(column.label.plain)
+            x += column_width
+        return labels
+
+    def show(
+        self, instances: list[Instance], live: Mapping[str, Live], marked: set[str] | None = None
+    ) -> None:
+        """Make the table hold exactly ``instances`` in this order, touching only what changed."""
+        self.marked = marked or set()
+        wanted = [i.key for i in instances]
+        current = [str(row.value) for row in self.ordered_rows_keys()]
+        if wanted != current:
+            selected = self.selected_key() or self._reselect
+            self._reselect = None
+            self.clear()
+            for instance in instances:
+                state = live.get(instance.name)
+                cells = [self._cell(c, instance) for c in self.instance_columns] + [
+                    self._live_cell(c, state) if state else UNWATCHED for c in self.live_columns
+                ]
+                self.add_row(*cells, key=instance.key)
+            if selected in wanted:
+                self.move_cursor(row=wanted.index(selected))
+            return
+        for instance in instances:
+            for column in self.instance_columns:
+                self._set(instance.key, column.key, self._cell(column, instance))
+            if instance.name in live:
+                self.show_live(instance, live[instance.name])
+
+    def _cell(self, column: Column, instance: Instance) -> str | Text:
+        value = column.cell(instance)
+        if column.key == "name" and instance.name in self.marked:
+            return Text(f"● {instance.name}", "bold cyan")  # marked: logs, and s/K/R act on all marked
+        return value
+
+    def show_live(self, instance: Instance, state: Live) -> None:
+        """Refresh one row's live cells (job, progress, GPUs, sync, keep-alive)."""
+        if instance.key not in self.rows:
+            return
+        for column in self.live_columns:
+            self._set(instance.key, column.key, self._live_cell(column, state))
+
+    def _live_cell(self, column: LiveColumn, state: Live) -> str | Text:
+        return (column.compact_cell or column.cell)(state) if self.compact else column.cell(state)
+
+    def _set(self, row: str, column: str, value: str | Text) -> None:
+        if self.get_cell(row, column) != value:
+            self.update_cell(row, column, value, update_width=True)
+
+    def ordered_rows_keys(self) -> list:  # type: ignore[type-arg]
+        return [row.key for row in self.ordered_rows]
+
+    def selected_key(self) -> str | None:
+        if not self.row_count:
+            return None
+        row_key, _ = self.coordinate_to_cell_key(self.cursor_coordinate)
+        return str(row_key.value)
