@@ -275,8 +275,8 @@ class SyncSession:
         self.tracker.reset(scan.entries)
         self._report_links(scan)
         if self._following:
-            await self.tracker.watch_new_dirs()
-        plan = make_plan(scan.entries, remote, ledger, rules=self.rules, protect=self.protect)
+            self._report_links(await self.tracker.watch_new_dirs())
+        plan = make_plan(self.tracker.entries, remote, ledger, rules=self.rules, protect=self.protect)
         self._refuse_wipe(plan)
         return await self._apply(plan, full=True)
 
@@ -379,7 +379,7 @@ class SyncSession:
         scan = await asyncio.to_thread(scan_tree, self.source, self.rules)
         self.tracker.reset(scan.entries)
         self._report_links(scan)
-        await self.tracker.watch_new_dirs()
+        self._report_links(await self.tracker.watch_new_dirs())
         return make_plan(
-            scan.entries, self.view.entries, self.view.ledger, rules=self.rules, protect=self.protect
+            self.tracker.entries, self.view.entries, self.view.ledger, rules=self.rules, protect=self.protect
         )

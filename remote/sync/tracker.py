@@ -5,6 +5,9 @@ as one add (its children unnamed), a delete may be followed by a re-create withi
 every named path is looked at again: a file is re-read, a directory is re-scanned whole (and its
 new subdirectories watched before the scan is trusted), a missing path drops with everything
 below it.
+
+Which directories hold a live watch is bookkept by path and (dev, inode), and a path named by an
+event forgets that bookkeeping for itself and everything below it (see :meth:`mark_dirty_abs`).
 """
 
 from __future__ import annotations
@@ -47,8 +50,9 @@ class LocalTracker:
 
     # -- dirty set -------------------------------------------------------------------------------
     def mark_dirty_abs(self, paths: Iterable[str]) -> None:
-        """Record absolute paths the watcher reported."""
+        """Record absolute paths the watcher reported; their watches (and those below) are suspect."""
         root = str(self.root)
+        named: set[str] = set()
         for path in paths:
             if path == root:
                 self._dirty.add("")
@@ -57,6 +61,33 @@ class LocalTracker:
                 if SyncRules.is_rule_file(rel):
                     self._rescan = True
                 self._dirty.add(rel)
+                named.add(rel)
+        self._forget_watches(named)
+
+    def _forget_watches(self, named: set[str]) -> None:
+        """Forget the watches on every directory at or below a path an event named.
+
+        When a watched directory reports that an entry P moved out or was deleted, watchfiles'
+        inotify backend (notify 8) removes, in that inotify instance, the watch it keyed by the
+        path P *and every watch it keyed below P*. The directories may be back at those very
+        paths by the time the batch is handled: P renamed away and back, or a subdirectory moved
+        back to its old path inside a new P. An unchanged (dev, inode) at a path therefore does
+        not prove a live watch, and trusting it loses every later event in that directory. Each
+        such removal is announced by an event naming P itself, so forgetting P's subtree whenever
+        P is named is exact: the scan that follows watches all of it again (a few duplicate
+        watches at worst, folded away by the watcher). It also covers a directory re-created at
+        its old path with a recycled inode number: its old watch died with it. The root is never
+        named by a removal: nothing above it is watched.
+        """
+        if not named:
+            return
+        for rel in list(self._watched):
+            up = rel
+            while up:
+                if up in named:
+                    del self._watched[rel]
+                    break
+                up = parent_of(up)
 
     def has_dirty(self) -> bool:
         return bool(self._dirty) or self._rescan
@@ -84,8 +115,11 @@ class LocalTracker:
             return None
         return st.st_dev, st.st_ino
 
-    async def _watch(self, rels: list[str]) -> bool:
-        """Watch directories whose current inode has no watch yet (a re-created directory needs a new one)."""
+    async def _watch(self, rels: list[str]) -> list[str]:
+        """Watch directories whose current inode has no watch yet (a re-created directory needs a new one).
+
+        Returns the directories newly watched.
+        """
         new = {}
         for rel in rels:
             inode = self._inode(rel)
@@ -94,22 +128,43 @@ class LocalTracker:
         if new:
             await self.watcher.add(new)
             self._watched.update(new)
-        return bool(new)
+        return list(new)
 
     async def start_watching(self) -> None:
         """Scan the tree and watch the root and every synced directory."""
-        self.entries = scan_tree(self.root, self.rules).entries
-        await self.watch_new_dirs()
+        self.entries = (await self._scan_watched("")).entries
 
-    async def watch_new_dirs(self) -> None:
-        """Place watches on synced directories that have none yet."""
-        await self._watch([""] + [rel for rel, e in self.entries.items() if e.kind == "d"])
+    async def watch_new_dirs(self) -> LocalScan:
+        """Place watches on synced directories that have none yet, then rescan those directories.
+
+        The manifest came from a scan that ran before these watches existed (in a thread, while
+        the tree kept changing): a file created in such a directory after the scan passed it and
+        before its watch was placed would never be reported. So each newly watched subtree is
+        scanned again, now that it is watched, and replaces its part of the manifest. Returns
+        what those rescans found (for their links leading out of the tree).
+        """
+        new = await self._watch([""] + [rel for rel, e in self.entries.items() if e.kind == "d"])
+        tops: set[str] = set()  # a new directory below a new one is rescanned with it
+        for rel in sorted(new, key=lambda r: r.count("/")):
+            if not any(up in tops for up in _ancestors(rel)):
+                tops.add(rel)
+        found = LocalScan()
+        for rel in sorted(tops):
+            scan = await self._scan_watched(rel)
+            found.entries.update(scan.entries)
+            found.links_out.update(scan.links_out)
+        if tops:
+            for path in [p for p in self.entries if p in tops or any(up in tops for up in _ancestors(p))]:
+                del self.entries[path]
+            self.entries.update(found.entries)
+        return found
 
     async def _scan_watched(self, rel: str) -> LocalScan:
         """Scan a directory subtree, watching new directories first so nothing slips between."""
         while True:
             scan = scan_tree(self.root, self.rules, start=rel)
-            if not await self._watch(scan.dirs):
+            dirs = scan.dirs if rel else ["", *scan.dirs]  # a subtree's scan lists its own top
+            if not await self._watch(dirs):
                 return scan
 
     async def apply_dirty(self) -> Change:
@@ -133,10 +188,8 @@ class LocalTracker:
                 continue
             scan = None
             path = self.root / rel
-            if watch:
-                # A directory named by an event may be a new one at an old name (even with a
-                # recycled inode): its old watch died with it, so it always gets a new one.
-                self._watched.pop(rel, None)
+            # No need to drop rel's watch bookkeeping here: mark_dirty_abs forgot it (and its
+            # subtree's) when the event named it, so the scan below watches the subtree anew.
             if watch and rel and path.is_dir() and not path.is_symlink() and self.rules.synced(rel, True):
                 scan = await self._scan_watched(rel)
                 scanned.append(rel)
@@ -166,3 +219,12 @@ class LocalTracker:
         change.scan.links_out.update(scan.links_out)
         if fresh is not None and fresh.kind == "f":
             change.force.add(rel)
+
+
+def _ancestors(rel: str) -> list[str]:
+    """The tree-relative directories above ``rel``, the root ("") included."""
+    out = []
+    while rel:
+        rel = parent_of(rel)
+        out.append(rel)
+    return out

@@ -5,6 +5,11 @@ directories get their watches added by :meth:`TreeWatcher.add`, which returns on
 are in place, so a scan right after it misses nothing. Each ``add`` starts one more
 ``awatch`` generator; when there are many, they fold into one over the current directory set and
 the root is reported changed, so the consumer rescans (events in the swap may be lost).
+
+Watches are keyed by path inside each generator: when a watched directory reports that an entry
+moved out or was deleted, the backend drops that path's watch and every watch keyed below it,
+even if those directories are back at the same paths later. The event names the path, and the
+tracker watches its whole subtree again (``LocalTracker._forget_watches``).
 """
 
 from __future__ import annotations
