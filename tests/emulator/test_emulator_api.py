@@ -8,7 +8,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -64,17 +63,16 @@ def test_close_kills_every_vm_process(tmp_path: Path) -> None:
     assert not any(vm_processes(u) for u in uids)
 
 
-async def test_a_thousand_instances_list_quickly(tmp_path: Path) -> None:
+async def test_a_thousand_instances_list_in_two_aggregated_pages(tmp_path: Path) -> None:
+    """How long it takes is benchmarks/fleet_list.py's business; here: every instance, few calls."""
     async with Emulator(tmp_path / "emu", ssh=False, boot_seconds=0.0) as emu:
         for spec in large_fleet(1000, zones=10):
             emu.add_instance(spec.name, spec.zone, **spec.options())
         await emu.settle()
         gce = gce_for(emu)
-        started = time.monotonic()
         instances = await asyncio.to_thread(gce.list_instances)
-        elapsed = time.monotonic() - started
+        assert emu.calls("instances.aggregatedList") == 2  # 500 per page, as GCE's maximum
     assert len(instances) == 1000 and len({i.zone for i in instances}) == 10
-    assert elapsed < 3.0, f"listing 1000 instances took {elapsed:.2f}s"
 
 
 def _get(emu: EmulatorThread, url: str) -> bytes:
