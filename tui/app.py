@@ -341,6 +341,17 @@ class GcptuiApp(App[None]):
         if sources:
             self.push_screen(LogsScreen(sources[:8], buffer_lines=self.config.logs.buffer_lines))
 
+    def open_sweep(self) -> None:
+        """The sweep screen of the newest sweep (``gcptui sweep run`` keeps their states locally)."""
+        from gcptui.remote.sweep.state import newest_sweep
+        from gcptui.tui.sweep.screen import SweepScreen
+
+        name = newest_sweep()
+        if name is None:
+            self.notify("no sweep yet: start one with `gcptui sweep run FILE`", title="Sweep")
+            return
+        self.push_screen(SweepScreen(name, open_logs=self.open_logs))
+
     async def vm_action(self, action: str, instance: Instance) -> str | None:
         gce = await asyncio.to_thread(self.fleet.gce)
         call = {"start": gce.start, "stop": gce.stop, "preempt": gce.simulate_maintenance_event}[action]

@@ -130,6 +130,15 @@ def state_path(name: str) -> Path:
     return sweep_dir(name) / "state.json"
 
 
+def newest_sweep() -> str | None:
+    """The name of the sweep whose state changed last (None when there is none)."""
+    try:
+        found = [(p.stat().st_mtime, p.parent.name) for p in sweeps_dir().glob("*/state.json")]
+    except OSError:
+        return None
+    return max(found)[1] if found else None
+
+
 def load_state(name: str) -> SweepState | None:
     """The saved state of sweep ``name``, None when there is none."""
     path = state_path(name)

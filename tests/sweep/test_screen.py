@@ -8,10 +8,12 @@ import pytest
 from textual.app import App
 from textual.widgets import DataTable, Static
 
+from gcptui.remote.config import Config
 from gcptui.remote.sweep.spec import parse_sweep
-from gcptui.remote.sweep.state import SweepState, save_state
+from gcptui.remote.sweep.state import SweepState, newest_sweep, save_state
 from gcptui.remote.sweep.trials import initial_trials
-from gcptui.tui.sweep.screen import SweepScreen, eta_text
+from gcptui.tui.app import GcptuiApp
+from gcptui.tui.sweep.screen import SweepScreen, eta_text, sparkline
 
 SWEEP = """name = "screen"
 command = "python -m gcptui_trainer --run-dir {run_dir} --lr {lr} --batch-size {batch_size}"
@@ -116,3 +118,35 @@ def test_eta_from_the_rate_so_far() -> None:
     assert eta_text(trial) == "5m00s"
     trial.step = 190
     assert eta_text(trial) == "5s"
+
+
+def test_sparkline_spans_lowest_to_highest() -> None:
+    assert sparkline([3.0, 2.0, 1.0]) == "█▅▁"
+    assert sparkline([1.0, 1.0]) == "▁▁"
+    assert len(sparkline([float(k) for k in range(100)], width=40)) == 40
+
+
+async def test_enter_on_a_trial_opens_the_logs_of_its_vm_and_the_leader_curve_is_drawn() -> None:
+    opened: list[list[str]] = []
+    screen = SweepScreen("screen", refresh_seconds=0, open_logs=opened.append)
+    state = sample_state()
+    state.trials[1].curve = [(10, 2.6), (20, 2.2), (30, 1.9)]  # t001 leads
+    async with Host(screen).run_test(size=(120, 20)) as pilot:
+        screen.show_state(state)
+        await pilot.pause()
+        assert "curve █▄▁ (steps 10-30)" in str(screen.query_one("#sweep-summary", Static).render())
+        await pilot.press("enter")  # the cursor is on the leader, which ran on gpu-0
+        assert opened == [["gpu-0"]]
+
+
+async def test_w_in_the_app_opens_the_newest_sweep(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("GCPTUI_SWEEPS_DIR", str(tmp_path))
+    app = GcptuiApp(Config(), poll_fleet=False)
+    async with app.run_test(size=(120, 30)) as pilot:
+        await pilot.press("w")
+        assert not isinstance(app.screen, SweepScreen)  # none yet: a notification says how to start one
+        save_state(sample_state())
+        assert newest_sweep() == "screen"
+        await pilot.press("w")
+        await pilot.pause()
+        assert isinstance(app.screen, SweepScreen) and app.screen.sweep_name == "screen"

@@ -48,6 +48,8 @@ class FleetActions(Protocol):
 
     def open_logs(self, names: list[str]) -> None: ...
 
+    def open_sweep(self) -> None: ...
+
 
 class FleetScreen(Screen[None]):
     """Fleet table, filter box and a status line saying where the data comes from.
@@ -344,6 +346,9 @@ class FleetScreen(Screen[None]):
             self.marked = set()
             self._render_rows()
             self.notify("marks cleared: s, K, R and l act on the selected machine again", title="Marks")
+
+    def action_sweeps(self) -> None:
+        self.actions.open_sweep()
 
     def action_logs(self) -> None:
         names = [n for n in self.marked if self.snapshot and self.snapshot.find(n)] or (

@@ -7,6 +7,7 @@ metric) is highlighted; `s` cycles the sort column, `f` the state filter.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import ClassVar
 
 from rich.text import Text
@@ -40,6 +41,19 @@ def eta_text(trial: Trial) -> str:
     return f"{minutes}m{seconds:02d}s" if minutes else f"{seconds}s"
 
 
+BARS = "▁▂▃▄▅▆▇█"
+
+
+def sparkline(values: list[float], width: int = 40) -> str:
+    """A one-line plot of ``values`` (the last ``width`` of them), lowest as ▁ and highest as █."""
+    values = values[-width:]
+    low, high = min(values), max(values)
+    span = high - low
+    if span == 0:
+        return BARS[0] * len(values)
+    return "".join(BARS[min(len(BARS) - 1, int((v - low) / span * len(BARS)))] for v in values)
+
+
 def _number(value: float | None) -> str:
     return "-" if value is None else f"{value:.5g}"
 
@@ -53,10 +67,13 @@ class SweepScreen(Screen[None]):
         Binding("escape", "app.pop_screen", "Back"),
     ]
 
-    def __init__(self, name: str, *, refresh_seconds: float = 1.0) -> None:
+    def __init__(
+        self, name: str, *, refresh_seconds: float = 1.0, open_logs: Callable[[list[str]], None] | None = None
+    ) -> None:
         super().__init__()
         self.sweep_name = name
         self.refresh_seconds = refresh_seconds
+        self.open_logs = open_logs  # Enter on a trial: the logs of the VM it runs (or ran) on
         self.state: SweepState | None = None
         self.sort = SORTS[0]
         self.filter = FILTERS[0]
@@ -95,6 +112,9 @@ class SweepScreen(Screen[None]):
         )
         if leader is not None:
             summary += f"\nleader {leader.id}: {state.spec.metric} {_number(leader.metric)}"
+            if len(leader.curve) > 1:
+                values = [value for _, value in leader.curve]
+                summary += f"  curve {sparkline(values)} (steps {leader.curve[0][0]}-{leader.curve[-1][0]})"
         self.query_one("#sweep-summary", Static).update(summary)
         table = self.query_one("#sweep-trials", DataTable)
         table.clear(columns=True)
@@ -131,6 +151,17 @@ class SweepScreen(Screen[None]):
             return trials
         wanted = ("running", "starting") if self.filter == "running" else (self.filter,)
         return [t for t in trials if t.state in wanted]
+
+    def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
+        trial = next(
+            (t for t in (self.state.trials if self.state else []) if t.id == event.row_key.value), None
+        )
+        if trial is None or self.open_logs is None:
+            return
+        if trial.vm is None:
+            self.notify(f"{trial.id} has not run on a VM yet", title="Sweep")
+            return
+        self.open_logs([trial.vm])
 
     def action_cycle_sort(self) -> None:
         self.sort = SORTS[(SORTS.index(self.sort) + 1) % len(SORTS)]
