@@ -9,6 +9,7 @@ import asyncio
 import contextlib
 import logging
 import signal
+import threading
 from collections.abc import Awaitable, Callable, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -213,6 +214,31 @@ class GcptuiApp(App[None]):
             )
         else:
             self.notify(f"{instance.name}: relaunching", title="Keep-alive")
+
+    def pull_run_dir(self, instance: Instance) -> None:
+        """The pull key: the run directory (asked for, a guess prefilled, when no checkpoint names
+        it) copied into ./pulled/NAME with `gcptui pull`'s code."""
+        from gcptui.tui.dialogs.ask import AskScreen
+        from gcptui.tui.fleet.pull import guess_run_dir, known_run_dir, pull_action
+
+        live = self.live.get(instance.name)
+
+        def go(remote: str | None) -> None:
+            if remote:
+                self.act("Pull", instance, pull_action(self.services, remote, self._say_anywhere))
+
+        if (remote := known_run_dir(live.progress if live is not None else None)) is not None:
+            go(remote)
+            return
+        question = f"Pull which folder of {instance.name} into ./pulled/{instance.name}? (relative to {self.config.sync.dest})"
+        self.push_screen(AskScreen(question, guess_run_dir(self.config.job)), go)
+
+    def _say_anywhere(self, text: str) -> None:
+        """A short "Pull" notification, also from the thread a bucket download runs in."""
+        if threading.get_ident() == self._thread_id:
+            self.notify(text, title="Pull", timeout=4)
+        else:
+            self.call_from_thread(self.notify, text, title="Pull", timeout=4)
 
     def show_timeline(self, instance: Instance) -> None:
         from gcptui.tui.fleet.timeline import TimelineScreen

@@ -1,7 +1,8 @@
 """The progress protocol of docs/REFERENCE.md: JSON lines from ``$GCPTUI_METRICS`` turned into ``Progress``.
 
 Records are ``{"step", "total_steps", "loss", "samples_per_s", "time"}`` (any subset) and events
-``{"event": "checkpoint", "step", "path"}`` / ``{"event": "preempted"}``. The file is followed with
+``{"event": "checkpoint", "step", "path"}`` / ``{"event": "preempted"}``, plus the trainer's bucket
+mirror events (``mirrored`` with ``step``, ``url``, ``seconds``; ``mirror_failed``; ``mirror_off``). The file is followed with
 the same offset-resumable ``LogStream`` as the job's output, so a reconnect neither skips nor
 double-counts a record.
 """
@@ -17,6 +18,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from gcptui.remote.models import ConnectionGetter
+from gcptui.remote.safe_text import one_line
 from gcptui.remote.telemetry.log_stream import LogNotice, LogStream
 
 DEFAULT_METRICS_PATH = "~/.gcptui/job/metrics.jsonl"
@@ -42,7 +44,10 @@ class Progress:
     samples_per_s: float | None = None
     steps_per_s: float | None = None
     eta_seconds: float | None = None
-    last_checkpoint: Checkpoint | None = None
+    last_checkpoint: Checkpoint | None = None  # the newest on the VM's disk
+    mirrored: Checkpoint | None = None  # the newest complete copy in the bucket (path: its gs:// URL)
+    mirror_problem: str = ""  # the last mirror failure since the last success; "" when none
+    mirror_off: bool = False  # the trainer turned mirroring off (bucket missing, denied, no client)
     preemptions: int = 0
     last_preempted_at: float | None = None
     updated_at: float | None = None  # the ``time`` of the newest record (job's clock)
@@ -86,6 +91,8 @@ class ProgressTracker:
             )
             self._progress = replace(self._progress, last_checkpoint=checkpoint)
             return True
+        if event in MIRROR_EVENTS:
+            return self._apply_mirror(event, record)
         if event == "preempted":
             p = self._progress
             self._progress = replace(
@@ -95,6 +102,21 @@ class ProgressTracker:
         if event is not None:
             return False
         return self._apply_record(record)
+
+    def _apply_mirror(self, event: object, record: dict[str, object]) -> bool:
+        p = self._progress
+        if event == "mirrored":
+            # Uploads finish in the order of the saves, so the latest event names the newest copy.
+            mirrored = Checkpoint(
+                _int(record.get("step")), _text(record.get("url")), _float(record.get("time"))
+            )
+            self._progress = replace(p, mirrored=mirrored, mirror_problem="", mirror_off=False)
+        elif event == "mirror_failed":
+            what, error = _text(record.get("what")), _text(record.get("error"))
+            self._progress = replace(p, mirror_problem=f"{what}: {error}" if what else error)
+        else:  # mirror_off
+            self._progress = replace(p, mirror_problem=_text(record.get("reason")), mirror_off=True)
+        return True
 
     def _apply_record(self, record: dict[str, object]) -> bool:
         p = self._progress
@@ -186,6 +208,18 @@ def json_records(lines: Iterable[str]) -> list[dict[str, Any]]:
         if isinstance(record, dict):
             found.append(record)
     return found
+
+
+MIRROR_EVENTS = frozenset({"mirrored", "mirror_failed", "mirror_off"})
+MAX_TEXT = 300  # a reason or URL shown in one table row
+
+
+def _text(value: object) -> str:
+    """A string field, on one line and bounded (anything else: empty)."""
+    if not isinstance(value, str):
+        return ""
+    line = " ".join(one_line(value).split())
+    return line if len(line) <= MAX_TEXT else line[: MAX_TEXT - 1] + "…"
 
 
 def _int(value: object) -> int | None:

@@ -52,8 +52,19 @@ max_restarts = 5
 """
 
 
-def write_demo_project(directory: Path, config_path: Path) -> Path:
-    """Create ``directory/project`` and append the demo's sync, job and keep-alive settings."""
+def storage_settings(bucket_url: str, emulator_host: str) -> str:
+    """The config tables that make the demo's trainers mirror to a local fake-gcs-server: the bucket,
+    and the emulator's address in every job's environment (the real client honours it). ``[job.env]``
+    is a table of its own so it can follow ``[keepalive]``."""
+    return (
+        f'\n[job.env]\nSTORAGE_EMULATOR_HOST = "{emulator_host}"\nGOOGLE_CLOUD_PROJECT = "gcptui-demo"\n'
+        f'\n[storage]\nbucket = "{bucket_url}"\n'
+    )
+
+
+def write_demo_project(directory: Path, config_path: Path, storage: tuple[str, str] | None = None) -> Path:
+    """Create ``directory/project`` and append the demo's sync, job and keep-alive settings;
+    ``storage`` (bucket URL, STORAGE_EMULATOR_HOST) turns checkpoint mirroring on."""
     project = directory / "project"
     torch = all(importlib.util.find_spec(name) is not None for name in ("torch", "gcptui_trainer"))
     module = "-m gcptui_trainer" if torch else "toy_train.py"
@@ -67,4 +78,6 @@ def write_demo_project(directory: Path, config_path: Path) -> Path:
     (project / "train.sh").chmod(0o755)
     with config_path.open("a") as config:
         config.write(DEMO_JOB.format(args=TRAIN_ARGS + (" --size tiny" if torch else "")))
+        if storage is not None:
+            config.write(storage_settings(*storage))
     return project

@@ -2,13 +2,12 @@
 
 From the VM over the pooled SSH connection when it runs; from the checkpoint bucket
 (`[storage] bucket`) when it is stopped or gone. A rich progress bar on a terminal, one summary line.
+The copying itself is remote/transfer/results.py, shared with the TUI's pull key.
 """
 
 from __future__ import annotations
 
 import argparse
-import asyncio
-import posixpath
 import sys
 from pathlib import Path
 
@@ -22,23 +21,10 @@ from rich.progress import (
     TransferSpeedColumn,
 )
 
-from gcptui.remote.errors import GcptuiError
-from gcptui.remote.models import Instance
 from gcptui.remote.services import Services
-from gcptui.remote.transfer.bucket import pull_from_bucket
-from gcptui.remote.transfer.pull import PullResult, pull
+from gcptui.remote.transfer.pull import PullResult
+from gcptui.remote.transfer.results import kept_line, pull_results, sftp_path, summary_line
 from gcptui.tui.cli.common import with_services
-
-
-def sftp_path(remote: str, dest: str) -> str:
-    """REMOTE_PATH as SFTP reads it (relative to the remote home): `~/x` and `/x` as written, a
-    relative path below `[sync].dest`, the project folder the job runs in."""
-    if remote.startswith("/"):
-        return remote
-    if remote == "~" or remote.startswith("~/"):
-        return remote[2:] or "."
-    base = dest[2:] if dest.startswith("~/") else dest
-    return posixpath.normpath(posixpath.join(base, remote))
 
 
 def run_pull(args: argparse.Namespace) -> int:
@@ -57,28 +43,15 @@ def run_pull(args: argparse.Namespace) -> int:
             def progress(n: int) -> None:
                 bar.advance(task, n)
 
-            if _reachable(instance):
-                source = f"{instance.name}:{remote}"
-                result = await pull(services.getter(instance), remote, local_dir, force=args.force,
-                                    planned=planned, progress=progress)  # fmt: skip
-            else:
-                url = services.config.storage.checkpoint_url(instance.name)
-                if url is None:
-                    raise GcptuiError(
-                        f"{instance.name} is {instance.status}: `gcptui vm start {instance.name}` and pull again "
-                        "(or set [storage] bucket so runs are in Cloud Storage too)"
-                    )
-                source = f"{url}/{posixpath.basename(remote.rstrip('/'))}"
-                result = await asyncio.to_thread(pull_from_bucket, source, local_dir, force=args.force,
-                                                 planned=planned, progress=progress)  # fmt: skip
+            source, result = await pull_results(
+                services.getter(instance), instance, remote, local_dir,
+                bucket_url=services.config.storage.checkpoint_url(instance.name),
+                force=args.force, planned=planned, progress=progress,
+            )  # fmt: skip
         _summary(err, source, local_dir, result)
         return 0
 
     return with_services(args, body)
-
-
-def _reachable(instance: Instance) -> bool:
-    return instance.source == "host" or instance.status == "RUNNING"
 
 
 def _bar(console: Console) -> Progress:
@@ -89,22 +62,7 @@ def _bar(console: Console) -> Progress:
 
 
 def _summary(console: Console, source: str, local_dir: Path, result: PullResult) -> None:
-    parts = [f"{len(result.copied)} copied"]
-    if result.resumed:
-        parts.append(f"{len(result.resumed)} resumed")
-    if result.complete:
-        parts.append(f"{len(result.complete)} already complete")
-    mib = result.bytes_copied / 2**20
-    console.print(
-        f"{source} → {local_dir}: {', '.join(parts)} ({mib:.1f} MiB)",
-        highlight=False,
-        markup=False,
-        soft_wrap=True,
-    )
-    if result.kept:
-        shown = ", ".join(result.kept[:5]) + (" …" if len(result.kept) > 5 else "")
-        console.print(
-            f"kept {len(result.kept)} local file(s) newer than the VM's: {shown} (--force overwrites them)",
-            style="yellow", highlight=False, markup=False, soft_wrap=True,
-        )  # fmt: skip
+    console.print(summary_line(source, local_dir, result), highlight=False, markup=False, soft_wrap=True)
+    if kept := kept_line(result):
+        console.print(kept, style="yellow", highlight=False, markup=False, soft_wrap=True)
     sys.stderr.flush()

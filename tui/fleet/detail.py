@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 from rich.table import Table
 from rich.text import Text
 from textual.app import ComposeResult
@@ -11,7 +13,7 @@ from textual.screen import ModalScreen
 from textual.widgets import Static
 
 from gcptui.remote.models import Instance
-from gcptui.tui.live.cells import gpu_panel_text, progress_cell
+from gcptui.tui.live.cells import checkpoint_detail, gpu_panel_text, progress_cell
 from gcptui.tui.live.columns import status_text
 from gcptui.tui.live.state import Live
 
@@ -29,6 +31,7 @@ def live_table(live: Live) -> Table:
     if live.job_error:
         table.add_row("SSH", Text(live.job_error, "red"))
     table.add_row("Progress", progress_cell(live.progress, loss_width=30))
+    table.add_row("Checkpoints", checkpoint_detail(live.progress, time.time()))
     table.add_row(
         "Sync", live.sync_text() + (Text(f"  {live.sync_reason}", "dim") if live.sync_reason else Text())
     )

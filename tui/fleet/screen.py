@@ -46,6 +46,8 @@ class FleetActions(Protocol):
 
     def show_timeline(self, instance: Instance) -> None: ...
 
+    def pull_run_dir(self, instance: Instance) -> None: ...
+
     def open_logs(self, names: list[str]) -> None: ...
 
     def open_sweep(self) -> None: ...
@@ -335,6 +337,10 @@ class FleetScreen(Screen[None]):
     def action_timeline(self) -> None:
         if (i := self._selected_or_tell()) is not None:
             self.actions.show_timeline(i)
+
+    def action_pull(self) -> None:
+        if (i := self._selected_or_tell()) is not None:
+            self.actions.pull_run_dir(i)
 
     def action_mark(self) -> None:
         if (i := self._selected_or_tell()) is not None:

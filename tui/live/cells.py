@@ -46,6 +46,69 @@ def format_duration(seconds: float | None) -> str:
     return f"{s // 86400}d{s % 86400 // 3600:02d}h"
 
 
+def short_age(seconds: float) -> str:
+    """An age in one unit, for a narrow cell: 45s, 12m, 3h, 2d (a future time reads 0s)."""
+    s = max(0, int(seconds))
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if s >= size:
+            return f"{s // size}{unit}"
+    return f"{s}s"
+
+
+def checkpoint_cell(progress: Progress | None, now: float) -> Text:
+    """Fleet-table cell: the newest checkpoint step on the VM's disk, the newest in the bucket and
+    how long ago it was mirrored (``ckpt 1200 · ☁ 1100 2m``); ``☁ off`` when the trainer turned
+    mirroring off, a ``!`` when the last upload failed; ``—`` before any checkpoint."""
+    if progress is None or (
+        progress.last_checkpoint is None and progress.mirrored is None and not progress.mirror_off
+    ):
+        return Text("—", "dim")
+    text = Text()
+    disk = progress.last_checkpoint
+    text.append(f"ckpt {disk.step if disk is not None and disk.step is not None else '?'}", "bold")
+    mirrored = progress.mirrored
+    if progress.mirror_off:
+        return text.append(" · ☁ off", "bold red")
+    if mirrored is None and not progress.mirror_problem:
+        return text  # not mirrored (no bucket configured, or none done yet)
+    text.append(" · ")
+    if mirrored is not None:
+        behind = disk is not None and disk.step is not None and (mirrored.step or 0) < disk.step
+        text.append(
+            f"☁ {mirrored.step if mirrored.step is not None else '?'}", "yellow" if behind else "cyan"
+        )
+        if mirrored.time is not None:
+            text.append(f" {short_age(now - mirrored.time)}", "dim")
+    else:
+        text.append("☁ -", "dim")
+    if progress.mirror_problem:
+        text.append(" !", "bold red")
+    return text
+
+
+def checkpoint_detail(progress: Progress | None, now: float) -> Text:
+    """The detail view's line: each copy with its step and place, and the last mirror problem."""
+    if progress is None or (
+        progress.last_checkpoint is None and progress.mirrored is None and not progress.mirror_problem
+    ):
+        return Text("none reported yet", "dim")
+    text = Text()
+    disk = progress.last_checkpoint
+    text.append("disk ", "bold")
+    text.append(f"step {disk.step} {disk.path}" if disk is not None else "-")
+    text.append("\nbucket ", "bold")
+    mirrored = progress.mirrored
+    if mirrored is not None:
+        age = f", mirrored {short_age(now - mirrored.time)} ago" if mirrored.time is not None else ""
+        text.append(f"step {mirrored.step}{age} {mirrored.path}".rstrip(), "cyan")
+    else:
+        text.append("off" if progress.mirror_off else "-", "bold red" if progress.mirror_off else "dim")
+    if progress.mirror_problem:
+        label = "mirroring is off: " if progress.mirror_off else "last upload failed: "
+        text.append(f"\n{label}{progress.mirror_problem}", "red")
+    return text
+
+
 def gpu_cell(history: GpuHistory, width: int = 8, idle: bool = False) -> Text:
     """Fleet-table cell: per GPU, a util sparkline and the current util and memory use.
 

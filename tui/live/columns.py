@@ -93,6 +93,12 @@ def _progress_key(live: Live) -> object:
     return -1.0 if fraction is None else fraction
 
 
+def _checkpoint_key(live: Live) -> object:
+    progress = live.progress
+    disk = progress.last_checkpoint if progress is not None else None
+    return -1 if disk is None or disk.step is None else disk.step
+
+
 def _gpu_key(live: Live) -> object:
     latest = live.gpu.latest
     utils = [g.util for g in latest.gpus if g.util is not None] if latest is not None else []
@@ -111,6 +117,7 @@ LIVE_COLUMNS: tuple[LiveColumn, ...] = (
     LiveColumn(
         "gpu", "GPU util", lambda live: live.gpu_text(), _gpu_key, lambda live: live.gpu_text(compact=True)
     ),
+    LiveColumn("checkpoint", "Checkpoint", lambda live: live.checkpoint_text(), _checkpoint_key),
     LiveColumn("sync", "Sync", lambda live: live.sync_text(), lambda live: live.sync_state or "~"),
     LiveColumn(
         "keepalive",
@@ -129,17 +136,21 @@ SORTABLE: tuple[tuple[str, str], ...] = tuple((c.key, c.label) for c in INSTANCE
 )
 
 # Below this many terminal columns the fleet table drops the columns that matter least while
-# training (zone, machine type, GPU types, Spot, address: all in the detail view), so Job,
-# Progress and GPU util stay on screen; the name column never scrolls away.
+# training (zone, machine type, GPU types, Spot, address, checkpoints: all in the detail view), so
+# Job, Progress and GPU util stay on screen; the name column never scrolls away.
 COMPACT_BELOW = 120
 COMPACT_INSTANCE_KEYS = ("name", "status")
+COMPACT_LEFT_OUT = ("checkpoint",)
 
 
 def table_columns(compact: bool) -> tuple[tuple[Column, ...], tuple[LiveColumn, ...]]:
     """The fleet table's columns in a wide or a compact (narrow terminal) layout."""
     if not compact:
         return INSTANCE_COLUMNS, LIVE_COLUMNS
-    return tuple(c for c in INSTANCE_COLUMNS if c.key in COMPACT_INSTANCE_KEYS), LIVE_COLUMNS
+    return (
+        tuple(c for c in INSTANCE_COLUMNS if c.key in COMPACT_INSTANCE_KEYS),
+        tuple(c for c in LIVE_COLUMNS if c.key not in COMPACT_LEFT_OUT),
+    )
 
 
 def matches(instance: Instance, query: str) -> bool:

@@ -15,7 +15,7 @@ from gcptui.remote.jobs.protocol import JobStatus
 from gcptui.remote.telemetry.gpu import GpuHistory
 from gcptui.remote.telemetry.idle import IdleGpuDetector
 from gcptui.remote.telemetry.progress import Progress
-from gcptui.tui.live.cells import format_duration, gpu_cell, sparkline
+from gcptui.tui.live.cells import checkpoint_cell, format_duration, gpu_cell, sparkline
 
 JOB_STYLES = {"running": "bold green", "exited": "cyan", "killed": "yellow", "none": "dim"}
 SYNC_STYLES = {
@@ -93,6 +93,10 @@ class Live:
         if not running:
             text.stylize("dim")  # the last run's figures, not a live one
         return text
+
+    def checkpoint_text(self, now: float | None = None) -> Text:
+        """The newest checkpoint on disk, in the bucket, and the mirrored one's age."""
+        return checkpoint_cell(self.progress, time.time() if now is None else now)
 
     def gpu_text(self, compact: bool = False) -> Text:
         """Mean utilization over the VM's GPUs as a sparkline (not when ``compact``), and memory in

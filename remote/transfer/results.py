@@ -1,0 +1,79 @@
+"""Results back to the laptop, one code path for `gcptui pull` and the TUI's pull key: from the VM
+over SFTP when it answers, else from the checkpoint bucket."""
+
+from __future__ import annotations
+
+import asyncio
+import posixpath
+from collections.abc import Callable
+from pathlib import Path
+
+from gcptui.remote.errors import GcptuiError
+from gcptui.remote.models import ConnectionGetter, Instance
+from gcptui.remote.transfer.bucket import pull_from_bucket
+from gcptui.remote.transfer.pull import PullResult, pull
+
+
+def sftp_path(remote: str, dest: str) -> str:
+    """REMOTE_PATH as SFTP reads it (relative to the remote home): `~/x` and `/x` as written, a
+    relative path below `[sync].dest`, the project folder the job runs in."""
+    if remote.startswith("/"):
+        return remote
+    if remote == "~" or remote.startswith("~/"):
+        return remote[2:] or "."
+    base = dest[2:] if dest.startswith("~/") else dest
+    return posixpath.normpath(posixpath.join(base, remote))
+
+
+def reachable(instance: Instance) -> bool:
+    """Whether the VM itself can be read (a static host, or a RUNNING instance)."""
+    return instance.source == "host" or instance.status == "RUNNING"
+
+
+async def pull_results(
+    get: ConnectionGetter,
+    instance: Instance,
+    remote: str,
+    local_dir: Path,
+    *,
+    bucket_url: str | None = None,
+    force: bool = False,
+    planned: Callable[[int, int], None] = lambda _files, _bytes: None,
+    progress: Callable[[int], None] = lambda _n: None,
+) -> tuple[str, PullResult]:
+    """Copy ``remote`` (an SFTP path, see ``sftp_path``) of ``instance`` into ``local_dir``: from the VM
+    when it answers, else from the checkpoint bucket (``bucket_url``: where the VM's run folders
+    are mirrored, None when there is no bucket). Returns the source read and what was done.
+
+    From the bucket ``planned`` and ``progress`` are called on a worker thread.
+    """
+    if reachable(instance):
+        result = await pull(get, remote, local_dir, force=force, planned=planned, progress=progress)
+        return f"{instance.name}:{remote}", result
+    if bucket_url is None:
+        raise GcptuiError(
+            f"{instance.name} is {instance.status}: `gcptui vm start {instance.name}` and pull again "
+            "(or set [storage] bucket so runs are in Cloud Storage too)"
+        )
+    source = f"{bucket_url}/{posixpath.basename(remote.rstrip('/'))}"
+    result = await asyncio.to_thread(pull_from_bucket, source, local_dir, force=force,
+                                     planned=planned, progress=progress)  # fmt: skip
+    return source, result
+
+
+def summary_line(source: str, local_dir: Path, result: PullResult) -> str:
+    """``box:runs/demo → pulled/box: 6 copied, 1 resumed (12.3 MiB)``."""
+    parts = [f"{len(result.copied)} copied"]
+    if result.resumed:
+        parts.append(f"{len(result.resumed)} resumed")
+    if result.complete:
+        parts.append(f"{len(result.complete)} already complete")
+    return f"{source} → {local_dir}: {', '.join(parts)} ({result.bytes_copied / 2**20:.1f} MiB)"
+
+
+def kept_line(result: PullResult) -> str:
+    """The local files left alone because they are newer ("" when none)."""
+    if not result.kept:
+        return ""
+    shown = ", ".join(result.kept[:5]) + (" …" if len(result.kept) > 5 else "")
+    return f"kept {len(result.kept)} local file(s) newer than the VM's: {shown} (--force overwrites them)"

@@ -1,0 +1,98 @@
+"""The pull key: a selected VM's run directory copied to ``./pulled/NAME/<run dir>`` with the same
+code as `gcptui pull`, progress in notifications and a one-line result.
+
+Which remote path is "the run directory": the folder holding the ``checkpoints/`` folder of the
+newest checkpoint the job reported (the reference trainer's layout, the demo's ``runs/demo``). When
+no checkpoint was reported yet, the user is asked, with a guess prefilled: the folder of a
+``[job].env.GCPTUI_METRICS`` set to a file in the run directory, else ``runs``.
+"""
+
+from __future__ import annotations
+
+import posixpath
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+
+from gcptui.remote.config import JobConfig
+from gcptui.remote.models import Instance
+from gcptui.remote.services import Services
+from gcptui.remote.telemetry.progress import DEFAULT_METRICS_PATH, Progress
+from gcptui.remote.transfer.results import pull_results, sftp_path, summary_line
+from gcptui.tui.live.state import human_bytes
+
+PULLED = Path("pulled")  # below the directory gcptui runs in
+PROGRESS_EVERY = 3.0  # seconds between progress notifications of a long pull
+
+
+def known_run_dir(progress: Progress | None) -> str | None:
+    """The run directory the job's newest checkpoint names (``runs/demo`` for
+    ``runs/demo/checkpoints/step-000000100.pt``), or None when none is known."""
+    checkpoint = progress.last_checkpoint if progress is not None else None
+    if checkpoint is None or not checkpoint.path:
+        return None
+    folder = posixpath.dirname(checkpoint.path)
+    if posixpath.basename(folder) != "checkpoints":
+        return None  # another script's layout: the checkpoint's folder may not be the run's
+    run_dir = posixpath.dirname(folder)
+    return run_dir or None
+
+
+def guess_run_dir(job: JobConfig) -> str:
+    """A starting point for the question: where ``[job].env.GCPTUI_METRICS`` points (the trainer's
+    run directory holds its metrics by default), else ``runs``."""
+    metrics = job.env.get("GCPTUI_METRICS", "")
+    folder = posixpath.dirname(metrics) if metrics and metrics != DEFAULT_METRICS_PATH else ""
+    return folder or "runs"
+
+
+def local_dir_for(name: str, base: Path = PULLED) -> Path:
+    """Where a VM's pulls land: ``pulled/NAME`` (the run directory's name is added below it)."""
+    return base / name
+
+
+class PullProgress:
+    """Byte counts of one pull turned into a notification every few seconds (never more often)."""
+
+    def __init__(self, say: Callable[[str], None], label: str, every: float = PROGRESS_EVERY) -> None:
+        self.say = say
+        self.label = label
+        self.every = every
+        self.total = 0
+        self.done = 0
+        self._last = time.monotonic()
+
+    def planned(self, files: int, size: int) -> None:
+        self.total = size
+        self.say(f"{self.label}: {files} file{'s' if files != 1 else ''}, {human_bytes(size)} to copy")
+
+    def progress(self, count: int) -> None:
+        self.done += count
+        now = time.monotonic()
+        if now - self._last >= self.every and self.total:
+            self._last = now
+            share = min(100.0, self.done / self.total * 100)
+            self.say(f"{self.label}: {share:.0f}% ({human_bytes(self.done)} of {human_bytes(self.total)})")
+
+
+def pull_action(
+    services: Services, remote: str, say: Callable[[str], None], base: Path = PULLED
+) -> Callable[[Instance], Awaitable[str | None]]:
+    """The work of the pull key, for ``App.act``: ``remote`` (as `gcptui pull` reads REMOTE_PATH)
+    into ``base/NAME``; returns the one-line result. Errors are ``GcptuiError`` lines."""
+
+    async def run(instance: Instance) -> str | None:
+        local_dir = local_dir_for(instance.name, base)
+        path = sftp_path(remote, services.config.sync.dest)
+        meter = PullProgress(say, f"{instance.name}:{path}")
+        source, result = await pull_results(
+            services.getter(instance), instance, path, local_dir,
+            bucket_url=services.config.storage.checkpoint_url(instance.name),
+            planned=meter.planned, progress=meter.progress,
+        )  # fmt: skip
+        line = summary_line(source, local_dir / posixpath.basename(path.rstrip("/")), result)
+        if result.kept:
+            line += f"; kept {len(result.kept)} local file(s) newer than the VM's"
+        return line
+
+    return run
