@@ -5,13 +5,15 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from typing import Any
 
 from rich.console import Console
 from rich.text import Text
 
 from gcptui.remote.jobs.protocol import JobStatus, log_path
+from gcptui.remote.jobs.runner import HostResult
 from gcptui.remote.safe_text import one_line
-from gcptui.remote.services import Services
+from gcptui.remote.services import Services, down_error
 from gcptui.tui.cli.common import with_services
 from gcptui.tui.cli.tables import print_table
 
@@ -40,18 +42,31 @@ def run_job(args: argparse.Namespace) -> int:
             raise_usage(
                 "[job].command is empty: set the training command in gcptui.toml ([job] command = ...)"
             )
-        if args.names:
-            instances = await services.resolve(args.names, running=True)
-        elif args.action == "status":
+        group_names = [n for n in args.names if services.config.group(n) is not None]
+        names = [n for n in args.names if n not in group_names]
+        instances = []
+        if names:
+            instances = await services.resolve(names, running=True)
+        elif args.action == "status" and not group_names:
             instances = await services.reachable()
-        else:
+        elif not group_names:
             raise_usage(f"job {args.action} needs at least one NAME (see `gcptui ls`)")
-        if args.action in ("start", "restart") and not args.no_sync:
+        if args.action in ("start", "restart") and not args.no_sync and instances:
             from gcptui.tui.cli.sync import sync_before_job
 
             await sync_before_job(services, instances)  # the VM holds the current tree first
         results = await services.jobs.run_all(args.action, [services.target(i) for i in instances])
-        ok = [r.value for r in results if r.ok and r.value is not None]
+        objects = [r.value.to_json() for r in results if r.ok and r.value is not None]
+        rows = [r.value for r in results if r.ok and r.value is not None]
+        summaries: list[JobStatus] = []
+        for name in group_names:
+            group_results, group_objects = await run_group_action(services, args, name)
+            results += group_results
+            objects += group_objects
+            nodes = [r.value for r in group_results if r.ok and r.value is not None]
+            rows += nodes
+            if len(nodes) == len(group_results):
+                summaries.append(JobStatus(name=f"{name} (group)", state=group_objects[0]["group_state"]))
         errors = Console(stderr=True, soft_wrap=True)
         for result in results:
             if not result.ok:
@@ -59,13 +74,40 @@ def run_job(args: argparse.Namespace) -> int:
                 prefix = "" if message.startswith(result.name) else f"{result.name}: "
                 errors.print("[red]✗[/]", Text(one_line(f"{prefix}{message}")), highlight=False)
         if args.json:
-            json.dump([s.to_json() for s in ok], sys.stdout, indent=2)
+            json.dump(objects, sys.stdout, indent=2)
             sys.stdout.write("\n")
-        elif ok:
-            print_table(JOB_HEADERS, job_rows(ok))  # plain tab-separated rows when piped
-        return 0 if len(ok) == len(results) else 1
+        elif rows:
+            print_table(JOB_HEADERS, job_rows([*rows, *summaries]))  # plain tab-separated rows when piped
+        return 0 if all(r.ok for r in results) else 1
 
     return with_services(args, body)
+
+
+async def run_group_action(
+    services: Services, args: argparse.Namespace, name: str
+) -> tuple[list[HostResult[JobStatus]], list[dict[str, Any]]]:
+    """``job ACTION GROUP``: the action on every node; the results and the nodes' JSON objects."""
+    from gcptui.remote.jobs.group import GroupJobRunner
+    from gcptui.remote.jobs.group_control import group_json, run_group
+
+    group = services.config.group(name)
+    assert group is not None
+    instances = await services.resolve(list(group.vms), running=args.action != "status")
+    if services.latest(name) is not None:
+        raise_usage(f"{name!r} names both a [[groups]] entry and a VM: rename the group in gcptui.toml")
+    down = [(i, down_error(i)) for i in instances]
+    failed: list[HostResult[JobStatus]] = [HostResult(i.name, error=e) for i, e in down if e is not None]
+    if failed:
+        return failed, []
+    if args.action in ("start", "restart") and not args.no_sync:
+        from gcptui.tui.cli.sync import sync_before_job
+
+        await sync_before_job(services, instances)
+    runner = GroupJobRunner(services.pool, services.config, remote_home=services.jobs.remote_home)
+    targets = [services.target(i) for i in instances]
+    results = await run_group(args.action, runner, group, instances, targets)
+    statuses = [r.value for r in results if r.ok and r.value is not None]
+    return results, group_json(name, statuses) if len(statuses) == len(targets) else []
 
 
 def run_logs(args: argparse.Namespace) -> int:
