@@ -3,6 +3,7 @@ processes, a kill that leaves nothing on either VM, and a taken rendezvous port 
 
 from __future__ import annotations
 
+import os
 import socket
 from pathlib import Path
 
@@ -23,7 +24,7 @@ from tests.ssh.conftest import wait_for
 from tests.ssh.emulated import boot, emulator_fixture, home, target  # noqa: F401 - the fixture
 from tests.test_trainer_support import losses_by_step, read_records, run_trainer
 
-STEPS = 24
+STEPS = 16
 TRAIN = f"--steps {STEPS} --seed 5 --log-every 1 --checkpoint-every 8 --size tiny"
 
 
@@ -97,24 +98,21 @@ async def test_two_nodes_train_like_two_processes_on_one_vm_and_kill_leaves_noth
     assert sorted(group_losses) == list(range(1, STEPS + 1))
     assert group_losses == reference
 
-    # A long run, then `job kill big`: nothing of it stays on either VM.
-    long = group_config(
-        free_port(), command=f"python -m gcptui_trainer --run-dir runs/long {TRAIN} --steps 100000"
-    )
+    # A running group, then `job kill big`: nothing of it stays on either VM, though torchrun starts
+    # each worker (here `sleep`) in a session of its own, outside the job's process group.
+    long = group_config(free_port(), command="sleep 600")
     runner = GroupJobRunner(pool, long)
     started = await run_group("start", runner, long.groups[0], instances, targets)
     assert all(r.ok for r in started), [str(r.error) for r in started]
-    metrics = home(emulator, "n0") / ".gcptui/job/metrics.jsonl"
-    before = len(read_records(metrics.parent))
 
-    async def training() -> bool:
-        return len(read_records(metrics.parent)) > before + 3
+    def workers(name: str) -> list[psutil.Process]:
+        return [p for p in vm_processes(emulator.instance(name).uid) if _is_job(p) and p.name() == "sleep"]
 
-    await wait_for(training, timeout=60, what="the long run to train")
-    workers = [
-        p for p in vm_processes(emulator.instance("n1").uid) if "gcptui_trainer" in " ".join(p.cmdline())
-    ]
-    assert workers, "no trainer process on n1"
+    async def both_train() -> bool:
+        return bool(workers("n0") and workers("n1"))
+
+    await wait_for(both_train, timeout=60, what="a worker on each node")
+    assert all(os.getsid(p.pid) != os.getsid(s.pid) for s in started_groups(started) for p in workers("n1"))
     killed = await run_group("kill", runner, long.groups[0], instances, targets)
     assert [r.value.state for r in killed if r.value] == ["killed", "killed"]
     for name in ("n0", "n1"):
@@ -122,12 +120,17 @@ async def test_two_nodes_train_like_two_processes_on_one_vm_and_kill_leaves_noth
         assert left == [], f"{name} still runs {left}"
 
 
+def started_groups(results: list) -> list[psutil.Process]:  # type: ignore[type-arg]
+    """The supervisors (process group leaders) of started nodes."""
+    return [psutil.Process(r.value.pgid) for r in results if r.value and r.value.pgid]
+
+
 def _is_job(process: psutil.Process) -> bool:
     try:
-        line = " ".join(process.cmdline())
+        line, name = " ".join(process.cmdline()), process.name()
     except psutil.Error:
         return False
-    return "gcptui_trainer" in line or "torchrun" in line or "torch.distributed" in line
+    return "gcptui_trainer" in line or "torchrun" in line or name == "sleep"
 
 
 async def test_a_taken_rendezvous_port_is_one_line_before_any_node_starts(
