@@ -116,12 +116,10 @@ async def check_rendezvous(
             )
 
         async def probe(node: GroupNode) -> tuple[GroupNode, str | None]:
-            node_conn = await pool.connection(targets[node.name])
-            command = _python(_CONNECT, address, str(port), str(timeout), remote_home=remote_home)
-            result = await node_conn.run(command, timeout=timeout + 30)
-            if result.exit_status == 0:
-                return node, None
-            return node, str(result.stdout or result.stderr or "").strip() or f"exit {result.exit_status}"
+            why = await connect_probe(
+                pool, targets[node.name], address, port, remote_home=remote_home, timeout=timeout
+            )
+            return node, why
 
         results = await asyncio.gather(*(probe(node) for node in nodes))
     finally:
@@ -131,11 +129,36 @@ async def check_rendezvous(
     failed = [(node, why) for node, why in results if why is not None]
     if failed:
         node, why = failed[0]
-        others = f" (and {len(failed) - 1} more)" if len(failed) > 1 else ""
-        addresses = [node_address(n.instance) for n in nodes]
-        raise RendezvousUnreachableError(
-            f"group {group}: {node.name}{others} cannot reach {first.name}'s rendezvous port "
-            f"{address}:{port} ({why}): allow TCP {port} between the group's VMs with a firewall rule, "
-            f"e.g. `{firewall_hint(group, port, addresses)}` (GCE's default network allows it only with "
-            "default-allow-internal)"
-        )
+        raise RendezvousUnreachableError(unreachable_line(nodes, node.name, why, port, more=len(failed) - 1))
+
+
+def unreachable_line(nodes: Sequence[GroupNode], name: str, why: str, port: int, *, more: int = 0) -> str:
+    """The one line for node ``name`` failing to connect to node 0's rendezvous port (``why``)."""
+    first = nodes[0]
+    group, address = first.group, node_address(first.instance)
+    others = f" (and {more} more)" if more else ""
+    addresses = [node_address(n.instance) for n in nodes]
+    return (
+        f"group {group}: {name}{others} cannot reach {first.name}'s rendezvous port "
+        f"{address}:{port} ({why}): allow TCP {port} between the group's VMs with a firewall rule, "
+        f"e.g. `{firewall_hint(group, port, addresses)}` (GCE's default network allows it only with "
+        "default-allow-internal)"
+    )
+
+
+async def connect_probe(
+    pool: SshPool,
+    target: SshTarget,
+    address: str,
+    port: int,
+    *,
+    remote_home: str | None = None,
+    timeout: float = CHECK_SECONDS,
+) -> str | None:
+    """From ``target``, open a TCP connection to ``address:port``: None when it opens, else why not."""
+    conn = await pool.connection(target)
+    command = _python(_CONNECT, address, str(port), str(timeout), remote_home=remote_home)
+    result = await conn.run(command, timeout=timeout + 30)
+    if result.exit_status == 0:
+        return None
+    return str(result.stdout or result.stderr or "").strip() or f"exit {result.exit_status}"

@@ -149,3 +149,26 @@ async def test_a_taken_rendezvous_port_is_one_line_before_any_node_starts(
     message = str(caught.value)
     assert "\n" not in message and f"port {port} on n0" in message and "job kill big" in message
     assert [(await runner.status(t)).state for t in targets] == ["none", "none"]
+
+
+async def test_a_node_that_cannot_connect_gets_the_firewall_rule_to_add(
+    emulator: Emulator, pool: SshPool
+) -> None:
+    from gcptui.remote.jobs.group_check import connect_probe, unreachable_line
+
+    instances, targets = await fleet(emulator)
+    port = free_port()
+    nodes = GroupJobRunner(pool, group_config(port)).prepare(group_config(port).groups[0], instances)
+    # Nothing listens on node 0's port (as when a firewall drops the packets): n1's probe says why.
+    assert instances[0].internal_ip
+    why = await connect_probe(pool, targets[1], instances[0].internal_ip, port, timeout=5)
+    assert why is not None and "refused" in why.lower()
+    line = unreachable_line(nodes, "n1", why, port)
+    assert "\n" not in line and f"cannot reach n0's rendezvous port {instances[0].internal_ip}:{port}" in line
+    assert f"firewall-rules create gcptui-big-rendezvous --network NETWORK --allow tcp:{port}" in line
+    assert f"{instances[1].internal_ip}/32" in line
+    # With node 0 listening, the same probe connects.
+    with socket.socket() as listener:
+        listener.bind((instances[0].internal_ip, port))
+        listener.listen()
+        assert await connect_probe(pool, targets[1], instances[0].internal_ip, port, timeout=5) is None

@@ -114,7 +114,7 @@ def run_logs(args: argparse.Namespace) -> int:
     from gcptui.tui.cli.logs import run_logs as print_logs
 
     async def body(services: Services) -> int:
-        instances = await services.resolve(args.names, running=True)
+        instances = await services.resolve(expand_groups(services, args.names), running=True)
         lines = args.n if args.n is not None else services.config.logs.history_lines
         return await print_logs(
             {i.name: services.follow(i) for i in instances},
@@ -136,6 +136,17 @@ def run_gpu(args: argparse.Namespace) -> int:
         )
 
     return with_services(args, body)
+
+
+def expand_groups(services: Services, names: list[str]) -> list[str]:
+    """``names`` with each ``[[groups]]`` name replaced by its VMs (logs of a group: every node)."""
+    expanded: list[str] = []
+    for name in names:
+        group = services.config.group(name)
+        for vm in group.vms if group is not None else [name]:
+            if vm not in expanded:
+                expanded.append(vm)
+    return expanded
 
 
 def raise_usage(message: str) -> None:
