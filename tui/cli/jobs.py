@@ -65,7 +65,7 @@ def run_job(args: argparse.Namespace) -> int:
             objects += group_objects
             nodes = [r.value for r in group_results if r.ok and r.value is not None]
             rows += nodes
-            if len(nodes) == len(group_results):
+            if nodes and len(nodes) == len(group_results):
                 summaries.append(JobStatus(name=f"{name} (group)", state=group_objects[0]["group_state"]))
         errors = Console(stderr=True, soft_wrap=True)
         for result in results:
@@ -107,7 +107,11 @@ async def run_group_action(
     targets = [services.target(i) for i in instances]
     results = await run_group(args.action, runner, group, instances, targets)
     statuses = [r.value for r in results if r.ok and r.value is not None]
-    return results, group_json(name, statuses) if len(statuses) == len(targets) else []
+    objects = group_json(name, statuses)
+    if len(statuses) < len(targets):  # a node did not answer: the group cannot be said to run
+        for item in objects:
+            item["group_state"] = "partial" if item["group_state"] == "running" else item["group_state"]
+    return results, objects
 
 
 def run_logs(args: argparse.Namespace) -> int:
