@@ -20,6 +20,10 @@ its resume. Per round, on the wall clock:
 - ``to_resumed``: detection to the trainer's ``resumed`` line (adds its own start: torch import, load);
 - ``steps_lost``: last step logged before the preemption minus the step it resumed from.
 
+``--group-rounds`` more rounds (default 1) run a ``[[groups]]`` entry of two VMs (one torchrun each,
+gloo on CPU): the second node is preempted; ``group_*`` figures time detection to the whole group
+resumed (every node restarted with the resume command, rank 0's ``resumed`` line) and its steps lost.
+
 Prints progress to stderr and ONE JSON object (medians and per-round values) as the last stdout line.
 """
 
@@ -84,12 +88,15 @@ def secs(a: datetime | None, b: datetime | None) -> float | None:
 
 
 async def one_round(emu: Emulator, keepalive: KeepAlive, number: int, boot: float,
-                    name: str = "spot-a", trigger: Callable[[], Awaitable[None]] | None = None,
-                    ) -> dict[str, object]:  # fmt: skip
-    """Preempt the VM mid-run (or ``trigger`` host maintenance) and wait for its job to resume;
-    the timeline's figures."""
-    before = last_step(emu, name)
-    await until(lambda: last_step(emu, name) >= before + 50, 120, "training progress")
+                    name: str = "spot-a", progress: str | None = None,
+                    trigger: Callable[[], Awaitable[None]] | None = None) -> dict[str, object]:  # fmt: skip
+    """Preempt the VM mid-run (or ``trigger`` host maintenance) and wait for its job to resume; the
+    timeline's figures.
+
+    ``progress``: the VM whose metrics show the steps (a group's node 0), default ``name``."""
+    shows = progress or name
+    before = last_step(emu, shows)
+    await until(lambda: last_step(emu, shows) >= before + 50, 120, "training progress")
     await asyncio.sleep(0.5)  # let a watcher settle on the current address
     off: dict[str, datetime] = {}
     delete = emu.instance(name).termination_action == "DELETE"
@@ -99,7 +106,7 @@ async def one_round(emu: Emulator, keepalive: KeepAlive, number: int, boot: floa
         await emu.wait_for_status(name, None if delete else "TERMINATED", 60)
         off["at"] = datetime.now(UTC)
 
-    step_at_preempt = last_step(emu, name)  # the disk a DELETE-action VM loses is read here, before it goes
+    step_at_preempt = last_step(emu, shows)  # the disk a DELETE-action VM loses is read here, before it goes
     preempted_at = datetime.now(UTC)
     # Host maintenance: GCE restarts the VM itself, so its brief TERMINATED is not waited for.
     stopper = asyncio.create_task(stamp_off()) if trigger is None else None
@@ -143,7 +150,8 @@ async def bench(args: argparse.Namespace, root: Path) -> dict[str, object]:
         with config.open("a") as out:
             out.write(f'\n[sync]\nsource = {q(str(project))}\ndest = "~/project"\nprotect = ["runs/"]\n'
                       f"\n[job]\ncommand = {q(TRAIN)}\nresume = {q(TRAIN + ' --resume')}\nstop_grace_seconds = 5\n"
-                      f"\n[keepalive]\npoll_seconds = {args.poll}\n")  # fmt: skip
+                      f"\n[keepalive]\npoll_seconds = {args.poll}\n"
+                      f'\n[[groups]]\nname = "pair"\nvms = ["g0", "g1"]\nport = {free_port()}\n')  # fmt: skip
         services = Services(load_config(str(config)))
         [instance] = await services.resolve(["spot-a"])
         session = services.sync_session(instance)
@@ -176,6 +184,7 @@ async def bench(args: argparse.Namespace, root: Path) -> dict[str, object]:
 
         delete_rounds = await delete_action_rounds(emu, services, args) if args.delete_rounds else []
         maintenance = await maintenance_rounds(emu, services, args) if args.maintenance_rounds else []
+        group = await group_rounds(emu, services, args) if args.group_rounds else []
 
         def pick(key: str, by: str) -> float | None:
             return median([r[key] for r in rounds if r["detected_by"] == by])  # type: ignore[misc]
@@ -216,6 +225,15 @@ async def bench(args: argparse.Namespace, root: Path) -> dict[str, object]:
             ),  # type: ignore[type-var]
             "maintenance_detected_by": sorted({str(r["detected_by"]) for r in maintenance}),
             "maintenance_per_round": maintenance,
+            # A two-node torchrun group, its second node preempted: the whole group stopped and resumed.
+            "group_rounds": len(group),
+            "group_detection_s": median([r["from_off_s"] for r in group]),  # type: ignore[misc]
+            "group_overhead_s": median([r["overhead_s"] for r in group]),  # type: ignore[misc]
+            "group_to_resumed_s": median([r["to_resumed_s"] for r in group]),  # type: ignore[misc]
+            "group_steps_lost": max(
+                (r["steps_lost"] for r in group if r["steps_lost"] is not None), default=None
+            ),  # type: ignore[type-var]
+            "group_per_round": group,
         }
     finally:
         if services is not None:
@@ -285,6 +303,50 @@ async def maintenance_rounds(
     return rows
 
 
+async def group_rounds(
+    emu: Emulator, services: Services, args: argparse.Namespace
+) -> list[dict[str, object]]:
+    """Rounds on a two-node group: node ``g1`` preempted, the group resumed from rank 0's checkpoint."""
+    from gcptui.remote.jobs.group import GroupJobRunner
+    from gcptui.remote.jobs.group_control import run_group
+
+    names = ["g0", "g1"]
+    for name in names:
+        emu.add_instance(name, spot=True)
+    await wait_until_running(emu, names)
+    instances = await services.resolve(names)
+    for instance in instances:
+        session = services.sync_session(instance)
+        await session.full_sync()
+        await session.close()
+    runner = GroupJobRunner(services.pool, services.config, remote_home=services.jobs.remote_home)
+    group = services.config.groups[0]
+    started = await run_group("start", runner, group, instances, [services.target(i) for i in instances])
+    if not all(r.ok for r in started):
+        raise RuntimeError(f"group start failed: {[str(r.error) for r in started]}")
+    keepalive = build_keepalive(services, names=names, backoff_base=0.2)
+    watching = asyncio.create_task(keepalive.run())
+    rows: list[dict[str, object]] = []
+    try:
+        for number in range(1, args.group_rounds + 1):
+            # Rank 0 (on g0) logs the steps; g1 is the node preempted.
+            row = await one_round(emu, keepalive, number, args.boot, name="g1", progress="g0")
+            rows.append({"mode": "group", **row})
+            log(f"group round {number}: {row}")
+    finally:
+        watching.cancel()
+        await keepalive.close()
+    return rows
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("", 0))
+        return int(sock.getsockname()[1])
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=3)
@@ -293,6 +355,8 @@ def main() -> None:
     parser.add_argument(
         "--grace", type=float, default=3.0, help="emulated preemption grace (default 3; GCE: 30)"
     )
+    parser.add_argument("--group-rounds", type=int, default=1,
+                        help="rounds on a two-node torchrun group, its second node preempted (default 1)")  # fmt: skip
     parser.add_argument("--delete-rounds", type=int, default=1,
                         help="rounds on a DELETE-action Spot VM (recreated on a fresh disk; default 1)")  # fmt: skip
     parser.add_argument("--maintenance-rounds", type=int, default=1,

@@ -68,8 +68,15 @@ def load_for_resume(
     if decision["step"] is None:
         return None
     if loaded is None:
-        info = next(c for c in store.checkpoints() if c.step == decision["step"])
-        loaded = info, store.load(info)
+        info = next((c for c in store.checkpoints() if c.step == decision["step"]), None)
+        if info is not None:
+            loaded = info, store.load(info)
+    # Nodes of a multi-node run each have their own disk and rank 0 alone writes: a rank whose disk
+    # lacks the checkpoint gets rank 0's copy over the process group (every rank joins the call).
+    if any(distributed.gather_to_all(loaded is None)):
+        shipped = distributed.broadcast_from_first(loaded if is_writer else None)
+        loaded = loaded if loaded is not None else shipped
+    assert loaded is not None
     return loaded[0], restore_portable(loaded[1])
 
 

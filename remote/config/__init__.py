@@ -14,6 +14,7 @@ from pydantic import Field, model_validator
 
 from gcptui.remote.config.base import Port, _Section
 from gcptui.remote.config.connection import GcpConfig, HostConfig, SshConfig
+from gcptui.remote.config.groups import GroupConfig
 from gcptui.remote.config.work import (
     GpuConfig,
     JobConfig,
@@ -35,6 +36,9 @@ class Config(_Section):
     hosts: list[HostConfig] = Field(default=[], description="Static machines reached by SSH alone.")
     sync: SyncConfig = Field(default=SyncConfig(), description="Live sync of the local tree.")
     job: JobConfig = Field(default=JobConfig(), description="The training job.")
+    groups: list[GroupConfig] = Field(
+        default=[], description="Multi-node jobs: one torchrun per VM, recovered as a group."
+    )
     keepalive: KeepaliveConfig = Field(default=KeepaliveConfig(), description="Preemption recovery.")
     storage: StorageConfig = Field(default=StorageConfig(), description="Checkpoints in Cloud Storage.")
     logs: LogsConfig = Field(default=LogsConfig(), description="Log following.")
@@ -62,7 +66,18 @@ class Config(_Section):
             if host.name in seen:
                 raise ValueError(f"host name {host.name!r} appears twice in [[hosts]]: names must be unique")
             seen.add(host.name)
+        groups: set[str] = set()
+        for group in self.groups:
+            if group.name in groups:
+                raise ValueError(
+                    f"group name {group.name!r} appears twice in [[groups]]: names must be unique"
+                )
+            groups.add(group.name)
         return self
+
+    def group(self, name: str) -> GroupConfig | None:
+        """The ``[[groups]]`` entry called ``name``, if any."""
+        return next((g for g in self.groups if g.name == name), None)
 
     @property
     def base_dir(self) -> Path:
@@ -95,6 +110,7 @@ __all__ = [
     "Config",
     "GcpConfig",
     "GpuConfig",
+    "GroupConfig",
     "HostConfig",
     "JobConfig",
     "KeepaliveConfig",

@@ -39,6 +39,7 @@ class VmHost(Protocol):
     """What runs inside the VMs: addresses, SSH and metadata servers, processes, disks."""
 
     def added(self, vm: Vm) -> None: ...
+    def internal_address(self, n: int) -> str: ...
     async def boot(self, vm: Vm) -> str: ...
     async def signal_preempted(self, vm: Vm) -> None: ...
     async def shutdown(self, vm: Vm, grace: float) -> None: ...
@@ -169,7 +170,7 @@ class Fleet:
         for attached in vm.disks:
             self.disks[(vm.zone, attached.disk)].users.append(vm.name)
         self._internal += 1
-        vm.network_ip = vm.network_ip or f"10.128.{self._internal // 250}.{self._internal % 250 + 2}"
+        vm.network_ip = vm.network_ip or self.host.internal_address(self._internal)
         self.vms[vm.key] = vm
         self.host.added(vm)
         if vm.status == "RUNNING":

@@ -45,6 +45,10 @@ class AddressOnlyHost:
     def added(self, vm: Vm) -> None:
         pass
 
+    def internal_address(self, n: int) -> str:
+        """The ``n``-th VM's internal IP, as GCE's default subnet would give it (never reached)."""
+        return f"10.128.{n // 250}.{n % 250 + 2}"
+
     async def boot(self, vm: Vm) -> str:
         return self.addresses.take()
 
@@ -117,6 +121,15 @@ class SshVmHost:
 
         return allows
 
+    def internal_address(self, n: int) -> str:
+        """The ``n``-th VM's internal IP: a loopback address of its own (``127.1.x.y``) that its
+        processes can listen on and the other VMs reach, as VMs reach each other on a VPC network;
+        ``127.0.0.1`` where only that one exists (one-address mode: VMs tell each other apart by port)."""
+        if self.one_address:
+            return "127.0.0.1"
+        b, c = divmod(n, 250)
+        return f"127.1.{b}.{c + 2}"
+
     async def boot(self, vm: Vm) -> str:
         machine = self._machines[vm.uid]
         for _ in range(20):
@@ -137,6 +150,9 @@ class SshVmHost:
                     # macOS configures only 127.0.0.1 on lo0: give every VM its own port there instead,
                     # published in the label the SSH layer reads (as a VM with sshd on another port).
                     self.one_address = True
+                    for known in self._vms.values():
+                        if known.network_ip.startswith("127.1."):
+                            known.network_ip = "127.0.0.1"
                 continue  # someone else holds this address and port (another emulator): next address
             machine.ssh, machine.metadata = ssh, metadata
             if self.one_address:

@@ -3,6 +3,10 @@
 ``JobLauncher(services).relaunch`` is the callable ``KeepAlive`` takes. It reads the job's metrics
 file (the progress protocol of docs/REFERENCE.md) before and after the restart, so it can say the last step
 the job logged before it stopped and the step it resumed from: the ``steps lost`` of the timeline.
+``GroupLauncher`` does the same for a ``[[groups]]`` node as a group: a node's preemption stops
+the other nodes' jobs at once (``job kill``: SIGTERM, so their ranks leave the collective the lost
+node left hanging and save); its return syncs it and restarts every node with ``[job].resume``
+through ``run_group`` (rendezvous check first), reading where rank 0 resumed from node 0's metrics.
 ``build_keepalive`` wires a ``KeepAlive`` to the shared ``Services`` of the CLI or the TUI.
 """
 
@@ -14,11 +18,15 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from gcptui.remote.config import GroupConfig
 from gcptui.remote.errors import GcptuiError
+from gcptui.remote.jobs.group import GroupJobRunner
+from gcptui.remote.jobs.group_control import run_group
 from gcptui.remote.jobs.protocol import JobStatus, metrics_path
 from gcptui.remote.keepalive.job_ledger import JobLedger
 from gcptui.remote.keepalive.recovery import KeepAlive, RecoveryEvent, ResumePoint, StepReporter
 from gcptui.remote.models import Instance
+from gcptui.remote.services import down_error
 from gcptui.remote.telemetry.progress import json_records
 
 if TYPE_CHECKING:
@@ -157,6 +165,77 @@ class JobLauncher:
         return None
 
 
+class GroupLauncher(JobLauncher):
+    """``JobLauncher`` that relaunches a group's node as the whole group (other VMs as before)."""
+
+    def __init__(self, services: Services) -> None:
+        super().__init__(services)
+        self._stopping: set[asyncio.Task[None]] = set()
+
+    def group_of(self, name: str) -> GroupConfig | None:
+        return next((g for g in self.services.config.groups if name in g.vms), None)
+
+    def runner(self) -> GroupJobRunner:
+        services = self.services
+        return GroupJobRunner(services.pool, services.config, remote_home=services.jobs.remote_home)
+
+    def on_event(self, event: RecoveryEvent) -> None:
+        """Keep-alive's listener: a node's preemption stops the rest of its group at once."""
+        group = self.group_of(event.name)
+        if event.kind != "preempted" or group is None:
+            return
+        task = asyncio.create_task(self.stop_others(group, event.name))
+        self._stopping.add(task)
+        task.add_done_callback(self._stopping.discard)
+
+    async def stop_others(self, group: GroupConfig, lost: str) -> None:
+        """``job kill`` on every other node of ``group`` that SSH reaches (best effort)."""
+        others = [name for name in group.vms if name != lost]
+        try:
+            instances = await self.services.resolve(others)
+        except GcptuiError:
+            return  # the fleet could not be read: the relaunch's restart of every node still follows
+        targets = [self.services.target(i) for i in instances if down_error(i) is None]
+        await self.runner().run_all("kill", targets)
+
+    async def relaunch(self, instance: Instance, report: StepReporter | None = None) -> ResumePoint:
+        group = self.group_of(instance.name)
+        if group is None:
+            return await super().relaunch(instance, report)
+        say: StepReporter = report or (lambda _kind, _detail: None)
+        services = self.services
+        instances = await services.resolve(list(group.vms), running=True)  # all nodes up, or retry
+        instances = [instance if i.name == instance.name else i for i in instances]
+        targets = [services.target(i) for i in instances]
+        first = await services.pool.connection(targets[0])
+        say("connected", services.target(instance).where)
+        mark = await self.mark(first)  # rank 0 writes the metrics, on node 0
+        session = services.sync_session(instance)
+        try:
+            await session.barrier(timeout=self.sync_timeout)
+        except TimeoutError:
+            raise GcptuiError(
+                f"{instance.name}: sync did not finish within {self.sync_timeout:.0f}s"
+            ) from None
+        finally:
+            await session.close()
+        say("synced", "the VM holds the current tree")
+        results = await run_group("restart", self.runner(), group, instances, targets)
+        failed = [r for r in results if not r.ok]
+        if failed:
+            raise failed[0].error or GcptuiError(f"group {group.name}: restart failed")
+        say("started", f"group {group.name}: {len(results)} nodes")
+        step = await self.wait_resumed(first, mark.offset)
+        return ResumePoint(step=step, last_step=mark.last_step)
+
+    __call__ = relaunch
+
+    async def close(self) -> None:
+        for task in list(self._stopping):
+            task.cancel()
+        await asyncio.gather(*self._stopping, return_exceptions=True)
+
+
 def build_keepalive(
     services: Services,
     *,
@@ -173,9 +252,16 @@ def build_keepalive(
     if services.config.gcp is None:
         raise GcptuiError("keep-alive needs [gcp] in gcptui.toml: static [[hosts]] cannot be restarted")
     launcher = JobLauncher(services)
+    listener: Callable[[RecoveryEvent], None] | None = None
+    if services.config.groups:
+        launcher = group_launcher = GroupLauncher(services)
+        listener = group_launcher.on_event
     kwargs: dict[str, float] = {"poll_seconds": settings.poll_seconds, "max_restarts": settings.max_restarts}
     kwargs.update(options)
-    return KeepAlive(services.fleet.gce(), relaunch=launcher, on_event=on_event, names=names,
-                     restart_idle=settings.restart_idle, job_status=launcher.job_status, ledger=JobLedger(),
-                     failover_after=settings.failover_after, failover_zones=settings.zones,
-                     recover_unwatched=recover_unwatched, **kwargs)  # type: ignore[arg-type]  # fmt: skip
+    keepalive = KeepAlive(services.fleet.gce(), relaunch=launcher, on_event=on_event, names=names,
+                          restart_idle=settings.restart_idle, job_status=launcher.job_status, ledger=JobLedger(),
+                          failover_after=settings.failover_after, failover_zones=settings.zones,
+                          recover_unwatched=recover_unwatched, **kwargs)  # type: ignore[arg-type]  # fmt: skip
+    if listener is not None:
+        keepalive.subscribe(listener)  # a node's preemption stops the rest of its group
+    return keepalive

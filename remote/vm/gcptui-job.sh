@@ -262,17 +262,41 @@ wait_gone() {
 	return 0
 }
 
+# Process groups of the job's descendants that left its group: torchrun starts each worker in a
+# session of its own, and a kill must reach them too, or they outlive the job (and hold its GPUs).
+descendant_groups() { # PGID
+	ps -A -o pid= -o ppid= -o pgid= 2>/dev/null | awk -v g="$1" '
+		{ parent[$1] = $2; group[$1] = $3 }
+		END {
+			for (p in group) {
+				if (group[p] == g) continue
+				q = parent[p]; n = 0
+				while (q != "" && q + 0 > 1 && n < 64) {
+					if (group[q] == g) { print group[p]; break }
+					q = parent[q]; n++
+				}
+			}
+		}' | sort -u
+}
+
 kill_job() { # GRACE_TENTHS; the lock is held
 	pgid=$(get1 pgid)
 	group_alive "$pgid" || return 0
 	[ -f "$JOB/exit_code" ] || put state killed
+	# Found before the TERM: once their parent (torchrun) is gone they no longer lead back to the job.
+	extra=$(descendant_groups "$pgid")
 	echo "==== gcptui: $(now) kill: SIGTERM to process group $pgid, SIGKILL after $(($1 / 10)).$(($1 % 10))s ====" >> "$LOG"
 	kill -s TERM -- "-$pgid" 2> /dev/null
 	if ! wait_gone "$pgid" "$1"; then
 		echo "==== gcptui: $(now) kill: still running after the grace period: SIGKILL ====" >> "$LOG"
 		kill -s KILL -- "-$pgid" 2> /dev/null
+		for g in $extra; do kill -s KILL -- "-$g" 2> /dev/null; done
 		wait_gone "$pgid" 100
 	fi
+	# The job's own launcher normally ends its workers first; what it left gets the rest of the grace.
+	for g in $extra; do
+		wait_gone "$g" "$1" || { kill -s KILL -- "-$g" 2> /dev/null; wait_gone "$g" 100; }
+	done
 	# SIGKILL also ended the supervisor before it could write the exit code: record it ourselves.
 	if [ ! -f "$JOB/exit_code" ]; then
 		put ended_at "$(now)"

@@ -5,13 +5,15 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from typing import Any
 
 from rich.console import Console
 from rich.text import Text
 
 from gcptui.remote.jobs.protocol import JobStatus, log_path
+from gcptui.remote.jobs.runner import HostResult
 from gcptui.remote.safe_text import one_line
-from gcptui.remote.services import Services
+from gcptui.remote.services import Services, down_error
 from gcptui.tui.cli.common import with_services
 from gcptui.tui.cli.tables import print_table
 
@@ -40,18 +42,31 @@ def run_job(args: argparse.Namespace) -> int:
             raise_usage(
                 "[job].command is empty: set the training command in gcptui.toml ([job] command = ...)"
             )
-        if args.names:
-            instances = await services.resolve(args.names, running=True)
-        elif args.action == "status":
+        group_names = [n for n in args.names if services.config.group(n) is not None]
+        names = [n for n in args.names if n not in group_names]
+        instances = []
+        if names:
+            instances = await services.resolve(names, running=True)
+        elif args.action == "status" and not group_names:
             instances = await services.reachable()
-        else:
+        elif not group_names:
             raise_usage(f"job {args.action} needs at least one NAME (see `gcptui ls`)")
-        if args.action in ("start", "restart") and not args.no_sync:
+        if args.action in ("start", "restart") and not args.no_sync and instances:
             from gcptui.tui.cli.sync import sync_before_job
 
             await sync_before_job(services, instances)  # the VM holds the current tree first
         results = await services.jobs.run_all(args.action, [services.target(i) for i in instances])
-        ok = [r.value for r in results if r.ok and r.value is not None]
+        objects = [r.value.to_json() for r in results if r.ok and r.value is not None]
+        rows = [r.value for r in results if r.ok and r.value is not None]
+        summaries: list[JobStatus] = []
+        for name in group_names:
+            group_results, group_objects = await run_group_action(services, args, name)
+            results += group_results
+            objects += group_objects
+            nodes = [r.value for r in group_results if r.ok and r.value is not None]
+            rows += nodes
+            if nodes and len(nodes) == len(group_results):
+                summaries.append(JobStatus(name=f"{name} (group)", state=group_objects[0]["group_state"]))
         errors = Console(stderr=True, soft_wrap=True)
         for result in results:
             if not result.ok:
@@ -59,13 +74,44 @@ def run_job(args: argparse.Namespace) -> int:
                 prefix = "" if message.startswith(result.name) else f"{result.name}: "
                 errors.print("[red]✗[/]", Text(one_line(f"{prefix}{message}")), highlight=False)
         if args.json:
-            json.dump([s.to_json() for s in ok], sys.stdout, indent=2)
+            json.dump(objects, sys.stdout, indent=2)
             sys.stdout.write("\n")
-        elif ok:
-            print_table(JOB_HEADERS, job_rows(ok))  # plain tab-separated rows when piped
-        return 0 if len(ok) == len(results) else 1
+        elif rows:
+            print_table(JOB_HEADERS, job_rows([*rows, *summaries]))  # plain tab-separated rows when piped
+        return 0 if all(r.ok for r in results) else 1
 
     return with_services(args, body)
+
+
+async def run_group_action(
+    services: Services, args: argparse.Namespace, name: str
+) -> tuple[list[HostResult[JobStatus]], list[dict[str, Any]]]:
+    """``job ACTION GROUP``: the action on every node; the results and the nodes' JSON objects."""
+    from gcptui.remote.jobs.group import GroupJobRunner
+    from gcptui.remote.jobs.group_control import group_json, run_group
+
+    group = services.config.group(name)
+    assert group is not None
+    instances = await services.resolve(list(group.vms), running=args.action != "status")
+    if services.latest(name) is not None:
+        raise_usage(f"{name!r} names both a [[groups]] entry and a VM: rename the group in gcptui.toml")
+    down = [(i, down_error(i)) for i in instances]
+    failed: list[HostResult[JobStatus]] = [HostResult(i.name, error=e) for i, e in down if e is not None]
+    if failed:
+        return failed, []
+    if args.action in ("start", "restart") and not args.no_sync:
+        from gcptui.tui.cli.sync import sync_before_job
+
+        await sync_before_job(services, instances)
+    runner = GroupJobRunner(services.pool, services.config, remote_home=services.jobs.remote_home)
+    targets = [services.target(i) for i in instances]
+    results = await run_group(args.action, runner, group, instances, targets)
+    statuses = [r.value for r in results if r.ok and r.value is not None]
+    objects = group_json(name, statuses)
+    if len(statuses) < len(targets):  # a node did not answer: the group cannot be said to run
+        for item in objects:
+            item["group_state"] = "partial" if item["group_state"] == "running" else item["group_state"]
+    return results, objects
 
 
 def run_logs(args: argparse.Namespace) -> int:
@@ -73,12 +119,13 @@ def run_logs(args: argparse.Namespace) -> int:
 
     async def body(services: Services) -> int:
         paths = (log_path(), *services.config.logs.files)
-        if args.raw and (len(args.names) > 1 or len(paths) > 1):
+        names = expand_groups(services, args.names)
+        if args.raw and (len(names) > 1 or len(paths) > 1):
             raise_usage(
                 "--raw prints one file's bytes exactly: give one NAME (and no [logs] files), "
                 "or leave --raw out to merge several sources line by line"
             )
-        instances = await services.resolve(args.names, running=True)
+        instances = await services.resolve(names, running=True)
         lines = args.n if args.n is not None else services.config.logs.history_lines
         return await print_logs(
             {i.name: services.follow(i) for i in instances},
@@ -101,6 +148,17 @@ def run_gpu(args: argparse.Namespace) -> int:
         )
 
     return with_services(args, body)
+
+
+def expand_groups(services: Services, names: list[str]) -> list[str]:
+    """``names`` with each ``[[groups]]`` name replaced by its VMs (logs of a group: every node)."""
+    expanded: list[str] = []
+    for name in names:
+        group = services.config.group(name)
+        for vm in group.vms if group is not None else [name]:
+            if vm not in expanded:
+                expanded.append(vm)
+    return expanded
 
 
 def raise_usage(message: str) -> None:

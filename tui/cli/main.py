@@ -83,7 +83,10 @@ def build_parser() -> argparse.ArgumentParser:
     job = sub.add_parser("job", parents=[common], help="start, restart, kill the training job; its status")
     job.add_argument("action", choices=["start", "restart", "kill", "status"])
     job.add_argument(
-        "names", nargs="*", metavar="NAME", help="instances or hosts (status: default all running)"
+        "names",
+        nargs="*",
+        metavar="NAME",
+        help="instances, hosts or [[groups]] names (every node of the group; status: default all running)",
     )
     job.add_argument("--json", action="store_true", help="print JSON objects")
     job.add_argument("--no-sync", action="store_true", help="start without syncing the tree first")

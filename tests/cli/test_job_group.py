@@ -1,0 +1,63 @@
+"""``gcptui job ... GROUP`` through the real CLI on the emulator: every node acts, JSON names the group."""
+
+from __future__ import annotations
+
+import json
+import socket
+from pathlib import Path
+
+from gcptui.remote.emulator.thread import EmulatorThread
+from tests.cli.test_ls import gcptui
+from tests.helpers.emulator import wait_until
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("", 0))
+        return int(sock.getsockname()[1])
+
+
+def test_job_start_status_and_kill_of_a_group_act_on_every_node(
+    emulator_thread: EmulatorThread, tmp_path: Path
+) -> None:
+    for name in ("g0", "g1"):
+        emulator_thread.add_instance(name, "us-central1-a")
+    wait_until(lambda: all(emulator_thread.instance(n).status == "RUNNING" for n in ("g0", "g1")))
+    (tmp_path / "project").mkdir()
+    config = emulator_thread.write_config(tmp_path / "gcptui.toml")
+    config.write_text(
+        config.read_text()
+        + f'\n[sync]\nsource = "project"\n[job]\ncommand = "sleep 600"\nstop_grace_seconds = 2\n'
+        f'\n[[groups]]\nname = "pair"\nvms = ["g0", "g1"]\nport = {free_port()}\n'
+    )
+    started = gcptui("--config", str(config), "job", "start", "pair", "--json", cwd=tmp_path)
+    assert started.returncode == 0, started.stderr
+    nodes = json.loads(started.stdout)
+    assert [(n["name"], n["group"], n["state"], n["group_state"]) for n in nodes] == [
+        ("g0", "pair", "running", "running"),
+        ("g1", "pair", "running", "running"),
+    ]
+    assert "--node-rank 1" in nodes[1]["command"] and "--no-python sleep 600" in nodes[1]["command"]
+
+    again = gcptui("--config", str(config), "job", "start", "pair", cwd=tmp_path)
+    assert again.returncode == 1 and "group pair already runs on g0, g1" in again.stderr
+
+    status = gcptui("--config", str(config), "job", "status", "pair", "--json", cwd=tmp_path)
+    assert [n["group"] for n in json.loads(status.stdout)] == ["pair", "pair"]
+
+    killed = gcptui("--config", str(config), "job", "kill", "pair", "--json", cwd=tmp_path)
+    assert killed.returncode == 0, killed.stderr
+    assert {(n["state"], n["group_state"]) for n in json.loads(killed.stdout)} == {("killed", "killed")}
+
+
+def test_a_group_named_like_a_vm_is_one_usage_line(emulator_thread: EmulatorThread, tmp_path: Path) -> None:
+    emulator_thread.add_instance("g0", "us-central1-a")
+    wait_until(lambda: emulator_thread.instance("g0").status == "RUNNING")
+    config = emulator_thread.write_config(tmp_path / "gcptui.toml")
+    config.write_text(
+        config.read_text() + '\n[job]\ncommand = "true"\n[[groups]]\nname = "g0"\nvms = ["g0"]\n'
+    )
+    result = gcptui("--config", str(config), "job", "status", "g0", cwd=tmp_path)
+    assert result.returncode == 2
+    assert "names both a [[groups]] entry and a VM" in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
