@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import NoReturn
 
 from . import distributed
-from .errors import TrainerError
+from .errors import Preempted, TrainerError
 from .model import SIZES
 
 USAGE_ERROR = 2
@@ -171,8 +171,13 @@ def main(argv: list[str] | None = None) -> int:
         eval_every=args.eval_every,
         **({"learning_rate": lr} if lr is not None else {}),  # type: ignore[arg-type]
     )
+    together = False  # see distributed.shutdown
     try:
         train(settings)
+        together = True
+    except Preempted:
+        together = True  # every rank stopped on the step they agreed on
+        raise
     except TrainerError as exc:
         if distributed.place().rank == 0:
             print(f"error: {exc}", file=sys.stderr, flush=True)
@@ -181,5 +186,5 @@ def main(argv: list[str] | None = None) -> int:
         print("interrupted", file=sys.stderr, flush=True)
         return 130
     finally:
-        distributed.shutdown()
+        distributed.shutdown(together)
     return 0

@@ -49,9 +49,17 @@ def init_from_environment(device_type: str) -> ProcessPlace:
     return place()
 
 
-def shutdown() -> None:
-    """Leave the process group, if one was joined."""
+def shutdown(together: bool = False) -> None:
+    """Leave the process group, if one was joined.
+
+    ``together`` (every rank ends the same way: finished, or stopped on the step they agreed on):
+    wait for all ranks first. A rank that tears gloo down while another still talks to it can abort
+    that one at exit ("terminate called without an active exception"), turning a finished run's exit
+    code 0 into a crash. After an error on one rank the others may never arrive: no wait then.
+    """
     if is_distributed():
+        if together:
+            dist.barrier()
         dist.destroy_process_group()
 
 

@@ -19,7 +19,7 @@ from collections.abc import Callable
 from typing import Any, NoReturn
 
 from . import distributed
-from .errors import RESUME_FLAG, TrainerError
+from .errors import RESUME_FLAG, Preempted, TrainerError
 
 USAGE_ERROR = 2
 INTERRUPTED = 130  # 128 + SIGINT, as a shell reports Ctrl-C
@@ -35,10 +35,15 @@ def main(fn: Callable[..., Any], *args: Any, resume_flag: str = "--resume") -> N
     """
     token = RESUME_FLAG.set(resume_flag)
     code: int = 0
+    together = False  # see distributed.shutdown
     try:
         result = fn(*args)
         if isinstance(result, int) and not isinstance(result, bool):
             code = result
+        together = True
+    except Preempted:
+        together = True  # every rank stopped on the step they agreed on
+        raise
     except TrainerError as exc:
         if distributed.place().rank == 0:
             print(f"error: {exc}", file=sys.stderr, flush=True)
@@ -48,5 +53,5 @@ def main(fn: Callable[..., Any], *args: Any, resume_flag: str = "--resume") -> N
         code = INTERRUPTED
     finally:
         RESUME_FLAG.reset(token)
-        distributed.shutdown()
+        distributed.shutdown(together)
     sys.exit(code)
