@@ -8,6 +8,9 @@ from gcptui.remote.jobs.protocol import JobStatus
 
 # ``detail`` words of the supervisor that mean the job was cut short by the machine going away.
 _CUT_SHORT = ("preempted", "vanished")
+# 128 + SIGTERM: how the trainer (and a shell) says "stopped, not done". The VM's shutdown may
+# deliver its SIGTERM before the supervisor's notice watcher marks the job preempted.
+NOT_DONE_EXIT_CODE = 143
 
 
 def nothing_to_resume(status: JobStatus) -> str | None:
@@ -16,6 +19,8 @@ def nothing_to_resume(status: JobStatus) -> str | None:
         return None  # it ran when the VM went down
     if status.detail in _CUT_SHORT:
         return None  # ended by the preemption (its notice, or the power-off)
+    if status.state == "exited" and status.exit_code == NOT_DONE_EXIT_CODE:
+        return None  # stopped by SIGTERM, not finished: the power-off's, when no notice came first
     if status.state == "none":
         return "no job was ever started"
     if status.state == "killed":

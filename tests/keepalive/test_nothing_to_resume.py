@@ -19,6 +19,8 @@ def test_the_rule_resumes_only_a_job_cut_short() -> None:
     assert nothing_to_resume(JobStatus("vm", "running")) is None
     assert nothing_to_resume(JobStatus("vm", "killed", detail="vanished")) is None
     assert nothing_to_resume(JobStatus("vm", "exited", exit_code=143, detail="preempted")) is None
+    # SIGTERM from the power-off before the notice watcher marked it: stopped, not done.
+    assert nothing_to_resume(JobStatus("vm", "exited", exit_code=143)) is None
     assert nothing_to_resume(JobStatus("vm", "exited", exit_code=0)) == "the job had exited with exit code 0"
     assert nothing_to_resume(JobStatus("vm", "exited", exit_code=1)) == "the job had exited with exit code 1"
     assert nothing_to_resume(JobStatus("vm", "killed")) == "the job was killed by the user"
