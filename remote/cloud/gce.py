@@ -7,6 +7,7 @@ a second and the TUI must paint first.
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -222,6 +223,11 @@ class GceClient:
                     return None
                 raise
 
+    def get_json(self, name: str, zone: str) -> dict[str, Any] | None:
+        """The instance as GCE's REST JSON (camelCase), or None when it does not exist."""
+        raw = self.get_raw(name, zone)
+        return None if raw is None else dict(json.loads(type(raw).to_json(raw)))
+
     def get(self, name: str, zone: str) -> Instance | None:
         """One instance, or None when it does not exist; ``preempted`` is looked up when it could be."""
         raw = self.get_raw(name, zone)
@@ -340,10 +346,10 @@ class GceClient:
         )
 
     def insert(self, zone: str, instance_body: Any) -> None:
-        """Create a VM from an ``Instance`` message or dict (e.g. a recorded instance's settings)."""
+        """Create a VM from an ``Instance`` message, or a dict in the REST JSON shape (camelCase)."""
         body = instance_body
         if isinstance(body, dict):
-            body = self._compute.Instance(body)
+            body = self._compute.Instance.from_json(json.dumps(body))
         name = body.name
         self._mutate(
             f"create {name}",

@@ -31,6 +31,16 @@ def run_ls(args: argparse.Namespace) -> int:
 
 
 def run_vm(args: argparse.Namespace) -> int:
+    if args.action == "create":
+        from gcptui.tui.cli.create import run_create
+
+        return run_create(args)
+    create_only = [flag for flag, value in (("--from", args.base), ("--zone", args.zone),
+                   ("--machine-type", args.machine_type), ("--gpus", args.gpus), ("--group", args.group))
+                   if value] + (["--spot/--on-demand"] if args.spot is not None else []) + (
+                   ["--sync"] if args.sync else [])  # fmt: skip
+    if create_only:
+        raise ConfigError(f"{', '.join(create_only)}: only `gcptui vm create` takes these")
     source = FleetSource(load_config(getattr(args, "config", None)))
     if source.gcp is None:
         raise ConfigError("vm commands need a [gcp] section: static [[hosts]] have no VM lifecycle")
