@@ -50,6 +50,11 @@ class Instance:
     last_stop: str | None = None
     preempted: bool = False
     source: Source = "gce"
+    # USD per hour while it runs (machine + GPUs; no disks), and where that price came from:
+    # "catalog", "cache" (an earlier catalog read) or "fallback" (the bundled table), as of a date.
+    usd_per_hour: float | None = None
+    price_source: str | None = None
+    price_as_of: str | None = None
 
     @property
     def key(self) -> str:
@@ -78,6 +83,9 @@ class Instance:
             "last_start": self.last_start,
             "last_stop": self.last_stop,
             "source": self.source,
+            "usd_per_hour": self.usd_per_hour,
+            "price_source": self.price_source,
+            "price_as_of": self.price_as_of,
         }
 
 

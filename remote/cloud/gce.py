@@ -105,6 +105,7 @@ class GceClient:
             credentials = Credentials(token=access_token)  # sent as is, never refreshed
         if credentials is None:
             credentials = self._credentials(api_endpoint)
+        self.credentials = credentials  # also what the price catalog is asked with
         options = {"api_endpoint": api_endpoint} if api_endpoint else None
         self._instances = compute_v1.InstancesClient(credentials=credentials, client_options=options)
         self._zone_ops = compute_v1.ZoneOperationsClient(credentials=credentials, client_options=options)

@@ -15,6 +15,8 @@ from typing import Any
 
 from aiohttp import web
 
+from gcptui.remote.cloud.price_catalog import fallback_book
+from gcptui.remote.emulator.catalog import CatalogApi, add_catalog_routes
 from gcptui.remote.emulator.faults import Fault
 from gcptui.remote.emulator.filters import FilterError, parse_filter
 from gcptui.remote.emulator.fleet import ApiError, Fleet
@@ -93,6 +95,9 @@ class RestApi:
         route.add_get(V1 + "/zones/{zone}/disks/{disk}", self._method("disks.get", self.get_disk))
         self.project_api = ProjectApi(fleet)
         add_routes(self.app, self.project_api, self._method, V1)
+        # The Cloud Billing Catalog on the same endpoint (its paths start /v1/services).
+        self.catalog = CatalogApi(fleet.zones, fallback_book().rates)
+        add_catalog_routes(self.app, self.catalog)
         route.add_get(
             V1 + "/zones/{zone}/instances/{name}/getGuestAttributes",
             self._method("instances.getGuestAttributes", self.guest_attributes),

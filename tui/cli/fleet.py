@@ -13,7 +13,7 @@ from gcptui.remote.cloud.fleet import FleetSource
 from gcptui.remote.config import load_config
 from gcptui.remote.errors import ConfigError, GcptuiError
 from gcptui.tui.cli.tables import print_table
-from gcptui.tui.live.columns import COLUMNS
+from gcptui.tui.live.columns import COLUMNS, fleet_cost_line
 
 
 def run_ls(args: argparse.Namespace) -> int:
@@ -27,6 +27,9 @@ def run_ls(args: argparse.Namespace) -> int:
         return 0
     rows = [[column.cell(instance) for column in COLUMNS] for instance in snapshot.instances]
     print_table([column.label for column in COLUMNS], rows, title=snapshot.source)
+    cost = fleet_cost_line(snapshot.instances)
+    if cost:  # piped, stdout stays one line per row: the total goes to stderr
+        print(cost, file=sys.stdout if sys.stdout.isatty() else sys.stderr)
     return 0
 
 

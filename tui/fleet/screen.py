@@ -16,7 +16,15 @@ from gcptui.remote.cloud.fleet import FleetSnapshot
 from gcptui.remote.models import Instance
 from gcptui.tui.dialogs.confirm import ConfirmScreen
 from gcptui.tui.keys import action_allowed, bindings_for, refused_by_readonly
-from gcptui.tui.live.columns import COLUMNS, LIVE_COLUMNS, UNWATCHED, Column, matches, status_word
+from gcptui.tui.live.columns import (
+    COLUMNS,
+    LIVE_COLUMNS,
+    UNWATCHED,
+    Column,
+    fleet_cost_line,
+    matches,
+    status_word,
+)
 from gcptui.tui.live.monitors import reachable
 from gcptui.tui.live.state import Live
 from gcptui.tui.messages import FleetRefreshed, FleetRefreshFailed, LiveChanged
@@ -219,6 +227,9 @@ class FleetScreen(Screen[None]):
             count = f"{shown}/{total}" if self.filter_text else f"{total}"
             when = self.snapshot.refreshed_at.astimezone().strftime("%H:%M:%S")
             text.append(f"{count} machines · {self.snapshot.source} · refreshed {when}")
+            cost = fleet_cost_line(self.snapshot.instances)
+            if cost:
+                text.append(f" · {cost}", style="bold")
             text.append(f" · sorted by {COLUMNS[self.sort_index].label.lower()}", style="dim")
             for note in self.snapshot.errors:
                 text.append(f" · {note}", style="bold yellow")
