@@ -32,6 +32,9 @@ EventKind = Literal[
     "left_stopped",  # nothing to resume and [keepalive].restart_idle is off: the VM stays stopped
     "failed",  # this recovery failed; the next poll may try again
     "gave_up",  # max_restarts reached: nothing more happens until relaunch_now() or enable()
+    "autostop_warning",  # [autostop]: the VM will be stopped (or deleted) after a countdown
+    "autostop_cancelled",  # the countdown ended without action (job started, GPUs busy, a key, an error)
+    "autostopped",  # [autostop] stopped or deleted the VM
 ]
 StepKind = Literal["connected", "synced", "started"]
 DetectedBy = Literal["notice", "lost", "poll", "manual"]  # "lost": a poll a dropped connection asked for
@@ -77,7 +80,9 @@ class Timeline:
     resumed_step: int | None = None
     last_step: int | None = None
     restarts: int = 0  # start/insert calls made (stock-outs included)
-    outcome: Literal["recovering", "resumed", "idle", "left_stopped", "failed", "gave_up"] = "recovering"
+    outcome: Literal["recovering", "resumed", "idle", "left_stopped", "failed", "gave_up", "autostop"] = (
+        "recovering"
+    )
 
     def add(self, event: RecoveryEvent) -> None:
         self.events.append(event)
@@ -141,6 +146,7 @@ OUTCOME_TEXT = {
     "idle": "restarted, nothing to resume",
     "left_stopped": "left stopped",
     "gave_up": "gave up",
+    "autostop": "auto-stop",
 }
 
 

@@ -148,6 +148,10 @@ class FleetScreen(Screen[None]):
         return action_allowed(action, readonly=self.readonly, demo=self.demo)
 
     def on_key(self, event: events.Key) -> None:
+        selected = self.selected_instance()
+        cancel = getattr(self.app, "cancel_autostop", None)
+        if selected is not None and cancel is not None and not isinstance(self.focused, Input):
+            cancel(selected.name)  # any key on a VM under an auto-stop countdown cancels it
         # A key --readonly disables is hidden and refused by check_action: say so, never ignore it.
         if not self.readonly or isinstance(self.focused, Input):
             return

@@ -21,6 +21,8 @@ OUTCOME_WORDS = {
     "left_stopped": "left stopped",
     "failed": "failed",
     "gave_up": "gave up",
+    "autostopped": "auto-stopped",
+    "autostop_cancelled": "",
 }
 
 
@@ -42,6 +44,12 @@ def recovery_notice(event: RecoveryEvent) -> Notice | None:
         return Notice(f"{event.name}: {event.detail}", "Keep-alive", "error", timeout=15)
     if event.kind in ("nothing_to_resume", "left_stopped"):
         return Notice(f"{event.name}: {event.detail}", "Keep-alive")
+    if event.kind == "autostop_warning":
+        return Notice(
+            f"{event.name}: {event.detail}; any key on it cancels", "Auto-stop", "warning", timeout=15
+        )
+    if event.kind in ("autostopped", "autostop_cancelled"):
+        return Notice(f"{event.name}: {event.detail}", "Auto-stop")
     return None
 
 
