@@ -231,6 +231,11 @@ class GcptuiApp(App[None]):
         else:
             self.notify(f"{instance.name}: relaunching", title="Keep-alive")
 
+    def open_shell(self, instance: Instance) -> None:
+        from gcptui.tui.fleet.shell import open_shell
+
+        open_shell(self, self.services, instance)  # type: ignore[arg-type]
+
     def show_timeline(self, instance: Instance) -> None:
         from gcptui.tui.fleet.timeline import TimelineScreen
 

@@ -47,6 +47,7 @@ ACTIONS: tuple[Action, ...] = (
     Action("job.restart", "R", "job_restart", "Restart job (resume)", "Job", mutating=True, show=False),
     Action("job.kill", "K", "job_kill", "Kill job", "Job", destructive=True, mutating=True, label="Kill"),
     Action("logs.open", "l", "logs", "Logs of the marked (or selected) machines", "Logs", label="Logs"),
+    Action("fleet.shell", "S", "shell", "Shell on the machine (ssh; exit returns here)", "Fleet", show=False),
     Action("sync.toggle", "y", "sync_toggle", "Live sync on/off", "Sync", mutating=True, label="Sync"),
     Action(
         "keepalive.toggle",

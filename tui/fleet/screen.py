@@ -116,6 +116,8 @@ class FleetActions(Protocol):
 
     def show_timeline(self, instance: Instance) -> None: ...
 
+    def open_shell(self, instance: Instance) -> None: ...
+
     def open_logs(self, names: list[str]) -> None: ...
 
 
@@ -350,6 +352,10 @@ class FleetScreen(Screen[None]):
     def action_relaunch(self) -> None:
         if (i := self._selected_or_tell()) is not None:
             self.actions.relaunch_now(i)
+
+    def action_shell(self) -> None:
+        if (i := self._selected_or_tell()) is not None:
+            self.actions.open_shell(i)
 
     def action_timeline(self) -> None:
         if (i := self._selected_or_tell()) is not None:
