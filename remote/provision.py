@@ -7,6 +7,7 @@ long as one. The insert body is ``cloud.create.create_body``; the host key comes
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -50,9 +51,15 @@ class Created:
     seconds: float
 
 
-def plan_create(gce: GceClient, base: Instance, options: CreateOptions) -> CreatePlan:
+def plan_create(
+    gce: GceClient,
+    base: Instance,
+    options: CreateOptions,
+    make_image: Callable[[DiskOrigin], str] | None = None,
+) -> CreatePlan:
     """Read the base (``instances.get``) and its boot disk (``disks.get``); ``CreateError`` when the
-    base cannot be copied (no boot disk, a disk made from neither an image nor a snapshot)."""
+    base cannot be copied (no boot disk; a disk made from neither an image nor a snapshot, unless
+    ``make_image`` makes an image of it and returns its URL)."""
     raw = gce.get_raw(base.name, base.zone)
     if raw is None:
         raise CreateError(f"the base VM {base.name} is gone: `gcptui ls` shows the fleet")
@@ -61,6 +68,8 @@ def plan_create(gce: GceClient, base: Instance, options: CreateOptions) -> Creat
     origin = gce.disk_origins(raw).get(device)
     if origin is None:
         raise CreateError(f"cannot read the boot disk of {base.name} (disks.get): check your permissions")
+    if make_image is not None and not (origin.source_image or origin.source_snapshot):
+        origin = dataclasses.replace(origin, source_image=make_image(origin))
     boot_source(origin, base.name)  # fail before any insert when the disk has no image or snapshot
     return CreatePlan(settings, origin, options.zone or short_name(str(settings.get("zone", ""))), options)
 

@@ -164,6 +164,8 @@ class GceClient:
                 raise
             raise mapped from None
 
+    errors = _errors  # the same mapping for calls made by sibling modules (cloud/images.py)
+
     # -- reading ---------------------------------------------------------------------------------------
 
     def list_raw(self) -> list[Any]:

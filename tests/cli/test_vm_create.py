@@ -122,3 +122,27 @@ def test_vm_create_refuses_bad_input_with_one_line(
         stderr = capsys.readouterr().err
         assert code == 2, (words, stderr)
         assert message in stderr and len(stderr.strip().splitlines()) == 1, stderr
+
+
+def test_vm_create_from_a_disk_without_image_makes_an_image_first(
+    emulator_thread: EmulatorThread, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    emu = emulator_thread
+    emu.add_instance("hand-made", ZONE, metadata={"enable-guest-attributes": "TRUE"})
+    emu.wait_for_status("hand-made", "RUNNING")
+    fleet = emu.emulator.fleet  # type: ignore[union-attr]
+    emu.call(lambda: setattr(fleet.disks[(ZONE, "hand-made")], "source_image", None))  # a disk from nothing
+    config = emu.write_config(tmp_path / "gcptui.toml")
+
+    code = main(["vm", "create", "copy", "--from", "hand-made", "--config", str(config)])
+    stderr = capsys.readouterr().err
+    assert code == 0, stderr
+    assert "made from neither an image nor a snapshot: making image hand-made-gcptui-" in stderr
+    assert "(this takes minutes)" in stderr
+    images = emu.emulator.api.images.images  # type: ignore[union-attr]
+    [(name, image)] = list(images.items())
+    assert image.status == "READY" and image.source_disk.endswith(f"/zones/{ZONE}/disks/hand-made")
+    gce = gce_for(emu)
+    [origin] = gce.disk_origins(gce.get_raw("copy", ZONE)).values()
+    assert origin.source_image is not None and origin.source_image.endswith(f"/global/images/{name}")
+    assert emu.calls("images.insert") == 1  # forced: the base runs, its disk is in use

@@ -48,3 +48,16 @@ def test_gpus_with_terminate_and_a_spot_vm_without_a_policy_are_accepted(
     assert _call(api_emulator, f"zones/{ZONE}/instances", method="POST", body=gpu)[0] == 200
     spot = _with("s", scheduling={"provisioningModel": "SPOT"})  # Spot defaults to TERMINATE
     assert _call(api_emulator, f"zones/{ZONE}/instances", method="POST", body=spot)[0] == 200
+
+
+def test_an_image_of_a_disk_in_use_needs_force_create(api_emulator: EmulatorThread) -> None:
+    api_emulator.add_instance("base", ZONE)
+    api_emulator.wait_for_status("base", "RUNNING")
+    body = {"name": "img", "sourceDisk": f"zones/{ZONE}/disks/base"}
+    status, answer = _call(api_emulator, "global/images", method="POST", body=body)
+    assert status == 400 and "is already being used by" in answer["error"]["message"]
+    status, op = _call(api_emulator, "global/images?forceCreate=true", method="POST", body=body)
+    assert status == 200 and op["selfLink"].endswith(f"/global/operations/{op['name']}")
+    status, done = _call(api_emulator, f"global/operations/{op['name']}/wait", method="POST")
+    assert status == 200 and done["status"] == "DONE"
+    assert _call(api_emulator, "global/images/img")[1]["status"] == "READY"

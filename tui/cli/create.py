@@ -9,7 +9,8 @@ from rich.console import Console
 
 from gcptui.remote.cloud.create import CreateOptions, check_group, check_vm_name, parse_gpus
 from gcptui.remote.cloud.fleet import FleetSource
-from gcptui.remote.cloud.instances import short_name
+from gcptui.remote.cloud.images import image_from_disk, image_name
+from gcptui.remote.cloud.instances import DiskOrigin, short_name
 from gcptui.remote.config import load_config
 from gcptui.remote.errors import ConfigError
 from gcptui.remote.provision import Created, CreatePlan, VmCreator, plan_create
@@ -65,7 +66,19 @@ def run_create(args: argparse.Namespace) -> int:
         )
     console = Console(stderr=True, soft_wrap=True, highlight=False)
     gce = source.gce()
-    plan = plan_create(gce, base, options)
+
+    def make_image(origin: DiskOrigin) -> str:
+        name = image_name(base.name)
+        console.print(
+            f"the boot disk {origin.name} of {base.name} was made from neither an image nor a snapshot: "
+            f"making image {name} of it first (this takes minutes)"
+        )
+        began = time.monotonic()
+        url = image_from_disk(gce, base.zone, origin.name, name)
+        console.print(f"image {name} made in {time.monotonic() - began:.0f} s")
+        return url
+
+    plan = plan_create(gce, base, options, make_image)
     count = f"{len(names)} VM{'s' if len(names) != 1 else ''}"
     console.print(f"creating {count} like {base.name}: {describe(plan)}")
     creator = VmCreator(gce, config, lambda name, step: console.print(f"  {name}: {step}"))
