@@ -19,7 +19,7 @@ from gcptui.remote.cloud.instances import DiskOrigin, instance_from_resource, sh
 from gcptui.remote.config import Config
 from gcptui.remote.errors import CloudError, GcptuiError
 from gcptui.remote.models import Instance
-from gcptui.remote.ssh.host_keys import pin_host_keys
+from gcptui.remote.ssh.host_keys import matching_lines, pin_host_keys
 from gcptui.remote.ssh.target import target_for
 
 if TYPE_CHECKING:
@@ -107,14 +107,14 @@ class VmCreator:
         self.gce.insert(plan.zone, plan.body(name))
         instance = self._wait_running(name, plan.zone)
         self.report(name, "RUNNING; reading its host key from guest attributes")
-        pinned = self._pin(instance)
-        self.report(
-            name,
-            "host key pinned"
-            if pinned
-            else f"no host key published yet: `gcptui ssh accept {name}` to trust it",
-        )
-        return Created(instance, pinned, time.monotonic() - began)
+        state = self._pin(instance)
+        said = {
+            "pinned": "host key pinned",
+            "known": "host key already known",
+            "none": f"no host key published yet: `gcptui ssh accept {name}` to trust it",
+        }
+        self.report(name, said[state])
+        return Created(instance, state != "none", time.monotonic() - began)
 
     def _wait_running(self, name: str, zone: str) -> Instance:
         deadline = time.monotonic() + self.boot_timeout
@@ -135,16 +135,19 @@ class VmCreator:
                 )
             time.sleep(self.poll_seconds)
 
-    def _pin(self, instance: Instance) -> bool:
-        """File the keys the VM's guest agent publishes (a few seconds after boot on GCE)."""
+    def _pin(self, instance: Instance) -> str:
+        """File the keys the VM's guest agent publishes (a few seconds after boot on GCE): "pinned",
+        "known" (the file already had a key for the new VM's id) or "none" (none published in time)."""
         target = target_for(self.config, instance)
         if not target.host_key_alias:
-            return False
+            return "none"
         deadline = time.monotonic() + self.host_key_timeout
         while True:
             keys = self.gce.guest_host_keys(instance.name, instance.zone)
             if keys:
-                return pin_host_keys(target.known_hosts, target.host_key_alias, keys)
+                if pin_host_keys(target.known_hosts, target.host_key_alias, keys):
+                    return "pinned"
+                return "known" if matching_lines(target.known_hosts, target.host_key_alias) else "none"
             if time.monotonic() > deadline:
-                return False
+                return "none"
             time.sleep(self.poll_seconds)

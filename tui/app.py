@@ -231,6 +231,11 @@ class GcptuiApp(App[None]):
         else:
             self.notify(f"{instance.name}: relaunching", title="Keep-alive")
 
+    def create_from(self, instance: Instance) -> None:
+        from gcptui.tui.fleet.create import start_create
+
+        start_create(self, self.services, instance)  # type: ignore[arg-type]
+
     def open_shell(self, instance: Instance) -> None:
         from gcptui.tui.fleet.shell import open_shell
 

@@ -61,6 +61,9 @@ ACTIONS: tuple[Action, ...] = (
     Action("keepalive.relaunch", "L", "relaunch", "Relaunch now", "Keep-alive", mutating=True, show=False),
     Action("keepalive.timeline", "t", "timeline", "Preemption timeline", "Keep-alive", show=False),
     Action("vm.start", "U", "vm_start", "Start VM", "VM", mutating=True, show=False),
+    Action(
+        "vm.create", "C", "create_from", "Create VMs like this one (a form)", "VM", mutating=True, show=False
+    ),
     Action("vm.stop", "X", "vm_stop", "Stop VM", "VM", destructive=True, mutating=True, show=False),
     Action(
         "demo.preempt",

@@ -118,6 +118,8 @@ class FleetActions(Protocol):
 
     def open_shell(self, instance: Instance) -> None: ...
 
+    def create_from(self, instance: Instance) -> None: ...
+
     def open_logs(self, names: list[str]) -> None: ...
 
 
@@ -352,6 +354,10 @@ class FleetScreen(Screen[None]):
     def action_relaunch(self) -> None:
         if (i := self._selected_or_tell()) is not None:
             self.actions.relaunch_now(i)
+
+    def action_create_from(self) -> None:
+        if (i := self._selected_or_tell()) is not None:
+            self.actions.create_from(i)
 
     def action_shell(self) -> None:
         if (i := self._selected_or_tell()) is not None:
