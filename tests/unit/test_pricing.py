@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
 
 from gcptui.remote.cloud.price_catalog import fallback_book
-from gcptui.remote.cloud.pricing import PriceBook, machine_shape, rates_from_skus
+from gcptui.remote.cloud.pricing import PriceBook, machine_shape, rates_from_skus, run_spend
 from gcptui.remote.models import Gpu, Instance
 from gcptui.tui.live.columns import fleet_cost_line, price_cell
 
@@ -123,3 +124,11 @@ def test_price_cell_and_fleet_total_mark_where_prices_came_from() -> None:
         "~$1.00/h running, 1 unpriced (fallback prices, 2026-11-22)"
     )
     assert fleet_cost_line([vm("c", "TERMINATED", 9.0)]) == ""
+
+
+def test_run_spend_is_price_times_time_since_the_job_started() -> None:
+    now = datetime(2026, 11, 22, 12, 0, tzinfo=UTC)
+    assert run_spend(2.0, "2026-11-22T10:30:00Z", None, now) == 3.0
+    assert run_spend(2.0, "2026-11-22T10:30:00+00:00", "2026-11-22T11:00:00+00:00", now) == 1.0
+    assert run_spend(None, "2026-11-22T10:30:00Z", None, now) is None
+    assert run_spend(2.0, None, None, now) is None and run_spend(2.0, "garbage", None, now) is None
