@@ -60,3 +60,24 @@ async def test_idle_vm_stopped_running_job_spared_finished_job_stopped(fleet_fac
     assert [e.kind for e in keepalive.timelines["idle"].events] == ["autostop_warning", "autostopped"]
     assert keepalive.timelines["idle"].outcome_text == "auto-stop"
     assert not any(e.kind in ("preempted", "restarting") for e in events), lines
+
+
+async def test_gcptui_keepalive_stops_an_idle_vm_and_says_so(fleet_factory) -> None:
+    from gcptui.tui.cli.keepalive import keep_alive
+
+    fleet = await fleet_factory(["lonely"], command=JOB, gpus=[("nvidia-l4", 1)],
+                                extra_config='\n[autostop]\nidle_minutes = 0.005\nwarn_seconds = 0.3\n')  # fmt: skip
+    fleet.services.fleet.gce().min_wait_pause = 0.05
+    lines: list[str] = []
+    stop = asyncio.Event()
+    runner = asyncio.create_task(keep_alive(fleet.services, ["lonely"], lines.append, stop, poll_seconds=0.2))
+    try:
+        await eventually(
+            lambda: any("lonely: autostopped - stopped: idle for" in line for line in lines), timeout=30
+        )
+    finally:
+        stop.set()
+        assert await runner == 0
+    assert any(line.startswith("auto-stop: lonely: idle 0.005 min -> stop") for line in lines), lines
+    assert any("lonely: autostop_warning - stop in " in line for line in lines), lines
+    await fleet.emu.wait_for_status("lonely", "TERMINATED")
