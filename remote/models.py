@@ -52,6 +52,11 @@ class Instance:
     source: Source = "gce"
     # The instance's own enable-oslogin metadata (None: not set, the project's decides).
     oslogin: bool | None = None
+    # USD per hour while it runs (machine + GPUs; no disks), and where that price came from:
+    # "catalog", "cache" (an earlier catalog read) or "fallback" (the bundled table), as of a date.
+    usd_per_hour: float | None = None
+    price_source: str | None = None
+    price_as_of: str | None = None
 
     @property
     def key(self) -> str:
@@ -80,6 +85,9 @@ class Instance:
             "last_start": self.last_start,
             "last_stop": self.last_stop,
             "source": self.source,
+            "usd_per_hour": self.usd_per_hour,
+            "price_source": self.price_source,
+            "price_as_of": self.price_as_of,
         }
 
 

@@ -73,6 +73,8 @@ def type_name(annotation: Any) -> str:
         name = f"table of {type_name(value)}s"
     elif isinstance(inner, type) and issubclass(inner, BaseModel):
         name = "table"
+    elif origin is typing.Literal:
+        name = "one of " + ", ".join(f'"{value}"' for value in typing.get_args(inner))
     else:
         raise TypeError(f"no reference name for the type {inner!r}: teach scripts/config_reference.py")
     return f"{name} (may be left out)" if optional else name

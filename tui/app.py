@@ -10,6 +10,7 @@ import contextlib
 import logging
 import signal
 import threading
+import time
 from collections.abc import Awaitable, Callable, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -46,7 +47,7 @@ from gcptui.tui.live.state import Live
 from gcptui.tui.messages import FleetRefreshed, FleetRefreshFailed, LiveChanged
 
 if TYPE_CHECKING:
-    pass
+    from gcptui.remote.keepalive.autostop import AutoStopper
 
 REFRESH_SECONDS = 5.0
 log = logging.getLogger(__name__)
@@ -79,6 +80,7 @@ class GcptuiApp(App[None]):
         self._dirty: set[str] = set()
         self._hangup_before: Handler = None
         self.keepalive: KeepAlive | None = None
+        self.autostopper: AutoStopper | None = None
         self.services = Services(config)
         self.fleet = self.services.fleet
         self.live: dict[str, Live] = {}
@@ -169,18 +171,34 @@ class GcptuiApp(App[None]):
         self.keepalive = build_keepalive(self.services, names=names, on_event=self._recovery_event)
         watchers = NoticeWatchers(self.services, self.keepalive)
         self.keepalive.on_poll(watchers.track)
+        if self.config.autostop.active:
+            from gcptui.remote.keepalive.autostop import AutoStopper
+
+            self.autostopper = AutoStopper(self.services, self.config.autostop, self.keepalive)
+            self.keepalive.on_poll(self.autostopper.track)
         try:
             await self.keepalive.run()
         finally:
             await watchers.close()
+            if self.autostopper is not None:
+                await self.autostopper.close()
             await self.keepalive.close()
+
+    def cancel_autostop(self, name: str) -> None:
+        """A key on VM ``name``: a warned auto-stop does not happen (its idle clock starts over)."""
+        if self.autostopper is not None and name in self.autostopper.rules.pending:
+            self.autostopper.cancel(name)
 
     def _recovery_event(self, event: RecoveryEvent) -> None:
         if event.kind == "suspect":
             return
         live = self.monitors.state(event.name)
         outcome = OUTCOME_WORDS.get(event.kind)
-        if outcome is not None:  # the recovery ended: its outcome, beside the setting
+        if event.kind == "autostop_warning" and self.autostopper is not None:
+            left = self.autostopper.rules.seconds_left(event.name, self.autostopper.clock()) or 0.0
+            at = time.strftime("%H:%M:%S", time.localtime(time.time() + left))
+            live.recovery, live.outcome = f"auto-stop at {at} (any key cancels)", ""
+        elif outcome is not None:  # the recovery ended: its outcome, beside the setting
             live.recovery, live.outcome = "", outcome
         else:
             live.recovery, live.outcome = event.kind, ""
@@ -239,6 +257,16 @@ class GcptuiApp(App[None]):
             self.notify(text, title="Pull", timeout=4)
         else:
             self.call_from_thread(self.notify, text, title="Pull", timeout=4)
+
+    def create_from(self, instance: Instance) -> None:
+        from gcptui.tui.fleet.create import start_create
+
+        start_create(self, self.services, instance)  # type: ignore[arg-type]
+
+    def open_shell(self, instance: Instance) -> None:
+        from gcptui.tui.fleet.shell import open_shell
+
+        open_shell(self, self.services, instance)  # type: ignore[arg-type]
 
     def show_timeline(self, instance: Instance) -> None:
         from gcptui.tui.fleet.timeline import TimelineScreen

@@ -56,6 +56,7 @@ ACTIONS: tuple[Action, ...] = (
     Action("job.restart", "R", "job_restart", "Restart job (resume)", "Job", mutating=True, show=False),
     Action("job.kill", "K", "job_kill", "Kill job", "Job", destructive=True, mutating=True, label="Kill"),
     Action("logs.open", "l", "logs", "Logs of the marked (or selected) machines", "Logs", label="Logs"),
+    Action("fleet.shell", "S", "shell", "Shell on the machine (ssh; exit returns here)", "Fleet", show=False),
     Action("sync.toggle", "y", "sync_toggle", "Live sync on/off", "Sync", mutating=True, label="Sync"),
     Action(
         "keepalive.toggle",
@@ -78,6 +79,9 @@ ACTIONS: tuple[Action, ...] = (
     Action("keepalive.timeline", "t", "timeline", "Preemption timeline", "Keep-alive", show=False),
     Action("results.pull", "p", "pull", "Pull the run directory to ./pulled/NAME", "Results", show=False),
     Action("vm.start", "U", "vm_start", "Start VM", "VM", mutating=True, show=False),
+    Action(
+        "vm.create", "C", "create_from", "Create VMs like this one (a form)", "VM", mutating=True, show=False
+    ),
     Action("vm.stop", "X", "vm_stop", "Stop VM", "VM", destructive=True, mutating=True, show=False),
     Action(
         "demo.preempt",

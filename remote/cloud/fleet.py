@@ -7,6 +7,8 @@ because importing ``google.cloud.compute_v1`` alone takes over a second.
 
 from __future__ import annotations
 
+import dataclasses
+import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
@@ -18,6 +20,9 @@ from gcptui.remote.models import Instance
 if TYPE_CHECKING:
     from gcptui.remote.cloud.gce import GceClient
     from gcptui.remote.cloud.oslogin import OsLogin
+    from gcptui.remote.cloud.pricing import PriceBook
+
+PRICES_MAX_AGE = 6 * 3600.0  # a long-running TUI reads prices again (the cache spares the catalog)
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,6 +62,8 @@ class FleetSource:
         self._gce: GceClient | None = None
         self._project: str | None = None
         self.oslogin: OsLogin | None = None  # built with the Compute client
+        self._prices: PriceBook | None = None
+        self._prices_read = 0.0
 
     @property
     def gcp(self) -> GcpConfig | None:
@@ -125,13 +132,44 @@ class FleetSource:
             self.oslogin = OsLogin(self._gce, key)
         return self._gce
 
+    def prices(self) -> PriceBook | None:
+        """Hourly rates (catalog, cache or fallback; see ``price_catalog``); None without ``[gcp]``."""
+        if self.gcp is None:
+            return None
+        if self._prices is None or time.monotonic() - self._prices_read > PRICES_MAX_AGE:
+            from gcptui.remote.cloud.gce import is_local_endpoint
+            from gcptui.remote.cloud.price_catalog import load_price_book
+
+            # The emulator serves the catalog on its own endpoint; a real override is Compute's alone.
+            endpoint = self.gcp.api_endpoint if is_local_endpoint(self.gcp.api_endpoint) else ""
+            self._prices = load_price_book(endpoint, self.gce().credentials)
+            self._prices_read = time.monotonic()
+        return self._prices
+
+    def priced(self, instances: list[Instance]) -> list[Instance]:
+        """``instances`` with ``usd_per_hour`` and where the price came from (GCE VMs only)."""
+        book = self.prices()
+        if book is None:
+            return instances
+        return [
+            dataclasses.replace(
+                i, usd_per_hour=book.hourly(i), price_source=book.source, price_as_of=book.as_of
+            )
+            if i.source == "gce"
+            else i
+            for i in instances
+        ]
+
     def snapshot(self) -> FleetSnapshot:
-        """List GCE instances (when configured) and add the static hosts."""
+        """List GCE instances (when configured), priced, and add the static hosts."""
         instances: list[Instance] = []
         errors: tuple[str, ...] = ()
         if self.gcp is not None:
-            instances.extend(self.gce().list_instances())
+            instances.extend(self.priced(self.gce().list_instances()))
             errors = unreachable_notes(self.gce().unreachable) + self._login_notes(instances)
+            book = self.prices()
+            if book is not None and book.note:
+                errors += (f"prices: {book.source} ({book.as_of}): {book.note}",)
         instances.extend(host_instances(self.config))
         instances.sort(key=lambda i: (i.source != "gce", i.zone, i.name))
         return FleetSnapshot(tuple(instances), datetime.now(UTC), self.describe(), errors)

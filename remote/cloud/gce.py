@@ -7,6 +7,7 @@ a second and the TUI must paint first.
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -106,7 +107,7 @@ class GceClient:
             credentials = Credentials(token=access_token)  # sent as is, never refreshed
         if credentials is None:
             credentials = self._credentials(api_endpoint)
-        self.credentials = credentials  # OS Login's client uses the same ones
+        self.credentials = credentials  # OS Login's client and the price catalog use them too
         options = {"api_endpoint": api_endpoint} if api_endpoint else None
         self._options = options
         self._instances = compute_v1.InstancesClient(credentials=credentials, client_options=options)
@@ -169,6 +170,8 @@ class GceClient:
             if mapped is err:
                 raise
             raise mapped from None
+
+    errors = _errors  # the same mapping for calls made by sibling modules (cloud/images.py)
 
     # -- reading ---------------------------------------------------------------------------------------
 
@@ -260,6 +263,11 @@ class GceClient:
                 if f"instances/{name}'" in server_message(err):
                     return None
                 raise
+
+    def get_json(self, name: str, zone: str) -> dict[str, Any] | None:
+        """The instance as GCE's REST JSON (camelCase), or None when it does not exist."""
+        raw = self.get_raw(name, zone)
+        return None if raw is None else dict(json.loads(type(raw).to_json(raw)))
 
     def get(self, name: str, zone: str) -> Instance | None:
         """One instance, or None when it does not exist; ``preempted`` is looked up when it could be."""
@@ -379,10 +387,10 @@ class GceClient:
         )
 
     def insert(self, zone: str, instance_body: Any) -> None:
-        """Create a VM from an ``Instance`` message or dict (e.g. a recorded instance's settings)."""
+        """Create a VM from an ``Instance`` message, or a dict in the REST JSON shape (camelCase)."""
         body = instance_body
         if isinstance(body, dict):
-            body = self._compute.Instance(body)
+            body = self._compute.Instance.from_json(json.dumps(body))
         name = body.name
         self._mutate(
             f"create {name}",

@@ -16,6 +16,7 @@ from gcptui.remote.config.base import Port, _Section
 from gcptui.remote.config.connection import GcpConfig, HostConfig, SshConfig
 from gcptui.remote.config.groups import GroupConfig
 from gcptui.remote.config.work import (
+    AutostopConfig,
     GpuConfig,
     JobConfig,
     KeepaliveConfig,
@@ -43,6 +44,9 @@ class Config(_Section):
     storage: StorageConfig = Field(default=StorageConfig(), description="Checkpoints in Cloud Storage.")
     logs: LogsConfig = Field(default=LogsConfig(), description="Log following.")
     gpu: GpuConfig = Field(default=GpuConfig(), description="The idle-GPU warning.")
+    autostop: AutostopConfig = Field(
+        default=AutostopConfig(), description="Stopping VMs that idle or whose job finished."
+    )
     keys: dict[str, str] = Field(
         default={},
         description=(
@@ -107,6 +111,7 @@ from gcptui.remote.config.loader import (  # noqa: E402
 
 __all__ = [
     "CONFIG_NAME",
+    "AutostopConfig",
     "Config",
     "GcpConfig",
     "GpuConfig",

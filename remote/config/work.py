@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import Literal
 
 from pydantic import Field, field_validator
 
@@ -243,3 +244,37 @@ class GpuConfig(_Section):
         gt=0,
         description="Minutes every GPU of a running VM must stay idle before the TUI warns once.",
     )
+
+
+class AutostopConfig(_Section):
+    """Auto-stop: a VM that costs money for nothing (idle GPUs and no job, or a job that finished) is
+    warned about, then stopped. Works in the TUI and in `gcptui keepalive`; never touches a VM whose
+    job runs or that keep-alive is recovering."""
+
+    idle_minutes: float = Field(
+        default=0.0,
+        ge=0,
+        description=(
+            "Minutes a running VM may sit with no job running and every GPU at or below "
+            "`[gpu].idle_util_percent` (a VM without GPUs: no job alone) before the warning; 0: off."
+        ),
+    )
+    after_job: Literal["stop", "delete", "none"] = Field(
+        default="none",
+        description=(
+            'What to do with a VM once its job ends with exit code 0: "stop" it, "delete" it (with its '
+            'boot disk), or "none".'
+        ),
+    )
+    warn_seconds: float = Field(
+        default=120.0,
+        ge=0,
+        description=(
+            "Seconds between the warning (a notification and a countdown) and the action; the job "
+            "starting again, the GPUs getting busy, or any key on that VM in the TUI cancels it."
+        ),
+    )
+
+    @property
+    def active(self) -> bool:
+        return self.idle_minutes > 0 or self.after_job != "none"

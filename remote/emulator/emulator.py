@@ -295,6 +295,11 @@ class Emulator:
         Spot capacity, as GCE's zones sometimes are)."""
         self.faults.exhausted.update(zones)
 
+    def catalog_unreachable(self, down: bool = True) -> None:
+        """The price catalog answers 503 (prices fall back to the bundled table) until called with False."""
+        assert self.api is not None
+        self.api.catalog.down = down
+
     def calls(self, method: str) -> int:
         """How many times a REST method (e.g. ``globalOperations.aggregatedList``) was called."""
         return self.api.calls.get(method, 0) if self.api else 0

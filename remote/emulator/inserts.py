@@ -2,7 +2,9 @@
 
 GCE refuses what the emulator refuses here, with the same 400 text where it is known: a name that is
 not RFC 1035, a bare disk-type name (``pd-standard`` is valid only in instance templates), a boot disk
-with neither an image, a snapshot nor an existing disk, a machine type that is not a URL.
+with neither an image, a snapshot nor an existing disk, a machine type or accelerator type that is not
+a URL of the insert's zone, GPUs or a preemptible VM with ``onHostMaintenance`` other than TERMINATE,
+a preemptible VM with ``automaticRestart`` true.
 """
 
 from __future__ import annotations
@@ -88,8 +90,15 @@ def vm_from_insert(
         where = zonal(kind, "acceleratorTypes")
         if where is None:
             raise invalid(f"resource.guestAccelerators[{i}].acceleratorType", kind, "The URL is malformed.")
+        if where[0] != zone:
+            raise invalid(
+                f"resource.guestAccelerators[{i}].acceleratorType",
+                kind,
+                f"Accelerator type must be in zone {zone}.",
+            )
         if int(acc.get("acceleratorCount", 0)):
             gpus.append(Accelerator(type=where[1], count=int(acc["acceleratorCount"])))
+    _check_scheduling(scheduling, model == "SPOT" or bool(scheduling.get("preemptible")), bool(gpus))
     nics = body.get("networkInterfaces") or [{}]
     items = (body.get("metadata") or {}).get("items") or []
     modelled = {
@@ -114,6 +123,29 @@ def vm_from_insert(
         metadata={str(i.get("key")): str(i.get("value", "")) for i in items if i.get("key")},
     )
     return vm, disks
+
+
+def _check_scheduling(scheduling: dict[str, Any], spot: bool, gpus: bool) -> None:
+    """GCE's rules: Spot/preemptible VMs and VMs with GPUs cannot live-migrate; Spot ones never
+    restart by themselves. An absent ``onHostMaintenance`` means MIGRATE, except for Spot (TERMINATE)."""
+    maintenance = scheduling.get("onHostMaintenance") or ("TERMINATE" if spot else "MIGRATE")
+    if maintenance not in ("MIGRATE", "TERMINATE"):
+        raise invalid("resource.scheduling.onHostMaintenance", maintenance, "Unknown maintenance policy.")
+    if spot and maintenance != "TERMINATE":
+        raise invalid(
+            "resource.scheduling.preemptible", "true",
+            "Scheduling must have preemptible be false when OnHostMaintenance isn't TERMINATE.",
+        )  # fmt: skip
+    if spot and scheduling.get("automaticRestart") is True:
+        raise invalid(
+            "resource.scheduling.preemptible", "true",
+            "Scheduling must have preemptible be false when AutomaticRestart is true.",
+        )  # fmt: skip
+    if gpus and maintenance != "TERMINATE":
+        raise ApiError(
+            400, "Invalid resource usage: 'Instances with guest accelerators do not support live migration.'",
+            "invalidResourceUsage",
+        )  # fmt: skip
 
 
 def _disks(

@@ -15,9 +15,12 @@ from typing import Any
 
 from aiohttp import web
 
+from gcptui.remote.cloud.price_catalog import fallback_book
+from gcptui.remote.emulator.catalog import CatalogApi, add_catalog_routes
 from gcptui.remote.emulator.faults import Fault
 from gcptui.remote.emulator.filters import FilterError, parse_filter
 from gcptui.remote.emulator.fleet import ApiError, Fleet
+from gcptui.remote.emulator.images import ImagesApi, add_image_routes
 from gcptui.remote.emulator.inserts import vm_from_insert
 from gcptui.remote.emulator.resources import (
     disk_json,
@@ -93,6 +96,11 @@ class RestApi:
         route.add_get(V1 + "/zones/{zone}/disks/{disk}", self._method("disks.get", self.get_disk))
         self.project_api = ProjectApi(fleet)
         add_routes(self.app, self.project_api, self._method, V1)
+        # The Cloud Billing Catalog on the same endpoint (its paths start /v1/services).
+        self.catalog = CatalogApi(fleet.zones, fallback_book().rates)
+        add_catalog_routes(self.app, self.catalog)
+        self.images = ImagesApi(fleet)
+        add_image_routes(self.app, self.images, self._method, V1)
         route.add_get(
             V1 + "/zones/{zone}/instances/{name}/getGuestAttributes",
             self._method("instances.getGuestAttributes", self.guest_attributes),

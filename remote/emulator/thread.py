@@ -150,6 +150,9 @@ class EmulatorThread:
     def make_unreachable(self, *zones: str) -> None:
         self.call(self.emulator.make_unreachable, *zones)
 
+    def catalog_unreachable(self, down: bool = True) -> None:
+        self.call(self.emulator.catalog_unreachable, down)
+
     def stock_out(self, starts: int = 1) -> None:
         self.call(self.emulator.stock_out, starts)
 

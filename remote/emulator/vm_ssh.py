@@ -17,6 +17,8 @@ from pathlib import Path
 
 import asyncssh
 
+from gcptui.remote.aio import within
+
 # After the shell exits, how long a background child still holding stdout may keep the channel open.
 DRAIN_SECONDS = 1.0
 
@@ -156,6 +158,9 @@ class VmSshServer:
     async def _session(self, process: asyncssh.SSHServerProcess[bytes]) -> None:
         username = process.get_extra_info("username") or "user"
         argv = ["/bin/sh", "-c", process.command] if process.command else ["/bin/sh"]
+        if process.get_terminal_type():
+            await _terminal_session(process, argv, self._home, self._environment(username))
+            return
         try:
             child = await asyncio.create_subprocess_exec(
                 *argv,
@@ -197,6 +202,77 @@ class VmSshServer:
                 process.exit_with_signal(signal.Signals(-code).name.removeprefix("SIG"))
             else:
                 process.exit(code)
+
+
+async def _terminal_session(
+    process: asyncssh.SSHServerProcess[bytes], argv: list[str], home: Path, env: dict[str, str]
+) -> None:
+    """A session that asked for a terminal (``ssh -t``, an interactive login) gets a pseudo-terminal,
+    as sshd gives it: the line discipline echoes, turns Enter into a newline, and the shell prompts."""
+    import pty
+    import termios
+
+    master, slave = pty.openpty()
+    width, height, _, _ = process.get_terminal_size()
+    if width and height:
+        with contextlib.suppress(OSError):
+            import fcntl
+            import struct
+
+            fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", height, width, 0, 0))
+    env = {**env, "TERM": process.get_terminal_type() or "xterm"}
+    try:
+        child = await asyncio.create_subprocess_exec(
+            *argv, cwd=home, env=env, stdin=slave, stdout=slave, stderr=slave, start_new_session=True
+        )
+    except OSError as err:
+        os.close(master)
+        os.close(slave)
+        process.stderr.write(f"cannot run the shell: {err}\n".encode())
+        process.exit(127)
+        return
+    os.close(slave)  # the child holds it: its exit ends the reads below with EIO
+    loop = asyncio.get_running_loop()
+    ended = asyncio.Event()
+
+    def readable() -> None:
+        try:
+            data = os.read(master, 65536)
+        except OSError:
+            data = b""
+        if data:
+            process.stdout.write(data)
+        else:
+            loop.remove_reader(master)
+            ended.set()
+
+    loop.add_reader(master, readable)
+
+    async def feed() -> None:
+        with contextlib.suppress(asyncssh.Error, ConnectionError, OSError):
+            while data := await process.stdin.read(65536):
+                os.write(master, data)
+
+    feeder = asyncio.create_task(feed())
+    closed = asyncio.create_task(process.channel.wait_closed())
+    exited = asyncio.create_task(child.wait())
+    await asyncio.wait({exited, closed}, return_when=asyncio.FIRST_COMPLETED)
+    if not exited.done():
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(child.pid, signal.SIGHUP)
+        await exited
+    with contextlib.suppress(TimeoutError):
+        await within(DRAIN_SECONDS, ended.wait())
+    loop.remove_reader(master)
+    os.close(master)
+    feeder.cancel()
+    closed.cancel()
+    code = exited.result()
+    with contextlib.suppress(Exception):
+        if code < 0:
+            process.exit_with_signal(signal.Signals(-code).name.removeprefix("SIG"))
+        else:
+            process.exit(code)
 
 
 async def _feed(source: asyncssh.SSHReader[bytes], sink: asyncio.StreamWriter) -> None:

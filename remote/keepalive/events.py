@@ -34,6 +34,9 @@ EventKind = Literal[
     "failed",  # this recovery failed; the next poll may try again
     "gave_up",  # max_restarts reached: nothing more happens until relaunch_now() or enable()
     "unwatched",  # found stopped at start-up, its job running when last seen: waits for relaunch_now()
+    "autostop_warning",  # [autostop]: the VM will be stopped (or deleted) after a countdown
+    "autostop_cancelled",  # the countdown ended without action (job started, GPUs busy, a key, an error)
+    "autostopped",  # [autostop] stopped or deleted the VM
 ]
 StepKind = Literal["connected", "synced", "started"]
 DetectedBy = Literal["notice", "lost", "poll", "manual"]  # "lost": a poll a dropped connection asked for
@@ -79,9 +82,9 @@ class Timeline:
     resumed_step: int | None = None
     last_step: int | None = None
     restarts: int = 0  # start/insert calls made (stock-outs included)
-    outcome: Literal["recovering", "resumed", "idle", "left_stopped", "failed", "gave_up", "unwatched"] = (
-        "recovering"
-    )
+    outcome: Literal[
+        "recovering", "resumed", "idle", "left_stopped", "failed", "gave_up", "unwatched", "autostop"
+    ] = "recovering"
 
     def add(self, event: RecoveryEvent) -> None:
         self.events.append(event)
@@ -146,6 +149,7 @@ OUTCOME_TEXT = {
     "left_stopped": "left stopped",
     "gave_up": "gave up",
     "unwatched": "stopped while unwatched",
+    "autostop": "auto-stop",
 }
 
 

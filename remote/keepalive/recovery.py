@@ -187,6 +187,17 @@ class KeepAlive:
     def recovering(self, name: str) -> bool:
         return name in self._recovering
 
+    def note(self, name: str, kind: EventKind, detail: str = "") -> None:
+        """Record an event of another watcher (auto-stop) in ``name``'s timeline and tell the listeners;
+        it never changes a recovery's outcome (and starts no recovery timeline)."""
+        event = RecoveryEvent(name, kind, now(), detail)
+        timeline = self.timelines.get(name)
+        if timeline is None:
+            timeline = self.timelines[name] = Timeline(name, outcome="autostop")
+            self.history.setdefault(name, []).append(timeline)
+        timeline.events.append(event)
+        self._emit(event)
+
     # -- detection -------------------------------------------------------------------------------
 
     def poke(self, name: str | None = None) -> None:

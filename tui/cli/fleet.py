@@ -13,7 +13,7 @@ from gcptui.remote.cloud.fleet import FleetSource
 from gcptui.remote.config import load_config
 from gcptui.remote.errors import ConfigError, GcptuiError
 from gcptui.tui.cli.tables import print_table
-from gcptui.tui.live.columns import COLUMNS
+from gcptui.tui.live.columns import COLUMNS, fleet_cost_line
 
 
 def run_ls(args: argparse.Namespace) -> int:
@@ -27,10 +27,23 @@ def run_ls(args: argparse.Namespace) -> int:
         return 0
     rows = [[column.cell(instance) for column in COLUMNS] for instance in snapshot.instances]
     print_table([column.label for column in COLUMNS], rows, title=snapshot.source)
+    cost = fleet_cost_line(snapshot.instances)
+    if cost:  # piped, stdout stays one line per row: the total goes to stderr
+        print(cost, file=sys.stdout if sys.stdout.isatty() else sys.stderr)
     return 0
 
 
 def run_vm(args: argparse.Namespace) -> int:
+    if args.action == "create":
+        from gcptui.tui.cli.create import run_create
+
+        return run_create(args)
+    create_only = [flag for flag, value in (("--from", args.base), ("--zone", args.zone),
+                   ("--machine-type", args.machine_type), ("--gpus", args.gpus), ("--group", args.group))
+                   if value] + (["--spot/--on-demand"] if args.spot is not None else []) + (
+                   ["--sync"] if args.sync else [])  # fmt: skip
+    if create_only:
+        raise ConfigError(f"{', '.join(create_only)}: only `gcptui vm create` takes these")
     source = FleetSource(load_config(getattr(args, "config", None)))
     if source.gcp is None:
         raise ConfigError("vm commands need a [gcp] section: static [[hosts]] have no VM lifecycle")

@@ -16,6 +16,7 @@ from datetime import datetime
 
 from gcptui.remote.config import load_config
 from gcptui.remote.errors import ConfigError
+from gcptui.remote.keepalive.autostop import AutoStopper
 from gcptui.remote.keepalive.recovery import KeepAlive, RecoveryEvent, Timeline
 from gcptui.remote.keepalive.relaunch import build_keepalive
 from gcptui.remote.keepalive.watch import NoticeWatchers
@@ -72,6 +73,15 @@ async def keep_alive(
     )
     watchers = NoticeWatchers(services, keepalive)
     keepalive.on_poll(watchers.track)
+    autostop = services.config.autostop
+    autostopper = AutoStopper(services, autostop, keepalive, names=names or None) if autostop.active else None
+    if autostopper is not None:
+        keepalive.on_poll(autostopper.track)
+        write(
+            f"auto-stop: {', '.join(names) if names else 'every running VM'}: "
+            + (f"idle {autostop.idle_minutes:g} min -> stop" if autostop.idle_minutes else "no idle rule")
+            + f"; job exit 0 -> {autostop.after_job}; {autostop.warn_seconds:g}s warning"
+        )
     settings = services.config.keepalive
     write(
         f"keep-alive: watching {', '.join(names) if names else 'every Spot VM'}; polling every "
@@ -91,6 +101,8 @@ async def keep_alive(
             with contextlib.suppress(asyncio.CancelledError):
                 await task
         await watchers.close()
+        if autostopper is not None:
+            await autostopper.close()
         await keepalive.close()
     write("keep-alive: stopped")
     return 0

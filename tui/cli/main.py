@@ -67,10 +67,26 @@ def build_parser() -> argparse.ArgumentParser:
     ls.add_argument("--json", action="store_true", help="print JSON objects")
     ls.set_defaults(handler=_lazy("gcptui.tui.cli.fleet", "run_ls"))
 
-    vm = sub.add_parser("vm", parents=[common], help="VM lifecycle: start, stop, delete, preempt")
-    vm.add_argument("action", choices=["start", "stop", "delete", "preempt"])
+    vm = sub.add_parser(
+        "vm",
+        parents=[common],
+        help="VM lifecycle: create (like a base VM), start, stop, delete, preempt",
+        usage="gcptui vm start|stop|delete|preempt NAME... | gcptui vm create NAME... --from BASE [options]",
+    )
+    vm.add_argument("action", choices=["create", "start", "stop", "delete", "preempt"])
     vm.add_argument("names", nargs="+", metavar="NAME")
     vm.add_argument("--yes", action="store_true", help="do not ask before delete")
+    vm.add_argument("--from", dest="base", metavar="BASE", help="create: the VM whose settings to copy")
+    vm.add_argument("--zone", metavar="Z", help="create: another zone than the base's")
+    model = vm.add_mutually_exclusive_group()
+    model.add_argument("--spot", dest="spot", action="store_const", const=True, help="create: Spot VMs")
+    model.add_argument(
+        "--on-demand", dest="spot", action="store_const", const=False, help="create: on-demand VMs"
+    )
+    vm.add_argument("--machine-type", metavar="T", help="create: another machine type than the base's")
+    vm.add_argument("--gpus", metavar="TYPE:COUNT", help="create: other GPUs than the base's (COUNT 0: none)")
+    vm.add_argument("--group", metavar="G", help="create: record the VMs as group G (a label)")
+    vm.add_argument("--sync", action="store_true", help="create: a first full sync of [sync] to each new VM")
     vm.set_defaults(handler=_lazy("gcptui.tui.cli.fleet", "run_vm"))
 
     sync = sub.add_parser(

@@ -14,8 +14,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import shlex
-import shutil
 import sys
 
 from rich.console import Console
@@ -23,30 +21,8 @@ from rich.console import Console
 from gcptui.remote.errors import ConfigError, GcptuiError
 from gcptui.remote.services import Services
 from gcptui.remote.ssh.host_keys import accept_host_key, fetch_host_key, fingerprint
-from gcptui.remote.ssh.target import SshTarget
+from gcptui.remote.ssh.openssh import ssh_argv
 from gcptui.tui.cli.common import with_services
-
-
-def ssh_argv(target: SshTarget, command: list[str], *, tty: bool) -> list[str]:
-    """The OpenSSH command line that reaches ``target`` the way gcptui's own connections do."""
-    ssh = shutil.which("ssh")
-    if ssh is None:
-        raise GcptuiError("the OpenSSH client `ssh` is not installed: install openssh-client")
-    argv = [ssh, "-p", str(target.port), "-o", f"UserKnownHostsFile={target.known_hosts}",
-            "-o", "StrictHostKeyChecking=yes", "-o", "GlobalKnownHostsFile=/dev/null"]  # fmt: skip
-    if target.key is not None:
-        argv += ["-i", str(target.key), "-o", "IdentitiesOnly=yes"]
-    if target.host_key_alias:
-        argv += ["-o", f"HostKeyAlias={target.host_key_alias}"]
-    if target.proxy_command:
-        argv += ["-o", f"ProxyCommand={target.proxy_command}"]
-    if tty:
-        argv.append("-t")
-    argv += ["-l", target.user, "--", target.address]
-    if command:
-        # One quoted word per argument, as typed: the remote shell sees exactly this argv.
-        argv.append(shlex.join(command))
-    return argv
 
 
 def run_ssh(args: argparse.Namespace) -> int:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from datetime import UTC, datetime
 
 from rich.table import Table
 from rich.text import Text
@@ -12,13 +13,14 @@ from textual.containers import VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Static
 
+from gcptui.remote.cloud.pricing import run_spend
 from gcptui.remote.models import Instance
 from gcptui.tui.live.cells import checkpoint_detail, gpu_panel_text, progress_cell
 from gcptui.tui.live.columns import status_text
 from gcptui.tui.live.state import Live
 
 
-def live_table(live: Live) -> Table:
+def live_table(live: Live, usd_per_hour: float | None = None) -> Table:
     """Job, training progress, GPUs, sync and keep-alive, as the monitors last saw them."""
     table = Table.grid(padding=(0, 2))
     table.add_column(style="bold cyan", justify="right")
@@ -28,6 +30,11 @@ def live_table(live: Live) -> Table:
     if job is not None and job.command:
         table.add_row("Command", job.command)
         table.add_row("Started", job.started_at or "-")
+        spent = run_spend(usd_per_hour, job.started_at, job.ended_at, datetime.now(UTC))
+        if spent is not None:
+            table.add_row(
+                "Run cost", f"about ${spent:.2f} since it started (VM time at ${usd_per_hour:.2f}/h)"
+            )
     if live.job_error:
         table.add_row("SSH", Text(live.job_error, "red"))
     table.add_row("Progress", progress_cell(live.progress, loss_width=30))
@@ -43,6 +50,13 @@ def live_table(live: Live) -> Table:
     return table
 
 
+def price_text(instance: Instance) -> str:
+    """``$1.33/h (catalog, 2026-11-20)``; ``-`` when unknown."""
+    if instance.usd_per_hour is None:
+        return "-"
+    return f"${instance.usd_per_hour:.2f}/h while running ({instance.price_source}, {instance.price_as_of})"
+
+
 def detail_table(instance: Instance) -> Table:
     table = Table.grid(padding=(0, 2))
     table.add_column(style="bold cyan", justify="right")
@@ -55,6 +69,7 @@ def detail_table(instance: Instance) -> Table:
         ("Machine type", instance.machine_type or "-"),
         ("GPUs", instance.gpu_summary or "none"),
         ("Provisioning", "Spot" if instance.spot else "on-demand"),
+        ("Price", price_text(instance)),
         ("On preemption", instance.termination_action or "-"),
         ("External IP", instance.external_ip or "none"),
         ("Internal IP", instance.internal_ip or "-"),
@@ -89,7 +104,7 @@ class DetailScreen(ModalScreen[None]):
 
     def _show_live(self) -> None:
         if self.live is not None:
-            self.query_one("#detail-live", Static).update(live_table(self.live))
+            self.query_one("#detail-live", Static).update(live_table(self.live, self.instance.usd_per_hour))
 
     async def action_dismiss(self, result: None = None) -> None:
         self.dismiss(result)

@@ -19,7 +19,14 @@ from gcptui.tui.dialogs.confirm import ConfirmScreen
 from gcptui.tui.fleet.table import FleetTable, SortOrder
 from gcptui.tui.footer import KeysFooter
 from gcptui.tui.keys import action_allowed, bindings_for, refused_by_readonly
-from gcptui.tui.live.columns import COMPACT_BELOW, LIVE_COLUMNS, SORTABLE, matches, status_word
+from gcptui.tui.live.columns import (
+    COMPACT_BELOW,
+    LIVE_COLUMNS,
+    SORTABLE,
+    fleet_cost_line,
+    matches,
+    status_word,
+)
 from gcptui.tui.live.monitors import reachable
 from gcptui.tui.live.state import Live
 from gcptui.tui.messages import FleetRefreshed, FleetRefreshFailed, LiveChanged
@@ -47,6 +54,10 @@ class FleetActions(Protocol):
     def show_timeline(self, instance: Instance) -> None: ...
 
     def pull_run_dir(self, instance: Instance) -> None: ...
+
+    def open_shell(self, instance: Instance) -> None: ...
+
+    def create_from(self, instance: Instance) -> None: ...
 
     def open_logs(self, names: list[str]) -> None: ...
 
@@ -82,6 +93,10 @@ class FleetScreen(Screen[None]):
         return action_allowed(action, readonly=self.readonly, demo=self.demo)
 
     def on_key(self, event: events.Key) -> None:
+        selected = self.selected_instance()
+        cancel = getattr(self.app, "cancel_autostop", None)
+        if selected is not None and cancel is not None and not isinstance(self.focused, Input):
+            cancel(selected.name)  # any key on a VM under an auto-stop countdown cancels it
         # A key --readonly disables is hidden and refused by check_action: say so, never ignore it.
         if not self.readonly or isinstance(self.focused, Input):
             return
@@ -160,6 +175,9 @@ class FleetScreen(Screen[None]):
             count = f"{shown}/{total}" if self.filter_text else f"{total}"
             when = self.snapshot.refreshed_at.astimezone().strftime("%H:%M:%S")
             text.append(f"{count} machines · {self.snapshot.source} · refreshed {when}")
+            cost = fleet_cost_line(self.snapshot.instances)
+            if cost:
+                text.append(f" · {cost}", style="bold")
             arrow = " ↓" if self.sort.reverse else ""
             text.append(f" · sorted by {self.sort.label.lower()}{arrow}", style="dim")
             for note in self.snapshot.errors:
@@ -333,6 +351,14 @@ class FleetScreen(Screen[None]):
     def action_relaunch(self) -> None:
         if (i := self._selected_or_tell()) is not None:
             self.actions.relaunch_now(i)
+
+    def action_create_from(self) -> None:
+        if (i := self._selected_or_tell()) is not None:
+            self.actions.create_from(i)
+
+    def action_shell(self) -> None:
+        if (i := self._selected_or_tell()) is not None:
+            self.actions.open_shell(i)
 
     def action_timeline(self) -> None:
         if (i := self._selected_or_tell()) is not None:

@@ -54,6 +54,34 @@ def _gpus(i: Instance) -> str:
     return ", ".join(f"{g.count}x {short_gpu(g.type)}" for g in i.gpus) or "-"
 
 
+def price_cell(i: Instance) -> str | Text:
+    """``1.23`` per hour; ``~1.23`` (dim) from the bundled fallback table; ``-`` when unknown."""
+    if i.usd_per_hour is None:
+        return "-"
+    if i.price_source == "fallback":
+        return Text(f"~{i.usd_per_hour:.2f}", style="dim")
+    return f"{i.usd_per_hour:.2f}"
+
+
+def fleet_cost_line(instances: tuple[Instance, ...] | list[Instance]) -> str:
+    """``$12.34/h running`` for the RUNNING VMs (``~`` and the source when not the catalog's); empty
+    when nothing runs or no price is known."""
+    running = [i for i in instances if i.source == "gce" and i.status == "RUNNING"]
+    priced = [i for i in running if i.usd_per_hour is not None]
+    if not priced:
+        return ""
+    total = sum(i.usd_per_hour or 0.0 for i in priced)
+    sources = {i.price_source for i in priced}
+    approximate = "~" if "fallback" in sources else ""
+    where = (
+        ""
+        if sources == {"catalog"}
+        else f" ({', '.join(sorted(s or '?' for s in sources))} prices, {priced[0].price_as_of})"
+    )
+    unknown = f", {len(running) - len(priced)} unpriced" if len(priced) < len(running) else ""
+    return f"{approximate}${total:.2f}/h running{unknown}{where}"
+
+
 INSTANCE_COLUMNS: tuple[Column, ...] = (
     Column("name", "Name", lambda i: i.name, lambda i: i.name),
     Column("zone", "Zone", lambda i: i.zone or "(host)", lambda i: i.zone),
@@ -61,6 +89,7 @@ INSTANCE_COLUMNS: tuple[Column, ...] = (
     Column("machine_type", "Machine", lambda i: i.machine_type or "-", lambda i: i.machine_type),
     Column("gpus", "GPUs", _gpus, _gpus),
     Column("spot", "Spot", lambda i: Text("spot", style="yellow") if i.spot else "", lambda i: not i.spot),
+    Column("price", "$/h", price_cell, lambda i: -(i.usd_per_hour or 0.0)),
     Column("external_ip", "External IP", lambda i: i.external_ip or "-", lambda i: i.external_ip or ""),
 )
 

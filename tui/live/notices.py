@@ -22,6 +22,8 @@ OUTCOME_WORDS = {
     "failed": "failed",
     "gave_up": "gave up",
     "unwatched": "stopped unwatched",
+    "autostopped": "auto-stopped",
+    "autostop_cancelled": "",
 }
 
 
@@ -45,6 +47,12 @@ def recovery_notice(event: RecoveryEvent) -> Notice | None:
         return Notice(f"{event.name}: {event.detail} (key L)", "Keep-alive", "warning", timeout=30)
     if event.kind in ("nothing_to_resume", "left_stopped"):
         return Notice(f"{event.name}: {event.detail}", "Keep-alive")
+    if event.kind == "autostop_warning":
+        return Notice(
+            f"{event.name}: {event.detail}; any key on it cancels", "Auto-stop", "warning", timeout=15
+        )
+    if event.kind in ("autostopped", "autostop_cancelled"):
+        return Notice(f"{event.name}: {event.detail}", "Auto-stop")
     return None
 
 

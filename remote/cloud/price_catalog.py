@@ -1,0 +1,101 @@
+"""Where prices come from: the Cloud Billing Catalog API, its copy under ``~/.gcptui``, or the table
+bundled with gcptui.
+
+Order: a cached catalog read younger than ``CACHE_HOURS``; else the catalog itself (Compute Engine's
+SKUs through ``google-cloud-billing`` over REST, written to the cache); else an older cache; else the
+bundled ``prices_fallback.json`` (dated inside; see docs/COST.md). The faces say which one
+(``price_source``) and as of when, so a fallback or a stale price never passes for a fresh one.
+
+Against the emulator (a plain-http loopback ``[gcp] api_endpoint``) the catalog is asked at that same
+endpoint, which serves the catalog's REST shapes for its machine types.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import secrets
+from datetime import UTC, datetime, timedelta
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from gcptui.remote.cloud.pricing import PriceBook, rates_from_skus
+
+log = logging.getLogger(__name__)
+
+COMPUTE_SERVICE = "services/6F81-5844-456A"  # Compute Engine in the Cloud Billing Catalog
+CACHE_HOURS = 24.0
+CATALOG_TIMEOUT = 20.0
+FALLBACK_FILE = "prices_fallback.json"
+
+
+def cache_path() -> Path:
+    return Path(os.path.expanduser("~/.gcptui")) / "prices.json"
+
+
+def fallback_book(note: str = "") -> PriceBook:
+    """The bundled table: approximate list prices, dated."""
+    text = resources.files("gcptui.remote.cloud").joinpath(FALLBACK_FILE).read_text(encoding="utf-8")
+    data = json.loads(text)
+    return PriceBook(dict(data["rates"]), "fallback", str(data["recorded"]), note)
+
+
+def read_cache(path: Path, max_age: timedelta | None) -> PriceBook | None:
+    """The cached catalog read, if there is one (and, with ``max_age``, young enough)."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        fetched = datetime.fromisoformat(data["fetched_at"])
+        rates = {str(k): float(v) for k, v in data["rates"].items()}
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return None
+    if not rates or (max_age is not None and datetime.now(UTC) - fetched > max_age):
+        return None
+    return PriceBook(rates, "cache", fetched.date().isoformat())
+
+
+def write_cache(path: Path, rates: dict[str, float], fetched: datetime) -> None:
+    """Atomically: a reader never sees half a file."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    temporary = path.with_name(f".{path.name}.{secrets.token_hex(4)}.tmp")
+    temporary.write_text(json.dumps({"fetched_at": fetched.isoformat(), "rates": rates}), encoding="utf-8")
+    os.replace(temporary, path)
+
+
+def fetch_skus(endpoint: str, credentials: Any) -> list[dict[str, Any]]:
+    """Every Compute Engine SKU (all pages) as camelCase JSON, through ``google-cloud-billing``."""
+    from google.api_core import retry as retries
+    from google.cloud import billing_v1
+
+    options = {"api_endpoint": endpoint} if endpoint else None
+    client = billing_v1.CloudCatalogClient(credentials=credentials, client_options=options, transport="rest")
+    request = billing_v1.ListSkusRequest(parent=COMPUTE_SERVICE, page_size=5000, currency_code="USD")
+    # One quick try: with the catalog unreachable the fallback is used, not minutes of retries.
+    pages = client.list_skus(request=request, retry=retries.Retry(timeout=0.0), timeout=CATALOG_TIMEOUT)
+    return [json.loads(billing_v1.Sku.to_json(sku)) for sku in pages]
+
+
+def load_price_book(endpoint: str, credentials: Any, *, cache: Path | None = None) -> PriceBook:
+    """The freshest prices available: young cache, catalog, old cache, fallback (never raises)."""
+    cache = cache or cache_path()
+    young = read_cache(cache, timedelta(hours=CACHE_HOURS))
+    if young is not None:
+        return young
+    try:
+        rates = rates_from_skus(fetch_skus(endpoint, credentials))
+        if not rates:
+            raise ValueError("the catalog listed no machine or GPU prices")
+    except Exception as err:  # any failure (network, auth, shape): prices fall back, the fleet still lists
+        reason = " ".join(str(err).split())[:160] or type(err).__name__
+        log.info("price catalog unreachable: %s", reason)
+        old = read_cache(cache, None)
+        if old is not None:
+            return PriceBook(old.rates, "cache", old.as_of, f"catalog unreachable ({reason})")
+        return fallback_book(f"catalog unreachable ({reason})")
+    now = datetime.now(UTC)
+    try:
+        write_cache(cache, rates, now)
+    except OSError as err:
+        log.info("cannot cache prices in %s: %s", cache, err)
+    return PriceBook(rates, "catalog", now.date().isoformat())

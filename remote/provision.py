@@ -1,0 +1,153 @@
+"""``vm create --from BASE``: new VMs like a base VM, each inserted, waited to RUNNING and host-key pinned.
+
+Blocking (the Compute client is synchronous): several names run in threads, so N VMs take about as
+long as one. The insert body is ``cloud.create.create_body``; the host key comes from the new VM's
+``hostkeys/`` guest attributes (enabled by the body), filed under ``compute.<id>`` as gcloud does.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from gcptui.remote.cloud.create import CreateError, CreateOptions, boot_disk, boot_source, create_body
+from gcptui.remote.cloud.instances import DiskOrigin, instance_from_resource, short_name
+from gcptui.remote.config import Config
+from gcptui.remote.errors import CloudError, GcptuiError
+from gcptui.remote.models import Instance
+from gcptui.remote.ssh.host_keys import matching_lines, pin_host_keys
+from gcptui.remote.ssh.target import target_for
+
+if TYPE_CHECKING:
+    from gcptui.remote.cloud.gce import GceClient
+
+# (VM name, what happens now): one line per step, for the CLI's output and the TUI's progress cells.
+Report = Callable[[str, str], None]
+
+
+@dataclass(frozen=True, slots=True)
+class CreatePlan:
+    """What every new VM is made from: the base's settings and its boot disk's origin."""
+
+    base: dict[str, Any]  # the base's instances.get JSON
+    origin: DiskOrigin
+    zone: str
+    options: CreateOptions
+
+    def body(self, name: str) -> dict[str, Any]:
+        return create_body(self.base, self.origin, name, self.options)
+
+
+@dataclass(frozen=True, slots=True)
+class Created:
+    """One VM made: where it runs and whether its host key was pinned."""
+
+    instance: Instance
+    pinned: bool
+    seconds: float
+
+
+def plan_create(
+    gce: GceClient,
+    base: Instance,
+    options: CreateOptions,
+    make_image: Callable[[DiskOrigin], str] | None = None,
+) -> CreatePlan:
+    """Read the base (``instances.get``) and its boot disk (``disks.get``); ``CreateError`` when the
+    base cannot be copied (no boot disk; a disk made from neither an image nor a snapshot, unless
+    ``make_image`` makes an image of it and returns its URL)."""
+    raw = gce.get_raw(base.name, base.zone)
+    if raw is None:
+        raise CreateError(f"the base VM {base.name} is gone: `gcptui ls` shows the fleet")
+    settings = gce.get_json(base.name, base.zone) or {}
+    device = boot_disk(settings).get("deviceName", "")
+    origin = gce.disk_origins(raw).get(device)
+    if origin is None:
+        raise CreateError(f"cannot read the boot disk of {base.name} (disks.get): check your permissions")
+    if make_image is not None and not (origin.source_image or origin.source_snapshot):
+        origin = dataclasses.replace(origin, source_image=make_image(origin))
+    boot_source(origin, base.name)  # fail before any insert when the disk has no image or snapshot
+    return CreatePlan(settings, origin, options.zone or short_name(str(settings.get("zone", ""))), options)
+
+
+class VmCreator:
+    """Creates VMs from one plan; ``report(name, step)`` hears each step."""
+
+    def __init__(self, gce: GceClient, config: Config, report: Report, *, boot_timeout: float = 600.0,
+                 host_key_timeout: float = 180.0, poll_seconds: float = 1.0) -> None:  # fmt: skip
+        self.gce = gce
+        self.config = config
+        self.report = report
+        self.boot_timeout = boot_timeout
+        self.host_key_timeout = host_key_timeout
+        self.poll_seconds = poll_seconds
+
+    def create_many(self, plan: CreatePlan, names: list[str]) -> dict[str, Created | GcptuiError]:
+        """Every name at once (one thread each, at most 16); each result or its one-line error."""
+        with ThreadPoolExecutor(max_workers=max(1, min(16, len(names)))) as pool:
+            futures = {name: pool.submit(self._guarded, plan, name) for name in names}
+            return {name: future.result() for name, future in futures.items()}
+
+    def _guarded(self, plan: CreatePlan, name: str) -> Created | GcptuiError:
+        try:
+            return self.create(plan, name)
+        except GcptuiError as err:
+            self.report(name, f"failed: {err}")
+            return err
+
+    def create(self, plan: CreatePlan, name: str) -> Created:
+        """Insert ``name``, wait until it runs with an address, pin its host key."""
+        began = time.monotonic()
+        source = plan.origin.source_image or plan.origin.source_snapshot or ""
+        self.report(name, f"creating in {plan.zone} from {short_name(source)}")
+        self.gce.insert(plan.zone, plan.body(name))
+        instance = self._wait_running(name, plan.zone)
+        self.report(name, "RUNNING; reading its host key from guest attributes")
+        state = self._pin(instance)
+        said = {
+            "pinned": "host key pinned",
+            "known": "host key already known",
+            "none": f"no host key published yet: `gcptui ssh accept {name}` to trust it",
+        }
+        self.report(name, said[state])
+        return Created(instance, state != "none", time.monotonic() - began)
+
+    def _wait_running(self, name: str, zone: str) -> Instance:
+        deadline = time.monotonic() + self.boot_timeout
+        while True:
+            raw = self.gce.get_raw(name, zone)
+            instance = instance_from_resource(raw) if raw is not None else None
+            if (
+                instance is not None
+                and instance.status == "RUNNING"
+                and (instance.external_ip or instance.internal_ip)
+            ):
+                return instance
+            if instance is not None and instance.status in ("TERMINATED", "STOPPING"):
+                raise CloudError(f"{name} stopped while starting: `gcptui vm start {name}` to try again")
+            if time.monotonic() > deadline:
+                raise CloudError(
+                    f"{name} did not reach RUNNING within {self.boot_timeout:.0f}s: check `gcptui ls`"
+                )
+            time.sleep(self.poll_seconds)
+
+    def _pin(self, instance: Instance) -> str:
+        """File the keys the VM's guest agent publishes (a few seconds after boot on GCE): "pinned",
+        "known" (the file already had a key for the new VM's id) or "none" (none published in time)."""
+        target = target_for(self.config, instance)
+        if not target.host_key_alias:
+            return "none"
+        deadline = time.monotonic() + self.host_key_timeout
+        while True:
+            keys = self.gce.guest_host_keys(instance.name, instance.zone)
+            if keys:
+                if pin_host_keys(target.known_hosts, target.host_key_alias, keys):
+                    return "pinned"
+                return "known" if matching_lines(target.known_hosts, target.host_key_alias) else "none"
+            if time.monotonic() > deadline:
+                return "none"
+            time.sleep(self.poll_seconds)

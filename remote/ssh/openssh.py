@@ -1,0 +1,34 @@
+"""The OpenSSH client command line that reaches a target exactly as gcptui's own connections do.
+
+Used by ``gcptui ssh`` (which execs it) and by the TUI's shell key (which suspends the app and runs it).
+"""
+
+from __future__ import annotations
+
+import shlex
+import shutil
+
+from gcptui.remote.errors import GcptuiError
+from gcptui.remote.ssh.target import SshTarget
+
+
+def ssh_argv(target: SshTarget, command: list[str], *, tty: bool) -> list[str]:
+    """The OpenSSH command line that reaches ``target`` the way gcptui's own connections do."""
+    ssh = shutil.which("ssh")
+    if ssh is None:
+        raise GcptuiError("the OpenSSH client `ssh` is not installed: install openssh-client")
+    argv = [ssh, "-p", str(target.port), "-o", f"UserKnownHostsFile={target.known_hosts}",
+            "-o", "StrictHostKeyChecking=yes", "-o", "GlobalKnownHostsFile=/dev/null"]  # fmt: skip
+    if target.key is not None:
+        argv += ["-i", str(target.key), "-o", "IdentitiesOnly=yes"]
+    if target.host_key_alias:
+        argv += ["-o", f"HostKeyAlias={target.host_key_alias}"]
+    if target.proxy_command:
+        argv += ["-o", f"ProxyCommand={target.proxy_command}"]
+    if tty:
+        argv.append("-t")
+    argv += ["-l", target.user, "--", target.address]
+    if command:
+        # One quoted word per argument, as typed: the remote shell sees exactly this argv.
+        argv.append(shlex.join(command))
+    return argv

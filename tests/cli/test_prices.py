@@ -1,0 +1,68 @@
+"""``ls --json`` carries ``usd_per_hour`` and ``price_source``: from the (emulated) Cloud Billing Catalog
+through the real ``google-cloud-billing`` client, then from its cache, and from the bundled table,
+marked as such, when the catalog is unreachable."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from gcptui.remote.cloud.price_catalog import cache_path, fallback_book
+from gcptui.remote.emulator.thread import EmulatorThread
+from gcptui.tui.cli.main import main
+
+L4_SPOT = 0.5  # the emulated catalog's Spot L4 price: not the bundled table's
+
+
+def _ls(config: Path, capsys: pytest.CaptureFixture[str]) -> tuple[dict[str, dict], str]:  # type: ignore[type-arg]
+    assert main(["ls", "--json", "--config", str(config)]) == 0
+    out = capsys.readouterr()
+    return {row["name"]: row for row in json.loads(out.out)}, out.err
+
+
+def test_ls_json_prices_from_the_catalog_then_its_cache(
+    api_emulator: EmulatorThread, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    api_emulator.add_instance(
+        "spot-l4", "us-central1-a", machine_type="g2-standard-8", gpus=[("nvidia-l4", 1)], spot=True
+    )
+    api_emulator.add_instance("odd", "us-central1-a", machine_type="n1-custom-4-8192")
+    catalog = api_emulator.emulator.api.catalog  # type: ignore[union-attr]
+    api_emulator.call(catalog.rates.__setitem__, "gpu/nvidia-l4/*/Preemptible", L4_SPOT)
+    config = api_emulator.write_config(tmp_path / "gcptui.toml")
+    config.write_text(config.read_text() + '\n[[hosts]]\nname = "box"\naddress = "127.0.0.9"\n')
+
+    rows, err = _ls(config, capsys)
+    table = fallback_book().rates
+    expected = 8 * table["core/g2/*/Preemptible"] + 32 * table["ram/g2/*/Preemptible"] + L4_SPOT
+    assert rows["spot-l4"]["usd_per_hour"] == pytest.approx(expected, abs=1e-3)
+    assert rows["spot-l4"]["price_source"] == "catalog" and err == ""
+    assert rows["odd"]["usd_per_hour"] is None and rows["box"]["usd_per_hour"] is None
+    assert catalog.calls == 1 and cache_path().is_file()
+
+    again, _ = _ls(config, capsys)  # a second command reads the cache, not the catalog
+    assert again["spot-l4"]["price_source"] == "cache"
+    assert again["spot-l4"]["usd_per_hour"] == rows["spot-l4"]["usd_per_hour"] and catalog.calls == 1
+
+
+def test_catalog_unreachable_uses_the_bundled_table_and_says_so(
+    api_emulator: EmulatorThread, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    api_emulator.add_instance(
+        "od-a100", "us-central1-a", machine_type="a2-highgpu-1g", gpus=[("nvidia-tesla-a100", 1)]
+    )
+    api_emulator.catalog_unreachable()
+    config = api_emulator.write_config(tmp_path / "gcptui.toml")
+    rows, err = _ls(config, capsys)
+    table = fallback_book().rates
+    expected = (
+        12 * table["core/a2/*/OnDemand"]
+        + 85 * table["ram/a2/*/OnDemand"]
+        + table["gpu/nvidia-tesla-a100/*/OnDemand"]
+    )
+    assert rows["od-a100"]["usd_per_hour"] == pytest.approx(expected, abs=1e-3)
+    assert rows["od-a100"]["price_source"] == "fallback" and rows["od-a100"]["price_as_of"] == "2025-01-15"
+    assert "prices: fallback (2025-01-15): catalog unreachable" in err and len(err.splitlines()) == 1
+    assert not cache_path().exists()  # a fallback is never cached as if it were the catalog's

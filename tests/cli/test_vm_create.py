@@ -1,0 +1,148 @@
+"""``gcptui vm create a b --from base-gpu`` on the strict emulator: two VMs like the base, made in
+parallel, with boot disks from the base's image, reachable over SSH with host keys pinned from guest
+attributes into an initially empty known-hosts file."""
+
+from __future__ import annotations
+
+import asyncio
+import getpass
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import asyncssh
+import pytest
+
+from gcptui.remote.cloud.create import similar_settings
+from gcptui.remote.emulator.thread import EmulatorThread
+from gcptui.remote.ssh.host_keys import matching_lines
+from gcptui.tui.cli.main import main
+from tests.helpers.emulator import gce_for
+
+ZONE = "us-central1-a"
+IMAGE = "projects/gcptui-demo/global/images/trainer-base-2024"
+
+
+def _base_body() -> dict[str, Any]:
+    """The base as a user would have made it (through the same strict insert)."""
+    return {
+        "name": "base-gpu",
+        "machineType": f"zones/{ZONE}/machineTypes/g2-standard-8",
+        "guestAccelerators": [{"acceleratorType": f"zones/{ZONE}/acceleratorTypes/nvidia-l4", "acceleratorCount": 1}],
+        "scheduling": {"provisioningModel": "SPOT", "preemptible": True, "instanceTerminationAction": "STOP",
+                       "automaticRestart": False, "onHostMaintenance": "TERMINATE"},
+        "serviceAccounts": [{"email": "trainer@gcptui-demo.iam.gserviceaccount.com",
+                             "scopes": ["https://www.googleapis.com/auth/cloud-platform"]}],
+        "networkInterfaces": [{"network": "global/networks/default",
+                               "subnetwork": "regions/us-central1/subnetworks/default",
+                               "accessConfigs": [{"type": "ONE_TO_ONE_NAT", "name": "External NAT"}]}],
+        "tags": {"items": ["allow-ssh", "trainer"]},
+        "labels": {"team": "vision"},
+        "metadata": {"items": [{"key": "enable-guest-attributes", "value": "TRUE"},
+                               {"key": "startup-script", "value": "echo ready"},
+                               {"key": "created-by", "value": "projects/1/zones/us-central1-a/instanceGroupManagers/g"}]},
+        "disks": [{"boot": True, "autoDelete": True, "initializeParams": {
+            "sourceImage": IMAGE, "diskType": f"zones/{ZONE}/diskTypes/pd-ssd", "diskSizeGb": "200"}}],
+    }  # fmt: skip
+
+
+def _config(emu: EmulatorThread, tmp_path: Path, known_hosts: Path) -> Path:
+    config = emu.write_config(tmp_path / "gcptui.toml")
+    text = config.read_text().replace(f'"{emu.emulator.known_hosts}"', f'"{known_hosts}"')  # type: ignore[union-attr]
+    config.write_text(text)
+    return config
+
+
+def _insert_times(emu: EmulatorThread, name: str) -> tuple[datetime, datetime]:
+    ops = emu.call(lambda: list(emu.emulator.fleet.operations[ZONE]))  # type: ignore[union-attr]
+    [op] = [o for o in ops if o.operation_type == "insert" and o.target == name]
+    assert op.end_time is not None
+    return datetime.fromisoformat(op.insert_time), datetime.fromisoformat(op.end_time)
+
+
+async def _uname(emu: EmulatorThread, name: str, known_hosts: Path, instance_id: str) -> str:
+    async with asyncssh.connect(
+        emu.address(name), port=emu.ssh_port_of(name), username=getpass.getuser(),
+        client_keys=[str(emu.emulator.client_key)], known_hosts=str(known_hosts),  # type: ignore[union-attr]
+        host_key_alias=f"compute.{instance_id}", agent_path=None, config=None, connect_timeout=10,
+    ) as conn:  # fmt: skip
+        return str((await conn.run("echo hello from $(hostname)", check=True)).stdout).strip()
+
+
+def test_vm_create_two_like_the_base_in_parallel_pinned_and_reachable(
+    emulator_thread: EmulatorThread, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    emu = emulator_thread
+    gce = gce_for(emu)
+    gce.insert(ZONE, _base_body())
+    known_hosts = tmp_path / "own_known_hosts"  # empty: only guest attributes can pin the new VMs
+    config = _config(emu, tmp_path, known_hosts)
+
+    code = main(["vm", "create", "a", "b", "--from", "base-gpu", "--config", str(config)])
+    stderr = capsys.readouterr().err
+    assert code == 0, stderr
+    assert "boot disk from image trainer-base-2024 (pd-ssd, 200 GB)" in stderr
+    assert "2/2 created" in stderr
+
+    base = gce.get_json("base-gpu", ZONE)
+    assert base is not None
+    for name in ("a", "b"):
+        new = gce.get_json(name, ZONE)
+        assert new is not None and new["status"] == "RUNNING"
+        assert similar_settings(new) == similar_settings(base)  # machine, GPUs, scheduling, SA, network, ...
+        assert new["labels"]["gcptui-base"] == "base-gpu"
+        metadata = {i["key"]: i["value"] for i in new["metadata"]["items"]}
+        assert metadata["enable-guest-attributes"] == "TRUE" and "created-by" not in metadata
+        raw = gce.get_raw(name, ZONE)
+        [origin] = gce.disk_origins(raw).values()
+        assert origin.source_image is not None and origin.source_image.endswith("/images/trainer-base-2024")
+        assert (origin.type, origin.size_gb) == ("pd-ssd", 200)
+        assert len(matching_lines(known_hosts, f"compute.{new['id']}")) == 1  # pinned, not trusted blindly
+        assert asyncio.run(_uname(emu, name, known_hosts, new["id"])).startswith("hello from")
+    # In parallel: each insert began before the other one finished.
+    (a_began, a_done), (b_began, b_done) = _insert_times(emu, "a"), _insert_times(emu, "b")
+    assert a_began < b_done and b_began < a_done
+
+
+def test_vm_create_refuses_bad_input_with_one_line(
+    api_emulator: EmulatorThread, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    api_emulator.add_instance("base", ZONE)
+    config = str(api_emulator.write_config(tmp_path / "gcptui.toml"))
+    cases = [
+        (["vm", "create", "a"], "needs --from BASE"),
+        (["vm", "create", "Bad_Name", "--from", "base"], "not a valid VM name"),
+        (["vm", "create", "a", "--from", "nope"], "--from nope: no GCE VM"),
+        (["vm", "create", "base", "--from", "base"], "base already exists"),
+        (["vm", "create", "a", "--from", "base", "--gpus", "l4"], "TYPE:COUNT"),
+        (["vm", "stop", "base", "--spot"], "only `gcptui vm create` takes these"),
+    ]
+    for words, message in cases:
+        code = main([*words, "--config", config])
+        stderr = capsys.readouterr().err
+        assert code == 2, (words, stderr)
+        assert message in stderr and len(stderr.strip().splitlines()) == 1, stderr
+
+
+def test_vm_create_from_a_disk_without_image_makes_an_image_first(
+    emulator_thread: EmulatorThread, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    emu = emulator_thread
+    emu.add_instance("hand-made", ZONE, metadata={"enable-guest-attributes": "TRUE"})
+    emu.wait_for_status("hand-made", "RUNNING")
+    fleet = emu.emulator.fleet  # type: ignore[union-attr]
+    emu.call(lambda: setattr(fleet.disks[(ZONE, "hand-made")], "source_image", None))  # a disk from nothing
+    config = emu.write_config(tmp_path / "gcptui.toml")
+
+    code = main(["vm", "create", "copy", "--from", "hand-made", "--config", str(config)])
+    stderr = capsys.readouterr().err
+    assert code == 0, stderr
+    assert "made from neither an image nor a snapshot: making image hand-made-gcptui-" in stderr
+    assert "(this takes minutes)" in stderr
+    images = emu.emulator.api.images.images  # type: ignore[union-attr]
+    [(name, image)] = list(images.items())
+    assert image.status == "READY" and image.source_disk.endswith(f"/zones/{ZONE}/disks/hand-made")
+    gce = gce_for(emu)
+    [origin] = gce.disk_origins(gce.get_raw("copy", ZONE)).values()
+    assert origin.source_image is not None and origin.source_image.endswith(f"/global/images/{name}")
+    assert emu.calls("images.insert") == 1  # forced: the base runs, its disk is in use

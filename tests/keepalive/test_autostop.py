@@ -1,0 +1,83 @@
+"""``[autostop]`` against the emulator, as ``gcptui keepalive`` runs it: an idle GPU VM is warned about
+and stopped, one whose job runs is left alone, a job ending with exit 0 under ``after_job = "stop"``
+stops its VM, and every step is in the keep-alive timeline; keep-alive does not take those stops for
+preemptions."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+from gcptui.remote.keepalive.autostop import AutoStopper
+from gcptui.remote.keepalive.recovery import RecoveryEvent
+from gcptui.remote.keepalive.relaunch import build_keepalive
+from tests.helpers.emulator import eventually
+
+# Exits 0 at once where the test left a marker in the VM's home; runs (and keeps the GPUs busy) elsewhere.
+JOB = "test -f ~/quick && exit 0; sleep 60"
+AUTOSTOP = '\n[autostop]\nidle_minutes = 0.01\nafter_job = "stop"\nwarn_seconds = 0.6\n'
+
+
+async def test_idle_vm_stopped_running_job_spared_finished_job_stopped(fleet_factory, tmp_path: Path) -> None:
+    fleet = await fleet_factory(
+        ["idle", "busy", "done"], command=JOB, gpus=[("nvidia-l4", 1)], extra_config=AUTOSTOP
+    )
+    services, emu = fleet.services, fleet.emu
+    (emu.instance("done").disk / "home" / "quick").write_text("")  # type: ignore[operator]
+    for name in ("busy", "done"):
+        (emu.instance(name).disk / "home" / "project").mkdir()  # type: ignore[operator]
+    busy, done = await services.resolve(["busy", "done"])  # the job needs no files: no sync
+    await asyncio.gather(
+        services.jobs.start(services.target(busy)), services.jobs.start(services.target(done))
+    )
+    services.fleet.gce().min_wait_pause = 0.05  # the emulator's operations.wait does not answer early
+
+    events: list[RecoveryEvent] = []
+    keepalive = build_keepalive(services, on_event=events.append, poll_seconds=0.2)
+    stopper = AutoStopper(services, services.config.autostop, keepalive)
+    keepalive.on_poll(stopper.track)
+    runner = asyncio.create_task(keepalive.run())
+    try:
+        await eventually(lambda: {n for n, _ in stopper.acted} == {"idle", "done"}, timeout=30)
+        await emu.wait_for_status("idle", "TERMINATED")
+        await emu.wait_for_status("done", "TERMINATED")
+        polls = keepalive.polls
+        await eventually(lambda: keepalive.polls >= polls + 3, timeout=10)  # a few more rounds
+    finally:
+        runner.cancel()
+        await stopper.close()
+        await keepalive.close()
+
+    lines = [e.line() for e in events]
+    kinds = {name: [e.kind for e in events if e.name == name] for name in ("idle", "busy", "done")}
+    assert kinds["idle"][:2] == ["autostop_warning", "autostopped"], lines
+    assert kinds["done"][:2] == ["autostop_warning", "autostopped"], lines
+    assert "job ended with exit code 0" in next(e.detail for e in events if e.name == "done")
+    assert "idle for" in next(e.detail for e in events if e.name == "idle")
+    assert kinds["busy"] == [] and emu.instance("busy").status == "RUNNING"
+    assert ("busy", "stop") not in stopper.acted
+    # Recorded in the timeline, and not taken for preemptions: no recovery started.
+    assert [e.kind for e in keepalive.timelines["idle"].events] == ["autostop_warning", "autostopped"]
+    assert keepalive.timelines["idle"].outcome_text == "auto-stop"
+    assert not any(e.kind in ("preempted", "restarting") for e in events), lines
+
+
+async def test_gcptui_keepalive_stops_an_idle_vm_and_says_so(fleet_factory) -> None:
+    from gcptui.tui.cli.keepalive import keep_alive
+
+    fleet = await fleet_factory(["lonely"], command=JOB, gpus=[("nvidia-l4", 1)],
+                                extra_config='\n[autostop]\nidle_minutes = 0.005\nwarn_seconds = 0.3\n')  # fmt: skip
+    fleet.services.fleet.gce().min_wait_pause = 0.05
+    lines: list[str] = []
+    stop = asyncio.Event()
+    runner = asyncio.create_task(keep_alive(fleet.services, ["lonely"], lines.append, stop, poll_seconds=0.2))
+    try:
+        await eventually(
+            lambda: any("lonely: autostopped - stopped: idle for" in line for line in lines), timeout=30
+        )
+    finally:
+        stop.set()
+        assert await runner == 0
+    assert any(line.startswith("auto-stop: lonely: idle 0.005 min -> stop") for line in lines), lines
+    assert any("lonely: autostop_warning - stop in " in line for line in lines), lines
+    await fleet.emu.wait_for_status("lonely", "TERMINATED")

@@ -1,0 +1,43 @@
+"""In the TUI, an idle VM under ``[autostop]`` gets a notification and a countdown in its keep-alive cell;
+any key on that VM cancels the stop (the VM keeps running, the cancel is in the timeline)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from gcptui.remote.config import load_config
+from gcptui.remote.emulator import Emulator
+from gcptui.tui.app import GcptuiApp
+from tests.tui.test_fleet_jobs import until
+from tests.tui.test_readonly import notices
+
+CONFIG = """
+[keepalive]
+poll_seconds = 0.3
+
+[autostop]
+idle_minutes = 0.005
+warn_seconds = 600
+"""
+
+
+async def test_idle_vm_warned_with_a_countdown_and_a_key_cancels(emulator: Emulator, tmp_path: Path) -> None:
+    emulator.add_instance("idle-gpu", "us-central1-a", gpus=[("nvidia-l4", 1)])
+    await emulator.wait_for_status("idle-gpu", "RUNNING")
+    config = emulator.write_config(tmp_path / "gcptui.toml")
+    config.write_text(config.read_text() + CONFIG)
+    app = GcptuiApp(load_config(config), refresh_seconds=0.3)
+    async with app.run_test(size=(180, 40)) as pilot:
+        await until(
+            pilot, lambda: app.autostopper is not None and "idle-gpu" in app.autostopper.rules.pending
+        )
+        await until(pilot, lambda: "auto-stop at" in str(app.live["idle-gpu"].keepalive_text()))
+        assert any("idle-gpu" in n and "any key on it cancels" in n for n in notices(app))
+        await until(pilot, lambda: app.fleet_screen.selected_instance() is not None)
+        await pilot.press("z")  # no binding: any key on the selected VM
+        assert app.autostopper is not None and "idle-gpu" not in app.autostopper.rules.pending
+        await until(pilot, lambda: "auto-stop at" not in str(app.live["idle-gpu"].keepalive_text()))
+        assert app.keepalive is not None
+        kinds = [e.kind for e in app.keepalive.timelines["idle-gpu"].events]
+        assert kinds[:2] == ["autostop_warning", "autostop_cancelled"]
+    assert emulator.instance("idle-gpu").status == "RUNNING"

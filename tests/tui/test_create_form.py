@@ -1,0 +1,56 @@
+"""The create form on a base VM (``C``): names and a count, zone, Spot; Enter creates the VMs like the
+base on the strict emulator, each step notified; a bad name is refused in the form."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from textual.widgets import Checkbox, Input
+
+from gcptui.remote.cloud.create import expand_names
+from gcptui.remote.config import load_config
+from gcptui.remote.emulator import Emulator
+from gcptui.remote.errors import ConfigError
+from gcptui.tui.app import GcptuiApp
+from gcptui.tui.dialogs.create_form import CreateFormScreen
+from tests.tui.test_fleet_jobs import until
+from tests.tui.test_readonly import notices
+
+
+def test_expand_names() -> None:
+    assert expand_names("exp", 3) == ["exp-1", "exp-2", "exp-3"]
+    assert expand_names("a, b c") == ["a", "b", "c"]
+    for text, count in (("", 1), ("a b", 3), ("a a", 1), ("Bad", 1), ("a", 0)):
+        try:
+            expand_names(text, count)
+        except ConfigError:
+            continue
+        raise AssertionError(f"{text!r} x{count} accepted")
+
+
+async def test_create_form_makes_vms_like_the_selected_base(emulator: Emulator, tmp_path: Path) -> None:
+    emulator.add_instance("base", "us-central1-a", gpus=[("nvidia-l4", 1)], spot=True,
+                          metadata={"enable-guest-attributes": "TRUE"})  # fmt: skip
+    await emulator.wait_for_status("base", "RUNNING")
+    config = emulator.write_config(tmp_path / "gcptui.toml")
+    app = GcptuiApp(load_config(config), refresh_seconds=0.5)
+    async with app.run_test(size=(180, 40)) as pilot:
+        await until(pilot, lambda: app.fleet_screen.selected_instance() is not None)
+        await pilot.press("C")
+        await until(pilot, lambda: isinstance(app.screen, CreateFormScreen))
+        form = app.screen
+        assert form.query_one("#create-spot", Checkbox).value is True  # the base's, by default
+        form.query_one("#create-names", Input).value = "Bad_Name"
+        await pilot.press("enter")
+        assert isinstance(app.screen, CreateFormScreen)  # refused in place, with the reason
+        form.query_one("#create-names", Input).value = "exp"
+        form.query_one("#create-count", Input).value = "2"
+        form.query_one("#create-names", Input).focus()
+        await pilot.press("enter")
+        await until(pilot, lambda: not isinstance(app.screen, CreateFormScreen))
+        await until(pilot, lambda: any("2/2 created like base" in n for n in notices(app)), timeout=40)
+        # The emulator's own known-hosts file lists every VM it made: the new key is already there.
+        assert any("exp-1: host key already known" in n for n in notices(app))
+    for name in ("exp-1", "exp-2"):
+        vm = emulator.instance(name)
+        assert vm.status == "RUNNING" and vm.spot and [g.type for g in vm.gpus] == ["nvidia-l4"]

@@ -1,0 +1,110 @@
+"""``gcptui vm create NAME... --from BASE``: new VMs like a base VM, in parallel, host keys pinned."""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+from rich.console import Console
+
+from gcptui.remote.cloud.create import CreateOptions, check_group, check_vm_name, parse_gpus
+from gcptui.remote.cloud.fleet import FleetSource
+from gcptui.remote.cloud.images import image_from_disk, image_name
+from gcptui.remote.cloud.instances import DiskOrigin, short_name
+from gcptui.remote.config import load_config
+from gcptui.remote.errors import ConfigError
+from gcptui.remote.provision import Created, CreatePlan, VmCreator, plan_create
+
+
+def options_from(args: argparse.Namespace) -> CreateOptions:
+    """The flags as ``CreateOptions``; a usage error (exit 2) for a malformed one."""
+    return CreateOptions(
+        zone=args.zone or None,
+        spot=args.spot,
+        machine_type=args.machine_type or None,
+        gpus=parse_gpus(args.gpus) if args.gpus else None,
+        group=check_group(args.group) if args.group else None,
+    )
+
+
+def describe(plan: CreatePlan) -> str:
+    """One line saying what every new VM gets."""
+    body = plan.body("x")
+    gpus = ", ".join(
+        f"{a['acceleratorCount']}x {short_name(a['acceleratorType'])}"
+        for a in body.get("guestAccelerators", [])
+    )
+    model = "Spot" if body["scheduling"].get("provisioningModel") == "SPOT" else "on-demand"
+    origin = plan.origin
+    source = short_name(origin.source_image or origin.source_snapshot or "")
+    kind = "image" if origin.source_image else "snapshot"
+    return (
+        f"{short_name(body['machineType'])}{f' + {gpus}' if gpus else ''}, {model}, in {plan.zone}; "
+        f"boot disk from {kind} {source} ({origin.type}, {origin.size_gb} GB)"
+    )
+
+
+def run_create(args: argparse.Namespace) -> int:
+    if not args.base:
+        raise ConfigError("vm create needs --from BASE: the VM whose settings to copy (see `gcptui ls`)")
+    names = [check_vm_name(name) for name in args.names]
+    if len(set(names)) != len(names):
+        raise ConfigError("vm create: a name is given twice")
+    options = options_from(args)
+    config = load_config(getattr(args, "config", None))
+    source = FleetSource(config)
+    if source.gcp is None:
+        raise ConfigError("vm create needs a [gcp] section: static [[hosts]] cannot be created")
+    snapshot = source.snapshot()
+    base = snapshot.find(args.base)
+    if base is None or base.source != "gce":
+        raise ConfigError(f"--from {args.base}: no GCE VM of that name (see `gcptui ls`)")
+    taken = [name for name in names if snapshot.find(name) is not None]
+    if taken:
+        raise ConfigError(
+            f"{', '.join(taken)} already exist{'s' if len(taken) == 1 else ''}: pick other names"
+        )
+    console = Console(stderr=True, soft_wrap=True, highlight=False)
+    gce = source.gce()
+
+    def make_image(origin: DiskOrigin) -> str:
+        name = image_name(base.name)
+        console.print(
+            f"the boot disk {origin.name} of {base.name} was made from neither an image nor a snapshot: "
+            f"making image {name} of it first (this takes minutes)"
+        )
+        began = time.monotonic()
+        url = image_from_disk(gce, base.zone, origin.name, name)
+        console.print(f"image {name} made in {time.monotonic() - began:.0f} s")
+        return url
+
+    plan = plan_create(gce, base, options, make_image)
+    count = f"{len(names)} VM{'s' if len(names) != 1 else ''}"
+    console.print(f"creating {count} like {base.name}: {describe(plan)}")
+    creator = VmCreator(gce, config, lambda name, step: console.print(f"  {name}: {step}"))
+    began = time.monotonic()
+    results = creator.create_many(plan, names)
+    made = [r.instance for r in results.values() if isinstance(r, Created)]
+    for name, result in results.items():
+        if isinstance(result, Created):
+            where = result.instance.external_ip or result.instance.internal_ip
+            console.print(f"[green]✓[/] {name} RUNNING at {where} ({result.seconds:.1f} s)")
+        else:
+            console.print(f"[red]✗[/] {name}: {result}")
+    console.print(f"{len(made)}/{len(names)} created in {time.monotonic() - began:.1f} s")
+    if args.sync and made:
+        return _first_sync(args, [i.name for i in made]) or (0 if len(made) == len(names) else 1)
+    return 0 if len(made) == len(names) else 1
+
+
+def _first_sync(args: argparse.Namespace, names: list[str]) -> int:
+    """A full sync of ``[sync]`` to the new VMs (``[job].setup`` runs before their first job start)."""
+    from gcptui.remote.services import Services
+    from gcptui.tui.cli.common import with_services
+    from gcptui.tui.cli.sync import sync_before_job
+
+    async def body(services: Services) -> int:
+        await sync_before_job(services, await services.resolve(names, running=True))
+        return 0
+
+    return with_services(args, body)

@@ -1,0 +1,63 @@
+"""The create form on a base VM: names (or one name and a count), zone, Spot. Enter creates, Esc cancels."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Vertical
+from textual.screen import ModalScreen
+from textual.widgets import Checkbox, Input, Static
+
+from gcptui.remote.cloud.create import expand_names
+from gcptui.remote.errors import ConfigError
+from gcptui.remote.models import Instance
+
+
+@dataclass(frozen=True, slots=True)
+class CreateRequest:
+    names: list[str]
+    zone: str
+    spot: bool
+
+
+class CreateFormScreen(ModalScreen[CreateRequest | None]):
+    """Dismisses with a ``CreateRequest``, or None on Esc."""
+
+    BINDINGS = [Binding("escape", "cancel", "Cancel", id="create.cancel")]
+
+    def __init__(self, base: Instance) -> None:
+        super().__init__()
+        self.base = base
+
+    def compose(self) -> ComposeResult:
+        base = self.base
+        with Vertical(id="create-form"):
+            yield Static(
+                Text(f"New VMs like {base.name} ({base.machine_type}, {base.gpu_summary})", style="bold")
+            )
+            yield Input(placeholder="names: a b c, or one name with a count", id="create-names")
+            yield Input(value="1", placeholder="count", id="create-count", type="integer")
+            yield Input(value=base.zone, placeholder="zone", id="create-zone")
+            yield Checkbox("Spot", value=base.spot, id="create-spot")
+            yield Static("", id="create-error")
+            yield Static(Text("Enter: create   Esc: cancel", style="dim"))
+
+    def on_mount(self) -> None:
+        self.query_one("#create-names", Input).focus()
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        event.stop()
+        count_text = self.query_one("#create-count", Input).value.strip() or "1"
+        try:
+            names = expand_names(self.query_one("#create-names", Input).value, int(count_text))
+        except (ConfigError, ValueError) as err:
+            self.query_one("#create-error", Static).update(Text(str(err), style="bold red"))
+            return
+        zone = self.query_one("#create-zone", Input).value.strip() or self.base.zone
+        self.dismiss(CreateRequest(names, zone, self.query_one("#create-spot", Checkbox).value))
+
+    def action_cancel(self) -> None:
+        self.dismiss(None)
