@@ -1,4 +1,5 @@
-"""``images.insert`` from a disk, ``images.get`` and global operations, as GCE answers them.
+"""``images.insert`` from a disk, ``images.get`` and global operations (the project metadata's
+too, see ``rest_project``), as GCE answers them.
 
 Making an image takes minutes on GCE; here ``Timing.boot_seconds``. An image of a disk in use by a
 running instance needs ``forceCreate=true`` (GCE refuses it otherwise, the same 400 as an insert that
@@ -33,7 +34,10 @@ def operation_json(op: Operation, project: str) -> dict[str, Any]:
     """A global operation (no zone)."""
     body: dict[str, Any] = {
         "kind": "compute#operation", "id": str(op.id), "name": op.name, "operationType": op.operation_type,
-        "targetLink": f"{API_ROOT}/projects/{project}/global/images/{op.target}", "targetId": str(op.target_id),
+        "targetLink": f"{API_ROOT}/projects/{project}" + (
+            "" if op.operation_type.startswith("compute.projects.") else f"/global/images/{op.target}"
+        ),
+        "targetId": str(op.target_id),
         "status": op.status, "user": op.user, "progress": op.progress, "insertTime": op.insert_time,
         "selfLink": f"{API_ROOT}/projects/{project}/global/operations/{op.name}",
     }  # fmt: skip

@@ -21,6 +21,7 @@ from gcptui.remote.emulator.faults import Fault
 from gcptui.remote.emulator.filters import FilterError, parse_filter
 from gcptui.remote.emulator.fleet import ApiError, Fleet
 from gcptui.remote.emulator.images import ImagesApi, add_image_routes
+from gcptui.remote.emulator.images import operation_json as global_operation_json
 from gcptui.remote.emulator.inserts import vm_from_insert
 from gcptui.remote.emulator.resources import (
     disk_json,
@@ -94,13 +95,14 @@ class RestApi:
             self._method("globalOperations.aggregatedList", self.aggregated_operations),
         )
         route.add_get(V1 + "/zones/{zone}/disks/{disk}", self._method("disks.get", self.get_disk))
-        self.project_api = ProjectApi(fleet)
+        # One registry of global operations: images' and the project metadata's.
+        self.images = ImagesApi(fleet)
+        add_image_routes(self.app, self.images, self._method, V1)
+        self.project_api = ProjectApi(fleet, self.images.operations)
         add_routes(self.app, self.project_api, self._method, V1)
         # The Cloud Billing Catalog on the same endpoint (its paths start /v1/services).
         self.catalog = CatalogApi(fleet.zones, fallback_book().rates)
         add_catalog_routes(self.app, self.catalog)
-        self.images = ImagesApi(fleet)
-        add_image_routes(self.app, self.images, self._method, V1)
         route.add_get(
             V1 + "/zones/{zone}/instances/{name}/getGuestAttributes",
             self._method("instances.getGuestAttributes", self.guest_attributes),
@@ -328,7 +330,8 @@ class RestApi:
             f"zones/{zone}": {"warning": _no_results(f"zones/{zone}")} for zone in self.fleet.zones
         }
         keep = parse_filter(request.query.get("filter", ""))
-        global_ops = [op for op in self.project_api.global_operations.values() if keep(op)]
+        bodies = (global_operation_json(op, self.fleet.project) for op in self.images.operations.values())
+        global_ops = [body for body in bodies if keep(body)]
         items["global"] = {"operations": global_ops} if global_ops else {"warning": _no_results("global")}
         for body in page:
             scoped = items.setdefault(f"zones/{body['zone'].rsplit('/', 1)[-1]}", {})

@@ -14,15 +14,15 @@ import email.parser
 import email.policy
 import json
 import secrets
-import time
 from typing import Any
 
 import aiohttp
 from aiohttp import web
 
 from gcptui.remote.emulator.fleet import ApiError, Fleet
+from gcptui.remote.emulator.images import operation_json
 from gcptui.remote.emulator.resources import API_ROOT, region_of, zone_url
-from gcptui.remote.emulator.state import new_fingerprint, new_id, same_fingerprint, timestamp
+from gcptui.remote.emulator.state import Operation, new_fingerprint, new_id, same_fingerprint, timestamp
 
 MAX_BATCH = 1000  # GCE's limit on calls in one batch request
 
@@ -30,12 +30,12 @@ MAX_BATCH = 1000  # GCE's limit on calls in one batch request
 class ProjectApi:
     """Routes for one emulated project, added to the ``RestApi``'s application."""
 
-    def __init__(self, fleet: Fleet) -> None:
+    def __init__(self, fleet: Fleet, operations: dict[str, Operation]) -> None:
         self.fleet = fleet
         self.id = new_id()
         self.created = timestamp()
         self.metadata_fingerprint = new_fingerprint()
-        self.global_operations: dict[str, dict[str, Any]] = {}  # name -> the DONE operation
+        self.global_operations = operations  # shared with images.insert's: one global registry
 
     def project_json(self) -> dict[str, Any]:
         project = self.fleet.project
@@ -77,39 +77,18 @@ class ProjectApi:
         self.fleet.project_metadata.clear()
         self.fleet.project_metadata.update({item["key"]: str(item.get("value", "")) for item in items})
         self.metadata_fingerprint = new_fingerprint()
-        done = self._global_operation("compute.projects.setCommonInstanceMetadata")
-        # The call answers while the operation runs; a get or wait a moment later finds it DONE.
-        return web.json_response({**done, "status": "RUNNING", "progress": 0})
-
-    def _global_operation(self, kind: str) -> dict[str, Any]:
-        project = self.fleet.project
-        name = f"operation-{int(time.time() * 1000)}-{secrets.token_hex(6)}-{secrets.token_hex(4)}"
-        now = timestamp()
-        body = {
-            "kind": "compute#operation", "id": str(new_id()), "name": name, "operationType": kind,
-            "targetLink": f"{API_ROOT}/projects/{project}", "targetId": str(self.id), "status": "DONE",
-            "user": "user@emulator.local", "progress": 100, "insertTime": now, "startTime": now,
-            "endTime": now, "selfLink": f"{API_ROOT}/projects/{project}/global/operations/{name}",
-        }  # fmt: skip
-        self.global_operations[name] = body
-        return body
-
-    async def get_global_operation(self, request: web.Request) -> web.Response:
-        name = request.match_info["operation"]
-        body = self.global_operations.get(name)
-        if body is None:
-            project = self.fleet.project
-            raise ApiError(
-                404, f"The resource 'projects/{project}/global/operations/{name}' was not found", "notFound"
-            )
-        return web.json_response(body)
+        op = Operation(zone="", operation_type="compute.projects.setCommonInstanceMetadata", target=self.fleet.project,
+                       target_id=self.id)  # fmt: skip
+        op.finish()  # metadata is set at once here; GCE's takes seconds (the caller waits either way)
+        self.global_operations[op.name] = op
+        return web.json_response(operation_json(op, self.fleet.project))
 
     async def list_global_operations(self, request: web.Request) -> web.Response:
         project = self.fleet.project
         out: dict[str, Any] = {
             "kind": "compute#operationList",
             "id": f"projects/{project}/global/operations",
-            "items": list(self.global_operations.values()),
+            "items": [operation_json(op, project) for op in self.global_operations.values()],
             "selfLink": f"{API_ROOT}/projects/{project}/global/operations",
         }
         if not out["items"]:
@@ -216,13 +195,6 @@ def add_routes(app: web.Application, api: ProjectApi, wrap: Any, root: str) -> N
         wrap("projects.setCommonInstanceMetadata", api.set_common_instance_metadata),
     )
     app.router.add_get(root + "/global/operations", wrap("globalOperations.list", api.list_global_operations))
-    app.router.add_get(
-        root + "/global/operations/{operation}", wrap("globalOperations.get", api.get_global_operation)
-    )
-    # Operations end at once here, so a wait is a get.
-    app.router.add_post(
-        root + "/global/operations/{operation}/wait", wrap("globalOperations.wait", api.get_global_operation)
-    )
     app.router.add_get(root + "/zones", wrap("zones.list", api.list_zones))
     app.router.add_get(root + "/zones/{zone}", wrap("zones.get", api.get_zone))
     app.router.add_post("/batch/compute/v1", api.batch)
