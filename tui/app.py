@@ -9,7 +9,6 @@ import asyncio
 import contextlib
 import logging
 import signal
-import threading
 import time
 from collections.abc import Awaitable, Callable, Iterable
 from pathlib import Path
@@ -38,13 +37,13 @@ from gcptui.tui.keys import (
     action_allowed,
     actions_for,
     bindings_for,
-    key_label,
     validate_keymap,
 )
 from gcptui.tui.live.monitors import Monitors
-from gcptui.tui.live.notices import OUTCOME_WORDS, Notice, gpu_idle_notice, job_ended_notice, recovery_notice
+from gcptui.tui.live.notices import Notice, gpu_idle_notice, job_ended_notice, recovery_cell, recovery_notice
 from gcptui.tui.live.state import Live
 from gcptui.tui.messages import FleetRefreshed, FleetRefreshFailed, LiveChanged
+from gcptui.tui.palette import help_order, palette_commands
 
 if TYPE_CHECKING:
     from gcptui.remote.keepalive.autostop import AutoStopper
@@ -162,27 +161,12 @@ class GcptuiApp(App[None]):
     # -- keep-alive --------------------------------------------------------------------------------
 
     async def _keep_alive(self) -> None:
-        """Watch for preemptions and recover: on for every Spot VM when ``[keepalive] enabled``."""
-        from gcptui.remote.keepalive.relaunch import build_keepalive
-        from gcptui.remote.keepalive.watch import NoticeWatchers
+        from gcptui.tui.live.keepalive_run import run_keepalive
 
-        await asyncio.to_thread(self.fleet.gce)  # the Compute import, off the UI thread
-        names: set[str] | None = None if self.config.keepalive.enabled else set()
-        self.keepalive = build_keepalive(self.services, names=names, on_event=self._recovery_event)
-        watchers = NoticeWatchers(self.services, self.keepalive)
-        self.keepalive.on_poll(watchers.track)
-        if self.config.autostop.active:
-            from gcptui.remote.keepalive.autostop import AutoStopper
+        def started(keepalive: KeepAlive, autostopper: AutoStopper | None) -> None:
+            self.keepalive, self.autostopper = keepalive, autostopper
 
-            self.autostopper = AutoStopper(self.services, self.config.autostop, self.keepalive)
-            self.keepalive.on_poll(self.autostopper.track)
-        try:
-            await self.keepalive.run()
-        finally:
-            await watchers.close()
-            if self.autostopper is not None:
-                await self.autostopper.close()
-            await self.keepalive.close()
+        await run_keepalive(self.services, self.config, self._recovery_event, started)
 
     def cancel_autostop(self, name: str) -> None:
         """A key on VM ``name``: a warned auto-stop does not happen (its idle clock starts over)."""
@@ -192,16 +176,12 @@ class GcptuiApp(App[None]):
     def _recovery_event(self, event: RecoveryEvent) -> None:
         if event.kind == "suspect":
             return
-        live = self.monitors.state(event.name)
-        outcome = OUTCOME_WORDS.get(event.kind)
+        at = None
         if event.kind == "autostop_warning" and self.autostopper is not None:
             left = self.autostopper.rules.seconds_left(event.name, self.autostopper.clock()) or 0.0
             at = time.strftime("%H:%M:%S", time.localtime(time.time() + left))
-            live.recovery, live.outcome = f"auto-stop at {at} (any key cancels)", ""
-        elif outcome is not None:  # the recovery ended: its outcome, beside the setting
-            live.recovery, live.outcome = "", outcome
-        else:
-            live.recovery, live.outcome = event.kind, ""
+        live = self.monitors.state(event.name)
+        live.recovery, live.outcome = recovery_cell(event, at)
         self._live_changed(event.name)
         self._say(recovery_notice(event))
 
@@ -234,29 +214,9 @@ class GcptuiApp(App[None]):
             self.notify(f"{instance.name}: relaunching", title="Keep-alive")
 
     def pull_run_dir(self, instance: Instance) -> None:
-        """The pull key: the run directory (asked for, a guess prefilled, when no checkpoint names
-        it) copied into ./pulled/NAME with `gcptui pull`'s code."""
-        from gcptui.tui.dialogs.ask import AskScreen
-        from gcptui.tui.fleet.pull import guess_run_dir, known_run_dir, pull_action
+        from gcptui.tui.fleet.pull import start_pull
 
-        live = self.live.get(instance.name)
-
-        def go(remote: str | None) -> None:
-            if remote:
-                self.act("Pull", instance, pull_action(self.services, remote, self._say_anywhere))
-
-        if (remote := known_run_dir(live.progress if live is not None else None)) is not None:
-            go(remote)
-            return
-        question = f"Pull which folder of {instance.name} into ./pulled/{instance.name}? (relative to {self.config.sync.dest})"
-        self.push_screen(AskScreen(question, guess_run_dir(self.config.job)), go)
-
-    def _say_anywhere(self, text: str) -> None:
-        """A short "Pull" notification, also from the thread a bucket download runs in."""
-        if threading.get_ident() == self._thread_id:
-            self.notify(text, title="Pull", timeout=4)
-        else:
-            self.call_from_thread(self.notify, text, title="Pull", timeout=4)
+        start_pull(self, self.services, instance, self.live.get(instance.name))  # type: ignore[arg-type]
 
     def create_from(self, instance: Instance) -> None:
         from gcptui.tui.fleet.create import start_create
@@ -396,15 +356,9 @@ class GcptuiApp(App[None]):
             self.push_screen(LogsScreen(sources[:8], buffer_lines=self.config.logs.buffer_lines))
 
     def open_sweep(self) -> None:
-        """The sweep screen of the newest sweep (``gcptui sweep run`` keeps their states locally)."""
-        from gcptui.remote.sweep.state import newest_sweep
-        from gcptui.tui.sweep.screen import SweepScreen
+        from gcptui.tui.sweep.screen import open_newest_sweep
 
-        name = newest_sweep()
-        if name is None:
-            self.notify("no sweep yet: start one with `gcptui sweep run FILE`", title="Sweep")
-            return
-        self.push_screen(SweepScreen(name, open_logs=self.open_logs))
+        open_newest_sweep(self, self.open_logs)
 
     async def vm_action(self, action: str, instance: Instance) -> str | None:
         gce = await asyncio.to_thread(self.fleet.gce)
@@ -435,33 +389,18 @@ class GcptuiApp(App[None]):
     def action_help(self) -> None:
         from gcptui.tui.dialogs.help import HelpScreen
 
-        # On another screen (logs) its own keys come first: there `s` means follow, not start.
-        actions = self.available_actions(self.screen)
-        if self.screen is not self.fleet_screen:
-            actions = [a for a in actions if a.screen != "app"] + [a for a in actions if a.screen == "app"]
+        actions = help_order(self.available_actions(self.screen), self.screen is self.fleet_screen)
         self.push_screen(HelpScreen(actions, self.keymap))
 
     def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
-        for command in super().get_system_commands(screen):
-            if command.title.lower().startswith("quit"):
-                continue  # the registry's own Quit (with its key) follows: listed once
-            yield command
-        for action in self.available_actions(screen):
-            target: App[None] | Screen[None] = (
+        def target_of(action: Action) -> App[None] | Screen[None]:
+            return (
                 self if action.screen == "app" else (screen if action.screen == "logs" else self.fleet_screen)
             )
-            yield SystemCommand(
-                action.description,
-                f"{action.group} · key {key_label(self.keymap.get(action.id, action.key))} · id {action.id}",
-                _runner(target, action.action),
-            )
 
-
-def _runner(target: App[None] | Screen[None], action: str):  # type: ignore[no-untyped-def]
-    async def run() -> None:
-        await target.run_action(action)
-
-    return run
+        return palette_commands(
+            super().get_system_commands(screen), self.available_actions(screen), self.keymap, target_of
+        )
 
 
 __all__ = ["ACTIONS", "GcptuiApp"]

@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable, Iterator
-from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
@@ -36,14 +35,13 @@ from gcptui.remote.cloud.instances import (
     short_name,
     was_preempted,
 )
+from gcptui.remote.cloud.listing import list_everywhere
 from gcptui.remote.errors import CloudError, ConfigError
 from gcptui.remote.models import Instance
 
 DEFAULT_ENDPOINT = "https://compute.googleapis.com"
 # zoneOperations.wait "might return after zero seconds": never call it again sooner than this.
 MIN_WAIT_PAUSE = 1.0
-# How long one zone's list is retried when several zones are listed before it counts as unreachable.
-ZONE_RETRY_SECONDS = 4.0  # the TUI lists again 5 s later anyway
 
 
 @dataclass(frozen=True, slots=True)
@@ -176,57 +174,10 @@ class GceClient:
     # -- reading ---------------------------------------------------------------------------------------
 
     def list_raw(self) -> list[Any]:
-        """Every instance as a ``compute_v1.Instance`` message, all pages followed."""
-        with self._errors("list instances"):
-            if not self.zones:
-                request = {"project": self.project}
-                pages = self._instances.aggregated_list(
-                    request=request, retry=self._retry, timeout=self.timeout
-                )
-                # Zones without instances carry only a NO_RESULTS_ON_PAGE warning: nothing to collect.
-                # One that answers UNREACHABLE hides its VMs: remember it, so the faces can say so.
-                found: list[Any] = []
-                unreachable: set[str] = set()
-                for scope, scoped in pages:
-                    if getattr(scoped.warning, "code", "") == "UNREACHABLE":
-                        unreachable.add(short_name(scope))
-                    found.extend(scoped.instances)
-                self.unreachable = sorted(unreachable)
-                return found
-            self.unreachable = []
-            if len(self.zones) == 1:
-                return self._list_zone(self.zones[0], self._retry)
-            # A zone whose list keeps failing on GCE's side is named unreachable, as the aggregated
-            # list names it; the other zones' VMs still show. Its retries end sooner than a lone
-            # list's: the fleet table should not wait 30 s on one zone.
-            retry = self._retry.with_timeout(min(self.timeout, ZONE_RETRY_SECONDS))
-            with ThreadPoolExecutor(max_workers=min(8, len(self.zones))) as pool:
-                chunks = list(pool.map(lambda zone: self._list_zone_or_error(zone, retry), self.zones))
-            failed = [
-                (zone, chunk)
-                for zone, chunk in zip(self.zones, chunks, strict=True)
-                if isinstance(chunk, Exception)
-            ]
-            if len(failed) == len(self.zones):
-                raise failed[0][1]  # nothing listed at all: that is an error, not a partial list
-            self.unreachable = sorted(zone for zone, _ in failed)
-            return [raw for chunk in chunks if not isinstance(chunk, Exception) for raw in chunk]
-
-    def _list_zone(self, zone: str, retry: Any) -> list[Any]:
-        with self._errors("list instances", zone=zone):
-            pages = self._instances.list(project=self.project, zone=zone, retry=retry, timeout=self.timeout)
-            return list(pages)
-
-    def _list_zone_or_error(self, zone: str, retry: Any) -> list[Any] | Exception:
-        """The zone's instances, or the error when GCE's side failed (5xx, retries exhausted)."""
-        from google.api_core.exceptions import RetryError, ServerError
-
-        try:
-            return self._list_zone(zone, retry)
-        except CloudError as err:
-            if isinstance(err.__context__, ServerError | RetryError):
-                return err
-            raise
+        """Every instance as a ``compute_v1.Instance`` message, all pages followed; zones that could
+        not be read go to ``unreachable`` (see ``listing``)."""
+        found, self.unreachable = list_everywhere(self)
+        return found
 
     def list_instances(self) -> list[Instance]:
         """The project's instances, with ``preempted`` set for Spot VMs stopped by a preemption."""

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 from gcptui.remote.aio import within
 from gcptui.remote.errors import GcptuiError
 from gcptui.remote.keepalive.causes import UNKNOWN_CAUSE, UNWATCHED_CAUSE, Causes
+from gcptui.remote.keepalive.event_log import EventLog
 from gcptui.remote.keepalive.events import (
     DetectedBy,
     EventKind,
@@ -57,7 +58,7 @@ __all__ = [
 ]  # fmt: skip
 
 
-class KeepAlive:
+class KeepAlive(EventLog):
     """Watches the fleet and recovers preempted VMs, one task per VM, bounded by ``max_restarts``.
 
     ``names`` limits keep-alive to those VMs (None: every Spot VM); ``enable``/``disable`` change it
@@ -87,6 +88,7 @@ class KeepAlive:
         ledger: JobLedger | None = None,
         recover_unwatched: bool = False,
     ) -> None:
+        super().__init__(on_event)
         self.gce = gce
         self.restart_idle = restart_idle  # restart a VM whose job has nothing to resume
         self.job_status = job_status  # reads the job's record on a restarted VM's disk
@@ -102,10 +104,7 @@ class KeepAlive:
         self.boot_timeout = boot_timeout
         self.relaunch_timeout = relaunch_timeout
         self.restarts: dict[str, int] = {}  # recoveries started per VM (max_restarts bounds it)
-        self.timelines: dict[str, Timeline] = {}  # the latest per VM
-        self.history: dict[str, list[Timeline]] = {}  # every one per VM, oldest first
         self.polls = 0
-        self._listeners: list[Callable[[RecoveryEvent], None]] = [on_event] if on_event else []
         self._poll_listeners: list[Callable[[list[Instance]], None]] = []
         self._names: set[str] | None = set(names) if names is not None else None
         self._disabled: set[str] = set()
@@ -125,11 +124,6 @@ class KeepAlive:
         )  # fmt: skip
 
     # -- the faces' API --------------------------------------------------------------------------
-
-    def subscribe(self, listener: Callable[[RecoveryEvent], None]) -> Callable[[], None]:
-        """Call ``listener`` with every event; returns the unsubscribe."""
-        self._listeners.append(listener)
-        return lambda: self._listeners.remove(listener) if listener in self._listeners else None
 
     def on_poll(self, listener: Callable[[list[Instance]], None]) -> None:
         """Call ``listener`` with the fleet after every poll (e.g. to follow new addresses)."""
@@ -186,17 +180,6 @@ class KeepAlive:
 
     def recovering(self, name: str) -> bool:
         return name in self._recovering
-
-    def note(self, name: str, kind: EventKind, detail: str = "") -> None:
-        """Record an event of another watcher (auto-stop) in ``name``'s timeline and tell the listeners;
-        it never changes a recovery's outcome (and starts no recovery timeline)."""
-        event = RecoveryEvent(name, kind, now(), detail)
-        timeline = self.timelines.get(name)
-        if timeline is None:
-            timeline = self.timelines[name] = Timeline(name, outcome="autostop")
-            self.history.setdefault(name, []).append(timeline)
-        timeline.events.append(event)
-        self._emit(event)
 
     # -- detection -------------------------------------------------------------------------------
 
@@ -310,12 +293,6 @@ class KeepAlive:
 
     # -- recovery --------------------------------------------------------------------------------
 
-    def _new_timeline(self, name: str) -> Timeline:
-        timeline = Timeline(name)
-        self.timelines[name] = timeline
-        self.history.setdefault(name, []).append(timeline)
-        return timeline
-
     def _begin(self, instance: Instance, kind: EventKind, detail: str, gce_time: datetime | None, *,
                recreate: bool) -> None:  # fmt: skip
         name = instance.name
@@ -403,19 +380,6 @@ class KeepAlive:
             instance, self.relaunch, report, check=check, timeout=self.relaunch_timeout,
             backoff_base=min(self.backoff_base, 0.5), backoff_cap=min(self.backoff_cap, 5.0),
         )  # fmt: skip
-
-    def _event(self, name: str, kind: EventKind, detail: str = "", at: datetime | None = None) -> None:
-        event = RecoveryEvent(name, kind, at or now(), detail)
-        timeline = self.timelines.get(name) or self._new_timeline(name)
-        timeline.add(event)
-        self._emit(event)
-
-    def _emit(self, event: RecoveryEvent) -> None:
-        for listener in list(self._listeners):
-            try:
-                listener(event)
-            except Exception:  # a face's bug must not stop recoveries
-                log.exception("keep-alive listener failed")
 
     async def close(self) -> None:
         """Cancel the recoveries in flight."""

@@ -10,16 +10,19 @@ no checkpoint was reported yet, the user is asked, with a guess prefilled: the f
 from __future__ import annotations
 
 import posixpath
+import threading
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
+
+from textual.app import App
 
 from gcptui.remote.config import JobConfig
 from gcptui.remote.models import Instance
 from gcptui.remote.services import Services
 from gcptui.remote.telemetry.progress import DEFAULT_METRICS_PATH, Progress
 from gcptui.remote.transfer.results import pull_results, sftp_path, summary_line
-from gcptui.tui.live.state import human_bytes
+from gcptui.tui.live.state import Live, human_bytes
 
 PULLED = Path("pulled")  # below the directory gcptui runs in
 PROGRESS_EVERY = 3.0  # seconds between progress notifications of a long pull
@@ -96,3 +99,27 @@ def pull_action(
         return line
 
     return run
+
+
+def start_pull(app: App[None], services: Services, instance: Instance, live: Live | None) -> None:
+    """The pull key: the run directory (asked for, a guess prefilled, when no checkpoint names it)
+    copied into ./pulled/NAME with `gcptui pull`'s code; ``app`` runs it as an action worker."""
+    from gcptui.tui.dialogs.ask import AskScreen
+
+    def say(text: str) -> None:
+        # Also from the thread a bucket download runs in.
+        if threading.get_ident() == app._thread_id:
+            app.notify(text, title="Pull", timeout=4)
+        else:
+            app.call_from_thread(app.notify, text, title="Pull", timeout=4)
+
+    def go(remote: str | None) -> None:
+        if remote:
+            app.act("Pull", instance, pull_action(services, remote, say))  # type: ignore[attr-defined]
+
+    if (remote := known_run_dir(live.progress if live is not None else None)) is not None:
+        go(remote)
+        return
+    dest = services.config.sync.dest
+    question = f"Pull which folder of {instance.name} into ./pulled/{instance.name}? (relative to {dest})"
+    app.push_screen(AskScreen(question, guess_run_dir(services.config.job)), go)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping
-from typing import Protocol
 
 from rich.text import Text
 from textual import events, on
@@ -16,6 +15,7 @@ from gcptui.remote.cloud.fleet import FleetSnapshot
 from gcptui.remote.models import Instance
 from gcptui.tui.dialogs.choice import ChoiceScreen
 from gcptui.tui.dialogs.confirm import ConfirmScreen
+from gcptui.tui.fleet.actions import FleetActions
 from gcptui.tui.fleet.table import FleetTable, SortOrder
 from gcptui.tui.footer import KeysFooter
 from gcptui.tui.keys import action_allowed, bindings_for, refused_by_readonly
@@ -30,38 +30,6 @@ from gcptui.tui.live.columns import (
 from gcptui.tui.live.monitors import reachable
 from gcptui.tui.live.state import Live
 from gcptui.tui.messages import FleetRefreshed, FleetRefreshFailed, LiveChanged
-
-
-class FleetActions(Protocol):
-    """What the fleet screen asks of the app that owns the services (the screen only picks machines)."""
-
-    def refresh_fleet(self) -> None: ...
-
-    def act(
-        self, label: str, instance: Instance, action: Callable[[Instance], Awaitable[str | None]]
-    ) -> None: ...
-
-    async def job_action(self, action: str, instance: Instance) -> str | None: ...
-
-    async def vm_action(self, action: str, instance: Instance) -> str | None: ...
-
-    def toggle_sync(self, instance: Instance) -> bool: ...
-
-    def toggle_keepalive(self, instance: Instance) -> None: ...
-
-    def relaunch_now(self, instance: Instance) -> None: ...
-
-    def show_timeline(self, instance: Instance) -> None: ...
-
-    def pull_run_dir(self, instance: Instance) -> None: ...
-
-    def open_shell(self, instance: Instance) -> None: ...
-
-    def create_from(self, instance: Instance) -> None: ...
-
-    def open_logs(self, names: list[str]) -> None: ...
-
-    def open_sweep(self) -> None: ...
 
 
 class FleetScreen(Screen[None]):

@@ -35,6 +35,17 @@ class Notice:
     timeout: float | None = None
 
 
+def recovery_cell(event: RecoveryEvent, autostop_at: str | None = None) -> tuple[str, str]:
+    """The Keep-alive cell's (recovery step, outcome) after ``event``: an ended recovery shows its
+    outcome beside the setting; an auto-stop warning its deadline (``autostop_at``, HH:MM:SS)."""
+    outcome = OUTCOME_WORDS.get(event.kind)
+    if event.kind == "autostop_warning" and autostop_at is not None:
+        return f"auto-stop at {autostop_at} (any key cancels)", ""
+    if outcome is not None:
+        return "", outcome
+    return event.kind, ""
+
+
 def recovery_notice(event: RecoveryEvent) -> Notice | None:
     """A keep-alive step worth a notification (most steps only change the cell)."""
     if event.kind in ("notice", "preempted"):

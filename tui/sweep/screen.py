@@ -11,7 +11,7 @@ from collections.abc import Callable
 from typing import ClassVar
 
 from rich.text import Text
-from textual.app import ComposeResult
+from textual.app import App, ComposeResult
 from textual.binding import Binding, BindingType
 from textual.screen import Screen
 from textual.widgets import DataTable, Static
@@ -172,3 +172,14 @@ class SweepScreen(Screen[None]):
         self.filter = FILTERS[(FILTERS.index(self.filter) + 1) % len(FILTERS)]
         if self.state is not None:
             self.show_state(self.state)
+
+
+def open_newest_sweep(app: App[None], open_logs: Callable[[list[str]], None]) -> None:
+    """The sweep screen of the newest sweep (``gcptui sweep run`` keeps their states locally)."""
+    from gcptui.remote.sweep.state import newest_sweep
+
+    name = newest_sweep()
+    if name is None:
+        app.notify("no sweep yet: start one with `gcptui sweep run FILE`", title="Sweep")
+        return
+    app.push_screen(SweepScreen(name, open_logs=open_logs))
