@@ -8,13 +8,14 @@ zones' VMs still show; every zone failing is an error, not an empty fleet.
 from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from gcptui.remote.cloud.instances import short_name
 from gcptui.remote.errors import CloudError
 
-if TYPE_CHECKING:
-    from gcptui.remote.cloud.gce import GceClient
+# ``gce`` below is the ``GceClient`` that calls in (typed Any: naming the class here would make the
+# two modules import each other, which the import contracts forbid).
+GceClient = Any
 
 # How long one zone's list is retried when several zones are listed before it counts as unreachable.
 ZONE_RETRY_SECONDS = 4.0  # the TUI lists again 5 s later anyway
