@@ -4,6 +4,7 @@ a job runner whose remote home is a temporary directory (so tests never touch th
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import signal
 import time
@@ -85,11 +86,22 @@ def remote_home(tmp_path: Path) -> Iterator[Path]:
     (home / "project").mkdir(parents=True)
     yield home
     pgid_file = home / ".gcptui" / "job" / "pgid"
-    if pgid_file.exists():
-        try:
-            os.killpg(int(pgid_file.read_text()), signal.SIGKILL)
-        except (ProcessLookupError, ValueError):
-            pass
+    try:
+        pgid = int(pgid_file.read_text())
+    except (OSError, ValueError):
+        return
+    # Only a group that is still this test's job: an ended job's pgid may belong to anyone now.
+    if any(_belongs_to(pid, home) for pid in group_members(pgid)):
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(pgid, signal.SIGKILL)
+
+
+def _belongs_to(pid: int, home: Path) -> bool:
+    try:
+        process = psutil.Process(pid)
+        return str(home) in process.cwd() or any(str(home) in part for part in process.cmdline())
+    except psutil.Error:
+        return False
 
 
 def make_runner(pool: SshPool, home: Path, **job: object) -> JobRunner:
