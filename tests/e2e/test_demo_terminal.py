@@ -48,7 +48,7 @@ def test_demo_lists_fleet_streams_a_started_jobs_log_and_leaves_nothing_running(
     term.type("a100")
     term.press("Enter")
     term.wait_for(lambda s: row(s, VM) and "filter: a100" in s and not row(s, "trainer-l4-1"),
-                  "the table filtered to one machine", timeout=15)  # fmt: skip
+                  "the table filtered to one machine", timeout=45)  # fmt: skip
 
     term.press("s")
     term.wait_for(lambda s: re.search(r"\brunning\b", row(s, VM)), f"the job running on {VM}", timeout=45)
