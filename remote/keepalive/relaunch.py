@@ -115,15 +115,7 @@ class JobLauncher:
         conn = await services.pool.connection(target)  # the pool replaces a slot whose address changed
         say("connected", target.where)
         mark = await self.mark(conn)
-        session = services.sync_session(instance)
-        try:
-            await session.barrier(timeout=self.sync_timeout)
-        except TimeoutError:
-            raise GcptuiError(
-                f"{instance.name}: sync did not finish within {self.sync_timeout:.0f}s"
-            ) from None
-        finally:
-            await session.close()
+        await self.sync_barrier(instance)
         say("synced", "the VM holds the current tree")
         status = await services.jobs.restart(target)
         say("started", f"pid {status.pid}: {status.command or ''}".strip())
@@ -163,6 +155,18 @@ class JobLauncher:
                 return step
             await asyncio.sleep(poll)
         return None
+
+    async def sync_barrier(self, instance: Instance) -> None:
+        """The VM holds the current tree (one sync barrier), or ``GcptuiError`` after ``sync_timeout``."""
+        session = self.services.sync_session(instance)
+        try:
+            await session.barrier(timeout=self.sync_timeout)
+        except TimeoutError:
+            raise GcptuiError(
+                f"{instance.name}: sync did not finish within {self.sync_timeout:.0f}s"
+            ) from None
+        finally:
+            await session.close()
 
 
 class GroupLauncher(JobLauncher):
@@ -210,15 +214,7 @@ class GroupLauncher(JobLauncher):
         first = await services.pool.connection(targets[0])
         say("connected", services.target(instance).where)
         mark = await self.mark(first)  # rank 0 writes the metrics, on node 0
-        session = services.sync_session(instance)
-        try:
-            await session.barrier(timeout=self.sync_timeout)
-        except TimeoutError:
-            raise GcptuiError(
-                f"{instance.name}: sync did not finish within {self.sync_timeout:.0f}s"
-            ) from None
-        finally:
-            await session.close()
+        await self.sync_barrier(instance)
         say("synced", "the VM holds the current tree")
         results = await run_group("restart", self.runner(), group, instances, targets)
         failed = [r for r in results if not r.ok]

