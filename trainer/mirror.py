@@ -28,7 +28,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from .checkpoint import CheckpointInfo, CheckpointStore, fsync_directory
 
@@ -94,12 +94,18 @@ def storage_client() -> Any:
 
 def file_crc32c(path: Path) -> str:
     """The CRC32C of a file as Cloud Storage reports it (base64 of the big-endian value)."""
+    with open(path, "rb") as file:
+        return stream_crc32c(file)
+
+
+def stream_crc32c(file: BinaryIO) -> str:
+    """The CRC32C of an open file from its start, as Cloud Storage reports it."""
     import google_crc32c
 
     checksum = google_crc32c.Checksum()
-    with open(path, "rb") as file:
-        while chunk := file.read(1 << 22):
-            checksum.update(chunk)
+    file.seek(0)
+    while chunk := file.read(1 << 22):
+        checksum.update(chunk)
     return base64.b64encode(checksum.digest()).decode()
 
 
@@ -285,15 +291,24 @@ class BucketMirror:
         bucket = self._get_bucket()
         if kind == "artifact":
             path = Path(item)
-            self._upload_checked(bucket, path, self.url.key(self.run, "artifacts", path.name))
+            with open(path, "rb") as file:
+                self._upload_checked(bucket, file, self.url.key(self.run, "artifacts", path.name))
             return
         info: CheckpointInfo = item
-        if info.step < self._newest_submitted and not info.payload.exists():
-            return  # pruned locally while the upload queue lagged: the newer one queued supersedes it
+        # Held open from here on: the local store may prune this checkpoint while it uploads (keep is
+        # counted locally too), and an open file keeps its bytes; so payload and manifest both go up.
+        try:
+            manifest = info.manifest_path.read_bytes()
+            payload = open(info.payload, "rb")  # noqa: SIM115 - closed below, after the upload
+        except FileNotFoundError:
+            if info.step < self._newest_submitted:
+                return  # pruned locally while the upload queue lagged: the newer one queued supersedes it
+            raise
         started = time.monotonic()
         folder = self.url.key(self.run, "checkpoints")
-        self._upload_checked(bucket, info.payload, f"{folder}/{info.payload.name}")
-        bucket.blob(f"{folder}/{info.manifest_path.name}").upload_from_filename(info.manifest_path)
+        with payload:
+            self._upload_checked(bucket, payload, f"{folder}/{info.payload.name}")
+        bucket.blob(f"{folder}/{info.manifest_path.name}").upload_from_string(manifest, "application/json")
         latest = {"step": info.step, "payload": info.payload.name, "manifest": info.manifest_path.name,
                   "sha256": info.manifest.get("sha256"), "time": time.time()}  # fmt: skip
         bucket.blob(self.url.key(self.run, "latest.json")).upload_from_string(
@@ -305,16 +320,19 @@ class BucketMirror:
         seconds = round(time.monotonic() - started, 3)
         self._event("mirrored", step=info.step, url=f"{self.url}/{self.run}", seconds=seconds)
 
-    def _upload_checked(self, bucket: Any, path: Path, key: str) -> None:
+    def _upload_checked(self, bucket: Any, file: BinaryIO, key: str) -> None:
         """Upload, then compare the server's CRC32C with the local file's: it counts only if equal."""
         blob = bucket.blob(key)
-        blob.upload_from_filename(path, checksum="crc32c")  # the response carries the server's CRC32C
+        file.seek(0)
+        size = os.fstat(file.fileno()).st_size  # known size: one request for small files, as from a path
+        blob.upload_from_file(file, size=size, checksum="crc32c")  # the response carries the server's CRC32C
         if blob.crc32c is None:
             blob.reload()
-        local = file_crc32c(path)
+        local = stream_crc32c(file)
         if blob.crc32c != local:
             blob.delete()
-            raise OSError(f"the bucket's copy of {path.name} has CRC32C {blob.crc32c}, the file {local}")
+            name = key.rsplit("/", 1)[-1]
+            raise OSError(f"the bucket's copy of {name} has CRC32C {blob.crc32c}, the file {local}")
 
     def _prune(self, bucket: Any, folder: str) -> None:
         from google.api_core import exceptions
