@@ -63,8 +63,16 @@ class Sshd:
     def known_hosts(self) -> Path:
         return self.directory / "known_hosts"
 
+    @property
+    def home(self) -> Path:
+        """HOME of every session on this server: its own, not the machine user's real one, so a stale
+        ``~/.gcptui`` there never leaks into a test and nothing a test runs remotely lands there.
+        (sshd still starts sessions in the passwd home directory; commands use ``~``/$HOME.)"""
+        return self.directory / "home"
+
     def setup(self) -> None:
         self.directory.mkdir(parents=True, exist_ok=True)
+        self.home.mkdir(mode=0o700, exist_ok=True)
         Path("/run/sshd").mkdir(exist_ok=True)  # sshd's privilege separation directory
         if not self.host_key.exists():
             subprocess.run(
@@ -94,6 +102,7 @@ class Sshd:
                     "MaxStartups 100:30:200",
                     "Subsystem sftp internal-sftp",
                     "LogLevel ERROR",
+                    f"SetEnv HOME={self.home}",  # applied after sshd's own HOME (passwd): it wins
                     "",
                 ]
             )

@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import getpass
-import os
-import pwd
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -98,8 +96,7 @@ async def target(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterato
         async def restore() -> None:
             await asyncio.to_thread(sshd.start)
 
-        # sshd logs in with the account's home (passwd), not the tests' own $HOME.
-        home = Path(pwd.getpwuid(os.getuid()).pw_dir)
+        home = sshd.home  # the test sshd gives its sessions their own HOME
         yield RemoteTarget(getter, root, str(root), home, drop, restore)
     else:
         emu = Emulator(tmp_path / "emulator", **FAST)

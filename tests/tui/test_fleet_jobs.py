@@ -20,7 +20,7 @@ stop_grace_seconds = 1
 """
 
 
-async def until(pilot, predicate: Callable[[], object], timeout: float = 30.0) -> None:  # type: ignore[no-untyped-def]
+async def until(pilot, predicate: Callable[[], object], timeout: float = 60.0) -> None:  # type: ignore[no-untyped-def]
     for _ in range(int(timeout / 0.05)):
         if predicate():
             return
