@@ -111,15 +111,18 @@ class LineAssembler:
 
     def feed(self, data: bytes) -> list[str]:
         """Add bytes; returns the complete lines they finish, cleaned for display."""
+        if self._skipping:
+            # Inside a cut line: look for its end in the bytes, without decoding what is thrown away
+            # (a newline byte never occurs inside a UTF-8 sequence). A newline-free flood costs a scan.
+            newline = data.find(b"\n")
+            if newline < 0:
+                return []
+            self._decoder.reset()
+            data = data[newline + 1 :]
+            self._skipping = False
         text = self._decoder.decode(data)
         if not text:
             return []
-        if self._skipping:
-            newline = text.find("\n")
-            if newline < 0:
-                return []
-            text = text[newline + 1 :]
-            self._skipping = False
         text = self._pending + text
         parts = text.split("\n")
         self._pending = parts.pop()
