@@ -139,6 +139,7 @@ class Services:
             exclude=sync.exclude,
             protect=sync.protect,
             name=instance.name,
+            stall_seconds=sync.stall_seconds,
         )
 
     async def resolve(self, names: list[str], *, running: bool = False) -> list[Instance]:

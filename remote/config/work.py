@@ -57,6 +57,14 @@ class SyncConfig(_Section):
             "(`-----BEGIN ... PRIVATE KEY-----`, `id_*` without `.pub`), naming the file."
         ),
     )
+    stall_seconds: float = Field(
+        default=30.0,
+        gt=0,
+        description=(
+            "How long the sync agent on the VM may stop taking or sending data in the middle of a transfer "
+            "before it counts as lost: `sync --once` then fails with one line, follow mode reconnects."
+        ),
+    )
 
     @field_validator("dest")
     @classmethod

@@ -81,8 +81,13 @@ class RemoteAgent:
         self.ledger_path = ""
 
     @classmethod
-    async def start(cls, conn: asyncssh.SSHClientConnection, dest: str) -> RemoteAgent:
-        """Start the agent over ``conn`` and bind it to ``dest`` (resolved against the remote home)."""
+    async def start(
+        cls, conn: asyncssh.SSHClientConnection, dest: str, *, stall_timeout: float = STALL_TIMEOUT_S
+    ) -> RemoteAgent:
+        """Start the agent over ``conn`` and bind it to ``dest`` (resolved against the remote home).
+
+        ``stall_timeout``: how long a transfer may make no progress either way before the agent counts
+        as lost."""
         source = shlex.quote(AGENT_SOURCE)
         command = (
             f"for py in python3 python; do command -v $py >/dev/null 2>&1 && exec $py -I -S -c {source}; done; "
@@ -92,7 +97,7 @@ class RemoteAgent:
             process = await conn.create_process(command, encoding=None)
         except TRANSPORT_ERRORS as err:
             raise AgentLost(f"could not start the sync agent: {err}") from err
-        agent = cls(process)
+        agent = cls(process, stall_timeout=stall_timeout)
         reply = await agent.request({"op": "init", "dest": dest})
         if not reply.get("ok"):
             agent.close()
@@ -113,7 +118,13 @@ class RemoteAgent:
             data, self._pending = bytes(self._pending), bytearray()
             try:
                 self._process.stdin.write(data)
-                await self._process.stdin.drain()
+                # A stopped agent stops reading: once the channel's window is full, drain waits for
+                # ever. No progress within the stall timeout means the agent is lost.
+                await within(self.stall_timeout, self._process.stdin.drain())
+            except TimeoutError:
+                raise AgentLost(
+                    f"the sync agent stopped taking data: nothing moved for {self.stall_timeout:g}s"
+                ) from None
             except TRANSPORT_ERRORS as err:
                 raise AgentLost(f"connection to the VM lost: {err}") from err
 

@@ -18,7 +18,13 @@ from gcptui.remote.aio import within
 from gcptui.remote.errors import GcptuiError
 from gcptui.remote.models import ConnectionGetter
 from gcptui.remote.ssh.errors import HostKeyError, SshAuthError
-from gcptui.remote.sync.agent_client import TRANSPORT_ERRORS, AgentLost, AgentRefused, RemoteAgent
+from gcptui.remote.sync.agent_client import (
+    STALL_TIMEOUT_S,
+    TRANSPORT_ERRORS,
+    AgentLost,
+    AgentRefused,
+    RemoteAgent,
+)
 from gcptui.remote.sync.applier import RemoteView, apply_plan
 from gcptui.remote.sync.events import (
     BatchApplied,
@@ -64,6 +70,7 @@ class SyncSession:
         step_ms: int = 30,
         debounce_ms: int = 300,
         reconcile_seconds: float = 30.0,
+        stall_seconds: float = STALL_TIMEOUT_S,
     ) -> None:
         self.source = Path(source).expanduser().resolve()
         self.dest = dest
@@ -71,6 +78,7 @@ class SyncSession:
         self.rules = SyncRules(self.source, exclude)
         self.protect = PathSet(protect)
         self.reconcile_seconds = reconcile_seconds
+        self.stall_seconds = stall_seconds
         self.view = RemoteView()
         self._get_conn = get_conn
         self._agent: RemoteAgent | None = None
@@ -227,7 +235,7 @@ class SyncSession:
             self._set_state("connecting", reason=self._reason if self._state == "reconnecting" else "")
             try:
                 conn = await self._get_conn()
-                self._agent = await RemoteAgent.start(conn, self.dest)
+                self._agent = await RemoteAgent.start(conn, self.dest, stall_timeout=self.stall_seconds)
             except AgentRefused as err:
                 raise SyncError(str(err)) from err
             except (HostKeyError, SshAuthError) as err:

@@ -3,7 +3,13 @@ default source from where it runs, not from the config file's folder."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+import time
 from pathlib import Path
+
+import psutil
 
 from gcptui.remote.emulator.thread import EmulatorThread
 from tests.cli.test_ls import gcptui
@@ -74,3 +80,39 @@ def test_the_emulators_own_folder_is_refused(emulator_thread: EmulatorThread, tm
     result = gcptui("--config", str(config), "sync", "--once", "vm-s", cwd=key_dir)
     assert result.returncode == 2
     assert "private key" in result.stderr and len(result.stderr.strip().splitlines()) == 1
+
+
+def test_a_stalled_agent_ends_sync_once_with_one_clear_line(
+    emulator_thread: EmulatorThread, tmp_path: Path
+) -> None:
+    """The VM's agent stops mid-transfer (SIGSTOP: a hung disk, a frozen process): `sync --once`
+    fails within `[sync] stall_seconds` with one line, instead of waiting for ever on a full window."""
+    config, project = _setup(emulator_thread, tmp_path, sync="\n[sync]\nstall_seconds = 2\n")
+    with open(project / "big.bin", "wb") as big:
+        for _ in range(128):
+            big.write(os.urandom(1 << 20))
+    dest = _home(emulator_thread) / "project"
+    run = subprocess.Popen(
+        [sys.executable, "-m", "gcptui.tui", "--config", str(config), "sync", "--once", "vm-s"],
+        cwd=project, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    agent = None
+    try:
+        deadline = time.monotonic() + 60
+        while agent is None and time.monotonic() < deadline and run.poll() is None:
+            partial = [p for p in dest.glob(".gcptui-tmp.*") if p.stat().st_size > 0] if dest.exists() else []
+            if partial:  # the agent is writing big.bin: freeze it there
+                agent = psutil.Process(int(partial[0].name.split(".")[2]))
+                agent.suspend()
+            time.sleep(0.005)
+        assert agent is not None, "never saw the transfer in progress"
+        _, stderr = run.communicate(timeout=60)
+    finally:
+        run.kill()
+        if agent is not None:
+            agent.kill()
+    assert run.returncode == 1, stderr
+    lines = stderr.strip().splitlines()
+    assert "stopped taking data: nothing moved for 2s" in lines[-1], stderr
+    assert "Traceback" not in stderr
+    assert not (dest / "big.bin").exists()  # nothing half-written under the file's name
