@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -65,11 +66,14 @@ _TEMPLATES: list[tuple[str, str, str, tuple[tuple[str, int], ...], bool, bool, b
 ]
 
 
-def demo_fleet(n: int = 4, spot_action: str = "stop") -> list[InstanceSpec]:
+def demo_fleet(
+    n: int = 4, spot_action: str = "stop", delete_action: Collection[str] = ()
+) -> list[InstanceSpec]:
     """``n`` instances: Spot and on-demand, L4/A100/H100/T4 GPUs, two regions, one without external IP.
 
     ``spot_action`` ("stop" or "delete") is the Spot VMs' termination action: "delete" makes a
-    preemption take the VM and its disk, as managed Spot fleets do.
+    preemption take the VM and its disk, as managed Spot fleets do. ``delete_action`` names Spot VMs
+    that are DELETE-action whatever ``spot_action`` says.
     """
     specs: list[InstanceSpec] = []
     counts: dict[str, int] = {}
@@ -87,7 +91,11 @@ def demo_fleet(n: int = 4, spot_action: str = "stop") -> list[InstanceSpec]:
                 external_ip=external,
                 status=status,
                 labels={"team": "ml", "purpose": stem.split("-")[0]},
-                termination_action=spot_action.upper() if spot else None,
+                termination_action=(
+                    ("DELETE" if f"{stem}-{counts[stem]}" in delete_action else spot_action.upper())
+                    if spot
+                    else None
+                ),
             )
         )
     return specs

@@ -48,3 +48,22 @@ def test_fake_gcs_server_serves_the_demo_bucket_and_stops(tmp_path: Path) -> Non
     assert not server.running
     with pytest.raises(OSError), socket.create_connection(("127.0.0.1", port), timeout=1):
         pass
+
+
+def test_with_a_bucket_one_demo_spot_vm_is_delete_action_and_the_banner_says_which() -> None:
+    from gcptui.remote.emulator.demo import demo_fleet
+    from gcptui.tui.cli.demo import DELETE_ACTION_VM, demo_banner
+
+    specs = demo_fleet(4, delete_action=(DELETE_ACTION_VM,))
+    actions = {s.name: s.termination_action for s in specs}
+    assert actions == {
+        "trainer-l4-1": "STOP",
+        "trainer-a100-1": None,
+        DELETE_ACTION_VM: "DELETE",
+        "eval-t4-1": None,
+    }
+    assert f"{DELETE_ACTION_VM} is DELETE-action" in demo_banner(True, list(actions))
+    assert "DELETE" not in demo_banner(True, ["trainer-l4-1"]) and "no bucket" in demo_banner(
+        False, list(actions)
+    )
+    assert all(s.termination_action != "DELETE" for s in demo_fleet(4))  # without a bucket: all STOP

@@ -33,6 +33,21 @@ def _local_storage(directory: Path, stack: contextlib.ExitStack) -> tuple[str, s
     return server.bucket_url, server.host
 
 
+# With a bucket, one Spot VM of the demo is DELETE-action: `P` on it shows a recovery onto a new VM
+# and an empty disk, resumed from the bucket (the others are STOP-action: the disk survives).
+DELETE_ACTION_VM = "trainer-h100-1"
+
+
+def demo_banner(bucket: bool, names: list[str]) -> str:
+    """The demo's header line: that it is a demo, whether checkpoints mirror to a bucket, and which VM
+    a preemption deletes."""
+    if not bucket:
+        return f"{DEMO_BANNER} · no bucket"
+    if DELETE_ACTION_VM in names:
+        return f"{DEMO_BANNER} · bucket · {DELETE_ACTION_VM} is DELETE-action"
+    return f"{DEMO_BANNER} · bucket"
+
+
 def _check_vms(vms: int) -> None:
     if not 1 <= vms <= 64:
         raise ConfigError(f"--vms {vms}: choose between 1 and 64 emulated VMs")
@@ -77,14 +92,15 @@ def run_demo(args: argparse.Namespace) -> int:
                 directory / "emulator", boot_seconds=3.0, stop_seconds=2.0, preempt_grace_seconds=10.0
             ) as emulator,
         ):
-            emulator.add_fleet(demo_fleet(args.vms))
-            config_path = emulator.write_config(directory / "gcptui.toml")
             storage = _local_storage(directory, stack)
+            specs = demo_fleet(args.vms, delete_action=(DELETE_ACTION_VM,) if storage else ())
+            emulator.add_fleet(specs)
+            config_path = emulator.write_config(directory / "gcptui.toml")
             if storage is not None:  # the laptop side too: `p` pulls from the bucket when a VM is gone
                 stack.enter_context(_environment("STORAGE_EMULATOR_HOST", storage[1]))
             project = write_demo_project(directory, config_path, storage)
             config = load_config(config_path)
-            banner = f"{DEMO_BANNER} · {'bucket' if storage else 'no bucket'}"
+            banner = demo_banner(storage is not None, [spec.name for spec in specs])
             app = GcptuiApp(config, readonly=args.readonly, demo=True, banner=banner, refresh_seconds=2.0)
             # Where the editable project is (the header): edit a file there and watch it reach the VMs.
             app.sub_title = " · ".join(filter(None, [app.sub_title, f"edit {project}"]))

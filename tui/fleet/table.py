@@ -101,6 +101,7 @@ class FleetTable(DataTable[str | Text]):
         return True
 
     _reselect: str | None = None
+    _gone: tuple[str, str] | None = None  # (selected machine that left the list, row standing in for it)
 
     def visible_labels(self) -> list[str]:
         """The column labels that fit on screen now (the scrolled-off ones excluded)."""
@@ -131,6 +132,9 @@ class FleetTable(DataTable[str | Text]):
         current = [str(row.value) for row in self.ordered_rows_keys()]
         if wanted != current:
             selected = self.selected_key() or self._reselect
+            if self._gone is not None and selected == self._gone[1] and self._gone[0] in wanted:
+                selected = self._gone[0]  # the machine it stood in for is back (a VM recreated)
+            old_row = self.cursor_row
             self._reselect = None
             self.clear()
             for instance in instances:
@@ -139,8 +143,16 @@ class FleetTable(DataTable[str | Text]):
                     self._live_cell(c, state) if state else UNWATCHED for c in self.live_columns
                 ]
                 self.add_row(*cells, key=instance.key)
+            self._gone = None
             if selected in wanted:
                 self.move_cursor(row=wanted.index(selected))
+            elif selected is not None and wanted:
+                # The selected machine left the list (a DELETE-action VM between its deletion and its
+                # recreation): stay where it stood rather than jumping to the top, and go back to it
+                # when it returns, unless the user has moved on meanwhile.
+                row = min(old_row, len(wanted) - 1)
+                self.move_cursor(row=row)
+                self._gone = (selected, wanted[row])
             return
         for instance in instances:
             for column in self.instance_columns:
