@@ -199,6 +199,17 @@ class GcptuiApp(App[None]):
         self._live_changed(instance.name)
         self.notify(f"{instance.name}: keep-alive {'on' if on else 'off'}", title="Keep-alive")
 
+    def toggle_autostop(self, instance: Instance) -> None:
+        """The per-VM auto-stop override (key A): off spares this VM from ``[autostop]``."""
+        if self.autostopper is None:
+            self.notify(
+                "auto-stop is not set up: set [autostop] idle_minutes or after_job", severity="warning"
+            )
+            return
+        on = not self.autostopper.enabled(instance.name)
+        self.autostopper.set_enabled(instance.name, on)
+        self.notify(f"{instance.name}: auto-stop {'on' if on else 'off for this VM'}", title="Auto-stop")
+
     def toggle_sync(self, instance: Instance) -> bool:
         if self.readonly:  # the key is refused before this; a last guard for other callers
             return False

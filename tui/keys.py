@@ -75,6 +75,15 @@ ACTIONS: tuple[Action, ...] = (
         "Sweep",
         show=False,
     ),
+    Action(
+        "autostop.toggle",
+        "A",
+        "autostop_toggle",
+        "Auto-stop on/off for this VM",
+        "Keep-alive",
+        mutating=True,
+        show=False,
+    ),  # fmt: skip
     Action("keepalive.relaunch", "L", "relaunch", "Relaunch now", "Keep-alive", mutating=True, show=False),
     Action("keepalive.timeline", "t", "timeline", "Preemption timeline", "Keep-alive", show=False),
     Action("results.pull", "p", "pull", "Pull the run directory to ./pulled/NAME", "Results", show=False),

@@ -149,6 +149,7 @@ class AutoStopper:
             services.config.gpu.idle_util_percent,
         )  # fmt: skip
         self.acted: list[tuple[str, Action]] = []
+        self.checks = 0  # rounds decided so far (a test waits on it, the TUI could show it)
         self._task: asyncio.Task[None] | None = None
 
     def track(self, instances: list[Instance]) -> None:
@@ -161,6 +162,21 @@ class AutoStopper:
         decision = self.rules.cancel(name, self.clock(), "user")
         if decision.kind == "cancel":
             self._report(name, "autostop_cancelled", f"{decision.action} cancelled by the user")
+
+    def set_enabled(self, name: str, on: bool) -> None:
+        """The per-VM override (a TUI key): off, auto-stop never acts on ``name`` and a warned action
+        is dropped at once (in the timeline); on again, its idle clock starts from now."""
+        if on:
+            self.rules.off.discard(name)
+            self.rules.idle_since[name] = self.clock()
+            return
+        self.rules.off.add(name)
+        decision = self.rules.cancel(name, self.clock(), "auto-stop turned off for this VM")
+        if decision.kind == "cancel":
+            self._report(name, "autostop_cancelled", f"{decision.action} cancelled: {decision.detail}")
+
+    def enabled(self, name: str) -> bool:
+        return name not in self.rules.off
 
     async def check(self, instances: list[Instance]) -> None:
         """Probe every running VM in scope, then warn, cancel or act."""
@@ -175,6 +191,7 @@ class AutoStopper:
             recovering = self.keepalive is not None and self.keepalive.recovering(instance.name)
             decision = self.rules.decide(instance.name, self.clock(), observation, recovering=recovering)
             await self._apply(instance, decision)
+        self.checks += 1
 
     async def probe(self, instance: Instance) -> Observation:
         """The job's record and one GPU sample, over the shared SSH pool."""

@@ -41,3 +41,32 @@ async def test_idle_vm_warned_with_a_countdown_and_a_key_cancels(emulator: Emula
         kinds = [e.kind for e in app.keepalive.timelines["idle-gpu"].events]
         assert kinds[:2] == ["autostop_warning", "autostop_cancelled"]
     assert emulator.instance("idle-gpu").status == "RUNNING"
+
+
+async def test_capital_a_turns_auto_stop_off_for_one_vm_and_back_on(
+    emulator: Emulator, tmp_path: Path
+) -> None:
+    emulator.add_instance("idle-gpu", "us-central1-a", gpus=[("nvidia-l4", 1)])
+    await emulator.wait_for_status("idle-gpu", "RUNNING")
+    config = emulator.write_config(tmp_path / "gcptui.toml")
+    config.write_text(config.read_text() + CONFIG)
+    app = GcptuiApp(load_config(config), refresh_seconds=0.3)
+    async with app.run_test(size=(180, 40)) as pilot:
+        await until(
+            pilot, lambda: app.autostopper is not None and "idle-gpu" in app.autostopper.rules.pending
+        )
+        stopper = app.autostopper
+        assert stopper is not None and app.keepalive is not None
+        await until(pilot, lambda: app.fleet_screen.selected_instance() is not None)
+        await pilot.press("A")  # the per-VM override: off
+        assert "idle-gpu" not in stopper.rules.pending and not stopper.enabled("idle-gpu")
+        assert any("idle-gpu: auto-stop off for this VM" in n for n in notices(app))
+        cancelled = [e for e in app.keepalive.timelines["idle-gpu"].events if e.kind == "autostop_cancelled"]
+        assert cancelled  # the warned stop is dropped (any key on the VM already does that), in the timeline
+        rounds = stopper.checks
+        await until(pilot, lambda: stopper.checks >= rounds + 3)  # still idle, still probed: never warned
+        assert "idle-gpu" not in stopper.rules.pending and not stopper.acted
+        await pilot.press("A")  # on again: the idle clock runs from now, and the warning comes back
+        assert stopper.enabled("idle-gpu")
+        await until(pilot, lambda: "idle-gpu" in stopper.rules.pending)
+    assert emulator.instance("idle-gpu").status == "RUNNING"

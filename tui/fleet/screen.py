@@ -316,6 +316,10 @@ class FleetScreen(Screen[None]):
         if (i := self._selected_or_tell()) is not None:
             self.actions.toggle_keepalive(i)
 
+    def action_autostop_toggle(self) -> None:
+        if (i := self._selected_or_tell()) is not None:
+            self.actions.toggle_autostop(i)
+
     def action_relaunch(self) -> None:
         if (i := self._selected_or_tell()) is not None:
             self.actions.relaunch_now(i)
