@@ -13,6 +13,8 @@ from gcptui.remote.models import ConnectionGetter, Instance
 from gcptui.remote.transfer.bucket import pull_from_bucket
 from gcptui.remote.transfer.pull import PullResult, pull
 
+PULLED = Path("pulled")  # below the directory gcptui runs in
+
 
 def sftp_path(remote: str, dest: str) -> str:
     """REMOTE_PATH as SFTP reads it (relative to the remote home): `~/x` and `/x` as written, a
@@ -77,3 +79,19 @@ def kept_line(result: PullResult) -> str:
         return ""
     shown = ", ".join(result.kept[:5]) + (" …" if len(result.kept) > 5 else "")
     return f"kept {len(result.kept)} local file(s) newer than the VM's: {shown} (--force overwrites them)"
+
+
+def run_dir_of(checkpoint_path: str | None) -> str | None:
+    """The run directory a checkpoint's path names (``runs/demo`` for
+    ``runs/demo/checkpoints/step-000000100.pt``), or None when it is another layout or unknown."""
+    if not checkpoint_path:
+        return None
+    folder = posixpath.dirname(checkpoint_path)
+    if posixpath.basename(folder) != "checkpoints":
+        return None  # another script's layout: the checkpoint's folder may not be the run's
+    return posixpath.dirname(folder) or None
+
+
+def local_dir_for(name: str, base: Path = PULLED) -> Path:
+    """Where a VM's pulls land: ``pulled/NAME`` (the run directory's name is added below it)."""
+    return base / name

@@ -12,6 +12,7 @@ from rich.console import Console
 from gcptui.remote.cloud.fleet import FleetSource
 from gcptui.remote.config import load_config
 from gcptui.remote.errors import ConfigError, GcptuiError
+from gcptui.remote.models import Instance
 from gcptui.tui.cli.tables import print_table
 from gcptui.tui.live.columns import COLUMNS, fleet_cost_line
 
@@ -51,9 +52,11 @@ def run_vm(args: argparse.Namespace) -> int:
     hosts = [i.name for i in targets if i.source != "gce"]
     if hosts:
         raise ConfigError(f"{', '.join(hosts)}: static hosts have no VM lifecycle; vm acts on GCE instances")
+    if args.action == "delete" and not args.yes and not sys.stdin.isatty():
+        raise ConfigError("delete needs confirmation: pass --yes to delete without asking")
+    if args.action == "delete" and not _checkpoints_kept(args, targets, ask=not args.yes):
+        return 1
     if args.action == "delete" and not args.yes:
-        if not sys.stdin.isatty():
-            raise ConfigError("delete needs confirmation: pass --yes to delete without asking")
         names = ", ".join(i.name for i in targets)
         if input(f"Delete {names} and their boot disks? Type 'yes': ").strip() != "yes":
             print("nothing deleted")
@@ -84,3 +87,13 @@ def run_vm(args: argparse.Namespace) -> int:
             else:
                 console.print(f"[green]✓[/] {args.action} {instance.name}")
     return 1 if failed else 0
+
+
+def _checkpoints_kept(args: argparse.Namespace, targets: list[Instance], *, ask: bool) -> bool:
+    """Before a delete: say which VMs hold checkpoints the bucket lacks and, when ``ask``, offer to
+    pull them first (tui/cli/delete_guard.py). False when a wanted pull failed."""
+    from gcptui.tui.cli.common import with_services
+    from gcptui.tui.cli.delete_guard import offer_pulls
+
+    console = Console(stderr=True, soft_wrap=True, highlight=False)
+    return with_services(args, lambda services: offer_pulls(services, targets, console, ask=ask))

@@ -21,24 +21,23 @@ from gcptui.remote.config import JobConfig
 from gcptui.remote.models import Instance
 from gcptui.remote.services import Services
 from gcptui.remote.telemetry.progress import DEFAULT_METRICS_PATH, Progress
-from gcptui.remote.transfer.results import pull_results, sftp_path, summary_line
+from gcptui.remote.transfer.results import (  # noqa: F401 - local_dir_for: this key's API too
+    PULLED,
+    local_dir_for,
+    pull_results,
+    run_dir_of,
+    sftp_path,
+    summary_line,
+)
 from gcptui.tui.live.state import Live, human_bytes
 
-PULLED = Path("pulled")  # below the directory gcptui runs in
 PROGRESS_EVERY = 3.0  # seconds between progress notifications of a long pull
 
 
 def known_run_dir(progress: Progress | None) -> str | None:
-    """The run directory the job's newest checkpoint names (``runs/demo`` for
-    ``runs/demo/checkpoints/step-000000100.pt``), or None when none is known."""
+    """The run directory the job's newest checkpoint names, or None when none is known."""
     checkpoint = progress.last_checkpoint if progress is not None else None
-    if checkpoint is None or not checkpoint.path:
-        return None
-    folder = posixpath.dirname(checkpoint.path)
-    if posixpath.basename(folder) != "checkpoints":
-        return None  # another script's layout: the checkpoint's folder may not be the run's
-    run_dir = posixpath.dirname(folder)
-    return run_dir or None
+    return run_dir_of(checkpoint.path if checkpoint is not None else None)
 
 
 def guess_run_dir(job: JobConfig) -> str:
@@ -47,11 +46,6 @@ def guess_run_dir(job: JobConfig) -> str:
     metrics = job.env.get("GCPTUI_METRICS", "")
     folder = posixpath.dirname(metrics) if metrics and metrics != DEFAULT_METRICS_PATH else ""
     return folder or "runs"
-
-
-def local_dir_for(name: str, base: Path = PULLED) -> Path:
-    """Where a VM's pulls land: ``pulled/NAME`` (the run directory's name is added below it)."""
-    return base / name
 
 
 class PullProgress:
