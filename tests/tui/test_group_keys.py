@@ -37,7 +37,9 @@ def free_port() -> int:
 
 
 @pytest.mark.timeout(180)
-async def test_group_row_starts_shows_logs_of_and_kills_every_node(emulator: Emulator, tmp_path: Path) -> None:
+async def test_group_row_starts_shows_logs_of_and_kills_every_node(
+    emulator: Emulator, tmp_path: Path
+) -> None:
     for name in ("g0", "g1"):
         emulator.add_instance(name, "us-central1-a")
         await emulator.wait_for_status(name, "RUNNING")
@@ -60,7 +62,9 @@ async def test_group_row_starts_shows_logs_of_and_kills_every_node(emulator: Emu
         await until(pilot, lambda: node_state("g0") == "none" and node_state("g1") == "none", timeout=60)
         assert table.selected_key() == "group:pair"
         await pilot.press("s")
-        await until(pilot, lambda: node_state("g0") == "running" and node_state("g1") == "running", timeout=90)
+        await until(
+            pilot, lambda: node_state("g0") == "running" and node_state("g1") == "running", timeout=90
+        )
         await until(pilot, lambda: group_job() == "running")
         assert "--node-rank 1" in (app.live["g1"].job.command or "")  # type: ignore[union-attr]
 
@@ -70,10 +74,14 @@ async def test_group_row_starts_shows_logs_of_and_kills_every_node(emulator: Emu
         assert isinstance(logs, LogsScreen)
         assert [p.source_name for p in logs.panes] == ["g0 [node 0]", "g1 [node 1]"]
         for rank, pane in enumerate(logs.panes):
-            await until(pilot, lambda p=pane, r=rank: any(f"node {r} tick" in x for x in p.view.visible_lines()))
+            await until(
+                pilot, lambda p=pane, r=rank: any(f"node {r} tick" in x for x in p.view.visible_lines())
+            )
         await pilot.press("m")
         merged = logs.merged_view
-        await until(pilot, lambda: any(x.startswith("g1 [node 1] │ node 1 tick") for x in merged.visible_lines()))
+        await until(
+            pilot, lambda: any(x.startswith("g1 [node 1] │ node 1 tick") for x in merged.visible_lines())
+        )
         await pilot.press("escape")
         await until(pilot, lambda: app.screen is app.fleet_screen)
 
