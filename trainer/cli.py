@@ -100,6 +100,14 @@ def build_parser() -> argparse.ArgumentParser:
         default=0,
         help="steps between validation losses (val_loss events); 0: only at the end (default)",
     )
+    parser.add_argument(
+        "--reshard",
+        action="store_true",
+        help=(
+            "with --resume: accept a checkpoint written by another number of processes; the global "
+            "batch and sample order continue exactly, split over this run's processes"
+        ),
+    )
     parser.add_argument("--keep", type=_positive, default=3, help="checkpoints to keep (default 3)")
     parser.add_argument(
         "--threads",
@@ -169,6 +177,7 @@ def main(argv: list[str] | None = None) -> int:
         threads=args.threads,
         batch_size=batch,  # type: ignore[arg-type]
         eval_every=args.eval_every,
+        reshard=args.reshard,
         **({"learning_rate": lr} if lr is not None else {}),  # type: ignore[arg-type]
     )
     together = False  # see distributed.shutdown

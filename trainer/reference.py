@@ -45,6 +45,7 @@ class ReferenceSettings:
     metrics_path: Path | None = None
     batch_size: int | None = None  # None: the size's own
     eval_every: int = 0  # steps between validation losses; 0: only at the end
+    reshard: bool = False  # resume a checkpoint of another world size, keeping its global batch
 
 
 VALIDATION_SEQUENCES = 256
@@ -104,6 +105,24 @@ def _learning_rate_factor(warmup: int, total: int):
     return factor
 
 
+def rank_batch_size(run: ResumableRun, configured: int) -> int:
+    """Each rank's batch: ``configured``, except after a resharding resume (and in every run after
+    one), where the checkpoint's global batch is split over this run's ranks, so the global batches
+    (and with them the sample order, steps per epoch and position) continue exactly."""
+    if run.restored_from is None:
+        return configured
+    world = run.place.world_size
+    saved_world = run.resharded_from or world
+    global_batch = run.samples_per_step or configured * saved_world
+    if global_batch % world:
+        run.close()
+        raise TrainerError(
+            f"the checkpoint's global batch of {global_batch} sequences does not split over {world} "
+            f"processes: resume with a number of processes that divides it (it was written by {saved_world})"
+        )
+    return global_batch // world
+
+
 def train(settings: ReferenceSettings) -> ResumableRun:
     """Run (or resume) the reference training to `settings.steps`; returns the finished run.
 
@@ -143,10 +162,6 @@ def train(settings: ReferenceSettings) -> ResumableRun:
     )
     use_amp = device.type == "cuda"
     scaler = torch.amp.GradScaler("cuda", enabled=use_amp)
-    sampler = DeterministicBatchSampler(
-        len(corpus), size.batch_size, settings.seed, place.rank, place.world_size
-    )
-
     run = ResumableRun(
         settings.run_dir,
         model=model,
@@ -167,6 +182,10 @@ def train(settings: ReferenceSettings) -> ResumableRun:
         },
         description=f"size {settings.size}",
         metrics_path=settings.metrics_path,
+        reshard=settings.reshard,
+    )
+    sampler = DeterministicBatchSampler(
+        len(corpus), rank_batch_size(run, size.batch_size), settings.seed, place.rank, place.world_size
     )
     validation = validation_set(settings.size, settings.seed)
     model.train()

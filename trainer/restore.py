@@ -126,7 +126,8 @@ def damage_reporter(store: CheckpointStore, metrics: MetricsLog) -> Callable[[Ch
 
 
 def check_compatible(info: CheckpointInfo, expected: dict[str, Any]) -> None:
-    """Raise CheckpointMismatchError unless the checkpoint's model, world size and config are this run's."""
+    """Raise CheckpointMismatchError unless the checkpoint's model, world size and config are this run's
+    (another world size passes when ``expected["reshard"]`` is true)."""
     manifest = info.manifest
     theirs, ours = manifest.get("model", {}), expected["model"]
     if theirs.get("fingerprint") != ours["fingerprint"]:
@@ -136,11 +137,13 @@ def check_compatible(info: CheckpointInfo, expected: dict[str, Any]) -> None:
             f"{ours['parameters']} parameters): resume with the same model settings or use a new run directory"
         )
     world_size = expected["world_size"]
-    if manifest.get("world_size") != world_size:
+    if manifest.get("world_size") != world_size and not expected.get("reshard"):
         raise CheckpointMismatchError(
             f"checkpoint {info.payload} was written by {manifest.get('world_size')} processes but this run "
             f"has {world_size}: relaunch with the same number of processes "
-            f"(torchrun --nproc_per_node {manifest.get('world_size')}) or use a new run directory"
+            f"(torchrun --nproc_per_node {manifest.get('world_size')}), use a new run directory, or opt into "
+            "a resharding resume (ResumableRun(reshard=True); --reshard in the reference trainer) when "
+            "every rank holds the whole model and optimizer state (DDP)"
         )
     config = expected["config"]
     for key in sorted(set(config) | set(manifest.get("config", {}))):

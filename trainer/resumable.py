@@ -39,7 +39,7 @@ from .plan import planned_steps
 from .portable import check_portable, portable_snapshot
 from .preemption import PreemptionSignal
 from .restore import load_for_resume
-from .rng import capture_rng_state, restore_rng_state
+from .rng import capture_rng_state, restore_rng_state, seed_new_rank
 from .state import apply_state, collect_state, json_normal, model_identity
 
 # 128 + SIGTERM: the shell's code for "ended by SIGTERM"; the run is not done, and says so.
@@ -80,6 +80,13 @@ class ResumableRun:
         metrics_path: where protocol lines go; default `$GCPTUI_METRICS`, else run_dir/metrics.jsonl.
         exit_on_preemption: after a preemption save, raise Preempted (a SystemExit with code 143);
             when False, add_progress/check_preemption return the stop and `preempted` is True.
+        reshard: accept a checkpoint written by another number of processes (a resharding resume).
+            Only for data parallelism where every rank holds the whole model and optimizer state
+            (DDP; rank 0's copy is loaded on every rank): the step, epoch and position continue as
+            saved, `resharded_from` says the old world size and `samples_per_step` the global batch
+            the checkpoint was trained with, which the loop must keep (split over the new ranks) for
+            the global sample order to continue exactly. Ranks the checkpoint had keep their RNG
+            streams; new ones start streams seeded from (step, rank).
     """
 
     def __init__(
@@ -103,6 +110,7 @@ class ResumableRun:
         metrics_path: Path | str | None = None,
         exit_on_preemption: bool = True,
         preemption_signals: tuple[int, ...] = (signal.SIGTERM,),
+        reshard: bool = False,
     ) -> None:
         self.run_dir = Path(run_dir)
         self.artifacts_dir = self.run_dir / "artifacts"
@@ -146,6 +154,11 @@ class ResumableRun:
         self.position = 0
         self.preempted = False
         self.restored_from: CheckpointInfo | None = None
+        self.reshard = reshard
+        # The world size of the checkpoint this run resumed from, when it differs (a resharding resume).
+        self.resharded_from: int | None = None
+        # Samples per optimizer step over all ranks, as the last step (or the checkpoint) had them.
+        self.samples_per_step: int | None = None
         self._epoch_open = False
         self._saved_at: tuple[int, int, int] | None = None
         # RNG states as of the last step end (taken at an epoch's last step, or by the first
@@ -232,6 +245,7 @@ class ResumableRun:
             # check_preemption() (a DataLoader iterator does), so take the RNGs a save there needs now.
             self._boundary_rng = capture_rng_state()
         self._samples_since += samples
+        self.samples_per_step = samples * self.place.world_size
         log_now = self.log_every > 0 and (self.step % self.log_every == 0 or self.step == self.total_steps)
         loss_value = (
             (float(loss.item()) if isinstance(loss, torch.Tensor) else float(loss)) if log_now else None
@@ -359,6 +373,7 @@ class ResumableRun:
                 "epoch": self.epoch,
                 "position": self.position,
                 "world_size": self.place.world_size,
+                "samples_per_step": self.samples_per_step,
                 "model": self._identity,
                 "config": self._config,
             }
@@ -392,7 +407,12 @@ class ResumableRun:
     # -- restoring ------------------------------------------------------------------------------
     def _restore(self, resume: bool) -> None:
         started = time.perf_counter()
-        expected = {"model": self._identity, "world_size": self.place.world_size, "config": self._config}
+        expected = {
+            "model": self._identity,
+            "world_size": self.place.world_size,
+            "config": self._config,
+            "reshard": self.reshard,
+        }
         if resume and self.mirror is not None:
             self.mirror.fetch_newer(self.store)  # a fresh disk: the bucket's newest, verified
         try:
@@ -407,9 +427,16 @@ class ResumableRun:
             return
         info, state = loaded
         apply_state(state, self._model, self._optimizer, self._scheduler, self._scaler, self._stateful)
-        restore_rng_state(state["rng"][self.place.rank])
         progress = state["progress"]
         self.step, self.epoch, self.position = progress["step"], progress["epoch"], progress["position"]
+        saved_world = int(info.manifest.get("world_size") or len(state["rng"]))
+        self.resharded_from = saved_world if saved_world != self.place.world_size else None
+        recorded = info.manifest.get("samples_per_step")
+        self.samples_per_step = int(recorded) if recorded else None
+        if self.place.rank < len(state["rng"]):
+            restore_rng_state(state["rng"][self.place.rank])
+        else:
+            seed_new_rank(self.step, self.place.rank)  # a rank the checkpoint did not have
         self._saved_at = self._progress()
         self.restored_from = info
         self.metrics.event(
@@ -418,4 +445,5 @@ class ResumableRun:
             step=self.step,
             path=str(info.payload),
             restore_s=round(time.perf_counter() - started, 4),
+            **({"resharded_from": self.resharded_from} if self.resharded_from is not None else {}),
         )

@@ -62,3 +62,12 @@ def restore_rng_state(state: dict[str, Any]) -> None:
         count = min(len(cuda_states), torch.cuda.device_count())
         for index in range(count):
             torch.cuda.set_rng_state(cuda_states[index], index)
+
+
+def seed_new_rank(step: int, rank: int) -> None:
+    """Seed every generator of a rank a resharding resume added (the checkpoint has no stream for
+    it): a function of (step, rank), so such a resume is repeatable and ranks draw different numbers."""
+    seed = (step * 1_000_003 + rank * 7_919 + 17) % 2**32
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)  # CUDA's generators too

@@ -117,6 +117,7 @@ class GcptuiApp(App[None]):
                 stop_grace_seconds=self.config.job.stop_grace_seconds,
                 readonly=self.readonly,
                 demo=self.demo,
+                groups=self.config.groups,
             ),
             name="fleet",
         )
@@ -365,6 +366,19 @@ class GcptuiApp(App[None]):
             self.notify(f"{name}: not reachable over SSH", severity="warning")
         if sources:
             self.push_screen(LogsScreen(sources[:8], buffer_lines=self.config.logs.buffer_lines))
+
+    async def group_job_action(self, action: str, group: str) -> str | None:
+        from gcptui.tui.fleet.group_jobs import group_job_action
+
+        return await group_job_action(self.services, self.monitors, action, group)  # type: ignore[arg-type]
+
+    def open_group_logs(self, group: str, names: list[str]) -> None:
+        """The logs screen on every node of ``group``, one pane per node in node-rank order."""
+        from gcptui.tui.logs.group import group_logs_screen
+
+        screen = group_logs_screen(self, self.services, self.fleet_screen.snapshot, group)
+        if screen is not None:
+            self.push_screen(screen)
 
     def open_sweep(self) -> None:
         from gcptui.tui.sweep.screen import open_newest_sweep

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import asyncio
 import getpass
+import json
+import tomllib
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -15,6 +17,7 @@ import pytest
 
 from gcptui.remote.cloud.create import similar_settings
 from gcptui.remote.emulator.thread import EmulatorThread
+from gcptui.remote.errors import ConfigError
 from gcptui.remote.ssh.host_keys import matching_lines
 from gcptui.tui.cli.main import main
 from tests.helpers.emulator import gce_for
@@ -116,6 +119,11 @@ def test_vm_create_refuses_bad_input_with_one_line(
         (["vm", "create", "base", "--from", "base"], "base already exists"),
         (["vm", "create", "a", "--from", "base", "--gpus", "l4"], "TYPE:COUNT"),
         (["vm", "stop", "base", "--spot"], "only `gcptui vm create` takes these"),
+        (["vm", "stop"], "vm stop needs the names"),
+        (["vm", "create", "--from", "base"], "or --count N"),
+        (["vm", "create", "a", "--count", "2", "--from", "base"], "not both"),
+        (["vm", "create", "--count", "0", "--from", "base"], "at least 1"),
+        (["vm", "create", "--count", "2", "--from", "base", "--group", "base"], "a VM has that name"),
     ]
     for words, message in cases:
         code = main([*words, "--config", config])
@@ -146,3 +154,53 @@ def test_vm_create_from_a_disk_without_image_makes_an_image_first(
     [origin] = gce.disk_origins(gce.get_raw("copy", ZONE)).values()
     assert origin.source_image is not None and origin.source_image.endswith(f"/global/images/{name}")
     assert emu.calls("images.insert") == 1  # forced: the base runs, its disk is in use
+
+
+def test_vm_create_count_group_records_the_group_that_job_then_sees(
+    emulator_thread: EmulatorThread, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    emu = emulator_thread
+    gce_for(emu).insert(ZONE, _base_body())
+    config = _config(emu, tmp_path, tmp_path / "own_known_hosts")
+    config.write_text("# the user's own comment stays\n" + config.read_text() + '\n[job]\ncommand = "true"\n')
+
+    code = main(
+        ["vm", "create", "--count", "2", "--from", "base-gpu", "--group", "big", "--config", str(config)]
+    )
+    stderr = capsys.readouterr().err
+    assert code == 0, stderr
+    assert f"group big: big-0, big-1 recorded in {config}" in stderr
+    text = config.read_text()
+    assert text.startswith("# the user's own comment stays\n")
+    assert tomllib.loads(text)["groups"] == [{"name": "big", "vms": ["big-0", "big-1"]}]
+    assert gce_for(emu).get_json("big-1", ZONE)["labels"]["gcptui-group"] == "big"  # type: ignore[index]
+
+    # The config now has the group: `job status big` acts on both nodes, in node-rank order.
+    assert main(["job", "status", "big", "--json", "--config", str(config)]) == 0
+    nodes = json.loads(capsys.readouterr().out)
+    assert [(n["name"], n["group"], n["state"]) for n in nodes] == [
+        ("big-0", "big", "none"),
+        ("big-1", "big", "none"),
+    ]
+
+
+def test_a_group_is_added_to_the_config_keeping_it_valid(tmp_path: Path) -> None:
+    from gcptui.remote.config.record import record_group
+
+    config = tmp_path / "gcptui.toml"
+    config.write_text(
+        '[gcp]\nproject = "p"  # mine\n\n[[groups]]\nname = "big"\nvms = ["n0"]\nport = 29600\n'
+    )
+    config.chmod(0o600)
+    record_group(config, "big", ["n0", "n1"])
+    record_group(config, "pair", ["p0"])
+    data = tomllib.loads(config.read_text())
+    assert data["groups"] == [
+        {"name": "big", "vms": ["n0", "n1"], "port": 29600},
+        {"name": "pair", "vms": ["p0"]},
+    ]
+    assert '"p"  # mine' in config.read_text() and config.stat().st_mode & 0o777 == 0o600
+    before = config.read_text()
+    with pytest.raises(ConfigError):
+        record_group(config, "bad name", ["x"])  # not a valid group name: the file is left as it was
+    assert config.read_text() == before and [p.name for p in tmp_path.iterdir()] == ["gcptui.toml"]

@@ -178,3 +178,42 @@ async def test_a_node_that_cannot_connect_gets_the_firewall_rule_to_add(
         listener.bind((instances[0].internal_ip, port))
         listener.listen()
         assert await connect_probe(pool, targets[1], instances[0].internal_ip, port, timeout=5) is None
+
+
+async def test_every_worker_gets_job_env_nccl_settings_and_torchruns_variables(
+    emulator: Emulator, pool: SshPool
+) -> None:
+    instances, targets = await fleet(emulator)
+    command = (
+        "sh -c 'echo env $NCCL_SOCKET_IFNAME $GCPTUI_GROUP_RUN $RANK $WORLD_SIZE $MASTER_PORT; sleep 600'"
+    )
+    port = free_port()
+    config = Config(
+        sync=SyncConfig(dest="~/project"),
+        job=JobConfig(
+            command=command, env={"NCCL_SOCKET_IFNAME": "ens4", "NCCL_DEBUG": "WARN"}, stop_grace_seconds=2
+        ),
+        groups=[GroupConfig(name="big", vms=["n0", "n1"], port=port)],
+    )
+    runner = GroupJobRunner(pool, config)
+    started = await run_group("start", runner, config.groups[0], instances, targets)
+    assert all(r.ok for r in started), [str(r.error) for r in started]
+    try:
+
+        def line(name: str) -> str:
+            log = home(emulator, name) / ".gcptui/job/output.log"
+            found = [
+                x for x in (log.read_text() if log.exists() else "").splitlines() if x.startswith("env ")
+            ]
+            return found[0] if found else ""
+
+        async def both_said() -> bool:
+            return bool(line("n0") and line("n1"))
+
+        await wait_for(both_said, timeout=60, what="each node's worker to print its environment")
+        # [job].env reaches the workers torchrun starts; every node shares the run id; ranks are global.
+        assert line("n0") == f"env ens4 {runner.run_id} 0 2 {port}"
+        assert line("n1") == f"env ens4 {runner.run_id} 1 2 {port}"
+    finally:
+        killed = await run_group("kill", runner, config.groups[0], instances, targets)
+        assert [r.value.state for r in killed if r.value] == ["killed", "killed"]

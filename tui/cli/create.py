@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import time
+from pathlib import Path
 
 from rich.console import Console
 
@@ -11,7 +12,8 @@ from gcptui.remote.cloud.create import CreateOptions, check_group, check_vm_name
 from gcptui.remote.cloud.fleet import FleetSource
 from gcptui.remote.cloud.images import image_from_disk, image_name
 from gcptui.remote.cloud.instances import DiskOrigin, short_name
-from gcptui.remote.config import load_config
+from gcptui.remote.config import Config, find_config, load_config
+from gcptui.remote.config.record import record_group, with_group
 from gcptui.remote.errors import ConfigError
 from gcptui.remote.provision import Created, CreatePlan, VmCreator, plan_create
 
@@ -25,6 +27,36 @@ def options_from(args: argparse.Namespace) -> CreateOptions:
         gpus=parse_gpus(args.gpus) if args.gpus else None,
         group=check_group(args.group) if args.group else None,
     )
+
+
+def new_names(args: argparse.Namespace, config: Config) -> list[str]:
+    """The names given, or ``--count N`` of them: ``G-i`` (``BASE-i`` without ``--group``), numbered
+    on from the VMs group ``G`` already has."""
+    if args.count is None:
+        if not args.names:
+            raise ConfigError("vm create needs the new VMs' names, or --count N")
+        return list(args.names)
+    if args.names:
+        raise ConfigError("vm create: give the new VMs' names or --count N, not both")
+    if args.count < 1:
+        raise ConfigError(f"--count {args.count}: create at least 1 VM")
+    prefix = args.group or args.base
+    group = config.group(args.group) if args.group else None
+    first = len(group.vms) if group is not None else 0
+    return [f"{prefix}-{index}" for index in range(first, first + args.count)]
+
+
+def group_file(args: argparse.Namespace, names: list[str]) -> Path:
+    """The config file ``--group`` records the group in, checked before any VM is made: it must
+    exist and stay a valid config with the new VMs in the group."""
+    path = find_config(getattr(args, "config", None))
+    if path is None:
+        raise ConfigError(
+            f"--group {args.group}: the group is recorded in gcptui.toml and there is none: "
+            "create one (with a [gcp] section) or pass --config"
+        )
+    with_group(path.read_text(encoding="utf-8"), path, args.group, names)
+    return path
 
 
 def describe(plan: CreatePlan) -> str:
@@ -47,11 +79,12 @@ def describe(plan: CreatePlan) -> str:
 def run_create(args: argparse.Namespace) -> int:
     if not args.base:
         raise ConfigError("vm create needs --from BASE: the VM whose settings to copy (see `gcptui ls`)")
-    names = [check_vm_name(name) for name in args.names]
-    if len(set(names)) != len(names):
-        raise ConfigError("vm create: a name is given twice")
     options = options_from(args)
     config = load_config(getattr(args, "config", None))
+    names = [check_vm_name(name) for name in new_names(args, config)]
+    if len(set(names)) != len(names):
+        raise ConfigError("vm create: a name is given twice")
+    config_path = group_file(args, names) if options.group else None
     source = FleetSource(config)
     if source.gcp is None:
         raise ConfigError("vm create needs a [gcp] section: static [[hosts]] cannot be created")
@@ -59,6 +92,8 @@ def run_create(args: argparse.Namespace) -> int:
     base = snapshot.find(args.base)
     if base is None or base.source != "gce":
         raise ConfigError(f"--from {args.base}: no GCE VM of that name (see `gcptui ls`)")
+    if options.group and snapshot.find(options.group) is not None:
+        raise ConfigError(f"--group {options.group}: a VM has that name: pick another group name")
     taken = [name for name in names if snapshot.find(name) is not None]
     if taken:
         raise ConfigError(
@@ -92,6 +127,18 @@ def run_create(args: argparse.Namespace) -> int:
         else:
             console.print(f"[red]✗[/] {name}: {result}")
     console.print(f"{len(made)}/{len(names)} created in {time.monotonic() - began:.1f} s")
+    if options.group and config_path is not None and made:
+        created = {i.name for i in made}
+        nodes = [name for name in names if name in created]
+        try:
+            record_group(config_path, options.group, nodes)
+        except (ConfigError, OSError) as err:
+            console.print(f"[red]✗[/] group {options.group} not recorded in {config_path}: {err}")
+            return 1
+        console.print(
+            f"group {options.group}: {', '.join(nodes)} recorded in {config_path} "
+            f"(`gcptui job start {options.group}`)"
+        )
     if args.sync and made:
         return _first_sync(args, [i.name for i in made]) or (0 if len(made) == len(names) else 1)
     return 0 if len(made) == len(names) else 1

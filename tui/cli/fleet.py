@@ -42,9 +42,11 @@ def run_vm(args: argparse.Namespace) -> int:
     create_only = [flag for flag, value in (("--from", args.base), ("--zone", args.zone),
                    ("--machine-type", args.machine_type), ("--gpus", args.gpus), ("--group", args.group))
                    if value] + (["--spot/--on-demand"] if args.spot is not None else []) + (
-                   ["--sync"] if args.sync else [])  # fmt: skip
+                   ["--sync"] if args.sync else []) + (["--count"] if args.count is not None else [])  # fmt: skip
     if create_only:
         raise ConfigError(f"{', '.join(create_only)}: only `gcptui vm create` takes these")
+    if not args.names:
+        raise ConfigError(f"vm {args.action} needs the names of the VMs to act on (see `gcptui ls`)")
     source = FleetSource(load_config(getattr(args, "config", None)))
     if source.gcp is None:
         raise ConfigError("vm commands need a [gcp] section: static [[hosts]] have no VM lifecycle")

@@ -71,10 +71,12 @@ def build_parser() -> argparse.ArgumentParser:
         "vm",
         parents=[common],
         help="VM lifecycle: create (like a base VM), start, stop, delete, preempt",
-        usage="gcptui vm start|stop|delete|preempt NAME... | gcptui vm create NAME... --from BASE [options]",
+        usage=(
+            "gcptui vm start|stop|delete|preempt NAME... | gcptui vm create NAME...|--count N --from BASE [options]"
+        ),
     )
     vm.add_argument("action", choices=["create", "start", "stop", "delete", "preempt"])
-    vm.add_argument("names", nargs="+", metavar="NAME")
+    vm.add_argument("names", nargs="*", metavar="NAME")
     vm.add_argument("--yes", action="store_true", help="do not ask before delete")
     vm.add_argument("--from", dest="base", metavar="BASE", help="create: the VM whose settings to copy")
     vm.add_argument("--zone", metavar="Z", help="create: another zone than the base's")
@@ -85,7 +87,17 @@ def build_parser() -> argparse.ArgumentParser:
     )
     vm.add_argument("--machine-type", metavar="T", help="create: another machine type than the base's")
     vm.add_argument("--gpus", metavar="TYPE:COUNT", help="create: other GPUs than the base's (COUNT 0: none)")
-    vm.add_argument("--group", metavar="G", help="create: record the VMs as group G (a label)")
+    vm.add_argument(
+        "--group",
+        metavar="G",
+        help="create: the VMs form (or join) group G: a [[groups]] entry added to the config file, and a label",
+    )
+    vm.add_argument(
+        "--count",
+        type=int,
+        metavar="N",
+        help="create: N new VMs named G-0, G-1, ... (BASE-0, ... without --group)",
+    )
     vm.add_argument("--sync", action="store_true", help="create: a first full sync of [sync] to each new VM")
     vm.set_defaults(handler=_lazy("gcptui.tui.cli.fleet", "run_vm"))
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 
 from rich.text import Text
 from textual import events, on
@@ -12,10 +12,12 @@ from textual.screen import Screen
 from textual.widgets import DataTable, Header, Input, Static
 
 from gcptui.remote.cloud.fleet import FleetSnapshot
+from gcptui.remote.config import GroupConfig
 from gcptui.remote.models import Instance
 from gcptui.tui.dialogs.choice import ChoiceScreen
 from gcptui.tui.dialogs.confirm import ConfirmScreen
 from gcptui.tui.fleet.actions import FleetActions
+from gcptui.tui.fleet.group_rows import GroupRowsMixin
 from gcptui.tui.fleet.table import FleetTable, SortOrder
 from gcptui.tui.footer import KeysFooter
 from gcptui.tui.keys import action_allowed, bindings_for, refused_by_readonly
@@ -32,7 +34,7 @@ from gcptui.tui.live.state import Live
 from gcptui.tui.messages import FleetRefreshed, FleetRefreshFailed, LiveChanged
 
 
-class FleetScreen(Screen[None]):
+class FleetScreen(GroupRowsMixin, Screen[None]):
     """Fleet table, filter box and a status line saying where the data comes from.
 
     Data arrives as messages (``FleetRefreshed``, ``FleetRefreshFailed``, ``LiveChanged``) posted by
@@ -42,8 +44,11 @@ class FleetScreen(Screen[None]):
     BINDINGS = bindings_for("fleet")  # type: ignore[assignment]  # Textual types it as a mixed list
 
     def __init__(self, actions: FleetActions, live: Mapping[str, Live], *, banner: str | None = None,
-                 stop_grace_seconds: float = 30.0, readonly: bool = False, demo: bool = False) -> None:  # fmt: skip
+                 stop_grace_seconds: float = 30.0, readonly: bool = False, demo: bool = False,
+                 groups: Sequence[GroupConfig] = ()) -> None:  # fmt: skip
         super().__init__()
+        self.groups = list(groups)
+        self.expanded: set[str] = set()  # groups shown with their nodes below them
         self.actions = actions
         self.live = live
         self.banner = banner
@@ -127,7 +132,7 @@ class FleetScreen(Screen[None]):
         return next((i for i in self.snapshot.instances if i.key == key), None)
 
     def _render_rows(self) -> None:
-        self.table.show(self.visible_instances(), self.live, self.marked)
+        self.table.show(self.visible_rows(), self.live, self.marked)
         self._render_status()
 
     def _render_status(self) -> None:
@@ -191,6 +196,9 @@ class FleetScreen(Screen[None]):
             self._render_rows()
 
     def action_detail(self) -> None:
+        if self.selected_group() is not None:
+            self.action_toggle_group()  # Enter on a group row expands or folds it
+            return
         instance = self.selected_instance()
         if instance is not None:
             from gcptui.tui.fleet.detail import DetailScreen
@@ -218,6 +226,8 @@ class FleetScreen(Screen[None]):
     def _job(self, label: str, action: str, question: str | None = None) -> None:
         """Run a job action on the marked machines (any marked) or the selected one; ask first when
         ``question`` is given or when it acts on several machines, naming them."""
+        if self.group_job(label, action, question):
+            return
         if not self.marked:
             if (instance := self._reachable_or_tell()) is not None:
                 self._act(label, [instance], lambda inst: self.actions.job_action(action, inst), question)
@@ -355,6 +365,8 @@ class FleetScreen(Screen[None]):
         self.actions.open_sweep()
 
     def action_logs(self) -> None:
+        if self.group_logs():
+            return
         names = [n for n in self.marked if self.snapshot and self.snapshot.find(n)] or (
             [i.name] if (i := self.selected_instance()) else []
         )
@@ -391,6 +403,7 @@ class FleetScreen(Screen[None]):
         instance = self.snapshot.find(name)
         if instance is not None and name in self.live:
             self.table.show_live(instance, self.live[name])
+        self.show_group_live(name)
 
     def _live_sorted(self) -> bool:
         return self.sort.key in {c.key for c in LIVE_COLUMNS}

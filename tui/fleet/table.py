@@ -1,14 +1,16 @@
-"""The fleet table widget: rows keyed by instance, a wide and a compact column layout, sorting."""
+"""The fleet table widget: rows keyed by instance (a group row by ``group:NAME``), a wide and a
+compact column layout, sorting."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from rich.text import Text
 from textual.widgets import DataTable
 
 from gcptui.remote.models import Instance
+from gcptui.tui.fleet.groups import GroupRow, Row, group_instance_cell, group_live_cell, node_prefix
 from gcptui.tui.live.columns import (
     COLUMNS,
     LIVE_COLUMNS,
@@ -64,6 +66,7 @@ class FleetTable(DataTable[str | Text]):
     """
 
     marked: set[str] = set()
+    prefixes: dict[str, str] = {}  # an expanded group's tree drawing before its nodes' names
 
     def __init__(self, *, compact: bool = False, id: str | None = None) -> None:  # noqa: A002 - Textual's name
         super().__init__(id=id)
@@ -124,11 +127,16 @@ class FleetTable(DataTable[str | Text]):
         return labels
 
     def show(
-        self, instances: list[Instance], live: Mapping[str, Live], marked: set[str] | None = None
+        self,
+        rows: Sequence[Row],
+        live: Mapping[str, Live],
+        marked: set[str] | None = None,
     ) -> None:
-        """Make the table hold exactly ``instances`` in this order, touching only what changed."""
+        """Make the table hold exactly ``rows`` (instances and group rows) in this order, touching
+        only what changed."""
         self.marked = marked or set()
-        wanted = [i.key for i in instances]
+        self.prefixes = node_prefix(rows)
+        wanted = [row.key for row in rows]
         current = [str(row.value) for row in self.ordered_rows_keys()]
         if wanted != current:
             selected = self.selected_key() or self._reselect
@@ -137,12 +145,8 @@ class FleetTable(DataTable[str | Text]):
             old_row = self.cursor_row
             self._reselect = None
             self.clear()
-            for instance in instances:
-                state = live.get(instance.name)
-                cells = [self._cell(c, instance) for c in self.instance_columns] + [
-                    self._live_cell(c, state) if state else UNWATCHED for c in self.live_columns
-                ]
-                self.add_row(*cells, key=instance.key)
+            for row in rows:
+                self.add_row(*self._cells(row, live), key=row.key)
             self._gone = None
             if selected in wanted:
                 self.move_cursor(row=wanted.index(selected))
@@ -150,21 +154,45 @@ class FleetTable(DataTable[str | Text]):
                 # The selected machine left the list (a DELETE-action VM between its deletion and its
                 # recreation): stay where it stood rather than jumping to the top, and go back to it
                 # when it returns, unless the user has moved on meanwhile.
-                row = min(old_row, len(wanted) - 1)
-                self.move_cursor(row=row)
-                self._gone = (selected, wanted[row])
+                index = min(old_row, len(wanted) - 1)
+                self.move_cursor(row=index)
+                self._gone = (selected, wanted[index])
             return
-        for instance in instances:
+        for row in rows:
+            if isinstance(row, GroupRow):
+                self.show_group(row, live)
+                continue
             for column in self.instance_columns:
-                self._set(instance.key, column.key, self._cell(column, instance))
-            if instance.name in live:
-                self.show_live(instance, live[instance.name])
+                self._set(row.key, column.key, self._cell(column, row))
+            if row.name in live:
+                self.show_live(row, live[row.name])
+
+    def _cells(self, row: Row, live: Mapping[str, Live]) -> list[str | Text]:
+        if isinstance(row, GroupRow):
+            return [group_instance_cell(c, row) for c in self.instance_columns] + [
+                group_live_cell(c, row, live, self.compact) for c in self.live_columns
+            ]
+        state = live.get(row.name)
+        return [self._cell(c, row) for c in self.instance_columns] + [
+            self._live_cell(c, state) if state else UNWATCHED for c in self.live_columns
+        ]
+
+    def show_group(self, row: GroupRow, live: Mapping[str, Live]) -> None:
+        """Refresh a group row's cells (its nodes' news changes the group's job and progress)."""
+        if row.key not in self.rows:
+            return
+        for column in self.instance_columns:
+            self._set(row.key, column.key, group_instance_cell(column, row))
+        for live_column in self.live_columns:
+            self._set(row.key, live_column.key, group_live_cell(live_column, row, live, self.compact))
 
     def _cell(self, column: Column, instance: Instance) -> str | Text:
         value = column.cell(instance)
+        prefix = self.prefixes.get(instance.name, "") if column.key == "name" else ""
         if column.key == "name" and instance.name in self.marked:
-            return Text(f"● {instance.name}", "bold cyan")  # marked: logs, and s/K/R act on all marked
-        return value
+            # marked: logs, and s/K/R act on all marked
+            return Text(f"{prefix}● {instance.name}", "bold cyan")
+        return f"{prefix}{value}" if prefix else value
 
     def show_live(self, instance: Instance, state: Live) -> None:
         """Refresh one row's live cells (job, progress, GPUs, sync, keep-alive)."""
