@@ -216,7 +216,9 @@ def start_fake_gcs(workdir: Path) -> tuple[subprocess.Popen, str]:
     return process, host
 
 
-def measure_mirroring(steps: int, repeats: int, workdir: Path) -> dict:
+def measure_mirroring(
+    steps: int, repeats: int, workdir: Path, sizes: tuple[str, ...] = ("small", "base")
+) -> dict:
     """Throughput with mirroring on vs off (tiny), and checkpoint-to-mirrored time (small, base)."""
     from gcptui_trainer.mirror import BucketMirror
 
@@ -225,7 +227,9 @@ def measure_mirroring(steps: int, repeats: int, workdir: Path) -> dict:
     try:
         rates: dict[bool, list[float]] = {False: [], True: []}
         for repeat in range(repeats):
-            for mirrored in (False, True):
+            # Pairs in alternating order (off-on, on-off, ...): load that drifts during a pair hits each
+            # side first as often as second, and the median of the pairs' ratios ignores a spike.
+            for mirrored in (False, True) if repeat % 2 == 0 else (True, False):
                 if mirrored:
                     os.environ["GCPTUI_CHECKPOINT_URL"] = "gs://bench-bucket/tp"
                 else:
@@ -242,7 +246,11 @@ def measure_mirroring(steps: int, repeats: int, workdir: Path) -> dict:
         result["steps_per_s_checkpoint_every_100_mirror_off"] = round(max(rates[False]), 1)
         result["steps_per_s_checkpoint_every_100_mirror_on"] = round(max(rates[True]), 1)
         result["mirror_throughput_ratio"] = round(max(rates[True]) / max(rates[False]), 4)
-        for size_name in ("small", "base"):
+        pairs = [on / off for on, off in zip(rates[True], rates[False], strict=True)]
+        result["mirror_throughput_ratio_paired_median"] = round(statistics.median(pairs), 4)
+        result["mirror_throughput_pairs"] = [round(r, 3) for r in pairs]
+        result["load_average"] = [round(x, 2) for x in os.getloadavg()]
+        for size_name in sizes:
             torch.manual_seed(0)
             size = SIZES[size_name]
             model = TransformerLM(size)
@@ -285,12 +293,15 @@ def main() -> None:
     parser.add_argument("--preempt-size", default="small", choices=sorted(SIZES))
     parser.add_argument("--mirror", action="store_true", help="add Cloud Storage mirroring's cost")
     parser.add_argument("--mirror-only", action="store_true", help="measure only mirroring")
+    parser.add_argument("--mirror-sizes", default="small,base",
+                        help="states timed from checkpoint to mirrored (comma-separated; 'none' skips)")  # fmt: skip
     args = parser.parse_args()
     result: dict = {"cpu_threads": 1, "cpus": os.cpu_count(), "torch": torch.__version__}
     with tempfile.TemporaryDirectory(prefix="ckpt-bench-") as tmp:
         workdir = Path(tmp)
         if args.mirror or args.mirror_only:
-            result.update(measure_mirroring(args.throughput_steps, args.repeats, workdir))
+            sizes = tuple(x for x in args.mirror_sizes.split(",") if x and x != "none")
+            result.update(measure_mirroring(args.throughput_steps, args.repeats, workdir, sizes))
         if args.mirror_only:
             print(json.dumps(result))
             return
