@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -18,7 +19,7 @@ from gcptui.remote.models import ConnectionGetter, Instance
 from gcptui.remote.ssh.errors import SshConfigError, SshError, SshUnreachableError
 from gcptui.remote.ssh.pool import SshPool
 from gcptui.remote.ssh.target import SshTarget, target_for
-from gcptui.remote.sync import SyncSession
+from gcptui.remote.sync import BatchApplied, SyncEvent, SyncSession
 from gcptui.remote.sync.secrets import private_keys
 
 if TYPE_CHECKING:
@@ -51,6 +52,9 @@ class Services:
         self._read_at = 0.0  # time.monotonic() of that reading
         self._reading: asyncio.Lock | None = None
         self._source_checked: Path | None = None  # the sync source found free of private keys
+        # Told of every batch any sync session of this process lands (live sync, keep-alive's barrier
+        # after a recreation, a job start's sync), so "last sync" is the VM's, not one session's.
+        self.sync_batch_listeners: list[Callable[[BatchApplied], None]] = []
 
     def note_snapshot(self, snapshot: FleetSnapshot) -> None:
         """Remember the fleet as last read: getters from ``follow`` use the newest address."""
@@ -132,7 +136,7 @@ class Services:
     def sync_session(self, instance: Instance) -> SyncSession:
         """A live-sync session of ``[sync]`` to one machine over the shared pool."""
         sync = self.config.sync
-        return SyncSession(
+        session = SyncSession(
             self.sync_source(),
             sync.dest,
             self.getter(instance),
@@ -141,6 +145,13 @@ class Services:
             name=instance.name,
             stall_seconds=sync.stall_seconds,
         )
+        session.subscribe(self._on_sync_event)
+        return session
+
+    def _on_sync_event(self, event: SyncEvent) -> None:
+        if isinstance(event, BatchApplied) and (event.files or event.deleted):
+            for listener in self.sync_batch_listeners:
+                listener(event)
 
     async def resolve(self, names: list[str], *, running: bool = False) -> list[Instance]:
         """Instances by name (one fleet listing, off the event loop); an unknown name is a usage

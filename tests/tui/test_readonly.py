@@ -92,3 +92,26 @@ async def test_without_readonly_a_local_edit_reaches_the_vm_and_the_sync_cell_sa
         await until(pilot, lambda: (home / "project" / "edited.py").exists())
         await until(pilot, lambda: live.last_sync_files >= 1 and live.last_sync_bytes > 0)
         assert "file" in live.last_sync_text()
+
+
+async def test_a_sync_by_another_session_is_the_vms_last_sync(emulator: Emulator, tmp_path: Path) -> None:
+    # Keep-alive's barrier after a recreation syncs through its own session: the detail view's
+    # "last sync" is the VM's, whoever sent it (it kept saying the time before the preemption).
+    emulator.add_instance("vm-b", "us-central1-a")
+    await emulator.wait_for_status("vm-b", "RUNNING")
+    source = tmp_path / "src"
+    source.mkdir()
+    (source / "train.py").write_text("print('hi')\n")
+    config = emulator.write_config(tmp_path / "gcptui.toml")
+    config.write_text(config.read_text() + CONFIG.format(source=source))
+    app = GcptuiApp(load_config(config), refresh_seconds=0.3)  # live sync off: not a demo
+    async with app.run_test(size=(180, 40)) as pilot:
+        await until(pilot, lambda: app.services.latest("vm-b") is not None and "vm-b" in app.live)
+        assert app.live["vm-b"].last_sync_files == 0
+        session = app.services.sync_session(app.services.latest("vm-b"))  # type: ignore[arg-type]
+        try:
+            await session.full_sync()
+        finally:
+            await session.close()
+        live = app.live["vm-b"]
+        assert live.last_sync_files == 1 and live.last_sync_at > 0

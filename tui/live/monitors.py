@@ -92,6 +92,7 @@ class Monitors:
         self.sync_by_default = sync_by_default
         self._sync_refused: set[str] = set()  # turned off by the user: stays off
         self._sync: dict[str, tuple[SyncSession, asyncio.Task[None]]] = {}
+        services.sync_batch_listeners.append(self._on_sync_batch)
 
     def state(self, name: str) -> Live:
         if name not in self.live:
@@ -292,14 +293,15 @@ class Monitors:
             self._record_sync(name, event.state, event.pending, event.reason)
         elif isinstance(event, SyncWarning):
             self.sync_warning(name, event.message)
-        elif isinstance(event, BatchApplied) and (event.files or event.deleted):
-            live = self.state(name)
-            live.last_sync_at, live.last_sync_files, live.last_sync_bytes = (
-                time.time(),
-                event.files,
-                event.bytes,
-            )
-            self.changed(name)
+
+    def _on_sync_batch(self, event: BatchApplied) -> None:
+        """A batch landed on a VM, from any session (live sync here, keep-alive's barrier after a
+        recreation, a job start's sync): the VM's "last sync"."""
+        if event.name not in self.live:
+            return
+        live = self.state(event.name)
+        live.last_sync_at, live.last_sync_files, live.last_sync_bytes = time.time(), event.files, event.bytes
+        self.changed(event.name)
 
     def _record_sync(self, name: str, state: str, pending: int, reason: str) -> None:
         live = self.state(name)
