@@ -8,10 +8,12 @@ cost one round trip, not thousands.
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import os
 import shlex
 import struct
+import zlib
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -61,6 +63,18 @@ TRANSPORT_ERRORS = (
 )
 
 
+def view_digest(entries: dict[str, Entry], ledger: dict[str, list]) -> str:
+    """The digest the agent computes over its listing and ledger (sync_agent.view_digest)."""
+    h = hashlib.sha256()
+    rows = sorted([rel, e.kind, e.size, e.mtime_ns, e.mode, e.target] for rel, e in entries.items())
+    h.update(json.dumps(rows, separators=(",", ":")).encode())
+    h.update(b"\n")
+    h.update(
+        json.dumps(sorted([rel, value] for rel, value in ledger.items()), separators=(",", ":")).encode()
+    )
+    return h.hexdigest()
+
+
 class RemoteAgent:
     """A running agent bound to one destination directory on the VM."""
 
@@ -84,8 +98,11 @@ class RemoteAgent:
     async def start(cls, conn: asyncssh.SSHClientConnection, dest: str) -> RemoteAgent:
         """Start the agent over ``conn`` and bind it to ``dest`` (resolved against the remote home)."""
         source = shlex.quote(AGENT_SOURCE)
+        # The system interpreter first: a version manager's shim (pyenv, asdf) found on PATH costs
+        # a few hundred ms per start, paid by every sync; the agent needs only the standard library.
         command = (
-            f"for py in python3 python; do command -v $py >/dev/null 2>&1 && exec $py -I -S -c {source}; done; "
+            "for py in /usr/bin/python3 python3 python; do command -v $py >/dev/null 2>&1 && "
+            f"exec $py -I -S -c {source}; done; "
             "echo 'gcptui sync needs python3 on the VM' >&2; exit 127"
         )
         try:
@@ -122,10 +139,16 @@ class RemoteAgent:
         self._queue(header)
         await self._send(force=True)
         try:
-            return json.loads(await self._read_reply())
+            raw = await self._read_reply()
+            if raw[:1] == b"z":  # a compressed reply (a listing)
+                inflate = zlib.decompressobj()
+                raw = inflate.decompress(raw[1:], MAX_REPLY)
+                if inflate.unconsumed_tail:
+                    raise ValueError(f"a reply inflates past the {MAX_REPLY >> 20} MiB limit")
+            return json.loads(raw)
         except TimeoutError as err:
             raise AgentLost(f"the sync agent stopped answering: {err}") from err
-        except ValueError as err:
+        except (ValueError, zlib.error) as err:
             raise AgentLost(f"the sync agent sent a garbled reply: {err}") from err
         except TRANSPORT_ERRORS as err:
             stderr = ""
@@ -160,11 +183,22 @@ class RemoteAgent:
         return bytes(body)
 
     # -- operations ------------------------------------------------------------------------------
-    async def scan(self) -> tuple[dict[str, Entry], dict[str, list]]:
-        """The remote tree under dest and the ledger, in one round trip."""
-        reply = await self.request({"op": "scan"})
+    async def scan(
+        self, known: tuple[dict[str, Entry], dict[str, list]] | None = None
+    ) -> tuple[dict[str, Entry], dict[str, list]] | None:
+        """The remote tree under dest and the ledger, in one round trip (the listing compressed).
+
+        ``known``: what the caller believes dest and the ledger hold; when the VM agrees exactly
+        (equal digests) only that answer crosses the link and this returns None.
+        """
+        header: dict = {"op": "scan", "z": 1}
+        if known is not None:
+            header["digest"] = view_digest(*known)
+        reply = await self.request(header)
         if reply.get("error"):
             raise AgentRefused(reply["error"])
+        if reply.get("same"):
+            return None
         entries = {row[0]: Entry.from_wire(row[1:]) for row in reply["entries"] if row[1] in "fdl"}
         return entries, reply["ledger"]
 

@@ -61,7 +61,7 @@ class SyncSession:
         exclude: Iterable[str] = (),
         protect: Iterable[str] = (),
         name: str = "",
-        step_ms: int = 30,
+        step_ms: int = 10,
         debounce_ms: int = 300,
         reconcile_seconds: float = 30.0,
     ) -> None:
@@ -266,12 +266,15 @@ class SyncSession:
             agent = await self._ensure_agent()
             self._set_state("scanning")
             try:
-                remote, ledger = await agent.scan()
+                # A warm resync sends a digest of the view; a VM that agrees sends no listing.
+                listing = await agent.scan((self.view.entries, self.view.ledger))
             except AgentRefused as err:
                 raise SyncError(str(err)) from err
         finally:
             scan = await local_scan
-        self.view.entries, self.view.ledger = remote, ledger
+        if listing is not None:
+            self.view.entries, self.view.ledger = listing
+        remote, ledger = self.view.entries, self.view.ledger
         self.tracker.reset(scan.entries)
         self._report_links(scan)
         if self._following:
