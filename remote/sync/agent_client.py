@@ -35,6 +35,12 @@ REPLY_TIMEOUT_S = 300.0
 STALL_TIMEOUT_S = 30.0
 
 
+# Requests answered at once, not operations whose results a flush collects.
+CONTROL_OPS = frozenset({"init", "scan", "flush"})
+# What dest holds as the client sees it: entries by path, and the ledger.
+View = tuple[dict[str, Entry], dict[str, list]]
+
+
 class AgentLost(ConnectionError):
     """The agent's channel or connection went away; reconnect and run a full diff."""
 
@@ -93,10 +99,18 @@ class RemoteAgent:
         self.home = ""
         self.dest = ""
         self.ledger_path = ""
+        self._prefetched_scan = False  # a scan request already went out with init
+        self._queued_ops = 0  # operations sent since the last flush
 
     @classmethod
-    async def start(cls, conn: asyncssh.SSHClientConnection, dest: str) -> RemoteAgent:
-        """Start the agent over ``conn`` and bind it to ``dest`` (resolved against the remote home)."""
+    async def start(
+        cls, conn: asyncssh.SSHClientConnection, dest: str, *, scan_known: View | None = None
+    ) -> RemoteAgent:
+        """Start the agent over ``conn`` and bind it to ``dest`` (resolved against the remote home).
+
+        ``scan_known``: also ask for a scan (see :meth:`scan`) in the same round trip; the
+        caller's next call must then be ``scan(scan_known)``.
+        """
         source = shlex.quote(AGENT_SOURCE)
         # The system interpreter first: a version manager's shim (pyenv, asdf) found on PATH costs
         # a few hundred ms per start, paid by every sync; the agent needs only the standard library.
@@ -110,7 +124,13 @@ class RemoteAgent:
         except TRANSPORT_ERRORS as err:
             raise AgentLost(f"could not start the sync agent: {err}") from err
         agent = cls(process)
-        reply = await agent.request({"op": "init", "dest": dest})
+        if scan_known is not None:
+            # Pipelined: the scan request follows init in the same write, saving a round trip.
+            agent._queue({"op": "init", "dest": dest})
+            reply = await agent.request(agent._scan_header(scan_known))
+            agent._prefetched_scan = True
+        else:
+            reply = await agent.request({"op": "init", "dest": dest})
         if not reply.get("ok"):
             agent.close()
             raise AgentRefused(reply.get("error", "the VM refused the destination"))
@@ -119,6 +139,8 @@ class RemoteAgent:
 
     # -- framing ---------------------------------------------------------------------------------
     def _queue(self, header: dict, data: bytes = b"") -> None:
+        if header["op"] not in CONTROL_OPS:
+            self._queued_ops += 1
         raw = json.dumps(header, separators=(",", ":")).encode()
         self._pending += struct.pack(">I", len(raw))
         self._pending += raw
@@ -138,6 +160,10 @@ class RemoteAgent:
         """Send ``header`` (after everything queued) and wait for the agent's reply frame."""
         self._queue(header)
         await self._send(force=True)
+        return await self.reply()
+
+    async def reply(self) -> dict:
+        """The agent's next reply frame (to a request already sent), decoded."""
         try:
             raw = await self._read_reply()
             if raw[:1] == b"z":  # a compressed reply (a listing)
@@ -183,18 +209,24 @@ class RemoteAgent:
         return bytes(body)
 
     # -- operations ------------------------------------------------------------------------------
-    async def scan(
-        self, known: tuple[dict[str, Entry], dict[str, list]] | None = None
-    ) -> tuple[dict[str, Entry], dict[str, list]] | None:
+    @staticmethod
+    def _scan_header(known: View | None) -> dict:
+        header: dict = {"op": "scan", "z": 1}
+        if known is not None:
+            header["digest"] = view_digest(*known)
+        return header
+
+    async def scan(self, known: View | None = None) -> View | None:
         """The remote tree under dest and the ledger, in one round trip (the listing compressed).
 
         ``known``: what the caller believes dest and the ledger hold; when the VM agrees exactly
         (equal digests) only that answer crosses the link and this returns None.
         """
-        header: dict = {"op": "scan", "z": 1}
-        if known is not None:
-            header["digest"] = view_digest(*known)
-        reply = await self.request(header)
+        if self._prefetched_scan:
+            self._prefetched_scan = False
+            reply = await self.reply()
+        else:
+            reply = await self.request(self._scan_header(known))
         if reply.get("error"):
             raise AgentRefused(reply["error"])
         if reply.get("same"):
@@ -253,8 +285,14 @@ class RemoteAgent:
         self._queue({"op": "rm", "p": rel})
         await self._send()
 
+    @property
+    def idle(self) -> bool:
+        """Nothing queued since the last flush (a flush would only cost a round trip)."""
+        return not self._queued_ops
+
     async def flush(self) -> list[OpResult]:
         """Wait until the agent applied everything queued; its results, in order."""
+        self._queued_ops = 0
         self._flush_id += 1
         reply = await self.request({"op": "flush", "id": self._flush_id})
         return [

@@ -18,7 +18,7 @@ from gcptui.remote.aio import within
 from gcptui.remote.errors import GcptuiError
 from gcptui.remote.models import ConnectionGetter
 from gcptui.remote.ssh.errors import HostKeyError, SshAuthError
-from gcptui.remote.sync.agent_client import TRANSPORT_ERRORS, AgentLost, AgentRefused, RemoteAgent
+from gcptui.remote.sync.agent_client import TRANSPORT_ERRORS, AgentLost, AgentRefused, RemoteAgent, View
 from gcptui.remote.sync.applier import RemoteView, apply_plan
 from gcptui.remote.sync.events import (
     BatchApplied,
@@ -222,12 +222,13 @@ class SyncSession:
             self._agent.close()
             self._agent = None
 
-    async def _ensure_agent(self) -> RemoteAgent:
+    async def _ensure_agent(self, scan_known: View | None = None) -> RemoteAgent:
+        """The running agent, started if needed; ``scan_known``: see :meth:`RemoteAgent.start`."""
         if self._agent is None:
             self._set_state("connecting", reason=self._reason if self._state == "reconnecting" else "")
             try:
                 conn = await self._get_conn()
-                self._agent = await RemoteAgent.start(conn, self.dest)
+                self._agent = await RemoteAgent.start(conn, self.dest, scan_known=scan_known)
             except AgentRefused as err:
                 raise SyncError(str(err)) from err
             except (HostKeyError, SshAuthError) as err:
@@ -263,11 +264,13 @@ class SyncSession:
         # few hundred ms on first use) and lists the VM's tree: the three overlap.
         local_scan = asyncio.create_task(asyncio.to_thread(scan_tree, self.source, self.rules))
         try:
-            agent = await self._ensure_agent()
+            # A warm resync sends a digest of the view; a VM that agrees sends no listing. A new
+            # agent gets the scan request with its init, in one round trip.
+            known = (self.view.entries, self.view.ledger)
+            agent = await self._ensure_agent(scan_known=known)
             self._set_state("scanning")
             try:
-                # A warm resync sends a digest of the view; a VM that agrees sends no listing.
-                listing = await agent.scan((self.view.entries, self.view.ledger))
+                listing = await agent.scan(known)
             except AgentRefused as err:
                 raise SyncError(str(err)) from err
         finally:
