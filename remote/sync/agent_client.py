@@ -212,7 +212,7 @@ class RemoteAgent:
     @staticmethod
     def _scan_header(known: View | None) -> dict:
         header: dict = {"op": "scan", "z": 1}
-        if known is not None:
+        if known is not None and (known[0] or known[1]):  # nothing known yet: the listing it is
             header["digest"] = view_digest(*known)
         return header
 

@@ -120,7 +120,7 @@ class Agent:
         """
         data = json.dumps(obj, separators=(",", ":")).encode()
         if compress and len(data) > 1024:
-            data = b"z" + zlib.compress(data, 6)
+            data = b"z" + zlib.compress(data, 1)
         self.out.write(struct.pack(">I", len(data)) + data)
         self.out.flush()
 
