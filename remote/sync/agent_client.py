@@ -71,14 +71,13 @@ TRANSPORT_ERRORS = (
 
 def view_digest(entries: dict[str, Entry], ledger: dict[str, list]) -> str:
     """The digest the agent computes over its listing and ledger (sync_agent.view_digest)."""
-    h = hashlib.sha256()
-    rows = sorted([rel, e.kind, e.size, e.mtime_ns, e.mode, e.target] for rel, e in entries.items())
-    h.update(json.dumps(rows, separators=(",", ":")).encode())
-    h.update(b"\n")
-    h.update(
-        json.dumps(sorted([rel, value] for rel, value in ledger.items()), separators=(",", ":")).encode()
+    rows = sorted(
+        f"{len(rel)}:{rel}{e.kind}.{e.size}.{e.mtime_ns}.{e.mode}.{len(e.target)}:{e.target}"
+        for rel, e in entries.items()
     )
-    return h.hexdigest()
+    held = sorted(f"{len(rel)}:{rel}" + ".".join(map(str, value)) for rel, value in ledger.items())
+    text = "\n".join(rows) + "\n\n" + "\n".join(held)
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
 
 
 class RemoteAgent:

@@ -602,16 +602,18 @@ def view_digest(entries, ledger) -> str:
     """SHA-256 of a listing (rows of kind f, d or l) and the ledger, in a canonical form.
 
     The client computes the same over what it believes dest holds (agent_client.view_digest):
-    equal digests mean the listing would tell it nothing new. Keep the two in step.
+    equal digests mean the listing would tell it nothing new. Keep the two in step. Strings are
+    length-prefixed, so no file name can make two different views read alike; lines are sorted,
+    so the order of the listing does not matter.
     """
-    h = hashlib.sha256()
-    rows = sorted(row for row in entries if row[1] in ("f", "d", "l"))
-    h.update(json.dumps(rows, separators=(",", ":")).encode())
-    h.update(b"\n")
-    h.update(
-        json.dumps(sorted([rel, value] for rel, value in ledger.items()), separators=(",", ":")).encode()
+    rows = sorted(
+        f"{len(r[0])}:{r[0]}{r[1]}.{r[2]}.{r[3]}.{r[4]}.{len(r[5])}:{r[5]}"
+        for r in entries
+        if r[1] in ("f", "d", "l")
     )
-    return h.hexdigest()
+    held = sorted(f"{len(rel)}:{rel}" + ".".join(map(str, value)) for rel, value in ledger.items())
+    text = "\n".join(rows) + "\n\n" + "\n".join(held)
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
 
 
 def _describe(err: Exception) -> str:
