@@ -126,9 +126,9 @@ class WanProxy:
                 if due > now:
                     await asyncio.sleep(due - now)
                 in_flight.popleft()
+                setattr(self.stats, direction, getattr(self.stats, direction) + len(data))
                 writer.write(data)
                 await writer.drain()
-                setattr(self.stats, direction, getattr(self.stats, direction) + len(data))
 
         deliverer = asyncio.create_task(deliver())
         try:

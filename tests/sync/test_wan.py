@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -123,3 +124,47 @@ def test_the_client_and_agent_digests_agree() -> None:
     rows.append(["fifo", "o", 0, 0, 0, ""])  # special files: the client never keeps them
     assert agent["view_digest"](rows, ledger) == view_digest(entries, ledger)
     assert agent["view_digest"](rows[1:], ledger) != view_digest(entries, ledger)
+
+
+async def test_the_link_delays_caps_and_overlaps_chunks() -> None:
+    """The proxy is a pipe: each byte arrives ``delay`` after it left (no sooner), throughput stays
+    under the cap, and chunks in flight share the delay instead of queueing behind each other."""
+    received: asyncio.Queue[tuple[float, bytes]] = asyncio.Queue()
+
+    async def sink(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        while data := await reader.read(1 << 16):
+            received.put_nowait((time.monotonic(), data))
+        writer.close()
+
+    server = await asyncio.start_server(sink, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    try:
+        async with WanProxy("127.0.0.1", port, delay_ms=100, mbit=8) as link:
+            _, writer = await asyncio.open_connection(link.host, link.port)
+            sent = time.monotonic()
+            for _ in range(20):  # 20 small writes, 5 ms apart: a per-chunk sleep would take 2 s
+                writer.write(b"x")
+                await writer.drain()
+                await asyncio.sleep(0.005)
+            got = 0
+            while got < 20:
+                arrived, data = await asyncio.wait_for(received.get(), 10)
+                got += len(data)
+                if got == len(data):
+                    assert arrived - sent >= 0.099  # the first byte waited the full delay
+            assert arrived - sent < 1.0  # ~0.2 s: the delays overlapped
+
+            payload = b"y" * 500_000  # 4 Mbit at 8 Mbit/s: at least 0.5 s on the wire
+            started = time.monotonic()
+            writer.write(payload)
+            await writer.drain()
+            got = 0
+            while got < len(payload):
+                arrived, data = await asyncio.wait_for(received.get(), 20)
+                got += len(data)
+            assert arrived - started >= 0.5 + 0.1 - 0.02  # serialisation + delay (16 KiB granularity)
+            writer.close()
+        assert link.stats.up == 20 + len(payload)
+    finally:
+        server.close()
+        await server.wait_closed()
