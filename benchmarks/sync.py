@@ -52,8 +52,14 @@ def log(message: str) -> None:
     print(message, file=sys.stderr, flush=True)
 
 
-def generate_tree(root: Path, files: int, total_mb: int, seed: int = 1) -> tuple[int, int]:
-    """A deterministic ML-repo-like tree: many small sources, a few large binaries (incompressible)."""
+def generate_tree(
+    root: Path, files: int, total_mb: int, seed: int = 1, text: bool = False
+) -> tuple[int, int]:
+    """A deterministic ML-repo-like tree: many small sources, a few large binaries (incompressible).
+
+    The small files hold random bytes unless ``text``: then Python-like lines (compressible ~4x,
+    as source code is), generated from a seeded vocabulary so that no two files are alike.
+    """
     rng = random.Random(seed)
     large = max(1, files // 70)  # ~1.4% of the files carry ~75% of the bytes
     small = files - large
@@ -65,7 +71,7 @@ def generate_tree(root: Path, files: int, total_mb: int, seed: int = 1) -> tuple
         size = max(1, int(rng.expovariate(1 / (small_bytes / small))))
         path = root / rel
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_bytes(rng.randbytes(size))
+        path.write_bytes(_source_text(rng, size) if text else rng.randbytes(size))
         total += size
     for i in range(large):
         path = root / f"assets/blob{i}.bin"
@@ -75,6 +81,22 @@ def generate_tree(root: Path, files: int, total_mb: int, seed: int = 1) -> tuple
         total += size
     (root / ".gitignore").write_text("__pycache__/\n*.pyc\n")
     return files + 1, total
+
+
+WORDS = "def return self import torch tensor batch loss model optimizer step config path data for in if else None".split()
+
+
+def _source_text(rng: random.Random, size: int) -> bytes:
+    """``size`` bytes of Python-looking lines: identifiers, numbers and indentation."""
+    lines, n = [], 0
+    while n < size:
+        line = "    " * rng.randrange(3) + " ".join(
+            rng.choice(WORDS) if rng.random() < 0.7 else f"v{rng.randrange(10_000)}"
+            for _ in range(rng.randrange(2, 9))
+        )
+        lines.append(line)
+        n += len(line) + 1
+    return ("\n".join(lines) + "\n").encode()[:size]
 
 
 def rsync(link: Link, source: Path, dest: Path) -> float:
@@ -165,7 +187,7 @@ async def main(args: argparse.Namespace) -> dict:
     try:
         source = work / "source"
         log(f"generating {args.files} files / {args.mb} MB ...")
-        n_files, n_bytes = generate_tree(source, args.files, args.mb)
+        n_files, n_bytes = generate_tree(source, args.files, args.mb, text=args.text)
         # --vm-dir puts the VM side elsewhere, e.g. on tmpfs to take the shared disk out of the figures.
         vm = Path(tempfile.mkdtemp(prefix="vm-", dir=args.vm_dir)) if args.vm_dir else work / "vm"
         vm.mkdir(exist_ok=True)
@@ -174,7 +196,7 @@ async def main(args: argparse.Namespace) -> dict:
         log(f"initial sync (connection included): {args.initial_rounds} rounds alternating with rsync")
         initial = await initial_rounds(link, source, vm, args.initial_rounds, ledgers)
         if args.initial_only:
-            return {"benchmark": "sync-initial-wan" if args.wan else "sync-initial", "tree_files": n_files, "tree_mb": round(n_bytes / 1e6, 1),
+            return {"benchmark": "sync-initial-wan" if args.wan else "sync-initial", "text": args.text, "tree_files": n_files, "tree_mb": round(n_bytes / 1e6, 1),
                     "initial_rounds": args.initial_rounds, **initial, "load": _load()}  # fmt: skip
 
         log("rsync: no-op ...")
@@ -259,6 +281,7 @@ async def main(args: argparse.Namespace) -> dict:
     return {
         "benchmark": "sync-wan" if args.wan else "sync",
         **wan,
+        "text": args.text,
         "tree_files": n_files,
         "tree_mb": round(n_bytes / 1e6, 1),
         "edit_visible_ms_p50": p(0.50),
@@ -319,6 +342,9 @@ if __name__ == "__main__":
     parser.add_argument("--initial-rounds", type=int, default=3, help="initial syncs alternating with rsync")
     parser.add_argument("--initial-only", action="store_true", help="stop after the initial-sync rounds")
     parser.add_argument("--vm-dir", default="", help="where VM-side trees go (e.g. /dev/shm)")
+    parser.add_argument(
+        "--text", action="store_true", help="small files hold source-like text, not random bytes"
+    )
     parser.add_argument("--wan", action="store_true", help="through the WAN proxy; baseline rsync -az")
     parser.add_argument("--delay-ms", type=float, default=25.0, help="--wan: one-way delay per direction")
     parser.add_argument("--mbit", type=float, default=50.0, help="--wan: bandwidth cap per direction")

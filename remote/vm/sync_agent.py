@@ -2,7 +2,8 @@
 
 Standard library only, no imports from gcptui. It speaks a framed protocol on stdin/stdout:
 every frame is a 4-byte big-endian length and a JSON header; a ``put`` header is followed by
-exactly ``s`` bytes of file data. Operations are pipelined: the client sends many and asks for
+exactly ``s`` bytes of file data (or, when it has ``z``, ``z`` bytes of zlib data that inflate to
+``s``). Operations are pipelined: the client sends many and asks for
 their results with one ``flush``. Replies are frames too.
 
 The agent keeps the sync ledger: the record of every path sync put under ``dest``, with the
@@ -450,15 +451,26 @@ class Agent:
             parent, name, tmp, fd = self.create_tmp(rel)
         except (OSError, ValueError) as err:
             error = err
-        left = size
+        packed = msg.get("z")  # the data comes zlib-compressed in this many bytes
+        left = size if packed is None else packed
+        inflate = zlib.decompressobj() if packed is not None else None
+        written = 0
         while left:  # always consume the data, even after an error, to stay in frame
-            data = self.inp.take(left)
-            left -= len(data)
+            chunk = self.inp.take(left)
+            left -= len(chunk)
             if error is None:
                 try:
+                    data: bytes | memoryview = chunk  # (local annotations are never evaluated)
+                    if inflate is not None:  # never more than the header announced
+                        data = inflate.decompress(chunk, size + 1 - written)
+                        if inflate.unconsumed_tail:
+                            raise ValueError(f"{rel}: compressed data inflates past {size} bytes")
+                    written += len(data)
                     _write_all(fd, data)
-                except OSError as err:
-                    error = err
+                except (OSError, ValueError, zlib.error) as err:
+                    error = err if isinstance(err, (OSError, ValueError)) else ValueError(f"{rel}: {err}")
+        if error is None and inflate is not None and (written != size or not inflate.eof):
+            error = ValueError(f"{rel}: compressed data held {written} of {size} bytes")
         try:
             if error is not None:
                 raise error

@@ -168,3 +168,43 @@ async def test_the_link_delays_caps_and_overlaps_chunks() -> None:
     finally:
         server.close()
         await server.wait_closed()
+
+
+async def test_compressible_files_travel_compressed_and_land_exact(
+    sshd: Sshd, wan: WanProxy, tmp_path: Path
+) -> None:
+    """Source-like files cross the link zlib-compressed and land byte for byte; random data goes as
+    it is (and after a MiB of it, that suffix is not tried again)."""
+    local, remote = tmp_path / "local", tmp_path / "vm" / "project"
+    text = "".join(f"def f{i}(x):\n    return x * {i}  # a comment\n" for i in range(400)).encode()  # ~18 KB
+    for i in range(30):
+        write(local, f"src/m{i}.py", text + str(i).encode())
+    for i in range(30):
+        write(local, f"data/r{i}.npy", os.urandom(40_000))
+    get = getter(sshd, wan)
+    session = SyncSession(local, str(remote), get, name="wan")
+    try:
+        up = wan.stats.up
+        await session.full_sync()
+        assert snapshot(remote) == snapshot(local)
+        carried = wan.stats.up - up
+        raw = 30 * len(text) + 30 * 40_000
+        # The sources (~0.55 MB) shrink to a few KB each way; the random data cannot shrink.
+        assert carried < 30 * 40_000 + 0.3 * 30 * len(text), f"{carried} bytes carried for {raw}"
+    finally:
+        await session.close()
+        for conn in get.conns:  # type: ignore[attr-defined]
+            conn.close()
+
+
+def test_the_packer_learns_which_kinds_do_not_compress() -> None:
+    from gcptui.remote.sync.agent_client import Packer
+
+    packer = Packer()
+    assert packer.pack("a/train.py", b"x = 1\n" * 100) is not None
+    assert packer.pack("a/tiny.py", b"x = 1\n") is None  # too small to bother
+    noise = os.urandom(300_000)
+    assert all(packer.pack(f"w{i}.npy", noise) is None for i in range(4))  # 1.2 MiB tried: learnt
+    calls = packer._tried["npy"][0]
+    assert packer.pack("w9.npy", noise) is None and packer._tried["npy"][0] == calls  # not tried again
+    assert packer.pack("b/eval.py", b"y = 2\n" * 100) is not None  # other kinds still compress
