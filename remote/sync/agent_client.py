@@ -85,13 +85,13 @@ class Packer:
 
     Source code shrinks 3-5x, which over a WAN is most of a first sync's time; data that does not
     shrink by a tenth goes as it is. Kinds of file (by suffix) that proved incompressible over
-    their first MiB are not tried again: a tree of random or already-compressed ``.npy``, ``.pt``
+    their first 256 KiB are not tried again: a tree of random or already-compressed ``.npy``, ``.pt``
     or images costs a few milliseconds of attempts, not a compression pass over every file.
     Files over 1 MiB always go raw (checkpoints, datasets, archives: rarely worth it).
     """
 
     MIN_SIZE = 256  # below this the zlib header and the attempt are not worth it
-    LEARN_BYTES = 1 << 20
+    LEARN_BYTES = 256 << 10
     WORTH = 0.9
 
     def __init__(self) -> None:
