@@ -1,7 +1,11 @@
 """Live sync against OpenSSH sshd on loopback, with ``rsync -a --delete`` over the same sshd as baseline.
 
 Run: ``python benchmarks/sync.py [--files 7000] [--mb 180] [--edits 200]``. Progress goes to stderr;
-the last line of stdout is one JSON object with every figure. See docs/BENCHMARKS-sync.md.
+the last line of stdout is one JSON object with every figure. See docs/BENCHMARKS.md.
+
+``--wan`` puts a WAN link in front of the sshd (tests/helpers/wan.py, in its own process: 25 ms
+each way and 50 Mbit/s per direction unless ``--delay-ms``/``--mbit`` say otherwise); gcptui and the
+baseline, then ``rsync -az --delete`` (compression on, as users run it over a WAN), both go through it.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -25,14 +30,36 @@ import asyncssh  # noqa: E402
 
 from gcptui.remote.sync import SyncSession  # noqa: E402
 from tests.helpers.sshd import Sshd, make_client_key  # noqa: E402
+from tests.helpers.wan import add_known_host, spawn_wan_proxy  # noqa: E402
+
+
+@dataclass(frozen=True)
+class Link:
+    """How both clients reach the sshd: directly, or through the WAN proxy."""
+
+    sshd: Sshd
+    host: str
+    port: int
+    rsync_flags: str  # "-a" on loopback, "-az" over the WAN
+
+    def ssh_command(self) -> str:
+        args = self.sshd.ssh_args()[:-1]
+        args[args.index("-p") + 1] = str(self.port)
+        return " ".join(args)
 
 
 def log(message: str) -> None:
     print(message, file=sys.stderr, flush=True)
 
 
-def generate_tree(root: Path, files: int, total_mb: int, seed: int = 1) -> tuple[int, int]:
-    """A deterministic ML-repo-like tree: many small sources, a few large binaries (incompressible)."""
+def generate_tree(
+    root: Path, files: int, total_mb: int, seed: int = 1, text: bool = False
+) -> tuple[int, int]:
+    """A deterministic ML-repo-like tree: many small sources, a few large binaries (incompressible).
+
+    The small files hold random bytes unless ``text``: then Python-like lines (compressible ~4x,
+    as source code is), generated from a seeded vocabulary so that no two files are alike.
+    """
     rng = random.Random(seed)
     large = max(1, files // 70)  # ~1.4% of the files carry ~75% of the bytes
     small = files - large
@@ -44,7 +71,7 @@ def generate_tree(root: Path, files: int, total_mb: int, seed: int = 1) -> tuple
         size = max(1, int(rng.expovariate(1 / (small_bytes / small))))
         path = root / rel
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_bytes(rng.randbytes(size))
+        path.write_bytes(_source_text(rng, size) if text else rng.randbytes(size))
         total += size
     for i in range(large):
         path = root / f"assets/blob{i}.bin"
@@ -56,14 +83,30 @@ def generate_tree(root: Path, files: int, total_mb: int, seed: int = 1) -> tuple
     return files + 1, total
 
 
-def rsync(sshd: Sshd, source: Path, dest: Path) -> float:
-    """One ``rsync -a --delete`` run over OpenSSH to the same sshd; seconds."""
-    ssh = " ".join(sshd.ssh_args()[:-1])
+WORDS = "def return self import torch tensor batch loss model optimizer step config path data for in if else None".split()
+
+
+def _source_text(rng: random.Random, size: int) -> bytes:
+    """``size`` bytes of Python-looking lines: identifiers, numbers and indentation."""
+    lines, n = [], 0
+    while n < size:
+        line = "    " * rng.randrange(3) + " ".join(
+            rng.choice(WORDS) if rng.random() < 0.7 else f"v{rng.randrange(10_000)}"
+            for _ in range(rng.randrange(2, 9))
+        )
+        lines.append(line)
+        n += len(line) + 1
+    return ("\n".join(lines) + "\n").encode()[:size]
+
+
+def rsync(link: Link, source: Path, dest: Path) -> float:
+    """One ``rsync -a[z] --delete`` run over OpenSSH to the same sshd (and link); seconds."""
     started = time.perf_counter()
     subprocess.run(
-        ["rsync", "-a", "--delete", "-e", ssh, f"{source}/", f"{sshd.user}@{sshd.host}:{dest}/"],
+        ["rsync", link.rsync_flags, "--delete", "-e", link.ssh_command(), f"{source}/",
+         f"{link.sshd.user}@{link.host}:{dest}/"],
         check=True,
-    )
+    )  # fmt: skip
     return time.perf_counter() - started
 
 
@@ -77,14 +120,15 @@ def burst(root: Path, count: int, round_: int) -> list[Path]:
     return changed
 
 
-async def connect(sshd: Sshd) -> asyncssh.SSHClientConnection:
+async def connect(link: Link) -> asyncssh.SSHClientConnection:
+    sshd = link.sshd
     return await asyncssh.connect(
-        sshd.host, port=sshd.port, username=sshd.user,
+        link.host, port=link.port, username=sshd.user,
         client_keys=[str(sshd.client_key)], known_hosts=str(sshd.known_hosts),
     )  # fmt: skip
 
 
-async def initial_rounds(sshd: Sshd, source: Path, vm: Path, rounds: int, ledgers: list[str]) -> dict:
+async def initial_rounds(link: Link, source: Path, vm: Path, rounds: int, ledgers: list[str]) -> dict:
     """The initial sync, ``rounds`` times into fresh dests, alternating who goes first with rsync.
 
     Medians: on this shared machine one run's figure swings by 2x with what other processes did to
@@ -99,11 +143,11 @@ async def initial_rounds(sshd: Sshd, source: Path, vm: Path, rounds: int, ledger
             # Flush earlier runs' dirty pages now, not on the next run's clock.
             subprocess.run(["sync"], check=False)
             if who == "rsync":
-                theirs.append(rsync(sshd, source, dest))
+                theirs.append(rsync(link, source, dest))
                 log(f"  rsync  {theirs[-1]:.3f} s")
                 continue
             started = time.perf_counter()
-            conn = await connect(sshd)
+            conn = await connect(link)
             session = SyncSession(source, str(dest), lambda c=conn: _ready(c), name="bench")
             await session.full_sync()
             ours.append(time.perf_counter() - started)
@@ -131,33 +175,42 @@ async def main(args: argparse.Namespace) -> dict:
     sshd = Sshd(directory=work / "sshd", host="127.0.0.77", client_key=make_client_key(work))
     sshd.setup()
     sshd.start()
+    proxy = None
+    if args.wan:
+        proxy = spawn_wan_proxy(
+            sshd.host, sshd.port, host="127.0.0.78", delay_ms=args.delay_ms, mbit=args.mbit
+        )
+        add_known_host(str(sshd.known_hosts), proxy.host, proxy.port, sshd.host, sshd.port)
+        link = Link(sshd, proxy.host, proxy.port, "-az")
+    else:
+        link = Link(sshd, sshd.host, sshd.port, "-a")
     try:
         source = work / "source"
         log(f"generating {args.files} files / {args.mb} MB ...")
-        n_files, n_bytes = generate_tree(source, args.files, args.mb)
+        n_files, n_bytes = generate_tree(source, args.files, args.mb, text=args.text)
         # --vm-dir puts the VM side elsewhere, e.g. on tmpfs to take the shared disk out of the figures.
         vm = Path(tempfile.mkdtemp(prefix="vm-", dir=args.vm_dir)) if args.vm_dir else work / "vm"
         vm.mkdir(exist_ok=True)
         rsync_dest, sync_dest = vm / "rsync", vm / "gcptui"
         subprocess.run(["sync"], check=False)
         log(f"initial sync (connection included): {args.initial_rounds} rounds alternating with rsync")
-        initial = await initial_rounds(sshd, source, vm, args.initial_rounds, ledgers)
+        initial = await initial_rounds(link, source, vm, args.initial_rounds, ledgers)
         if args.initial_only:
-            return {"benchmark": "sync-initial", "tree_files": n_files, "tree_mb": round(n_bytes / 1e6, 1),
+            return {"benchmark": "sync-initial-wan" if args.wan else "sync-initial", "text": args.text, "tree_files": n_files, "tree_mb": round(n_bytes / 1e6, 1),
                     "initial_rounds": args.initial_rounds, **initial, "load": _load()}  # fmt: skip
 
         log("rsync: no-op ...")
-        rsync_noop = statistics.median(rsync(sshd, source, rsync_dest) for _ in range(3))
+        rsync_noop = statistics.median(rsync(link, source, rsync_dest) for _ in range(3))
 
         log("gcptui: no-op ...")
-        conn = await connect(sshd)
+        conn = await connect(link)
         session = SyncSession(source, str(sync_dest), lambda: _ready(conn), name="bench")
         await session.full_sync()  # starts the agent: the warm figures below reuse it
         noop_warm = statistics.median([await _timed(session.full_sync()) for _ in range(3)])
         noop_cold = []
         for _ in range(3):
             t = time.perf_counter()
-            c = await connect(sshd)
+            c = await connect(link)
             s2 = SyncSession(source, str(sync_dest), lambda c=c: _ready(c))
             result = await s2.full_sync()
             noop_cold.append(time.perf_counter() - t)
@@ -202,7 +255,7 @@ async def main(args: argparse.Namespace) -> dict:
             identical = identical and _same_tree(source, sync_dest)
             follow.pause()  # rsync's turn: its writes must not race ours
             burst(source, args.burst, round_ + 1)
-            theirs.append(rsync(sshd, source, rsync_dest))
+            theirs.append(rsync(link, source, rsync_dest))
             follow.resume()
             await follow.barrier()
         task.cancel()
@@ -211,6 +264,8 @@ async def main(args: argparse.Namespace) -> dict:
         identical = identical and _same_tree(source, rsync_dest)
         burst_s, burst_first_s, rsync_burst = (statistics.median(x) for x in (ours, from_first, theirs))
     finally:
+        if proxy is not None:
+            proxy.stop()
         sshd.stop()
         shutil.rmtree(work, ignore_errors=True)
         if args.vm_dir and vm is not None:
@@ -222,8 +277,11 @@ async def main(args: argparse.Namespace) -> dict:
     def p(q: float) -> float:
         return round(latencies[min(len(latencies) - 1, int(q * len(latencies)))], 1)
 
+    wan = {"rtt_ms": 2 * args.delay_ms, "mbit": args.mbit, "baseline": "rsync -az"} if args.wan else {}
     return {
-        "benchmark": "sync",
+        "benchmark": "sync-wan" if args.wan else "sync",
+        **wan,
+        "text": args.text,
         "tree_files": n_files,
         "tree_mb": round(n_bytes / 1e6, 1),
         "edit_visible_ms_p50": p(0.50),
@@ -284,4 +342,10 @@ if __name__ == "__main__":
     parser.add_argument("--initial-rounds", type=int, default=3, help="initial syncs alternating with rsync")
     parser.add_argument("--initial-only", action="store_true", help="stop after the initial-sync rounds")
     parser.add_argument("--vm-dir", default="", help="where VM-side trees go (e.g. /dev/shm)")
+    parser.add_argument(
+        "--text", action="store_true", help="small files hold source-like text, not random bytes"
+    )
+    parser.add_argument("--wan", action="store_true", help="through the WAN proxy; baseline rsync -az")
+    parser.add_argument("--delay-ms", type=float, default=25.0, help="--wan: one-way delay per direction")
+    parser.add_argument("--mbit", type=float, default=50.0, help="--wan: bandwidth cap per direction")
     print(json.dumps(asyncio.run(main(parser.parse_args()))))

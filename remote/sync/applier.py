@@ -64,7 +64,8 @@ async def apply_plan(
         if progress is not None and time.perf_counter() - last >= PROGRESS_EVERY_S:
             last = time.perf_counter()
             progress(done, out.bytes)
-    results = await agent.flush()
+    # Nothing sent (a no-op resync): skip the flush and its round trip.
+    results = [] if agent.idle else await agent.flush()
     for result in results:
         if result.error is not None:
             out.errors.append((result.op, result.path, result.error))

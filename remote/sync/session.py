@@ -24,6 +24,7 @@ from gcptui.remote.sync.agent_client import (
     AgentLost,
     AgentRefused,
     RemoteAgent,
+    View,
 )
 from gcptui.remote.sync.applier import RemoteView, apply_plan
 from gcptui.remote.sync.events import (
@@ -67,7 +68,7 @@ class SyncSession:
         exclude: Iterable[str] = (),
         protect: Iterable[str] = (),
         name: str = "",
-        step_ms: int = 30,
+        step_ms: int = 10,
         debounce_ms: int = 300,
         reconcile_seconds: float = 30.0,
         stall_seconds: float = STALL_TIMEOUT_S,
@@ -230,12 +231,15 @@ class SyncSession:
             self._agent.close()
             self._agent = None
 
-    async def _ensure_agent(self) -> RemoteAgent:
+    async def _ensure_agent(self, scan_known: View | None = None) -> RemoteAgent:
+        """The running agent, started if needed; ``scan_known``: see :meth:`RemoteAgent.start`."""
         if self._agent is None:
             self._set_state("connecting", reason=self._reason if self._state == "reconnecting" else "")
             try:
                 conn = await self._get_conn()
-                self._agent = await RemoteAgent.start(conn, self.dest, stall_timeout=self.stall_seconds)
+                self._agent = await RemoteAgent.start(
+                    conn, self.dest, scan_known=scan_known, stall_timeout=self.stall_seconds
+                )
             except AgentRefused as err:
                 raise SyncError(str(err)) from err
             except (HostKeyError, SshAuthError) as err:
@@ -271,15 +275,20 @@ class SyncSession:
         # few hundred ms on first use) and lists the VM's tree: the three overlap.
         local_scan = asyncio.create_task(asyncio.to_thread(scan_tree, self.source, self.rules))
         try:
-            agent = await self._ensure_agent()
+            # A warm resync sends a digest of the view; a VM that agrees sends no listing. A new
+            # agent gets the scan request with its init, in one round trip.
+            known = (self.view.entries, self.view.ledger)
+            agent = await self._ensure_agent(scan_known=known)
             self._set_state("scanning")
             try:
-                remote, ledger = await agent.scan()
+                listing = await agent.scan(known)
             except AgentRefused as err:
                 raise SyncError(str(err)) from err
         finally:
             scan = await local_scan
-        self.view.entries, self.view.ledger = remote, ledger
+        if listing is not None:
+            self.view.entries, self.view.ledger = listing
+        remote, ledger = self.view.entries, self.view.ledger
         self.tracker.reset(scan.entries)
         self._report_links(scan)
         if self._following:
