@@ -38,6 +38,11 @@ def log_path() -> str:
     return LOG_FILE
 
 
+def slot_dir(slot: int) -> str:
+    """The state directory of job slot ``slot`` (0: the VM's one job; N >= 1: ``job-N`` beside it)."""
+    return JOB_DIR if slot == 0 else f"{JOB_DIR}-{slot}"
+
+
 def metrics_path(job: JobConfig, dest: str) -> str:
     """Where the job writes its progress lines: ``[job].env.GCPTUI_METRICS`` (relative to ``dest``)
     when set, else ``~/.gcptui/job/metrics.jsonl``. Relative results are relative to the remote home."""
@@ -106,6 +111,7 @@ def supervisor_command(
     install: bool,
     remote_home: str | None = None,
     env_end: str | None = None,
+    slot: int = 0,
 ) -> str:
     """The remote command line that runs ``gcptui-job.sh op args``.
 
@@ -113,11 +119,14 @@ def supervisor_command(
     ``env_end``): it lands in a 0600 file the supervisor reads, never in argv where ``ps`` shows it.
     With ``install`` the script follows on stdin (send ``supervisor_script()[0]``, then EOF) and is
     installed first; without, the command exits 97 when it is not installed. ``remote_home``
-    replaces ``$HOME`` on the VM. Everything it creates under ``~/.gcptui`` is private (umask 077).
+    replaces ``$HOME`` on the VM; ``slot`` N >= 1 acts on the job in ``~/.gcptui/job-N`` (a sweep's
+    second, third, ... trial on the VM) instead of ``~/.gcptui/job``. Everything it creates under ``~/.gcptui`` is private (umask 077).
     """
     _, file_name = supervisor_script()
     home = f"HOME={shlex.quote(remote_home)}; export HOME; " if remote_home else ""
     script = f'umask 077; {home}S="$HOME/{BIN_DIR}/{file_name}"; '
+    if slot:
+        script += f"GCPTUI_JOB_SLOT={int(slot)}; export GCPTUI_JOB_SLOT; "
     if env_end is not None:
         # ``read`` takes stdin a line at a time, so the script's bytes stay for ``cat`` below.
         script += (

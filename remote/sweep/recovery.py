@@ -16,7 +16,7 @@ from gcptui.remote.keepalive.recovery import KeepAlive, RecoveryEvent, ResumePoi
 from gcptui.remote.keepalive.relaunch import JobLauncher
 from gcptui.remote.models import Instance
 from gcptui.remote.services import Services
-from gcptui.remote.sweep.vmside import TrialJobRunner
+from gcptui.remote.sweep.vmside import TrialJobRunner, current_slot, in_slot
 
 # The VM a relaunch works on: KeepAlive runs one task per VM, so each sees its own value.
 _current_vm: contextvars.ContextVar[str | None] = contextvars.ContextVar("sweep_relaunch_vm", default=None)
@@ -32,21 +32,34 @@ class TrialLauncher(JobLauncher):
     @property
     def metrics_file(self) -> str:
         vm = _current_vm.get()
-        job = self.runner.trial_jobs.get(vm) if vm else None
+        job = self.runner.trial_jobs.get((vm, current_slot())) if vm else None
         if job is None:
             return super().metrics_file
         return metrics_path(job, self.runner.dest)
 
     async def relaunch(self, instance: Instance, report: StepReporter | None = None) -> ResumePoint:
-        if instance.name not in self.runner.trial_jobs:
+        """Resume every trial the VM was running (one per slot); the point returned is the one that
+        lost the most steps, so keep-alive's timeline never understates a loss."""
+        slots = self.runner.slots_of(instance.name)
+        if not slots:
             return ResumePoint()  # the VM had no trial running: nothing to resume (nor [job] to start)
         token = _current_vm.set(instance.name)
         try:
-            return await super().relaunch(instance, report)
+            points = []
+            for slot in slots:
+                with in_slot(slot):
+                    points.append(await super().relaunch(instance, report))
         finally:
             _current_vm.reset(token)
+        return max(points, key=_lost)
 
     __call__ = relaunch
+
+
+def _lost(point: ResumePoint) -> int:
+    if point.step is None or point.last_step is None:
+        return 0
+    return point.last_step - point.step
 
 
 def sweep_keepalive(

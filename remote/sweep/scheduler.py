@@ -27,7 +27,7 @@ from gcptui.remote.ssh.errors import SshUnreachableError
 from gcptui.remote.ssh.target import SshTarget
 from gcptui.remote.sweep.recovery import sweep_keepalive
 from gcptui.remote.sweep.state import ACTIVE, SweepState, Trial, save_state
-from gcptui.remote.sweep.vmside import TrialJobRunner, VmReader, trial_job
+from gcptui.remote.sweep.vmside import TrialJobRunner, VmReader, in_slot, pinned_devices, trial_job
 
 Say = Callable[[str], None]
 PROGRESS_SAVE_SECONDS = 1.0
@@ -74,7 +74,7 @@ class Scheduler:
         """
         for trial in self.state.trials:
             if trial.state in ACTIVE and trial.vm:
-                self.runner.trial_jobs[trial.vm] = trial_job(
+                self.runner.trial_jobs[(trial.vm, trial.slot)] = trial_job(
                     self.services.config.job, self.spec, trial, self.runner.dest
                 )
         if not self.keepalive_on:
@@ -82,7 +82,7 @@ class Scheduler:
         keepalive = sweep_keepalive(
             self.services,
             self.runner,
-            list(self.spec.vms),
+            self.spec.vm_names,
             on_event=lambda e: self.say(f"keep-alive: {e.line()}"),
         )
         task = asyncio.create_task(keepalive.run(), name="sweep keep-alive")
@@ -104,10 +104,10 @@ class Scheduler:
             if not any(t.state in (*ACTIVE, "queued") for t in self.state.trials):
                 break
             idle = not any(t.state in ACTIVE for t in self.state.trials)
-            if idle and not self._usable() and not any(self._coming_back(vm) for vm in self.spec.vms):
+            if idle and not self._usable() and not any(self._coming_back(vm) for vm in self.spec.vm_names):
                 raise SweepError(
                     f"sweep {self.spec.name}: trials are queued but none of its VMs "
-                    f"({', '.join(self.spec.vms)}) is RUNNING: start them (`gcptui vm start NAME`) and run it again"
+                    f"({', '.join(self.spec.vm_names)}) is RUNNING: start them (`gcptui vm start NAME`) and run it again"
                 )
             await asyncio.sleep(self.poll)
         self.state.finished_at = self.state.finished_at or time.time()
@@ -122,7 +122,7 @@ class Scheduler:
 
     async def _refresh_instances(self) -> None:
         try:
-            found = await self.services.resolve(list(self.spec.vms))
+            found = await self.services.resolve(self.spec.vm_names)
         except GcptuiError as err:
             if not self.instances:  # the first listing: an unknown name or no access is for the user to fix
                 raise
@@ -152,25 +152,43 @@ class Scheduler:
         return self.spec.keepalive and self.services.config.gcp is not None
 
     def _usable(self) -> list[str]:
-        return [vm for vm in self.spec.vms if vm not in self.state.vms_done and self._running(vm)]
+        return [vm for vm in self.spec.vm_names if vm not in self.state.vms_done and self._running(vm)]
 
     # ---- starting trials --------------------------------------------------------------------
 
-    async def _fill(self) -> None:
-        free = [vm for vm in self._usable() if len(self.state.on_vm(vm)) < self.spec.trials_per_vm]
-        queued = [t for t in self.state.trials if t.state == "queued"]
-        await asyncio.gather(*(self._start(trial, vm) for trial, vm in zip(queued, free, strict=False)))
+    def _gpus(self, vm: str) -> int:
+        instance = self.instances.get(vm)
+        return sum(g.count for g in instance.gpus) if instance is not None else 0
 
-    async def _start(self, trial: Trial, vm: str) -> None:
+    def slots(self, vm: str) -> int:
+        """Trials at once on ``vm``: ``trials_per_vm``, or (0) one per GPU of the VM, 1 without GPUs."""
+        return self.spec.trials_per_vm or max(1, self._gpus(vm))
+
+    async def _fill(self) -> None:
+        free: list[tuple[str, int]] = []
+        for vm in self._usable():
+            taken = {t.slot for t in self.state.on_vm(vm)}
+            # Slot by slot across the VMs: a short queue spreads over the VMs before doubling up.
+            free.extend((vm, slot) for slot in range(self.slots(vm)) if slot not in taken)
+        free.sort(key=lambda pair: pair[1])
+        queued = [t for t in self.state.trials if t.state == "queued"]
+        await asyncio.gather(
+            *(self._start(trial, vm, slot) for trial, (vm, slot) in zip(queued, free, strict=False))
+        )
+
+    async def _start(self, trial: Trial, vm: str, slot: int) -> None:
         target = self._target(vm)
         if target is None:
             return
-        trial.state, trial.vm = "starting", vm
+        trial.state, trial.vm, trial.slot = "starting", vm, slot
+        trial.devices = pinned_devices(slot, self.slots(vm), self._gpus(vm))
         trial.attempts += 1
-        self.runner.trial_jobs[vm] = trial_job(self.services.config.job, self.spec, trial, self.runner.dest)
+        job = trial_job(self.services.config.job, self.spec, trial, self.runner.dest)
+        self.runner.trial_jobs[(vm, slot)] = job
         self._save()  # before the command: an interrupt from here on is settled from the VM's record
         try:
-            status = await self.runner.start(target)
+            with in_slot(slot):
+                status = await self.runner.start(target)
         except JobAlreadyRunningError as err:
             if self._is_trial(err.status, trial):
                 status = err.status
@@ -191,10 +209,14 @@ class Scheduler:
             raise SweepError(str(err)) from None
         self._warned.discard(vm)
         self._mark_running(trial, status)
-        self.say(f"{trial.id} started on {vm}: {_params_text(trial)}")
+        where = (
+            vm if self.slots(vm) == 1 else f"{vm} (slot {slot}, CUDA_VISIBLE_DEVICES={trial.devices or '-'})"
+        )
+        self.say(f"{trial.id} started on {where}: {_params_text(trial)}")
 
     def _requeue(self, trial: Trial, why: str) -> None:
-        trial.state, trial.vm = "queued", None
+        self.runner.trial_jobs.pop((trial.vm or "", trial.slot), None)
+        trial.state, trial.vm, trial.slot, trial.devices = "queued", None, 0, None
         trial.attempts -= 1
         if why:
             self.say(why)
@@ -212,6 +234,10 @@ class Scheduler:
     # ---- following trials -------------------------------------------------------------------
 
     async def _follow(self, trial: Trial) -> None:
+        with in_slot(trial.slot):
+            await self._follow_in_slot(trial)
+
+    async def _follow_in_slot(self, trial: Trial) -> None:
         vm = trial.vm or ""
         if not self._running(vm):
             if not trial.preempted and vm in self.instances:
@@ -263,7 +289,7 @@ class Scheduler:
     async def _finish(self, trial: Trial, target: SshTarget) -> None:
         await self._update_metrics(trial, target)
         trial.state, trial.exit_code, trial.ended_at = "finished", 0, time.time()
-        self.runner.trial_jobs.pop(trial.vm or "", None)
+        self.runner.trial_jobs.pop((trial.vm or "", trial.slot), None)
         self._save()
         self.say(f"{trial.id} finished on {trial.vm}: {self.spec.metric} {trial.metric}")
 
@@ -276,9 +302,9 @@ class Scheduler:
         trial.failures += 1
         trial.exit_code = code
         vm = trial.vm
-        self.runner.trial_jobs.pop(vm or "", None)
+        self.runner.trial_jobs.pop((vm or "", trial.slot), None)
         if trial.failures < self.spec.max_failures:
-            trial.state, trial.vm = "queued", None
+            trial.state, trial.vm, trial.slot, trial.devices = "queued", None, 0, None
             self.say(
                 f"{trial.id} failed on {vm} (exit code {code}, {why}): queued again ({trial.failures}/{self.spec.max_failures})"
             )
@@ -311,7 +337,7 @@ class Scheduler:
         """Stop (or delete) each VM whose last trial ended, once nothing is left in the queue."""
         if self.spec.at_end == "none" or any(t.state == "queued" for t in self.state.trials):
             return
-        for vm in self.spec.vms:
+        for vm in self.spec.vm_names:
             instance = self.instances.get(vm)
             if vm in self.state.vms_done or instance is None or self.state.on_vm(vm):
                 continue

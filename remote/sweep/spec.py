@@ -32,8 +32,18 @@ import tomllib
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Discriminator,
+    Field,
+    Tag,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
+from gcptui.remote.cloud.create import check_vm_name, parse_gpus
 from gcptui.remote.config.loader import describe_error
 from gcptui.remote.errors import ConfigError
 
@@ -91,6 +101,48 @@ class StepParam(_Strict):
 Param = Annotated[ListParam | RangeParam | StepParam, Field(discriminator="kind")]
 
 
+class VmsFrom(_Strict):
+    """``vms = { count = 3, from = "base" }``: COUNT VMs made like the instance BASE (``vm create
+    --from``'s code), named ``PREFIX-1 .. PREFIX-COUNT``; ``sweep run`` creates those that do not exist."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
+    count: int = Field(ge=1, le=64)
+    base: str = Field(alias="from", min_length=1, description="The instance whose settings to copy.")
+    prefix: str = Field(default="", description="Names PREFIX-1..PREFIX-N; empty: the sweep's name.")
+    zone: str | None = None
+    spot: bool | None = Field(default=None, description="True: Spot, False: on-demand; unset: the base's.")
+    machine_type: str | None = None
+    gpus: str | None = Field(
+        default=None, description='"TYPE:COUNT" (e.g. "nvidia-l4:2"); unset: as the base.'
+    )
+
+    @field_validator("gpus")
+    @classmethod
+    def _gpus_parse(cls, value: str | None) -> str | None:
+        if value is not None:
+            parse_gpus(value)
+        return value
+
+    def names(self, sweep_name: str) -> list[str]:
+        """The VMs' names: ``PREFIX-1 .. PREFIX-COUNT`` (the prefix defaults to the sweep's name made
+        a GCE name: lowercase, ``-`` for anything else)."""
+        prefix = self.prefix or re.sub(r"[^a-z0-9-]", "-", sweep_name.lower())
+        if not prefix[:1].isalpha():
+            prefix = f"sweep-{prefix}"
+        return [check_vm_name(f"{prefix}-{k}") for k in range(1, self.count + 1)]
+
+
+def _vms_kind(value: Any) -> str:
+    return "from" if isinstance(value, dict | VmsFrom) else "names"
+
+
+# A list of names, or a table: the tag picks the branch, so an error names the table's own key.
+Vms = Annotated[
+    Annotated[list[str], Tag("names")] | Annotated[VmsFrom, Tag("from")], Discriminator(_vms_kind)
+]
+
+
 class SweepSpec(_Strict):
     """One sweep: the command template, the search space, the metric and the VMs it runs on."""
 
@@ -106,8 +158,14 @@ class SweepSpec(_Strict):
     count: int = Field(default=0, ge=0, description="random: trials drawn; grid: the first COUNT (0: all).")
     metric: str = Field(description="The progress-protocol key compared across trials, e.g. `val_loss`.")
     goal: Literal["min", "max"] = "min"
-    vms: list[str] = Field(min_length=1, description="The VMs (or [[hosts]]) the trials run on.")
-    trials_per_vm: int = Field(default=1, ge=1, le=1, description="Trials at once per VM (1 today).")
+    vms: Vms = Field(
+        description="The VMs (or [[hosts]]) the trials run on, or { count = N, from = BASE } to make them."
+    )
+    trials_per_vm: int = Field(
+        default=0,
+        ge=0,
+        description="Trials at once per VM, each pinned to its share of the GPUs; 0: one per GPU (1 without).",
+    )
     at_end: Literal["stop", "delete", "none"] = "stop"
     max_failures: int = Field(default=1, ge=1, description="Failed attempts before a trial is given up.")
     run_root: str = Field(
@@ -140,8 +198,10 @@ class SweepSpec(_Strict):
 
     @field_validator("vms")
     @classmethod
-    def _vms_unique(cls, value: list[str]) -> list[str]:
-        if len(set(value)) != len(value):
+    def _vms_unique(cls, value: list[str] | VmsFrom) -> list[str] | VmsFrom:
+        if isinstance(value, list) and not value:
+            raise ValueError("names no VM: list at least one, or write { count = N, from = BASE }")
+        if isinstance(value, list) and len(set(value)) != len(value):
             raise ValueError("names a VM twice: list each VM once")
         return value
 
@@ -161,7 +221,17 @@ class SweepSpec(_Strict):
                 raise ValueError(f"{key} must contain {{run_dir}}: each trial needs its own run directory")
         if self.search == "random" and self.count < 1:
             raise ValueError("a random search needs count = N (the number of trials to draw)")
+        if isinstance(self.vms, VmsFrom):
+            try:
+                self.vms.names(self.name)
+            except ConfigError as err:
+                raise ValueError(f"vms: {err}") from None
         return self
+
+    @property
+    def vm_names(self) -> list[str]:
+        """The names of the sweep's VMs (listed, or the ones ``{ count, from }`` makes)."""
+        return list(self.vms) if isinstance(self.vms, list) else self.vms.names(self.name)
 
     @property
     def resume_template(self) -> str:
@@ -195,6 +265,8 @@ def parse_sweep(text: str, path: Path) -> SweepSpec:
         # drop it so the line search finds the key under [params.lr].
         if len(loc) > 3 and loc[0] == "params" and isinstance(loc[2], str) and loc[2] in _KINDS:
             loc = [f"params.{loc[1]}", *loc[3:]]
+        elif len(loc) >= 2 and loc[0] == "vms" and loc[1] in ("names", "from"):
+            loc = ["vms", *loc[2:]]  # the union's tag, not a key of the file
         elif len(loc) >= 2 and loc[0] == "params":
             loc = [f"params.{loc[1]}", *loc[2:]] if len(loc) > 2 else loc
         message = describe_error({**first, "loc": loc}, text, path)

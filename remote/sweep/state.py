@@ -40,6 +40,8 @@ class Trial(BaseModel):
     resume: str
     state: TrialState = "queued"
     vm: str | None = None
+    slot: int = 0  # the job slot on its VM (0: ~/.gcptui/job; N: ~/.gcptui/job-N)
+    devices: str | None = None  # CUDA_VISIBLE_DEVICES given to it; None: not pinned (no GPUs)
     attempts: int = 0
     failures: int = 0
     exit_code: int | None = None
@@ -75,6 +77,7 @@ class SweepState(BaseModel):
     trials: list[Trial]
     vms_done: list[str] = []  # stopped or deleted by the sweep at its end
     finished_at: float | None = None
+    updated_at: float = 0.0  # when it was saved last: of the laptop's and the bucket's, the newer wins
 
     def counts(self) -> dict[str, int]:
         """Trials per state, every state present."""
@@ -146,11 +149,16 @@ def load_state(name: str) -> SweepState | None:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
         return None
+    return parse_state(text, str(path))
+
+
+def parse_state(text: str, where: str) -> SweepState:
+    """A state from its JSON text; ``where`` names it in the one-line error."""
     try:
         return SweepState.model_validate(json.loads(text))
     except (ValueError, ValidationError) as err:
         raise ConfigError(
-            f"{path}: not a readable sweep state ({str(err).splitlines()[0]}): move it away"
+            f"{where}: not a readable sweep state ({str(err).splitlines()[0]}): move it away"
         ) from None
 
 
@@ -167,6 +175,7 @@ def save_state(state: SweepState) -> Path:
     """Write the state atomically: a temporary file in the same folder, flushed, then renamed."""
     path = state_path(state.name)
     path.parent.mkdir(parents=True, exist_ok=True)
+    state.updated_at = time.time()
     data = json.dumps(state.to_json(), indent=1).encode()
     fd, tmp = tempfile.mkstemp(prefix=".state.", dir=path.parent)
     try:

@@ -1,17 +1,23 @@
 """What the sweep reads and runs on a VM: each trial's job, its metrics file and its log tail.
 
-Each VM runs one trial at a time through the ordinary job supervisor; ``TrialJobRunner`` gives each
-VM its current trial's command, resume command and environment, so ``job restart`` and keep-alive's
-relaunch (which call ``restart``) continue the trial, not the ``[job]`` of ``gcptui.toml``.
+Each trial runs through the ordinary job supervisor in a *slot* of its VM: slot 0 is the VM's one
+job (``~/.gcptui/job``), slots 1, 2, ... keep further trials beside it (``~/.gcptui/job-N``) when the
+sweep runs several trials per VM. ``TrialJobRunner`` gives each (VM, slot) its trial's command,
+resume command and environment, so ``job restart`` and keep-alive's relaunch (which call
+``restart``) continue the trial, not the ``[job]`` of ``gcptui.toml``. The slot an operation acts
+on is a context variable (``in_slot``): each asyncio task (one per trial) sees its own.
 """
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import shlex
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 from gcptui.remote.config import Config, JobConfig
-from gcptui.remote.jobs.protocol import LOG_FILE
+from gcptui.remote.jobs.protocol import slot_dir, supervisor_command
 from gcptui.remote.jobs.runner import JobRunner
 from gcptui.remote.ssh.pool import SshPool
 from gcptui.remote.ssh.target import SshTarget
@@ -24,6 +30,34 @@ PARAMS_ENV = "GCPTUI_PARAMS"
 LOG_TAIL_LINES = 30
 BANNER = "==== gcptui: "
 
+_slot: contextvars.ContextVar[int] = contextvars.ContextVar("sweep_job_slot", default=0)
+
+
+@contextlib.contextmanager
+def in_slot(slot: int) -> Iterator[None]:
+    """Job operations inside act on job slot ``slot`` of their VM (in this task only)."""
+    token = _slot.set(slot)
+    try:
+        yield
+    finally:
+        _slot.reset(token)
+
+
+def current_slot() -> int:
+    return _slot.get()
+
+
+def pinned_devices(slot: int, slots: int, gpus: int) -> str | None:
+    """``CUDA_VISIBLE_DEVICES`` for job slot ``slot`` of ``slots`` on a VM with ``gpus`` GPUs: an
+    equal share of the GPUs per slot (GPU ``slot % gpus`` when there are more slots than GPUs);
+    None without GPUs (nothing to pin)."""
+    if gpus <= 0:
+        return None
+    share = max(1, gpus // max(1, slots))
+    first = (slot * share) % gpus
+    return ",".join(str(first + k) for k in range(share))
+
+
 # Lines of the trial's metrics file that name the metric, then its last line. $1 relative to $HOME.
 _METRICS = (
     'f=$1; case $f in /*) ;; *) f="$HOME/$f" ;; esac; [ -f "$f" ] || exit 0; '
@@ -35,7 +69,8 @@ _TAIL = 'f="$HOME/$1"; [ -f "$f" ] && tail -n "$2" "$f"; exit 0'
 def trial_job(base: JobConfig, spec: SweepSpec, trial: Trial, dest: str) -> JobConfig:
     """The job that runs ``trial``: its commands, ``[job]``'s setup and env plus the trial's own.
 
-    A retried trial starts with its resume command, so it continues from its checkpoint.
+    A retried trial starts with its resume command, so it continues from its checkpoint. A trial
+    given GPUs (``trial.devices``) sees only those, through ``CUDA_VISIBLE_DEVICES``.
     """
     env = {
         **base.env,
@@ -44,6 +79,8 @@ def trial_job(base: JobConfig, spec: SweepSpec, trial: Trial, dest: str) -> JobC
         PARAMS_ENV: trial.params_json,
         "GCPTUI_METRICS": f"{trial.run_dir}/metrics.jsonl",
     }
+    if trial.devices is not None:
+        env["CUDA_VISIBLE_DEVICES"] = trial.devices
     command = trial.resume if trial.failures else trial.command
     return JobConfig(
         setup=base.setup,
@@ -55,14 +92,25 @@ def trial_job(base: JobConfig, spec: SweepSpec, trial: Trial, dest: str) -> JobC
 
 
 class TrialJobRunner(JobRunner):
-    """A ``JobRunner`` whose job on each VM is that VM's current trial (``[job]`` on other VMs)."""
+    """A ``JobRunner`` whose job in each (VM, slot) is the trial running there (``[job]`` elsewhere).
+
+    Every operation acts on the slot of ``in_slot`` (0 outside one)."""
 
     def __init__(self, pool: SshPool, config: Config, *, remote_home: str | None = None) -> None:
         super().__init__(pool, config.job, config.sync.dest, remote_home=remote_home, storage=config.storage)
-        self.trial_jobs: dict[str, JobConfig] = {}
+        self.trial_jobs: dict[tuple[str, int], JobConfig] = {}
 
     def job_for(self, target: SshTarget) -> JobConfig:
-        return self.trial_jobs.get(target.name, self.job)
+        return self.trial_jobs.get((target.name, current_slot()), self.job)
+
+    def slots_of(self, vm: str) -> list[int]:
+        """The slots of ``vm`` that hold a trial, in order."""
+        return sorted(slot for name, slot in self.trial_jobs if name == vm)
+
+    def _remote_command(self, op: str, args: list[str], install: bool, env_end: str | None = None) -> str:
+        return supervisor_command(
+            op, args, install=install, remote_home=self.remote_home, env_end=env_end, slot=current_slot()
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,5 +179,6 @@ class VmReader:
     async def log_tail(self, target: SshTarget) -> list[str]:
         script = self._home() + _TAIL
         conn = await self.runner.pool.connection(target)
-        result = await conn.run(shlex.join(["sh", "-c", script, "tail", LOG_FILE, "400"]), timeout=60)
+        log = f"{slot_dir(current_slot())}/output.log"
+        result = await conn.run(shlex.join(["sh", "-c", script, "tail", log, "400"]), timeout=60)
         return log_tail(str(result.stdout or ""))

@@ -10,6 +10,12 @@ from gcptui.remote.errors import GcptuiError
 from gcptui.remote.transfer.pull import PullResult, part_path
 
 
+def storage_client():  # type: ignore[no-untyped-def]
+    """A Cloud Storage client (anonymous against ``STORAGE_EMULATOR_HOST``); ``GcptuiError`` when
+    google-cloud-storage is not installed."""
+    return _client()
+
+
 def _client():  # type: ignore[no-untyped-def]
     try:
         from google.cloud import storage  # type: ignore[attr-defined]

@@ -36,7 +36,15 @@
 set -u
 umask 077
 ROOT="$HOME/.gcptui"
-JOB="$ROOT/job"
+# GCPTUI_JOB_SLOT=N (N >= 1) keeps a second, third, ... job beside the first on the same VM, each
+# with its own state directory ~/.gcptui/job-N (a sweep's trials per VM); unset: ~/.gcptui/job.
+case ${GCPTUI_JOB_SLOT:-} in
+*[!0-9]*)
+	echo "error=GCPTUI_JOB_SLOT must be a number, not ${GCPTUI_JOB_SLOT}"
+	exit 4
+	;;
+esac
+JOB="$ROOT/job${GCPTUI_JOB_SLOT:+-$GCPTUI_JOB_SLOT}"
 LOG="$JOB/output.log"
 SETUP_DONE="$ROOT/setup.done"
 SELF="$0"

@@ -13,6 +13,7 @@ from gcptui.remote.sweep.spec import parse_sweep
 from gcptui.remote.sweep.state import SweepState, newest_sweep, save_state
 from gcptui.remote.sweep.trials import initial_trials
 from gcptui.tui.app import GcptuiApp
+from gcptui.tui.sweep.plots import curves, scatter
 from gcptui.tui.sweep.screen import SweepScreen, eta_text, sparkline
 
 SWEEP = """name = "screen"
@@ -150,3 +151,76 @@ async def test_w_in_the_app_opens_the_newest_sweep(tmp_path: Path, monkeypatch: 
         await pilot.press("w")
         await pilot.pause()
         assert isinstance(app.screen, SweepScreen) and app.screen.sweep_name == "screen"
+
+
+def test_scatter_places_each_point_and_a_log_axis_spaces_by_its_logarithm() -> None:
+    plot = scatter([(1e-3, 1.0), (1e-2, 2.0), (1e-1, 3.0)], width=10, height=3, log_x=True, title="m vs lr")
+    lines = plot.plain.splitlines()
+    assert lines[0] == "m vs lr" and lines[-1].split() == ["0.001", "0.1"]
+    canvas = [line.split("┤", 1)[1] for line in lines[1:4]]
+    dots = [(row, col) for row, line in enumerate(canvas) for col, ch in enumerate(line) if ch != "⠀"]
+    # lowest metric bottom left, highest top right, the middle one in the middle (log spacing)
+    assert dots == [(0, 9), (1, 5), (2, 0)]
+    assert "(no metric yet)" in scatter([], width=10, height=3, title="x").plain
+
+
+def test_curves_draw_every_series_with_a_legend_leader_first() -> None:
+    plot = curves([("t001", [(10, 2.0), (20, 1.0)]), ("t000", [(10, 3.0), (20, 2.5)])], width=8, height=4)
+    assert plot.plain.splitlines()[-1] == "━ t001  ━ t000"
+    assert plot.plain.splitlines()[-2].split() == ["10", "20"]
+    assert "(no curve yet)" in curves([("t0", [])], width=8, height=4).plain
+
+
+def curve_state() -> SweepState:
+    state = sample_state()
+    for trial, drop in zip(state.trials[:4], (0.3, 0.6, 0.4, 0.1), strict=True):
+        trial.curve = [(step, trial.metric + drop * (200 - step) / 50) for step in (50, 100, 150, 200)]  # type: ignore[operator]
+    return state
+
+
+async def test_p_shows_the_metric_per_hyperparameter_and_the_best_curves() -> None:
+    screen = SweepScreen("screen", refresh_seconds=0)
+    async with Host(screen).run_test(size=(150, 40)) as pilot:
+        screen.show_state(curve_state())
+        await pilot.pause()
+        assert not screen.query_one("#sweep-plots").display  # hidden until asked for
+        await pilot.press("p")
+        for _ in range(50):
+            await pilot.pause(0.02)
+            if screen.query("#plot-curves") and "best" in str(
+                screen.query_one("#plot-curves", Static).render()
+            ):
+                break
+        lr = str(screen.query_one("#plot-lr", Static).render())
+        assert lr.startswith("val_loss vs lr") and any(0x2800 < ord(ch) <= 0x28FF for ch in lr)
+        assert str(screen.query_one("#plot-batch_size", Static).render()).startswith("val_loss vs batch_size")
+        best = str(screen.query_one("#plot-curves", Static).render())
+        assert best.startswith("val_loss of the best 3") and best.splitlines()[-1] == "━ t001  ━ t002  ━ t000"
+        await pilot.press("p")
+        assert not screen.query_one("#sweep-plots").display
+
+
+def test_sweep_screen_with_plots_snapshot(snap_compare) -> None:  # type: ignore[no-untyped-def]
+    screen = SweepScreen("screen", refresh_seconds=0)
+
+    async def feed(pilot) -> None:  # type: ignore[no-untyped-def]
+        screen.show_state(curve_state())
+        await pilot.press("p")
+        await pilot.pause()
+        await pilot.pause()
+
+    assert snap_compare(Host(screen), terminal_size=(130, 30), run_before=feed)
+
+
+async def test_a_trial_in_a_second_slot_shows_it_beside_its_vm() -> None:
+    screen = SweepScreen("screen", refresh_seconds=0)
+    state = sample_state()
+    state.trials[3].slot = 1  # t003 runs beside another trial on gpu-1
+    async with Host(screen).run_test(size=(120, 20)) as pilot:
+        screen.show_state(state)
+        await pilot.pause()
+        cells = {
+            str(row[0]).strip(" ★"): [str(c) for c in row]
+            for row in map(screen.query_one(DataTable).get_row_at, range(6))
+        }
+        assert "gpu-1:1" in cells["t003"] and "gpu-0" in cells["t000"]

@@ -75,13 +75,38 @@ def _environment(name: str, value: str) -> Iterator[None]:
             os.environ[name] = before
 
 
+@contextlib.contextmanager
+def _sweep_run(sweep_file: Path, config_path: Path, directory: Path) -> Iterator[None]:
+    """``gcptui sweep run`` of the demo's sweep as a child process (its output in ``sweep.log``),
+    interrupted (Ctrl-C's SIGINT, then a kill) when the demo ends."""
+    import signal
+    import subprocess
+
+    with (directory / "sweep.log").open("ab") as log:
+        child = subprocess.Popen(
+            [sys.executable, "-m", "gcptui.tui", "sweep", "run", str(sweep_file), "--config", str(config_path)],
+            stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, env=os.environ.copy(),
+        )  # fmt: skip
+    try:
+        yield
+    finally:
+        if child.poll() is None:
+            child.send_signal(signal.SIGINT)
+            try:
+                child.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                child.kill()
+                child.wait()
+
+
 def run_demo(args: argparse.Namespace) -> int:
     """Emulator in a background thread, the TUI on top; quitting removes every trace."""
     from gcptui.remote.config import load_config
     from gcptui.remote.emulator.demo import demo_fleet
     from gcptui.remote.emulator.thread import EmulatorThread
+    from gcptui.remote.sweep.state import SWEEPS_ENV
     from gcptui.tui.app import GcptuiApp
-    from gcptui.tui.cli.demo_project import write_demo_project
+    from gcptui.tui.cli.demo_project import write_demo_project, write_demo_sweep
 
     _check_vms(args.vms)
     directory = Path(tempfile.mkdtemp(prefix="gcptui-demo-"))
@@ -101,6 +126,11 @@ def run_demo(args: argparse.Namespace) -> int:
             project = write_demo_project(directory, config_path, storage)
             config = load_config(config_path)
             banner = demo_banner(storage is not None, [spec.name for spec in specs])
+            if args.sweep:
+                running = [spec.name for spec in specs if spec.status == "RUNNING"][:3]
+                stack.enter_context(_environment(SWEEPS_ENV, str(directory / "sweeps")))
+                stack.enter_context(_sweep_run(write_demo_sweep(directory, running), config_path, directory))
+                banner += " · sweep: press w"
             app = GcptuiApp(config, readonly=args.readonly, demo=True, banner=banner, refresh_seconds=2.0)
             # Where the editable project is (the header): edit a file there and watch it reach the VMs.
             app.sub_title = " · ".join(filter(None, [app.sub_title, f"edit {project}"]))

@@ -81,3 +81,43 @@ def write_demo_project(directory: Path, config_path: Path, storage: tuple[str, s
         if storage is not None:
             config.write(storage_settings(*storage))
     return project
+
+
+# `gcptui demo --sweep`: a small random search with the reference trainer over the running demo VMs
+# (the torch-free toy run stands in for it, sweeping the learning rate alone, where torch is missing).
+DEMO_SWEEP = """name = "demo-sweep"
+command = "python {module} --run-dir {{run_dir}} --steps 200 --log-every 10 --checkpoint-every 50 --step-delay 0.05 --lr {{lr}}{extra} --resume"
+metric = "{metric}"
+goal = "min"
+search = "random"
+seed = 0
+count = 8
+vms = {vms}
+at_end = "none"
+keepalive = false
+
+[params.lr]
+kind = "log_uniform"
+low = 1e-3
+high = 3e-2
+"""
+
+DEMO_SWEEP_BATCH = """
+[params.batch_size]
+kind = "list"
+values = [4, 8, 16]
+"""
+
+
+def write_demo_sweep(directory: Path, vms: list[str]) -> Path:
+    """``directory/sweep.toml``: the demo's sweep over ``vms`` (the demo's running VMs)."""
+    torch = all(importlib.util.find_spec(name) is not None for name in ("torch", "gcptui_trainer"))
+    text = DEMO_SWEEP.format(
+        module="-m gcptui_trainer" if torch else "toy_train.py",
+        extra=" --batch-size {batch_size} --eval-every 50 --size tiny" if torch else "",
+        metric="val_loss" if torch else "loss",
+        vms="[" + ", ".join(f'"{vm}"' for vm in vms) + "]",
+    )
+    path = directory / "sweep.toml"
+    path.write_text(text + (DEMO_SWEEP_BATCH if torch else ""))
+    return path

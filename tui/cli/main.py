@@ -48,6 +48,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     demo.add_argument("--vms", type=int, default=4, help="how many emulated VMs (default 4)")
     demo.add_argument("--readonly", action="store_true", help="disable actions that change a VM or a job")
+    demo.add_argument(
+        "--sweep", action="store_true", help="also run a small hyperparameter sweep (w shows it)"
+    )
     demo.set_defaults(handler=_lazy("gcptui.tui.cli.demo", "run_demo"))
 
     emu = sub.add_parser("emulator", parents=[common], help="the emulated fleet alone, in the foreground")

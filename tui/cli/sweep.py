@@ -4,19 +4,20 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from rich.console import Console
 from rich.table import Table
 
-from gcptui.remote.errors import ConfigError
+from gcptui.remote.errors import ConfigError, GcptuiError
 from gcptui.remote.services import Services
 from gcptui.remote.sweep.report import ranked, write_report
 from gcptui.remote.sweep.scheduler import Scheduler
-from gcptui.remote.sweep.spec import SweepSpec, load_sweep
+from gcptui.remote.sweep.spec import NAME_PATTERN, SweepSpec, load_sweep
 from gcptui.remote.sweep.state import SweepState, load_state, require_state, save_state, sweep_dir
 from gcptui.remote.sweep.trials import extend_trials, initial_trials
 from gcptui.tui.cli.common import with_services
@@ -41,14 +42,37 @@ def run_sweep_command(args: argparse.Namespace) -> int:
     return sweep_extend(args)
 
 
-def _spec_and_state(file_or_name: str) -> tuple[SweepSpec, SweepState]:
+def _saved(name: str, bucket: str, say: Callable[[str], None]) -> SweepState | None:
+    """Sweep ``name``'s state: this machine's, or the bucket's when that one was saved later (it ran
+    on another machine since): then it becomes this machine's too."""
+    local = load_state(name)
+    if not bucket:
+        return local
+    from gcptui.remote.sweep.bucket_state import download_state, newer, state_url
+
+    try:
+        remote = download_state(bucket, name)
+    except GcptuiError as err:
+        say(f"warning: {err} (going on with this machine's state)")
+        return local
+    chosen = newer(local, remote)
+    if chosen is not None and chosen is remote:
+        say(f"sweep {name}: resuming from {state_url(bucket, name)} (saved there last)")
+        save_state(chosen)
+    return chosen
+
+
+def _spec_and_state(
+    file_or_name: str, bucket: str = "", say: Callable[[str], None] = lambda _line: None
+) -> tuple[SweepSpec, SweepState]:
     """The spec from FILE (or the saved state of a sweep named so), and its state (new or saved)."""
     path = Path(file_or_name)
-    if not path.is_file() and load_state(file_or_name) is not None:
-        state = require_state(file_or_name)
-        return state.spec, state
+    if not path.is_file():
+        named = _saved(file_or_name, bucket, say) if re.fullmatch(NAME_PATTERN, file_or_name) else None
+        if named is not None:
+            return named.spec, named
     spec = load_sweep(path)
-    saved = load_state(spec.name)
+    saved = _saved(spec.name, bucket, say)
     if saved is None:
         state = SweepState(name=spec.name, spec=spec, created_at=time.time(), trials=[])
         state.add(initial_trials(spec))
@@ -66,24 +90,36 @@ def _spec_and_state(file_or_name: str) -> tuple[SweepSpec, SweepState]:
 
 
 def run_sweep(args: argparse.Namespace) -> int:
-    spec, state = _spec_and_state(args.file)
+    from gcptui.remote.config import load_config
+    from gcptui.remote.sweep.bucket_state import StateMirror
+    from gcptui.remote.sweep.provision import ensure_vms
+
     err = Console(stderr=True, soft_wrap=True, highlight=False)
 
     def say(line: str) -> None:
         err.print(line, markup=False)
 
+    config = load_config(getattr(args, "config", None))
+    bucket = config.storage.bucket
+    spec, state = _spec_and_state(args.file, bucket, say)
+    if ensure_vms(config, spec, say, skip=state.vms_done):
+        state.vms_done = []  # a VM made now is not one the sweep is done with
+    mirror = StateMirror(bucket, spec.name, say) if bucket else None
+
     async def body(services: Services) -> int:
         if not args.no_sync:
             from gcptui.tui.cli.sync import sync_before_job
 
-            instances = [i for i in await services.resolve(list(spec.vms)) if i.name not in state.vms_done]
+            instances = [i for i in await services.resolve(spec.vm_names) if i.name not in state.vms_done]
             await sync_before_job(
                 services, [i for i in instances if i.source == "host" or i.status == "RUNNING"]
             )
         counts = state.counts()
         say(f"sweep {spec.name}: {len(state.trials)} trials ({counts['finished']} finished, "
-            f"{counts['failed']} failed, {counts['running'] + counts['starting']} running) on {', '.join(spec.vms)}")  # fmt: skip
-        final = await Scheduler(services, state, say=say).run()
+            f"{counts['failed']} failed, {counts['running'] + counts['starting']} running) on {', '.join(spec.vm_names)}")  # fmt: skip
+        if mirror is not None:
+            mirror.push(state)
+        final = await Scheduler(services, state, say=say, on_change=mirror.push if mirror else None).run()
         leader = final.leader()
         counts = final.counts()
         say(f"sweep {spec.name} done: {counts['finished']} finished, {counts['failed']} failed"
@@ -95,6 +131,9 @@ def run_sweep(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         say(f"interrupted: trials keep running on the VMs; `gcptui sweep run {args.file}` resumes")
         return 130
+    finally:
+        if mirror is not None:
+            mirror.close()
 
 
 def _params(params: Mapping[str, object]) -> str:

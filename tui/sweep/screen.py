@@ -2,7 +2,8 @@
 
 It reads the sweep's state file, which `gcptui sweep run` keeps current (progress at most once a
 second), so the screen shows a sweep run by any process on this laptop. The leader (best finished
-metric) is highlighted; `s` cycles the sort column, `f` the state filter.
+metric) is highlighted; `s` cycles the sort column, `f` the state filter; `p` shows in-terminal
+plots (tui/sweep/plots.py): the metric against each hyperparameter and the best trials' curves.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from typing import ClassVar
 from rich.text import Text
 from textual.app import App, ComposeResult
 from textual.binding import Binding, BindingType
+from textual.containers import Horizontal
 from textual.screen import Screen
 from textual.widgets import DataTable, Static
 
@@ -20,9 +22,13 @@ from gcptui.remote.errors import GcptuiError
 from gcptui.remote.sweep.report import ranked
 from gcptui.remote.sweep.state import SweepState, Trial, load_state
 from gcptui.tui.footer import KeysFooter
+from gcptui.tui.sweep.plots import curves, scatter
 
 SORTS = ("metric", "trial", "state")
 FILTERS = ("all", "running", "queued", "finished", "failed")
+BEST_CURVES = 3  # curves drawn: the best trials by metric
+PLOT_ROWS = 6  # character rows of each plot's canvas
+MAX_PARAM_PLOTS = 3
 STATE_STYLES = {
     "finished": "green",
     "running": "bold cyan",
@@ -54,6 +60,19 @@ def sparkline(values: list[float], width: int = 40) -> str:
     return "".join(BARS[min(len(BARS) - 1, int((v - low) / span * len(BARS)))] for v in values)
 
 
+def _numeric(state: SweepState, param: str) -> bool:
+    """Every trial's value of ``param`` is a number (a list of names cannot be placed on an axis)."""
+    values = [t.params.get(param) for t in state.trials]
+    return all(isinstance(v, int | float) and not isinstance(v, bool) for v in values)
+
+
+def _where(trial: Trial) -> str:
+    """The trial's VM, with its job slot when it is not the VM's first (``gpu-0:1``)."""
+    if trial.vm is None:
+        return "-"
+    return f"{trial.vm}:{trial.slot}" if trial.slot else trial.vm
+
+
 def _number(value: float | None) -> str:
     return "-" if value is None else f"{value:.5g}"
 
@@ -64,8 +83,14 @@ class SweepScreen(Screen[None]):
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("s", "cycle_sort", "Sort"),
         Binding("f", "cycle_filter", "Filter"),
+        Binding("p", "toggle_plots", "Plots"),
         Binding("escape", "app.pop_screen", "Back"),
     ]
+    DEFAULT_CSS = """
+    SweepScreen #sweep-plots { height: auto; display: none; }
+    SweepScreen #sweep-plots.shown { display: block; }
+    SweepScreen .sweep-plot { width: 1fr; height: auto; padding: 0 1; }
+    """
 
     def __init__(
         self, name: str, *, refresh_seconds: float = 1.0, open_logs: Callable[[list[str]], None] | None = None
@@ -80,6 +105,7 @@ class SweepScreen(Screen[None]):
 
     def compose(self) -> ComposeResult:
         yield Static(id="sweep-summary")
+        yield Horizontal(id="sweep-plots")
         yield DataTable(id="sweep-trials", cursor_type="row", zebra_stripes=True)
         yield KeysFooter()
 
@@ -116,6 +142,8 @@ class SweepScreen(Screen[None]):
                 values = [value for _, value in leader.curve]
                 summary += f"  curve {sparkline(values)} (steps {leader.curve[0][0]}-{leader.curve[-1][0]})"
         self.query_one("#sweep-summary", Static).update(summary)
+        if self.plots_shown:
+            self._draw_plots(state)
         table = self.query_one("#sweep-trials", DataTable)
         table.clear(columns=True)
         params = list(state.spec.params)
@@ -127,7 +155,7 @@ class SweepScreen(Screen[None]):
             cells = [
                 Text(("★ " if lead else "  ") + trial.id, style=style),
                 *(Text(str(trial.params.get(p, "")), style=style) for p in params),
-                Text(trial.vm or "-", style=style),
+                Text(_where(trial), style=style),
                 Text(
                     trial.state + (" (preempted)" if trial.preempted and trial.state == "running" else ""),
                     style=style or STATE_STYLES.get(trial.state, ""),
@@ -162,6 +190,45 @@ class SweepScreen(Screen[None]):
             self.notify(f"{trial.id} has not run on a VM yet", title="Sweep")
             return
         self.open_logs([trial.vm])
+
+    @property
+    def plots_shown(self) -> bool:
+        return self.query_one("#sweep-plots").has_class("shown")
+
+    def _draw_plots(self, state: SweepState) -> None:
+        """One scatter per numeric hyperparameter (the first few) and the best trials' curves."""
+        panel = self.query_one("#sweep-plots", Horizontal)
+        params = [p for p in state.spec.params if _numeric(state, p)][:MAX_PARAM_PLOTS]
+        wanted = [f"plot-{p}" for p in params] + ["plot-curves"]
+        if [w.id for w in panel.children] != wanted:
+            panel.remove_children()
+            panel.mount_all([Static(id=name, classes="sweep-plot") for name in wanted])
+            self.call_after_refresh(self._draw_plots, state)  # sized once mounted
+            return
+        width = max(12, (self.size.width or 120) // len(wanted) - 10)
+        metric = state.spec.metric
+        scored = [t for t in state.trials if t.metric is not None]
+        leader = state.leader()
+        for name in params:
+            log_x = "log" in state.spec.params[name].kind
+            points = [(float(t.params[name]), float(t.metric)) for t in scored]  # type: ignore[arg-type]
+            lead = (
+                (float(leader.params[name]), float(leader.metric))
+                if leader and leader.metric is not None
+                else None
+            )  # type: ignore[arg-type]
+            text = scatter(points, width=width, height=PLOT_ROWS, log_x=log_x, highlight=lead,
+                           title=f"{metric} vs {name}{' (log)' if log_x else ''}")  # fmt: skip
+            panel.query_one(f"#plot-{name}", Static).update(text)
+        best = [t for t in ranked(state) if t.curve][:BEST_CURVES]
+        title = f"{metric} of the best {len(best)}" if best else f"{metric} curves"
+        drawn = curves([(t.id, t.curve) for t in best], width=width, height=PLOT_ROWS, title=title)
+        panel.query_one("#plot-curves", Static).update(drawn)
+
+    def action_toggle_plots(self) -> None:
+        self.query_one("#sweep-plots").toggle_class("shown")
+        if self.plots_shown and self.state is not None:
+            self._draw_plots(self.state)
 
     def action_cycle_sort(self) -> None:
         self.sort = SORTS[(SORTS.index(self.sort) + 1) % len(SORTS)]
