@@ -50,9 +50,9 @@ def test_fake_gcs_server_serves_the_demo_bucket_and_stops(tmp_path: Path) -> Non
         pass
 
 
-def test_with_a_bucket_one_demo_spot_vm_is_delete_action_and_the_banner_says_which() -> None:
+def test_with_a_bucket_one_demo_spot_vm_is_delete_action_and_the_header_says_which() -> None:
     from gcptui.remote.emulator.demo import demo_fleet
-    from gcptui.tui.cli.demo import DELETE_ACTION_VM, demo_banner
+    from gcptui.tui.cli.demo import DELETE_ACTION_VM, demo_banner, demo_note
 
     specs = demo_fleet(4, delete_action=(DELETE_ACTION_VM,))
     actions = {s.name: s.termination_action for s in specs}
@@ -62,8 +62,7 @@ def test_with_a_bucket_one_demo_spot_vm_is_delete_action_and_the_banner_says_whi
         DELETE_ACTION_VM: "DELETE",
         "eval-t4-1": None,
     }
-    assert f"{DELETE_ACTION_VM} is DELETE-action" in demo_banner(True, list(actions))
-    assert "DELETE" not in demo_banner(True, ["trainer-l4-1"]) and "no bucket" in demo_banner(
-        False, list(actions)
-    )
+    assert f"P on {DELETE_ACTION_VM}: DELETE-action" in demo_note(True, list(actions))
+    assert demo_note(True, ["trainer-l4-1"]) == "" and demo_note(False, list(actions)) == ""
+    assert demo_banner(True).endswith("· bucket") and demo_banner(False).endswith("· no bucket")
     assert all(s.termination_action != "DELETE" for s in demo_fleet(4))  # without a bucket: all STOP

@@ -38,14 +38,16 @@ def _local_storage(directory: Path, stack: contextlib.ExitStack) -> tuple[str, s
 DELETE_ACTION_VM = "trainer-h100-1"
 
 
-def demo_banner(bucket: bool, names: list[str]) -> str:
-    """The demo's header line: that it is a demo, whether checkpoints mirror to a bucket, and which VM
-    a preemption deletes."""
-    if not bucket:
-        return f"{DEMO_BANNER} · no bucket"
-    if DELETE_ACTION_VM in names:
-        return f"{DEMO_BANNER} · bucket · {DELETE_ACTION_VM} is DELETE-action"
-    return f"{DEMO_BANNER} · bucket"
+def demo_banner(bucket: bool) -> str:
+    """The demo's status-line banner: that it is a demo, and whether checkpoints mirror to a bucket."""
+    return f"{DEMO_BANNER} · {'bucket' if bucket else 'no bucket'}"
+
+
+def demo_note(bucket: bool, names: list[str]) -> str:
+    """For the header, beside the project's path: which VM a preemption deletes ("" when none)."""
+    if bucket and DELETE_ACTION_VM in names:
+        return f"P on {DELETE_ACTION_VM}: DELETE-action, recreated from the bucket"
+    return ""
 
 
 def _check_vms(vms: int) -> None:
@@ -125,7 +127,7 @@ def run_demo(args: argparse.Namespace) -> int:
                 stack.enter_context(_environment("STORAGE_EMULATOR_HOST", storage[1]))
             project = write_demo_project(directory, config_path, storage)
             config = load_config(config_path)
-            banner = demo_banner(storage is not None, [spec.name for spec in specs])
+            banner = demo_banner(storage is not None)
             if args.sweep:
                 running = [spec.name for spec in specs if spec.status == "RUNNING"][:3]
                 stack.enter_context(_environment(SWEEPS_ENV, str(directory / "sweeps")))
@@ -133,7 +135,8 @@ def run_demo(args: argparse.Namespace) -> int:
                 banner += " · sweep: press w"
             app = GcptuiApp(config, readonly=args.readonly, demo=True, banner=banner, refresh_seconds=2.0)
             # Where the editable project is (the header): edit a file there and watch it reach the VMs.
-            app.sub_title = " · ".join(filter(None, [app.sub_title, f"edit {project}"]))
+            note = demo_note(storage is not None, [spec.name for spec in specs])
+            app.sub_title = " · ".join(filter(None, [app.sub_title, f"edit {project}", note]))
             app.run()
     finally:
         shutil.rmtree(directory, ignore_errors=True)

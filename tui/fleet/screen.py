@@ -147,7 +147,13 @@ class FleetScreen(GroupRowsMixin, Screen[None]):
             shown = len(self.visible_instances())
             count = f"{shown}/{total}" if self.filter_text else f"{total}"
             when = self.snapshot.refreshed_at.astimezone().strftime("%H:%M:%S")
-            text.append(f"{count} machines · {self.snapshot.source} · refreshed {when}")
+            text.append(f"{count} machines")
+            # What the user set comes first: a long source or banner may push the rest off the edge.
+            if self.filter_text:
+                text.append(f" · filter: {self.filter_text}", style="bold")
+            if self.marked:
+                text.append(f" · marked: {', '.join(sorted(self.marked))}", style="bold cyan")
+            text.append(f" · {self.snapshot.source} · refreshed {when}")
             cost = fleet_cost_line(self.snapshot.instances)
             if cost:
                 text.append(f" · {cost}", style="bold")
@@ -155,10 +161,6 @@ class FleetScreen(GroupRowsMixin, Screen[None]):
             text.append(f" · sorted by {self.sort.label.lower()}{arrow}", style="dim")
             for note in self.snapshot.errors:
                 text.append(f" · {note}", style="bold yellow")
-            if self.filter_text:
-                text.append(f" · filter: {self.filter_text}", style="bold")
-            if self.marked:
-                text.append(f" · marked: {', '.join(sorted(self.marked))}", style="bold cyan")
         else:
             text.append("Loading fleet…")
         if self.error:
