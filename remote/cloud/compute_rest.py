@@ -56,7 +56,13 @@ class JsonApi:
         while True:
             response = self.session.get(self.base_url + path, params=params, timeout=self.timeout)
             if response.status_code < 400:
-                return response.json()
+                try:
+                    return response.json()
+                except ValueError:
+                    raise CloudError(
+                        f"{self.base_url} answered {response.status_code} with something that is not "
+                        "JSON: check [gcp] api_endpoint in gcptui.toml"
+                    ) from None
             from google.api_core import exceptions as api
 
             err = api.from_http_response(response)

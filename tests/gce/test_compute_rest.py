@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
@@ -128,3 +130,31 @@ def test_ls_with_a_rejected_token_is_one_line_exit_1(api_emulator: EmulatorThrea
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and "Traceback" not in result.stderr, result.stderr
     assert "gcloud auth" in lines[0]
+
+
+def test_an_endpoint_that_answers_html_is_one_line_exit_1(tmp_path: Path) -> None:
+    class Portal(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # noqa: N802 - the http.server hook
+            body = b"<html>sign in to the captive portal</html>"
+            self.send_response(200)
+            self.send_header("Content-Type", "text/html")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Portal)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        config = tmp_path / "gcptui.toml"
+        config.write_text(f'[gcp]\nproject = "p"\napi_endpoint = "http://127.0.0.1:{server.server_port}"\n')
+        result = _ls(config, tmp_path)
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert result.returncode == 1 and result.stdout == ""
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and "not JSON" in lines[0] and "api_endpoint" in lines[0], result.stderr
