@@ -133,8 +133,8 @@ class GcptuiApp(App[None]):
     def refresh_fleet(self) -> None:
         self._load_fleet()
 
-    # The Compute client import (~1.3 s) and the API call happen here, off the UI thread, so the
-    # first frame never waits for them.
+    # The list (REST calls through google-auth, no Compute client import) happens here, off the UI
+    # thread, so the first frame never waits for it.
     @work(thread=True, exclusive=True, group="fleet", exit_on_error=False)
     def _load_fleet(self) -> None:
         try:
