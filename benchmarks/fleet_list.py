@@ -1,7 +1,9 @@
 """Fleet listing at scale: ``gcptui ls --json`` and the TUI's first frame with 1,000 instances.
 
 Starts the Compute API emulator (API only) with 1,000 instances over 10 zones, then measures:
-- ``gcptui ls --json`` wall time (process start to exit, median of N runs);
+- ``gcptui ls --json`` wall time (process start to exit, median of N runs) and, when gcloud is
+  installed, ``gcloud compute instances list --format=json`` against the same emulator, the two
+  interleaved run by run (same load for both), with the ratio of the medians;
 - time from launching the TUI to its first painted frame, and whether the Compute client library
   had been imported by then (it must not: the import alone takes over a second);
 - time from launch until the fleet table holds all 1,000 rows.
@@ -14,6 +16,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -55,6 +59,34 @@ def tui_child(config: str, t0: float, expected: int) -> None:
     print(json.dumps(result))
 
 
+def gcloud_env(root: Path, endpoint: str, token_file: Path, project: str) -> dict[str, str]:
+    """A throwaway gcloud configuration pointed at the emulator (as tests/emulator's conformance test)."""
+    env = {
+        **os.environ,
+        "CLOUDSDK_CONFIG": str(root / "gcloud"),
+        "CLOUDSDK_CORE_DISABLE_PROMPTS": "1",
+        "CLOUDSDK_CORE_DISABLE_USAGE_REPORTING": "1",
+        "CLOUDSDK_COMPONENT_MANAGER_DISABLE_UPDATE_CHECK": "1",
+    }
+    env.pop("CLOUDSDK_CORE_PROJECT", None)
+    for key, value in (
+        ("api_endpoint_overrides/compute", f"{endpoint}/compute/v1/"),
+        ("auth/access_token_file", str(token_file)),
+        ("core/project", project),
+    ):
+        subprocess.run(["gcloud", "config", "set", key, value], env=env, capture_output=True, check=True)
+    return env
+
+
+def timed(command: list[str], env: dict[str, str], expected: int) -> float:
+    """Wall seconds of one run whose stdout must be a JSON list of ``expected`` items."""
+    start = time.perf_counter()
+    out = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, check=True)
+    elapsed = time.perf_counter() - start
+    assert len(json.loads(out.stdout)) == expected, out.stderr
+    return elapsed
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--instances", type=int, default=1000)
@@ -72,24 +104,28 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp, EmulatorThread(Path(tmp) / "emu", ssh=False) as emulator:
         emulator.add_fleet(large_fleet(args.instances, args.zones))
         config = str(emulator.write_config(Path(tmp) / "gcptui.toml"))
-        ls_times = []
+        # Own HOME: the price cache (~/.gcptui/prices.json) is this run's; one untimed run fills it.
+        env = {**os.environ, "HOME": str(Path(tmp) / "home")}
+        ls_command = [sys.executable, "-m", "gcptui.tui", "ls", "--json", "--config", config]
+        timed(ls_command, env, args.instances)
+        gcloud = shutil.which("gcloud")
+        genv = {}
+        if gcloud:
+            genv = gcloud_env(Path(tmp), emulator.endpoint, emulator.token_file, emulator.project)
+            gcloud_command = [gcloud, "compute", "instances", "list", "--format=json"]
+            timed(gcloud_command, genv, args.instances)
+        ls_times, gcloud_times = [], []
         for _ in range(args.runs):
-            start = time.perf_counter()
-            out = subprocess.run(
-                [sys.executable, "-m", "gcptui.tui", "ls", "--json", "--config", config],
-                cwd=ROOT,
-                capture_output=True,
-                text=True,
-                check=True,
-            )
-            ls_times.append(time.perf_counter() - start)
-            assert len(json.loads(out.stdout)) == args.instances
+            ls_times.append(timed(ls_command, env, args.instances))
+            if gcloud:
+                gcloud_times.append(timed(gcloud_command, genv, args.instances))
         tui_runs = []
         for _ in range(args.runs):
             t0 = time.time()
             out = subprocess.run(
                 [sys.executable, __file__, "--tui-child", config, str(t0), str(args.instances)],
                 cwd=ROOT,
+                env=env,
                 capture_output=True,
                 text=True,
                 check=True,
@@ -98,6 +134,8 @@ def main() -> None:
         import_start = time.perf_counter()
         subprocess.run([sys.executable, "-c", "import google.cloud.compute_v1"], check=True)
         import_s = time.perf_counter() - import_start
+        load = os.getloadavg()[0]
+    gcloud_median = statistics.median(gcloud_times) if gcloud_times else None
 
     print(
         json.dumps(
@@ -108,6 +146,11 @@ def main() -> None:
                 "runs": args.runs,
                 "ls_json_s_median": round(statistics.median(ls_times), 3),
                 "ls_json_s_min": round(min(ls_times), 3),
+                "gcloud_list_json_s_median": round(gcloud_median, 3) if gcloud_median else None,
+                "ls_over_gcloud": (
+                    round(statistics.median(ls_times) / gcloud_median, 3) if gcloud_median else None
+                ),
+                "load_average_1m": round(load, 2),
                 "tui_first_frame_s_median": round(statistics.median(r["first_frame_s"] for r in tui_runs), 3),
                 "tui_table_full_s_median": round(statistics.median(r["table_full_s"] for r in tui_runs), 3),
                 "compute_imported_before_first_frame": any(

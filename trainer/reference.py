@@ -10,6 +10,7 @@ import dataclasses
 import math
 import os
 import random
+import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -85,8 +86,23 @@ def make_deterministic(device: str, threads: int) -> None:
         torch.backends.cuda.matmul.allow_tf32 = False
         torch.backends.cudnn.allow_tf32 = False
     # warn_only on CUDA: a few kernels (e.g. some attention backwards) have no deterministic variant.
-    torch.use_deterministic_algorithms(True, warn_only=device == "cuda")
+    deterministic_algorithms(warn_only=device == "cuda")
     torch.set_num_threads(threads)
+
+
+def deterministic_algorithms(warn_only: bool) -> None:
+    """``torch.use_deterministic_algorithms(True)`` for eager code, without loading the compiler.
+
+    The public call also sets Inductor's ``deterministic`` option, importing ``torch._inductor`` and
+    Dynamo to do so: 2.2 s on a 2-core machine, more than importing torch, before the first step.
+    This trainer never compiles, so unless Inductor is already loaded only the eager switch (what
+    the public call sets besides) is set; where torch lacks it, the public call is made.
+    """
+    eager_switch = getattr(torch._C, "_set_deterministic_algorithms", None)
+    if "torch._inductor" in sys.modules or eager_switch is None:
+        torch.use_deterministic_algorithms(True, warn_only=warn_only)
+    else:
+        eager_switch(True, warn_only=warn_only)
 
 
 def _seed_everything(seed: int) -> None:

@@ -1,8 +1,9 @@
 """The fleet: GCE instances of the configured project beside the static ``[[hosts]]``.
 
-``FleetSource.snapshot()`` is blocking (the Compute client is synchronous); the TUI calls it from a
-worker thread and the CLI directly. The Compute client is imported on first use, never at import time,
-because importing ``google.cloud.compute_v1`` alone takes over a second.
+``FleetSource.snapshot()`` is blocking (plain HTTP calls); the TUI calls it from a worker thread and
+the CLI directly. It reads through ``ComputeReader`` (JSON over google-auth's session), never the
+Compute client library: importing ``google.cloud.compute_v1`` alone takes over a second, longer than
+listing 1,000 VMs. The library's client (``gce()``) is built on first use, for changes only.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from gcptui.remote.errors import CloudError, ConfigError
 from gcptui.remote.models import Instance
 
 if TYPE_CHECKING:
+    from gcptui.remote.cloud.compute_rest import ComputeReader
     from gcptui.remote.cloud.gce import GceClient
     from gcptui.remote.cloud.oslogin import OsLogin
     from gcptui.remote.cloud.pricing import PriceBook
@@ -60,8 +62,9 @@ class FleetSource:
     def __init__(self, config: Config) -> None:
         self.config = config
         self._gce: GceClient | None = None
+        self._reader: ComputeReader | None = None
         self._project: str | None = None
-        self.oslogin: OsLogin | None = None  # built with the Compute client
+        self.oslogin: OsLogin | None = None  # built with the reader
         self._prices: PriceBook | None = None
         self._prices_read = 0.0
 
@@ -111,25 +114,39 @@ class FleetSource:
             parts.append(f"{len(self.config.hosts)} static host{'s' if len(self.config.hosts) != 1 else ''}")
         return "; ".join(parts) or "no [gcp] and no [[hosts]] configured"
 
-    def gce(self) -> GceClient:
-        """The Compute client, built (and its library imported) on first use."""
-        if self._gce is None:
+    def reader(self) -> ComputeReader:
+        """The light read-only client (no client library import), built on first use with the
+        credentials every Google call of this source shares."""
+        if self._reader is None:
             assert self.gcp is not None
-            from gcptui.remote.cloud.gce import GceClient, read_token
+            from gcptui.remote.cloud.auth import build_credentials, read_token
+            from gcptui.remote.cloud.compute_rest import ComputeReader
+            from gcptui.remote.cloud.oslogin import OsLogin
 
             token = (
                 self.config.resolve_local(self.gcp.access_token_file) if self.gcp.access_token_file else None
             )
+            credentials = build_credentials(self.gcp.api_endpoint, read_token(token) if token else None)
+            self._reader = ComputeReader(
+                self.project(), list(self.gcp.zones), self.gcp.api_endpoint, credentials
+            )
+            key = self.config.resolve_local(self.config.ssh.key) if self.config.ssh.key else None
+            self.oslogin = OsLogin(self._reader, key)
+        return self._reader
+
+    def gce(self) -> GceClient:
+        """The Compute client library's client (for changes), built (and imported) on first use."""
+        if self._gce is None:
+            assert self.gcp is not None
+            from gcptui.remote.cloud.gce import GceClient
+
+            reader = self.reader()
             self._gce = GceClient(
-                project=self.project(),
+                project=reader.project,
                 zones=list(self.gcp.zones),
                 api_endpoint=self.gcp.api_endpoint,
-                access_token=read_token(token) if token else None,
+                credentials=reader.credentials,
             )
-            from gcptui.remote.cloud.oslogin import OsLogin
-
-            key = self.config.resolve_local(self.config.ssh.key) if self.config.ssh.key else None
-            self.oslogin = OsLogin(self._gce, key)
         return self._gce
 
     def prices(self) -> PriceBook | None:
@@ -137,12 +154,12 @@ class FleetSource:
         if self.gcp is None:
             return None
         if self._prices is None or time.monotonic() - self._prices_read > PRICES_MAX_AGE:
-            from gcptui.remote.cloud.gce import is_local_endpoint
+            from gcptui.remote.cloud.auth import is_local_endpoint
             from gcptui.remote.cloud.price_catalog import load_price_book
 
             # The emulator serves the catalog on its own endpoint; a real override is Compute's alone.
             endpoint = self.gcp.api_endpoint if is_local_endpoint(self.gcp.api_endpoint) else ""
-            self._prices = load_price_book(endpoint, self.gce().credentials)
+            self._prices = load_price_book(endpoint, self.reader().session)
             self._prices_read = time.monotonic()
         return self._prices
 
@@ -165,8 +182,9 @@ class FleetSource:
         instances: list[Instance] = []
         errors: tuple[str, ...] = ()
         if self.gcp is not None:
-            instances.extend(self.priced(self.gce().list_instances()))
-            errors = unreachable_notes(self.gce().unreachable) + self._login_notes(instances)
+            reader = self.reader()
+            instances.extend(self.priced(reader.list_instances()))
+            errors = unreachable_notes(reader.unreachable) + self._login_notes(instances)
             book = self.prices()
             if book is not None and book.note:
                 errors += (f"prices: {book.source} ({book.as_of}): {book.note}",)

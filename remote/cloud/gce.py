@@ -13,13 +13,14 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
-from pathlib import Path
 from typing import Any
-from urllib.parse import urlparse
 
+from gcptui.remote.cloud.auth import DEFAULT_ENDPOINT as DEFAULT_ENDPOINT
+from gcptui.remote.cloud.auth import build_credentials
+from gcptui.remote.cloud.auth import is_local_endpoint as is_local_endpoint
+from gcptui.remote.cloud.auth import read_token as read_token
 from gcptui.remote.cloud.errors import (
     Access,
-    credentials_error,
     is_rate_limited,
     operation_error,
     server_message,
@@ -36,10 +37,9 @@ from gcptui.remote.cloud.instances import (
     was_preempted,
 )
 from gcptui.remote.cloud.listing import list_everywhere
-from gcptui.remote.errors import CloudError, ConfigError
+from gcptui.remote.errors import CloudError
 from gcptui.remote.models import Instance
 
-DEFAULT_ENDPOINT = "https://compute.googleapis.com"
 # zoneOperations.wait "might return after zero seconds": never call it again sooner than this.
 MIN_WAIT_PAUSE = 1.0
 
@@ -53,26 +53,6 @@ class Preemption:
     instance_id: str
     time: datetime | None
     operation: str
-
-
-def read_token(path: Path) -> str:
-    """The bearer token in ``path`` (``[gcp] access_token_file``); ``ConfigError`` when unreadable or empty."""
-    try:
-        token = path.read_text(encoding="utf-8").strip()
-    except OSError as err:
-        raise ConfigError(
-            f"cannot read [gcp] access_token_file {path}: {err.strerror}: fix the path in gcptui.toml"
-        ) from None
-    if not token:
-        raise ConfigError(f"[gcp] access_token_file {path} is empty: write the token into it")
-    return token
-
-
-def is_local_endpoint(endpoint: str) -> bool:
-    """A plain-http loopback endpoint (the emulator): it needs no Google credentials."""
-    parsed = urlparse(endpoint)
-    host = parsed.hostname or ""
-    return parsed.scheme == "http" and (host == "localhost" or host.startswith("127.") or host == "::1")
 
 
 class GceClient:
@@ -99,12 +79,8 @@ class GceClient:
         self.timeout = timeout
         self.operation_timeout = operation_timeout
         self._compute = compute_v1
-        if credentials is None and access_token:
-            from google.oauth2.credentials import Credentials
-
-            credentials = Credentials(token=access_token)  # sent as is, never refreshed
         if credentials is None:
-            credentials = self._credentials(api_endpoint)
+            credentials = build_credentials(api_endpoint, access_token)
         self.credentials = credentials  # OS Login's client and the price catalog use them too
         options = {"api_endpoint": api_endpoint} if api_endpoint else None
         self._options = options
@@ -129,19 +105,6 @@ class GceClient:
         )
         self.min_wait_pause = MIN_WAIT_PAUSE
         self.unreachable: list[str] = []  # zones the last list could not read (their VMs are missing)
-
-    def _credentials(self, api_endpoint: str) -> Any:
-        if api_endpoint and is_local_endpoint(api_endpoint):
-            from google.auth.credentials import AnonymousCredentials
-
-            return AnonymousCredentials()
-        import google.auth
-
-        try:
-            credentials, _ = google.auth.default(scopes=["https://www.googleapis.com/auth/cloud-platform"])
-        except Exception as err:
-            raise (credentials_error(err) or err) from None
-        return credentials
 
     def api_errors(self, action: str) -> Any:
         """A context that turns Google errors into one ``CloudError`` line (for sibling APIs too)."""
@@ -172,6 +135,22 @@ class GceClient:
     errors = _errors  # the same mapping for calls made by sibling modules (cloud/images.py)
 
     # -- reading ---------------------------------------------------------------------------------------
+
+    def aggregated_scopes(self) -> Iterator[tuple[str, list[Any], str]]:
+        """(scope, instances, warning code) of every scope on every page (``listing.Lister``)."""
+        pages = self._instances.aggregated_list(
+            request={"project": self.project}, retry=self._retry, timeout=self.timeout
+        )
+        for scope, scoped in pages:
+            yield scope, list(scoped.instances), getattr(scoped.warning, "code", "")
+
+    def list_zone(self, zone: str, retry_seconds: float) -> list[Any]:
+        """One zone's instances, all pages, retried for ``retry_seconds`` (``listing.Lister``)."""
+        retry = self._retry if retry_seconds >= self.timeout else self._retry.with_timeout(retry_seconds)
+        with self._errors("list instances", zone=zone):
+            return list(
+                self._instances.list(project=self.project, zone=zone, retry=retry, timeout=self.timeout)
+            )
 
     def list_raw(self) -> list[Any]:
         """Every instance as a ``compute_v1.Instance`` message, all pages followed; zones that could

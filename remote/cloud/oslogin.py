@@ -12,19 +12,30 @@ caches the user, so opening an SSH connection never waits on the OS Login API.
 
 from __future__ import annotations
 
+from contextlib import AbstractContextManager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
-from gcptui.remote.cloud.gce import is_local_endpoint
+from gcptui.remote.cloud.auth import is_local_endpoint
 from gcptui.remote.cloud.gcloud_config import resolve_account
 from gcptui.remote.cloud.instances import metadata_flag
 from gcptui.remote.errors import CloudError
 from gcptui.remote.models import Instance
 
-if TYPE_CHECKING:
-    from gcptui.remote.cloud.gce import GceClient
-
 OSLOGIN_ENDPOINT = "oslogin.googleapis.com"
+
+
+class ProjectReader(Protocol):
+    """What OS Login needs of a Compute client (``GceClient`` or ``ComputeReader``)."""
+
+    project: str
+    endpoint: str
+    credentials: Any
+    timeout: float
+
+    def project_metadata(self) -> dict[str, str]: ...
+
+    def api_errors(self, action: str) -> AbstractContextManager[None]: ...
 
 
 def pick_user(profile: Any) -> str | None:
@@ -37,7 +48,7 @@ def pick_user(profile: Any) -> str | None:
 class OsLogin:
     """Whether OS Login applies to a VM, and the user to connect as (resolved once, then cached)."""
 
-    def __init__(self, gce: GceClient, public_key: Path | None, account: str | None = None) -> None:
+    def __init__(self, gce: ProjectReader, public_key: Path | None, account: str | None = None) -> None:
         self.gce = gce
         self.public_key = public_key
         self.account = account

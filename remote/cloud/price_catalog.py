@@ -2,7 +2,7 @@
 bundled with gcptui.
 
 Order: a cached catalog read younger than ``CACHE_HOURS``; else the catalog itself (Compute Engine's
-SKUs through ``google-cloud-billing`` over REST, written to the cache); else an older cache; else the
+SKUs over REST with the fleet's google-auth session, written to the cache); else an older cache; else the
 bundled ``prices_fallback.json`` (dated inside; see docs/COST.md). The faces say which one
 (``price_source``) and as of when, so a fallback or a stale price never passes for a fresh one.
 
@@ -26,6 +26,7 @@ from gcptui.remote.cloud.pricing import PriceBook, rates_from_skus
 log = logging.getLogger(__name__)
 
 COMPUTE_SERVICE = "services/6F81-5844-456A"  # Compute Engine in the Cloud Billing Catalog
+BILLING_ENDPOINT = "https://cloudbilling.googleapis.com"
 CACHE_HOURS = 24.0
 CATALOG_TIMEOUT = 20.0
 FALLBACK_FILE = "prices_fallback.json"
@@ -63,27 +64,35 @@ def write_cache(path: Path, rates: dict[str, float], fetched: datetime) -> None:
     os.replace(temporary, path)
 
 
-def fetch_skus(endpoint: str, credentials: Any) -> list[dict[str, Any]]:
-    """Every Compute Engine SKU (all pages) as camelCase JSON, through ``google-cloud-billing``."""
-    from google.api_core import retry as retries
-    from google.cloud import billing_v1
+def fetch_skus(endpoint: str, session: Any) -> list[dict[str, Any]]:
+    """Every Compute Engine SKU (all pages) as the catalog's REST JSON (camelCase).
 
-    options = {"api_endpoint": endpoint} if endpoint else None
-    client = billing_v1.CloudCatalogClient(credentials=credentials, client_options=options, transport="rest")
-    request = billing_v1.ListSkusRequest(parent=COMPUTE_SERVICE, page_size=5000, currency_code="USD")
-    # One quick try: with the catalog unreachable the fallback is used, not minutes of retries.
-    pages = client.list_skus(request=request, retry=retries.Retry(timeout=0.0), timeout=CATALOG_TIMEOUT)
-    return [json.loads(billing_v1.Sku.to_json(sku)) for sku in pages]
+    ``session`` is a google-auth ``AuthorizedSession`` (the fleet's credentials): a plain GET per page,
+    no ``google-cloud-billing`` import (a second of start-up that ``gcptui ls`` would pay)."""
+    base = (endpoint or BILLING_ENDPOINT).rstrip("/")
+    base = base if "://" in base else f"https://{base}"
+    params = {"pageSize": "5000", "currencyCode": "USD"}
+    skus: list[dict[str, Any]] = []
+    while True:
+        # One quick try: with the catalog unreachable the fallback is used, not minutes of retries.
+        response = session.get(f"{base}/v1/{COMPUTE_SERVICE}/skus", params=params, timeout=CATALOG_TIMEOUT)
+        if response.status_code >= 400:
+            raise ValueError(f"the catalog answered {response.status_code} {response.reason}")
+        page = response.json()
+        skus.extend(page.get("skus") or ())
+        if not page.get("nextPageToken"):
+            return skus
+        params["pageToken"] = page["nextPageToken"]
 
 
-def load_price_book(endpoint: str, credentials: Any, *, cache: Path | None = None) -> PriceBook:
+def load_price_book(endpoint: str, session: Any, *, cache: Path | None = None) -> PriceBook:
     """The freshest prices available: young cache, catalog, old cache, fallback (never raises)."""
     cache = cache or cache_path()
     young = read_cache(cache, timedelta(hours=CACHE_HOURS))
     if young is not None:
         return young
     try:
-        rates = rates_from_skus(fetch_skus(endpoint, credentials))
+        rates = rates_from_skus(fetch_skus(endpoint, session))
         if not rates:
             raise ValueError("the catalog listed no machine or GPU prices")
     except Exception as err:  # any failure (network, auth, shape): prices fall back, the fleet still lists

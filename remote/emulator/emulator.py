@@ -58,6 +58,7 @@ class Emulator:
         boot_seconds: float = 0.3,
         stop_seconds: float = 0.3,
         preempt_grace_seconds: float = 3.0,
+        initial_boot_seconds: float | None = None,
         page_size: int = 500,
         zones: Iterable[str] = DEFAULT_ZONES,
         api_port: int = 0,
@@ -74,7 +75,9 @@ class Emulator:
         self.project = project
         self.ssh = ssh
         self.faults = Faults()
-        self.timing = Timing(boot_seconds, stop_seconds, preempt_grace_seconds)
+        self.timing = Timing(
+            boot_seconds, stop_seconds, preempt_grace_seconds, initial_boot_seconds=initial_boot_seconds
+        )
         self._zones = list(zones)
         self._page_size = page_size
         self._api_port = api_port

@@ -65,6 +65,8 @@ BINARY_MARK = "[binary data]"
 # characters other than tab, CR and ESC.
 _BINARY_CHARS = re.compile(r"[\ufffd\x00-\x08\x0b-\x0c\x0e-\x1a\x1c-\x1f\x7f]")
 BINARY_SAMPLE = 4096
+# Anything but printable ASCII and newlines: a chunk without any is shown line for line as it came.
+_NOT_PLAIN = re.compile(r"[^\n\x20-\x7e]")
 
 
 def binary_chars(raw: str) -> int:
@@ -126,6 +128,15 @@ class LineAssembler:
         text = self._pending + text
         parts = text.split("\n")
         self._pending = parts.pop()
+        if (
+            not self._in_binary
+            and not _NOT_PLAIN.search(text)
+            and max(map(len, parts), default=0) <= self._max
+        ):
+            # Printable ASCII (most training logs): every line displays as it is; no per-line
+            # cleaning (that was most of the TUI's decoding time at 16,000 lines/s).
+            self._cut_pending(parts)
+            return parts
         lines: list[str] = []
         for part in parts:
             if part.endswith("\r"):
@@ -136,6 +147,11 @@ class LineAssembler:
                 self._show(part[: self._max], lines, cut=True)
             else:
                 self._show(part, lines)
+        self._cut_pending(lines)
+        return lines
+
+    def _cut_pending(self, lines: list[str]) -> None:
+        """Bound the unfinished line: a long \\r-bar keeps its last redraw, a long line is cut."""
         if len(self._pending) > self._max:
             # Keep only the last redraw of a long \r-bar; a long line without \r is cut.
             if "\r" in self._pending:
@@ -145,7 +161,6 @@ class LineAssembler:
                 self._show(self._pending[: self._max], lines, cut=True)
                 self._pending = ""
                 self._skipping = True
-        return lines
 
     @property
     def partial(self) -> str | None:

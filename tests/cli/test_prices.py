@@ -1,5 +1,5 @@
 """``ls --json`` carries ``usd_per_hour`` and ``price_source``: from the (emulated) Cloud Billing Catalog
-through the real ``google-cloud-billing`` client, then from its cache, and from the bundled table,
+through its REST API (google-auth's session), then from its cache, and from the bundled table,
 marked as such, when the catalog is unreachable."""
 
 from __future__ import annotations

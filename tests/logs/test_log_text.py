@@ -82,3 +82,20 @@ def test_binary_runs_show_as_one_short_placeholder() -> None:
     assert lines[1] == BINARY_MARK
     shown = sum(len(line) for line in lines)
     assert shown < len(blob) // 100, f"{shown} characters shown for {len(blob)} bytes of binary"
+
+
+def test_plain_chunks_and_mixed_chunks_give_the_same_lines_in_any_cut() -> None:
+    """Chunks of printable ASCII skip per-line cleaning; a chunk with colours, tabs, CRs or binary
+    takes the full path; either way the lines are what cleaning each line gives, wherever cut."""
+    plain = "".join(f"step {i} loss 0.{i:04d} lr 3e-4\n" for i in range(300))
+    mixed = "\x1b[31mred\x1b[0m\x1b[2Jcleared\n\tx\ntqdm 1%\rtqdm 99%\n" + "\x00\x01\x02\x03" * 8 + "\nok\n"
+    data = (plain + mixed + plain).encode()
+    expected = LineAssembler().feed(data)
+    assert expected[:300] == plain.splitlines() and "\x1b[31mred\x1b[0mcleared" in expected
+    assert "        x" in expected and "tqdm 99%" in expected and BINARY_MARK in expected
+    for size in (1, 7, 64, 4096):
+        assembler = LineAssembler()
+        lines = [line for k in range(0, len(data), size) for line in assembler.feed(data[k : k + size])]
+        assert lines == expected, size
+    long = LineAssembler(max_line_chars=100)
+    assert long.feed(b"a" * 150 + b"\nb\n") == ["a" * 100 + CUT_MARK, "b"]  # never taken as it came

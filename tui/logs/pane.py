@@ -110,6 +110,16 @@ class LogPane(Vertical):
         """Lines queued for the next ticks."""
         return len(self._pending)
 
+    def repaint_rows(self) -> int:
+        """Rows a ``flush`` now would repaint: the view's height when it follows on screen and has
+        something queued, else 0 (a paused or hidden view only stores lines)."""
+        if not (self._pending or self._partial_dirty or self._status_dirty):
+            return 0
+        view = self.view
+        if not view.follow or not view._displayed():
+            return 0
+        return max(1, view.size.height)
+
     def flush(self) -> list[str]:
         """Give queued lines to the view in one batch; returns them (the merged view wants them too)."""
         pending = self._pending
