@@ -83,6 +83,7 @@ class GcptuiApp(App[None]):
         self.autostopper: AutoStopper | None = None
         self.services = Services(config)
         self.fleet = self.services.fleet
+        self.fleet.background_prices = True  # a cold catalog read must not hold up the first table
         self.live: dict[str, Live] = {}
         self.monitors = Monitors(
             self.services, self.live, self._live_changed,

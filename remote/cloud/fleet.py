@@ -9,6 +9,7 @@ listing 1,000 VMs. The library's client (``gce()``) is built on first use, for c
 from __future__ import annotations
 
 import dataclasses
+import threading
 import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -67,6 +68,10 @@ class FleetSource:
         self.oslogin: OsLogin | None = None  # built with the reader
         self._prices: PriceBook | None = None
         self._prices_read = 0.0
+        # The TUI sets this: a cold price cache is read from the catalog in a thread (it pages through
+        # thousands of SKUs) while the table shows the old cache or the bundled table, marked.
+        self.background_prices = False
+        self._price_loader: threading.Thread | None = None
 
     @property
     def gcp(self) -> GcpConfig | None:
@@ -154,14 +159,39 @@ class FleetSource:
         if self.gcp is None:
             return None
         if self._prices is None or time.monotonic() - self._prices_read > PRICES_MAX_AGE:
-            from gcptui.remote.cloud.auth import is_local_endpoint
-            from gcptui.remote.cloud.price_catalog import load_price_book
+            if not self.background_prices:
+                self._load_prices()
+            elif self._price_loader is None or not self._price_loader.is_alive():
+                from gcptui.remote.cloud.price_catalog import quick_price_book
 
-            # The emulator serves the catalog on its own endpoint; a real override is Compute's alone.
-            endpoint = self.gcp.api_endpoint if is_local_endpoint(self.gcp.api_endpoint) else ""
-            self._prices = load_price_book(endpoint, self.reader().session)
-            self._prices_read = time.monotonic()
+                quick, fresh = quick_price_book()
+                if fresh:
+                    self._prices, self._prices_read = quick, time.monotonic()
+                else:
+                    if self._prices is None:
+                        self._prices = quick  # until the catalog is read; _prices_read stays old
+                    self._price_loader = threading.Thread(
+                        target=self._load_prices, name="prices", daemon=True
+                    )
+                    self._price_loader.start()
         return self._prices
+
+    def _load_prices(self) -> None:
+        from gcptui.remote.cloud.auth import is_local_endpoint
+        from gcptui.remote.cloud.price_catalog import load_price_book
+
+        assert self.gcp is not None
+        # The emulator serves the catalog on its own endpoint; a real override is Compute's alone.
+        endpoint = self.gcp.api_endpoint if is_local_endpoint(self.gcp.api_endpoint) else ""
+        book = load_price_book(endpoint, self.reader().session)
+        self._prices, self._prices_read = book, time.monotonic()
+
+    def wait_for_prices(self, timeout: float) -> bool:
+        """Until a background catalog read has ended (tests, and a CLI that wants the real prices)."""
+        loader = self._price_loader
+        if loader is not None:
+            loader.join(timeout)
+        return loader is None or not loader.is_alive()
 
     def priced(self, instances: list[Instance]) -> list[Instance]:
         """``instances`` with ``usd_per_hour`` and where the price came from (GCE VMs only)."""

@@ -85,6 +85,19 @@ def fetch_skus(endpoint: str, session: Any) -> list[dict[str, Any]]:
         params["pageToken"] = page["nextPageToken"]
 
 
+def quick_price_book(cache: Path | None = None) -> tuple[PriceBook, bool]:
+    """What can be had without the network: (book, fresh). A young cache is fresh; else the old
+    cache or the bundled table, noted as "catalog loading", while the caller reads the catalog."""
+    cache = cache or cache_path()
+    young = read_cache(cache, timedelta(hours=CACHE_HOURS))
+    if young is not None:
+        return young, True
+    old = read_cache(cache, None)
+    if old is not None:
+        return PriceBook(old.rates, "cache", old.as_of, "catalog loading"), False
+    return fallback_book("catalog loading"), False
+
+
 def load_price_book(endpoint: str, session: Any, *, cache: Path | None = None) -> PriceBook:
     """The freshest prices available: young cache, catalog, old cache, fallback (never raises)."""
     cache = cache or cache_path()

@@ -66,3 +66,25 @@ def test_catalog_unreachable_uses_the_bundled_table_and_says_so(
     assert rows["od-a100"]["price_source"] == "fallback" and rows["od-a100"]["price_as_of"] == "2025-01-15"
     assert "prices: fallback (2025-01-15): catalog unreachable" in err and len(err.splitlines()) == 1
     assert not cache_path().exists()  # a fallback is never cached as if it were the catalog's
+
+
+def test_the_tui_reads_a_cold_catalog_in_the_background(api_emulator: EmulatorThread, tmp_path: Path) -> None:
+    # A cold cache must not hold up the first table: it shows the bundled table, marked, while the
+    # catalog is read in a thread; the next reading has the catalog's prices.
+    from gcptui.remote.cloud.fleet import FleetSource
+    from gcptui.remote.config import load_config
+
+    api_emulator.add_instance(
+        "spot-l4", "us-central1-a", machine_type="g2-standard-8", gpus=[("nvidia-l4", 1)], spot=True
+    )
+    catalog = api_emulator.emulator.api.catalog  # type: ignore[union-attr]
+    api_emulator.call(catalog.rates.__setitem__, "gpu/nvidia-l4/*/Preemptible", L4_SPOT)
+    assert not cache_path().exists()
+    source = FleetSource(load_config(api_emulator.write_config(tmp_path / "gcptui.toml")))
+    source.background_prices = True
+    first = {i.name: i for i in source.snapshot().instances}["spot-l4"]
+    assert first.price_source == "fallback"  # at once, without waiting for the catalog
+    assert source.wait_for_prices(timeout=60)
+    then = {i.name: i for i in source.snapshot().instances}["spot-l4"]
+    assert then.price_source == "catalog" and then.usd_per_hour != first.usd_per_hour
+    assert cache_path().exists()  # and the next start is warm
