@@ -3,7 +3,8 @@
 Standard library only, no imports from gcptui. It speaks a framed protocol on stdin/stdout:
 every frame is a 4-byte big-endian length and a JSON header; a ``put`` header is followed by
 exactly ``s`` bytes of file data (or, when it has ``z``, ``z`` bytes of zlib data that inflate to
-``s``). Operations are pipelined: the client sends many and asks for
+``s``; or, when it has ``zs``, the next ``zs`` bytes of the session's one deflate stream, ended by
+a sync flush, that inflate to ``s``). Operations are pipelined: the client sends many and asks for
 their results with one ``flush``. Replies are frames too.
 
 The agent keeps the sync ledger: the record of every path sync put under ``dest``, with the
@@ -102,6 +103,9 @@ class Agent:
         self.journal_lines = 0
         self.results: list = []
         self.tmp_seq = 0
+        # The client's deflate stream (``zs`` puts): one per session, inflated in frame order.
+        self.stream: zlib._Decompress | None = zlib.decompressobj()
+        self.stream_error = ""
         # Descriptors of directories (dest-relative) opened in the current batch: saves an openat
         # per path component per file. Closed at every flush and scan, and on any doubt.
         self.dirs: dict = {}
@@ -452,25 +456,47 @@ class Agent:
         except (OSError, ValueError) as err:
             error = err
         packed = msg.get("z")  # the data comes zlib-compressed in this many bytes
-        left = size if packed is None else packed
-        inflate = zlib.decompressobj() if packed is not None else None
+        streamed = msg.get("zs")  # ... or as this many bytes of the session's deflate stream
+        compressed = packed is not None or streamed is not None
+        left = size if not compressed else packed if packed is not None else streamed
+        inflate = None
+        if streamed is not None:
+            inflate = self.stream
+            if inflate is None and error is None:
+                error = ValueError(f"{rel}: {self.stream_error}")
+        elif packed is not None:
+            inflate = zlib.decompressobj()
         written = 0
         while left:  # always consume the data, even after an error, to stay in frame
             chunk = self.inp.take(left)
             left -= len(chunk)
+            data: bytes | memoryview = chunk  # (local annotations are never evaluated)
+            if compressed:
+                # The stream is inflated even for a put that failed: later puts continue it.
+                if inflate is None:
+                    continue
+                try:  # never more than the header announced
+                    data = inflate.decompress(chunk, size + 1 - written)
+                    if inflate.unconsumed_tail:
+                        raise ValueError(f"compressed data inflates past {size} bytes")
+                except (ValueError, zlib.error) as err:
+                    inflate = None
+                    if streamed is not None:
+                        self.break_stream(rel, err)
+                    if error is None:
+                        error = ValueError(f"{rel}: {err}")
+                    continue
+            written += len(data)
             if error is None:
                 try:
-                    data: bytes | memoryview = chunk  # (local annotations are never evaluated)
-                    if inflate is not None:  # never more than the header announced
-                        data = inflate.decompress(chunk, size + 1 - written)
-                        if inflate.unconsumed_tail:
-                            raise ValueError(f"{rel}: compressed data inflates past {size} bytes")
-                    written += len(data)
                     _write_all(fd, data)
-                except (OSError, ValueError, zlib.error) as err:
-                    error = err if isinstance(err, (OSError, ValueError)) else ValueError(f"{rel}: {err}")
-        if error is None and inflate is not None and (written != size or not inflate.eof):
-            error = ValueError(f"{rel}: compressed data held {written} of {size} bytes")
+                except OSError as err:
+                    error = err
+        if inflate is not None and (written != size or (packed is not None and not inflate.eof)):
+            if streamed is not None:
+                self.break_stream(rel, f"held {written} of {size} bytes")
+            if error is None:
+                error = ValueError(f"{rel}: compressed data held {written} of {size} bytes")
         try:
             if error is not None:
                 raise error
@@ -495,6 +521,11 @@ class Agent:
                     os.unlink(tmp, dir_fd=parent)
                 except OSError:
                     pass
+
+    def break_stream(self, rel: str, why) -> None:
+        """The session's deflate stream is out of step: every later ``zs`` put fails (in frame)."""
+        self.stream = None
+        self.stream_error = f"the compressed stream broke at {rel} ({why}); restart the sync"
 
     def op_link(self, msg) -> None:
         rel = msg["p"]
