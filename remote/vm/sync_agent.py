@@ -23,6 +23,7 @@ The ledger lives beside the home, not in ``dest``: ``~/.gcptui/sync/<sha256(dest
 plus an append-only ``.journal`` of changes since, replayed on load and folded in by ``compact``.
 """
 
+import collections
 import errno
 import hashlib
 import json
@@ -30,6 +31,7 @@ import os
 import stat
 import struct
 import sys
+import threading
 import zlib
 from typing import IO
 
@@ -37,6 +39,7 @@ TMP_PREFIX = ".gcptui-tmp."
 # stdin is read in big chunks into our own buffer: sshd refills the pipe (and sends the client a
 # window adjust) per read, so 8 KiB reads meant one SSH round of packets per 8 KiB on both ends.
 READ_SIZE = 1 << 20
+READ_AHEAD = 32 << 20  # stdin read ahead of the file writes: ~5 s of a 50 Mbit/s link
 F_SETPIPE_SZ = 1031  # fcntl.F_SETPIPE_SZ, named only from Python 3.10 on
 # A request frame larger than this is not from gcptui's client (its headers are small JSON).
 MAX_FRAME = 16 << 20
@@ -48,7 +51,13 @@ FILE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | getattr(os, 
 
 
 class Input:
-    """Frames and file data from stdin, from a buffer filled by large ``os.read`` calls."""
+    """Frames and file data from stdin, from a buffer filled by large ``os.read`` calls.
+
+    A reader thread keeps reading ahead (up to ``READ_AHEAD`` bytes) while the main thread writes
+    files: on a slow disk the link then keeps delivering the next files' data meanwhile, instead
+    of stalling behind every create and rename (a first sync's thousands of small files took 3.5 s
+    of disk work here, which the link would otherwise wait out after carrying them in 2.4 s).
+    """
 
     def __init__(self, fd: int) -> None:
         self.fd = fd
@@ -60,11 +69,40 @@ class Input:
             fcntl.fcntl(fd, F_SETPIPE_SZ, READ_SIZE)
         except (ImportError, OSError):
             pass
+        self.chunks: collections.deque = collections.deque()
+        self.queued = 0  # bytes read ahead, not yet taken
+        self.ended = False
+        self.cond = threading.Condition()
+        threading.Thread(target=self._read_ahead, name="stdin", daemon=True).start()
+
+    def _read_ahead(self) -> None:
+        while True:
+            with self.cond:
+                while self.queued >= READ_AHEAD:
+                    self.cond.wait()
+            try:
+                chunk = os.read(self.fd, READ_SIZE)
+            except OSError:
+                chunk = b""
+            with self.cond:
+                if chunk:
+                    self.chunks.append(chunk)
+                    self.queued += len(chunk)
+                else:
+                    self.ended = True
+                self.cond.notify_all()
+            if not chunk:
+                return
 
     def _more(self) -> None:
-        chunk = os.read(self.fd, READ_SIZE)
-        if not chunk:
-            raise EOFError
+        with self.cond:
+            while not self.chunks and not self.ended:
+                self.cond.wait()
+            if not self.chunks:
+                raise EOFError
+            chunk = self.chunks.popleft()
+            self.queued -= len(chunk)
+            self.cond.notify_all()
         # Only a frame header's head can be left over here: file data is consumed via take().
         self.buf = self.buf[self.pos :] + chunk if self.pos < len(self.buf) else chunk
         self.pos = 0
