@@ -12,6 +12,7 @@ from gcptui.remote.sync.manifest import Entry
 from gcptui.remote.sync.plan import Plan
 
 PROGRESS_EVERY_S = 0.1
+LARGE_FILE = 1 << 20  # sent after the small files (see apply_plan)
 
 
 @dataclass
@@ -56,7 +57,10 @@ async def apply_plan(
     for rel in plan.owns:
         await agent.own(rel)
     last = 0.0
-    for done, (rel, _) in enumerate(plan.puts, start=1):
+    # Small files first, large ones last: the agent reads ahead while it creates the small files
+    # (a few ms each on a slow disk), so the link carries the large files' data meanwhile.
+    puts = sorted(plan.puts, key=lambda item: item[1] > LARGE_FILE)
+    for done, (rel, _) in enumerate(puts, start=1):
         sent, changed = await agent.put_file(rel, source / rel)
         out.bytes += sent
         if changed:

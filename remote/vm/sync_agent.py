@@ -3,7 +3,8 @@
 Standard library only, no imports from gcptui. It speaks a framed protocol on stdin/stdout:
 every frame is a 4-byte big-endian length and a JSON header; a ``put`` header is followed by
 exactly ``s`` bytes of file data (or, when it has ``z``, ``z`` bytes of zlib data that inflate to
-``s``). Operations are pipelined: the client sends many and asks for
+``s``; or, when it has ``zs``, the next ``zs`` bytes of the session's one deflate stream, ended by
+a sync flush, that inflate to ``s``). Operations are pipelined: the client sends many and asks for
 their results with one ``flush``. Replies are frames too.
 
 The agent keeps the sync ledger: the record of every path sync put under ``dest``, with the
@@ -22,6 +23,7 @@ The ledger lives beside the home, not in ``dest``: ``~/.gcptui/sync/<sha256(dest
 plus an append-only ``.journal`` of changes since, replayed on load and folded in by ``compact``.
 """
 
+import collections
 import errno
 import hashlib
 import json
@@ -29,6 +31,7 @@ import os
 import stat
 import struct
 import sys
+import threading
 import zlib
 from typing import IO
 
@@ -36,6 +39,7 @@ TMP_PREFIX = ".gcptui-tmp."
 # stdin is read in big chunks into our own buffer: sshd refills the pipe (and sends the client a
 # window adjust) per read, so 8 KiB reads meant one SSH round of packets per 8 KiB on both ends.
 READ_SIZE = 1 << 20
+READ_AHEAD = 32 << 20  # stdin read ahead of the file writes: ~5 s of a 50 Mbit/s link
 F_SETPIPE_SZ = 1031  # fcntl.F_SETPIPE_SZ, named only from Python 3.10 on
 # A request frame larger than this is not from gcptui's client (its headers are small JSON).
 MAX_FRAME = 16 << 20
@@ -47,7 +51,13 @@ FILE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | getattr(os, 
 
 
 class Input:
-    """Frames and file data from stdin, from a buffer filled by large ``os.read`` calls."""
+    """Frames and file data from stdin, from a buffer filled by large ``os.read`` calls.
+
+    A reader thread keeps reading ahead (up to ``READ_AHEAD`` bytes) while the main thread writes
+    files: on a slow disk the link then keeps delivering the next files' data meanwhile, instead
+    of stalling behind every create and rename (a first sync's thousands of small files took 3.5 s
+    of disk work here, which the link would otherwise wait out after carrying them in 2.4 s).
+    """
 
     def __init__(self, fd: int) -> None:
         self.fd = fd
@@ -59,11 +69,40 @@ class Input:
             fcntl.fcntl(fd, F_SETPIPE_SZ, READ_SIZE)
         except (ImportError, OSError):
             pass
+        self.chunks: collections.deque = collections.deque()
+        self.queued = 0  # bytes read ahead, not yet taken
+        self.ended = False
+        self.cond = threading.Condition()
+        threading.Thread(target=self._read_ahead, name="stdin", daemon=True).start()
+
+    def _read_ahead(self) -> None:
+        while True:
+            with self.cond:
+                while self.queued >= READ_AHEAD:
+                    self.cond.wait()
+            try:
+                chunk = os.read(self.fd, READ_SIZE)
+            except OSError:
+                chunk = b""
+            with self.cond:
+                if chunk:
+                    self.chunks.append(chunk)
+                    self.queued += len(chunk)
+                else:
+                    self.ended = True
+                self.cond.notify_all()
+            if not chunk:
+                return
 
     def _more(self) -> None:
-        chunk = os.read(self.fd, READ_SIZE)
-        if not chunk:
-            raise EOFError
+        with self.cond:
+            while not self.chunks and not self.ended:
+                self.cond.wait()
+            if not self.chunks:
+                raise EOFError
+            chunk = self.chunks.popleft()
+            self.queued -= len(chunk)
+            self.cond.notify_all()
         # Only a frame header's head can be left over here: file data is consumed via take().
         self.buf = self.buf[self.pos :] + chunk if self.pos < len(self.buf) else chunk
         self.pos = 0
@@ -102,6 +141,9 @@ class Agent:
         self.journal_lines = 0
         self.results: list = []
         self.tmp_seq = 0
+        # The client's deflate stream (``zs`` puts): one per session, inflated in frame order.
+        self.stream: zlib._Decompress | None = zlib.decompressobj()
+        self.stream_error = ""
         # Descriptors of directories (dest-relative) opened in the current batch: saves an openat
         # per path component per file. Closed at every flush and scan, and on any doubt.
         self.dirs: dict = {}
@@ -452,25 +494,47 @@ class Agent:
         except (OSError, ValueError) as err:
             error = err
         packed = msg.get("z")  # the data comes zlib-compressed in this many bytes
-        left = size if packed is None else packed
-        inflate = zlib.decompressobj() if packed is not None else None
+        streamed = msg.get("zs")  # ... or as this many bytes of the session's deflate stream
+        compressed = packed is not None or streamed is not None
+        left = size if not compressed else packed if packed is not None else streamed
+        inflate = None
+        if streamed is not None:
+            inflate = self.stream
+            if inflate is None and error is None:
+                error = ValueError(f"{rel}: {self.stream_error}")
+        elif packed is not None:
+            inflate = zlib.decompressobj()
         written = 0
         while left:  # always consume the data, even after an error, to stay in frame
             chunk = self.inp.take(left)
             left -= len(chunk)
+            data: bytes | memoryview = chunk  # (local annotations are never evaluated)
+            if compressed:
+                # The stream is inflated even for a put that failed: later puts continue it.
+                if inflate is None:
+                    continue
+                try:  # never more than the header announced
+                    data = inflate.decompress(chunk, size + 1 - written)
+                    if inflate.unconsumed_tail:
+                        raise ValueError(f"compressed data inflates past {size} bytes")
+                except (ValueError, zlib.error) as err:
+                    inflate = None
+                    if streamed is not None:
+                        self.break_stream(rel, err)
+                    if error is None:
+                        error = ValueError(f"{rel}: {err}")
+                    continue
+            written += len(data)
             if error is None:
                 try:
-                    data: bytes | memoryview = chunk  # (local annotations are never evaluated)
-                    if inflate is not None:  # never more than the header announced
-                        data = inflate.decompress(chunk, size + 1 - written)
-                        if inflate.unconsumed_tail:
-                            raise ValueError(f"{rel}: compressed data inflates past {size} bytes")
-                    written += len(data)
                     _write_all(fd, data)
-                except (OSError, ValueError, zlib.error) as err:
-                    error = err if isinstance(err, (OSError, ValueError)) else ValueError(f"{rel}: {err}")
-        if error is None and inflate is not None and (written != size or not inflate.eof):
-            error = ValueError(f"{rel}: compressed data held {written} of {size} bytes")
+                except OSError as err:
+                    error = err
+        if inflate is not None and (written != size or (packed is not None and not inflate.eof)):
+            if streamed is not None:
+                self.break_stream(rel, f"held {written} of {size} bytes")
+            if error is None:
+                error = ValueError(f"{rel}: compressed data held {written} of {size} bytes")
         try:
             if error is not None:
                 raise error
@@ -495,6 +559,11 @@ class Agent:
                     os.unlink(tmp, dir_fd=parent)
                 except OSError:
                     pass
+
+    def break_stream(self, rel: str, why) -> None:
+        """The session's deflate stream is out of step: every later ``zs`` put fails (in frame)."""
+        self.stream = None
+        self.stream_error = f"the compressed stream broke at {rel} ({why}); restart the sync"
 
     def op_link(self, msg) -> None:
         rel = msg["p"]
