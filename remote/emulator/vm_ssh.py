@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import os
 import signal
+import subprocess
 import weakref
 from collections.abc import Callable
 from pathlib import Path
@@ -21,6 +23,26 @@ from gcptui.remote.aio import within
 
 # After the shell exits, how long a background child still holding stdout may keep the channel open.
 DRAIN_SECONDS = 1.0
+
+
+@functools.cache
+def hangup_default() -> tuple[str, ...]:
+    """A prefix that gives a session's processes SIGHUP's default action back.
+
+    A VM's session processes must die when their client hangs up, as under sshd. When the emulator
+    itself was started with SIGHUP ignored (``nohup``, some CI runners), that disposition survives
+    ``exec`` into every child, and a hung-up job would run on. GNU ``env --default-signal`` resets it;
+    where there is no such ``env`` (macOS) nothing is added.
+    """
+    if signal.getsignal(signal.SIGHUP) is not signal.SIG_IGN:
+        return ()
+    prefix = ("env", "--default-signal=HUP")
+    try:
+        ok = subprocess.run([*prefix, "true"], capture_output=True, timeout=10).returncode == 0
+    except (OSError, subprocess.SubprocessError):
+        ok = False
+    return prefix if ok else ()
+
 
 # asyncio's warning for the fifth and later writes to a transport whose peer is gone.
 GOODBYE_WARNING = "socket.send() raised exception."
@@ -157,7 +179,7 @@ class VmSshServer:
 
     async def _session(self, process: asyncssh.SSHServerProcess[bytes]) -> None:
         username = process.get_extra_info("username") or "user"
-        argv = ["/bin/sh", "-c", process.command] if process.command else ["/bin/sh"]
+        argv = [*hangup_default(), *(["/bin/sh", "-c", process.command] if process.command else ["/bin/sh"])]
         if process.get_terminal_type():
             await _terminal_session(process, argv, self._home, self._environment(username))
             return
