@@ -93,7 +93,7 @@ async def test_detached_process_survives_the_channel_and_dies_on_stop(emulator: 
         await eventually(lambda: (home / "bg.pid").exists() and (home / "bg.pid").read_text().strip())
     )
     foreground = int((home / "fg.pid").read_text())
-    await eventually(lambda: not _alive(foreground), timeout=30)  # a deadline: it failed at 10 s at load 8
+    await eventually(lambda: not _alive(foreground))  # hung up (even when the emulator runs under nohup)
     assert _alive(background)
     emulator.fleet.stop(emulator.instance("a"))  # type: ignore[union-attr]
     await emulator.wait_for_status("a", "TERMINATED")
