@@ -15,12 +15,12 @@ from __future__ import annotations
 import random
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
 from datetime import datetime
 from typing import Any
 
 from gcptui.remote.cloud.auth import endpoint_url
-from gcptui.remote.cloud.errors import Access, is_rate_limited, translate
+from gcptui.remote.cloud.errors import Access, is_rate_limited, translated
 from gcptui.remote.cloud.instances import PREEMPTED_OPERATION
 from gcptui.remote.cloud.instances_json import (
     instance_from_json,
@@ -106,23 +106,12 @@ class ComputeReader:
         self.session = self.api.session
         self.unreachable: list[str] = []  # zones the last list could not read (their VMs are missing)
 
-    @contextmanager
     def api_errors(
         self, action: str, access: Access = "read", instance: str | None = None, zone: str | None = None
-    ) -> Iterator[None]:
-        """Google and network errors become one ``CloudError`` line (``errors.translate``)."""
-        try:
-            yield
-        except CloudError:
-            raise
-        except Exception as err:
-            mapped = translate(
-                err, project=self.project, endpoint=self.endpoint, action=action, access=access,
-                instance=instance, zone=zone,
-            )  # fmt: skip
-            if mapped is err:
-                raise
-            raise mapped from None
+    ) -> AbstractContextManager[None]:
+        """Google and network errors become one ``CloudError`` line (``errors.translated``)."""
+        return translated(project=self.project, endpoint=self.endpoint, action=action, access=access,
+                          instance=instance, zone=zone)  # fmt: skip
 
     # -- the listing protocol of ``listing.list_everywhere`` ---------------------------------------------
 

@@ -7,6 +7,8 @@ path, and ``google.cloud.compute_v1`` costs about a second to import.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Literal
 
 from gcptui.remote.errors import CloudError, NotFoundError
@@ -166,3 +168,22 @@ def operation_error(operation: object, *, action: str, zone: str) -> CloudError:
             f"zone {zone} has no capacity to {action} right now (stock-out): retry later or use another zone ({text})"
         )
     return OperationFailedError(f"{action} failed: {text}")
+
+
+@contextmanager
+def translated(
+    *, project: str, endpoint: str, action: str, access: Access = "read",
+    instance: str | None = None, zone: str | None = None,
+) -> Iterator[None]:  # fmt: skip
+    """Google and network errors inside become one ``CloudError`` line (``translate``); both Compute
+    clients (the library's and the REST reader) wrap their calls in it."""
+    try:
+        yield
+    except CloudError:
+        raise
+    except Exception as err:
+        mapped = translate(err, project=project, endpoint=endpoint, action=action, access=access,
+                           instance=instance, zone=zone)  # fmt: skip
+        if mapped is err:
+            raise
+        raise mapped from None

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -24,7 +24,7 @@ from gcptui.remote.cloud.errors import (
     is_rate_limited,
     operation_error,
     server_message,
-    translate,
+    translated,
 )
 from gcptui.remote.cloud.instances import (
     PREEMPTED_OPERATION,
@@ -110,27 +110,11 @@ class GceClient:
         """A context that turns Google errors into one ``CloudError`` line (for sibling APIs too)."""
         return self._errors(action)
 
-    @contextmanager
     def _errors(
         self, action: str, access: Access = "read", instance: str | None = None, zone: str | None = None
-    ) -> Iterator[None]:
-        try:
-            yield
-        except CloudError:
-            raise
-        except Exception as err:
-            mapped = translate(
-                err,
-                project=self.project,
-                endpoint=self.endpoint,
-                action=action,
-                access=access,
-                instance=instance,
-                zone=zone,
-            )
-            if mapped is err:
-                raise
-            raise mapped from None
+    ) -> AbstractContextManager[None]:
+        return translated(project=self.project, endpoint=self.endpoint, action=action, access=access,
+                          instance=instance, zone=zone)  # fmt: skip
 
     errors = _errors  # the same mapping for calls made by sibling modules (cloud/images.py)
 
