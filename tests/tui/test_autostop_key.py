@@ -21,12 +21,17 @@ warn_seconds = 600
 """
 
 
-async def test_idle_vm_warned_with_a_countdown_and_a_key_cancels(emulator: Emulator, tmp_path: Path) -> None:
+async def _app_with_an_idle_gpu_vm(emulator: Emulator, tmp_path: Path) -> GcptuiApp:
+    """The TUI on a running, idle one-GPU VM ``idle-gpu`` under a quick ``[autostop]``."""
     emulator.add_instance("idle-gpu", "us-central1-a", gpus=[("nvidia-l4", 1)])
     await emulator.wait_for_status("idle-gpu", "RUNNING")
     config = emulator.write_config(tmp_path / "gcptui.toml")
     config.write_text(config.read_text() + CONFIG)
-    app = GcptuiApp(load_config(config), refresh_seconds=0.3)
+    return GcptuiApp(load_config(config), refresh_seconds=0.3)
+
+
+async def test_idle_vm_warned_with_a_countdown_and_a_key_cancels(emulator: Emulator, tmp_path: Path) -> None:
+    app = await _app_with_an_idle_gpu_vm(emulator, tmp_path)
     async with app.run_test(size=(180, 40)) as pilot:
         await until(
             pilot, lambda: app.autostopper is not None and "idle-gpu" in app.autostopper.rules.pending
@@ -46,11 +51,7 @@ async def test_idle_vm_warned_with_a_countdown_and_a_key_cancels(emulator: Emula
 async def test_capital_a_turns_auto_stop_off_for_one_vm_and_back_on(
     emulator: Emulator, tmp_path: Path
 ) -> None:
-    emulator.add_instance("idle-gpu", "us-central1-a", gpus=[("nvidia-l4", 1)])
-    await emulator.wait_for_status("idle-gpu", "RUNNING")
-    config = emulator.write_config(tmp_path / "gcptui.toml")
-    config.write_text(config.read_text() + CONFIG)
-    app = GcptuiApp(load_config(config), refresh_seconds=0.3)
+    app = await _app_with_an_idle_gpu_vm(emulator, tmp_path)
     async with app.run_test(size=(180, 40)) as pilot:
         await until(
             pilot, lambda: app.autostopper is not None and "idle-gpu" in app.autostopper.rules.pending

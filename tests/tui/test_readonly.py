@@ -69,17 +69,23 @@ async def test_readonly_demo_writes_nothing_to_a_vm_and_runs_no_keepalive(
         assert sum("disabled by --readonly" in m for m in notices(app)) >= 3
 
 
-async def test_without_readonly_a_local_edit_reaches_the_vm_and_the_sync_cell_says_so(
-    emulator: Emulator, tmp_path: Path
-) -> None:
-    # The positive control of the test above: same set-up, live sync on (demo default).
-    emulator.add_instance("vm-w", "us-central1-a")
-    await emulator.wait_for_status("vm-w", "RUNNING")
+async def _vm_with_a_project(emulator: Emulator, tmp_path: Path, name: str) -> tuple[Path, Path]:
+    """A running VM and a config whose [sync] source holds train.py: (config, source)."""
+    emulator.add_instance(name, "us-central1-a")
+    await emulator.wait_for_status(name, "RUNNING")
     source = tmp_path / "src"
     source.mkdir()
     (source / "train.py").write_text("print('hi')\n")
     config = emulator.write_config(tmp_path / "gcptui.toml")
     config.write_text(config.read_text() + CONFIG.format(source=source))
+    return config, source
+
+
+async def test_without_readonly_a_local_edit_reaches_the_vm_and_the_sync_cell_says_so(
+    emulator: Emulator, tmp_path: Path
+) -> None:
+    # The positive control of the test above: same set-up, live sync on (demo default).
+    config, source = await _vm_with_a_project(emulator, tmp_path, "vm-w")
     app = GcptuiApp(load_config(config), demo=True, refresh_seconds=0.3)
     home = emulator.instance("vm-w").disk / "home"  # type: ignore[operator]
     async with app.run_test(size=(180, 40)) as pilot:
@@ -97,13 +103,7 @@ async def test_without_readonly_a_local_edit_reaches_the_vm_and_the_sync_cell_sa
 async def test_a_sync_by_another_session_is_the_vms_last_sync(emulator: Emulator, tmp_path: Path) -> None:
     # Keep-alive's barrier after a recreation syncs through its own session: the detail view's
     # "last sync" is the VM's, whoever sent it (it kept saying the time before the preemption).
-    emulator.add_instance("vm-b", "us-central1-a")
-    await emulator.wait_for_status("vm-b", "RUNNING")
-    source = tmp_path / "src"
-    source.mkdir()
-    (source / "train.py").write_text("print('hi')\n")
-    config = emulator.write_config(tmp_path / "gcptui.toml")
-    config.write_text(config.read_text() + CONFIG.format(source=source))
+    config, _ = await _vm_with_a_project(emulator, tmp_path, "vm-b")
     app = GcptuiApp(load_config(config), refresh_seconds=0.3)  # live sync off: not a demo
     async with app.run_test(size=(180, 40)) as pilot:
         await until(pilot, lambda: app.services.latest("vm-b") is not None and "vm-b" in app.live)
