@@ -431,7 +431,17 @@ notice_watch() { # SUPERVISOR_PID GROUP KEY (instance/KEY: preempted or maintena
 			if announced; then
 				# A Spot preemption flips maintenance-event too: give its own watcher a moment, so the
 				# notice is named for what it is (maintenance gives a GPU VM about a minute, not 30 s).
-				[ "$key" = preempted ] || nap 1
+				# On a loaded VM that watcher can be slower than the moment: ask instance/preempted here.
+				if [ "$key" != preempted ]; then
+					nap 1
+					maintenance=$value
+					if (trap '' TERM && META_URL=${META_URL%/*}/preempted && fetch "" 2) &&
+						fetched && [ "$value" = TRUE ]; then
+						key=preempted
+					else
+						value=$maintenance
+					fi
+				fi
 				preempted_now
 				break
 			fi

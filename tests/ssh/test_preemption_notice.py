@@ -211,3 +211,54 @@ def _remote_watches(home: Path) -> list[int]:
 
 async def _true(value: bool) -> bool:
     return value
+
+
+async def test_a_spot_preemption_is_named_so_even_when_its_own_watcher_is_slow(
+    pool: SshPool, target: SshTarget, remote_home: Path
+) -> None:
+    # A Spot preemption flips maintenance-event too. On a loaded VM the preemption watcher can lag
+    # the maintenance one by more than its one-second head start: the banner must still say preemption.
+    metadata = MetadataServer({"instance/preempted": "FALSE", "instance/maintenance-event": "NONE"})
+    address = await metadata.start("127.0.0.1")
+    frozen: psutil.Process | None = None
+    try:
+        runner = make_runner(
+            pool, remote_home, command=TRAPPER,
+            env={"GCE_METADATA_HOST": address, "GCPTUI_METADATA_FETCHER": "curl"},
+        )  # fmt: skip
+        started = await runner.start(target)
+        pgid = started.pgid
+        assert pgid is not None
+
+        def polls() -> list[str]:
+            return [c for c in watcher_processes(pgid) if "wait_for_change" in c]
+
+        await wait_for(lambda: _true(len(polls()) == 2), what="both notice watchers' long polls")
+        frozen = _watcher_of(pgid, "instance/preempted")
+        frozen.suspend()  # the preemption watcher is starved of CPU
+        await metadata.set("instance/maintenance-event", "TERMINATE_ON_HOST_MAINTENANCE")
+        await metadata.set("instance/preempted", "TRUE")
+        log = remote_home / ".gcptui/job/output.log"
+        await wait_for(lambda: _true("from the metadata server" in log.read_text()), what="the notice banner")
+        frozen.resume()
+        frozen = None
+        ended = await finished(runner, target)
+        assert (ended.state, ended.exit_code, ended.detail) == ("exited", 0, "preempted")
+        banners = [line for line in log.read_text().splitlines() if "from the metadata server" in line]
+        assert len(banners) == 1 and "preemption notice from the metadata server" in banners[0], banners
+    finally:
+        if frozen is not None:
+            frozen.resume()
+        await metadata.close()
+
+
+def _watcher_of(pgid: int, path: str) -> psutil.Process:
+    """The notice watcher subshell whose fetch is long-polling ``path``."""
+    for pid in group_members(pgid):
+        try:
+            fetch = psutil.Process(pid)
+            if path in " ".join(fetch.cmdline()):
+                return fetch.parent()  # type: ignore[return-value]
+        except psutil.Error:
+            continue
+    raise AssertionError(f"no watcher is fetching {path}")
