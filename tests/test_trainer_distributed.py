@@ -57,11 +57,13 @@ def test_torchrun_two_ranks_resumes_exactly_after_sigterm_on_one_rank_and_sigkil
     assert saved.count(preempted["step"]) == 1 and saved[-1] == preempted["step"]
     assert preempted["step"] == max(r["step"] for r in records if "loss" in r)
 
-    # SIGKILL to launcher and workers at once, in the second epoch.
-    process = start_trainer(run_dir, *ARGS, "--resume", nproc=2)
+    # SIGKILL to launcher and workers at once, in the second epoch (slowed down, so the kill lands
+    # before the end even on a fast machine; the delay changes no result).
+    process = start_trainer(run_dir, *ARGS, "--resume", "--step-delay", "0.02", nproc=2)
     assert process.wait_for_step(137)
     os.killpg(process.popen.pid, signal.SIGKILL)
     process.finish()
+    assert process.last_step() < STEPS
 
     final = start_trainer(run_dir, *ARGS, "--resume", nproc=2)
     assert final.finish() == 0, final.output()

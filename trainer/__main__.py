@@ -1,7 +1,6 @@
 """Entry point of `python -m gcptui_trainer` (and of each `torchrun -m gcptui_trainer` worker)."""
 
-import sys
-
 from .cli import main
+from .distributed import exit_process
 
-sys.exit(main())
+exit_process(main())

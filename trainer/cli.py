@@ -144,7 +144,7 @@ def _from_params(params: dict[str, object], keys: tuple[str, ...], kind: type, f
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Parse the command line and train; returns the exit code (Preempted exits with 143)."""
+    """Parse the command line and train; returns the exit code (143 after a preemption save)."""
     args = build_parser().parse_args(argv)
     try:
         params = sweep_params()
@@ -184,9 +184,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         train(settings)
         together = True
-    except Preempted:
+    except Preempted as exc:
         together = True  # every rank stopped on the step they agreed on
-        raise
+        return int(exc.code)  # type: ignore[arg-type]
     except TrainerError as exc:
         if distributed.place().rank == 0:
             print(f"error: {exc}", file=sys.stderr, flush=True)

@@ -6,9 +6,12 @@ same training loop runs under `python` and under `torchrun`.
 
 from __future__ import annotations
 
+import atexit
 import os
+import sys
+import threading
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NoReturn
 
 import torch
 import torch.distributed as dist
@@ -57,10 +60,41 @@ def shutdown(together: bool = False) -> None:
     that one at exit ("terminate called without an active exception"), turning a finished run's exit
     code 0 into a crash. After an error on one rank the others may never arrive: no wait then.
     """
+    global _left_group
     if is_distributed():
         if together:
             dist.barrier()
         dist.destroy_process_group()
+        _left_group = True
+
+
+_left_group = False  # shutdown() left a process group: exit through exit_process
+
+
+def exit_process(code: int) -> NoReturn:
+    """End the process with `code`; after a process group was left, without interpreter finalization.
+
+    DDP keeps gloo's process group, and its worker threads, alive past destroy_process_group (it
+    is only freed at exit). A worker that is still releasing its last collective's tensors needs
+    the GIL for that; once the interpreter is finalizing, CPython ends such a thread with
+    pthread_exit, which unwinds through a noexcept destructor and aborts the whole process
+    ("terminate called without an active exception", SIGABRT): a run that finished, or saved
+    its preemption checkpoint, would read as a crash. So: the atexit handlers, then flush stdio
+    and `os._exit`, which skips the finalization the race needs. Without a process group this
+    is plain `sys.exit`.
+    """
+    if not _left_group:
+        sys.exit(code)
+    for thread in threading.enumerate():
+        if thread is not threading.main_thread() and not thread.daemon:
+            thread.join()  # as a normal exit would wait for it
+    atexit._run_exitfuncs()  # logging's shutdown, the script's own handlers
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):
+            pass  # closed or gone: nothing left to lose
+    os._exit(code)
 
 
 def _collective_device() -> torch.device:

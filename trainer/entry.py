@@ -41,9 +41,9 @@ def main(fn: Callable[..., Any], *args: Any, resume_flag: str = "--resume") -> N
         if isinstance(result, int) and not isinstance(result, bool):
             code = result
         together = True
-    except Preempted:
+    except Preempted as exc:
         together = True  # every rank stopped on the step they agreed on
-        raise
+        code = int(exc.code)  # type: ignore[arg-type]
     except TrainerError as exc:
         if distributed.place().rank == 0:
             print(f"error: {exc}", file=sys.stderr, flush=True)
@@ -54,4 +54,4 @@ def main(fn: Callable[..., Any], *args: Any, resume_flag: str = "--resume") -> N
     finally:
         RESUME_FLAG.reset(token)
         distributed.shutdown(together)
-    sys.exit(code)
+    distributed.exit_process(code)
