@@ -5,6 +5,9 @@ Each run launches the real binary in tmux (private socket, 200x45, TERM=xterm-25
 
 - ``first_frame_s``: launch -> the first frame Textual drew (the header's title);
 - ``fleet_s``: launch -> every demo VM listed with its status;
+- ``training_log_s``: launch -> the first ``step N/M loss`` line of the job the demo starts by itself
+  on trainer-l4-1, in the logs screen opened (``Down`` x3, ``l``) as soon as the fleet is listed:
+  what a person opening the demo waits for to see training (then ``Escape``, back to the fleet);
 - ``ready_s``: launch -> trainer-a100-1 reads RUNNING with its job state known (the app reached it over
   SSH): the earliest moment ``s`` can work (the demo's VMs boot for 3 s first, listed as STAGING);
 - ``job_started_s``: launch -> the job runner's header line (``==== gcptui: ... job started in``) in
@@ -50,6 +53,7 @@ from tests.e2e.terminal import (  # noqa: E402
 
 POLL = 0.02
 TARGET = "trainer-a100-1"
+TRAINING = "trainer-l4-1"  # tui/cli/demo.py: TRAINING_VM
 
 
 def one_run(argv: list[str], vms: int, timeout: float) -> dict[str, float]:
@@ -66,12 +70,19 @@ def one_run(argv: list[str], vms: int, timeout: float) -> dict[str, float]:
             first_frame = time.perf_counter() - t0
             term.wait_for(lambda s: fleet_listed(s, names), "the fleet", timeout, POLL)
             fleet = time.perf_counter() - t0
+            # Sorted by name: eval-t4-1, trainer-a100-1, trainer-h100-1, trainer-l4-1.
+            for key in ("Down", "Down", "Down", "l"):
+                term.press(key)
+            term.wait_for(lambda s: bool(STEP_LINE.search(s)), "the demo job's step line", timeout, POLL)
+            training_log = time.perf_counter() - t0
+            term.press("Escape")
+            term.wait_for(lambda s: fleet_listed(s, names), "the fleet again", timeout, POLL)
+            term.press("Up")
+            term.press("Up")
             term.wait_for(
                 lambda s: re.search(r"RUNNING.*\bnone\b", row(s, TARGET)), "the VM ready", timeout, POLL
             )
             ready = time.perf_counter() - t0
-            # Sorted by name the first row is eval-t4-1 (TERMINATED); the next one runs.
-            term.press("Down")
             term.press("s")
             term.press("l")
             term.wait_for(
@@ -95,6 +106,7 @@ def one_run(argv: list[str], vms: int, timeout: float) -> dict[str, float]:
     return {
         "first_frame_s": first_frame,
         "fleet_s": fleet,
+        "training_log_s": training_log,
         "ready_s": ready,
         "job_started_s": job_started,
         "first_log_line_s": first_log,

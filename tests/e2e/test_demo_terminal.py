@@ -40,6 +40,10 @@ def test_demo_lists_fleet_streams_a_started_jobs_log_and_leaves_nothing_running(
 
     # The job column reads "none" once the app has asked the VM over SSH: the VM is reachable.
     term.wait_for(lambda s: re.search(r"\bnone\b", row(s, VM)), f"{VM}'s job state read over SSH", timeout=45)
+    # The demo trains on one VM from the start, no key pressed (tui/cli/demo.py: TRAINING_VM).
+    term.wait_for(lambda s: re.search(r"\brunning\b", row(s, "trainer-l4-1")), "the demo's own job running",
+                  timeout=45)  # fmt: skip
+    record()
 
     # Pick the machine the way a person would: filter the table down to it.
     term.press("/")

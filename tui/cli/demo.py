@@ -33,6 +33,9 @@ def _local_storage(directory: Path, stack: contextlib.ExitStack) -> tuple[str, s
     return server.bucket_url, server.host
 
 
+# The VM whose training job the demo starts by itself (a Spot VM: `P` shows a preemption and resume).
+TRAINING_VM = "trainer-l4-1"
+
 # With a bucket, one Spot VM of the demo is DELETE-action: `P` on it shows a recovery onto a new VM
 # and an empty disk, resumed from the bucket (the others are STOP-action: the disk survives).
 DELETE_ACTION_VM = "trainer-h100-1"
@@ -107,7 +110,7 @@ def run_demo(args: argparse.Namespace) -> int:
     from gcptui.remote.emulator.demo import demo_fleet
     from gcptui.remote.emulator.thread import EmulatorThread
     from gcptui.remote.sweep.state import SWEEPS_ENV
-    from gcptui.tui.app import GcptuiApp
+    from gcptui.tui.cli.demo_app import DemoApp
     from gcptui.tui.cli.demo_project import write_demo_project, write_demo_sweep
 
     _check_vms(args.vms)
@@ -139,7 +142,12 @@ def run_demo(args: argparse.Namespace) -> int:
                 stack.enter_context(_environment(SWEEPS_ENV, str(directory / "sweeps")))
                 stack.enter_context(_sweep_run(write_demo_sweep(directory, running), config_path, directory))
                 banner += " · sweep: press w"
-            app = GcptuiApp(config, readonly=args.readonly, demo=True, banner=banner, refresh_seconds=2.0)
+            # Without --sweep (whose trials take the running VMs) one VM is training from the start.
+            training_on = None if args.sweep else TRAINING_VM
+            app = DemoApp(
+                config, readonly=args.readonly, demo=True, banner=banner, refresh_seconds=2.0,
+                training_on=training_on,
+            )  # fmt: skip
             # Where the editable project is (the header): edit a file there and watch it reach the VMs.
             note = demo_note(storage is not None, [spec.name for spec in specs])
             app.sub_title = " · ".join(filter(None, [app.sub_title, f"edit {project}", note]))

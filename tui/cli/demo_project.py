@@ -32,7 +32,7 @@ DEMO_FILES = {
 # emulated VMs run the interpreter gcptui runs under: where torch or the gcptui-trainer distribution is
 # missing there, a torch-free toy run (same protocol, same checkpoint and resume behaviour) stands in,
 # written into the project as its own file so it travels to the VMs by sync like any user's code.
-TRAIN_ARGS = "--steps 3000 --checkpoint-every 100 --log-every 10 --step-delay 0.05"
+TRAIN_ARGS = "--steps 3000 --checkpoint-every 100 --log-every 5 --step-delay 0.05"
 
 DEMO_JOB = """
 [sync]
