@@ -363,15 +363,16 @@ class GcptuiApp(App[None]):
         await self.monitors.refresh_job(instance.name)
         return f"{instance.name}: job {status.state}" + (f" (pid {status.pid})" if status.pid else "")
 
-    def open_logs(self, names: list[str]) -> None:
-        """The logs screen: one pane per machine (and per extra file of ``[logs] files``)."""
+    def open_logs(self, names: list[str], slot: int = 0) -> None:
+        """The logs screen: one pane per machine (and per extra file of ``[logs] files``); ``slot``:
+        another job slot's log instead (a sweep trial's)."""
         from gcptui.tui.logs.screen import LogsScreen
         from gcptui.tui.logs.sources import pane_sources
 
         snapshot = self.fleet_screen.snapshot
         if snapshot is None:
             return
-        sources, unreachable = pane_sources(self.services, snapshot, names, self.config.logs)
+        sources, unreachable = pane_sources(self.services, snapshot, names, self.config.logs, slot)
         for name in unreachable:
             self.notify(f"{name}: not reachable over SSH", severity="warning")
         if sources:

@@ -33,9 +33,9 @@ ALREADY_RUNNING = 3  # exit codes of gcptui-job.sh
 NOT_INSTALLED = 97
 
 
-def log_path() -> str:
-    """The job's output log, relative to the remote home."""
-    return LOG_FILE
+def log_path(slot: int = 0) -> str:
+    """The output log of job slot ``slot`` (0: the VM's one job), relative to the remote home."""
+    return LOG_FILE if slot == 0 else f"{slot_dir(slot)}/output.log"
 
 
 def slot_dir(slot: int) -> str:

@@ -127,17 +127,23 @@ def test_sparkline_spans_lowest_to_highest() -> None:
     assert len(sparkline([float(k) for k in range(100)], width=40)) == 40
 
 
-async def test_enter_on_a_trial_opens_the_logs_of_its_vm_and_the_leader_curve_is_drawn() -> None:
-    opened: list[list[str]] = []
-    screen = SweepScreen("screen", refresh_seconds=0, open_logs=opened.append)
+async def test_enter_on_a_trial_opens_the_logs_of_its_vm_and_slot_and_the_leader_curve_is_drawn() -> None:
+    opened: list[tuple[list[str], int]] = []
+    screen = SweepScreen(
+        "screen", refresh_seconds=0, open_logs=lambda names, slot: opened.append((names, slot))
+    )
     state = sample_state()
     state.trials[1].curve = [(10, 2.6), (20, 2.2), (30, 1.9)]  # t001 leads
+    state.trials[2].slot = 1  # t002 ran beside t001 on gpu-0, in job slot 1
     async with Host(screen).run_test(size=(120, 20)) as pilot:
         screen.show_state(state)
         await pilot.pause()
         assert "curve █▄▁ (steps 10-30)" in str(screen.query_one("#sweep-summary", Static).render())
         await pilot.press("enter")  # the cursor is on the leader, which ran on gpu-0
-        assert opened == [["gpu-0"]]
+        assert opened == [(["gpu-0"], 0)]
+        assert trial_ids(screen)[1] == "t002"
+        await pilot.press("down", "enter")
+        assert opened[-1] == (["gpu-0"], 1)  # its own log (~/.gcptui/job-1), not slot 0's
 
 
 async def test_w_in_the_app_opens_the_newest_sweep(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

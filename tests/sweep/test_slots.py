@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 from gcptui.remote.emulator.thread import EmulatorThread
-from gcptui.remote.jobs.protocol import slot_dir, supervisor_command
+from gcptui.remote.jobs.protocol import log_path, slot_dir, supervisor_command
 from gcptui.remote.sweep.vmside import pinned_devices
 from tests.helpers.emulator import wait_until
 from tests.sweep.test_sweep_emulator import ROOT, setup_fleet
@@ -77,6 +77,9 @@ def test_a_two_gpu_vm_runs_two_trials_at_once_each_on_its_own_gpu(
     # Each slot kept its own job record on the VM.
     assert (disk / ".gcptui" / "job" / "output.log").exists()
     assert (disk / ".gcptui" / "job-1" / "output.log").exists()
+    assert (disk / log_path(1)).read_text() != (
+        disk / log_path(0)
+    ).read_text()  # the sweep screen's Enter reads it
 
 
 SLOT_PREEMPT_SWEEP = """

@@ -23,9 +23,12 @@ def log_events(get: FollowingGetter, path: str, history_lines: int) -> AsyncIter
 
 
 def pane_sources(
-    services: Services, snapshot: FleetSnapshot, names: list[str], logs: LogsConfig
+    services: Services, snapshot: FleetSnapshot, names: list[str], logs: LogsConfig, slot: int = 0
 ) -> tuple[list[PaneSource], list[str]]:
-    """The panes for ``names``, and the names that cannot be reached over SSH."""
+    """The panes for ``names``, and the names that cannot be reached over SSH.
+
+    ``slot`` > 0 (a sweep's second trial on a VM, ...): that job slot's log alone, titled ``NAME:SLOT``.
+    """
     sources: list[PaneSource] = []
     unreachable: list[str] = []
     for name in names:
@@ -34,6 +37,13 @@ def pane_sources(
             unreachable.append(name)
             continue
         get = services.follow(instance)
+        if slot:
+            sources.append(
+                PaneSource(
+                    f"{name}:{slot}", functools.partial(log_events, get, log_path(slot), logs.history_lines)
+                )
+            )
+            continue
         for path in (log_path(), *logs.files):
             label = name if path == log_path() else f"{name}:{path.rsplit('/', 1)[-1]}"
             sources.append(PaneSource(label, functools.partial(log_events, get, path, logs.history_lines)))

@@ -93,12 +93,16 @@ class SweepScreen(Screen[None]):
     """
 
     def __init__(
-        self, name: str, *, refresh_seconds: float = 1.0, open_logs: Callable[[list[str]], None] | None = None
+        self,
+        name: str,
+        *,
+        refresh_seconds: float = 1.0,
+        open_logs: Callable[[list[str], int], None] | None = None,
     ) -> None:
         super().__init__()
         self.sweep_name = name
         self.refresh_seconds = refresh_seconds
-        self.open_logs = open_logs  # Enter on a trial: the logs of the VM it runs (or ran) on
+        self.open_logs = open_logs  # Enter on a trial: the log of the VM and job slot it runs (or ran) in
         self.state: SweepState | None = None
         self.sort = SORTS[0]
         self.filter = FILTERS[0]
@@ -189,7 +193,7 @@ class SweepScreen(Screen[None]):
         if trial.vm is None:
             self.notify(f"{trial.id} has not run on a VM yet", title="Sweep")
             return
-        self.open_logs([trial.vm])
+        self.open_logs([trial.vm], trial.slot)
 
     @property
     def plots_shown(self) -> bool:
@@ -241,7 +245,7 @@ class SweepScreen(Screen[None]):
             self.show_state(self.state)
 
 
-def open_newest_sweep(app: App[None], open_logs: Callable[[list[str]], None]) -> None:
+def open_newest_sweep(app: App[None], open_logs: Callable[[list[str], int], None]) -> None:
     """The sweep screen of the newest sweep (``gcptui sweep run`` keeps their states locally)."""
     from gcptui.remote.sweep.state import newest_sweep
 
