@@ -7,17 +7,20 @@ overrides the ``sweeps`` folder). The state holds the spec it was made from, so 
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
 import os
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Literal
 
 import platformdirs
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from gcptui.remote.errors import ConfigError
+from gcptui.remote.errors import ConfigError, GcptuiError
 from gcptui.remote.sweep.spec import ParamValue, SweepSpec
 from gcptui.remote.sweep.trials import TrialPlan, params_json, render
 
@@ -131,6 +134,34 @@ def sweep_dir(name: str) -> Path:
 
 def state_path(name: str) -> Path:
     return sweep_dir(name) / "state.json"
+
+
+@contextlib.contextmanager
+def run_lock(name: str) -> Iterator[None]:
+    """Held while ``gcptui sweep run`` schedules sweep ``name`` on this machine: a second scheduler
+    of the same sweep would start every trial twice and overwrite the first one's state.
+
+    An flock on ``run.lock`` in the sweep's directory: the kernel drops it when the holder exits,
+    however it exits, so it never goes stale. Raises GcptuiError (one line) when another holds it.
+    """
+    path = sweep_dir(name) / "run.lock"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.pread(fd, 32, 0).decode(errors="replace").strip()
+            raise GcptuiError(
+                f"sweep {name} is already being run here"
+                + (f" (pid {holder})" if holder.isdigit() else "")
+                + f": stop that one (Ctrl-C) first, or watch it with `gcptui sweep status {name}`"
+            ) from None
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, str(os.getpid()).encode(), 0)
+        yield
+    finally:
+        os.close(fd)  # and with it the lock
 
 
 def newest_sweep() -> str | None:

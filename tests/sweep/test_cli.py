@@ -123,3 +123,21 @@ def test_an_unknown_vm_is_one_line_not_an_endless_wait(env: dict[str, str], tmp_
     result = gcptui(env, "sweep", "run", str(sweep), "--no-sync")
     assert result.returncode in (1, 2) and "Traceback" not in result.stderr
     assert "no instance or host named 'ghost'" in result.stderr.splitlines()[-1]
+
+
+def test_a_second_run_of_a_sweep_being_run_is_refused_in_one_line(
+    env: dict[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    sweep = tmp_path / "sweep.toml"
+    sweep.write_text(SWEEP)
+    monkeypatch.setenv("GCPTUI_SWEEPS_DIR", env["GCPTUI_SWEEPS_DIR"])
+    from gcptui.remote.sweep.state import run_lock, state_path
+
+    with run_lock("cli"):  # as a `sweep run` of it in another terminal holds it
+        line = one_line(gcptui(env, "sweep", "run", str(sweep)), 1)
+        assert f"sweep cli is already being run here (pid {os.getpid()})" in line
+        assert not state_path("cli").exists()  # it read and wrote nothing
+        line = one_line(gcptui(env, "sweep", "run", "cli"), 1)  # by name too
+        assert "already being run here" in line
+    with run_lock("cli"):  # the holder ended: free again, never stale
+        pass

@@ -13,12 +13,13 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
+from gcptui.remote.config import Config
 from gcptui.remote.errors import ConfigError, GcptuiError
 from gcptui.remote.services import Services
 from gcptui.remote.sweep.report import ranked, write_report
 from gcptui.remote.sweep.scheduler import Scheduler
 from gcptui.remote.sweep.spec import NAME_PATTERN, SweepSpec, load_sweep
-from gcptui.remote.sweep.state import SweepState, load_state, require_state, save_state, sweep_dir
+from gcptui.remote.sweep.state import SweepState, load_state, require_state, run_lock, save_state, sweep_dir
 from gcptui.remote.sweep.trials import extend_trials, initial_trials
 from gcptui.tui.cli.common import with_services
 
@@ -91,8 +92,6 @@ def _spec_and_state(
 
 def run_sweep(args: argparse.Namespace) -> int:
     from gcptui.remote.config import load_config
-    from gcptui.remote.sweep.bucket_state import StateMirror
-    from gcptui.remote.sweep.provision import ensure_vms
 
     err = Console(stderr=True, soft_wrap=True, highlight=False)
 
@@ -100,6 +99,21 @@ def run_sweep(args: argparse.Namespace) -> int:
         err.print(line, markup=False)
 
     config = load_config(getattr(args, "config", None))
+    with run_lock(_sweep_name(args.file)):  # before the state is read: a running one writes it
+        return _run_locked(args, config, say)
+
+
+def _sweep_name(file_or_name: str) -> str:
+    path = Path(file_or_name)
+    if not path.is_file() and re.fullmatch(NAME_PATTERN, file_or_name):
+        return file_or_name
+    return load_sweep(path).name  # a file (or the clear error of a missing one)
+
+
+def _run_locked(args: argparse.Namespace, config: Config, say: Callable[[str], None]) -> int:
+    from gcptui.remote.sweep.bucket_state import StateMirror
+    from gcptui.remote.sweep.provision import ensure_vms
+
     bucket = config.storage.bucket
     spec, state = _spec_and_state(args.file, bucket, say)
     if ensure_vms(config, spec, say, skip=state.vms_done):
