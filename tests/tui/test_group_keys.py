@@ -1,5 +1,6 @@
 """A group row driving a real two-node torchrun group on emulated VMs: ``s`` starts every node,
-``l`` opens every node's log side by side (``m`` merges them with a node prefix), ``K`` kills all."""
+``l`` opens every node's log side by side (``m`` merges them with a node prefix), ``K`` kills all,
+and ``s`` again asks fresh run or resume."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import pytest
 from gcptui.remote.config import load_config
 from gcptui.remote.emulator import Emulator
 from gcptui.tui.app import GcptuiApp
+from gcptui.tui.dialogs.choice import ChoiceScreen
 from gcptui.tui.logs.screen import LogsScreen
 from tests.tui.test_fleet_jobs import until
 
@@ -90,3 +92,14 @@ async def test_group_row_starts_shows_logs_of_and_kills_every_node(
         await pilot.press("y")
         await until(pilot, lambda: node_state("g0") == "killed" and node_state("g1") == "killed", timeout=60)
         await until(pilot, lambda: group_job() == "killed")
+
+        # `s` on the group whose job ended: fresh run or resume, as for one machine.
+        await pilot.press("s")
+        await until(pilot, lambda: isinstance(app.screen, ChoiceScreen))
+        assert "The job of group pair ended (exit code 143 on node 0)" in app.screen.question  # type: ignore[attr-defined]
+        await pilot.press("r")  # resume: [job].resume (here the command again) on every node
+        await until(
+            pilot, lambda: node_state("g0") == "running" and node_state("g1") == "running", timeout=90
+        )
+        await pilot.press("K", "y")
+        await until(pilot, lambda: node_state("g0") == "killed" and node_state("g1") == "killed", timeout=60)

@@ -1,5 +1,6 @@
 """The fleet screen's group rows: folding a ``[[groups]]`` entry into one row, expanding it, and the
-keys that act on the whole group from it (``s``/``R``/``K``: every node; ``l``: every node's log)."""
+keys that act on the whole group from it (``s``/``R``/``K``: every node, ``s`` asking fresh run or
+resume when the group's job ended; ``l``: every node's log)."""
 
 from __future__ import annotations
 
@@ -11,8 +12,10 @@ from textual.widget import Widget
 from gcptui.remote.cloud.fleet import FleetSnapshot
 from gcptui.remote.config import GroupConfig
 from gcptui.remote.models import Instance
+from gcptui.tui.dialogs.choice import ChoiceScreen
 from gcptui.tui.fleet.actions import FleetActions
 from gcptui.tui.fleet.groups import GROUP_KEY_PREFIX, GroupRow, Row, arrange, group_of_key
+from gcptui.tui.fleet.rerun import ENDED_STATES, RERUN_ANSWERS, ended_words, rerun_label
 from gcptui.tui.fleet.table import FleetTable
 from gcptui.tui.live.monitors import reachable
 from gcptui.tui.live.state import Live
@@ -111,6 +114,26 @@ class GroupRowsMixin:
         ask = question.replace("{name}", f"every node of group {name}") if question else None
         # The worker runs under node 0's name: one action at a time per group, as per VM.
         self._act(f"{label} (group {name})", [row.nodes[0]], run, ask)
+        return True
+
+    def group_job_start(self) -> bool:
+        """``s`` on a group row: start every node; when every node's job has ended, ask first whether
+        to run it fresh or resume it, as for a machine. False when the cursor is not on a group row."""
+        row = None if self.marked else self.selected_group()
+        if row is None:
+            return False
+        jobs = [live.job if (live := self.live.get(n.name)) is not None else None for n in row.nodes]
+        if not row.nodes or not all(j is not None and j.state in ENDED_STATES for j in jobs):
+            return self.group_job("Start job", "start", None)
+        rank0 = jobs[0]
+        assert rank0 is not None
+
+        def chosen(action: str | None) -> None:
+            if action is not None:
+                self.group_job(rerun_label(action), action, None)
+
+        question = f"The job of group {row.name} ended ({ended_words(rank0)} on node 0). Run it again how?"
+        cast(Widget, self).app.push_screen(ChoiceScreen(question, RERUN_ANSWERS), chosen)
         return True
 
     def group_logs(self) -> bool:

@@ -18,6 +18,7 @@ from gcptui.tui.dialogs.choice import ChoiceScreen
 from gcptui.tui.dialogs.confirm import ConfirmScreen
 from gcptui.tui.fleet.actions import FleetActions
 from gcptui.tui.fleet.group_rows import GroupRowsMixin
+from gcptui.tui.fleet.rerun import ENDED_STATES, RERUN_ANSWERS, ended_words, rerun_label
 from gcptui.tui.fleet.table import FleetTable, SortOrder
 from gcptui.tui.footer import KeysFooter
 from gcptui.tui.keys import action_allowed, bindings_for, refused_by_readonly
@@ -275,33 +276,24 @@ class FleetScreen(GroupRowsMixin, Screen[None]):
         self.app.push_screen(ConfirmScreen(question.format(name=names)), answered)
 
     def action_job_start(self) -> None:
+        if self.group_job_start():
+            return
         # A job that ran and ended: offer a fresh run or a resume, as either can be meant.
         instance = None if self.marked else self.selected_instance()
         live = self.live.get(instance.name) if instance is not None else None
         job = live.job if live is not None else None
-        if (
-            instance is None
-            or job is None
-            or job.state not in ("exited", "killed")
-            or not reachable(instance)
-        ):
+        if instance is None or job is None or job.state not in ENDED_STATES or not reachable(instance):
             self._job("Start job", "start")
             return
-        ended = f"exit code {job.exit_code}" if job.exit_code is not None else job.state
-        if job.detail:
-            ended += f", {job.detail}"
-        answers = [
-            ("f", "start", "a fresh run: [job].command (the demo's gets a new run directory)"),
-            ("r", "restart", "resume it: [job].resume, from its last checkpoint"),
-        ]
 
         def chosen(action: str | None) -> None:
             if action is not None:
-                label = "Start job" if action == "start" else "Resume job"
-                self.actions.act(label, instance, lambda inst: self.actions.job_action(action, inst))
+                self.actions.act(
+                    rerun_label(action), instance, lambda inst: self.actions.job_action(action, inst)
+                )
 
-        question = f"The job on {instance.name} ended ({ended}). Run it again how?"
-        self.app.push_screen(ChoiceScreen(question, answers), chosen)
+        question = f"The job on {instance.name} ended ({ended_words(job)}). Run it again how?"
+        self.app.push_screen(ChoiceScreen(question, RERUN_ANSWERS), chosen)
 
     def action_job_restart(self) -> None:
         self._job("Restart job", "restart")
