@@ -9,7 +9,6 @@ import asyncio
 import contextlib
 import logging
 import signal
-import time
 from collections.abc import Awaitable, Callable, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -24,13 +23,13 @@ from textual.worker import Worker, WorkerState
 from gcptui.remote.config import Config
 from gcptui.remote.errors import GcptuiError
 from gcptui.remote.jobs.protocol import JobStatus
-from gcptui.remote.keepalive.events import RecoveryEvent
 from gcptui.remote.keepalive.recovery import KeepAlive
 from gcptui.remote.models import Instance
 from gcptui.remote.safe_text import one_line, sanitize
 from gcptui.remote.services import Services
 from gcptui.tui.fleet.screen import FleetScreen
 from gcptui.tui.hangup import Handler, quit_on_hangup
+from gcptui.tui.keepalive_controls import KeepAliveControls
 from gcptui.tui.keys import (
     ACTIONS,
     Action,
@@ -40,7 +39,7 @@ from gcptui.tui.keys import (
     validate_keymap,
 )
 from gcptui.tui.live.monitors import Monitors
-from gcptui.tui.live.notices import Notice, gpu_idle_notice, job_ended_notice, recovery_cell, recovery_notice
+from gcptui.tui.live.notices import Notice, gpu_idle_notice, job_ended_notice
 from gcptui.tui.live.state import Live
 from gcptui.tui.messages import FleetRefreshed, FleetRefreshFailed, LiveChanged
 from gcptui.tui.palette import help_order, palette_commands
@@ -52,7 +51,7 @@ REFRESH_SECONDS = 5.0
 log = logging.getLogger(__name__)
 
 
-class GcptuiApp(App[None]):
+class GcptuiApp(KeepAliveControls, App[None]):
     """``gcptui``: the fleet table first; everything else is one key away."""
 
     CSS_PATH = Path(__file__).with_name("app.tcss")  # absolute: subclasses live elsewhere
@@ -148,14 +147,6 @@ class GcptuiApp(App[None]):
         else:
             self.post_message(FleetRefreshed(snapshot))
 
-    def _start_keep_alive(self) -> None:
-        """Keep-alive starts once the first fleet list is in (or failed), not at mount: its Compute
-        client import (1-2 s of CPU) would otherwise compete with the first frame, the first list,
-        the first SSH calls and a job's start (half the demo's time to its first log line)."""
-        if self._keepalive_due:
-            self._keepalive_due = False
-            self.run_worker(self._keep_alive(), group="keepalive", exit_on_error=False)
-
     def on_fleet_refreshed(self, message: FleetRefreshed) -> None:
         self.call_after_refresh(self._start_keep_alive)
         self.services.note_snapshot(message.snapshot)  # open log panes follow the VMs' new addresses
@@ -169,71 +160,10 @@ class GcptuiApp(App[None]):
                         live.outcome = ""  # stopped since: "resumed" would be a stale word
         self._tell_fleet(FleetRefreshed(message.snapshot))
 
-    # -- keep-alive --------------------------------------------------------------------------------
-
-    async def _keep_alive(self) -> None:
-        from gcptui.tui.live.keepalive_run import run_keepalive
-
-        def started(keepalive: KeepAlive, autostopper: AutoStopper | None) -> None:
-            self.keepalive, self.autostopper = keepalive, autostopper
-
-        await run_keepalive(self.services, self.config, self._recovery_event, started)
-
-    def cancel_autostop(self, name: str) -> None:
-        """A key on VM ``name``: a warned auto-stop does not happen (its idle clock starts over)."""
-        if self.autostopper is not None and name in self.autostopper.rules.pending:
-            self.autostopper.cancel(name)
-
-    def _recovery_event(self, event: RecoveryEvent) -> None:
-        if event.kind == "suspect":
-            return
-        at = None
-        if event.kind == "autostop_warning" and self.autostopper is not None:
-            left = self.autostopper.rules.seconds_left(event.name, self.autostopper.clock()) or 0.0
-            at = time.strftime("%H:%M:%S", time.localtime(time.time() + left))
-        live = self.monitors.state(event.name)
-        live.recovery, live.outcome = recovery_cell(event, at)
-        self._live_changed(event.name)
-        self._say(recovery_notice(event))
-
-    def toggle_keepalive(self, instance: Instance) -> None:
-        if self.keepalive is None:
-            self.notify("keep-alive needs [gcp]: static hosts cannot be restarted", severity="warning")
-            return
-        if not instance.spot:
-            self.notify(f"{instance.name} is not a Spot VM: GCE does not preempt it", severity="warning")
-            return
-        on = not self.keepalive.enabled(instance.name)
-        (self.keepalive.enable if on else self.keepalive.disable)(instance.name)
-        live = self.monitors.state(instance.name)
-        live.keepalive, live.recovery, live.outcome = on, "", ""  # a new setting: old outcomes are stale
-        self._live_changed(instance.name)
-        self.notify(f"{instance.name}: keep-alive {'on' if on else 'off'}", title="Keep-alive")
-
-    def toggle_autostop(self, instance: Instance) -> None:
-        """The per-VM auto-stop override (key A): off spares this VM from ``[autostop]``."""
-        if self.autostopper is None:
-            self.notify(
-                "auto-stop is not set up: set [autostop] idle_minutes or after_job", severity="warning"
-            )
-            return
-        on = not self.autostopper.enabled(instance.name)
-        self.autostopper.set_enabled(instance.name, on)
-        self.notify(f"{instance.name}: auto-stop {'on' if on else 'off for this VM'}", title="Auto-stop")
-
     def toggle_sync(self, instance: Instance) -> bool:
         if self.readonly:  # the key is refused before this; a last guard for other callers
             return False
         return self.monitors.toggle_sync(instance)
-
-    def relaunch_now(self, instance: Instance) -> None:
-        if self.keepalive is None or not self.keepalive.relaunch_now(instance.name):
-            self.notify(
-                f"{instance.name}: cannot relaunch now (unknown to keep-alive, or a recovery runs)",
-                severity="warning",
-            )
-        else:
-            self.notify(f"{instance.name}: relaunching", title="Keep-alive")
 
     def pull_run_dir(self, instance: Instance) -> None:
         from gcptui.tui.fleet.pull import start_pull
@@ -249,12 +179,6 @@ class GcptuiApp(App[None]):
         from gcptui.tui.fleet.shell import open_shell
 
         open_shell(self, self.services, instance)  # type: ignore[arg-type]
-
-    def show_timeline(self, instance: Instance) -> None:
-        from gcptui.tui.fleet.timeline import TimelineScreen
-
-        timeline = self.keepalive.timelines.get(instance.name) if self.keepalive else None
-        self.push_screen(TimelineScreen(instance.name, timeline))
 
     # -- live state from the monitors ------------------------------------------------------------
 

@@ -1,0 +1,113 @@
+"""The app's keep-alive and auto-stop controls: starting them after the first fleet list, their
+events in the table's cells and notifications, and the keys that steer them (``k``, ``A``, ``r``,
+``t``). A mixin of ``GcptuiApp``, which supplies the attributes declared here."""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING, cast
+
+from textual.app import App
+
+from gcptui.remote.config import Config
+from gcptui.remote.keepalive.events import RecoveryEvent
+from gcptui.remote.keepalive.recovery import KeepAlive
+from gcptui.remote.models import Instance
+from gcptui.remote.services import Services
+from gcptui.tui.live.monitors import Monitors
+from gcptui.tui.live.notices import Notice, recovery_cell, recovery_notice
+
+if TYPE_CHECKING:
+    from gcptui.remote.keepalive.autostop import AutoStopper
+
+
+class KeepAliveControls:
+    config: Config
+    services: Services
+    monitors: Monitors
+    keepalive: KeepAlive | None
+    autostopper: AutoStopper | None
+    _keepalive_due: bool
+
+    if TYPE_CHECKING:  # provided by GcptuiApp
+
+        def _live_changed(self, name: str) -> None: ...
+
+        def _say(self, notice: Notice | None) -> None: ...
+
+    @property
+    def _app(self) -> App[None]:
+        return cast("App[None]", self)
+
+    def _start_keep_alive(self) -> None:
+        """Keep-alive starts once the first fleet list is in (or failed), not at mount: its Compute
+        client import (1-2 s of CPU) would otherwise compete with the first frame, the first list,
+        the first SSH calls and a job's start (half the demo's time to its first log line)."""
+        if self._keepalive_due:
+            self._keepalive_due = False
+            self._app.run_worker(self._keep_alive(), group="keepalive", exit_on_error=False)
+
+    async def _keep_alive(self) -> None:
+        from gcptui.tui.live.keepalive_run import run_keepalive
+
+        def started(keepalive: KeepAlive, autostopper: AutoStopper | None) -> None:
+            self.keepalive, self.autostopper = keepalive, autostopper
+
+        await run_keepalive(self.services, self.config, self._recovery_event, started)
+
+    def cancel_autostop(self, name: str) -> None:
+        """A key on VM ``name``: a warned auto-stop does not happen (its idle clock starts over)."""
+        if self.autostopper is not None and name in self.autostopper.rules.pending:
+            self.autostopper.cancel(name)
+
+    def _recovery_event(self, event: RecoveryEvent) -> None:
+        if event.kind == "suspect":
+            return
+        at = None
+        if event.kind == "autostop_warning" and self.autostopper is not None:
+            left = self.autostopper.rules.seconds_left(event.name, self.autostopper.clock()) or 0.0
+            at = time.strftime("%H:%M:%S", time.localtime(time.time() + left))
+        live = self.monitors.state(event.name)
+        live.recovery, live.outcome = recovery_cell(event, at)
+        self._live_changed(event.name)
+        self._say(recovery_notice(event))
+
+    def toggle_keepalive(self, instance: Instance) -> None:
+        if self.keepalive is None:
+            self._app.notify("keep-alive needs [gcp]: static hosts cannot be restarted", severity="warning")
+            return
+        if not instance.spot:
+            self._app.notify(f"{instance.name} is not a Spot VM: GCE does not preempt it", severity="warning")
+            return
+        on = not self.keepalive.enabled(instance.name)
+        (self.keepalive.enable if on else self.keepalive.disable)(instance.name)
+        live = self.monitors.state(instance.name)
+        live.keepalive, live.recovery, live.outcome = on, "", ""  # a new setting: old outcomes are stale
+        self._live_changed(instance.name)
+        self._app.notify(f"{instance.name}: keep-alive {'on' if on else 'off'}", title="Keep-alive")
+
+    def toggle_autostop(self, instance: Instance) -> None:
+        """The per-VM auto-stop override (key A): off spares this VM from ``[autostop]``."""
+        if self.autostopper is None:
+            self._app.notify(
+                "auto-stop is not set up: set [autostop] idle_minutes or after_job", severity="warning"
+            )
+            return
+        on = not self.autostopper.enabled(instance.name)
+        self.autostopper.set_enabled(instance.name, on)
+        self._app.notify(f"{instance.name}: auto-stop {'on' if on else 'off for this VM'}", title="Auto-stop")
+
+    def relaunch_now(self, instance: Instance) -> None:
+        if self.keepalive is None or not self.keepalive.relaunch_now(instance.name):
+            self._app.notify(
+                f"{instance.name}: cannot relaunch now (unknown to keep-alive, or a recovery runs)",
+                severity="warning",
+            )
+        else:
+            self._app.notify(f"{instance.name}: relaunching", title="Keep-alive")
+
+    def show_timeline(self, instance: Instance) -> None:
+        from gcptui.tui.fleet.timeline import TimelineScreen
+
+        timeline = self.keepalive.timelines.get(instance.name) if self.keepalive else None
+        self._app.push_screen(TimelineScreen(instance.name, timeline))
