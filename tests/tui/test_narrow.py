@@ -15,6 +15,7 @@ from gcptui.tui.app import GcptuiApp
 from gcptui.tui.live.state import Live
 from gcptui.tui.logs.screen import LogsScreen, PaneSource
 from tests.logs.apps import fixed_source
+from tests.tui.test_fleet_jobs import until
 from tests.tui.test_fleet_snapshots import SNAPSHOT, make_app
 
 WIDE_ONLY = {"Zone", "Machine", "GPUs", "Spot", "External IP"}
@@ -36,7 +37,10 @@ def training_live() -> Live:
 async def start(app: GcptuiApp, pilot) -> None:  # type: ignore[no-untyped-def]
     app.live["trainer-a100"] = training_live()
     app.fleet_screen.show_snapshot(SNAPSHOT)
-    await pilot.pause()
+    # Laid out, footer included (on a loaded machine one pause is not always a full layout).
+    await until(
+        pilot, lambda: app.fleet_screen.table.row_count and {"?", "q"} <= set(footer_keys(app)), timeout=20
+    )
 
 
 def footer_keys(app: GcptuiApp) -> dict[str, tuple[int, int]]:
