@@ -64,6 +64,16 @@ def test_another_laptop_resumes_the_sweep_from_the_bucket(
         _, err_a = laptop_a.communicate(timeout=60)
     assert laptop_a.returncode == 130, err_a
 
+    # Laptop C has never seen it either: `sweep status` and `sweep report` read it from the bucket.
+    env_c = {**env, "HOME": str(tmp_path / "home-c"), "GCPTUI_SWEEPS_DIR": str(tmp_path / "sweeps-c")}
+    status = subprocess.run([*command[:4], "status", "bk", "--json", "--config", str(config)],
+                            cwd=ROOT, env=env_c, capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert status.returncode == 0, status.stderr
+    assert [t["state"] for t in json.loads(status.stdout)["trials"]][0] == "finished"
+    report = subprocess.run([*command[:4], "report", "bk", "--config", str(config)],
+                            cwd=ROOT, env=env_c, capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert report.returncode == 0 and Path(report.stdout.split()[0]).is_file(), report.stderr
+
     # Laptop B has never seen this sweep: its own HOME and an empty state folder.
     env_b = {**env, "HOME": str(tmp_path / "home-b"), "GCPTUI_SWEEPS_DIR": str(tmp_path / "sweeps-b")}
     laptop_b = subprocess.run(command, cwd=ROOT, env=env_b, capture_output=True, text=True, timeout=300)

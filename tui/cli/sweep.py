@@ -43,7 +43,9 @@ def run_sweep_command(args: argparse.Namespace) -> int:
     return sweep_extend(args)
 
 
-def _saved(name: str, bucket: str, say: Callable[[str], None]) -> SweepState | None:
+def _saved(
+    name: str, bucket: str, say: Callable[[str], None], verb: str = "resuming from"
+) -> SweepState | None:
     """Sweep ``name``'s state: this machine's, or the bucket's when that one was saved later (it ran
     on another machine since): then it becomes this machine's too."""
     local = load_state(name)
@@ -58,7 +60,7 @@ def _saved(name: str, bucket: str, say: Callable[[str], None]) -> SweepState | N
         return local
     chosen = newer(local, remote)
     if chosen is not None and chosen is remote:
-        say(f"sweep {name}: resuming from {state_url(bucket, name)} (saved there last)")
+        say(f"sweep {name}: {verb} {state_url(bucket, name)} (saved there last)")
         save_state(chosen)
     return chosen
 
@@ -170,8 +172,21 @@ def status_json(state: SweepState) -> dict[str, object]:
     }
 
 
+def _read_state(args: argparse.Namespace) -> SweepState:
+    """Sweep NAME's state for ``status`` and ``report``: this machine's, or the bucket's
+    (``[storage] bucket``) when that one was saved later, e.g. the sweep runs on another laptop."""
+    from gcptui.remote.config import load_config
+
+    bucket = load_config(getattr(args, "config", None)).storage.bucket
+    if not bucket:
+        return require_state(args.name)
+    err = Console(stderr=True, soft_wrap=True, highlight=False)
+    state = _saved(args.name, bucket, lambda line: err.print(line, markup=False), verb="read from")
+    return state if state is not None else require_state(args.name)
+
+
 def sweep_status(args: argparse.Namespace) -> int:
-    state = require_state(args.name)
+    state = _read_state(args)
     if args.json:
         json.dump(status_json(state), sys.stdout, indent=2)
         sys.stdout.write("\n")
@@ -194,7 +209,7 @@ def sweep_status(args: argparse.Namespace) -> int:
 
 
 def sweep_report(args: argparse.Namespace) -> int:
-    state = require_state(args.name)
+    state = _read_state(args)
     folder = Path(args.out) if args.out else sweep_dir(state.name) / "report"
     for path in write_report(state, folder, best=args.best):
         print(path)
