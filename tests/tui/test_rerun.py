@@ -43,9 +43,11 @@ async def test_s_on_a_finished_job_offers_a_fresh_run_or_a_resume(emulator: Emul
         assert "ended (exit code 0)" in app.screen.question
         await pilot.press("escape")  # cancelled: nothing runs
         assert not isinstance(app.screen, ChoiceScreen)
+        first = app.live["vm-f"].job.pid
         await pilot.press("s", "f")
         await until(pilot, lambda: runs.read_text() == "fresh\nfresh\n")
-        await until(pilot, lambda: app.live["vm-f"].job.state == "exited")
+        # The second run's own end (a new pid), not the first run's state still on record.
+        await until(pilot, lambda: (job := app.live["vm-f"].job).pid != first and job.state == "exited")
         await pilot.press("s", "r")
         await until(pilot, lambda: runs.read_text() == "fresh\nfresh\nresume\n")
 
