@@ -20,7 +20,7 @@ from textual.notifications import SeverityLevel
 from textual.screen import Screen
 from textual.worker import Worker, WorkerState
 
-from gcptui.remote.config import Config
+from gcptui.remote.config import Config, GroupConfig
 from gcptui.remote.errors import GcptuiError
 from gcptui.remote.jobs.protocol import JobStatus
 from gcptui.remote.keepalive.recovery import KeepAlive
@@ -174,6 +174,10 @@ class GcptuiApp(KeepAliveControls, App[None]):
         from gcptui.tui.fleet.create import start_create
 
         start_create(self, self.services, instance)  # type: ignore[arg-type]
+
+    def show_groups(self, groups: list[GroupConfig]) -> None:
+        """``[[groups]]`` changed (``C`` recorded one): the table's group rows follow."""
+        self.fleet_screen.set_groups(groups)
 
     def open_shell(self, instance: Instance) -> None:
         from gcptui.tui.fleet.shell import open_shell

@@ -104,7 +104,7 @@ def expand_names(text: str, count: int = 1) -> list[str]:
 def check_group(group: str) -> str:
     """A group name must be a valid label value (it is recorded as one)."""
     if not group or not _LABEL_VALUE.fullmatch(group):
-        raise ConfigError(f"--group {group!r}: use lowercase letters, digits, '-' and '_' (at most 63)")
+        raise ConfigError(f"group {group!r}: use lowercase letters, digits, '-' and '_' (at most 63)")
     return group
 
 

@@ -1,5 +1,6 @@
-"""The create form on a base VM (``C``): names and a count, zone, Spot; Enter creates the VMs like the
-base on the strict emulator, each step notified; a bad name is refused in the form."""
+"""The create form on a base VM (``C``): names and a count, zone, Spot, a group; Enter creates the VMs
+like the base on the strict emulator, each step notified; a bad name is refused in the form; a group
+is recorded in gcptui.toml and shown as its row at once."""
 
 from __future__ import annotations
 
@@ -51,6 +52,24 @@ async def test_create_form_makes_vms_like_the_selected_base(emulator: Emulator, 
         await until(pilot, lambda: any("2/2 created like base" in n for n in notices(app)), timeout=40)
         # The emulator's own known-hosts file lists every VM it made: the new key is already there.
         assert any("exp-1: host key already known" in n for n in notices(app))
+
+        # With a group: refused in the form when malformed; else recorded in gcptui.toml, its row shown.
+        await pilot.press("C")
+        await until(pilot, lambda: isinstance(app.screen, CreateFormScreen))
+        form = app.screen
+        form.query_one("#create-names", Input).value = "node"
+        form.query_one("#create-count", Input).value = "2"
+        form.query_one("#create-group", Input).value = "Pair!"
+        form.query_one("#create-names", Input).focus()
+        await pilot.press("enter")
+        assert isinstance(app.screen, CreateFormScreen)
+        form.query_one("#create-group", Input).value = "pair"
+        form.query_one("#create-names", Input).focus()
+        await pilot.press("enter")
+        await until(pilot, lambda: "group:pair" in app.fleet_screen.table.rows, timeout=60)
+        await until(pilot, lambda: any("group pair: node-1, node-2 recorded in" in n for n in notices(app)))
+    assert load_config(config).group("pair").vms == ["node-1", "node-2"]  # type: ignore[union-attr]
+    assert emulator.instance("node-2").labels.get("gcptui-group") == "pair"
     for name in ("exp-1", "exp-2"):
         vm = emulator.instance(name)
         assert vm.status == "RUNNING" and vm.spot and [g.type for g in vm.gpus] == ["nvidia-l4"]

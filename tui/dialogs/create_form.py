@@ -1,4 +1,5 @@
-"""The create form on a base VM: names (or one name and a count), zone, Spot. Enter creates, Esc cancels."""
+"""The create form on a base VM: names (or one name and a count), zone, Spot, and optionally the
+multi-node group they make up. Enter creates, Esc cancels."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from textual.containers import Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Checkbox, Input, Static
 
-from gcptui.remote.cloud.create import expand_names
+from gcptui.remote.cloud.create import check_group, expand_names
 from gcptui.remote.errors import ConfigError
 from gcptui.remote.models import Instance
 
@@ -21,6 +22,7 @@ class CreateRequest:
     names: list[str]
     zone: str
     spot: bool
+    group: str | None = None  # recorded as a [[groups]] entry (its VMs in name order) once they exist
 
 
 class CreateFormScreen(ModalScreen[CreateRequest | None]):
@@ -42,6 +44,7 @@ class CreateFormScreen(ModalScreen[CreateRequest | None]):
             yield Input(value="1", placeholder="count", id="create-count", type="integer")
             yield Input(value=base.zone, placeholder="zone", id="create-zone")
             yield Checkbox("Spot", value=base.spot, id="create-spot")
+            yield Input(placeholder="group (optional): run them as one multi-node job", id="create-group")
             yield Static("", id="create-error")
             yield Static(Text("Enter: create   Esc: cancel", style="dim"))
 
@@ -51,13 +54,16 @@ class CreateFormScreen(ModalScreen[CreateRequest | None]):
     def on_input_submitted(self, event: Input.Submitted) -> None:
         event.stop()
         count_text = self.query_one("#create-count", Input).value.strip() or "1"
+        group = self.query_one("#create-group", Input).value.strip() or None
         try:
             names = expand_names(self.query_one("#create-names", Input).value, int(count_text))
+            if group is not None:
+                check_group(group)
         except (ConfigError, ValueError) as err:
             self.query_one("#create-error", Static).update(Text(str(err), style="bold red"))
             return
         zone = self.query_one("#create-zone", Input).value.strip() or self.base.zone
-        self.dismiss(CreateRequest(names, zone, self.query_one("#create-spot", Checkbox).value))
+        self.dismiss(CreateRequest(names, zone, self.query_one("#create-spot", Checkbox).value, group))
 
     def action_cancel(self) -> None:
         self.dismiss(None)

@@ -1,11 +1,15 @@
 """Create VMs like a selected base VM from the TUI: the form, then ``VmCreator`` in a worker thread,
-each VM's steps as notifications (and the new rows appear with their status at the next refresh)."""
+each VM's steps as notifications (and the new rows appear with their status at the next refresh).
+With a group, the VMs are recorded as a ``[[groups]]`` entry in the config file, as
+``vm create --group`` does, and the fleet shows its group row at once."""
 
 from __future__ import annotations
 
 from textual.app import App
 
 from gcptui.remote.cloud.create import CreateOptions
+from gcptui.remote.config import GroupConfig
+from gcptui.remote.config.record import record_group, with_group
 from gcptui.remote.errors import GcptuiError
 from gcptui.remote.models import Instance
 from gcptui.remote.provision import Created, VmCreator, plan_create
@@ -33,8 +37,13 @@ def _create(app: App[object], services: Services, base: Instance, request: Creat
     def say(message: str, severity: str = "information") -> None:
         app.call_from_thread(app.notify, message, title="Create", severity=severity)  # type: ignore[arg-type]
 
-    options = CreateOptions(zone=request.zone if request.zone != base.zone else None, spot=request.spot)
+    options = CreateOptions(
+        zone=request.zone if request.zone != base.zone else None, spot=request.spot, group=request.group
+    )
+    path = services.config.path
     try:
+        if request.group is not None:
+            _check_group(services, request.group, request.names)
         gce = services.fleet.gce()
         plan = plan_create(gce, base, options)
     except GcptuiError as err:
@@ -51,6 +60,34 @@ def _create(app: App[object], services: Services, base: Instance, request: Creat
         f"{len(made)}/{len(request.names)} created like {base.name}",
         "information" if not failed else "warning",
     )
+    if request.group is not None and path is not None and made:
+        nodes = [name for name in request.names if name in made]
+        try:
+            config = record_group(path, request.group, nodes)
+        except (GcptuiError, OSError) as err:
+            say(f"group {request.group} not recorded in {path}: {err}", "error")
+        else:
+            app.call_from_thread(_show_groups, app, services, config.groups)
+            say(f"group {request.group}: {', '.join(nodes)} recorded in {path} (s on its row starts it)")
     refresh = getattr(app, "refresh_fleet", None)
     if refresh is not None:
         app.call_from_thread(refresh)
+
+
+def _check_group(services: Services, group: str, names: list[str]) -> None:
+    """Before any VM is made: the config file must exist and stay valid with the group, and no VM
+    may have the group's name."""
+    path = services.config.path
+    if path is None:
+        raise GcptuiError(f"group {group}: groups are recorded in gcptui.toml and there is none")
+    with_group(path.read_text(encoding="utf-8"), path, group, names)
+    if services.fleet.snapshot().find(group) is not None:
+        raise GcptuiError(f"group {group}: a VM has that name: pick another group name")
+
+
+def _show_groups(app: App[object], services: Services, groups: list[GroupConfig]) -> None:
+    """The recorded groups, seen at once by the fleet table and by group job actions."""
+    services.config.groups[:] = groups  # the app's config is this same object
+    show = getattr(app, "show_groups", None)
+    if show is not None:
+        show(groups)

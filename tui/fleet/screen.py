@@ -170,6 +170,10 @@ class FleetScreen(GroupRowsMixin, Screen[None]):
 
     # -- actions --------------------------------------------------------------------------------
 
+    def set_groups(self, groups: Sequence[GroupConfig]) -> None:
+        self.groups = list(groups)
+        self._render_rows()
+
     def action_refresh(self) -> None:
         self.actions.refresh_fleet()
 
