@@ -37,14 +37,11 @@ def pane_sources(
             unreachable.append(name)
             continue
         get = services.follow(instance)
-        if slot:
-            sources.append(
-                PaneSource(
-                    f"{name}:{slot}", functools.partial(log_events, get, log_path(slot), logs.history_lines)
-                )
-            )
-            continue
-        for path in (log_path(), *logs.files):
-            label = name if path == log_path() else f"{name}:{path.rsplit('/', 1)[-1]}"
+        job_log = log_path(slot)
+        for path in (job_log,) if slot else (job_log, *logs.files):
+            if path == job_log:
+                label = f"{name}:{slot}" if slot else name
+            else:
+                label = f"{name}:{path.rsplit('/', 1)[-1]}"
             sources.append(PaneSource(label, functools.partial(log_events, get, path, logs.history_lines)))
     return sources, unreachable
