@@ -36,6 +36,7 @@ from textual import events  # noqa: E402
 from textual.app import App  # noqa: E402
 from textual.screen import Screen  # noqa: E402
 
+from gcptui.remote.aio import within  # noqa: E402
 from gcptui.remote.models import ConnectionGetter  # noqa: E402
 from gcptui.remote.telemetry.log_stream import LogChunk, LogEvent, LogNotice, LogStream  # noqa: E402
 from gcptui.tui.logs.screen import LogsScreen, PaneSource  # noqa: E402
@@ -269,7 +270,7 @@ async def bench(args: argparse.Namespace) -> dict[str, object]:
                 t0 = time.perf_counter()
                 app._driver.send_message(events.Key(key, key))  # type: ignore[union-attr]
                 try:
-                    await asyncio.wait_for(shown.wait(), 10)  # an event, not polling: no load of its own
+                    await within(10, shown.wait())  # an event, not polling: no load of its own
                 except TimeoutError:
                     pass
                 expect[0] = ""

@@ -29,6 +29,7 @@ import psutil  # noqa: E402
 from textual import events  # noqa: E402
 from textual.app import App  # noqa: E402
 
+from gcptui.remote.aio import within  # noqa: E402
 from gcptui.remote.telemetry.log_stream import LogChunk, LogEvent, LogNotice, LogStream  # noqa: E402
 from gcptui.tui.logs.screen import LogsScreen, PaneSource  # noqa: E402
 
@@ -89,7 +90,7 @@ async def bench(megabytes: int, esc_at: float) -> dict[str, object]:
             app = FloodApp(PaneSource("flood", source))
             peak = me.memory_info().rss
             async with app.run_test(size=(160, 40)) as pilot:
-                await asyncio.wait_for(following.wait(), 30)
+                await within(30, following.wait())
                 started = time.monotonic()
                 writer = subprocess.Popen([sys.executable, "-c", WRITER, str(log), str(megabytes)])
                 mark = int((megabytes << 20) * esc_at)

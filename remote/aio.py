@@ -21,6 +21,24 @@ async def within(seconds: float | None, awaitable: Awaitable[T]) -> T:
         return await awaitable
 
 
+async def cancel_and_wait(*tasks: asyncio.Task[object]) -> None:
+    """Cancel ``tasks`` and wait until every one has ended; re-raise the first one's failure.
+
+    A cancellation of the caller during the wait still propagates. The usual
+    ``with suppress(CancelledError): await task`` (or ``suppress(BaseException)``) also swallows the
+    caller's own cancellation when it lands in that wait: the caller then runs on as if nobody had
+    cancelled it, and whoever cancelled it waits for ever (a sync session that never stopped following).
+    """
+    for task in tasks:
+        task.cancel()
+    if not tasks:
+        return
+    await asyncio.wait(tasks)
+    for task in tasks:
+        if not task.cancelled() and (error := task.exception()) is not None:
+            raise error
+
+
 def report_failure(
     task: asyncio.Task[T], on_failure: Callable[[str, BaseException], None]
 ) -> asyncio.Task[T]:

@@ -14,6 +14,7 @@ from collections.abc import Coroutine
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from gcptui.remote.aio import within
 from gcptui.remote.emulator.faults import Faults, stockout_errors
 from gcptui.remote.emulator.state import AttachedDisk, Disk, Operation, Vm, timestamp
 
@@ -388,7 +389,7 @@ class Fleet:
             return vm is None if status is None else (vm is not None and vm.status == status)
 
         async with self.changed:
-            await asyncio.wait_for(self.changed.wait_for(reached), timeout)
+            await within(timeout, self.changed.wait_for(reached))
 
     async def settle(self, timeout: float = 60.0) -> None:
         """Until no transition is in flight (every boot, stop and preemption finished)."""

@@ -15,6 +15,7 @@ from typing import Any
 
 from aiohttp import web
 
+from gcptui.remote.aio import within
 from gcptui.remote.emulator.fleet import ApiError, Fleet
 from gcptui.remote.emulator.inserts import API_ROOT, check_name, zonal
 from gcptui.remote.emulator.state import Operation, new_id, timestamp
@@ -127,7 +128,7 @@ class ImagesApi:
     async def wait_operation(self, request: web.Request) -> web.Response:
         op = self._operation(request)
         try:
-            await asyncio.wait_for(op.done.wait(), self.max_wait_seconds)
+            await within(self.max_wait_seconds, op.done.wait())
         except TimeoutError:
             pass  # like GCE: the operation as it stands; the caller waits again
         return self._json(operation_json(op, self.fleet.project))

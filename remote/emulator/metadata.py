@@ -11,6 +11,8 @@ import hashlib
 
 from aiohttp import web
 
+from gcptui.remote.aio import within
+
 FLAVOR = {"Metadata-Flavor": "Google"}
 
 
@@ -75,9 +77,9 @@ class MetadataServer:
         timeout = float(timeout_sec) if timeout_sec else None
         try:
             async with self._changed:
-                await asyncio.wait_for(
-                    self._changed.wait_for(lambda: self._closing or _etag(self.values[path]) != start),
+                await within(
                     timeout,
+                    self._changed.wait_for(lambda: self._closing or _etag(self.values[path]) != start),
                 )
         except TimeoutError:
             pass

@@ -6,7 +6,6 @@ parses (see its ``services/*/transports/rest_base.py``).
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import hmac
 import json
@@ -15,6 +14,7 @@ from typing import Any
 
 from aiohttp import web
 
+from gcptui.remote.aio import within
 from gcptui.remote.cloud.price_catalog import fallback_book
 from gcptui.remote.emulator.catalog import CatalogApi, add_catalog_routes
 from gcptui.remote.emulator.faults import Fault
@@ -296,7 +296,7 @@ class RestApi:
     async def wait_operation(self, request: web.Request) -> web.Response:
         op = self.fleet.operation(request.match_info["zone"], request.match_info["op"])
         try:
-            await asyncio.wait_for(op.done.wait(), self.max_wait_seconds)
+            await within(self.max_wait_seconds, op.done.wait())
         except TimeoutError:
             pass  # like GCE: answer with the operation as it stands; the caller waits again
         return _json(operation_json(op, self.fleet.project))

@@ -15,6 +15,7 @@ from collections.abc import Sequence
 
 import asyncssh
 
+from gcptui.remote.aio import within
 from gcptui.remote.errors import GcptuiError
 from gcptui.remote.jobs.group import GroupNode, node_address
 from gcptui.remote.ssh.pool import SshPool
@@ -100,7 +101,7 @@ async def check_rendezvous(
     listener = await conn.create_process(listen)
     try:
         try:
-            said = await asyncio.wait_for(listener.stdout.readline(), timeout + 5)
+            said = await within(timeout + 5, listener.stdout.readline())
         except TimeoutError:
             said = ""
         if said.strip() != "listening":
@@ -124,7 +125,7 @@ async def check_rendezvous(
         results = await asyncio.gather(*(probe(node) for node in nodes))
     finally:
         with contextlib.suppress(TimeoutError, asyncssh.Error, OSError):
-            await asyncio.wait_for(listener.wait(), timeout + 10)  # the port is free again
+            await within(timeout + 10, listener.wait())  # the port is free again
         listener.close()
     failed = [(node, why) for node, why in results if why is not None]
     if failed:

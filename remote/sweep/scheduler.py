@@ -14,10 +14,10 @@ resume command once the VM is back.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import time
 from collections.abc import Callable
 
+from gcptui.remote.aio import cancel_and_wait
 from gcptui.remote.errors import GcptuiError
 from gcptui.remote.jobs.protocol import JobStatus
 from gcptui.remote.jobs.runner import JobAlreadyRunningError
@@ -89,9 +89,7 @@ class Scheduler:
         try:
             return await self._loop()
         finally:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+            await cancel_and_wait(task)
             await keepalive.close()
 
     async def _loop(self) -> SweepState:

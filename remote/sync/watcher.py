@@ -22,7 +22,7 @@ from pathlib import Path
 import anyio
 from watchfiles import awatch
 
-from gcptui.remote.aio import within
+from gcptui.remote.aio import cancel_and_wait, within
 
 
 class TreeWatcher:
@@ -83,12 +83,11 @@ class TreeWatcher:
 
     @staticmethod
     async def _stop(tasks: list[tuple[asyncio.Task[None], anyio.Event]]) -> None:
-        for task, stop in tasks:
+        # Cancelled while waiting here (the session stops following mid-fold), the caller must see
+        # its cancellation: the tasks stay listed in ``_tasks`` for ``close`` to end.
+        for _, stop in tasks:
             stop.set()
-            task.cancel()
-        for task, _ in tasks:
-            with contextlib.suppress(BaseException):
-                await task
+        await cancel_and_wait(*(task for task, _ in tasks))
 
     async def _pump(self, gen, started: asyncio.Event) -> None:  # noqa: ANN001 - awatch's generator
         first = asyncio.ensure_future(gen.__anext__())

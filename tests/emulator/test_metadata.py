@@ -6,6 +6,7 @@ import asyncio
 
 import aiohttp
 
+from gcptui.remote.aio import within
 from gcptui.remote.emulator.metadata import MetadataServer
 
 URL = "http://{}/computeMetadata/v1/instance/preempted"
@@ -25,7 +26,7 @@ async def test_preempted_long_poll_returns_true_when_it_flips() -> None:
             await asyncio.sleep(0)  # let the request start; correctness does not depend on it (last_etag)
             assert not poll.done()
             await server.set("instance/preempted", "TRUE")
-            async with await asyncio.wait_for(poll, 5) as answer:
+            async with await within(5, poll) as answer:
                 assert await answer.text() == "TRUE"
             # A stale etag answers at once.
             async with http.get(

@@ -12,6 +12,7 @@ import threading
 
 import pytest
 
+from gcptui.remote.aio import within
 from gcptui.remote.emulator.vm_ssh import GOODBYE_WARNING, quiet_goodbyes
 
 
@@ -40,10 +41,10 @@ async def write_after_reset() -> None:
     server = await asyncio.get_running_loop().create_server(factory, "127.0.0.1", 0)
     port = server.sockets[0].getsockname()[1]
     client = socket.create_connection(("127.0.0.1", port))
-    protocol = await asyncio.wait_for(accepted.get(), 10)
+    protocol = await within(10, accepted.get())
     client.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
     client.close()  # a reset: the peer is gone
-    await asyncio.wait_for(protocol.lost.wait(), 10)
+    await within(10, protocol.lost.wait())
     assert protocol.transport is not None
     for _ in range(8):  # asyncio warns from the fifth write on a lost connection
         protocol.transport.write(b"channel close")

@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from gcptui.remote.aio import within
 from gcptui.remote.emulator import Emulator
 from gcptui.remote.emulator.thread import EmulatorThread
 from tests.helpers.emulator import FAST, eventually, wait_until
@@ -185,7 +186,7 @@ async def test_host_maintenance_notifies_terminates_and_restarts_an_on_demand_gp
         waiting = asyncio.create_task(conn.run(poll, check=True))
         gce = gce_for(emulator)
         await asyncio.to_thread(gce.simulate_maintenance_event, "ondemand-gpu", ZONE)
-        result = await asyncio.wait_for(waiting, 30)
+        result = await within(30, waiting)
     assert str(result.stdout).strip() == "TERMINATE_ON_HOST_MAINTENANCE"
     fleet = emulator.fleet
     assert fleet is not None

@@ -8,6 +8,7 @@ import sys
 
 import pytest
 
+from gcptui.remote.aio import within
 from gcptui.remote.errors import ConfigError
 from gcptui.tui.cli.keepalive import keep_alive
 from tests.keepalive.conftest import ROOT
@@ -29,7 +30,7 @@ async def read_until(stream: asyncio.StreamReader, needle: str, seen: list[str],
             if needle in line:
                 return line
 
-    return await asyncio.wait_for(scan(), timeout)
+    return await within(timeout, scan())
 
 
 async def test_keepalive_command_logs_each_event_and_stops_on_sigterm(fleet_factory) -> None:
@@ -57,7 +58,7 @@ async def test_keepalive_command_logs_each_event_and_stops_on_sigterm(fleet_fact
         assert ("by poll" in summary or "by notice" in summary) and "resumed at step 0" in summary
         process.send_signal(signal.SIGTERM)
         await read_until(process.stdout, "keep-alive: stopped", seen)
-        assert await asyncio.wait_for(process.wait(), 20) == 0
+        assert await within(20, process.wait()) == 0
     finally:
         if process.returncode is None:
             process.kill()

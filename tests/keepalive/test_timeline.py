@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
+from gcptui.remote.aio import within
 from gcptui.remote.keepalive.recovery import RecoveryEvent, Timeline, backoff, steps_lost
 from gcptui.remote.keepalive.relaunch import last_step_logged, resumed_step
 from gcptui.remote.keepalive.watch import forward_job_events
@@ -71,5 +71,5 @@ async def test_watch_job_events_become_notices_and_pokes() -> None:
             yield JobEvent(kind)
 
     recorder = Recorder()
-    await asyncio.wait_for(forward_job_events(recorder, "vm", events()), 5)  # type: ignore[arg-type]
+    await within(5, forward_job_events(recorder, "vm", events()))  # type: ignore[arg-type]
     assert recorder.calls == [("notice", "vm"), ("poke", "vm")]

@@ -7,6 +7,7 @@ import os
 from collections.abc import AsyncIterator
 from pathlib import Path
 
+from gcptui.remote.aio import within
 from gcptui.remote.telemetry.log_stream import LogChunk, LogEvent, LogNotice, LogStream
 from tests.helpers.sshd import Sshd
 from tests.logs.conftest import ReconnectingGetter
@@ -37,7 +38,7 @@ class Collector:
                 self._changed.clear()
                 await self._changed.wait()
 
-        await asyncio.wait_for(loop(), timeout)
+        await within(timeout, loop())
 
     async def stop(self) -> None:
         self._task.cancel()

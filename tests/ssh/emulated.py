@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from gcptui.remote.aio import cancel_and_wait
 from gcptui.remote.config import Config, load_config
 from gcptui.remote.emulator import Emulator
 from gcptui.remote.jobs.watch import JobEvent, JobEventKind
@@ -123,9 +124,7 @@ async def watching(events: AsyncIterator[JobEvent]) -> AsyncIterator[Watch]:
     try:
         yield watch
     finally:
-        watch.task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await watch.task
+        await cancel_and_wait(watch.task)
 
 
 async def notice_only(emulator: Emulator, name: str) -> None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import getpass
+import io
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,6 +16,7 @@ from pathlib import Path
 import asyncssh
 import pytest
 
+from gcptui.remote.aio import within
 from gcptui.remote.emulator import Emulator
 from gcptui.remote.models import ConnectionGetter
 from gcptui.remote.sync import SyncSession
@@ -41,13 +43,13 @@ def openssh_getter(sshd: Sshd) -> ConnectionGetter:
     async def get() -> asyncssh.SSHClientConnection:
         conn = state["conn"]
         if conn is None or conn.is_closed():
-            conn = await asyncio.wait_for(
+            conn = await within(
+                5,
                 asyncssh.connect(
                     sshd.host, port=sshd.port, username=sshd.user,
                     client_keys=[str(sshd.client_key)], known_hosts=str(sshd.known_hosts),
                     keepalive_interval=1, keepalive_count_max=2,
                 ),
-                5,
             )  # fmt: skip
             state["conn"] = conn
         return conn
@@ -67,13 +69,13 @@ def emulated_getter(emu: Emulator, name: str) -> ConnectionGetter:
             address = emu.address(name)
             if not address:
                 raise OSError(f"{name} is not running")
-            conn = await asyncio.wait_for(
+            conn = await within(
+                5,
                 asyncssh.connect(
                     address, port=emu.ssh_port_of(name), username=getpass.getuser(), client_keys=[str(emu.client_key)],
                     known_hosts=str(emu.known_hosts), host_key_alias=f"compute.{vm.id}", agent_path=None,
                     config=None, keepalive_interval=1, keepalive_count_max=2,
                 ),
-                5,
             )  # fmt: skip
             state["conn"] = conn
         return conn
@@ -155,10 +157,17 @@ class Follower:
     async def stop(self) -> None:
         if self.task is not None and not self.task.done():
             self.task.cancel()
-            try:
-                await self.task
-            except asyncio.CancelledError:
-                pass
+            # Bounded: a session that swallowed its cancellation would otherwise hang the test
+            # until pytest's timeout, with no word of where it was.
+            await asyncio.wait({self.task}, timeout=60)
+            if not self.task.done():
+                where = io.StringIO()
+                self.task.print_stack(file=where)
+                raise AssertionError(
+                    f"the sync session did not stop within 60 s of its cancellation:\n{where.getvalue()}"
+                )
+            if not self.task.cancelled() and (error := self.task.exception()) is not None:
+                raise error
 
 
 @pytest.fixture

@@ -13,6 +13,7 @@ from pathlib import Path
 import asyncssh
 import pytest
 
+from gcptui.remote.aio import within
 from gcptui.remote.sync import SyncSession
 from gcptui.remote.sync.agent_client import view_digest
 from gcptui.remote.sync.manifest import Entry
@@ -148,7 +149,7 @@ async def test_the_link_delays_caps_and_overlaps_chunks() -> None:
                 await asyncio.sleep(0.005)
             got = 0
             while got < 20:
-                arrived, data = await asyncio.wait_for(received.get(), 10)
+                arrived, data = await within(10, received.get())
                 got += len(data)
                 if got == len(data):
                     assert arrived - sent >= 0.099  # the first byte waited the full delay
@@ -160,7 +161,7 @@ async def test_the_link_delays_caps_and_overlaps_chunks() -> None:
             await writer.drain()
             got = 0
             while got < len(payload):
-                arrived, data = await asyncio.wait_for(received.get(), 20)
+                arrived, data = await within(20, received.get())
                 got += len(data)
             assert arrived - started >= 0.5 + 0.1 - 0.02  # serialisation + delay (16 KiB granularity)
             writer.close()

@@ -14,6 +14,7 @@ import sys
 from collections.abc import Callable
 from datetime import datetime
 
+from gcptui.remote.aio import cancel_and_wait
 from gcptui.remote.config import load_config
 from gcptui.remote.errors import ConfigError
 from gcptui.remote.keepalive.autostop import AutoStopper
@@ -96,10 +97,7 @@ async def keep_alive(
         if runner.done():
             runner.result()  # a bug in the loop: let it surface
     finally:
-        for task in (runner, stopper):
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        await cancel_and_wait(runner, stopper)
         await watchers.close()
         if autostopper is not None:
             await autostopper.close()
