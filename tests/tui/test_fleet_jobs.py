@@ -28,6 +28,12 @@ async def until(pilot, predicate: Callable[[], object], timeout: float = 60.0) -
     raise AssertionError("condition not met in time")
 
 
+def question(app: GcptuiApp) -> str:
+    """The text of the top screen's first Static ("" while it has none yet)."""
+    statics = app.screen.query("Static")
+    return str(statics.first().render()) if statics else ""
+
+
 def app_for(emulator: Emulator, tmp_path: Path, **kwargs: object) -> GcptuiApp:
     source = tmp_path / "src"
     source.mkdir()
@@ -56,7 +62,7 @@ async def test_start_key_runs_job_and_progress_reaches_table_then_kill_asks(
         assert "50/50" in cell
 
         await pilot.press("K")
-        assert "Kill the job on vm-a" in str(app.screen.query_one("Static").render())
+        await until(pilot, lambda: "Kill the job on vm-a" in question(app))  # the confirmation, once pushed
         await pilot.press("y")
         await until(pilot, lambda: app.live["vm-a"].job.state == "killed")
 

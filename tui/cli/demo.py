@@ -9,6 +9,7 @@ import shutil
 import sys
 import tempfile
 from collections.abc import Iterator
+from functools import partial
 from pathlib import Path
 
 from gcptui.remote.errors import ConfigError
@@ -110,8 +111,8 @@ def run_demo(args: argparse.Namespace) -> int:
     from gcptui.remote.emulator.demo import demo_fleet
     from gcptui.remote.emulator.thread import EmulatorThread
     from gcptui.remote.sweep.state import SWEEPS_ENV
-    from gcptui.tui.cli.demo_app import DemoApp
     from gcptui.tui.cli.demo_project import write_demo_project, write_demo_sweep
+    from gcptui.tui.cli.demo_start import HeadStart
 
     _check_vms(args.vms)
     directory = Path(tempfile.mkdtemp(prefix="gcptui-demo-"))
@@ -125,7 +126,7 @@ def run_demo(args: argparse.Namespace) -> int:
                 boot_seconds=3.0,
                 stop_seconds=2.0,
                 preempt_grace_seconds=10.0,
-                initial_boot_seconds=0.3,
+                initial_boot_seconds=0.0,
             ) as emulator,
         ):
             storage = _local_storage(directory, stack)
@@ -144,9 +145,16 @@ def run_demo(args: argparse.Namespace) -> int:
                 banner += " · sweep: press w"
             # Without --sweep (whose trials take the running VMs) one VM is training from the start.
             training_on = None if args.sweep else TRAINING_VM
+            head_start = None
+            if training_on is not None and not args.readonly:
+                # Started now, the job's trainer imports torch while Textual starts up.
+                wait_running = partial(emulator.wait_for_status, status="RUNNING")
+                head_start = HeadStart(config, training_on, wait_running).start()
+            from gcptui.tui.cli.demo_app import DemoApp  # Textual's import, once the job is on its way
+
             app = DemoApp(
                 config, readonly=args.readonly, demo=True, banner=banner, refresh_seconds=2.0,
-                training_on=training_on,
+                training_on=training_on, head_start=head_start,
             )  # fmt: skip
             # Where the editable project is (the header): edit a file there and watch it reach the VMs.
             note = demo_note(storage is not None, [spec.name for spec in specs])
