@@ -144,8 +144,10 @@ def run_lock(name: str) -> Iterator[None]:
     An flock on ``run.lock`` in the sweep's directory: the kernel drops it when the holder exits,
     however it exits, so it never goes stale. Raises GcptuiError (one line) when another holds it.
     """
-    path = sweep_dir(name) / "run.lock"
-    path.parent.mkdir(parents=True, exist_ok=True)
+    directory = sweep_dir(name)
+    made = not directory.exists()
+    path = directory / "run.lock"
+    directory.mkdir(parents=True, exist_ok=True)
     fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
     try:
         try:
@@ -162,6 +164,13 @@ def run_lock(name: str) -> Iterator[None]:
         yield
     finally:
         os.close(fd)  # and with it the lock
+        if made and not (directory / "state.json").exists():
+            # Nothing ran (a mistyped name, a refusal before the first save): leave no empty sweep
+            # behind. Only the process that made the directory removes it, and only while it has no
+            # state, which any scheduler of it writes first.
+            with contextlib.suppress(OSError):
+                path.unlink()
+                directory.rmdir()
 
 
 def newest_sweep() -> str | None:

@@ -52,6 +52,8 @@ def one_line(result: subprocess.CompletedProcess[str], code: int) -> str:
 
 def test_errors_are_one_line_with_exit_2(env: dict[str, str], tmp_path: Path) -> None:
     assert "no sweep named 'nope'" in one_line(gcptui(env, "sweep", "status", "nope"), 2)
+    assert "no sweep file nope and no sweep named 'nope'" in one_line(gcptui(env, "sweep", "run", "nope"), 2)
+    assert not (tmp_path / "sweeps" / "nope").exists()  # a mistyped name leaves no empty sweep behind
     assert "no such sweep file" in one_line(gcptui(env, "sweep", "run", str(tmp_path / "missing.toml")), 2)
     bad = tmp_path / "bad.toml"
     bad.write_text(SWEEP.replace("count = 4", "count = 4\nvm = 1"))

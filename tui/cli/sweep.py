@@ -19,7 +19,15 @@ from gcptui.remote.services import Services
 from gcptui.remote.sweep.report import ranked, write_report
 from gcptui.remote.sweep.scheduler import Scheduler
 from gcptui.remote.sweep.spec import NAME_PATTERN, SweepSpec, load_sweep
-from gcptui.remote.sweep.state import SweepState, load_state, require_state, run_lock, save_state, sweep_dir
+from gcptui.remote.sweep.state import (
+    SweepState,
+    load_state,
+    require_state,
+    run_lock,
+    save_state,
+    sweep_dir,
+    sweeps_dir,
+)
 from gcptui.remote.sweep.trials import extend_trials, initial_trials
 from gcptui.tui.cli.common import with_services
 
@@ -71,9 +79,16 @@ def _spec_and_state(
     """The spec from FILE (or the saved state of a sweep named so), and its state (new or saved)."""
     path = Path(file_or_name)
     if not path.is_file():
-        named = _saved(file_or_name, bucket, say) if re.fullmatch(NAME_PATTERN, file_or_name) else None
+        is_name = re.fullmatch(NAME_PATTERN, file_or_name) is not None
+        named = _saved(file_or_name, bucket, say) if is_name else None
         if named is not None:
             return named.spec, named
+        if is_name and not path.suffix:
+            where = "on this machine or in the bucket" if bucket else "on this machine"
+            raise ConfigError(
+                f"no sweep file {file_or_name} and no sweep named {file_or_name!r} {where}: "
+                f"give the sweep file's path (this machine's sweeps are in {sweeps_dir()})"
+            )
     spec = load_sweep(path)
     saved = _saved(spec.name, bucket, say)
     if saved is None:
