@@ -374,11 +374,14 @@ fetched() {
 }
 
 # Sleep $1 seconds unless told to stop meanwhile.
+# A child we end with SIGKILL, not SIGTERM: sent right after the fork, a SIGTERM can reach the child
+# before it has dropped our traps, and is then lost (dash). A fetcher missed so would go on for its
+# whole long-poll, and the job, which ends when its process group has, with it.
 nap() {
 	sleep "$1" &
 	fpid=$!
 	[ "$stop$term" = 00 ] && wait "$fpid"
-	kill "$fpid" 2> /dev/null
+	kill -s KILL "$fpid" 2> /dev/null
 }
 
 # Does $value announce the end of this VM? preempted: TRUE; maintenance-event: the host goes down for
@@ -422,7 +425,7 @@ notice_watch() { # SUPERVISOR_PID GROUP KEY (instance/KEY: preempted or maintena
 		rc=1
 		[ "$stop$term" = 00 ] && { wait "$fpid"; rc=$?; }
 		if [ "$stop$term" != 00 ]; then
-			kill "$fpid" 2> /dev/null
+			kill -s KILL "$fpid" 2> /dev/null # see nap
 			break
 		fi
 		if [ "$rc" -eq 0 ]; then
