@@ -7,7 +7,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from gcptui.remote.config import load_config
+from gcptui.remote.config import Config, load_config
 from gcptui.remote.emulator import Emulator
 from gcptui.tui.cli.demo_app import DemoApp
 from gcptui.tui.cli.demo_start import HeadStart
@@ -24,13 +24,16 @@ command = "echo started >> starts.txt; exec sleep 60"
 """
 
 
-def demo_config(emulator: Emulator, tmp_path: Path) -> Path:
+async def running_vm_and_config(emulator: Emulator, name: str, tmp_path: Path) -> Config:
+    """VM ``name`` running, and a config whose project and job the demo would start there."""
+    emulator.add_instance(name, "us-central1-a")
+    await emulator.wait_for_status(name, "RUNNING")
     source = tmp_path / "project"
     source.mkdir()
     (source / "train.py").write_text("print('training')\n")
     config = emulator.write_config(tmp_path / "gcptui.toml")
     config.write_text(config.read_text() + JOB.format(source=source))
-    return config
+    return load_config(config)
 
 
 async def finished(head: HeadStart, timeout: float = 30.0) -> None:
@@ -44,9 +47,7 @@ async def finished(head: HeadStart, timeout: float = 30.0) -> None:
 async def test_the_head_start_syncs_and_starts_the_job_and_the_app_only_shows_it(
     emulator: Emulator, tmp_path: Path
 ) -> None:
-    emulator.add_instance("vm-h", "us-central1-a")
-    await emulator.wait_for_status("vm-h", "RUNNING")
-    config = load_config(demo_config(emulator, tmp_path))
+    config = await running_vm_and_config(emulator, "vm-h", tmp_path)
     home = emulator.instance("vm-h").disk / "home"  # type: ignore[operator]
     head = HeadStart(config, "vm-h", lambda name: None).start()
     await finished(head)
@@ -64,9 +65,7 @@ async def test_the_head_start_syncs_and_starts_the_job_and_the_app_only_shows_it
 async def test_when_the_head_start_fails_the_app_starts_the_job_and_says_why(
     emulator: Emulator, tmp_path: Path
 ) -> None:
-    emulator.add_instance("vm-f", "us-central1-a")
-    await emulator.wait_for_status("vm-f", "RUNNING")
-    config = load_config(demo_config(emulator, tmp_path))
+    config = await running_vm_and_config(emulator, "vm-f", tmp_path)
 
     def never_boots(name: str) -> None:
         raise TimeoutError(f"{name} did not reach RUNNING in 30 s")

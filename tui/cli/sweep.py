@@ -78,12 +78,12 @@ def _spec_and_state(
 ) -> tuple[SweepSpec, SweepState]:
     """The spec from FILE (or the saved state of a sweep named so), and its state (new or saved)."""
     path = Path(file_or_name)
-    if not path.is_file():
-        is_name = re.fullmatch(NAME_PATTERN, file_or_name) is not None
-        named = _saved(file_or_name, bucket, say) if is_name else None
+    name = _as_name(file_or_name)
+    if name is not None:
+        named = _saved(name, bucket, say)
         if named is not None:
             return named.spec, named
-        if is_name and not path.suffix:
+        if not path.suffix:
             where = "on this machine or in the bucket" if bucket else "on this machine"
             raise ConfigError(
                 f"no sweep file {file_or_name} and no sweep named {file_or_name!r} {where}: "
@@ -120,11 +120,16 @@ def run_sweep(args: argparse.Namespace) -> int:
         return _run_locked(args, config, say)
 
 
+def _as_name(file_or_name: str) -> str | None:
+    """FILE_OR_NAME as a sweep's name: when it is no file and could name a sweep; else None."""
+    if Path(file_or_name).is_file() or not re.fullmatch(NAME_PATTERN, file_or_name):
+        return None
+    return file_or_name
+
+
 def _sweep_name(file_or_name: str) -> str:
-    path = Path(file_or_name)
-    if not path.is_file() and re.fullmatch(NAME_PATTERN, file_or_name):
-        return file_or_name
-    return load_sweep(path).name  # a file (or the clear error of a missing one)
+    # A file's sweep name, or the clear error of a missing one.
+    return _as_name(file_or_name) or load_sweep(Path(file_or_name)).name
 
 
 def _run_locked(args: argparse.Namespace, config: Config, say: Callable[[str], None]) -> int:
