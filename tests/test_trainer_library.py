@@ -42,8 +42,7 @@ def _train(run_dir: Path, total: int, stop_after: int | None = None, **kwargs) -
         scheduler=scheduler,
         total_steps=total,
         checkpoint_every=5,
-        log_every=1,
-        **kwargs,
+        **{"log_every": 1, **kwargs},
     )
     sampler = DeterministicBatchSampler(SAMPLES, BATCH, seed=7)
     seen = []
@@ -92,6 +91,17 @@ def test_progress_lines_follow_the_protocol_and_round_trip_the_loss(tmp_path: Pa
     kinds = [(r["event"], r["step"]) for r in records if "event" in r]
     assert kinds == [("checkpoint", 5), ("checkpoint", 6), ("finished", 6)]
     assert records[-2]["path"].endswith("step-000000006.pt")
+
+
+def test_the_first_step_of_each_start_is_logged_then_every_log_every(tmp_path: Path) -> None:
+    def logged() -> list[int]:
+        lines = (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()
+        return [r["step"] for r in map(json.loads, lines) if "loss" in r]
+
+    _train(tmp_path / "run", total=25, stop_after=13, log_every=4)  # newest checkpoint: step 10
+    assert logged() == [1, 4, 8, 12]
+    _train(tmp_path / "run", total=25, log_every=4)  # resumed at step 10: its first step is 11
+    assert logged() == [1, 4, 8, 12, 11, 12, 16, 20, 24, 25]
 
 
 def test_metrics_go_where_gcptui_metrics_says(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

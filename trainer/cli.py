@@ -61,7 +61,10 @@ def build_parser() -> argparse.ArgumentParser:
         help="steps between checkpoints (0: only on SIGTERM and at the end; default 100)",
     )
     parser.add_argument(
-        "--log-every", type=_positive, default=10, help="steps between progress lines (default 10)"
+        "--log-every",
+        type=_positive,
+        default=10,
+        help="steps between progress lines, the first step of each start logged too (default 10)",
     )
     parser.add_argument(
         "--resume",

@@ -67,7 +67,8 @@ class ResumableRun:
             lines and LR schedules, but does not stop the run (a dry run doing fewer steps still
             stops after total_epochs).
         checkpoint_every: save every this many steps (0: only on preemption, on demand and at the end).
-        log_every: write a progress line every this many steps.
+        log_every: write a progress line every this many steps, and for the first step this process
+            takes (a fresh or resumed run shows at once that it trains).
         keep: how many checkpoints to keep.
         resume: continue from the newest checkpoint; when False, a run_dir that already holds
             checkpoints is refused with RunDirectoryInUseError.
@@ -170,6 +171,9 @@ class ResumableRun:
             remove_debris(self.artifacts_dir)
         self._rate_since = time.perf_counter()
         self._samples_since = 0
+        # The first step this process takes is always logged: a fresh or resumed run shows that it
+        # trains (and its first loss) at once, not log_every steps later.
+        self._logged_any = False
 
     # -- the loop's side ------------------------------------------------------------------------
     @property
@@ -246,7 +250,10 @@ class ResumableRun:
             self._boundary_rng = capture_rng_state()
         self._samples_since += samples
         self.samples_per_step = samples * self.place.world_size
-        log_now = self.log_every > 0 and (self.step % self.log_every == 0 or self.step == self.total_steps)
+        log_now = self.log_every > 0 and (
+            not self._logged_any or self.step % self.log_every == 0 or self.step == self.total_steps
+        )
+        self._logged_any = self._logged_any or log_now
         loss_value = (
             (float(loss.item()) if isinstance(loss, torch.Tensor) else float(loss)) if log_now else None
         )

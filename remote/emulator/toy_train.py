@@ -150,7 +150,8 @@ def main(argv: list[str] | None = None) -> int:
     while step < args.steps:
         loss = sgd_step(weights, batch(args.seed, step), args.lr)
         step += 1
-        if step % args.log_every == 0 or step == args.steps:
+        # The first step of this process too, as the reference trainer does.
+        if step % args.log_every == 0 or step == args.steps or step == done_at_start + 1:
             rate = (step - done_at_start) * 16 / max(1e-9, time.monotonic() - started)
             log.progress(step, args.steps, loss, rate)
         if stop["asked"]:

@@ -94,7 +94,9 @@ class VmDisk:
             models += [{"name": name, "memory_total": memory, "power_limit": power}] * gpu.count
         (self.bin / "gpus.json").write_text(json.dumps(models))
         source = (Path(__file__).parent / "fake_nvidia_smi.py").read_text()
-        target.write_text(f"#!{sys.executable}\n{source}")
+        # -IS: no site-packages to scan (the stand-in needs only the standard library): a real
+        # nvidia-smi is a small binary, and every start here takes CPU from the emulated jobs.
+        target.write_text(f"#!{sys.executable} -IS\n{source}")
         target.chmod(0o755)
 
     def destroy(self) -> None:

@@ -83,3 +83,15 @@ def test_a_kill_is_not_called_a_preemption_but_a_recorded_notice_is(tmp_path: Pa
     preempted = sigterm_run(tmp_path / "preempted", env)
     assert "preempted: saved step" in (preempted.stdout.read() if preempted.stdout else "")
     assert "preempted" in events(tmp_path / "preempted")
+
+
+def test_the_first_step_of_each_start_is_logged_as_the_reference_trainer_does(tmp_path: Path) -> None:
+    run_dir = tmp_path / "run"
+    logged = []
+    for steps, more in (("7", ()), ("12", ("--resume",))):
+        # The later --log-every wins over toy()'s --log-every 1.
+        done = toy(run_dir, "--steps", steps, "--checkpoint-every", "100", *more, "--log-every", "5")
+        assert done.wait(60) == 0, done.stderr.read() if done.stderr else ""
+        rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+        logged = [row["step"] for row in rows if "loss" in row]
+    assert logged == [1, 5, 7, 8, 10, 12]
