@@ -21,11 +21,12 @@ from typing import Any
 
 from gcptui.remote.cloud.auth import endpoint_url
 from gcptui.remote.cloud.errors import Access, is_rate_limited, translated
-from gcptui.remote.cloud.instances import PREEMPTED_OPERATION
+from gcptui.remote.cloud.instances import PREEMPTED_OPERATION, DiskOrigin, Preemption, short_name
 from gcptui.remote.cloud.instances_json import (
+    disk_origin_json,
     instance_from_json,
     is_spot_json,
-    operation_time_json,
+    operation_json,
     was_preempted_json,
 )
 from gcptui.remote.cloud.listing import list_everywhere
@@ -150,18 +151,51 @@ class ComputeReader:
     def preemption_times(self) -> dict[str, datetime]:
         """Instance id -> time of its newest ``compute.instances.preempted`` operation."""
         newest: dict[str, datetime] = {}
-        params = {"filter": f'operationType="{PREEMPTED_OPERATION}"'}
-        with self.api_errors(f"list {PREEMPTED_OPERATION} operations"):
-            for page in self.api.pages("/aggregated/operations", params):
+        for op in self.preemption_operations():
+            if op.time is not None and (op.instance_id not in newest or newest[op.instance_id] < op.time):
+                newest[op.instance_id] = op.time
+        return newest
+
+    def preemption_operations(self, since: datetime | None = None) -> list[Preemption]:
+        """``compute.instances.preempted`` operations of the project (one aggregated call), newest last."""
+        return self.operations_of_type(PREEMPTED_OPERATION, since)
+
+    def maintenance_operations(self) -> list[Preemption]:
+        """``compute.instances.terminateOnHostMaintenance`` operations (one aggregated call), newest last."""
+        return self.operations_of_type("compute.instances.terminateOnHostMaintenance")
+
+    def user_stop_operations(self) -> list[Preemption]:
+        """Users' ``stop`` and ``delete`` operations still listed (two aggregated calls), newest last."""
+        return _by_time(self.operations_of_type("stop") + self.operations_of_type("delete"))
+
+    def operations_of_type(self, kind: str, since: datetime | None = None) -> list[Preemption]:
+        """Zone operations of ``operationType`` ``kind`` (one aggregated call, all pages), newest last."""
+        events: list[Preemption] = []
+        with self.api_errors(f"list {kind} operations"):
+            for page in self.api.pages("/aggregated/operations", {"filter": f'operationType="{kind}"'}):
                 for scoped in (page.get("items") or {}).values():
                     for op in scoped.get("operations") or ():
-                        when = operation_time_json(op)
-                        target = str(op.get("targetId") or "")
-                        if op.get("operationType") != PREEMPTED_OPERATION or when is None:
+                        event = operation_json(op)
+                        if op.get("operationType") != kind or (
+                            since is not None and (event.time is None or event.time < since)
+                        ):
                             continue
-                        if target not in newest or newest[target] < when:
-                            newest[target] = when
-        return newest
+                        events.append(event)
+        return _by_time(events)
+
+    def disk_origins(self, raw: dict[str, Any]) -> dict[str, DiskOrigin]:
+        """What each disk of instance ``raw`` (its JSON) was made from, by device name (one
+        ``disks.get`` each)."""
+        zone = short_name(str(raw.get("zone", "")))
+        origins: dict[str, DiskOrigin] = {}
+        for attached in raw.get("disks") or ():
+            if not attached.get("source"):
+                continue
+            name = short_name(str(attached["source"]))
+            with self.api_errors(f"read disk {name}", zone=zone):
+                disk = self.api.get(f"/zones/{zone}/disks/{name}")
+            origins[str(attached.get("deviceName", ""))] = disk_origin_json(disk)
+        return origins
 
     def project_metadata(self) -> dict[str, str]:
         """The project's common instance metadata (``projects.get``)."""
@@ -169,3 +203,8 @@ class ComputeReader:
             project = self.api.get("")
         items = (project.get("commonInstanceMetadata") or {}).get("items") or ()
         return {str(item.get("key")): str(item.get("value", "")) for item in items}
+
+
+def _by_time(events: list[Preemption]) -> list[Preemption]:
+    """Oldest first, newest last; operations without a time after all others."""
+    return sorted(events, key=lambda e: (e.time is None, e.time or datetime.min))

@@ -63,6 +63,7 @@ class FleetSource:
     def __init__(self, config: Config) -> None:
         self.config = config
         self._gce: GceClient | None = None
+        self._gce_lock = threading.Lock()
         self._reader: ComputeReader | None = None
         self._project: str | None = None
         self.oslogin: OsLogin | None = None  # built with the reader
@@ -141,6 +142,10 @@ class FleetSource:
 
     def gce(self) -> GceClient:
         """The Compute client library's client (for changes), built (and imported) on first use."""
+        with self._gce_lock:  # keep-alive and the app may ask from two worker threads at once
+            return self._build_gce()
+
+    def _build_gce(self) -> GceClient:
         if self._gce is None:
             assert self.gcp is not None
             from gcptui.remote.cloud.gce import GceClient

@@ -11,9 +11,8 @@ import json
 import time
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager
-from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gcptui.remote.cloud.auth import DEFAULT_ENDPOINT as DEFAULT_ENDPOINT
 from gcptui.remote.cloud.auth import build_credentials
@@ -27,32 +26,21 @@ from gcptui.remote.cloud.errors import (
     translated,
 )
 from gcptui.remote.cloud.instances import (
-    PREEMPTED_OPERATION,
     DiskOrigin,
-    disk_origin,
     instance_from_resource,
     is_spot,
-    operation_time,
-    short_name,
     was_preempted,
 )
+from gcptui.remote.cloud.instances import Preemption as Preemption
 from gcptui.remote.cloud.listing import list_everywhere
 from gcptui.remote.errors import CloudError
 from gcptui.remote.models import Instance
 
+if TYPE_CHECKING:
+    from gcptui.remote.cloud.compute_rest import ComputeReader
+
 # zoneOperations.wait "might return after zero seconds": never call it again sooner than this.
 MIN_WAIT_PAUSE = 1.0
-
-
-@dataclass(frozen=True, slots=True)
-class Preemption:
-    """One ``compute.instances.preempted`` zone operation."""
-
-    instance: str
-    zone: str
-    instance_id: str
-    time: datetime | None
-    operation: str
 
 
 class GceClient:
@@ -105,6 +93,7 @@ class GceClient:
         )
         self.min_wait_pause = MIN_WAIT_PAUSE
         self.unreachable: list[str] = []  # zones the last list could not read (their VMs are missing)
+        self._reader: ComputeReader | None = None
 
     def api_errors(self, action: str) -> Any:
         """A context that turns Google errors into one ``CloudError`` line (for sibling APIs too)."""
@@ -195,19 +184,13 @@ class GceClient:
         return instance_from_resource(raw, preempted=preempted)
 
     def disk_origins(self, raw: Any) -> dict[str, DiskOrigin]:
-        """What each disk of instance ``raw`` was made from, by device name (one ``disks.get`` each)."""
-        zone = short_name(raw.zone)
-        origins: dict[str, DiskOrigin] = {}
-        for attached in raw.disks:
-            if not attached.source:
-                continue
-            name = short_name(attached.source)
-            with self._errors(f"read disk {name}", zone=zone):
-                disk = self._disks.get(
-                    project=self.project, zone=zone, disk=name, retry=self._retry, timeout=self.timeout
-                )
-            origins[attached.device_name] = disk_origin(disk)
-        return origins
+        """What each disk of instance ``raw`` (a ``compute_v1.Instance``) was made from, by device name."""
+        return self.reader().disk_origins(json.loads(type(raw).to_json(raw)))
+
+    def instance_message(self, raw: dict[str, Any]) -> Any:
+        """A ``compute_v1.Instance`` from GCE's REST JSON of it (``ComputeReader``'s listing), parsed as
+        the library's REST transport parses an answer."""
+        return self._compute.Instance.from_json(json.dumps(raw), ignore_unknown_fields=True)
 
     def guest_host_keys(self, name: str, zone: str) -> list[str]:
         """The VM's host keys from its ``hostkeys/`` guest attributes (``ssh-ed25519 AAAA...`` lines).
@@ -227,42 +210,19 @@ class GceClient:
             f"{e.key} {e.value}" for e in found.query_value.items if e.namespace == "hostkeys" and e.value
         ]
 
+    def reader(self) -> ComputeReader:
+        """The JSON reader over the same endpoint and credentials: zone operations are read there."""
+        if self._reader is None:
+            from gcptui.remote.cloud.compute_rest import ComputeReader
+
+            self._reader = ComputeReader(
+                self.project, self.zones, self.endpoint, self.credentials, timeout=self.timeout
+            )
+        return self._reader
+
     def preemption_operations(self, since: datetime | None = None) -> list[Preemption]:
         """``compute.instances.preempted`` operations of the project (one aggregated call), newest last."""
-        return self.operations_of_type(PREEMPTED_OPERATION, since)
-
-    def maintenance_operations(self) -> list[Preemption]:
-        """``compute.instances.terminateOnHostMaintenance`` operations (one aggregated call), newest last."""
-        return self.operations_of_type("compute.instances.terminateOnHostMaintenance")
-
-    def user_stop_operations(self) -> list[Preemption]:
-        """Users' ``stop`` and ``delete`` operations still listed (two aggregated calls), newest last."""
-        events = self.operations_of_type("stop") + self.operations_of_type("delete")
-        return sorted(events, key=lambda e: (e.time is None, e.time or datetime.min))
-
-    def operations_of_type(self, kind: str, since: datetime | None = None) -> list[Preemption]:
-        """Zone operations of ``operationType`` ``kind`` (one aggregated call), newest last."""
-        request = {"project": self.project, "filter": f'operationType="{kind}"'}
-        events: list[Preemption] = []
-        with self._errors(f"list {kind} operations"):
-            pages = self._global_ops.aggregated_list(request=request, retry=self._retry, timeout=self.timeout)
-            for _, scoped in pages:
-                for op in scoped.operations:
-                    if op.operation_type != kind:
-                        continue
-                    when = operation_time(op)
-                    if since is not None and (when is None or when < since):
-                        continue
-                    events.append(
-                        Preemption(
-                            instance=short_name(op.target_link),
-                            zone=short_name(op.zone),
-                            instance_id=str(op.target_id),
-                            time=when,
-                            operation=op.name,
-                        )
-                    )
-        return sorted(events, key=lambda e: (e.time is None, e.time or datetime.min))
+        return self.reader().preemption_operations(since)
 
     # -- lifecycle -------------------------------------------------------------------------------------
 

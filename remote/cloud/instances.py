@@ -15,6 +15,17 @@ from gcptui.remote.models import Gpu, Instance
 PREEMPTED_OPERATION = "compute.instances.preempted"
 
 
+@dataclass(frozen=True, slots=True)
+class Preemption:
+    """One zone operation on an instance (a ``compute.instances.preempted``, a user's ``stop``, ...)."""
+
+    instance: str
+    zone: str
+    instance_id: str
+    time: datetime | None
+    operation: str
+
+
 def short_name(url: str) -> str:
     """The last path segment of a GCE resource URL (``.../zones/us-central1-a`` -> ``us-central1-a``)."""
     return url.rstrip("/").rsplit("/", 1)[-1] if url else ""
@@ -89,11 +100,6 @@ def was_preempted(raw: Any, preemptions: dict[str, datetime]) -> bool:
     return started is None or when >= started
 
 
-def operation_time(op: Any) -> datetime | None:
-    """When an operation happened: its end, else its start, else its insert time."""
-    return parse_timestamp(op.end_time) or parse_timestamp(op.start_time) or parse_timestamp(op.insert_time)
-
-
 @dataclass(frozen=True, slots=True)
 class DiskOrigin:
     """What a persistent disk was made from (``disks.get``), to make an equal one when recreating a VM."""
@@ -104,15 +110,3 @@ class DiskOrigin:
     source_image: str | None = None
     source_snapshot: str | None = None
     labels: dict[str, str] = field(default_factory=dict)
-
-
-def disk_origin(raw: Any) -> DiskOrigin:
-    """A ``DiskOrigin`` from a ``compute_v1.Disk`` message."""
-    return DiskOrigin(
-        name=raw.name,
-        type=short_name(raw.type_),
-        size_gb=int(raw.size_gb or 0),
-        source_image=raw.source_image or None,
-        source_snapshot=raw.source_snapshot or None,
-        labels=dict(raw.labels),
-    )

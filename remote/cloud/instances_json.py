@@ -9,7 +9,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from gcptui.remote.cloud.instances import metadata_flag, parse_timestamp, short_name
+from gcptui.remote.cloud.instances import DiskOrigin, Preemption, metadata_flag, parse_timestamp, short_name
 from gcptui.remote.models import Gpu, Instance
 
 
@@ -73,3 +73,26 @@ def was_preempted_json(raw: dict[str, Any], preemptions: dict[str, datetime]) ->
         return False
     started = parse_timestamp(raw.get("lastStartTimestamp"))
     return started is None or when >= started
+
+
+def disk_origin_json(raw: dict[str, Any]) -> DiskOrigin:
+    """A ``DiskOrigin`` from ``disks.get`` JSON."""
+    return DiskOrigin(
+        name=str(raw.get("name", "")),
+        type=short_name(str(raw.get("type", ""))),
+        size_gb=int(raw.get("sizeGb") or 0),
+        source_image=raw.get("sourceImage") or None,
+        source_snapshot=raw.get("sourceSnapshot") or None,
+        labels=dict(raw.get("labels") or {}),
+    )
+
+
+def operation_json(op: dict[str, Any]) -> Preemption:
+    """A zone operation's instance, zone, time and name."""
+    return Preemption(
+        instance=short_name(str(op.get("targetLink", ""))),
+        zone=short_name(str(op.get("zone", ""))),
+        instance_id=str(op.get("targetId") or ""),
+        time=operation_time_json(op),
+        operation=str(op.get("name", "")),
+    )

@@ -17,7 +17,8 @@ from gcptui.remote.cloud.instances import parse_timestamp
 from gcptui.remote.models import Instance
 
 if TYPE_CHECKING:
-    from gcptui.remote.cloud.gce import GceClient, Preemption
+    from gcptui.remote.cloud.compute_rest import ComputeReader
+    from gcptui.remote.cloud.instances import Preemption
     from gcptui.remote.keepalive.job_ledger import JobLedger
 
 UNKNOWN_CAUSE = "GCE: stopped, cause unknown (no operation says why; a preemption's record may have expired)"
@@ -53,8 +54,8 @@ class Causes:
     new one after host maintenance means GCE restarted the VM itself).
     """
 
-    def __init__(self, gce: GceClient) -> None:
-        self.gce = gce
+    def __init__(self, reader: ComputeReader) -> None:
+        self.reader = reader
         self._seen_running: set[str] = set()
         self._starts: dict[str, str | None] = {}  # lastStartTimestamp of watched on-demand VMs, as last seen
         self._reported: set[tuple[str, str | None]] = set()  # (name, last start) found stopped unwatched
@@ -69,12 +70,12 @@ class Causes:
     async def preempted_since_last_start(self, candidates: list[Instance]) -> dict[str, datetime | None]:
         """Spot VMs a preemption stopped, on-demand ones host maintenance stopped, since their last start."""
         found = since_last_start(
-            await asyncio.to_thread(self.gce.preemption_operations), [i for i in candidates if i.spot]
+            await asyncio.to_thread(self.reader.preemption_operations), [i for i in candidates if i.spot]
         )
         on_demand = [i for i in candidates if not i.spot]
         if on_demand:
             found.update(
-                since_last_start(await asyncio.to_thread(self.gce.maintenance_operations), on_demand)
+                since_last_start(await asyncio.to_thread(self.reader.maintenance_operations), on_demand)
             )
         return found
 
@@ -86,7 +87,7 @@ class Causes:
         if not check or before is None or before == instance.last_start:
             return False, None
         since = replace(instance, last_start=before)  # operations after the start keep-alive saw
-        found = since_last_start(await asyncio.to_thread(self.gce.maintenance_operations), [since])
+        found = since_last_start(await asyncio.to_thread(self.reader.maintenance_operations), [since])
         return (name in found), found.get(name)
 
     async def stopped_unwatched(self, candidates: list[Instance], ledger: JobLedger) -> list[Instance]:
@@ -99,7 +100,7 @@ class Causes:
         ]  # fmt: skip
         if not ran:
             return []
-        by_user = since_last_start(await asyncio.to_thread(self.gce.user_stop_operations), ran)
+        by_user = since_last_start(await asyncio.to_thread(self.reader.user_stop_operations), ran)
         self._reported.update((i.name, i.last_start) for i in ran)
         return [i for i in ran if i.name not in by_user]
 
@@ -108,7 +109,7 @@ class Causes:
         seen = [i for i in candidates if i.name in self._seen_running]
         if not seen:
             return []
-        by_user = since_last_start(await asyncio.to_thread(self.gce.user_stop_operations), seen)
+        by_user = since_last_start(await asyncio.to_thread(self.reader.user_stop_operations), seen)
         for instance in seen:
             self._seen_running.discard(instance.name)  # decided once per run of the VM
         return [i for i in seen if i.name not in by_user]

@@ -46,6 +46,7 @@ from gcptui.remote.keepalive.vm_restart import DiskOrigins, VmRestarter, backoff
 from gcptui.remote.models import Instance
 
 if TYPE_CHECKING:
+    from gcptui.remote.cloud.compute_rest import ComputeReader
     from gcptui.remote.cloud.gce import GceClient
     from gcptui.remote.jobs.protocol import JobStatus
     from gcptui.remote.keepalive.job_ledger import JobLedger
@@ -68,8 +69,9 @@ class KeepAlive(EventLog):
 
     def __init__(
         self,
-        gce: GceClient,
+        reader: ComputeReader,
         *,
+        gce: Callable[[], GceClient],
         relaunch: Relaunch,
         on_event: Callable[[RecoveryEvent], None] | None = None,
         names: Iterable[str] | None = None,
@@ -89,7 +91,13 @@ class KeepAlive(EventLog):
         recover_unwatched: bool = False,
     ) -> None:
         super().__init__(on_event)
+        # Watching only reads (polls, zone operations, disks): the light JSON reader. Acting (start,
+        # insert, waiting for RUNNING) needs the client library, whose import costs ~1 s of CPU: it
+        # is built on first use, in a worker thread, and warmed as soon as a VM becomes suspect
+        # (a preemption's soft-off takes the ~30 s the import needs).
+        self.reader = reader
         self.gce = gce
+        self._warming: asyncio.Task[GceClient] | None = None
         self.restart_idle = restart_idle  # restart a VM whose job has nothing to resume
         self.job_status = job_status  # reads the job's record on a restarted VM's disk
         self.relaunch = relaunch
@@ -110,18 +118,37 @@ class KeepAlive(EventLog):
         self._disabled: set[str] = set()
         self._known: dict[str, Instance] = {}
         self._jobs: dict[str, JobStatus] = {}  # the job's last state seen before a preemption
-        self._records: dict[str, Any] = {}  # raw settings of DELETE-action VMs, to recreate them
-        self._origins = DiskOrigins(gce)  # what their disks were made from (disks.get), by VM name
+        self._records: dict[str, dict[str, Any]] = {}  # JSON of DELETE-action VMs, to recreate them
+        self._origins = DiskOrigins(reader)  # what their disks were made from (disks.get), by VM name
         self._recovering: dict[str, asyncio.Task[None]] = {}
         self._suspects: dict[str, float] = {}  # name -> loop time until which it is polled fast
         self._dropped: set[str] = set()  # suspects because their connection dropped (detected_by "lost")
         self._given_up: set[str] = set()
-        self._causes = Causes(gce)
+        self._causes = Causes(reader)
         self._wake = asyncio.Event()
         self._vms = VmRestarter(
-            gce, self._event, boot_timeout=boot_timeout, backoff_base=backoff_base, backoff_cap=backoff_cap,
+            self.library, self._event, boot_timeout=boot_timeout, backoff_base=backoff_base, backoff_cap=backoff_cap,
             failover_after=failover_after, failover_zones=tuple(failover_zones),
         )  # fmt: skip
+
+    async def library(self) -> GceClient:
+        """The client library's ``GceClient``, built in a worker thread on the first call."""
+        self._warm()
+        assert self._warming is not None
+        try:
+            return await asyncio.shield(self._warming)
+        except GcptuiError:
+            self._warming = None  # tried again next time (credentials may have been fixed)
+            raise
+
+    def _warm(self) -> None:
+        if self._warming is None:
+            self._warming = asyncio.create_task(asyncio.to_thread(self.gce), name="compute client")
+
+    def _suspect(self, name: str) -> None:
+        """Poll ``name`` fast for a while; a recovery may follow, so the client library gets ready."""
+        self._suspects[name] = asyncio.get_running_loop().time() + self.suspect_seconds
+        self._warm()
 
     # -- the faces' API --------------------------------------------------------------------------
 
@@ -189,7 +216,7 @@ class KeepAlive(EventLog):
             if name not in self._suspects:
                 # Not part of a timeline: most dropped connections are network hiccups, not preemptions.
                 self._emit(RecoveryEvent(name, "suspect", now(), "connection lost: checking with GCE"))
-            self._suspects[name] = asyncio.get_running_loop().time() + self.suspect_seconds
+            self._suspect(name)
             self._dropped.add(name)
         self._wake.set()
 
@@ -201,7 +228,7 @@ class KeepAlive(EventLog):
         if timeline is None or timeline.outcome != "recovering" or timeline.detected_by is not None:
             self._new_timeline(name)
         self._event(name, "notice", "the VM reported a preemption notice", at=at)
-        self._suspects[name] = asyncio.get_running_loop().time() + self.suspect_seconds
+        self._suspect(name)
         self._wake.set()
 
     async def run(self) -> None:
@@ -223,11 +250,11 @@ class KeepAlive(EventLog):
 
     async def poll_once(self) -> list[Instance]:
         """One aggregated list; start a recovery for each watched VM a preemption stopped or deleted."""
-        from gcptui.remote.cloud.instances import instance_from_resource
+        from gcptui.remote.cloud.instances_json import instance_from_json
 
-        raws = await asyncio.to_thread(self.gce.list_raw)
+        raws = await asyncio.to_thread(self.reader.list_json)
         self.polls += 1
-        current = {r.name: (r, instance_from_resource(r)) for r in raws}
+        current = {str(r.get("name", "")): (r, instance_from_json(r)) for r in raws}
         for name, (raw, instance) in current.items():
             if instance.spot and instance.termination_action == "DELETE" and instance.status == "RUNNING":
                 self._records[name] = raw
@@ -244,7 +271,7 @@ class KeepAlive(EventLog):
                 and name not in self._suspects
             ):
                 # GCE shows STOPPING during the soft-off of a preemption: poll fast until it is over.
-                self._suspects[name] = asyncio.get_running_loop().time() + self.suspect_seconds
+                self._suspect(name)
         for name in [n for n in self._known if n not in current]:
             if name in self._records and name not in self._recovering:
                 self._known[name] = _gone(self._known[name])
@@ -365,7 +392,8 @@ class KeepAlive(EventLog):
         """Nothing to resume on a restarted VM: stop it again unless idle restarts are wanted."""
         self._jobs.pop(instance.name, None)
         if stop:
-            await asyncio.to_thread(self.gce.stop, instance.name, instance.zone)
+            gce = await self.library()
+            await asyncio.to_thread(gce.stop, instance.name, instance.zone)
             self._event(instance.name, "left_stopped", f"{reason}: nothing to resume; stopped it again")
         else:
             self._event(instance.name, "nothing_to_resume", reason)
@@ -383,7 +411,9 @@ class KeepAlive(EventLog):
 
     async def close(self) -> None:
         """Cancel the recoveries in flight."""
-        tasks = list(self._recovering.values())
+        tasks: list[asyncio.Task[Any]] = list(self._recovering.values())
+        if self._warming is not None and not self._warming.done():
+            tasks.append(self._warming)
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)

@@ -240,7 +240,7 @@ def build_keepalive(
     recover_unwatched: bool = False,
     **options: float,
 ) -> KeepAlive:
-    """A ``KeepAlive`` over the services' Compute client and a ``JobLauncher``, with ``[keepalive]``'s
+    """A ``KeepAlive`` over the services' Compute reader (and client, built when it acts) and a ``JobLauncher``, with ``[keepalive]``'s
     ``poll_seconds``, ``max_restarts`` and ``restart_idle`` (``options`` override any ``KeepAlive`` setting).
     Job states seen go to the ``JobLedger``, which finds VMs stopped while unwatched at start-up;
     ``recover_unwatched`` recovers those instead of only saying so."""
@@ -254,9 +254,9 @@ def build_keepalive(
         listener = group_launcher.on_event
     kwargs: dict[str, float] = {"poll_seconds": settings.poll_seconds, "max_restarts": settings.max_restarts}
     kwargs.update(options)
-    keepalive = KeepAlive(services.fleet.gce(), relaunch=launcher, on_event=on_event, names=names,
-                          restart_idle=settings.restart_idle, job_status=launcher.job_status, ledger=JobLedger(),
-                          failover_after=settings.failover_after, failover_zones=settings.zones,
+    keepalive = KeepAlive(services.fleet.reader(), gce=services.fleet.gce, relaunch=launcher, on_event=on_event,
+                          names=names, restart_idle=settings.restart_idle, job_status=launcher.job_status,
+                          ledger=JobLedger(), failover_after=settings.failover_after, failover_zones=settings.zones,
                           recover_unwatched=recover_unwatched, **kwargs)  # type: ignore[arg-type]  # fmt: skip
     if listener is not None:
         keepalive.subscribe(listener)  # a node's preemption stops the rest of its group

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from gcptui.remote.cloud.instances import DiskOrigin
@@ -17,6 +17,7 @@ from gcptui.remote.keepalive.events import EventKind
 from gcptui.remote.models import Instance
 
 if TYPE_CHECKING:
+    from gcptui.remote.cloud.compute_rest import ComputeReader
     from gcptui.remote.cloud.gce import GceClient
 
 log = logging.getLogger(__name__)
@@ -111,8 +112,8 @@ class DiskOrigins:
     """What each DELETE-action VM's disks were made from, read once per VM id while it runs: after a
     preemption deleted them, ``disks.get`` has nothing left to say."""
 
-    def __init__(self, gce: GceClient) -> None:
-        self.gce = gce
+    def __init__(self, reader: ComputeReader) -> None:
+        self.reader = reader
         self._by_name: dict[str, tuple[str, dict[str, DiskOrigin]]] = {}  # name -> (instance id, origins)
 
     def __contains__(self, name: str) -> bool:
@@ -122,24 +123,25 @@ class DiskOrigins:
         """Origins by device name (empty when never read)."""
         return self._by_name.get(name, ("", {}))[1]
 
-    async def record(self, name: str, raw: Any) -> None:
-        if self._by_name.get(name, ("", {}))[0] == str(raw.id):
+    async def record(self, name: str, raw: dict[str, Any]) -> None:
+        """Read the disks of ``name`` (its JSON) unless this VM id's were read already."""
+        if self._by_name.get(name, ("", {}))[0] == str(raw.get("id", "")):
             return
         try:
-            origins = await asyncio.to_thread(self.gce.disk_origins, raw)
+            origins = await asyncio.to_thread(self.reader.disk_origins, raw)
         except GcptuiError as err:
             log.warning("cannot read the disks of %s (needed to recreate it): %s", name, err)
             return
-        self._by_name[name] = (str(raw.id), origins)
+        self._by_name[name] = (str(raw.get("id", "")), origins)
 
 
 class VmRestarter:
     """Starts (or recreates) one VM at a time and waits for it; ``report(name, kind, detail)`` hears each step."""
 
-    def __init__(self, gce: GceClient, report: Callable[[str, EventKind, str], None], *, boot_timeout: float,
-                 backoff_base: float, backoff_cap: float, failover_after: float = 0.0,
+    def __init__(self, gce: Callable[[], Awaitable[GceClient]], report: Callable[[str, EventKind, str], None],
+                 *, boot_timeout: float, backoff_base: float, backoff_cap: float, failover_after: float = 0.0,
                  failover_zones: tuple[str, ...] = ()) -> None:  # fmt: skip
-        self.gce = gce
+        self.gce = gce  # the client library's client, built on first use
         self.failover_after = (
             failover_after  # seconds of stock-outs before a recreation moves zone (0: never)
         )
@@ -156,7 +158,7 @@ class VmRestarter:
     async def restart(
         self,
         instance: Instance,
-        record: Any | None,
+        record: dict[str, Any] | None,
         *,
         recreate: bool,
         origins: dict[str, DiskOrigin] | None = None,
@@ -200,9 +202,11 @@ class VmRestarter:
                         raise GcptuiError(
                             f"{name} was deleted before keep-alive saw it run: recreate it by hand"
                         )
-                    await asyncio.to_thread(self.gce.insert, zone, recreate_body(record, origins, zone))
+                    gce = await self.gce()
+                    body = recreate_body(gce.instance_message(record), origins, zone)
+                    await asyncio.to_thread(gce.insert, zone, body)
                 else:
-                    await asyncio.to_thread(self.gce.start, name, zone)
+                    await asyncio.to_thread((await self.gce()).start, name, zone)
                 return zone
             except StockoutError as err:
                 if stocked_out_since is None:
@@ -218,7 +222,8 @@ class VmRestarter:
     async def wait_gone(self, name: str, zone: str) -> None:
         deadline = asyncio.get_running_loop().time() + self.boot_timeout
         attempt = 0
-        while await asyncio.to_thread(self.gce.get_raw, name, zone) is not None:
+        gce = await self.gce()
+        while await asyncio.to_thread(gce.get_raw, name, zone) is not None:
             if asyncio.get_running_loop().time() > deadline:
                 raise GcptuiError(f"{name} was preempted with termination action DELETE but was not deleted")
             await asyncio.sleep(self._pause(attempt))
@@ -230,8 +235,9 @@ class VmRestarter:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.boot_timeout
         attempt = 0
+        gce = await self.gce()
         while loop.time() < deadline:
-            raw = await asyncio.to_thread(self.gce.get_raw, name, zone)
+            raw = await asyncio.to_thread(gce.get_raw, name, zone)
             instance = instance_from_resource(raw) if raw is not None else None
             if (
                 instance is not None

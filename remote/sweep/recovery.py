@@ -73,7 +73,8 @@ def sweep_keepalive(
     services.jobs = runner
     settings = services.config.keepalive
     return KeepAlive(
-        services.fleet.gce(),
+        services.fleet.reader(),
+        gce=services.fleet.gce,
         relaunch=TrialLauncher(services, runner),
         on_event=on_event,
         names=vms,

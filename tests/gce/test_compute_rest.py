@@ -12,19 +12,12 @@ from pathlib import Path
 
 import pytest
 
-from gcptui.remote.cloud.auth import build_credentials
-from gcptui.remote.cloud.compute_rest import ComputeReader
 from gcptui.remote.cloud.errors import RateLimitError
 from gcptui.remote.emulator.thread import EmulatorThread
 from gcptui.remote.errors import CloudError
-from tests.helpers.emulator import gce_for
+from tests.helpers.emulator import gce_for, reader_for
 
 ROOT = Path(__file__).resolve().parents[2]
-
-
-def reader_for(emu: EmulatorThread, zones: list[str] | None = None, timeout: float = 30.0) -> ComputeReader:
-    credentials = build_credentials(emu.endpoint, emu.token)
-    return ComputeReader(emu.project, zones or [], emu.endpoint, credentials, timeout=timeout)
 
 
 def test_reader_reads_every_page_as_the_client_library_does(api_emulator: EmulatorThread) -> None:

@@ -20,6 +20,8 @@ from typing import Any
 import asyncssh
 import pytest
 
+from gcptui.remote.cloud.auth import build_credentials
+from gcptui.remote.cloud.compute_rest import ComputeReader
 from gcptui.remote.cloud.gce import GceClient
 from gcptui.remote.emulator import Emulator
 from gcptui.remote.emulator.thread import EmulatorThread
@@ -57,6 +59,14 @@ def gce_for(emu: Emulator | EmulatorThread, zones: list[str] | None = None, **op
     """The real client library, pointed at the emulator."""
     options.setdefault("access_token", emu.token)
     return GceClient(emu.project, zones or [], emu.endpoint, **options)
+
+
+def reader_for(
+    emu: Emulator | EmulatorThread, zones: list[str] | None = None, timeout: float = 30.0
+) -> ComputeReader:
+    """gcptui's JSON reader (no client library), pointed at the emulator."""
+    credentials = build_credentials(emu.endpoint, emu.token)
+    return ComputeReader(emu.project, zones or [], emu.endpoint, credentials, timeout=timeout)
 
 
 async def connect(emu: Emulator, name: str, **options: Any) -> asyncssh.SSHClientConnection:

@@ -14,7 +14,7 @@ from gcptui.remote.emulator.emulator import wait_until_running
 from gcptui.remote.keepalive.recovery import KeepAlive, RecoveryEvent, StepReporter
 from gcptui.remote.models import Instance
 from gcptui.remote.ssh.errors import SshUnreachableError
-from tests.helpers.emulator import eventually, gce_for
+from tests.helpers.emulator import eventually, gce_for, reader_for
 
 
 @dataclass
@@ -75,7 +75,10 @@ async def watch(emulator: Emulator, request: pytest.FixtureRequest) -> AsyncIter
     events: list[RecoveryEvent] = []
     relaunches = Relaunches(fail=fail)
     settings = {"poll_seconds": 0.3, "backoff_base": 0.2, **options}
-    keepalive = KeepAlive(gce_for(emulator), relaunch=relaunches, on_event=events.append, **settings)  # type: ignore[arg-type]
+    gce = gce_for(emulator)
+    keepalive = KeepAlive(
+        reader_for(emulator), gce=lambda: gce, relaunch=relaunches, on_event=events.append, **settings
+    )  # type: ignore[arg-type]
     runner = asyncio.create_task(keepalive.run())
     await eventually(lambda: keepalive.polls >= 1)
     try:
@@ -90,7 +93,7 @@ async def test_user_stop_is_not_a_preemption(watch: Watch) -> None:
     assert await watch.settled() == "resumed"
     first = watch.keepalive.timelines["spot-a"]
     # The user's own stop after that preemption: older preemption operations must not count.
-    gce = watch.keepalive.gce
+    gce = watch.keepalive.gce()
     await asyncio.to_thread(gce.stop, "spot-b", "us-central1-a")
     await asyncio.to_thread(gce.stop, "spot-a", "us-central1-a")
     await watch.polls(4)

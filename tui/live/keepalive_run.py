@@ -23,7 +23,7 @@ async def run_keepalive(
     from gcptui.remote.keepalive.relaunch import build_keepalive
     from gcptui.remote.keepalive.watch import NoticeWatchers
 
-    await asyncio.to_thread(services.fleet.gce)  # the Compute import, off the UI thread
+    await asyncio.to_thread(services.fleet.reader)  # google-auth's import, off the UI thread
     names: set[str] | None = None if config.keepalive.enabled else set()
     keepalive = build_keepalive(services, names=names, on_event=on_event)
     watchers = NoticeWatchers(services, keepalive)
