@@ -89,15 +89,18 @@ class KeepAlive(EventLog):
         job_status: Callable[[Instance], Awaitable[JobStatus]] | None = None,
         ledger: JobLedger | None = None,
         recover_unwatched: bool = False,
+        warm_after_seconds: float = 20.0,
     ) -> None:
         super().__init__(on_event)
         # Watching only reads (polls, zone operations, disks): the light JSON reader. Acting (start,
         # insert, waiting for RUNNING) needs the client library, whose import costs ~1 s of CPU: it
-        # is built on first use, in a worker thread, and warmed as soon as a VM becomes suspect
-        # (a preemption's soft-off takes the ~30 s the import needs).
+        # is built on first use, in a worker thread: as soon as a VM becomes suspect (a preemption's
+        # soft-off lasts longer than the import), else ``warm_after_seconds`` after the start, once
+        # a TUI has drawn and its first jobs have started.
         self.reader = reader
         self.gce = gce
         self._warming: asyncio.Task[GceClient] | None = None
+        self.warm_after_seconds = warm_after_seconds
         self.restart_idle = restart_idle  # restart a VM whose job has nothing to resume
         self.job_status = job_status  # reads the job's record on a restarted VM's disk
         self.relaunch = relaunch
@@ -233,12 +236,15 @@ class KeepAlive(EventLog):
 
     async def run(self) -> None:
         """Poll until cancelled: every ``poll_seconds``, every ``fast_poll_seconds`` while a VM is suspect."""
+        loop = asyncio.get_running_loop()
+        warm_at = loop.time() + self.warm_after_seconds
         while True:
             try:
                 await self.poll_once()
             except GcptuiError as err:
                 log.warning("keep-alive poll failed: %s", err)
-            loop = asyncio.get_running_loop()
+            if loop.time() >= warm_at:
+                self._warm()  # the app has settled: a first recovery need not wait for the import
             self._suspects = {n: t for n, t in self._suspects.items() if t > loop.time()}
             self._dropped &= set(self._suspects)
             interval = self.fast_poll_seconds if self._suspects else self.poll_seconds
