@@ -147,6 +147,8 @@ class KeepAlive(EventLog):
     def _warm(self) -> None:
         if self._warming is None:
             self._warming = asyncio.create_task(asyncio.to_thread(self.gce), name="compute client")
+            # A failed warm-up is reported by the call that needs the client (library() raises it).
+            self._warming.add_done_callback(lambda task: task.cancelled() or task.exception())
 
     def _suspect(self, name: str) -> None:
         """Poll ``name`` fast for a while; a recovery may follow, so the client library gets ready."""
