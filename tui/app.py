@@ -43,6 +43,7 @@ from gcptui.tui.live.notices import Notice, gpu_idle_notice, job_ended_notice
 from gcptui.tui.live.state import Live
 from gcptui.tui.messages import FleetRefreshed, FleetRefreshFailed, LiveChanged
 from gcptui.tui.palette import help_order, palette_commands
+from gcptui.tui.textual_compat import install_acyclic_strips
 
 if TYPE_CHECKING:
     from gcptui.remote.keepalive.autostop import AutoStopper
@@ -69,6 +70,7 @@ class GcptuiApp(KeepAliveControls, App[None]):
         poll_fleet: bool = True,
     ) -> None:
         super().__init__()
+        install_acyclic_strips()  # every frame's rows would otherwise be cyclic garbage
         self.config = config
         self.readonly = readonly
         self.demo = demo

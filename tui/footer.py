@@ -5,6 +5,11 @@ last) and lets the rest run off the right edge, so at 80 columns Help and Quit w
 Below ``COMPACT_BELOW`` columns this footer packs the keys tighter, leaves the palette key out (ctrl+p
 still opens it; ``?`` lists every key) and drops the screen's least important keys, from the end,
 until Help and Quit fit.
+
+It also recomposes only when the keys it would show changed. Textual's footer rebuilds all its key
+widgets whenever the screen's bindings are refreshed, which every focus change does: the logs
+screen's merged toggle moves focus, so each press rebuilt ~13 widgets (and left their component
+styles as cyclic garbage) for the same keys.
 """
 
 from __future__ import annotations
@@ -14,6 +19,7 @@ from collections.abc import Iterable
 from rich.cells import cell_len
 from textual import events
 from textual.app import ComposeResult
+from textual.screen import Screen
 from textual.widget import Widget
 from textual.widgets import Footer
 
@@ -51,6 +57,19 @@ class KeysFooter(Footer):
     def __init__(self) -> None:
         super().__init__()
         self._width = 0
+        self._keys_shown: tuple[tuple[object, ...], ...] | None = None
+
+    def bindings_changed(self, screen: Screen) -> None:
+        keys = tuple(
+            (binding.key, binding.action, binding.description, binding.key_display, enabled, tooltip)
+            for _, binding, enabled, tooltip in screen.active_bindings.values()
+            if binding.show
+        )
+        if self._bindings_ready and keys == self._keys_shown:
+            return  # the same keys: a recompose would build the same widgets again
+        if screen.app.app_focus:  # Textual's footer recomposes only then
+            self._keys_shown = keys
+        super().bindings_changed(screen)
 
     def _narrow(self) -> bool:
         return 0 < self._width < COMPACT_BELOW

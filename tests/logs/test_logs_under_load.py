@@ -3,6 +3,9 @@ line lost."""
 
 from __future__ import annotations
 
+import gc
+from collections import Counter
+
 from gcptui.tui.logs.screen import ROWS_PER_TICK, PaneSource
 from tests.logs.apps import LogsTestApp, QueueSource, until
 
@@ -72,3 +75,45 @@ async def test_a_key_goes_before_the_next_ticks_lines() -> None:
         assert [p.view.line_count for p in screen.panes] == [0, 0]
         screen.flush()  # one tick later they are in
         assert [p.view.line_count for p in screen.panes] == [10, 10]
+
+
+async def test_busy_panes_and_toggles_leave_no_cyclic_garbage() -> None:
+    """What a frame allocates must die by reference count: cyclic garbage waits for the GC, whose
+    passes over a busy app (20-500 ms) were the key-latency tail. Three sources were found and
+    stopped: Textual's ``Strip.divide``/``crop_extend`` caching a strip in itself
+    (``install_acyclic_strips``), Textual's ``LRUCache`` ring left behind by ``clear()`` (the row
+    caches are ``RowCache`` now) and the footer rebuilding the same keys on each focus change."""
+    from textual.cache import FIFOCache
+    from textual.dom import DOMNode
+    from textual.strip import Strip
+
+    app, sources = busy_app()
+    garbage: list[object] = []
+    async with app.run_test(size=SIZE) as pilot:
+        screen = app.logs
+        await until(pilot, lambda: all(p.status == "following" for p in screen.panes))
+        screen.flush()
+        await pilot.pause()
+        gc.collect()
+        gc.disable()
+        try:
+            for turn, key in enumerate("wmwmwm"):
+                feed(app, sources, 60)
+                await until(pilot, lambda: all(p.pending >= 60 for p in screen.panes))
+                for _ in range(10):  # ticks (the one after a key takes none) until every pane is in
+                    screen.flush()
+                    await pilot.pause()
+                    if not any(p.pending for p in screen.panes):
+                        break
+                assert all(p.view.total_lines == 60 * (turn + 1) for p in screen.panes)
+                await pilot.press(key)
+                await pilot.pause()
+            gc.set_debug(gc.DEBUG_SAVEALL)
+            gc.collect()
+            garbage = list(gc.garbage)
+        finally:
+            gc.set_debug(0)
+            gc.garbage.clear()
+            gc.enable()
+    kinds = Counter(type(o).__qualname__ for o in garbage if isinstance(o, Strip | FIFOCache | DOMNode))
+    assert not kinds, kinds

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import gc
 from importlib.metadata import version
 
 from packaging.specifiers import SpecifierSet
+from rich.segment import Segment
 from textual.app import App, ComposeResult
 from textual.geometry import Size
+from textual.strip import Strip
+from textual.widgets import Footer
 
 from gcptui.tui.logs.view import LogView
 from gcptui.tui.textual_compat import TESTED_TEXTUAL, missing_internals, set_virtual_size_quietly
@@ -37,3 +41,20 @@ def test_the_footer_key_widget_has_what_the_narrow_footer_measures() -> None:
 
     key = FooterKey("q", "q", "Quit", "quit")
     assert [getattr(key, field) for field in FOOTER_KEY_FIELDS] == ["q", "q", "Quit", "quit"]
+
+
+def test_strips_divided_in_one_piece_or_cropped_to_themselves_do_not_refer_to_themselves() -> None:
+    from gcptui.tui.textual_compat import install_acyclic_strips
+
+    install_acyclic_strips()
+    strip = Strip([Segment("step 1 loss 4.2")], 15)
+    assert strip.divide([15]) == [strip] and strip.crop_extend(0, 15, None) is strip
+    assert [piece.text for piece in strip.divide([4, 15])] == ["step", " 1 loss 4.2"]
+    # Textual's own versions store [strip] and strip in the strip's caches: a cycle only the GC frees.
+    holders = [r for r in gc.get_referrers(strip) if isinstance(r, list | dict)]
+    assert holders == []
+
+
+def test_the_footer_has_the_hook_and_state_the_keys_footer_overrides() -> None:
+    footer = Footer()
+    assert callable(footer.bindings_changed) and footer._bindings_ready is False

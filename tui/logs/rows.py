@@ -17,12 +17,12 @@ from rich.console import Console
 from rich.segment import Segment
 from rich.style import Style
 from rich.text import Text
-from textual.cache import LRUCache
 from textual.color import Color
 from textual.filter import LineFilter
 from textual.strip import Strip
 
 from gcptui.remote.telemetry.log_text import strip_ansi
+from gcptui.tui.logs.row_cache import RowCache
 
 HIGHLIGHT = Style(color="black", bgcolor="yellow", bold=True)
 MARKED = Style(bgcolor="grey30")
@@ -101,10 +101,10 @@ class RowPainter:
     filter or marked line changes."""
 
     def __init__(self, rows: int = 64) -> None:
-        self.lines: LRUCache[tuple[int, str | None], Strip] = LRUCache(rows)
+        self.lines: RowCache[tuple[int, str | None], Strip] = RowCache(rows)
 
     def resize(self, rows: int) -> None:
-        self.lines = LRUCache(rows)
+        self.lines = RowCache(rows)
 
     def clear(self) -> None:
         self.lines.clear()

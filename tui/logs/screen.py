@@ -26,7 +26,7 @@ from gcptui.tui.footer import KeysFooter
 from gcptui.tui.keys import bindings_for
 from gcptui.tui.logs.pane import MARKER_INTERVAL_S, LogPane, NewLinesMarker
 from gcptui.tui.logs.view import LogView, line_width
-from gcptui.tui.textual_compat import GcPausedFrames
+from gcptui.tui.textual_compat import GcPausedFrames, install_acyclic_strips
 
 # Frame work per tick is bounded: at most this many rows of following panes get new lines in one
 # tick (at least one pane does). Eight busy panes of a 50-row terminal would repaint ~360 rows every
@@ -85,6 +85,7 @@ class LogsScreen(GcPausedFrames):
         merged: bool = False,
     ) -> None:
         super().__init__()
+        install_acyclic_strips()  # the app does it too; a LogsScreen on another App needs it as well
         if not sources:
             raise ValueError("LogsScreen needs at least one source")
         self.sources = list(sources)[:8]

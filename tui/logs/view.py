@@ -26,7 +26,6 @@ from contextlib import contextmanager
 
 from rich.console import Console
 from rich.style import Style
-from textual.cache import LRUCache
 from textual.geometry import Region, Size
 from textual.message import Message
 from textual.reactive import var
@@ -36,6 +35,7 @@ from textual.widget import Widget
 
 from gcptui.remote.telemetry.log_text import looks_like_error, strip_ansi
 from gcptui.tui.logs.buffer import LogLines
+from gcptui.tui.logs.row_cache import RowCache
 from gcptui.tui.logs.rows import BLANK, PARTIAL, Filters, RowIndex, RowPainter, heights, line_width
 from gcptui.tui.textual_compat import plain_box, set_scroll_y_quietly, set_virtual_size_quietly
 
@@ -67,7 +67,7 @@ class LogView(ScrollView, can_focus=True):
         # Strip keeps ~25 GC-tracked objects alive (its own caches, the pieces the compositor cut it
         # into); with 9 views x 1,024 rows the cyclic GC's full passes took 100-200 ms, mid-frame.
         # Sized to the view (plus a few rows: a slow log shifts by a line or two) on resize.
-        self._row_cache: LRUCache[tuple[object, ...], Strip] = LRUCache(64)
+        self._row_cache: RowCache[tuple[object, ...], Strip] = RowCache(64)
         self._painter = RowPainter(64)  # styled whole lines
         self._style: Style | None = None
         self._stale = False  # lines arrived while not displayed: size and scroll not yet updated
@@ -243,7 +243,7 @@ class LogView(ScrollView, can_focus=True):
 
     def on_resize(self) -> None:
         rows = self.size.height
-        self._row_cache = LRUCache(rows + 16)
+        self._row_cache = RowCache(rows + 16)
         self._painter.resize(rows + 16)
         self._invalidate(scroll=False)
         if self.follow:
