@@ -156,6 +156,7 @@ class FleetSource:
                 zones=list(self.gcp.zones),
                 api_endpoint=self.gcp.api_endpoint,
                 credentials=reader.credentials,
+                reader=reader,  # one session for both: zone operations and disks are read through it
             )
         return self._gce
 

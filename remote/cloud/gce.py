@@ -56,6 +56,7 @@ class GceClient:
         operation_timeout: float = 600.0,
         credentials: Any = None,
         access_token: str | None = None,
+        reader: ComputeReader | None = None,
     ) -> None:
         from google.api_core import retry as retries
         from google.api_core.exceptions import InternalServerError, ServiceUnavailable, TooManyRequests
@@ -93,7 +94,7 @@ class GceClient:
         )
         self.min_wait_pause = MIN_WAIT_PAUSE
         self.unreachable: list[str] = []  # zones the last list could not read (their VMs are missing)
-        self._reader: ComputeReader | None = None
+        self._reader = reader  # the JSON reader of the same project, when the caller has one
 
     def api_errors(self, action: str) -> Any:
         """A context that turns Google errors into one ``CloudError`` line (for sibling APIs too)."""
