@@ -1,7 +1,8 @@
 """The Textual internals gcptui leans on for speed, in one place, checked by a test on every run.
 
 The log view and the logs screen use three things Textual does not promise to keep:
-- ``Screen._compositor_refresh``: overridden to pause the cyclic GC while a frame is composed;
+- ``Screen._on_timer_update`` and ``Screen._compositor_refresh``: overridden to pause the cyclic GC
+  while a frame is laid out and composed;
 - ``ScrollView._scroll_update`` with ``set_reactive(Widget.virtual_size, ...)``: a new virtual size
   without the layout pass of the whole screen that assigning ``virtual_size`` triggers;
 - rows built in ``render_lines`` instead of through ``StylesCache``, which is only right while the
@@ -17,8 +18,9 @@ them; pyproject pins Textual to the range that was tested (``TESTED_TEXTUAL``).
 
 from __future__ import annotations
 
+import contextlib
 import gc
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 
 from rich.style import Style
 from textual.geometry import Size
@@ -31,7 +33,11 @@ from textual.widgets._footer import FooterKey as FooterKey  # re-exported: tui/f
 FOOTER_KEY_FIELDS = ("key", "key_display", "description", "action")
 
 TESTED_TEXTUAL = (">=8.2", "<9")
-PRIVATE_NAMES = ((Screen, "_compositor_refresh"), (ScrollView, "_scroll_update"))
+PRIVATE_NAMES = (
+    (Screen, "_on_timer_update"),
+    (Screen, "_compositor_refresh"),
+    (ScrollView, "_scroll_update"),
+)
 
 
 def missing_internals() -> list[str]:
@@ -75,23 +81,35 @@ def plain_box(widget: Widget) -> bool:
 
 
 class GcPausedFrames(Screen[None]):
-    """A screen that composes each frame with the cyclic GC paused.
+    """A screen that lays out and composes each frame with the cyclic GC paused.
 
     A frame of 8 busy log panes allocates tens of thousands of short-lived objects (Textual's Strips
     carry several caches each). With the GC running, young collections found them alive mid-frame and
     promoted them, so full collections of the whole app (100-200 ms on a loaded 2-core box) ran
     inside frames: the key-latency tail. Paused, they die by reference count when the frame ends.
+    The pause covers the layout pass too: a key that toggles wrap or the merged view lays out the
+    screen before composing it, and young collections there took 10-30 ms of a 60 ms frame.
     """
 
+    def _on_timer_update(self) -> None:
+        with _gc_paused():
+            super()._on_timer_update()
+
     def _compositor_refresh(self) -> None:
-        if not gc.isenabled():
+        with _gc_paused():  # also reached outside the timer (a resize lays out and composes)
             super()._compositor_refresh()
-            return
-        gc.disable()
-        try:
-            super()._compositor_refresh()
-        finally:
-            gc.enable()
+
+
+@contextlib.contextmanager
+def _gc_paused() -> Iterator[None]:
+    if not gc.isenabled():
+        yield  # an outer frame already paused it
+        return
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.enable()
 
 
 _original_divide = Strip.divide

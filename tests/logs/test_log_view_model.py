@@ -62,7 +62,7 @@ async def test_incremental_state_matches_a_model_over_random_operations() -> Non
             visible = view.visible_lines()
             assert visible[: len(shown)] == [strip_ansi(x) for x in shown]
             if view.wrap:
-                width = view.scrollable_content_region.width
+                width = view.text_width
                 rows = sum(max(1, -(-line_width(x) // width)) for x in visible)
                 assert view.virtual_size.height == rows
             else:

@@ -54,11 +54,10 @@ class LogPane(Vertical):
     """One log source. ``feed`` from anywhere on the event loop; ``flush`` from the UI timer."""
 
     # No border or padding on the pane: either makes Textual paint the pane beneath every repaint of
-    # its view (a key's p95 116 -> 92 ms without, benchmarks/logs.py). The always-shown scrollbar
-    # separates neighbouring panes; the focused pane's title takes the accent colour.
+    # its view (a key's p95 116 -> 92 ms without, benchmarks/logs.py). The view's scroll gauge, in
+    # its last column, separates neighbouring panes; the focused pane's title takes the accent colour.
     DEFAULT_CSS = """
     LogPane { width: 1fr; height: 1fr; }
-    LogPane > LogView { overflow-y: scroll; }
     LogPane > .pane-title { height: 1; background: $panel; }
     LogPane:focus-within > .pane-title { background: $accent 40%; }
     LogPane.-hidden { display: none; }
@@ -161,6 +160,8 @@ class LogPane(Vertical):
         if self.status in ("error", "reconnecting") and self.status_message:
             title.append(f": {one_line(self.status_message)}", "dim")
         title.append(" · following" if view.follow else " · paused", "dim" if view.follow else "bold yellow")
+        if view.column:
+            title.append(f" · from column {view.column + 1}", "bold cyan")
         self.query_one(".pane-title", Static).update(title, layout=False)  # one row, fixed height
         self.query_one(NewLinesMarker).set_class(not view.follow, "-visible")
         self._update_marker()
@@ -175,7 +176,8 @@ class LogPane(Vertical):
             )
 
     @on(LogView.FollowChanged)
-    def _follow_changed(self) -> None:
+    @on(LogView.ColumnChanged)
+    def _view_changed(self) -> None:
         self.refresh_title()
 
     @on(Click, "NewLinesMarker")

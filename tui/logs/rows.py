@@ -110,20 +110,31 @@ class RowPainter:
         self.lines.clear()
 
     def render_row(
-        self, index: int, raw: str, offset: int, width: int, full: int, filters: Filters, view: PaintedView
+        self,
+        index: int,
+        raw: str,
+        offset: int,
+        width: int,
+        full: int,
+        filters: Filters,
+        view: PaintedView,
+        tail: Segment,
     ) -> Strip:
+        """``width`` cells of the line from ``offset``, padded to ``full`` cells, then ``tail``
+        (the view's gauge cell), with ``filters`` applied to the whole row."""
         style = view.row_style()
         if view.pattern is None and index != view.marked and raw.isascii() and "\x1b" not in raw:
-            # Most log lines: one segment, no Rich Text, no ANSI parsing, one Strip.
-            segments = [Segment(raw[offset : offset + width].ljust(full), style)]
+            # Most log lines: two segments (text, gauge), no Rich Text, no ANSI parsing, one Strip.
+            segments = [Segment(raw[offset : offset + width].ljust(full), style), tail]
             if filters:
                 line_filters, background = filters
                 for line_filter in line_filters:
                     segments = line_filter.apply(segments, background)
-            return Strip(segments, full)
+            return Strip(segments, full + tail.cell_length)
         strip = self._line_strip(index, raw, style, view).crop_extend(offset, offset + width, style)
         if full != width:
             strip = strip.extend_cell_length(full, style)
+        strip = Strip([*strip, tail], full + tail.cell_length)
         if filters:
             line_filters, background = filters
             for line_filter in line_filters:

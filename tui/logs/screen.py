@@ -322,7 +322,15 @@ class LogsScreen(GcPausedFrames):
 
     def _update_indicator(self, throttle: bool = False) -> None:
         view = self.active_view
-        state = (id(view), view.follow, view.wrap, self.merged, self.fullscreen, self.filter_text)
+        state = (
+            id(view),
+            view.follow,
+            view.wrap,
+            view.column,
+            self.merged,
+            self.fullscreen,
+            self.filter_text,
+        )
         counts = (0 if view.follow else view.new_lines, view.match_count, self._filter_summary())
         if throttle and state == self._indicator_state:
             # Only the counts ("+N", matching lines) can differ: redraw them a few times per second.
@@ -342,6 +350,9 @@ class LogsScreen(GcPausedFrames):
             text.append(f"{key}:", "bold")
             text.append(value, "green" if value == "On" else "")
             text.append("  ")
+        if view.column:
+            text.append("Column:", "bold")
+            text.append(f"{view.column + 1}  ", "cyan")
         if self.filter_text:
             text.append("Filter:", "bold")
             text.append(f'"{self.filter_text}" ({self._filter_summary()})', "yellow")

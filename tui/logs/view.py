@@ -25,7 +25,9 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 
 from rich.console import Console
+from rich.segment import Segment
 from rich.style import Style
+from textual import events
 from textual.geometry import Region, Size
 from textual.message import Message
 from textual.reactive import var
@@ -35,6 +37,7 @@ from textual.widget import Widget
 
 from gcptui.remote.telemetry.log_text import looks_like_error, strip_ansi
 from gcptui.tui.logs.buffer import LogLines
+from gcptui.tui.logs.gauge import GAUGE_WIDTH, ScrollGauge
 from gcptui.tui.logs.row_cache import RowCache
 from gcptui.tui.logs.rows import BLANK, PARTIAL, Filters, RowIndex, RowPainter, heights, line_width
 from gcptui.tui.textual_compat import plain_box, set_scroll_y_quietly, set_virtual_size_quietly
@@ -43,8 +46,13 @@ from gcptui.tui.textual_compat import plain_box, set_scroll_y_quietly, set_virtu
 class LogView(ScrollView, can_focus=True):
     """A log of display lines (see ``remote.log_text``), bounded to ``max_lines``."""
 
+    # No Textual scrollbars. The vertical one is the view's own gauge, drawn in its last column as
+    # part of each row: Textual's ScrollBar widgets (one per pane, styled row by row, cut apart from
+    # the rows beside them by the compositor) were 40 % of the TUI's CPU with 8 busy panes. The
+    # horizontal one would come and go with wrap, and each time Textual lays out the whole screen;
+    # unwrapped long lines still scroll sideways, and the pane's title shows the first column.
     DEFAULT_CSS = """
-    LogView { background: $surface; color: $text; overflow: auto auto; }
+    LogView { background: $surface; color: $text; overflow: hidden hidden; }
     LogView:focus { background-tint: $foreground 5%; }
     """
 
@@ -58,8 +66,17 @@ class LogView(ScrollView, can_focus=True):
             super().__init__()
             self.view = view
 
+    class ColumnChanged(Message):
+        """The first column shown changed (scrolled sideways, or wrap reset it)."""
+
+        def __init__(self, view: LogView) -> None:
+            super().__init__()
+            self.view = view
+
     def __init__(self, max_lines: int = 10_000, *, id: str | None = None, classes: str | None = None) -> None:
         super().__init__(id=id, classes=classes)
+        self._gauge = ScrollGauge()
+        self._dragging = False  # the mouse holds the gauge's thumb
         self.max_lines = max_lines
         self._buffer = LogLines(max_lines)
         self._rows: RowIndex | None = None  # wrap mode only; rebuilt lazily when invalidated
@@ -120,6 +137,8 @@ class LogView(ScrollView, can_focus=True):
         bottom = round(self.scroll_y) + self.scrollable_content_region.height
         if lost or bottom > self._row_of_entry_start(new_entries - dropped):
             self.refresh()
+        else:
+            self._refresh_gauge()  # the rows stay; the thumb may have moved or shrunk
 
     def sync(self) -> None:
         """Bring size and scroll up to date after lines arrived while the view was not displayed."""
@@ -164,8 +183,30 @@ class LogView(ScrollView, can_focus=True):
         """Lines passing the filter, or None without a filter."""
         return None if self._buffer.matches is None else len(self._buffer.matches)
 
-    def watch_wrap(self) -> None:
+    def watch_wrap(self, wrap: bool) -> None:
+        if wrap and self.scroll_x:
+            self.scroll_x = self.scroll_target_x = 0  # wrapped rows start at column 0
         self._invalidate()
+
+    @property
+    def allow_horizontal_scroll(self) -> bool:
+        """Sideways scrolling without a scrollbar (see ``DEFAULT_CSS``)."""
+        return not self._check_disabled() and not self.wrap and self.max_scroll_x > 0
+
+    @property
+    def allow_vertical_scroll(self) -> bool:
+        """Keys and the wheel scroll the view; the gauge stands in for Textual's scrollbar."""
+        return not self._check_disabled() and self.max_scroll_y > 0
+
+    @property
+    def column(self) -> int:
+        """The first column shown (0 unless scrolled sideways)."""
+        return 0 if self.wrap else round(self.scroll_x)
+
+    def watch_scroll_x(self, old_value: float, new_value: float) -> None:
+        super().watch_scroll_x(old_value, new_value)
+        if round(old_value) != round(new_value):
+            self.post_message(self.ColumnChanged(self))
 
     def watch_follow(self, follow: bool) -> None:
         if follow:
@@ -241,6 +282,31 @@ class LogView(ScrollView, can_focus=True):
         k = self._buffer.entry_at_or_after(index)
         self._set_scroll_y(self._row_of_entry_start(k) + (sub if index >= self._buffer.first else 0), repaint)
 
+    def on_mouse_down(self, event: events.MouseDown) -> None:
+        """A press on the gauge jumps there; dragging moves the view with the mouse."""
+        if event.button != 1 or event.x < self.size.width - GAUGE_WIDTH or not self.allow_vertical_scroll:
+            return
+        event.stop()
+        self._dragging = True
+        self.capture_mouse()
+        self._scroll_to_gauge_row(event.y)
+
+    def on_mouse_move(self, event: events.MouseMove) -> None:
+        if self._dragging:
+            event.stop()
+            self._scroll_to_gauge_row(event.y)
+
+    def on_mouse_up(self, event: events.MouseUp) -> None:
+        if self._dragging:
+            event.stop()
+            self._dragging = False
+            self.release_mouse()
+
+    def _scroll_to_gauge_row(self, y: int) -> None:
+        """Scroll as a user would (follow pauses above the end and resumes at it)."""
+        height = self.scrollable_content_region.height
+        self.scroll_to(y=self._gauge.scroll_for_row(y, height, self.max_scroll_y), animate=False)
+
     def on_resize(self) -> None:
         rows = self.size.height
         self._row_cache = RowCache(rows + 16)
@@ -261,6 +327,7 @@ class LogView(ScrollView, can_focus=True):
 
     def _clear_caches(self) -> None:
         self._style = None
+        self._gauge.clear_styles()
         self._row_cache.clear()
         self._painter.clear()
 
@@ -287,11 +354,13 @@ class LogView(ScrollView, can_focus=True):
 
     # ----- geometry ------------------------------------------------------------------------------
 
-    def _wrap_width(self) -> int:
-        return max(1, self.scrollable_content_region.width)
+    @property
+    def text_width(self) -> int:
+        """Cells a row's text gets (where wrapped lines break): the content width less the gauge."""
+        return max(1, self.scrollable_content_region.width - GAUGE_WIDTH)
 
     def _row_index(self) -> RowIndex:
-        width = self._wrap_width()
+        width = self.text_width
         if self._rows is None or self._rows.width != width:
             widths = self._buffer.entry_widths()
             self._rows = RowIndex(heights(widths, width), width)
@@ -300,7 +369,7 @@ class LogView(ScrollView, can_focus=True):
     def _partial_rows(self) -> int:
         if not self._buffer.partial_shown():
             return 0
-        return max(1, math.ceil(line_width(self._buffer.partial or "") / self._wrap_width()))
+        return max(1, math.ceil(line_width(self._buffer.partial or "") / self.text_width))
 
     def _row_of_entry_start(self, k: int) -> int:
         return self._row_index().before(k) if self.wrap else k
@@ -320,10 +389,10 @@ class LogView(ScrollView, can_focus=True):
 
     def _update_virtual_size(self) -> None:
         if self.wrap:
-            size = Size(self._wrap_width(), self._row_index().total + self._partial_rows())
+            size = Size(self.text_width, self._row_index().total + self._partial_rows())
         else:
             size = Size(
-                max(self._buffer.max_width, line_width(self._buffer.partial or "")),
+                max(self._buffer.max_width, line_width(self._buffer.partial or "")) + GAUGE_WIDTH,
                 self._buffer.entry_count(),
             )
         if size != self.virtual_size:
@@ -331,6 +400,16 @@ class LogView(ScrollView, can_focus=True):
             # ScrollView in a fixed-size container only needs its scrollbars updated.
             with self._scrolling_by_code():
                 set_virtual_size_quietly(self, size)
+
+    def _refresh_gauge(self) -> None:
+        """Repaint the gauge's column when its thumb moved (the rows beside it did not; Textual
+        redraws the whole view, and those rows come from the row cache)."""
+        region = self.scrollable_content_region
+        if (
+            self._gauge.thumb(round(self.scroll_y), region.height, self.virtual_size.height)
+            != self._gauge.shown
+        ):
+            self.refresh(Region(region.width - GAUGE_WIDTH, 0, GAUGE_WIDTH, region.height))
 
     # ----- rendering -----------------------------------------------------------------------------
 
@@ -350,8 +429,11 @@ class LogView(ScrollView, can_focus=True):
 
     def render_line(self, y: int) -> Strip:
         scroll_x, scroll_y = self.scroll_offset
-        width = self.scrollable_content_region.width
-        return self._row(scroll_y + y, scroll_x, width, width, ())
+        region = self.scrollable_content_region
+        width = self.text_width
+        thumb = self._gauge.thumb(scroll_y, region.height, self.virtual_size.height)
+        self._gauge.shown = None  # rows drawn one by one: which thumb the screen shows is not known
+        return self._row(scroll_y + y, scroll_x, width, width, (), self._gauge.cell(y in thumb, self))
 
     def render_lines(self, crop: Region) -> list[Strip]:
         """Rows for the compositor. Without border, padding, tint or opacity this skips Textual's
@@ -360,8 +442,8 @@ class LogView(ScrollView, can_focus=True):
         if not plain_box(self):
             return super().render_lines(crop)  # StylesCache calls render_line and applies filters
         scroll_x, scroll_y = self.scroll_offset
-        width = self.scrollable_content_region.width
-        full = self.size.width  # rows span the scrollbar's columns too, as StylesCache pads them
+        width = self.text_width
+        full = self.size.width - GAUGE_WIDTH  # the text's cells, padded: the whole row but the gauge
         filters = (tuple(self.get_line_filters()), self.background_colors[1])
         # Following a fast log, every row is new each frame: caching them would only keep Strips (and
         # the pieces the compositor cuts them into) alive long enough for the GC to promote them,
@@ -370,17 +452,26 @@ class LogView(ScrollView, can_focus=True):
         if not self._cache_rows:
             self._row_cache.clear()
         self._arrived = 0
+        height = self.size.height
+        thumb = self._gauge.thumb(scroll_y, height, self.virtual_size.height)
+        # Rows outside the crop keep the gauge cells they were drawn with.
+        self._gauge.shown = thumb if crop.line_range == range(height) else None
+        track, grip = self._gauge.cell(False, self), self._gauge.cell(True, self)
         row = self._row
-        strips = [row(scroll_y + y, scroll_x, width, full, filters) for y in crop.line_range]
+        strips = [
+            row(scroll_y + y, scroll_x, width, full, filters, grip if y in thumb else track)
+            for y in crop.line_range
+        ]
         self._cache_rows = True
-        if crop.column_span != (0, full):
+        if crop.column_span != (0, self.size.width):
             x1, x2 = crop.column_span
             strips = [strip.crop(x1, x2) for strip in strips]
         return strips
 
-    def _row(self, row: int, scroll_x: int, width: int, full: int, filters: Filters) -> Strip:
+    def _row(self, row: int, scroll_x: int, width: int, full: int, filters: Filters, gauge: Segment) -> Strip:
         """Content row ``row`` seen through a window of ``width`` cells, padded to ``full`` cells,
-        with ``filters`` (the app's line filters and the background they need) applied."""
+        then the gauge's cell, with ``filters`` (the app's line filters and the background they
+        need) applied."""
         k, sub = self._locate(row)
         if k < 0 or k >= self._buffer.entry_count():
             index, offset, raw = BLANK, 0, ""
@@ -388,10 +479,10 @@ class LogView(ScrollView, can_focus=True):
             index = self._buffer.abs_index(k)
             offset = sub * width if self.wrap else scroll_x
             raw = self._buffer.entry_text(k)
-        key = (index, offset, width, full, self.wrap, raw if index == PARTIAL else None, filters)
+        key = (index, offset, width, full, self.wrap, raw if index == PARTIAL else None, filters, gauge)
         strip = self._row_cache.get(key)
         if strip is None:
-            strip = self._painter.render_row(index, raw, offset, width, full, filters, self)
+            strip = self._painter.render_row(index, raw, offset, width, full, filters, self, gauge)
             if self._cache_rows:
                 self._row_cache[key] = strip
         return strip
