@@ -80,6 +80,21 @@ def view_digest(entries: dict[str, Entry], ledger: dict[str, list]) -> str:
     return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
 
 
+def content_digest(data: bytes) -> bytes:
+    """What identifies a small file's bytes (to tell, without sending, whether they changed)."""
+    return hashlib.blake2b(data, digest_size=16).digest()
+
+
+@dataclass(frozen=True)
+class Sent:
+    """What ``put_file`` queued: its size, whether the file changed while read (send it again),
+    and for a file read in one piece, (size, mtime_ns, content digest) of what was sent."""
+
+    size: int
+    changed: bool
+    fingerprint: tuple[int, int, bytes] | None = None
+
+
 class Packer:
     """Decides, per file, whether its data travels compressed, and compresses it.
 
@@ -294,16 +309,17 @@ class RemoteAgent:
         entries = {row[0]: Entry.from_wire(row[1:]) for row in reply["entries"] if row[1] in "fdl"}
         return entries, reply["ledger"]
 
-    async def put_file(self, rel: str, path: Path) -> tuple[int, bool]:
-        """Queue the local file ``path`` for the VM's ``rel``; returns (bytes sent, changed while sent).
+    async def put_file(self, rel: str, path: Path) -> Sent:
+        """Queue the local file ``path`` for the VM's ``rel``.
 
         The header carries the size and mtime taken before reading; if the file's stat differs
         afterwards (it changed while being read) the caller sends it again.
         """
+        digest = None
         try:
             fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
         except OSError:
-            return 0, True  # vanished or replaced meanwhile: the caller re-stats it
+            return Sent(0, True)  # vanished or replaced meanwhile: the caller re-stats it
         try:
             before = os.fstat(fd)
             size = before.st_size
@@ -311,6 +327,7 @@ class RemoteAgent:
             if size <= READ_CHUNK:
                 data = os.read(fd, size) if size else b""
                 data += b"\0" * (size - len(data))
+                digest = content_digest(data)
                 packed = self._packer.pack(rel, data)
                 if packed is not None:
                     header["zs"] = len(packed)
@@ -329,7 +346,8 @@ class RemoteAgent:
         finally:
             os.close(fd)
         changed = (after.st_size, after.st_mtime_ns) != (size, before.st_mtime_ns)
-        return size, changed
+        fingerprint = None if changed or digest is None else (size, before.st_mtime_ns, digest)
+        return Sent(size, changed, fingerprint)
 
     async def put_link(self, rel: str, target: str) -> None:
         self._queue({"op": "link", "p": rel, "target": target})

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from gcptui.remote.sync.agent_client import RemoteAgent
+from gcptui.remote.sync.agent_client import RemoteAgent, content_digest
 from gcptui.remote.sync.manifest import Entry
 from gcptui.remote.sync.plan import Plan
 
@@ -21,6 +22,9 @@ class RemoteView:
 
     entries: dict[str, Entry] = field(default_factory=dict)
     ledger: dict[str, list] = field(default_factory=dict)
+    # (size, mtime_ns, content digest) of the small files this session sent, as the VM took them:
+    # a watched write that left size and mtime alone is checked against these bytes, not resent.
+    sent: dict[str, tuple[int, int, bytes]] = field(default_factory=dict)
 
 
 @dataclass
@@ -60,17 +64,21 @@ async def apply_plan(
     # Small files first, large ones last: the agent reads ahead while it creates the small files
     # (a few ms each on a slow disk), so the link carries the large files' data meanwhile.
     puts = sorted(plan.puts, key=lambda item: item[1] > LARGE_FILE)
+    fingerprints: dict[str, tuple[int, int, bytes]] = {}
     for done, (rel, _) in enumerate(puts, start=1):
-        sent, changed = await agent.put_file(rel, source / rel)
-        out.bytes += sent
-        if changed:
+        sent = await agent.put_file(rel, source / rel)
+        out.bytes += sent.size
+        if sent.changed:
             out.resend.add(rel)
+        elif sent.fingerprint is not None:
+            fingerprints[rel] = sent.fingerprint
         if progress is not None and time.perf_counter() - last >= PROGRESS_EVERY_S:
             last = time.perf_counter()
             progress(done, out.bytes)
     # Nothing sent (a no-op resync): skip the flush and its round trip.
     results = [] if agent.idle else await agent.flush()
     for result in results:
+        view.sent.pop(result.path, None)
         if result.error is not None:
             out.errors.append((result.op, result.path, result.error))
             continue
@@ -81,9 +89,33 @@ async def apply_plan(
         else:
             view.entries[result.path] = result.entry
             view.ledger[result.path] = result.entry.ledger_key()
+            if result.op == "put" and result.path in fingerprints:
+                view.sent[result.path] = fingerprints[result.path]
             if result.op != "own":
                 out.written += 1
     if progress is not None:
         progress(len(plan.puts), out.bytes)
     out.ms = (time.perf_counter() - started) * 1000
     return out
+
+
+def unchanged_since_sent(source: Path, files: list[tuple[str, tuple[int, int, bytes]]]) -> set[str]:
+    """The files among ``files`` (path, fingerprint when sent) whose size, mtime and bytes are
+    still those sent (blocking: run it in a thread)."""
+    same = set()
+    for rel, (size, mtime_ns, digest) in files:
+        try:
+            fd = os.open(source / rel, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+        except OSError:
+            continue
+        try:
+            before = os.fstat(fd)
+            if (before.st_size, before.st_mtime_ns) != (size, mtime_ns):
+                continue
+            data = os.read(fd, size + 1)
+            after = os.fstat(fd)
+        finally:
+            os.close(fd)
+        if (after.st_size, after.st_mtime_ns) == (size, mtime_ns) and content_digest(data) == digest:
+            same.add(rel)
+    return same

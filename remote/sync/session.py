@@ -26,7 +26,7 @@ from gcptui.remote.sync.agent_client import (
     RemoteAgent,
     View,
 )
-from gcptui.remote.sync.applier import RemoteView, apply_plan
+from gcptui.remote.sync.applier import RemoteView, apply_plan, unchanged_since_sent
 from gcptui.remote.sync.events import (
     BatchApplied,
     FullSyncProgress,
@@ -36,7 +36,7 @@ from gcptui.remote.sync.events import (
     SyncWarning,
 )
 from gcptui.remote.sync.local_tree import LocalScan, scan_tree
-from gcptui.remote.sync.manifest import is_under
+from gcptui.remote.sync.manifest import is_under, same_content
 from gcptui.remote.sync.plan import Plan, make_plan
 from gcptui.remote.sync.rules import PathSet, SyncRules
 from gcptui.remote.sync.tracker import Change, LocalTracker
@@ -363,6 +363,7 @@ class SyncSession:
                 else:
                     change = await self.tracker.apply_dirty()
                     self._report_links(change.scan)
+                    await self._unforce_sent(change)
                     plan = self._change_plan(change)
             if not self.tracker.entries and plan.removes:
                 # Renaming the only top-level directory passes through an empty tree for a moment:
@@ -374,6 +375,25 @@ class SyncSession:
                 await self._apply(plan, full=False)
             for message in self._watcher.errors:
                 self._warn(message)
+
+    async def _unforce_sent(self, change: Change) -> None:
+        """Drop from ``change.force`` the files whose bytes are those this session last sent.
+
+        A watched write is forced through even when size and mtime agree (a write within one
+        coarse timestamp tick); but events also come late or twice (a burst written while sync
+        was paused, one write seen across two batches), and resending thousands of unchanged
+        files over a WAN cost seconds. A local read and a hash of each such file decide instead.
+        """
+        entries, remote, sent = self.tracker.entries, self.view.entries, self.view.sent
+        candidates = []
+        for rel in change.force:
+            mine, theirs, fingerprint = entries.get(rel), remote.get(rel), sent.get(rel)
+            if mine is None or theirs is None or fingerprint is None:
+                continue
+            if same_content(mine, theirs) and fingerprint[:2] == (mine.size, mine.mtime_ns):
+                candidates.append((rel, fingerprint))
+        if candidates:
+            change.force -= await asyncio.to_thread(unchanged_since_sent, self.source, candidates)
 
     def _change_plan(self, change: Change) -> Plan:
         """Compare the paths a batch touched, and what the VM holds below any directory among them."""

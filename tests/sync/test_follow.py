@@ -6,7 +6,7 @@ import os
 import shutil
 from pathlib import Path
 
-from gcptui.remote.sync import SyncWarning
+from gcptui.remote.sync import BatchApplied, SyncWarning
 from tests.sync.conftest import RemoteTarget
 from tests.sync.trees import snapshot, wait_equal, wait_for, write
 
@@ -70,6 +70,36 @@ async def test_burst_of_3000_files(local: Path, target: RemoteTarget, follow) ->
     await wait_equal(target.root, lambda: snapshot(local), timeout=30)
     # The trees match once the last batch landed; the session says so when its reply is read.
     await wait_for(lambda: f.session.state == "in_sync", 10, "the session to report in sync")
+
+
+async def test_a_rewrite_within_one_timestamp_tick_is_sent(local: Path, target: RemoteTarget, follow) -> None:
+    path = write(local, "train.py", "lr = 0.1\n")
+    await follow()
+    await wait_equal(target.root, lambda: snapshot(local))
+    before = path.stat()
+    # Same size and the same mtime as before: what a write within one coarse timestamp tick of
+    # the one sync read looks like. Only the bytes tell; they must reach the VM.
+    path.write_text("lr = 0.2\n")
+    os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns))
+    await wait_equal(target.root, lambda: snapshot(local))
+    assert (target.root / "train.py").read_text() == "lr = 0.2\n"
+
+
+async def test_events_for_unchanged_files_resend_nothing(local: Path, target: RemoteTarget, follow) -> None:
+    paths = [write(local, f"src/m{i}.py", f"x = {i}\n" * 20) for i in range(200)]
+    f = await follow()
+    await wait_equal(target.root, lambda: snapshot(local))
+    batches = len(f.events)
+    # Events without new bytes, as late or repeated events (a burst written while sync was
+    # paused, one write seen across two batches) arrive: same size, same mtime, same content.
+    for path in paths:
+        st = path.stat()
+        os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
+    write(local, "z_after.py", "sentinel\n")  # its batch comes after the events above
+    await wait_equal(target.root, lambda: snapshot(local))
+    await wait_for(lambda: f.session.state == "in_sync", 10, "the session to report in sync")
+    sent = [e for e in f.events[batches:] if isinstance(e, BatchApplied)]
+    assert sum(e.files for e in sent) == 1 and sum(e.bytes for e in sent) == len("sentinel\n")
 
 
 async def test_names_with_spaces_and_non_ascii(local: Path, target: RemoteTarget, follow) -> None:
