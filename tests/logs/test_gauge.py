@@ -103,6 +103,20 @@ async def test_a_press_on_the_gauge_jumps_and_a_drag_moves_the_view() -> None:
         assert view.scroll_y == view.max_scroll_y
 
 
+async def test_a_drag_ends_when_the_app_takes_the_mouse_back() -> None:
+    app = LogsTestApp([PaneSource("vm-a", fixed_source(numbered("a", 400)))])
+    async with app.run_test(size=SIZE) as pilot:
+        view = await _loaded(pilot, 400)
+        x = gauge_x(view)
+        await pilot.mouse_down(view, offset=(x, 0))
+        await until(pilot, lambda: view.scroll_y == 0)
+        app.capture_mouse(None)  # e.g. a dialog opened mid-drag: no button release reaches the view
+        await pilot.pause()
+        await pilot.hover(view, offset=(x, view.size.height // 2))  # a plain move, no button held
+        await pilot.pause()
+        assert view.scroll_y == 0
+
+
 async def test_the_wheel_scrolls_though_there_is_no_scrollbar() -> None:
     app = LogsTestApp([PaneSource("vm-a", fixed_source(numbered("a", 400)))])
     async with app.run_test(size=SIZE) as pilot:

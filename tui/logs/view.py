@@ -302,6 +302,11 @@ class LogView(ScrollView, can_focus=True):
             self._dragging = False
             self.release_mouse()
 
+    def on_mouse_release(self) -> None:
+        """The capture ended without a button release here (the app took the mouse): stop dragging,
+        or plain pointer moves over the view would go on scrolling it."""
+        self._dragging = False
+
     def _scroll_to_gauge_row(self, y: int) -> None:
         """Scroll as a user would (follow pauses above the end and resumes at it)."""
         height = self.scrollable_content_region.height
