@@ -24,6 +24,8 @@ class RemoteView:
     ledger: dict[str, list] = field(default_factory=dict)
     # (size, mtime_ns, content digest) of the small files this session sent, as the VM took them:
     # a watched write that left size and mtime alone is checked against these bytes, not resent.
+    # One counts only while ``entries`` (a later listing included) still shows that size and mtime,
+    # which ``SyncSession._unforce_sent`` checks where it uses them.
     sent: dict[str, tuple[int, int, bytes]] = field(default_factory=dict)
 
 

@@ -288,12 +288,6 @@ class SyncSession:
             scan = await local_scan
         if listing is not None:
             self.view.entries, self.view.ledger = listing
-            # Keep only fingerprints of files the VM still holds as sent (a fresh listing may differ).
-            self.view.sent = {
-                rel: sent
-                for rel, sent in self.view.sent.items()
-                if (entry := listing[0].get(rel)) is not None and (entry.size, entry.mtime_ns) == sent[:2]
-            }
         remote, ledger = self.view.entries, self.view.ledger
         self.tracker.reset(scan.entries)
         self._report_links(scan)
