@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import functools
 import logging
 import os
@@ -21,7 +22,7 @@ import asyncssh
 
 from gcptui.remote.aio import within
 
-# After the shell exits, how long a background child still holding stdout may keep the channel open.
+# After a terminal session's shell exits, how long a background child holding the terminal may keep it open.
 DRAIN_SECONDS = 1.0
 
 
@@ -184,46 +185,102 @@ class VmSshServer:
             await _terminal_session(process, argv, self._home, self._environment(username))
             return
         try:
-            child = await asyncio.create_subprocess_exec(
-                *argv,
-                cwd=self._home,
-                env=self._environment(username),
-                stdin=asyncio.subprocess.PIPE,
-                stdout=asyncio.subprocess.PIPE,
-                stderr=asyncio.subprocess.PIPE,
-                start_new_session=True,
-            )
+            child, pipes = await _spawn(argv, self._home, self._environment(username))
         except OSError as err:
             process.stderr.write(f"cannot run the shell: {err}\n".encode())
             process.exit(127)
             return
-        assert child.stdin and child.stdout and child.stderr
-        feeder = asyncio.create_task(_feed(process.stdin, child.stdin))
-        pumps = [asyncio.create_task(_pump(child.stdout, process.stdout)),
-                 asyncio.create_task(_pump(child.stderr, process.stderr))]  # fmt: skip
+        feeder = asyncio.create_task(_feed(process.stdin, pipes.stdin))
+        pumps = [asyncio.create_task(_pump(pipes.stdout, process.stdout)),
+                 asyncio.create_task(_pump(pipes.stderr, process.stderr))]  # fmt: skip
         exited = asyncio.create_task(child.wait())
+        finished = asyncio.create_task(_output_ended(exited, pumps))
         closed = asyncio.create_task(process.channel.wait_closed())
-        await asyncio.wait({exited, closed}, return_when=asyncio.FIRST_COMPLETED)
-        if not exited.done():
-            # The client went away: hang up the session's group, as sshd does for a terminal.
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(child.pid, signal.SIGHUP)
-            feeder.cancel()
-            await exited
-            for pump in pumps:
-                pump.cancel()
-            return
-        closed.cancel()
-        feeder.cancel()
-        await asyncio.wait(pumps, timeout=DRAIN_SECONDS)
-        for pump in pumps:
-            pump.cancel()
-        code = exited.result()
-        with contextlib.suppress(Exception):
-            if code < 0:
-                process.exit_with_signal(signal.Signals(-code).name.removeprefix("SIG"))
-            else:
-                process.exit(code)
+        try:
+            # As under sshd, the session ends when the shell has exited and its output has reached
+            # EOF: a background child still holding stdout (`cmd &`) keeps the channel open.
+            await asyncio.wait({finished, closed}, return_when=asyncio.FIRST_COMPLETED)
+            if not finished.done():
+                # The client went away: hang up the session's group, as sshd does for a terminal.
+                _hang_up(child)
+                pipes.close()
+                await exited
+                return
+            code = exited.result()
+            with contextlib.suppress(Exception):
+                if code < 0:
+                    process.exit_with_signal(signal.Signals(-code).name.removeprefix("SIG"))
+                else:
+                    process.exit(code)
+        finally:
+            for task in (feeder, *pumps, exited, finished, closed):
+                task.cancel()
+            if child.returncode is None:  # cancelled (the VM's loop is going away) while it ran
+                _hang_up(child)
+            pipes.close()
+
+
+@dataclasses.dataclass
+class _Pipes:
+    """The session's ends of its shell's stdin, stdout and stderr.
+
+    Why not asyncio's ``PIPE``: its ``Process.wait()`` also waits for every pipe to close, which a
+    background grandchild may never do, and it keeps no public handle to close them. Made here, the
+    shell's exit is seen when it happens, and the session closes its ends when it is over, so nothing
+    outlives it (in the demo the emulator shares the TUI's process and loop).
+    """
+
+    stdin: asyncio.StreamWriter
+    stdout: asyncio.StreamReader
+    stderr: asyncio.StreamReader
+    transports: list[asyncio.BaseTransport]
+
+    def close(self) -> None:
+        for transport in self.transports:
+            transport.close()
+
+
+async def _spawn(
+    argv: list[str], cwd: Path, env: dict[str, str]
+) -> tuple[asyncio.subprocess.Process, _Pipes]:
+    """Start ``argv`` in a new session on pipes of our own (see ``_Pipes``)."""
+    loop = asyncio.get_running_loop()
+    fds = [*os.pipe(), *os.pipe(), *os.pipe()]  # stdin r/w, stdout r/w, stderr r/w
+    try:
+        child = await asyncio.create_subprocess_exec(
+            *argv, cwd=cwd, env=env, stdin=fds[0], stdout=fds[3], stderr=fds[5], start_new_session=True
+        )
+    except OSError:
+        for fd in fds:
+            os.close(fd)
+        raise
+    for fd in (fds[0], fds[3], fds[5]):  # the child's ends
+        os.close(fd)
+    transports: list[asyncio.BaseTransport] = []
+    readers = []
+    for fd in (fds[2], fds[4]):
+        reader = asyncio.StreamReader(limit=2**16)
+        transport, _ = await loop.connect_read_pipe(
+            functools.partial(asyncio.StreamReaderProtocol, reader), open(fd, "rb", 0)
+        )
+        transports.append(transport)
+        readers.append(reader)
+    protocol = asyncio.StreamReaderProtocol(asyncio.StreamReader())
+    stdin_transport, _ = await loop.connect_write_pipe(lambda: protocol, open(fds[1], "wb", 0))
+    transports.append(stdin_transport)
+    stdin = asyncio.StreamWriter(stdin_transport, protocol, None, loop)
+    return child, _Pipes(stdin, readers[0], readers[1], transports)
+
+
+async def _output_ended(exited: asyncio.Task[int], pumps: list[asyncio.Task[None]]) -> int:
+    """The shell's exit status, once it has exited and its stdout and stderr have reached EOF."""
+    await asyncio.wait(pumps)
+    return await exited
+
+
+def _hang_up(child: asyncio.subprocess.Process) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(child.pid, signal.SIGHUP)
 
 
 async def _terminal_session(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shlex
 import sys
 from pathlib import Path
 
@@ -98,6 +99,33 @@ async def test_detached_process_survives_the_channel_and_dies_on_stop(emulator: 
     emulator.fleet.stop(emulator.instance("a"))  # type: ignore[union-attr]
     await emulator.wait_for_status("a", "TERMINATED")
     assert not _alive(background)
+
+
+async def test_a_background_child_holding_stdout_keeps_the_session_open_as_under_sshd(
+    emulator: Emulator,
+) -> None:
+    # sshd closes the channel only when the shell has exited and its output has reached EOF, so a
+    # command that leaves a child holding stdout (`cmd &`) does not return before that child is done.
+    await _running(emulator, "a")
+    async with await connect(emulator, "a") as conn:
+        result = await conn.run("(sleep 0.3; echo late) & echo early", check=True)
+        assert result.stdout == "early\nlate\n"
+
+
+async def test_a_child_holding_stdout_loses_it_when_the_client_goes_away(emulator: Emulator) -> None:
+    # A detached writer (own session, so the hang-up misses it) still holds the channel's stdout. Once
+    # the client closes the channel, the session closes its ends of the pipes, so nothing of it lingers
+    # in the emulator's process; the writer sees EPIPE, as it would once sshd closed them.
+    await _running(emulator, "a")
+    home = emulator.instance("a").disk / "home"  # type: ignore[operator]
+    async with await connect(emulator, "a") as conn:
+        writer = "trap '' PIPE; while echo tick; do sleep 0.05; done; echo closed > gone"
+        process = await conn.create_process(f"setsid sh -c {shlex.quote(writer)} & echo started")
+        assert await process.stdout.readline() == "started\n"
+        assert await process.stdout.readline() == "tick\n"
+        process.close()
+        await process.wait_closed()
+    assert await eventually(lambda: (home / "gone").exists() and (home / "gone").read_text()) == "closed\n"
 
 
 async def test_preemption_flips_metadata_sigterms_then_sigkills(emulator: Emulator) -> None:
