@@ -25,8 +25,14 @@ def toy(run_dir: Path, *args: str, env: dict[str, str] | None = None) -> subproc
     )
 
 
+def records(run_dir: Path) -> list[dict[str, object]]:
+    """The run's metrics records, complete lines only: it may be writing the last one right now."""
+    text = (run_dir / "metrics.jsonl").read_text()
+    return [json.loads(line) for line in text[: text.rfind("\n") + 1].splitlines()]
+
+
 def losses(run_dir: Path) -> dict[int, float]:
-    rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    rows = records(run_dir)
     return {row["step"]: row["loss"] for row in rows if "loss" in row}
 
 
@@ -53,7 +59,7 @@ def test_sigterm_then_resume_gives_the_uninterrupted_losses_without_torch(tmp_pa
 
 
 def events(run_dir: Path) -> list[str]:
-    rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    rows = records(run_dir)
     return [row["event"] for row in rows if "event" in row]
 
 
@@ -92,6 +98,6 @@ def test_the_first_step_of_each_start_is_logged_as_the_reference_trainer_does(tm
         # The later --log-every wins over toy()'s --log-every 1.
         done = toy(run_dir, "--steps", steps, "--checkpoint-every", "100", *more, "--log-every", "5")
         assert done.wait(60) == 0, done.stderr.read() if done.stderr else ""
-        rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+        rows = records(run_dir)
         logged = [row["step"] for row in rows if "loss" in row]
     assert logged == [1, 5, 7, 8, 10, 12]
