@@ -335,23 +335,27 @@ async def _terminal_session(
     feeder = asyncio.create_task(feed())
     closed = asyncio.create_task(process.channel.wait_closed())
     exited = asyncio.create_task(child.wait())
-    await asyncio.wait({exited, closed}, return_when=asyncio.FIRST_COMPLETED)
-    if not exited.done():
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(child.pid, signal.SIGHUP)
-        await exited
-    with contextlib.suppress(TimeoutError):
-        await within(DRAIN_SECONDS, ended.wait())
-    loop.remove_reader(master)
-    os.close(master)
-    feeder.cancel()
-    closed.cancel()
-    code = exited.result()
-    with contextlib.suppress(Exception):
-        if code < 0:
-            process.exit_with_signal(signal.Signals(-code).name.removeprefix("SIG"))
-        else:
-            process.exit(code)
+    try:
+        await asyncio.wait({exited, closed}, return_when=asyncio.FIRST_COMPLETED)
+        if not exited.done():
+            _hang_up(child)
+            await exited
+        with contextlib.suppress(TimeoutError):
+            await within(DRAIN_SECONDS, ended.wait())
+        loop.remove_reader(master)  # nothing more goes to the channel once it reports the exit
+        code = exited.result()
+        with contextlib.suppress(Exception):
+            if code < 0:
+                process.exit_with_signal(signal.Signals(-code).name.removeprefix("SIG"))
+            else:
+                process.exit(code)
+    finally:
+        for task in (feeder, closed, exited):
+            task.cancel()
+        if child.returncode is None:  # cancelled (the VM's loop is going away) while it ran
+            _hang_up(child)
+        loop.remove_reader(master)
+        os.close(master)
 
 
 async def _feed(source: asyncssh.SSHReader[bytes], sink: asyncio.StreamWriter) -> None:
