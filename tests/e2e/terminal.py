@@ -102,7 +102,10 @@ class TmuxTerminal:
         Only stdout/stdin are the pane's tty as usual; stderr stays on the tty too (Textual draws there).
         """
         setenv = [item for key, value in env.items() for item in ("-e", f"{key}={value}")]
-        base_env = {**os.environ, **env}
+        # COLUMNS and LINES would override the pane's real size for the program (shutil, and so Textual,
+        # read them first); pytest-xdist's workers, and some CI runners, set them.
+        inherited = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES")}
+        base_env = {**inherited, **env}
         subprocess.run(
             ["tmux", "-L", self.socket, "-f", str(self.config), "new-session", "-d", "-s", "e2e",
              "-x", str(self.width), "-y", str(self.height), "-c", str(cwd), *setenv, "--", *argv],
