@@ -6,6 +6,10 @@ resumes by simply looping again. A trial is marked ``starting`` (and saved) befo
 is sent; afterwards the VM's recorded command, which names the trial's run directory, tells whether
 the start happened. Nothing finished or running is ever started twice.
 
+With ``sync``, a VM gets the local tree (one full sync) before its first trial of this run, whenever it
+becomes usable: a VM that is down when the sweep starts, or preempted in the middle of that sync,
+holds its trials until it is back and synced, while the other VMs go on.
+
 A VM that is not RUNNING while its trial runs was preempted (or stopped): the trial stays running;
 keep-alive (or, after ``relaunch_after`` seconds, this loop) restarts its job with the trial's
 resume command once the VM is back.
@@ -28,6 +32,7 @@ from gcptui.remote.ssh.target import SshTarget
 from gcptui.remote.sweep.recovery import sweep_keepalive
 from gcptui.remote.sweep.state import ACTIVE, SweepState, Trial, save_state
 from gcptui.remote.sweep.vmside import TrialJobRunner, VmReader, in_slot, pinned_devices, trial_job
+from gcptui.remote.sync import SyncError, SyncLostError
 
 Say = Callable[[str], None]
 PROGRESS_SAVE_SECONDS = 1.0
@@ -49,6 +54,7 @@ class Scheduler:
         poll_seconds: float | None = None,
         relaunch_after: float = 60.0,
         on_change: Callable[[SweepState], None] | None = None,
+        sync: bool = False,
     ) -> None:
         self.services = services
         self.state = state
@@ -63,6 +69,9 @@ class Scheduler:
         self._down_since: dict[str, float] = {}  # trial id -> when its job was first seen preempted
         self._warned: set[str] = set()
         self._saved_at = 0.0
+        self.sync = sync
+        self._synced: set[str] = set()  # VMs that got the tree in this run
+        self._sync_locks: dict[str, asyncio.Lock] = {}
 
     # ---- the loop ---------------------------------------------------------------------------
 
@@ -176,7 +185,7 @@ class Scheduler:
 
     async def _start(self, trial: Trial, vm: str, slot: int) -> None:
         target = self._target(vm)
-        if target is None:
+        if target is None or not await self._holds_the_tree(vm):
             return
         trial.state, trial.vm, trial.slot = "starting", vm, slot
         trial.devices = pinned_devices(slot, self.slots(vm), self._gpus(vm))
@@ -211,6 +220,34 @@ class Scheduler:
             vm if self.slots(vm) == 1 else f"{vm} (slot {slot}, CUDA_VISIBLE_DEVICES={trial.devices or '-'})"
         )
         self.say(f"{trial.id} started on {where}: {_params_text(trial)}")
+
+    async def _holds_the_tree(self, vm: str) -> bool:
+        """Sync ``vm`` before its first trial of this run (once, however many slots start at once).
+
+        False while the VM cannot be reached or goes away mid-sync (its trials wait for the next poll,
+        said once per VM); any other sync failure is the user's to fix and stops the sweep.
+        """
+        if not self.sync or vm in self._synced:
+            return True
+        async with self._sync_locks.setdefault(vm, asyncio.Lock()):
+            if vm in self._synced:
+                return True
+            instance = self.instances[vm]
+            self.say(f"sync {self.services.sync_line(instance)}")
+            session = self.services.sync_session(instance)
+            try:
+                await session.full_sync()
+            except SyncLostError as err:
+                if vm not in self._warned:
+                    self.say(f"warning: {err} (its trials wait)")
+                    self._warned.add(vm)
+                return False
+            except SyncError as err:
+                raise SweepError(str(err)) from None
+            finally:
+                await session.close()
+            self._synced.add(vm)
+            return True
 
     def _requeue(self, trial: Trial, why: str) -> None:
         self.runner.trial_jobs.pop((trial.vm or "", trial.slot), None)

@@ -12,12 +12,13 @@ from gcptui.remote.sync.events import (
     SyncStateName,
     SyncWarning,
 )
-from gcptui.remote.sync.session import SyncError, SyncSession
+from gcptui.remote.sync.session import SyncError, SyncLostError, SyncSession
 
 __all__ = [
     "BatchApplied",
     "FullSyncProgress",
     "SyncError",
+    "SyncLostError",
     "SyncEvent",
     "SyncSession",
     "SyncStateChanged",

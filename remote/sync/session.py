@@ -50,6 +50,11 @@ class SyncError(GcptuiError):
     """Sync stopped; the message says why and what to do."""
 
 
+class SyncLostError(SyncError):
+    """Sync stopped because the VM could not be reached, or went away mid-way (preempted, stopped):
+    unlike other ``SyncError``s, this may pass on its own."""
+
+
 class SyncSession:
     """Mirror ``source`` to ``dest`` on one VM.
 
@@ -149,7 +154,7 @@ class SyncSession:
             except AgentLost as err:
                 self._drop_agent()
                 self._set_state("error", reason=str(err))
-                raise SyncError(f"sync to {self.name or self.dest} failed: {err}") from err
+                raise SyncLostError(f"sync to {self.name or self.dest} failed: {err}") from err
 
     async def barrier(self, timeout: float | None = None) -> None:
         """Return once the VM holds the current local tree (checked by a full diff).

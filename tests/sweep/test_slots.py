@@ -139,3 +139,62 @@ def test_a_preempted_vm_resumes_every_trial_it_ran_with_no_step_lost(
 
 def records(path: Path) -> list[str]:
     return [line for line in path.read_text().splitlines() if line.endswith("}")] if path.exists() else []
+
+
+# Each trial waits for a `go` file on its VM, then scores the project's README as the VM holds it.
+LATE_SWEEP = """
+name = "late"
+command = "while [ ! -f ~/go ]; do sleep 0.05; done; mkdir -p {run_dir} && printf '{{\\"step\\": 1, \\"score\\": %s}}\\\\n' $(wc -c < README.md) >> {run_dir}/metrics.jsonl"
+metric = "score"
+goal = "max"
+search = "grid"
+vms = ["early", "late"]
+trials_per_vm = 1
+at_end = "none"
+poll_seconds = 0.2
+keepalive = false
+
+[params.x]
+kind = "list"
+values = [1, 2]
+"""
+
+
+def test_a_vm_that_comes_up_after_the_sweep_started_gets_the_tree_before_its_trial(
+    emulator_thread: EmulatorThread, tmp_path: Path
+) -> None:
+    # Down when `sweep run` starts (or lost in the middle of its sync), a VM used to get no sync at
+    # all: its trials ran on whatever its disk held. Now it is synced once it is usable.
+    emu = emulator_thread
+    config, sweep, env = setup_fleet(emu, tmp_path, ["early", "late"], LATE_SWEEP)
+    emu.call(emu.emulator.fleet.stop, emu.instance("late"))  # type: ignore[union-attr]
+    emu.wait_for_status("late", "TERMINATED")
+    homes = {name: emu.instance(name).disk / "home" for name in ("early", "late")}  # type: ignore[operator]
+    run = subprocess.Popen([sys.executable, "-m", "gcptui.tui", "sweep", "run", str(sweep), "--config", str(config)],
+                           cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
+    state = tmp_path / "sweeps" / "late" / "state.json"
+
+    def running_on() -> set[str]:
+        trials = json.loads(state.read_text())["trials"] if state.exists() else []
+        return {t["vm"] for t in trials if t["state"] == "running"}
+
+    try:
+        wait_until(lambda: running_on() == {"early"}, timeout=120)
+        emu.call(emu.emulator.fleet.start, emu.instance("late"))  # type: ignore[union-attr]
+        wait_until(lambda: running_on() == {"early", "late"}, timeout=120)
+        for home in homes.values():
+            (home / "go").write_text("")
+        _, err = run.communicate(timeout=120)
+    finally:
+        if run.poll() is None:
+            run.kill()
+            run.communicate()
+    assert run.returncode == 0, err
+    trials = json.loads(state.read_text())["trials"]
+    readme = len("sweep test project\n")
+    assert sorted((t["vm"], t["state"], t["metric"]) for t in trials) == [
+        ("early", "finished", readme),
+        ("late", "finished", readme),
+    ], err
+    assert (homes["late"] / "project" / "README.md").read_text() == "sweep test project\n"
+    assert "→ late:~/project" in err

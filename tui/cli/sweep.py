@@ -143,19 +143,14 @@ def _run_locked(args: argparse.Namespace, config: Config, say: Callable[[str], N
     mirror = StateMirror(bucket, spec.name, say) if bucket else None
 
     async def body(services: Services) -> int:
-        if not args.no_sync:
-            from gcptui.tui.cli.sync import sync_before_job
-
-            instances = [i for i in await services.resolve(spec.vm_names) if i.name not in state.vms_done]
-            await sync_before_job(
-                services, [i for i in instances if i.source == "host" or i.status == "RUNNING"]
-            )
         counts = state.counts()
         say(f"sweep {spec.name}: {len(state.trials)} trials ({counts['finished']} finished, "
             f"{counts['failed']} failed, {counts['running'] + counts['starting']} running) on {', '.join(spec.vm_names)}")  # fmt: skip
         if mirror is not None:
             mirror.push(state)
-        final = await Scheduler(services, state, say=say, on_change=mirror.push if mirror else None).run()
+        # Each VM gets the tree before its first trial (the scheduler syncs it when it becomes usable).
+        on_change = mirror.push if mirror else None
+        final = await Scheduler(services, state, say=say, on_change=on_change, sync=not args.no_sync).run()
         leader = final.leader()
         counts = final.counts()
         say(f"sweep {spec.name} done: {counts['finished']} finished, {counts['failed']} failed"
