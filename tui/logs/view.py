@@ -318,7 +318,12 @@ class LogView(ScrollView, can_focus=True):
         self._painter.resize(rows + 16)
         self._invalidate(scroll=False)
         if self.follow:
-            self.call_after_refresh(self.scroll_to_end)
+            self.call_after_refresh(self._scroll_to_end_if_following)
+
+    def _scroll_to_end_if_following(self) -> None:
+        # Asked before a refresh: the user may have scrolled up since (a wheel turn under load).
+        if self.follow:
+            self.scroll_to_end()
 
     def on_focus(self) -> None:
         self._clear_caches()  # :focus tints the background
