@@ -206,12 +206,7 @@ class VmSshServer:
                 pipes.close()
                 await exited
                 return
-            code = exited.result()
-            with contextlib.suppress(Exception):
-                if code < 0:
-                    process.exit_with_signal(signal.Signals(-code).name.removeprefix("SIG"))
-                else:
-                    process.exit(code)
+            _report_exit(process, exited.result())
         finally:
             for task in (feeder, *pumps, exited, finished, closed):
                 task.cancel()
@@ -276,6 +271,15 @@ async def _output_ended(exited: asyncio.Task[int], pumps: list[asyncio.Task[None
     """The shell's exit status, once it has exited and its stdout and stderr have reached EOF."""
     await asyncio.wait(pumps)
     return await exited
+
+
+def _report_exit(process: asyncssh.SSHServerProcess[bytes], code: int) -> None:
+    """Send the shell's exit status (or the signal that ended it) and close the channel."""
+    with contextlib.suppress(Exception):  # the client may be gone already
+        if code < 0:
+            process.exit_with_signal(signal.Signals(-code).name.removeprefix("SIG"))
+        else:
+            process.exit(code)
 
 
 def _hang_up(child: asyncio.subprocess.Process) -> None:
@@ -343,12 +347,7 @@ async def _terminal_session(
         with contextlib.suppress(TimeoutError):
             await within(DRAIN_SECONDS, ended.wait())
         loop.remove_reader(master)  # nothing more goes to the channel once it reports the exit
-        code = exited.result()
-        with contextlib.suppress(Exception):
-            if code < 0:
-                process.exit_with_signal(signal.Signals(-code).name.removeprefix("SIG"))
-            else:
-                process.exit(code)
+        _report_exit(process, exited.result())
     finally:
         for task in (feeder, closed, exited):
             task.cancel()
