@@ -146,6 +146,10 @@ read_status() {
 		detail=vanished
 	elif group_alive "$pgid"; then
 		state=running
+	elif [ "$state" = killed ]; then
+		# `kill` ended it and writes the exit code next (its SIGKILL took the supervisor too): the
+		# user's kill, not a job gone without a word.
+		:
 	elif [ -n "$pgid" ]; then
 		# Gone without a word from its supervisor: the VM rebooted or someone killed it from outside.
 		state=killed

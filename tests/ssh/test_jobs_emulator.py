@@ -6,6 +6,8 @@ The emulated VMs' processes run on this machine, so tests look at them directly 
 from __future__ import annotations
 
 import asyncio
+import os
+import signal
 import sys
 
 from gcptui.remote.config import JobConfig
@@ -118,3 +120,27 @@ async def test_status_after_a_stop_and_start_says_the_job_is_gone(emulator: Emul
     restarted = await runner.start(after)
     assert restarted.state == "running"
     await runner.kill(after)
+
+
+async def test_status_while_a_kill_records_the_end_says_killed_not_vanished(
+    emulator: Emulator, pool: SshPool
+) -> None:
+    await boot(emulator, "spot-1")
+    vm = await target(emulator, "spot-1")
+    runner = runner_for(pool, command="trap '' TERM; sleep 600")
+    started = await runner.start(vm)
+    assert started.pgid is not None
+    # The moment inside `kill` after its SIGKILL took the supervisor and before it writes the exit
+    # code: the state file says killed and the group is gone. A status poll there (the TUI polls
+    # while the user waits) must not call the user's own kill a job gone without a word.
+    job_dir = home(emulator, "spot-1") / ".gcptui/job"
+    (job_dir / "state").write_text("killed\n")
+    os.killpg(started.pgid, signal.SIGKILL)
+    pgid = started.pgid
+
+    async def group_gone() -> bool:
+        return not group_members(pgid)
+
+    await wait_for(group_gone, what="the group to end")
+    status = await runner.status(vm)
+    assert (status.state, status.detail, status.exit_code) == ("killed", None, None)
