@@ -230,3 +230,21 @@ async def test_a_trial_in_a_second_slot_shows_it_beside_its_vm() -> None:
             for row in map(screen.query_one(DataTable).get_row_at, range(6))
         }
         assert "gpu-1:1" in cells["t003"] and "gpu-0" in cells["t000"]
+
+
+async def test_enter_after_a_refresh_opens_the_trial_under_the_cursor_not_the_top_one() -> None:
+    opened: list[tuple[list[str], int]] = []
+    screen = SweepScreen(
+        "screen", refresh_seconds=0, open_logs=lambda names, slot: opened.append((names, slot))
+    )
+    state = sample_state()
+    state.trials[3].slot = 1  # t003 (fourth by metric) runs in gpu-1's second slot
+    async with Host(screen).run_test(size=(120, 20)) as pilot:
+        screen.show_state(state)
+        await pilot.pause()
+        await pilot.press("down", "down", "down")
+        assert trial_ids(screen)[3] == "t003"
+        screen.show_state(state)  # the once-a-second reload rebuilds the table
+        await pilot.pause()
+        await pilot.press("enter")
+        assert opened == [(["gpu-1"], 1)]

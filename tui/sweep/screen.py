@@ -149,6 +149,7 @@ class SweepScreen(Screen[None]):
         if self.plots_shown:
             self._draw_plots(state)
         table = self.query_one("#sweep-trials", DataTable)
+        chosen = self._chosen_trial(table)
         table.clear(columns=True)
         params = list(state.spec.params)
         table.add_columns("Trial", *params, "VM", "State", "Step", state.spec.metric, "Best", "ETA")
@@ -170,6 +171,16 @@ class SweepScreen(Screen[None]):
                 Text(eta_text(trial), style=style),
             ]
             table.add_row(*cells, key=trial.id)
+        # the rebuild (every second) would put the cursor back on the top row: keep it on its trial
+        if chosen is not None and chosen in table.rows:
+            table.move_cursor(row=table.get_row_index(chosen), animate=False)
+
+    @staticmethod
+    def _chosen_trial(table: DataTable[Text]) -> str | None:
+        """The trial id under the cursor, so a rebuild keeps it chosen (Enter opens its logs)."""
+        if not table.row_count or not table.is_valid_row_index(table.cursor_row):
+            return None
+        return table.coordinate_to_cell_key(table.cursor_coordinate).row_key.value
 
     def _rows(self, state: SweepState) -> list[Trial]:
         if self.sort == "metric":
