@@ -225,3 +225,18 @@ async def test_logs_keys_come_from_the_registry_and_can_be_rebound() -> None:
         assert not view.wrap  # the old key no longer wraps
         await pilot.press("W")
         await until(pilot, lambda: view.wrap)
+
+
+async def test_the_filter_and_the_merged_toggle_give_focus_back_to_the_pane_that_had_it() -> None:
+    app = LogsTestApp([PaneSource(n, fixed_source([f"{n} step 1"])) for n in ("a", "b")])
+    async with app.run_test(size=SIZE) as pilot:
+        second = app.logs.panes[1].view
+        await pilot.press("tab")
+        await until(pilot, lambda: app.logs.active_view is second)
+        await pilot.press("slash", *"step", "enter")
+        await until(pilot, lambda: app.focused is second)
+        await pilot.press("s")  # acts on pane b, the one the user chose
+        assert not second.follow and app.logs.panes[0].view.follow
+        await pilot.press("m", "m")
+        await until(pilot, lambda: not app.logs.merged and app.focused is second)
+

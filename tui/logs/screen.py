@@ -19,6 +19,7 @@ from rich.text import Text
 from textual import events, on
 from textual.app import ComposeResult
 from textual.containers import Horizontal
+from textual.widget import Widget
 from textual.widgets import Input, Static
 
 from gcptui.remote.telemetry.log_stream import LogEvent, LogNotice
@@ -104,6 +105,7 @@ class LogsScreen(GcPausedFrames):
         self._prefixes: list[tuple[str, int]] = []  # merged-view prefix and its width, per pane
         self._next_pane = 0  # where the next tick's round robin starts
         self._key_seen = False  # a key arrived since the last tick: its frame goes first
+        self._last_pane: LogPane | None = None  # the pane focused last (the filter box takes focus)
 
     def compose(self) -> ComposeResult:
         with Horizontal(id="panes"):
@@ -131,14 +133,23 @@ class LogsScreen(GcPausedFrames):
 
     @property
     def active_view(self) -> LogView:
-        """The view the per-pane keys act on: the merged one, else the focused pane's (or the first)."""
+        """The view the per-pane keys act on: the merged one, else the focused pane's, else the pane
+        focused last (the filter box, or the merged view, had focus since), else the first."""
         if self.merged:
             return self.merged_view
-        focused = self.focused
+        pane = self._pane_of(self.focused) or self._last_pane or self.panes[0]
+        return pane.view
+
+    def _pane_of(self, widget: Widget | None) -> LogPane | None:
         for pane in self.panes:
-            if focused is not None and (focused is pane or pane in focused.ancestors):
-                return pane.view
-        return self.panes[0].view
+            if widget is not None and (widget is pane or pane in widget.ancestors):
+                return pane
+        return None
+
+    def on_descendant_focus(self, event: events.DescendantFocus) -> None:
+        pane = self._pane_of(event.widget)
+        if pane is not None:
+            self._last_pane = pane
 
     @property
     def active_name(self) -> str:
@@ -226,7 +237,7 @@ class LogsScreen(GcPausedFrames):
         self._show_merged()
         for view in self._views():
             view.sync()  # catch up on lines stored while hidden, before the next frame
-        (self.merged_view if self.merged else self.panes[0].view).focus()
+        self.active_view.focus()  # back in panes: the pane that had focus before, not the first
         self._update_indicator()
 
     def _show_merged(self) -> None:
