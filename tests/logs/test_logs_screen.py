@@ -240,3 +240,20 @@ async def test_the_filter_and_the_merged_toggle_give_focus_back_to_the_pane_that
         await pilot.press("m", "m")
         await until(pilot, lambda: not app.logs.merged and app.focused is second)
 
+
+async def test_end_resumes_follow_while_lines_keep_arriving() -> None:
+    source = QueueSource()
+    app = LogsTestApp([PaneSource("vm-a", source.events)])
+    async with app.run_test(size=SIZE) as pilot:
+        source.put_lines(numbered("a", 300))
+        view = app.logs.panes[0].view
+        await until(pilot, lambda: view.line_count == 300 and view.scroll_y == view.max_scroll_y > 0)
+        await pilot.press("pageup", "pageup")
+        await until(pilot, lambda: not view.follow)
+        source.put_lines(numbered("a", 5, start=300))
+        await pilot.press("end")
+        for batch in range(10):  # lines go on arriving while End takes effect
+            source.put_lines(numbered("a", 5, start=305 + 5 * batch))
+            await pilot.pause(0.03)
+        await until(pilot, lambda: view.line_count == 355)
+        assert view.follow and view.scroll_y == view.max_scroll_y

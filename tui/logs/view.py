@@ -214,6 +214,14 @@ class LogView(ScrollView, can_focus=True):
             self.scroll_to_end()
         self.post_message(self.FollowChanged(self))
 
+    def action_scroll_end(self) -> None:
+        """End: follow again, at once. Textual's own End scrolls there animated, and while lines
+        arrive the end moves on before the animation lands, so follow never resumed."""
+        if self.follow:
+            self.scroll_to_end()
+        else:
+            self.follow = True  # watch_follow scrolls to the end, without animation
+
     def scroll_to_end(self) -> None:
         """Show the newest line (without pausing follow)."""
         self._set_scroll_y(self.max_scroll_y)
