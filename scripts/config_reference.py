@@ -160,7 +160,7 @@ def key_reference() -> str:
     """Every action of the key registry (tui/keys.py ACTIONS) with its default key."""
     from gcptui.tui.keys import ACTIONS, key_label
 
-    where = {"app": "everywhere", "fleet": "fleet", "logs": "logs screen"}
+    where = {"app": "everywhere", "fleet": "fleet", "logs": "logs screen", "sweep": "sweep screen"}
     rows = ["| action id | default key | screen | does | notes |", "|---|---|---|---|---|"]
     for action in ACTIONS:
         notes = [

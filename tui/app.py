@@ -343,15 +343,23 @@ class GcptuiApp(KeepAliveControls, App[None]):
         return action_allowed(action, readonly=self.readonly, demo=self.demo)
 
     def available_actions(self, screen: Screen[object] | None = None) -> list[Action]:
-        """The app's actions, then those of ``screen`` (default: the fleet screen's)."""
+        """The app's actions, then those of ``screen`` (default: the fleet screen's). Only the
+        screen's own: help or the palette on the sweep screen offered the fleet's keys, and ran
+        them on the fleet's hidden selection."""
         own = self._screen_actions_name(screen) if screen is not None else "fleet"
-        return [a for s in ("app", own) for a in actions_for(s, readonly=self.readonly, demo=self.demo)]
+        names = ("app",) if own is None else ("app", own)
+        return [a for s in names for a in actions_for(s, readonly=self.readonly, demo=self.demo)]
 
-    @staticmethod
-    def _screen_actions_name(screen: Screen[object]) -> str:
+    def _screen_actions_name(self, screen: Screen[object]) -> str | None:
+        """The registry's name of ``screen``'s actions; None for a dialog (it has only its own keys)."""
         from gcptui.tui.logs.screen import LogsScreen
+        from gcptui.tui.sweep.screen import SweepScreen
 
-        return "logs" if isinstance(screen, LogsScreen) else "fleet"
+        if isinstance(screen, LogsScreen):
+            return "logs"
+        if isinstance(screen, SweepScreen):
+            return "sweep"
+        return "fleet" if self.is_screen_installed("fleet") and screen is self.fleet_screen else None
 
     def action_help(self) -> None:
         from gcptui.tui.dialogs.help import HelpScreen
@@ -361,9 +369,7 @@ class GcptuiApp(KeepAliveControls, App[None]):
 
     def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
         def target_of(action: Action) -> App[None] | Screen[None]:
-            return (
-                self if action.screen == "app" else (screen if action.screen == "logs" else self.fleet_screen)
-            )
+            return self if action.screen == "app" else screen  # only the screen's own are offered
 
         return palette_commands(
             super().get_system_commands(screen), self.available_actions(screen), self.keymap, target_of

@@ -178,6 +178,35 @@ ACTIONS: tuple[Action, ...] = (
         label="Save",
     ),
     Action("logs.back", "escape", "back", "Back to the fleet", "Logs screen", screen="logs", label="Back"),
+    # The sweep screen (`w`); Enter on a trial opens its logs (the table's own select key).
+    Action(
+        "sweep.sort",
+        "s",
+        "cycle_sort",
+        "Sort trials by the next column (metric, trial, state)",
+        "Sweep screen",
+        screen="sweep",
+        label="Sort",
+    ),
+    Action(
+        "sweep.filter",
+        "f",
+        "cycle_filter",
+        "Show trials of the next state (all, running, queued, finished, failed)",
+        "Sweep screen",
+        screen="sweep",
+        label="Filter",
+    ),
+    Action(
+        "sweep.plots",
+        "p",
+        "toggle_plots",
+        "Plots on/off: the metric per hyperparameter, the best curves",
+        "Sweep screen",
+        screen="sweep",
+        label="Plots",
+    ),
+    Action("sweep.back", "escape", "back", "Back to the fleet", "Sweep screen", screen="sweep", label="Back"),
 )
 
 

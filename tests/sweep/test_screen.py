@@ -248,3 +248,34 @@ async def test_enter_after_a_refresh_opens_the_trial_under_the_cursor_not_the_to
         await pilot.pause()
         await pilot.press("enter")
         assert opened == [(["gpu-1"], 1)]
+
+
+async def test_help_and_palette_on_the_sweep_screen_offer_its_keys_only_and_they_rebind(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from gcptui.tui.dialogs.help import HelpScreen
+
+    monkeypatch.setenv("GCPTUI_SWEEPS_DIR", str(tmp_path))
+    save_state(sample_state())
+    app = GcptuiApp(Config(keys={"sweep.sort": "o"}), poll_fleet=False)
+    async with app.run_test(size=(120, 30)) as pilot:
+        await pilot.press("w")
+        await pilot.pause()
+        sweep = app.screen
+        assert isinstance(sweep, SweepScreen)
+        titles = {command.title for command in app.get_system_commands(sweep)}
+        assert "Kill job" not in titles and "Start job" not in titles  # the fleet's, on its hidden row
+        assert {"Help and keys", "Plots on/off: the metric per hyperparameter, the best curves"} <= titles
+        await pilot.press("question_mark")
+        assert isinstance(app.screen, HelpScreen)
+        ids = {a.id for a in app.screen.actions}
+        assert {"sweep.sort", "sweep.filter", "sweep.plots", "sweep.back", "app.quit"} <= ids
+        assert not any(i.startswith(("job.", "fleet.", "vm.")) for i in ids)
+        await pilot.press("escape")
+        await pilot.pause()
+        assert app.screen is sweep and sweep.sort == "metric"
+        await pilot.press("o")  # sweep.sort rebound in [keys]
+        assert sweep.sort == "trial"
+        await pilot.press("escape")
+        await pilot.pause()
+        assert app.screen is app.fleet_screen

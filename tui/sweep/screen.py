@@ -13,7 +13,7 @@ from typing import ClassVar
 
 from rich.text import Text
 from textual.app import App, ComposeResult
-from textual.binding import Binding, BindingType
+from textual.binding import BindingType
 from textual.containers import Horizontal
 from textual.screen import Screen
 from textual.widgets import DataTable, Static
@@ -22,6 +22,7 @@ from gcptui.remote.errors import GcptuiError
 from gcptui.remote.sweep.report import ranked
 from gcptui.remote.sweep.state import SweepState, Trial, load_state
 from gcptui.tui.footer import KeysFooter
+from gcptui.tui.keys import bindings_for
 from gcptui.tui.sweep.plots import curves, scatter
 
 SORTS = ("metric", "trial", "state")
@@ -80,12 +81,7 @@ def _number(value: float | None) -> str:
 class SweepScreen(Screen[None]):
     """Trials of sweep ``name``; ``refresh_seconds`` 0 shows only what ``show_state`` is given."""
 
-    BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("s", "cycle_sort", "Sort"),
-        Binding("f", "cycle_filter", "Filter"),
-        Binding("p", "toggle_plots", "Plots"),
-        Binding("escape", "app.pop_screen", "Back"),
-    ]
+    BINDINGS: ClassVar[list[BindingType]] = bindings_for("sweep")  # type: ignore[assignment]  # keys.py
     DEFAULT_CSS = """
     SweepScreen #sweep-plots { height: auto; display: none; }
     SweepScreen #sweep-plots.shown { display: block; }
@@ -244,6 +240,9 @@ class SweepScreen(Screen[None]):
         self.query_one("#sweep-plots").toggle_class("shown")
         if self.plots_shown and self.state is not None:
             self._draw_plots(self.state)
+
+    def action_back(self) -> None:
+        self.dismiss()
 
     def action_cycle_sort(self) -> None:
         self.sort = SORTS[(SORTS.index(self.sort) + 1) % len(SORTS)]
