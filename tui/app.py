@@ -103,8 +103,13 @@ class GcptuiApp(KeepAliveControls, App[None]):
 
     def _tell_fleet(self, message: Message) -> None:
         # While quitting, news from a last worker finds the screens already gone: drop it.
-        if self.is_screen_installed("fleet"):
-            self.fleet_screen.post_message(message)
+        if not self.is_screen_installed("fleet"):
+            return
+        fleet = self.fleet_screen
+        if fleet.is_active:
+            fleet.post_message(message)
+        else:
+            fleet.hold(message)  # covered: no repaint of it (and the whole terminal) per message
 
     def on_mount(self) -> None:
         # A closed terminal (SIGHUP) or a plain kill (SIGTERM) quits like `q`: the demo's emulator,

@@ -8,6 +8,7 @@ from rich.text import Text
 from textual import events, on
 from textual.app import ComposeResult
 from textual.containers import Vertical
+from textual.message import Message
 from textual.screen import Screen
 from textual.widgets import DataTable, Header, Input, Static
 
@@ -61,6 +62,7 @@ class FleetScreen(GroupRowsMixin, Screen[None]):
         self.filter_text = ""
         self.sort = SortOrder()
         self.marked: set[str] = set()
+        self._held: list[Message] = []  # news that came while another screen was on top (see hold)
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         # --readonly and demo-only actions are removed here, so the footer and palette agree.
@@ -110,6 +112,23 @@ class FleetScreen(GroupRowsMixin, Screen[None]):
         self.table.focus()
 
     # -- data -----------------------------------------------------------------------------------
+
+    def hold(self, message: Message) -> None:
+        """Keep ``message`` (fleet or live news) until this screen is on top again.
+
+        Any message a covered screen handles makes Textual repaint it whole and, under a dialog, the
+        whole terminal with it (the fleet shows dimmed behind): live news about 9 times a second
+        wrote ~10x the bytes of the uncovered fleet. Only the newest of each kind is kept, and live
+        news is merged: on_screen_resume shows the sum of it once."""
+        if isinstance(message, LiveChanged):
+            names = {n for m in self._held if isinstance(m, LiveChanged) for n in m.names}
+            message = LiveChanged(frozenset(names | message.names))
+        self._held = [m for m in self._held if type(m) is not type(message)] + [message]
+
+    def on_screen_resume(self) -> None:
+        held, self._held = self._held, []
+        for message in held:
+            self.post_message(message)
 
     def show_snapshot(self, snapshot: FleetSnapshot) -> None:
         self.snapshot = snapshot
