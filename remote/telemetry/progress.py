@@ -1,9 +1,9 @@
 """The progress protocol of docs/REFERENCE.md: JSON lines from ``$GCPTUI_METRICS`` turned into ``Progress``.
 
 Records are ``{"step", "total_steps", "loss", "samples_per_s", "time"}`` (any subset) and events
-``{"event": "checkpoint", "step", "path"}`` / ``{"event": "preempted"}``, plus the trainer's bucket
-mirror events (``mirrored`` with ``step``, ``url``, ``seconds``; ``mirror_failed``; ``mirror_off``). The file is followed with
-the same offset-resumable ``LogStream`` as the job's output, so a reconnect neither skips nor
+``{"event": "checkpoint", "step", "path"}`` / ``{"event": "preempted"}`` / ``{"event": "resumed"}``
+(the step rate starts again from it), plus the trainer's bucket mirror events (``mirrored`` with
+``step``, ``url``, ``seconds``; ``mirror_failed``; ``mirror_off``). The file is followed with the same offset-resumable ``LogStream`` as the job's output, so a reconnect neither skips nor
 double-counts a record.
 """
 
@@ -93,6 +93,12 @@ class ProgressTracker:
             return True
         if event in MIRROR_EVENTS:
             return self._apply_mirror(event, record)
+        if event == "resumed":
+            # A new run of the job: the slope across the downtime (preemption, restart) would put the
+            # rate at a fraction of the real one, and the ETA at several times the real wait.
+            self._window.clear()
+            self._progress = replace(self._progress, steps_per_s=None, eta_seconds=None)
+            return True
         if event == "preempted":
             p = self._progress
             self._progress = replace(

@@ -218,3 +218,18 @@ def test_progress_numbers_out_of_range_are_ignored_and_the_tracker_lives_on() ->
     p = tracker.progress
     assert (p.step, p.total_steps, p.loss) == (20, 100, 0.4)
     assert p.eta_seconds is not None and p.eta_seconds >= 0
+
+
+def test_a_resume_restarts_the_step_rate_so_downtime_does_not_inflate_the_eta() -> None:
+    tracker = ProgressTracker()
+    for step in range(0, 41, 10):  # 10 steps/s
+        tracker.feed(json.dumps({"step": step, "total_steps": 1000, "time": 1000 + step / 10}))
+    tracker.feed(json.dumps({"event": "preempted", "step": 40, "time": 1004.5}))
+    # Down for a minute, then the job resumes from its checkpoint of step 40.
+    tracker.feed(json.dumps({"event": "resumed", "step": 40, "path": "ckpt/step-40", "time": 1065}))
+    assert tracker.progress.eta_seconds is None  # no rate across the downtime
+    for step in range(50, 71, 10):
+        tracker.feed(json.dumps({"step": step, "total_steps": 1000, "time": 1066 + (step - 50) / 10}))
+    p = tracker.progress
+    assert p.steps_per_s == pytest.approx(10.0)
+    assert p.eta_seconds == pytest.approx(93.0)
