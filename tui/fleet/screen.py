@@ -384,9 +384,11 @@ class FleetScreen(GroupRowsMixin, Screen[None]):
     def action_logs(self) -> None:
         if self.group_logs():
             return
-        names = [n for n in self.marked if self.snapshot and self.snapshot.find(n)] or (
-            [i.name] if (i := self.selected_instance()) else []
-        )
+        # A stopped VM is said at once, as s and K do (its pane used to say "connecting…" for ~20 s).
+        if any(self.snapshot and self.snapshot.find(n) for n in self.marked):
+            names = [i.name for i in self._marked_reachable()]
+        else:
+            names = [i.name] if (i := self._reachable_or_tell()) else []
         if names:
             self.actions.open_logs(sorted(names)[:8])
 
