@@ -4,7 +4,7 @@ Textual's footer lays the keys out left to right (the screen's first, the app's 
 last) and lets the rest run off the right edge, so at 80 columns Help and Quit were the keys lost.
 Below ``COMPACT_BELOW`` columns this footer packs the keys tighter, leaves the palette key out (ctrl+p
 still opens it; ``?`` lists every key) and drops the screen's least important keys, from the end,
-until Help and Quit fit.
+until Help, Quit and (on the logs and sweep screens) Back fit.
 
 It also recomposes only when the keys it would show changed. Textual's footer rebuilds all its key
 widgets whenever the screen's bindings are refreshed, which every focus change does: the logs
@@ -26,8 +26,9 @@ from textual.widgets import Footer
 from gcptui.tui.live.columns import COMPACT_BELOW
 from gcptui.tui.textual_compat import FooterKey
 
-# Actions the footer always shows: without them a person cannot find help or leave.
-ESSENTIAL_ACTIONS = frozenset({"help", "quit", "app.help", "app.quit"})
+# Actions the footer always shows: without them a person cannot find help or leave. On the logs and
+# sweep screens that includes Back (escape): with only Quit left, the way out looked like quitting.
+ESSENTIAL_ACTIONS = frozenset({"help", "quit", "app.help", "app.quit", "back"})
 
 
 def key_width(key: FooterKey, compact: bool) -> int:

@@ -95,7 +95,7 @@ async def test_wide_terminal_shows_every_column_and_resizing_switches_layouts(tm
         assert WIDE_ONLY <= set(table.visible_labels())
 
 
-async def test_logs_screen_footer_keeps_help_and_quit_at_80_columns(tmp_path: Path) -> None:
+async def test_logs_screen_footer_keeps_help_quit_and_back_at_80_columns(tmp_path: Path) -> None:
     app = make_app(tmp_path)
     async with app.run_test(size=(80, 14)) as pilot:
         await start(app, pilot)
@@ -103,4 +103,5 @@ async def test_logs_screen_footer_keeps_help_and_quit_at_80_columns(tmp_path: Pa
         await pilot.pause()
         keys = footer_keys(app)
         assert keys["?"][1] <= 80 and keys["q"][1] <= 80, keys
+        assert "esc" in keys and keys["esc"][1] <= 80, keys  # without it, q (quit) looked like the way back
         assert "s" in keys  # the screen's own first key stays too
