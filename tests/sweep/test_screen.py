@@ -279,3 +279,19 @@ async def test_help_and_palette_on_the_sweep_screen_offer_its_keys_only_and_they
         await pilot.press("escape")
         await pilot.pause()
         assert app.screen is app.fleet_screen
+
+
+async def test_a_float_parameter_is_shown_compactly_so_the_metric_and_eta_stay_on_screen() -> None:
+    screen = SweepScreen("screen", refresh_seconds=0)
+    state = sample_state()
+    state.trials[0].params["lr"] = 0.0031622776601683794  # drawn log-uniformly
+    state.trials[3].preempted = False
+    async with Host(screen).run_test(size=(80, 20)) as pilot:
+        screen.show_state(state)
+        await pilot.pause()
+        table = screen.query_one(DataTable)
+        row = [str(c) for c in table.get_row(state.trials[0].id)]
+        assert row[1] == "0.0031623" and row[2] == str(state.trials[0].params["batch_size"])
+        labels = [str(column.label) for column in table.ordered_columns]
+        right = sum(column.get_render_width(table) for column in table.ordered_columns)
+        assert labels[-1] == "ETA" and right <= 80  # the whole table fits 80 columns

@@ -78,6 +78,12 @@ def _number(value: float | None) -> str:
     return "-" if value is None else f"{value:.5g}"
 
 
+def _param(value: object) -> str:
+    """A hyperparameter's cell: a float compactly (a log-uniform lr has 19 digits, which pushed the
+    metric, Best and ETA off the screen), anything else as it is."""
+    return _number(value) if isinstance(value, float) else str(value)
+
+
 class SweepScreen(Screen[None]):
     """Trials of sweep ``name``; ``refresh_seconds`` 0 shows only what ``show_state`` is given."""
 
@@ -155,7 +161,7 @@ class SweepScreen(Screen[None]):
             step = f"{trial.step or 0}/{trial.total_steps}" if trial.total_steps else str(trial.step or "-")
             cells = [
                 Text(("★ " if lead else "  ") + trial.id, style=style),
-                *(Text(str(trial.params.get(p, "")), style=style) for p in params),
+                *(Text(_param(trial.params.get(p, "")), style=style) for p in params),
                 Text(_where(trial), style=style),
                 Text(
                     trial.state + (" (preempted)" if trial.preempted and trial.state == "running" else ""),
