@@ -78,3 +78,18 @@ async def test_readonly_refuses_job_keys(emulator: Emulator, tmp_path: Path) -> 
         assert not [w for w in app.workers if w.group == "act-vm-b"]  # no job action was launched
         assert app.live["vm-b"].job.state == "none"
         assert not app.fleet_screen.check_action("job_start", ())
+
+
+async def test_y_turns_live_sync_on_and_off_and_the_cell_says_off(emulator: Emulator, tmp_path: Path) -> None:
+    emulator.add_instance("vm-a", "us-central1-a")
+    await emulator.wait_for_status("vm-a", "RUNNING")
+    app = app_for(emulator, tmp_path)
+    async with app.run_test(size=(180, 30)) as pilot:
+        await until(pilot, lambda: app.live.get("vm-a") is not None and app.live["vm-a"].job is not None)
+        await pilot.press("y")
+        await until(pilot, lambda: app.live["vm-a"].sync_state == "in_sync")
+        task = app.monitors._sync["vm-a"][1]
+        await pilot.press("y")
+        await until(pilot, task.done)  # the session ended, and said its last word
+        await pilot.pause()
+        assert app.live["vm-a"].sync_text().plain == "off"  # as help's legend says, not "stopped"

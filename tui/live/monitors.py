@@ -256,7 +256,7 @@ class Monitors:
                 self.sync_warning(instance.name, str(err))
             self._record_sync(instance.name, "error", 0, str(err))
             return None
-        session.subscribe(functools.partial(self._on_sync_event, instance.name))
+        session.subscribe(functools.partial(self._on_sync_event, instance.name, session))
         self.state(instance.name).sync_route = self.services.sync_line(instance)
         return session
 
@@ -288,7 +288,12 @@ class Monitors:
             with contextlib.suppress(Exception):
                 await session.close()
 
-    def _on_sync_event(self, name: str, event: SyncEvent) -> None:
+    def _on_sync_event(self, name: str, session: SyncSession, event: SyncEvent) -> None:
+        entry = self._sync.get(name)
+        if entry is None or entry[0] is not session:
+            # A session this side ended (y, or the VM went): the row already says "off", and the
+            # session's last word ("stopped", from its cancellation) must not overwrite it.
+            return
         if isinstance(event, SyncStateChanged):
             self._record_sync(name, event.state, event.pending, event.reason)
         elif isinstance(event, SyncWarning):
