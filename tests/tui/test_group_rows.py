@@ -120,3 +120,22 @@ def test_group_rows_snapshot(snap_compare, tmp_path: Path, monkeypatch) -> None:
         await pilot.pause()
 
     assert snap_compare(make_app(tmp_path), terminal_size=(150, 12), run_before=feed)
+
+
+async def test_g_without_a_group_says_so(tmp_path: Path) -> None:
+    from tests.tui.test_failures import notifications
+    from tests.tui.test_fleet_hosts import make_app as hosts_app
+
+    app = hosts_app(tmp_path, poll_fleet=False)
+    async with app.run_test(size=(120, 20)) as pilot:
+        app.fleet_screen.show_snapshot(SNAPSHOT)
+        await pilot.pause()
+        await pilot.press("g")
+        assert any("no groups: add [[groups]] to gcptui.toml" in n for n in notifications(app))
+    app = make_app(tmp_path)  # a group, but the cursor is on a VM outside it
+    async with app.run_test(size=(180, 14)) as pilot:
+        app.fleet_screen.show_snapshot(SNAPSHOT)
+        await pilot.pause()
+        await pilot.press("down", "g")
+        assert keys(app) == ["group:big", "solo"]
+        assert any("not on a group: g expands" in n for n in notifications(app))
