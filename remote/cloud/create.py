@@ -82,16 +82,17 @@ def check_vm_name(name: str) -> str:
     return name
 
 
-def expand_names(text: str, count: int = 1) -> list[str]:
-    """The names a form's fields ask for: several names as written, or one name and a count N > 1 as
-    ``NAME-1 .. NAME-N``; each checked against GCE's rule (``ConfigError`` with the fix)."""
+def expand_names(text: str, count: int = 1, *, first: int = 0, numbered: bool = False) -> list[str]:
+    """The names a form's fields ask for: several names as written, or one name and a count N > 1
+    (or any N with ``numbered``) as ``NAME-first .. NAME-(first+N-1)``, the numbering of
+    ``vm create --count``; each checked against GCE's rule (``ConfigError`` with the fix)."""
     words = text.replace(",", " ").split()
     if not words:
         raise ConfigError("give at least one VM name")
     if count < 1:
         raise ConfigError("the count must be 1 or more")
-    if len(words) == 1 and count > 1:
-        words = [f"{words[0]}-{i}" for i in range(1, count + 1)]
+    if len(words) == 1 and (count > 1 or numbered):
+        words = [f"{words[0]}-{i}" for i in range(first, first + count)]
     elif count > 1 and count != len(words):
         raise ConfigError(
             f"{len(words)} names but a count of {count}: give one name, or leave the count at 1"

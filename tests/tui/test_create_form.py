@@ -19,7 +19,9 @@ from tests.tui.test_readonly import notices
 
 
 def test_expand_names() -> None:
-    assert expand_names("exp", 3) == ["exp-1", "exp-2", "exp-3"]
+    assert expand_names("exp", 3) == ["exp-0", "exp-1", "exp-2"]  # as `vm create --count 3`
+    assert expand_names("exp", 2, first=3) == ["exp-3", "exp-4"]
+    assert expand_names("exp") == ["exp"] and expand_names("exp", numbered=True) == ["exp-0"]
     assert expand_names("a, b c") == ["a", "b", "c"]
     for text, count in (("", 1), ("a b", 3), ("a a", 1), ("Bad", 1), ("a", 0)):
         try:
@@ -51,7 +53,7 @@ async def test_create_form_makes_vms_like_the_selected_base(emulator: Emulator, 
         await until(pilot, lambda: not isinstance(app.screen, CreateFormScreen))
         await until(pilot, lambda: any("2/2 created like base" in n for n in notices(app)), timeout=40)
         # The emulator's own known-hosts file lists every VM it made: the new key is already there.
-        assert any("exp-1: host key already known" in n for n in notices(app))
+        assert any("exp-0: host key already known" in n for n in notices(app))
 
         # With a group: refused in the form when malformed; else recorded in gcptui.toml, its row shown.
         await pilot.press("C")
@@ -67,9 +69,42 @@ async def test_create_form_makes_vms_like_the_selected_base(emulator: Emulator, 
         form.query_one("#create-names", Input).focus()
         await pilot.press("enter")
         await until(pilot, lambda: "group:pair" in app.fleet_screen.table.rows, timeout=60)
-        await until(pilot, lambda: any("group pair: node-1, node-2 recorded in" in n for n in notices(app)))
-    assert load_config(config).group("pair").vms == ["node-1", "node-2"]  # type: ignore[union-attr]
-    assert emulator.instance("node-2").labels.get("gcptui-group") == "pair"
-    for name in ("exp-1", "exp-2"):
+        await until(pilot, lambda: any("group pair: node-0, node-1 recorded in" in n for n in notices(app)))
+    assert load_config(config).group("pair").vms == ["node-0", "node-1"]  # type: ignore[union-attr]
+    assert emulator.instance("node-1").labels.get("gcptui-group") == "pair"
+    for name in ("exp-0", "exp-1"):
         vm = emulator.instance(name)
         assert vm.status == "RUNNING" and vm.spot and [g.type for g in vm.gpus] == ["nvidia-l4"]
+
+
+async def test_counted_names_in_the_form_follow_vm_create_count() -> None:
+    """NAME-0.. as `vm create --count`; no name: the group's (else the base's), numbered on from the
+    group's current size."""
+    from textual.app import App
+
+    from gcptui.remote.models import Instance
+    from gcptui.tui.dialogs.create_form import CreateRequest
+
+    base = Instance("base", "us-central1-a", "RUNNING", "g2-standard-8")
+    answers: list[CreateRequest | None] = []
+
+    async def fill(names: str, count: str, group: str) -> list[str]:
+        app = App[None]()
+        async with app.run_test(size=(120, 30)) as pilot:
+            form = CreateFormScreen(base, {"pair": 2})
+            app.push_screen(form, answers.append)
+            await pilot.pause()
+            form.query_one("#create-names", Input).value = names
+            form.query_one("#create-count", Input).value = count
+            form.query_one("#create-group", Input).value = group
+            form.query_one("#create-names", Input).focus()
+            await pilot.press("enter")
+            await pilot.pause()
+        request = answers.pop()
+        assert request is not None
+        return request.names
+
+    assert await fill("gn", "2", "") == ["gn-0", "gn-1"]
+    assert await fill("", "2", "pair") == ["pair-2", "pair-3"]  # on from the group's 2 VMs
+    assert await fill("", "1", "") == ["base-0"]
+    assert await fill("a b", "1", "pair") == ["a", "b"]  # names as written

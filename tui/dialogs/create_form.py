@@ -1,8 +1,12 @@
 """The create form on a base VM: names (or one name and a count), zone, Spot, and optionally the
-multi-node group they make up. Enter creates, Esc cancels."""
+multi-node group they make up. Enter creates, Esc cancels.
+
+Counted names follow ``gcptui vm create --count``: ``NAME-0``, ``NAME-1``, ... numbered on from the
+group's current size; with no name, NAME is the group's (else the base's)."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from rich.text import Text
@@ -30,9 +34,10 @@ class CreateFormScreen(ModalScreen[CreateRequest | None]):
 
     BINDINGS = [Binding("escape", "cancel", "Cancel", id="create.cancel")]
 
-    def __init__(self, base: Instance) -> None:
+    def __init__(self, base: Instance, group_sizes: Mapping[str, int] | None = None) -> None:
         super().__init__()
         self.base = base
+        self.group_sizes = dict(group_sizes or {})  # VMs each [[groups]] entry has now
 
     def compose(self) -> ComposeResult:
         base = self.base
@@ -40,7 +45,11 @@ class CreateFormScreen(ModalScreen[CreateRequest | None]):
             yield Static(
                 Text(f"New VMs like {base.name} ({base.machine_type}, {base.gpu_summary})", style="bold")
             )
-            yield Input(placeholder="names: a b c, or one name with a count", id="create-names")
+            yield Input(
+                placeholder="names: a b c, or one name with a count (NAME-0, NAME-1, ...; none: GROUP-i or "
+                f"{base.name}-i)",
+                id="create-names",
+            )
             yield Input(value="1", placeholder="count", id="create-count", type="integer")
             yield Input(value=base.zone, placeholder="zone", id="create-zone")
             yield Checkbox("Spot", value=base.spot, id="create-spot")
@@ -55,10 +64,15 @@ class CreateFormScreen(ModalScreen[CreateRequest | None]):
         event.stop()
         count_text = self.query_one("#create-count", Input).value.strip() or "1"
         group = self.query_one("#create-group", Input).value.strip() or None
+        text = self.query_one("#create-names", Input).value
+        first = self.group_sizes.get(group, 0) if group is not None else 0
         try:
-            names = expand_names(self.query_one("#create-names", Input).value, int(count_text))
             if group is not None:
                 check_group(group)
+            # No name: as `vm create --count N`, GROUP-i (else BASE-i), numbered on from the group.
+            given = bool(text.strip())
+            names = expand_names(text if given else group or self.base.name, int(count_text),
+                                 first=first, numbered=not given)  # fmt: skip
         except (ConfigError, ValueError) as err:
             self.query_one("#create-error", Static).update(Text(str(err), style="bold red"))
             return

@@ -30,7 +30,8 @@ def start_create(app: App[object], services: Services, base: Instance) -> None:
             app.run_worker(lambda: _create(app, services, base, request), thread=True, group="create",
                            exit_on_error=False)  # fmt: skip
 
-    app.push_screen(CreateFormScreen(base), answered)
+    sizes = {group.name: len(group.vms) for group in services.config.groups}
+    app.push_screen(CreateFormScreen(base, sizes), answered)
 
 
 def _create(app: App[object], services: Services, base: Instance, request: CreateRequest) -> None:
