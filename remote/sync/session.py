@@ -139,6 +139,10 @@ class SyncSession:
     def _report_links(self, scan: LocalScan) -> None:
         for rel, target in scan.links_out.items():
             self._warn(f"not synced: the link {rel} -> {target} leads out of the tree", rel)
+        for rel, reason in scan.unlisted.items():
+            self._warn(
+                f"cannot read {rel or 'the source'} ({reason}): not synced; the VM keeps its copy", rel
+            )
 
     # -- public API ------------------------------------------------------------------------------
     async def full_sync(self) -> BatchApplied:
@@ -294,11 +298,18 @@ class SyncSession:
         if listing is not None:
             self.view.entries, self.view.ledger = listing
         remote, ledger = self.view.entries, self.view.ledger
-        self.tracker.reset(scan.entries)
+        self.tracker.reset(scan)
         self._report_links(scan)
         if self._following:
             self._report_links(await self.tracker.watch_new_dirs())
-        plan = make_plan(self.tracker.entries, remote, ledger, rules=self.rules, protect=self.protect)
+        plan = make_plan(
+            self.tracker.entries,
+            remote,
+            ledger,
+            rules=self.rules,
+            protect=self.protect,
+            keep=self.tracker.unlisted,
+        )
         self._refuse_wipe(plan)
         return await self._apply(plan, full=True)
 
@@ -412,6 +423,7 @@ class SyncSession:
         return make_plan(
             self.tracker.entries, self.view.entries, self.view.ledger,
             rules=self.rules, protect=self.protect, scope=scope, force=change.force,
+            keep=self.tracker.unlisted,
         )  # fmt: skip
 
     async def _reconcile_plan(self) -> Plan:
@@ -419,9 +431,10 @@ class SyncSession:
         self.rules.reload()
         self.tracker.clear_dirty()
         scan = await asyncio.to_thread(scan_tree, self.source, self.rules)
-        self.tracker.reset(scan.entries)
+        self.tracker.reset(scan)
         self._report_links(scan)
         self._report_links(await self.tracker.watch_new_dirs())
         return make_plan(
-            self.tracker.entries, self.view.entries, self.view.ledger, rules=self.rules, protect=self.protect
-        )
+            self.tracker.entries, self.view.entries, self.view.ledger,
+            rules=self.rules, protect=self.protect, keep=self.tracker.unlisted,
+        )  # fmt: skip

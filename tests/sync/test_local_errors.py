@@ -1,0 +1,54 @@
+"""What sync does with local paths it cannot read: keep the VM's copy, say so, never call it synced.
+
+Permission bits must count, so the syncs whose local side hits them run in a child process without
+root's override (see ``tests/sync/unprivileged.py``).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from gcptui.remote.sync.local_tree import scan_tree
+from gcptui.remote.sync.manifest import Entry
+from gcptui.remote.sync.plan import make_plan
+from gcptui.remote.sync.rules import PathSet, SyncRules
+from tests.helpers.sshd import Sshd
+from tests.sync.trees import snapshot, write
+from tests.sync.unprivileged import full_sync_unprivileged
+
+
+async def test_an_unlistable_local_directory_keeps_its_files_on_the_vm(sshd: Sshd, tmp_path: Path) -> None:
+    local, root = tmp_path / "local", tmp_path / "vm" / "project"
+    write(local, "train.py", "print(1)\n")
+    for i in range(3):
+        write(local, f"pkg/mod{i}.py", f"M = {i}\n")
+    first = full_sync_unprivileged(sshd, local, str(root))
+    assert first["result"]["files"] == 5 and not first["warnings"]
+    before = snapshot(root)
+    os.chmod(local / "pkg", 0o311)  # can be entered, not listed
+    try:
+        again = full_sync_unprivileged(sshd, local, str(root))
+    finally:
+        os.chmod(local / "pkg", 0o755)
+    assert snapshot(root) == before
+    assert again["result"]["deleted"] == 0
+    assert any("cannot read pkg (Permission denied)" in w for w in again["warnings"]), again["warnings"]
+
+
+def test_a_plan_deletes_nothing_below_an_unreadable_local_path(tmp_path: Path) -> None:
+    remote = {
+        "pkg": Entry("d", mode=0o755),
+        "pkg/a.py": Entry("f", 1, 5, 0o644),
+        "b.py": Entry("f", 1, 5, 0o644),
+    }
+    ledger = {rel: e.ledger_key() for rel, e in remote.items()}
+    rules, protect = SyncRules(tmp_path), PathSet([])
+    plan = make_plan(
+        {"pkg": Entry("d", mode=0o755)}, remote, ledger, rules=rules, protect=protect, keep=["pkg"]
+    )
+    assert plan.removes == ["b.py"]
+    # The scan reports what it could not list, and only that (a vanished entry is simply absent).
+    write(tmp_path, "t/ok.py", "x")
+    assert scan_tree(tmp_path / "t", rules).unlisted == {}
+    assert scan_tree(tmp_path, SyncRules(tmp_path), start="t/gone.py").unlisted == {}
