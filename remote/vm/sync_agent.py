@@ -453,11 +453,12 @@ class Agent:
         for de in listed:
             name = de.name
             if name.startswith(TMP_PREFIX):
-                try:
-                    os.unlink(name, dir_fd=fd)  # a temp file of an interrupted write: ours
-                except OSError:
-                    pass
-                continue
+                if tmp_orphaned(name):
+                    try:
+                        os.unlink(name, dir_fd=fd)  # a temp file of an interrupted write: ours
+                    except OSError:
+                        pass
+                continue  # another live agent's write in flight (two sessions on one dest): its own
             try:
                 e = self.entry_at(fd, name, de.stat(follow_symlinks=False))
             except OSError:
@@ -469,7 +470,7 @@ class Agent:
 
     def tmp_name(self) -> str:
         self.tmp_seq += 1
-        return f"{TMP_PREFIX}{os.getpid()}.{self.tmp_seq}"
+        return f"{TMP_PREFIX}{os.getpid()}.{BOOT}.{self.tmp_seq}"
 
     def create_tmp(self, rel: str):
         """A new temp file in ``rel``'s directory (made as needed): (parent fd, name, tmp, fd)."""
@@ -695,6 +696,41 @@ def view_digest(entries, ledger) -> str:
     held = sorted(f"{len(rel)}:{rel}" + ".".join(map(str, value)) for rel, value in ledger.items())
     text = "\n".join(rows) + "\n\n" + "\n".join(held)
     return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def _boot_id() -> str:
+    """This boot's identity (a pid names the same process only within one boot)."""
+    try:
+        with open("/proc/sys/kernel/random/boot_id") as f:
+            return f.read().strip().replace("-", "")[:12] or "0"
+    except OSError:
+        return "0"
+
+
+BOOT = _boot_id()
+
+
+def tmp_orphaned(name: str) -> bool:
+    """True when the temp file ``name`` belongs to no running agent: its writer died mid-write.
+
+    Temp names carry the pid of the agent writing them and the boot; two sessions may share a dest
+    (the TUI following while ``job start`` syncs), and one's scan must not delete the file the
+    other is filling. A name of another form (an older agent's) counts as orphaned only when its
+    pid is gone.
+    """
+    parts = name[len(TMP_PREFIX) :].split(".")
+    if len(parts) not in (2, 3) or (len(parts) == 3 and parts[1] != BOOT):
+        return True
+    pid = parts[0]
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return True
+    except (ValueError, OverflowError):
+        return True
+    except OSError:
+        return False  # alive (another user's: EPERM)
+    return False
 
 
 def _describe(err: Exception) -> str:
