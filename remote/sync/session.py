@@ -98,6 +98,7 @@ class SyncSession:
         self._watcher = TreeWatcher(self.source, step_ms=step_ms, debounce_ms=debounce_ms)
         self.tracker = LocalTracker(self.source, self.rules, self._watcher)
         self._following = False
+        self._failure = ""  # the last batch's first failed operation, with how many more
 
     # -- events ----------------------------------------------------------------------------------
     @property
@@ -145,16 +146,20 @@ class SyncSession:
             )
 
     # -- public API ------------------------------------------------------------------------------
-    async def full_sync(self) -> BatchApplied:
+    async def full_sync(self, *, complete: bool = False) -> BatchApplied:
         """List both trees, send what differs, delete what sync put there and the tree lost.
 
         A no-op when the VM already holds the tree (no file data moves). Raises
         :class:`SyncError` on a refusal (missing or empty source, a forbidden dest) or when the VM
-        cannot be reached.
+        cannot be reached; with ``complete`` (a barrier before a job) also when an operation
+        failed, naming the first.
         """
         async with self._lock:
             try:
-                return await self._full_sync_locked()
+                event = await self._full_sync_locked()
+                if complete:
+                    self._require_complete(event)
+                return event
             except AgentLost as err:
                 self._drop_agent()
                 self._set_state("error", reason=str(err))
@@ -172,7 +177,7 @@ class SyncSession:
             while True:
                 async with self._lock:
                     try:
-                        await self._full_sync_locked()
+                        self._require_complete(await self._full_sync_locked())
                         return
                     except AgentLost as err:
                         self._drop_agent()
@@ -235,6 +240,11 @@ class SyncSession:
         self._drop_agent()
 
     # -- internals -------------------------------------------------------------------------------
+    def _require_complete(self, event: BatchApplied) -> None:
+        """Raise when ``event`` left the VM short of the tree: a job must not start on part of it."""
+        if event.failed:
+            raise SyncError(f"sync to {self.name or self.dest} is incomplete: {self._failure}")
+
     def _drop_agent(self) -> None:
         if self._agent is not None:
             self._agent.close()
@@ -342,6 +352,10 @@ class SyncSession:
             result.bytes += extra.bytes
             result.resend = extra.resend
         failed = len(result.errors)
+        if failed:
+            op, path, message = result.errors[0]
+            more = f" (and {failed - 1} more)" if failed > 1 else ""
+            self._failure = f"{op} {path}: {message}{more}"
         event = BatchApplied(self.name, result.written, result.deleted, result.bytes, result.ms, full, failed)
         if plan.changes or full:
             self._emit(event)
@@ -349,9 +363,7 @@ class SyncSession:
             self._set_state("paused")
         elif failed:
             # Never "in sync" after a failed operation: the state names what the VM lacks.
-            op, path, message = result.errors[0]
-            more = f" (and {failed - 1} more)" if failed > 1 else ""
-            self._set_state("incomplete", reason=f"{op} {path}: {message}{more}")
+            self._set_state("incomplete", reason=self._failure)
         else:
             self._set_state("in_sync")
         return event

@@ -316,7 +316,7 @@ class Monitors:
             return
         session = self.services.sync_session(instance)
         try:
-            await within(timeout, session.full_sync())
+            await within(timeout, session.full_sync(complete=True))
         finally:
             await session.close()
 
