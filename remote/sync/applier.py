@@ -38,7 +38,8 @@ class Applied:
     bytes: int = 0
     ms: float = 0.0
     resend: set[str] = field(default_factory=set)  # files that changed while they were sent
-    errors: list[tuple[str, str, str]] = field(default_factory=list)  # op, path, message
+    # op, path, message; op "read": the local file could not be read (nothing of it was sent)
+    errors: list[tuple[str, str, str]] = field(default_factory=list)
 
 
 async def apply_plan(
@@ -70,7 +71,9 @@ async def apply_plan(
     for done, (rel, _) in enumerate(puts, start=1):
         sent = await agent.put_file(rel, source / rel)
         out.bytes += sent.size
-        if sent.changed:
+        if sent.error is not None:
+            out.errors.append(("read", rel, sent.error))  # a local read failed: nothing of it landed
+        elif sent.changed:
             out.resend.add(rel)
         elif sent.fingerprint is not None:
             fingerprints[rel] = sent.fingerprint
@@ -79,9 +82,12 @@ async def apply_plan(
             progress(done, out.bytes)
     # Nothing sent (a no-op resync): skip the flush and its round trip.
     results = [] if agent.idle else await agent.flush()
+    unsent = out.resend | {rel for op, rel, _ in out.errors if op == "read"}
     for result in results:
         view.sent.pop(result.path, None)
         if result.error is not None:
+            if result.op == "put" and result.path in unsent:
+                continue  # a put the client aborted midway: already accounted for above
             out.errors.append((result.op, result.path, result.error))
             continue
         if result.entry is None:

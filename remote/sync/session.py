@@ -42,6 +42,8 @@ from gcptui.remote.sync.rules import PathSet, SyncRules
 from gcptui.remote.sync.tracker import Change, LocalTracker
 from gcptui.remote.sync.watcher import TreeWatcher
 
+# How many times a file that changed while it was read is sent again within one batch.
+RESEND_ROUNDS = 5
 # How long an apparently emptied source may stay empty before sync refuses to mirror it.
 EMPTY_SETTLE_SECONDS = 0.5
 
@@ -252,6 +254,8 @@ class SyncSession:
 
     async def _ensure_agent(self, scan_known: View | None = None) -> RemoteAgent:
         """The running agent, started if needed; ``scan_known``: see :meth:`RemoteAgent.start`."""
+        if self._agent is not None and self._agent.broken:
+            self._drop_agent()  # a transfer was cancelled mid-file: the agent is out of frame
         if self._agent is None:
             self._set_state("connecting", reason=self._reason if self._state == "reconnecting" else "")
             try:
@@ -341,16 +345,22 @@ class SyncSession:
                 self._emit(FullSyncProgress(self.name, done, total_files, sent, total_bytes))
 
         result = await apply_plan(agent, self.source, plan, self.view, progress if total_files else None)
-        for op, path, message in result.errors:
-            self._warn(message if op == "rm" else f"could not {op} {path} on the VM: {message}", path)
         rounds = 0
-        while result.resend and rounds < 5:  # files that changed while read: send again
+        while result.resend and rounds < RESEND_ROUNDS:  # files that changed while read: send again
             rounds += 1
             retry = self._change_plan(self.tracker.restat(result.resend))
             extra = await apply_plan(agent, self.source, retry, self.view)
             result.written += extra.written
+            result.deleted += extra.deleted
             result.bytes += extra.bytes
             result.resend = extra.resend
+            result.errors += extra.errors
+        for rel in sorted(result.resend):  # still changing: the VM keeps its older copy for now
+            result.errors.append(
+                ("put", rel, f"it changed while being read, {RESEND_ROUNDS + 1} times in a row")
+            )
+        for op, path, message in result.errors:
+            self._warn(_failure_line(op, path, message), path)
         failed = len(result.errors)
         if failed:
             op, path, message = result.errors[0]
@@ -450,3 +460,12 @@ class SyncSession:
             self.tracker.entries, self.view.entries, self.view.ledger,
             rules=self.rules, protect=self.protect, keep=self.tracker.unlisted,
         )  # fmt: skip
+
+
+def _failure_line(op: str, path: str, message: str) -> str:
+    """The warning for one failed operation (a refusal's text already names its path)."""
+    if op == "rm":
+        return message
+    if op == "read":
+        return f"not synced: cannot read {path} ({message}); the VM keeps its copy"
+    return f"could not {op} {path} on the VM: {message}"

@@ -4,7 +4,8 @@ Standard library only, no imports from gcptui. It speaks a framed protocol on st
 every frame is a 4-byte big-endian length and a JSON header; a ``put`` header is followed by
 exactly ``s`` bytes of file data (or, when it has ``z``, ``z`` bytes of zlib data that inflate to
 ``s``; or, when it has ``zs``, the next ``zs`` bytes of the session's one deflate stream, ended by
-a sync flush, that inflate to ``s``). Operations are pipelined: the client sends many and asks for
+a sync flush, that inflate to ``s``; or, when it has ``k``, chunks each after its 4-byte length,
+ended by a zero length, or by 0xFFFFFFFF to discard the file). Operations are pipelined: the client sends many and asks for
 their results with one ``flush``. Replies are frames too.
 
 The agent keeps the sync ledger: the record of every path sync put under ``dest``, with the
@@ -43,6 +44,8 @@ READ_AHEAD = 32 << 20  # stdin read ahead of the file writes: ~5 s of a 50 Mbit/
 F_SETPIPE_SZ = 1031  # fcntl.F_SETPIPE_SZ, named only from Python 3.10 on
 # A request frame larger than this is not from gcptui's client (its headers are small JSON).
 MAX_FRAME = 16 << 20
+CHUNK_ABORT = 0xFFFFFFFF  # a chunked put's abort mark (the client's CHUNK_ABORT)
+ABORTED = "the local file changed while it was read; not written"
 DIR_KEY = ["d", 0, 0]  # a directory's ledger record (kind, size, mtime: only the kind matters)
 LINK_KEY = ["l", 0, 0]
 MAX_CACHED_DIRS = 256  # open directory descriptors kept per batch, well under any fd limit
@@ -506,6 +509,11 @@ class Agent:
         elif packed is not None:
             inflate = zlib.decompressobj()
         written = 0
+        if msg.get("k"):  # chunked (a large raw file): the client may abort it midway
+            written, error = self.take_chunks(fd, error)
+            left = 0
+            if error is None and written != size:
+                error = ValueError(f"{rel}: held {written} of {size} bytes")
         while left:  # always consume the data, even after an error, to stay in frame
             chunk = self.inp.take(left)
             left -= len(chunk)
@@ -560,6 +568,29 @@ class Agent:
                     os.unlink(tmp, dir_fd=parent)
                 except OSError:
                     pass
+
+    def take_chunks(self, fd: int, error):
+        """Write length-prefixed chunks to ``fd`` up to the end mark: (bytes taken, error).
+
+        The abort mark (the file changed or failed while the client read it) discards the file:
+        it must never land torn. Data is always consumed, even after an error, to stay in frame.
+        """
+        written = 0
+        while True:
+            (n,) = struct.unpack(">I", self.inp.read_exact(4))
+            if n == 0:
+                return written, error
+            if n == CHUNK_ABORT:
+                return written, error if error is not None else Refused(ABORTED)
+            while n:
+                chunk = self.inp.take(n)
+                n -= len(chunk)
+                written += len(chunk)
+                if error is None:
+                    try:
+                        _write_all(fd, chunk)
+                    except OSError as err:
+                        error = err
 
     def break_stream(self, rel: str, why) -> None:
         """The session's deflate stream is out of step: every later ``zs`` put fails (in frame)."""

@@ -52,3 +52,20 @@ def test_a_plan_deletes_nothing_below_an_unreadable_local_path(tmp_path: Path) -
     write(tmp_path, "t/ok.py", "x")
     assert scan_tree(tmp_path / "t", rules).unlisted == {}
     assert scan_tree(tmp_path, SyncRules(tmp_path), start="t/gone.py").unlisted == {}
+
+
+async def test_an_unreadable_local_file_is_named_and_the_sync_is_incomplete(
+    sshd: Sshd, tmp_path: Path
+) -> None:
+    local, root = tmp_path / "local", tmp_path / "vm" / "project"
+    write(local, "train.py", "print(1)\n")
+    write(local, "config.yaml", "lr: 0.1\n")
+    write(local, "big.bin", b"b" * 3_000_000)
+    os.chmod(local / "config.yaml", 0o200)  # owner write-only: the syncing user cannot read it
+    os.chmod(local / "big.bin", 0o200)
+    outcome = full_sync_unprivileged(sshd, local, str(root))
+    assert outcome["result"]["failed"] == 2 and outcome["state"] == "incomplete"
+    for name in ("config.yaml", "big.bin"):
+        line = f"not synced: cannot read {name} (Permission denied); the VM keeps its copy"
+        assert line in outcome["warnings"], outcome["warnings"]
+    assert sorted(snapshot(root)) == ["train.py"]
