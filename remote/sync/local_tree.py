@@ -37,9 +37,14 @@ class LocalScan:
 def link_target(root: Path, rel: str, target: str) -> str | None:
     """The target to recreate on the VM, or None when the link leads out of the tree.
 
-    A relative target stays as it is when it resolves (lexically) inside the tree; an absolute
-    target inside the tree is rewritten relative, since the VM's tree lives elsewhere.
+    A relative target stays as it is when it resolves inside the tree; an absolute target inside
+    the tree is rewritten relative, since the VM's tree lives elsewhere. Inside means lexically
+    and also once the links it passes through are followed (``sub/up -> ..`` makes
+    ``sub/x -> up/../outside`` lead out of the tree); the VM holds the same links, so it would
+    resolve alike.
     """
+    if not _resolves_inside(root, rel):
+        return None
     if os.path.isabs(target):
         try:
             inside = os.path.relpath(target, root)
@@ -53,6 +58,13 @@ def link_target(root: Path, rel: str, target: str) -> str | None:
     if resolved == ".." or resolved.startswith("../") or os.path.isabs(resolved):
         return None
     return target
+
+
+def _resolves_inside(root: Path, rel: str) -> bool:
+    """True when the link ``rel``, every link on its way followed, ends inside the tree."""
+    real_root = os.path.realpath(root)
+    real = os.path.realpath(os.path.join(real_root, rel))
+    return real == real_root or real.startswith(real_root.rstrip(os.sep) + os.sep)
 
 
 def entry_of(root: Path, rel: str, st: os.stat_result) -> Entry | None:

@@ -69,3 +69,21 @@ async def test_an_unreadable_local_file_is_named_and_the_sync_is_incomplete(
         line = f"not synced: cannot read {name} (Permission denied); the VM keeps its copy"
         assert line in outcome["warnings"], outcome["warnings"]
     assert sorted(snapshot(root)) == ["train.py"]
+
+
+def test_a_link_leading_out_through_another_link_is_left_out(tmp_path: Path) -> None:
+    root = tmp_path / "tree"
+    write(root, "train.py", "x")
+    write(tmp_path, "outside.txt", "a secret beside the tree")
+    (root / "sub").mkdir()
+    os.symlink("..", root / "sub" / "up")  # the tree's root: inside
+    os.symlink("up/../outside.txt", root / "sub" / "x")  # lexically sub/outside.txt; really ../outside.txt
+    os.symlink("up/train.py", root / "sub" / "ok")  # through the same link, and inside
+    os.symlink(str(root / "sub" / "up" / ".." / "outside.txt"), root / "abs")
+    scan = scan_tree(root, SyncRules(root))
+    assert scan.links_out == {
+        "sub/x": "up/../outside.txt",
+        "abs": str(root / "sub" / "up" / ".." / "outside.txt"),
+    }
+    assert scan.entries["sub/up"] == Entry("l", target="..")
+    assert scan.entries["sub/ok"] == Entry("l", target="up/train.py")
