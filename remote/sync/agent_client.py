@@ -413,9 +413,16 @@ class RemoteAgent:
         self._queue({"op": "mkdir", "p": rel, "m": mode})
         await self._send()
 
-    async def own(self, rel: str) -> None:
-        """Record a path the VM already holds identically as synced (so it may be deleted later)."""
-        self._queue({"op": "own", "p": rel})
+    async def own(self, rel: str, expected: Entry | None) -> None:
+        """Record a path the VM already holds identically as synced (so it may be deleted later).
+
+        ``expected``: the entry as listed; the agent records the path only if it still is that
+        (anything the VM wrote there since stays unowned).
+        """
+        header: dict = {"op": "own", "p": rel}
+        if expected is not None:
+            header["x"] = [expected.kind, expected.size, expected.mtime_ns, expected.target]
+        self._queue(header)
         await self._send()
 
     async def remove(self, rel: str) -> None:

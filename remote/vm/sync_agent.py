@@ -618,23 +618,26 @@ class Agent:
             self.results.append(["link", rel, None, _describe(err)])
 
     def op_mkdir(self, msg) -> None:
+        """Make ``rel`` a directory with mode ``m``; a directory already there only changes mode."""
         rel = msg["p"]
         try:
             parent, name = self.parent_of(rel, True)
-            self.make_room(rel, parent, name, "d")
-            self.record(rel, DIR_KEY)  # journal first (see dir_fd)
-            try:
-                os.mkdir(name, dir_fd=parent)
-            except FileExistsError:
-                pass
-            try:
-                fd = os.open(name, DIR_FLAGS, dir_fd=parent)
-            except OSError as err:
-                if err.errno in (errno.ELOOP, errno.ENOTDIR, errno.EMLINK):
-                    raise Refused(
-                        f"kept {rel}: it changed on the VM while sync made it a directory"
-                    ) from None
-                raise
+            fd = self.open_existing_dir(parent, name)
+            if fd < 0:
+                self.make_room(rel, parent, name, "d")
+                self.record(rel, DIR_KEY)  # journal first (see dir_fd)
+                try:
+                    os.mkdir(name, dir_fd=parent)
+                except FileExistsError:
+                    pass
+                try:
+                    fd = os.open(name, DIR_FLAGS, dir_fd=parent)
+                except OSError as err:
+                    if err.errno in (errno.ELOOP, errno.ENOTDIR, errno.EMLINK):
+                        raise Refused(
+                            f"kept {rel}: it changed on the VM while sync made it a directory"
+                        ) from None
+                    raise
             if rel in self.dirs:
                 os.close(self.dirs.pop(rel))
             self.dirs[rel] = fd
@@ -646,12 +649,25 @@ class Agent:
         except (OSError, ValueError) as err:
             self.results.append(["mkdir", rel, None, _describe(err)])
 
+    @staticmethod
+    def open_existing_dir(parent: int, name: str) -> int:
+        """A descriptor of the directory ``name`` (never a link's target), or -1 when there is none."""
+        try:
+            return os.open(name, DIR_FLAGS, dir_fd=parent)
+        except OSError as err:
+            if err.errno in (errno.ENOENT, errno.ELOOP, errno.ENOTDIR, errno.EMLINK):
+                return -1  # missing, or another kind: make_room decides
+            raise
+
     def op_own(self, msg) -> None:
         """The VM already holds what the local tree has here: record it as synced."""
         rel = msg["p"]
         try:
             parent, name = self.parent_of(rel, False)
             e = self.entry_at(parent, name)
+            expected = msg.get("x")
+            if expected is not None and [e[0], e[1], e[2], e[4]] != expected:
+                raise Refused(f"kept {rel} unowned: it changed on the VM since it was listed")
             self.record(rel, e)
             self.results.append(["own", rel, e, None])
         except (OSError, ValueError) as err:

@@ -128,3 +128,19 @@ def test_a_chunked_put_lands_only_when_committed_and_an_abort_stays_in_frame(tmp
     assert not (dest / "short.bin").exists()
     assert (dest / "big.bin").read_bytes() == b"D" * 70_000 + b"E" * 5
     assert sorted(p.name for p in dest.iterdir()) == ["big.bin", "kept.bin"]  # no temp left behind
+
+
+def test_own_records_a_path_only_while_it_is_as_listed(tmp_path: Path) -> None:
+    dest = tmp_path / "dest"
+    dest.mkdir()
+    (dest / "same.py").write_text("x")
+    (dest / "moved.py").write_text("rewritten by the VM after the listing")
+    same, moved = (dest / "same.py").stat(), (dest / "moved.py").stat()
+    frames = frame({"op": "init", "dest": str(dest)})
+    frames += frame({"op": "own", "p": "same.py", "x": ["f", same.st_size, same.st_mtime_ns, ""]})
+    frames += frame({"op": "own", "p": "moved.py", "x": ["f", 1, moved.st_mtime_ns - 10**9, ""]})  # as listed
+    replies = run_agent(tmp_path, frames + frame({"op": "flush", "id": 1}) + frame({"op": "scan"}))
+    outcome = results(replies[:-1])
+    assert outcome["same.py"] is None
+    assert "changed on the VM since it was listed" in (outcome["moved.py"] or "")
+    assert set(replies[-1]["ledger"]) == {"same.py"}  # never adopted, so never deleted later
