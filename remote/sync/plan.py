@@ -8,8 +8,8 @@ The policy, in one place:
   and it is unchanged since; protected paths, paths the rules exclude and everything else the VM
   holds (outputs, checkpoints, a file training rewrote) stay;
 - protected paths are never written, replaced or deleted;
-- nothing is deleted at or below a local path that could not be read (``keep``): an unreadable
-  directory is unknown, not empty.
+- nothing at or below a local path that could not be read (``keep``) is deleted or changed: an
+  unreadable directory is unknown, not empty (and its mode is not one to give the VM's copy).
 """
 
 from __future__ import annotations
@@ -61,13 +61,15 @@ def make_plan(
     ``scope`` limits the comparison to these paths (the caller passes the local and remote
     entries at and below them); ``None`` compares everything. Paths in ``force`` are sent even
     when size and mtime agree (a watched write within one coarse timestamp tick). Nothing at or
-    below a path in ``keep`` (local paths that could not be read) is deleted.
+    below a path in ``keep`` (local paths that could not be read) is deleted or changed.
     """
     plan = Plan()
     forced = set(force)
     kept = sorted(set(keep))
     paths = set(local) | set(remote) if scope is None else set(scope)
     for rel in sorted(paths):
+        if kept and any(is_under(rel, top) for top in kept):
+            continue  # the local side could not be read here: what the VM holds stays as it is
         mine = local.get(rel)
         theirs = remote.get(rel)
         if mine is None:
@@ -75,8 +77,6 @@ def make_plan(
                 continue
             if not rules.synced(rel, theirs.kind == "d"):
                 continue  # excluded paths are not the tree's business: left as they are
-            if kept and any(is_under(rel, top) for top in kept):
-                continue  # the local side could not be read here: absent is not known
             known = ledger.get(rel)
             if known is not None and (theirs.kind == "d" or known == theirs.ledger_key()):
                 plan.removes.append(rel)

@@ -7,6 +7,7 @@ root's override (see ``tests/sync/unprivileged.py``).
 from __future__ import annotations
 
 import os
+import stat
 from pathlib import Path
 
 from gcptui.remote.sync.local_tree import scan_tree
@@ -32,7 +33,8 @@ async def test_an_unlistable_local_directory_keeps_its_files_on_the_vm(sshd: Ssh
     finally:
         os.chmod(local / "pkg", 0o755)
     assert snapshot(root) == before
-    assert again["result"]["deleted"] == 0
+    assert stat.S_IMODE(os.stat(root / "pkg").st_mode) == 0o755  # its mode is not the VM's business either
+    assert again["result"]["deleted"] == again["result"]["files"] == 0
     assert any("cannot read pkg (Permission denied)" in w for w in again["warnings"]), again["warnings"]
 
 
@@ -45,9 +47,9 @@ def test_a_plan_deletes_nothing_below_an_unreadable_local_path(tmp_path: Path) -
     ledger = {rel: e.ledger_key() for rel, e in remote.items()}
     rules, protect = SyncRules(tmp_path), PathSet([])
     plan = make_plan(
-        {"pkg": Entry("d", mode=0o755)}, remote, ledger, rules=rules, protect=protect, keep=["pkg"]
+        {"pkg": Entry("d", mode=0o311)}, remote, ledger, rules=rules, protect=protect, keep=["pkg"]
     )
-    assert plan.removes == ["b.py"]
+    assert plan.removes == ["b.py"] and not plan.mkdirs
     # The scan reports what it could not list, and only that (a vanished entry is simply absent).
     write(tmp_path, "t/ok.py", "x")
     assert scan_tree(tmp_path / "t", rules).unlisted == {}
