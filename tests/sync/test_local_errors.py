@@ -38,6 +38,22 @@ async def test_an_unlistable_local_directory_keeps_its_files_on_the_vm(sshd: Ssh
     assert any("cannot read pkg (Permission denied)" in w for w in again["warnings"]), again["warnings"]
 
 
+async def test_a_directory_turning_unlistable_while_following_keeps_its_files_on_the_vm(
+    sshd: Sshd, tmp_path: Path
+) -> None:
+    local, root = tmp_path / "local", tmp_path / "vm" / "project"
+    write(local, "train.py", "print(1)\n")
+    for i in range(3):
+        write(local, f"pkg/mod{i}.py", f"M = {i}\n")
+    try:
+        outcome = full_sync_unprivileged(sshd, local, str(root), chmod_while_following=("pkg", 0o311))
+    finally:
+        os.chmod(local / "pkg", 0o755)
+    assert outcome["result"] is None, outcome  # the batch changed nothing on the VM
+    assert sorted(snapshot(root)) == ["pkg", "pkg/mod0.py", "pkg/mod1.py", "pkg/mod2.py", "train.py"]
+    assert any("cannot read pkg (Permission denied)" in w for w in outcome["warnings"]), outcome["warnings"]
+
+
 def test_a_plan_deletes_nothing_below_an_unreadable_local_path(tmp_path: Path) -> None:
     remote = {
         "pkg": Entry("d", mode=0o755),

@@ -33,12 +33,22 @@ def unprivileged_prefix() -> list[str]:
     return ["setpriv", f"--inh-caps={DROP}", f"--bounding-set={DROP}"]
 
 
-def full_sync_unprivileged(sshd: Sshd, local: Path, dest: str, timeout: float = 60) -> dict:
+def full_sync_unprivileged(
+    sshd: Sshd,
+    local: Path,
+    dest: str,
+    timeout: float = 60,
+    chmod_while_following: tuple[str, int] | None = None,
+) -> dict:
     """One ``SyncSession.full_sync`` of ``local`` to ``dest`` on ``sshd``, run without permission
-    override: {"result": BatchApplied fields or None, "error": str, "warnings": [...], "state": str}."""
+    override: {"result": BatchApplied fields or None, "error": str, "warnings": [...], "state": str}.
+
+    ``chmod_while_following`` (path, mode): follow instead; once in sync, chmod the path and wait
+    for the batch that change causes ("result" is that batch, None when it changed nothing)."""
     spec = {
         "host": sshd.host, "port": sshd.port, "user": sshd.user, "key": str(sshd.client_key),
         "known_hosts": str(sshd.known_hosts), "local": str(local), "dest": dest,
+        "chmod": chmod_while_following,
     }  # fmt: skip
     command = [*unprivileged_prefix(), sys.executable, "-m", "tests.sync.unprivileged", json.dumps(spec)]
     done = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=timeout, check=False)
@@ -61,18 +71,44 @@ async def _main(spec: dict) -> dict:
             ),
         )  # fmt: skip
 
-    session = SyncSession(spec["local"], spec["dest"], get, name="vm")
+    session = SyncSession(spec["local"], spec["dest"], get, name="vm", debounce_ms=50)
     warnings: list[str] = []
     session.subscribe(lambda e: warnings.append(e.message) if isinstance(e, SyncWarning) else None)
     out: dict = {"result": None, "error": "", "warnings": warnings}
     try:
-        out["result"] = asdict(await session.full_sync())
+        if spec["chmod"]:
+            out["result"] = await _follow_through_chmod(
+                session, warnings, Path(spec["local"]), *spec["chmod"]
+            )
+        else:
+            out["result"] = asdict(await session.full_sync())
     except SyncError as err:
         out["error"] = str(err)
     finally:
         await session.close()
     out["state"] = session.state
     return out
+
+
+async def _follow_through_chmod(
+    session, warnings: list[str], local: Path, rel: str, mode: int
+) -> dict | None:  # noqa: ANN001
+    from gcptui.remote.sync import BatchApplied
+    from tests.sync.trees import wait_for
+
+    batches: list[BatchApplied] = []
+    session.subscribe(lambda e: batches.append(e) if isinstance(e, BatchApplied) and not e.full else None)
+    task = asyncio.create_task(session.follow())
+    try:
+        await wait_for(lambda: session.state == "in_sync" or task.done(), 20, "the first full sync")
+        os.chmod(local / rel, mode)
+        # A batch that changed the VM, or the warning of a batch that (rightly) changed nothing.
+        seen = len(warnings)
+        await wait_for(lambda: bool(batches) or len(warnings) > seen or task.done(), 20, "the chmod's batch")
+    finally:
+        task.cancel()
+        await asyncio.wait({task})
+    return asdict(batches[0]) if batches else None
 
 
 if __name__ == "__main__":
