@@ -8,6 +8,7 @@ cost one round trip, not thousands.
 from __future__ import annotations
 
 import asyncio
+import errno
 import hashlib
 import json
 import os
@@ -87,12 +88,22 @@ def content_digest(data: bytes) -> bytes:
 
 @dataclass(frozen=True)
 class Sent:
-    """What ``put_file`` queued: its size, whether the file changed while read (send it again),
+    """What ``put_file`` did: the bytes queued, whether the file changed while read (nothing of it
+    lands; send it again), why it could not be read (``error``, one line; nothing of it lands),
     and for a file read in one piece, (size, mtime_ns, content digest) of what was sent."""
 
     size: int
     changed: bool
     fingerprint: tuple[int, int, bytes] | None = None
+    error: str | None = None
+
+
+# A large file goes in chunks, each after its 4-byte length; a zero length commits the file (the
+# agent renames it into place), ABORT discards it: the file changed or failed while it was read.
+CHUNK_END = struct.pack(">I", 0)
+CHUNK_ABORT = struct.pack(">I", 0xFFFFFFFF)
+# Open errors that mean the path is no longer a plain file (gone, or a link now): re-stat it.
+REPLACED = (errno.ENOENT, errno.ELOOP)
 
 
 class Packer:
@@ -164,6 +175,7 @@ class RemoteAgent:
         self._prefetched_scan = False  # a scan request already went out with init
         self._queued_ops = 0  # operations sent since the last flush
         self._packer = Packer()
+        self._broken = False  # a put was cut off mid-stream: the agent cannot be spoken to again
 
     @classmethod
     async def start(
@@ -217,6 +229,8 @@ class RemoteAgent:
             self._pending += data
 
     async def _send(self, force: bool = False) -> None:
+        if self._broken:
+            raise AgentLost("a transfer to the sync agent was cut off mid-file; starting it again")
         if self._pending and (force or len(self._pending) >= WRITE_BATCH):
             data, self._pending = bytes(self._pending), bytearray()
             try:
@@ -247,6 +261,9 @@ class RemoteAgent:
                 if inflate.unconsumed_tail:
                     raise ValueError(f"a reply inflates past the {MAX_REPLY >> 20} MiB limit")
             return json.loads(raw)
+        except asyncio.CancelledError:
+            self._broken = True  # the reply still comes, and the next request would read it as its own
+            raise
         except TimeoutError as err:
             raise AgentLost(f"the sync agent stopped answering: {err}") from err
         except (ValueError, zlib.error) as err:
@@ -312,42 +329,81 @@ class RemoteAgent:
     async def put_file(self, rel: str, path: Path) -> Sent:
         """Queue the local file ``path`` for the VM's ``rel``.
 
-        The header carries the size and mtime taken before reading; if the file's stat differs
-        afterwards (it changed while being read) the caller sends it again.
+        Nothing torn ever lands: a small file is checked (stat after the read) before it is
+        queued; a large one streams in chunks and ends in an abort when its stat changed, it
+        shrank, or a read failed. A changed file comes back ``changed`` (the caller sends it again),
+        an unreadable one with ``error``.
         """
-        digest = None
         try:
             fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
-        except OSError:
-            return Sent(0, True)  # vanished or replaced meanwhile: the caller re-stats it
+        except OSError as err:
+            if err.errno in REPLACED:
+                return Sent(0, True)  # vanished or replaced meanwhile: the caller re-stats it
+            return Sent(0, False, error=err.strerror or str(err))
         try:
             before = os.fstat(fd)
-            size = before.st_size
-            header = {"op": "put", "p": rel, "s": size, "m": before.st_mode & 0o7777, "t": before.st_mtime_ns}
-            if size <= READ_CHUNK:
-                data = os.read(fd, size) if size else b""
-                data += b"\0" * (size - len(data))
-                digest = content_digest(data)
-                packed = self._packer.pack(rel, data)
-                if packed is not None:
-                    header["zs"] = len(packed)
-                    data = packed
-                self._queue(header, data)
-                await self._send()
-            else:
-                self._queue(header)
-                left = size
-                while left:
-                    chunk = os.read(fd, min(left, READ_CHUNK)) or b"\0" * min(left, READ_CHUNK)
-                    self._pending += chunk
-                    left -= len(chunk)
-                    await self._send()
-            after = os.fstat(fd)
+            if before.st_size <= READ_CHUNK:
+                return await self._put_small(rel, fd, before)
+            return await self._put_streamed(rel, fd, before)
         finally:
             os.close(fd)
-        changed = (after.st_size, after.st_mtime_ns) != (size, before.st_mtime_ns)
-        fingerprint = None if changed or digest is None else (size, before.st_mtime_ns, digest)
-        return Sent(size, changed, fingerprint)
+
+    async def _put_small(self, rel: str, fd: int, before: os.stat_result) -> Sent:
+        size = before.st_size
+        try:
+            data = os.read(fd, size + 1) if size else b""
+            after = os.fstat(fd)
+        except OSError as err:
+            return Sent(0, False, error=err.strerror or str(err))
+        if len(data) != size or (after.st_size, after.st_mtime_ns) != (size, before.st_mtime_ns):
+            return Sent(0, True)  # changed while read: nothing queued, the caller sends it again
+        digest = content_digest(data)
+        header = {"op": "put", "p": rel, "s": size, "m": before.st_mode & 0o7777, "t": before.st_mtime_ns}
+        packed = self._packer.pack(rel, data)
+        if packed is not None:
+            header["zs"] = len(packed)
+            data = packed
+        self._queue(header, data)
+        await self._send()
+        return Sent(size, False, (size, before.st_mtime_ns, digest))
+
+    async def _put_streamed(self, rel: str, fd: int, before: os.stat_result) -> Sent:
+        size = before.st_size
+        header = {
+            "op": "put",
+            "p": rel,
+            "s": size,
+            "m": before.st_mode & 0o7777,
+            "t": before.st_mtime_ns,
+            "k": 1,
+        }
+        self._queue(header)
+        left, error = size, None
+        try:
+            while left:
+                try:
+                    chunk = os.read(fd, min(left, READ_CHUNK))
+                except OSError as err:
+                    error = err.strerror or str(err)
+                    break
+                if not chunk:
+                    break  # the file shrank: ends in an abort below
+                self._pending += struct.pack(">I", len(chunk))
+                self._pending += chunk
+                left -= len(chunk)
+                await self._send()
+            changed = False
+            if error is None:
+                after = os.fstat(fd)
+                changed = bool(left) or (after.st_size, after.st_mtime_ns) != (size, before.st_mtime_ns)
+            self._pending += CHUNK_ABORT if error is not None or changed else CHUNK_END
+            await self._send()
+        except BaseException:
+            # Cancelled (or lost) between the chunks: the agent is mid-file, and any later frame
+            # would read as file data. Nothing more may go to it.
+            self._broken = True
+            raise
+        return Sent(size - left, changed, error=error)
 
     async def put_link(self, rel: str, target: str) -> None:
         self._queue({"op": "link", "p": rel, "target": target})
@@ -357,15 +413,28 @@ class RemoteAgent:
         self._queue({"op": "mkdir", "p": rel, "m": mode})
         await self._send()
 
-    async def own(self, rel: str) -> None:
-        """Record a path the VM already holds identically as synced (so it may be deleted later)."""
-        self._queue({"op": "own", "p": rel})
+    async def own(self, rel: str, expected: Entry | None) -> None:
+        """Record a path the VM already holds identically as synced (so it may be deleted later).
+
+        ``expected``: the entry as listed; the agent records the path only if it still is that
+        (anything the VM wrote there since stays unowned).
+        """
+        header: dict = {"op": "own", "p": rel}
+        if expected is not None:
+            header["x"] = [expected.kind, expected.size, expected.mtime_ns, expected.target]
+        self._queue(header)
         await self._send()
 
     async def remove(self, rel: str) -> None:
         """Delete ``rel`` on the VM if the ledger has it and it is unchanged since sync wrote it."""
         self._queue({"op": "rm", "p": rel})
         await self._send()
+
+    @property
+    def broken(self) -> bool:
+        """A put was cut off mid-file, or a reply left unread (cancelled): this agent must be
+        replaced, not spoken to."""
+        return self._broken
 
     @property
     def idle(self) -> bool:

@@ -14,6 +14,7 @@ from gcptui.remote.sync.plan import Plan
 
 PROGRESS_EVERY_S = 0.1
 LARGE_FILE = 1 << 20  # sent after the small files (see apply_plan)
+OWNER_RWX = 0o700
 
 
 @dataclass
@@ -38,7 +39,8 @@ class Applied:
     bytes: int = 0
     ms: float = 0.0
     resend: set[str] = field(default_factory=set)  # files that changed while they were sent
-    errors: list[tuple[str, str, str]] = field(default_factory=list)  # op, path, message
+    # op, path, message; op "read": the local file could not be read (nothing of it was sent)
+    errors: list[tuple[str, str, str]] = field(default_factory=list)
 
 
 async def apply_plan(
@@ -57,11 +59,13 @@ async def apply_plan(
     for rel in plan.removes:
         await agent.remove(rel)
     for rel, mode in plan.mkdirs:
-        await agent.mkdir(rel, mode)
+        # Owner rwx while the batch fills it (a read-only directory would refuse its own files);
+        # the real mode once its contents are in, below, as rsync does.
+        await agent.mkdir(rel, mode | OWNER_RWX)
     for rel, target in plan.links:
         await agent.put_link(rel, target)
     for rel in plan.owns:
-        await agent.own(rel)
+        await agent.own(rel, view.entries.get(rel))  # as listed: adopted only if still so
     last = 0.0
     # Small files first, large ones last: the agent reads ahead while it creates the small files
     # (a few ms each on a slow disk), so the link carries the large files' data meanwhile.
@@ -70,18 +74,27 @@ async def apply_plan(
     for done, (rel, _) in enumerate(puts, start=1):
         sent = await agent.put_file(rel, source / rel)
         out.bytes += sent.size
-        if sent.changed:
+        if sent.error is not None:
+            out.errors.append(("read", rel, sent.error))  # a local read failed: nothing of it landed
+        elif sent.changed:
             out.resend.add(rel)
         elif sent.fingerprint is not None:
             fingerprints[rel] = sent.fingerprint
         if progress is not None and time.perf_counter() - last >= PROGRESS_EVERY_S:
             last = time.perf_counter()
             progress(done, out.bytes)
+    for rel, mode in reversed(plan.mkdirs):  # deepest first: a parent closes after its children
+        if mode & OWNER_RWX != OWNER_RWX:
+            await agent.mkdir(rel, mode)
     # Nothing sent (a no-op resync): skip the flush and its round trip.
     results = [] if agent.idle else await agent.flush()
+    unsent = out.resend | {rel for op, rel, _ in out.errors if op == "read"}
+    written: set[str] = set()  # a read-only directory is made, then closed: one path written
     for result in results:
         view.sent.pop(result.path, None)
         if result.error is not None:
+            if result.op == "put" and result.path in unsent:
+                continue  # a put the client aborted midway: already accounted for above
             out.errors.append((result.op, result.path, result.error))
             continue
         if result.entry is None:
@@ -94,7 +107,8 @@ async def apply_plan(
             if result.op == "put" and result.path in fingerprints:
                 view.sent[result.path] = fingerprints[result.path]
             if result.op != "own":
-                out.written += 1
+                written.add(result.path)
+    out.written = len(written)
     if progress is not None:
         progress(len(plan.puts), out.bytes)
     out.ms = (time.perf_counter() - started) * 1000

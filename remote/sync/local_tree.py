@@ -3,11 +3,14 @@
 Only synced paths are listed and ignored directories are never entered. Symbolic links are
 recorded as links, never followed; a link whose target leads out of the tree is left out and
 reported in ``links_out`` (the VM would get a link into nowhere, or into somewhere else).
-Sockets, FIFOs and devices are left out silently.
+Sockets, FIFOs and devices are left out silently. A directory that cannot be listed (or an
+entry that cannot be read) is reported in ``unlisted``: what it holds is unknown, not absent, so
+nothing below it may be deleted on the VM.
 """
 
 from __future__ import annotations
 
+import errno
 import os
 import stat
 from dataclasses import dataclass, field
@@ -23,6 +26,8 @@ class LocalScan:
 
     entries: dict[str, Entry] = field(default_factory=dict)
     links_out: dict[str, str] = field(default_factory=dict)  # path -> target
+    # Paths whose content could not be read (a directory sync may not list): path -> reason.
+    unlisted: dict[str, str] = field(default_factory=dict)
 
     @property
     def dirs(self) -> list[str]:
@@ -32,9 +37,14 @@ class LocalScan:
 def link_target(root: Path, rel: str, target: str) -> str | None:
     """The target to recreate on the VM, or None when the link leads out of the tree.
 
-    A relative target stays as it is when it resolves (lexically) inside the tree; an absolute
-    target inside the tree is rewritten relative, since the VM's tree lives elsewhere.
+    A relative target stays as it is when it resolves inside the tree; an absolute target inside
+    the tree is rewritten relative, since the VM's tree lives elsewhere. Inside means lexically
+    and also once the links it passes through are followed (``sub/up -> ..`` makes
+    ``sub/x -> up/../outside`` lead out of the tree); the VM holds the same links, so it would
+    resolve alike.
     """
+    if not _resolves_inside(root, rel):
+        return None
     if os.path.isabs(target):
         try:
             inside = os.path.relpath(target, root)
@@ -48,6 +58,13 @@ def link_target(root: Path, rel: str, target: str) -> str | None:
     if resolved == ".." or resolved.startswith("../") or os.path.isabs(resolved):
         return None
     return target
+
+
+def _resolves_inside(root: Path, rel: str) -> bool:
+    """True when the link ``rel``, every link on its way followed, ends inside the tree."""
+    real_root = os.path.realpath(root)
+    real = os.path.realpath(os.path.join(real_root, rel))
+    return real == real_root or real.startswith(real_root.rstrip(os.sep) + os.sep)
 
 
 def entry_of(root: Path, rel: str, st: os.stat_result) -> Entry | None:
@@ -68,7 +85,8 @@ def scan_tree(root: Path, rules: SyncRules, start: str = "") -> LocalScan:
     if start:
         try:
             st = os.lstat(root / start)
-        except OSError:
+        except OSError as err:
+            _unreadable(out, start, err)
             return out
         if not _add(out, root, rules, start, st):
             return out
@@ -79,14 +97,18 @@ def scan_tree(root: Path, rules: SyncRules, start: str = "") -> LocalScan:
         rel_dir = stack.pop()
         try:
             it = os.scandir(root / rel_dir if rel_dir else root)
-        except OSError:
-            continue  # vanished or unreadable meanwhile: the watcher reports what follows
+        except OSError as err:
+            # Unreadable (or vanished meanwhile: the watcher reports what follows). Either way its
+            # content is unknown here, which must not read as "empty": the VM keeps its files.
+            _unreadable(out, rel_dir, err, always=True)
+            continue
         with it:
             for de in it:
                 rel = f"{rel_dir}/{de.name}" if rel_dir else de.name
                 try:
                     st = de.stat(follow_symlinks=False)
-                except OSError:
+                except OSError as err:
+                    _unreadable(out, rel, err)
                     continue
                 if _add(out, root, rules, rel, st) and stat.S_ISDIR(st.st_mode):
                     stack.append(rel)
@@ -99,7 +121,8 @@ def _add(out: LocalScan, root: Path, rules: SyncRules, rel: str, st: os.stat_res
         return False
     try:
         entry = entry_of(root, rel, st)
-    except OSError:
+    except OSError as err:
+        _unreadable(out, rel, err)
         return False
     if entry is None:
         return False
@@ -111,3 +134,9 @@ def _add(out: LocalScan, root: Path, rules: SyncRules, rel: str, st: os.stat_res
         entry = Entry("l", target=target)
     out.entries[rel] = entry
     return True
+
+
+def _unreadable(out: LocalScan, rel: str, err: OSError, *, always: bool = False) -> None:
+    """Record ``rel`` as unknown, unless it is simply gone (then it is absent, as it should read)."""
+    if always or err.errno not in (errno.ENOENT, errno.ENOTDIR):
+        out.unlisted[rel] = err.strerror or str(err)

@@ -36,7 +36,7 @@ def same_content(local: Entry, remote: Entry) -> bool:
     """True when the VM's entry already holds what the local one would put there.
 
     Like rsync: size and mtime for files (sync sets the VM's mtime to the local one), plus the
-    permission bits, so a ``chmod +x`` alone is synced too.
+    permission bits of files and directories, so a ``chmod +x`` alone is synced too.
     """
     if local.kind != remote.kind:
         return False
@@ -48,7 +48,7 @@ def same_content(local: Entry, remote: Entry) -> bool:
         )
     if local.kind == "l":
         return local.target == remote.target
-    return True
+    return (local.mode & 0o777) == (remote.mode & 0o777)  # a directory: its permission bits
 
 
 def parent_of(rel: str) -> str:

@@ -7,7 +7,9 @@ The policy, in one place:
 - a remote path the local tree lacks is deleted only if sync put it there (it is in the ledger)
   and it is unchanged since; protected paths, paths the rules exclude and everything else the VM
   holds (outputs, checkpoints, a file training rewrote) stay;
-- protected paths are never written, replaced or deleted.
+- protected paths are never written, replaced or deleted;
+- nothing at or below a local path that could not be read (``keep``) is deleted or changed: an
+  unreadable directory is unknown, not empty (and its mode is not one to give the VM's copy).
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
-from gcptui.remote.sync.manifest import Entry, same_content
+from gcptui.remote.sync.manifest import Entry, is_under, same_content
 from gcptui.remote.sync.rules import PathSet, SyncRules
 
 
@@ -52,17 +54,22 @@ def make_plan(
     protect: PathSet,
     scope: Iterable[str] | None = None,
     force: Iterable[str] = (),
+    keep: Iterable[str] = (),
 ) -> Plan:
     """The operations that make the VM hold ``local``.
 
     ``scope`` limits the comparison to these paths (the caller passes the local and remote
     entries at and below them); ``None`` compares everything. Paths in ``force`` are sent even
-    when size and mtime agree (a watched write within one coarse timestamp tick).
+    when size and mtime agree (a watched write within one coarse timestamp tick). Nothing at or
+    below a path in ``keep`` (local paths that could not be read) is deleted or changed.
     """
     plan = Plan()
     forced = set(force)
+    kept = sorted(set(keep))
     paths = set(local) | set(remote) if scope is None else set(scope)
     for rel in sorted(paths):
+        if kept and any(is_under(rel, top) for top in kept):
+            continue  # the local side could not be read here: what the VM holds stays as it is
         mine = local.get(rel)
         theirs = remote.get(rel)
         if mine is None:

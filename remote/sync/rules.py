@@ -11,11 +11,15 @@ Git semantics, as ``git status`` sees them:
   can both exclude more and ``!``-re-include a git-ignored file;
 - any path component named ``.git`` is never synced (nested repositories included).
 
-Patterns are matched with pathspec's ``GitIgnoreSpec``, which implements git's wildmatch.
+Patterns are parsed by pathspec's ``GitIgnoreSpec`` (git's wildmatch) and, as in git, a pattern
+counts only where it matches the path itself: a directory pattern (``build/``, ``!*/``) never
+decides a file's fate, it excludes or re-includes the directory, and a file below an excluded
+directory is excluded with it.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -27,16 +31,56 @@ GITIGNORE = ".gitignore"
 INFO_EXCLUDE = ".git/info/exclude"
 
 
-def _spec(lines: Iterable[str]) -> GitIgnoreSpec | None:
+class _Patterns:
+    """One ignore file's patterns, matched as git matches them: against the path itself only.
+
+    pathspec's patterns also match every path below a matching directory (``foo/`` matches
+    ``foo/a.py``); git instead never looks inside an excluded directory, and a pattern that
+    matches only a directory (``!*/``) says nothing about the files in it. So a file is judged only
+    by the patterns that match the file itself, and a directory by those that match it as a
+    directory; what lies below an excluded directory is handled by ``dir_excluded``.
+    """
+
+    def __init__(self, lines: list[str]) -> None:
+        # (include, regex, dir_marker): include True ignores, False re-includes ("!").
+        self._rules: list[tuple[bool, re.Pattern[str], bool]] = []
+        for pattern in GitIgnoreSpec.from_lines(lines).patterns:
+            regex = getattr(pattern, "regex", None)
+            if pattern.include is None or regex is None:
+                continue
+            if "ps_d" in regex.groupindex:
+                # The name matched, then either the end or a "/" (a directory): anchored at the end,
+                # only the path itself counts, as a directory when it ends in the "/" we append.
+                self._rules.append(
+                    (pattern.include, re.compile(f"(?:{regex.pattern})\\Z", regex.flags), True)
+                )
+            else:  # "*", "x/**": the pattern itself matches at any depth
+                self._rules.append((pattern.include, regex, False))
+
+    def verdict(self, rel: str, is_dir: bool) -> bool | None:
+        """True: ignored, False: re-included by a ``!`` pattern, None: no pattern matches."""
+        text = rel + "/" if is_dir else rel
+        for include, regex, anchored in reversed(self._rules):  # the last matching pattern wins
+            match = regex.search(text)
+            if match is None:
+                continue
+            if anchored or not is_dir or match.end() < len(text):
+                return include
+            # Only the "/" appended to a directory completed the match ("x/**" on x): it matches
+            # what is inside x, not x itself.
+        return None
+
+
+def _spec(lines: Iterable[str]) -> _Patterns | None:
     cleaned = [line for line in lines if line.strip() and not line.lstrip().startswith("#")]
-    return GitIgnoreSpec.from_lines(cleaned) if cleaned else None
+    return _Patterns(cleaned) if cleaned else None
 
 
-def _verdict(spec: GitIgnoreSpec | None, rel: str, is_dir: bool) -> bool | None:
+def _verdict(spec: _Patterns | None, rel: str, is_dir: bool) -> bool | None:
     """True: ignored, False: re-included by a ``!`` pattern, None: no pattern matches."""
     if spec is None:
         return None
-    return spec.check_file(rel + "/" if is_dir else rel).include
+    return spec.verdict(rel, is_dir)
 
 
 class SyncRules:
@@ -52,18 +96,18 @@ class SyncRules:
 
     def reload(self) -> None:
         """Forget every cached ``.gitignore`` and verdict (the files changed on disk)."""
-        self._dir_specs: dict[str, GitIgnoreSpec | None] = {}
+        self._dir_specs: dict[str, _Patterns | None] = {}
         self._dir_ignored: dict[str, bool] = {"": False}
         self._info = self._read(self.root / INFO_EXCLUDE)
 
     @staticmethod
-    def _read(path: Path) -> GitIgnoreSpec | None:
+    def _read(path: Path) -> _Patterns | None:
         try:
             return _spec(path.read_text(encoding="utf-8", errors="surrogateescape").splitlines())
         except OSError:
             return None
 
-    def _spec_for(self, rel_dir: str) -> GitIgnoreSpec | None:
+    def _spec_for(self, rel_dir: str) -> _Patterns | None:
         if rel_dir not in self._dir_specs:
             base = self.root / rel_dir if rel_dir else self.root
             self._dir_specs[rel_dir] = self._read(base / GITIGNORE)

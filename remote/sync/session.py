@@ -42,6 +42,8 @@ from gcptui.remote.sync.rules import PathSet, SyncRules
 from gcptui.remote.sync.tracker import Change, LocalTracker
 from gcptui.remote.sync.watcher import TreeWatcher
 
+# How many times a file that changed while it was read is sent again within one batch.
+RESEND_ROUNDS = 5
 # How long an apparently emptied source may stay empty before sync refuses to mirror it.
 EMPTY_SETTLE_SECONDS = 0.5
 
@@ -98,6 +100,7 @@ class SyncSession:
         self._watcher = TreeWatcher(self.source, step_ms=step_ms, debounce_ms=debounce_ms)
         self.tracker = LocalTracker(self.source, self.rules, self._watcher)
         self._following = False
+        self._failure = ""  # the last batch's first failed operation, with how many more
 
     # -- events ----------------------------------------------------------------------------------
     @property
@@ -139,18 +142,26 @@ class SyncSession:
     def _report_links(self, scan: LocalScan) -> None:
         for rel, target in scan.links_out.items():
             self._warn(f"not synced: the link {rel} -> {target} leads out of the tree", rel)
+        for rel, reason in scan.unlisted.items():
+            self._warn(
+                f"cannot read {rel or 'the source'} ({reason}): not synced; the VM keeps its copy", rel
+            )
 
     # -- public API ------------------------------------------------------------------------------
-    async def full_sync(self) -> BatchApplied:
+    async def full_sync(self, *, complete: bool = False) -> BatchApplied:
         """List both trees, send what differs, delete what sync put there and the tree lost.
 
         A no-op when the VM already holds the tree (no file data moves). Raises
         :class:`SyncError` on a refusal (missing or empty source, a forbidden dest) or when the VM
-        cannot be reached.
+        cannot be reached; with ``complete`` (a barrier before a job) also when an operation
+        failed, naming the first.
         """
         async with self._lock:
             try:
-                return await self._full_sync_locked()
+                event = await self._full_sync_locked()
+                if complete:
+                    self._require_complete(event)
+                return event
             except AgentLost as err:
                 self._drop_agent()
                 self._set_state("error", reason=str(err))
@@ -168,7 +179,7 @@ class SyncSession:
             while True:
                 async with self._lock:
                     try:
-                        await self._full_sync_locked()
+                        self._require_complete(await self._full_sync_locked())
                         return
                     except AgentLost as err:
                         self._drop_agent()
@@ -231,6 +242,11 @@ class SyncSession:
         self._drop_agent()
 
     # -- internals -------------------------------------------------------------------------------
+    def _require_complete(self, event: BatchApplied) -> None:
+        """Raise when ``event`` left the VM short of the tree: a job must not start on part of it."""
+        if event.failed:
+            raise SyncError(f"sync to {self.name or self.dest} is incomplete: {self._failure}")
+
     def _drop_agent(self) -> None:
         if self._agent is not None:
             self._agent.close()
@@ -238,6 +254,8 @@ class SyncSession:
 
     async def _ensure_agent(self, scan_known: View | None = None) -> RemoteAgent:
         """The running agent, started if needed; ``scan_known``: see :meth:`RemoteAgent.start`."""
+        if self._agent is not None and self._agent.broken:
+            self._drop_agent()  # a transfer was cancelled mid-file: the agent is out of frame
         if self._agent is None:
             self._set_state("connecting", reason=self._reason if self._state == "reconnecting" else "")
             try:
@@ -294,11 +312,18 @@ class SyncSession:
         if listing is not None:
             self.view.entries, self.view.ledger = listing
         remote, ledger = self.view.entries, self.view.ledger
-        self.tracker.reset(scan.entries)
+        self.tracker.reset(scan)
         self._report_links(scan)
         if self._following:
             self._report_links(await self.tracker.watch_new_dirs())
-        plan = make_plan(self.tracker.entries, remote, ledger, rules=self.rules, protect=self.protect)
+        plan = make_plan(
+            self.tracker.entries,
+            remote,
+            ledger,
+            rules=self.rules,
+            protect=self.protect,
+            keep=self.tracker.unlisted,
+        )
         self._refuse_wipe(plan)
         return await self._apply(plan, full=True)
 
@@ -320,17 +345,27 @@ class SyncSession:
                 self._emit(FullSyncProgress(self.name, done, total_files, sent, total_bytes))
 
         result = await apply_plan(agent, self.source, plan, self.view, progress if total_files else None)
-        for op, path, message in result.errors:
-            self._warn(message if op == "rm" else f"could not {op} {path} on the VM: {message}", path)
         rounds = 0
-        while result.resend and rounds < 5:  # files that changed while read: send again
+        while result.resend and rounds < RESEND_ROUNDS:  # files that changed while read: send again
             rounds += 1
             retry = self._change_plan(self.tracker.restat(result.resend))
             extra = await apply_plan(agent, self.source, retry, self.view)
             result.written += extra.written
+            result.deleted += extra.deleted
             result.bytes += extra.bytes
             result.resend = extra.resend
+            result.errors += extra.errors
+        for rel in sorted(result.resend):  # still changing: the VM keeps its older copy for now
+            result.errors.append(
+                ("put", rel, f"it changed while being read, {RESEND_ROUNDS + 1} times in a row")
+            )
+        for op, path, message in result.errors:
+            self._warn(_failure_line(op, path, message), path)
         failed = len(result.errors)
+        if failed:
+            op, path, message = result.errors[0]
+            more = f" (and {failed - 1} more)" if failed > 1 else ""
+            self._failure = f"{op} {path}: {message}{more}"
         event = BatchApplied(self.name, result.written, result.deleted, result.bytes, result.ms, full, failed)
         if plan.changes or full:
             self._emit(event)
@@ -338,9 +373,7 @@ class SyncSession:
             self._set_state("paused")
         elif failed:
             # Never "in sync" after a failed operation: the state names what the VM lacks.
-            op, path, message = result.errors[0]
-            more = f" (and {failed - 1} more)" if failed > 1 else ""
-            self._set_state("incomplete", reason=f"{op} {path}: {message}{more}")
+            self._set_state("incomplete", reason=self._failure)
         else:
             self._set_state("in_sync")
         return event
@@ -412,6 +445,7 @@ class SyncSession:
         return make_plan(
             self.tracker.entries, self.view.entries, self.view.ledger,
             rules=self.rules, protect=self.protect, scope=scope, force=change.force,
+            keep=self.tracker.unlisted,
         )  # fmt: skip
 
     async def _reconcile_plan(self) -> Plan:
@@ -419,9 +453,19 @@ class SyncSession:
         self.rules.reload()
         self.tracker.clear_dirty()
         scan = await asyncio.to_thread(scan_tree, self.source, self.rules)
-        self.tracker.reset(scan.entries)
+        self.tracker.reset(scan)
         self._report_links(scan)
         self._report_links(await self.tracker.watch_new_dirs())
         return make_plan(
-            self.tracker.entries, self.view.entries, self.view.ledger, rules=self.rules, protect=self.protect
-        )
+            self.tracker.entries, self.view.entries, self.view.ledger,
+            rules=self.rules, protect=self.protect, keep=self.tracker.unlisted,
+        )  # fmt: skip
+
+
+def _failure_line(op: str, path: str, message: str) -> str:
+    """The warning for one failed operation (a refusal's text already names its path)."""
+    if op == "rm":
+        return message
+    if op == "read":
+        return f"not synced: cannot read {path} ({message}); the VM keeps its copy"
+    return f"could not {op} {path} on the VM: {message}"

@@ -44,6 +44,8 @@ class LocalTracker:
         self.rules = rules
         self.watcher = watcher
         self.entries: dict[str, Entry] = {}
+        # Local paths that could not be read (path -> reason): the VM keeps what lies below them.
+        self.unlisted: dict[str, str] = {}
         self._dirty: set[str] = set()
         self._watched: dict[str, tuple[int, int]] = {}  # rel dir -> (dev, inode) watched
         self._rescan = False
@@ -104,9 +106,16 @@ class LocalTracker:
         return self._rescan or "" in self._dirty or len(self._dirty) > RESCAN_ABOVE
 
     # -- manifest --------------------------------------------------------------------------------
-    def reset(self, entries: dict[str, Entry]) -> None:
+    def reset(self, scan: LocalScan) -> None:
         """Adopt a fresh full scan."""
-        self.entries = entries
+        self.entries = scan.entries
+        self.unlisted = dict(scan.unlisted)
+
+    def _replace_unlisted(self, top: str, scan: LocalScan) -> None:
+        """A rescan of ``top``'s subtree replaces what was known unreadable there."""
+        for rel in [r for r in self.unlisted if is_under(r, top)]:
+            del self.unlisted[rel]
+        self.unlisted.update(scan.unlisted)
 
     def _inode(self, rel: str) -> tuple[int, int] | None:
         try:
@@ -132,7 +141,7 @@ class LocalTracker:
 
     async def start_watching(self) -> None:
         """Scan the tree and watch the root and every synced directory."""
-        self.entries = (await self._scan_watched("")).entries
+        self.reset(await self._scan_watched(""))
 
     async def watch_new_dirs(self) -> LocalScan:
         """Place watches on synced directories that have none yet, then rescan those directories.
@@ -153,6 +162,8 @@ class LocalTracker:
             scan = await self._scan_watched(rel)
             found.entries.update(scan.entries)
             found.links_out.update(scan.links_out)
+            found.unlisted.update(scan.unlisted)
+            self._replace_unlisted(rel, scan)
         if tops:
             for path in [p for p in self.entries if p in tops or any(up in tops for up in _ancestors(p))]:
                 del self.entries[path]
@@ -213,10 +224,12 @@ class LocalTracker:
         else:
             self.entries.pop(rel, None)
         change.scope.add(rel)
+        self._replace_unlisted(rel, scan)
         self.entries.update(scan.entries)
         change.scope.update(scan.entries)
         change.scan.entries.update(scan.entries)
         change.scan.links_out.update(scan.links_out)
+        change.scan.unlisted.update(scan.unlisted)
         if fresh is not None and fresh.kind == "f":
             change.force.add(rel)
 

@@ -4,7 +4,8 @@ Standard library only, no imports from gcptui. It speaks a framed protocol on st
 every frame is a 4-byte big-endian length and a JSON header; a ``put`` header is followed by
 exactly ``s`` bytes of file data (or, when it has ``z``, ``z`` bytes of zlib data that inflate to
 ``s``; or, when it has ``zs``, the next ``zs`` bytes of the session's one deflate stream, ended by
-a sync flush, that inflate to ``s``). Operations are pipelined: the client sends many and asks for
+a sync flush, that inflate to ``s``; or, when it has ``k``, chunks each after its 4-byte length,
+ended by a zero length, or by 0xFFFFFFFF to discard the file). Operations are pipelined: the client sends many and asks for
 their results with one ``flush``. Replies are frames too.
 
 The agent keeps the sync ledger: the record of every path sync put under ``dest``, with the
@@ -43,6 +44,8 @@ READ_AHEAD = 32 << 20  # stdin read ahead of the file writes: ~5 s of a 50 Mbit/
 F_SETPIPE_SZ = 1031  # fcntl.F_SETPIPE_SZ, named only from Python 3.10 on
 # A request frame larger than this is not from gcptui's client (its headers are small JSON).
 MAX_FRAME = 16 << 20
+CHUNK_ABORT = 0xFFFFFFFF  # a chunked put's abort mark (the client's CHUNK_ABORT)
+ABORTED = "the local file changed while it was read; not written"
 DIR_KEY = ["d", 0, 0]  # a directory's ledger record (kind, size, mtime: only the kind matters)
 LINK_KEY = ["l", 0, 0]
 MAX_CACHED_DIRS = 256  # open directory descriptors kept per batch, well under any fd limit
@@ -453,11 +456,12 @@ class Agent:
         for de in listed:
             name = de.name
             if name.startswith(TMP_PREFIX):
-                try:
-                    os.unlink(name, dir_fd=fd)  # a temp file of an interrupted write: ours
-                except OSError:
-                    pass
-                continue
+                if tmp_orphaned(name):
+                    try:
+                        os.unlink(name, dir_fd=fd)  # a temp file of an interrupted write: ours
+                    except OSError:
+                        pass
+                continue  # another live agent's write in flight (two sessions on one dest): its own
             try:
                 e = self.entry_at(fd, name, de.stat(follow_symlinks=False))
             except OSError:
@@ -469,7 +473,7 @@ class Agent:
 
     def tmp_name(self) -> str:
         self.tmp_seq += 1
-        return f"{TMP_PREFIX}{os.getpid()}.{self.tmp_seq}"
+        return f"{TMP_PREFIX}{os.getpid()}.{BOOT}.{self.tmp_seq}"
 
     def create_tmp(self, rel: str):
         """A new temp file in ``rel``'s directory (made as needed): (parent fd, name, tmp, fd)."""
@@ -505,6 +509,11 @@ class Agent:
         elif packed is not None:
             inflate = zlib.decompressobj()
         written = 0
+        if msg.get("k"):  # chunked (a large raw file): the client may abort it midway
+            written, error = self.take_chunks(fd, error)
+            left = 0
+            if error is None and written != size:
+                error = ValueError(f"{rel}: held {written} of {size} bytes")
         while left:  # always consume the data, even after an error, to stay in frame
             chunk = self.inp.take(left)
             left -= len(chunk)
@@ -560,6 +569,29 @@ class Agent:
                 except OSError:
                     pass
 
+    def take_chunks(self, fd: int, error):
+        """Write length-prefixed chunks to ``fd`` up to the end mark: (bytes taken, error).
+
+        The abort mark (the file changed or failed while the client read it) discards the file:
+        it must never land torn. Data is always consumed, even after an error, to stay in frame.
+        """
+        written = 0
+        while True:
+            (n,) = struct.unpack(">I", self.inp.read_exact(4))
+            if n == 0:
+                return written, error
+            if n == CHUNK_ABORT:
+                return written, error if error is not None else Refused(ABORTED)
+            while n:
+                chunk = self.inp.take(n)
+                n -= len(chunk)
+                written += len(chunk)
+                if error is None:
+                    try:
+                        _write_all(fd, chunk)
+                    except OSError as err:
+                        error = err
+
     def break_stream(self, rel: str, why) -> None:
         """The session's deflate stream is out of step: every later ``zs`` put fails (in frame)."""
         self.stream = None
@@ -586,23 +618,26 @@ class Agent:
             self.results.append(["link", rel, None, _describe(err)])
 
     def op_mkdir(self, msg) -> None:
+        """Make ``rel`` a directory with mode ``m``; a directory already there only changes mode."""
         rel = msg["p"]
         try:
             parent, name = self.parent_of(rel, True)
-            self.make_room(rel, parent, name, "d")
-            self.record(rel, DIR_KEY)  # journal first (see dir_fd)
-            try:
-                os.mkdir(name, dir_fd=parent)
-            except FileExistsError:
-                pass
-            try:
-                fd = os.open(name, DIR_FLAGS, dir_fd=parent)
-            except OSError as err:
-                if err.errno in (errno.ELOOP, errno.ENOTDIR, errno.EMLINK):
-                    raise Refused(
-                        f"kept {rel}: it changed on the VM while sync made it a directory"
-                    ) from None
-                raise
+            fd = self.open_existing_dir(parent, name)
+            if fd < 0:
+                self.make_room(rel, parent, name, "d")
+                self.record(rel, DIR_KEY)  # journal first (see dir_fd)
+                try:
+                    os.mkdir(name, dir_fd=parent)
+                except FileExistsError:
+                    pass
+                try:
+                    fd = os.open(name, DIR_FLAGS, dir_fd=parent)
+                except OSError as err:
+                    if err.errno in (errno.ELOOP, errno.ENOTDIR, errno.EMLINK):
+                        raise Refused(
+                            f"kept {rel}: it changed on the VM while sync made it a directory"
+                        ) from None
+                    raise
             if rel in self.dirs:
                 os.close(self.dirs.pop(rel))
             self.dirs[rel] = fd
@@ -614,12 +649,25 @@ class Agent:
         except (OSError, ValueError) as err:
             self.results.append(["mkdir", rel, None, _describe(err)])
 
+    @staticmethod
+    def open_existing_dir(parent: int, name: str) -> int:
+        """A descriptor of the directory ``name`` (never a link's target), or -1 when there is none."""
+        try:
+            return os.open(name, DIR_FLAGS, dir_fd=parent)
+        except OSError as err:
+            if err.errno in (errno.ENOENT, errno.ELOOP, errno.ENOTDIR, errno.EMLINK):
+                return -1  # missing, or another kind: make_room decides
+            raise
+
     def op_own(self, msg) -> None:
         """The VM already holds what the local tree has here: record it as synced."""
         rel = msg["p"]
         try:
             parent, name = self.parent_of(rel, False)
             e = self.entry_at(parent, name)
+            expected = msg.get("x")
+            if expected is not None and [e[0], e[1], e[2], e[4]] != expected:
+                raise Refused(f"kept {rel} unowned: it changed on the VM since it was listed")
             self.record(rel, e)
             self.results.append(["own", rel, e, None])
         except (OSError, ValueError) as err:
@@ -695,6 +743,41 @@ def view_digest(entries, ledger) -> str:
     held = sorted(f"{len(rel)}:{rel}" + ".".join(map(str, value)) for rel, value in ledger.items())
     text = "\n".join(rows) + "\n\n" + "\n".join(held)
     return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def _boot_id() -> str:
+    """This boot's identity (a pid names the same process only within one boot)."""
+    try:
+        with open("/proc/sys/kernel/random/boot_id") as f:
+            return f.read().strip().replace("-", "")[:12] or "0"
+    except OSError:
+        return "0"
+
+
+BOOT = _boot_id()
+
+
+def tmp_orphaned(name: str) -> bool:
+    """True when the temp file ``name`` belongs to no running agent: its writer died mid-write.
+
+    Temp names carry the pid of the agent writing them and the boot; two sessions may share a dest
+    (the TUI following while ``job start`` syncs), and one's scan must not delete the file the
+    other is filling. A name of another form (an older agent's) counts as orphaned only when its
+    pid is gone.
+    """
+    parts = name[len(TMP_PREFIX) :].split(".")
+    if len(parts) not in (2, 3) or (len(parts) == 3 and parts[1] != BOOT):
+        return True
+    pid = parts[0]
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return True
+    except (ValueError, OverflowError):
+        return True
+    except OSError:
+        return False  # alive (another user's: EPERM)
+    return False
 
 
 def _describe(err: Exception) -> str:

@@ -116,3 +116,20 @@ def test_a_stalled_agent_ends_sync_once_with_one_clear_line(
     assert "stopped taking data: nothing moved for 2s" in lines[-1], stderr
     assert "Traceback" not in stderr
     assert not (dest / "big.bin").exists()  # nothing half-written under the file's name
+
+
+def test_job_start_refuses_in_one_line_when_the_vm_refused_part_of_the_tree(
+    emulator_thread: EmulatorThread, tmp_path: Path
+) -> None:
+    config, project = _setup(emulator_thread, tmp_path, sync='\n[job]\ncommand = "sleep 600"\n')
+    (project / "data").mkdir()
+    (project / "data" / "prep.py").write_text("PREP = 2\n")
+    dest = _home(emulator_thread) / "project"
+    dest.mkdir(parents=True)
+    (tmp_path / "disk").mkdir()
+    os.symlink(tmp_path / "disk", dest / "data")  # the VM's setup linked data to a disk
+    result = gcptui("--config", str(config), "job", "start", "vm-s", cwd=project)
+    assert result.returncode != 0, result.stderr
+    assert "sync to vm-s is incomplete: mkdir data: kept data: a link on the VM" in result.stderr
+    assert "Traceback" not in result.stderr
+    assert not (_home(emulator_thread) / ".gcptui" / "job").exists()  # the job never started

@@ -54,6 +54,7 @@ class Sshd:
     port: int = 0
     user: str = field(default_factory=getpass.getuser)
     process: subprocess.Popen[bytes] | None = None
+    launcher: list[str] = field(default_factory=list)  # prefix of sshd's command (e.g. setpriv)
 
     @property
     def host_key(self) -> Path:
@@ -112,7 +113,7 @@ class Sshd:
         if not self.host_key.exists():
             self.setup()
         self.process = subprocess.Popen(
-            [SSHD, "-D", "-e", "-f", str(self.directory / "sshd_config")],
+            [*self.launcher, SSHD, "-D", "-e", "-f", str(self.directory / "sshd_config")],
             stdout=subprocess.DEVNULL,
             stderr=open(self.directory / "sshd.log", "ab"),  # noqa: SIM115 - lives as long as sshd
         )

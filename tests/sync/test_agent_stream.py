@@ -14,7 +14,7 @@ import sys
 import zlib
 from pathlib import Path
 
-from gcptui.remote.sync.agent_client import AGENT_SOURCE, Packer
+from gcptui.remote.sync.agent_client import AGENT_SOURCE, CHUNK_ABORT, CHUNK_END, Packer
 
 TEXT = "".join(f"def f{i}(x):\n    return x * {i}  # a comment\n" for i in range(200)).encode()
 
@@ -102,3 +102,45 @@ def test_a_broken_stream_fails_later_streamed_puts_in_frame_and_raw_puts_still_l
     replies = run_agent(tmp_path, frames + frame({"op": "flush", "id": 1}))
     assert "inflates past 10 bytes" in str(results(replies)["e.py"])
     assert not (dest / "e.py").exists()
+
+
+def chunked(rel: str, pieces: list[bytes], end: bytes, size: int | None = None) -> bytes:
+    """A ``k`` put: each piece after its length, then ``end`` (CHUNK_END or CHUNK_ABORT)."""
+    total = sum(map(len, pieces)) if size is None else size
+    header = {"op": "put", "p": rel, "s": total, "m": 0o644, "t": 1_700_000_000_000_000_000, "k": 1}
+    return frame(header, b"".join(struct.pack(">I", len(p)) + p for p in pieces) + end)
+
+
+def test_a_chunked_put_lands_only_when_committed_and_an_abort_stays_in_frame(tmp_path: Path) -> None:
+    dest = tmp_path / "dest"
+    (dest / "kept.bin").parent.mkdir(parents=True)
+    (dest / "kept.bin").write_bytes(b"old")
+    frames = frame({"op": "init", "dest": str(dest)})
+    frames += chunked("kept.bin", [b"A" * 1000, b"B" * 500], CHUNK_ABORT, size=3000)  # changed midway
+    frames += chunked("short.bin", [b"C" * 10], CHUNK_END, size=20)  # committed short: refused
+    frames += chunked("big.bin", [b"D" * 70_000, b"E" * 5], CHUNK_END)
+    replies = run_agent(tmp_path, frames + frame({"op": "flush", "id": 1}))
+    outcome = results(replies)
+    assert "changed while it was read" in (outcome["kept.bin"] or "")
+    assert "held 10 of 20 bytes" in (outcome["short.bin"] or "")
+    assert outcome["big.bin"] is None
+    assert (dest / "kept.bin").read_bytes() == b"old"  # never replaced by a torn copy
+    assert not (dest / "short.bin").exists()
+    assert (dest / "big.bin").read_bytes() == b"D" * 70_000 + b"E" * 5
+    assert sorted(p.name for p in dest.iterdir()) == ["big.bin", "kept.bin"]  # no temp left behind
+
+
+def test_own_records_a_path_only_while_it_is_as_listed(tmp_path: Path) -> None:
+    dest = tmp_path / "dest"
+    dest.mkdir()
+    (dest / "same.py").write_text("x")
+    (dest / "moved.py").write_text("rewritten by the VM after the listing")
+    same, moved = (dest / "same.py").stat(), (dest / "moved.py").stat()
+    frames = frame({"op": "init", "dest": str(dest)})
+    frames += frame({"op": "own", "p": "same.py", "x": ["f", same.st_size, same.st_mtime_ns, ""]})
+    frames += frame({"op": "own", "p": "moved.py", "x": ["f", 1, moved.st_mtime_ns - 10**9, ""]})  # as listed
+    replies = run_agent(tmp_path, frames + frame({"op": "flush", "id": 1}) + frame({"op": "scan"}))
+    outcome = results(replies[:-1])
+    assert outcome["same.py"] is None
+    assert "changed on the VM since it was listed" in (outcome["moved.py"] or "")
+    assert set(replies[-1]["ledger"]) == {"same.py"}  # never adopted, so never deleted later

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import random
 import threading
 import time
 from pathlib import Path
 
-from gcptui.remote.sync import SyncSession
+from gcptui.remote.aio import within
+from gcptui.remote.sync import SyncSession, SyncWarning
 from tests.sync.conftest import RemoteTarget
 from tests.sync.trees import snapshot, wait_equal, wait_for, write
 
@@ -104,3 +106,56 @@ async def test_pause_queues_changes_until_resume(local: Path, target: RemoteTarg
     assert "b.py" not in snapshot(target.root)
     f.session.resume()
     await wait_equal(target.root, lambda: snapshot(local))
+
+
+async def test_a_file_that_never_stops_changing_never_lands_torn_and_is_not_called_synced(
+    local: Path, target: RemoteTarget
+) -> None:
+    write(local, "train.py", "print(1)\n")
+    write(local, "log.bin", b"x" * 3_000_000)
+    stop = threading.Event()
+    appended = threading.Event()
+
+    def append() -> None:  # a log the job keeps writing: every read of it is already stale
+        with open(local / "log.bin", "ab", buffering=0) as fh:
+            while not stop.is_set():
+                fh.write(b"y" * 100)
+                appended.set()
+
+    thread = threading.Thread(target=append)
+    thread.start()
+    s = SyncSession(local, target.dest, target.get_conn, name="vm")
+    warnings: list[str] = []
+    s.subscribe(lambda e: warnings.append(e.message) if isinstance(e, SyncWarning) else None)
+    try:
+        assert await asyncio.to_thread(appended.wait, 10)
+        result = await s.full_sync()
+    finally:
+        stop.set()
+        thread.join()
+    assert result.failed == 1 and s.state == "incomplete"
+    assert any("could not put log.bin on the VM: it changed while being read" in w for w in warnings), (
+        warnings
+    )
+    assert not (target.root / "log.bin").exists()  # nothing torn, nothing stale called current
+    assert (await s.full_sync()).failed == 0  # it settled: now it goes
+    assert snapshot(target.root) == snapshot(local)
+    await s.close()
+
+
+async def test_a_sync_cancelled_mid_file_leaves_the_session_usable(local: Path, target: RemoteTarget) -> None:
+    write(local, "big.bin", os.urandom(1 << 20) * 200)
+    s = SyncSession(local, target.dest, target.get_conn, name="vm")
+    first = asyncio.create_task(s.full_sync())
+
+    def writing() -> bool:  # the agent is filling big.bin's temp file
+        return target.root.is_dir() and any(p.stat().st_size > 0 for p in target.root.glob(".gcptui-tmp.*"))
+
+    await wait_for(lambda: writing() or first.done(), 30, "the transfer to start")
+    assert not first.done()
+    first.cancel()
+    await asyncio.wait({first})
+    result = await within(60, s.full_sync())  # a new agent: the old one was left mid-file
+    assert result.failed == 0 and s.state == "in_sync"
+    assert snapshot(target.root) == snapshot(local)
+    await s.close()

@@ -102,3 +102,24 @@ async def test_dest_of_root_or_home_is_refused(local: Path, target: RemoteTarget
         dest = str(target.home)
     with pytest.raises(SyncError, match="remote root, home"):
         await SyncSession(local, dest, target.get_conn).full_sync()
+
+
+async def test_a_barrier_refuses_when_the_vm_refused_part_of_the_tree(
+    local: Path, target: RemoteTarget, tmp_path: Path
+) -> None:
+    write(local, "train.py", "import data.prep\n")
+    write(local, "data/prep.py", "PREP = 2\n")
+    target.root.mkdir(parents=True, exist_ok=True)
+    (tmp_path / "disk").mkdir()
+    os.symlink(tmp_path / "disk", target.root / "data")  # the VM's setup linked data to a disk
+    s = session(local, target)
+    with pytest.raises(
+        SyncError,
+        match=r"^sync to vm is incomplete: mkdir data: kept data: a link on the VM .* \(and 1 more\)$",
+    ):
+        await s.barrier(timeout=20)
+    with pytest.raises(SyncError, match=r"is incomplete: mkdir data"):
+        await s.full_sync(complete=True)  # the barrier of `job start`
+    assert (await s.full_sync()).failed == 2  # a plain sync reports it (state incomplete) and returns
+    assert s.state == "incomplete"
+    await s.close()

@@ -57,7 +57,7 @@ async def test_a_full_scan_rescans_directories_it_watches_for_the_first_time(loc
         (local / "d" / "sub").mkdir(parents=True)
         scan = scan_tree(local, tracker.rules)  # the full diff's scan (it runs in a thread)
         write(local, "d/sub/late.txt", "created after the scan, before any watch on d/sub")
-        tracker.reset(scan.entries)
+        tracker.reset(scan)
         await tracker.watch_new_dirs()
         assert "d/sub/late.txt" in tracker.entries
     finally:

@@ -33,7 +33,10 @@ def snapshot(root: Path, skip: Callable[[str], bool] = lambda rel: False) -> Tre
             except FileNotFoundError:
                 continue  # changing while we look: the next poll sees it settled
             if stat.S_ISLNK(st.st_mode):
-                out[rel] = ("l", os.readlink(path))
+                try:
+                    out[rel] = ("l", os.readlink(path))
+                except FileNotFoundError:
+                    continue  # replaced between the lstat and the readlink: as above
                 if name in dirnames:
                     dirnames.remove(name)
             elif stat.S_ISDIR(st.st_mode):

@@ -38,7 +38,8 @@ async def sync_before_job(services: Services, instances: list[Instance]) -> None
     for instance in instances:
         print(f"sync {services.sync_line(instance)}", file=sys.stderr, flush=True)
     try:
-        await asyncio.gather(*(s.full_sync() for s in sessions))
+        # complete: a failed operation (a file the VM refused) stops the job from starting too.
+        await asyncio.gather(*(s.full_sync(complete=True) for s in sessions))
     finally:
         await asyncio.gather(*(s.close() for s in sessions), return_exceptions=True)
 

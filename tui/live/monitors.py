@@ -321,7 +321,7 @@ class Monitors:
             return
         session = self.services.sync_session(instance)
         try:
-            await within(timeout, session.full_sync())
+            await within(timeout, session.full_sync(complete=True))
         finally:
             await session.close()
 

@@ -1,0 +1,82 @@
+"""The agent beside others on the VM: two sessions on one dest (the TUI following while ``job start``
+syncs) never undo each other, and an agent bound by permission bits still fills read-only folders."""
+
+from __future__ import annotations
+
+import os
+import stat
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from gcptui.remote.sync import SyncSession
+from tests.helpers.sshd import Sshd, sshd_available
+from tests.sync.conftest import openssh_getter
+from tests.sync.trees import snapshot, write
+from tests.sync.unprivileged import unprivileged_prefix
+
+
+def boot_id() -> str:
+    return Path("/proc/sys/kernel/random/boot_id").read_text().strip().replace("-", "")[:12]
+
+
+async def test_a_scan_removes_only_temp_files_whose_writer_is_gone(sshd: Sshd, tmp_path: Path) -> None:
+    local, root = tmp_path / "local", tmp_path / "vm" / "project"
+    write(local, "train.py", "print(1)\n")
+    dead = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True
+    )
+    live_tmp = f".gcptui-tmp.{os.getpid()}.{boot_id()}.7"  # this test process stands for a live agent
+    dead_tmp = f".gcptui-tmp.{int(dead.stdout)}.{boot_id()}.7"
+    old_boot_tmp = f".gcptui-tmp.{os.getpid()}.000000000000.7"
+    for name in (live_tmp, dead_tmp, old_boot_tmp):
+        write(root, f"weights/{name}", b"partial")
+    session = SyncSession(local, str(root), openssh_getter(sshd), name="vm")
+    try:
+        await session.full_sync()
+    finally:
+        await session.close()
+    left = sorted(p.name for p in (root / "weights").iterdir())
+    assert left == [live_tmp]  # another agent's write in flight stays; the orphans go
+
+
+@pytest.fixture
+def unprivileged_sshd(tmp_path: Path, client_key: Path) -> Iterator[Sshd]:
+    """An sshd whose sessions (the agent) are bound by permission bits, even when run as root."""
+    if not sshd_available():
+        pytest.skip("OpenSSH sshd is not installed (apt-get install openssh-server)")
+    server = Sshd(tmp_path / "sshd", "127.0.0.91", client_key, launcher=unprivileged_prefix())
+    server.setup()
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+async def test_directory_modes_are_synced_and_a_read_only_directory_still_fills(
+    unprivileged_sshd: Sshd, tmp_path: Path
+) -> None:
+    local, root = tmp_path / "local", tmp_path / "vm" / "project"
+    write(local, "ro/sub/data.txt", "x")
+    write(local, "scripts/run.sh", "echo\n")
+    for rel in ("ro/sub", "ro"):
+        os.chmod(local / rel, 0o555)
+    session = SyncSession(local, str(root), openssh_getter(unprivileged_sshd), name="vm")
+    try:
+        first = await session.full_sync()
+        assert first.failed == 0 and first.files == 5 and session.state == "in_sync"
+        assert snapshot(root) == snapshot(local)
+        assert stat.S_IMODE(os.stat(root / "ro").st_mode) == 0o555
+        os.chmod(local / "scripts", 0o700)  # a directory's mode alone changed
+        await session.full_sync()
+        assert stat.S_IMODE(os.stat(root / "scripts").st_mode) == 0o700
+    finally:
+        await session.close()
+        for rel in ("ro", "ro/sub"):
+            for tree in (local, root):
+                if (tree / rel).is_dir():
+                    os.chmod(tree / rel, 0o755)
