@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from .checkpoint import CheckpointInfo, CheckpointStore, fsync_directory
+from .checkpoint import CheckpointInfo, CheckpointStore, fsync_directory, manifest_bytes
 
 CHECKPOINT_URL_ENV = "GCPTUI_CHECKPOINT_URL"
 # Seconds the final save on SIGTERM may wait for its upload: GCE powers a Spot VM off 30 s after
@@ -148,6 +148,7 @@ class BucketMirror:
         self.disabled: str | None = None  # why mirroring is off
         self.newest_mirrored: int | None = None
         self._newest_submitted = -1
+        self._submitted_payload: dict[int, str] = {}  # step -> the payload last submitted for it
         self._mirrored_steps: list[int] = []  # steps in the bucket, oldest first (listed once)
         self._listed = False
         self._thread = threading.Thread(target=self._work, name="checkpoint-mirror", daemon=True)
@@ -168,6 +169,7 @@ class BucketMirror:
     # -- the training side --------------------------------------------------------------------
     def submit_checkpoint(self, info: CheckpointInfo) -> None:
         self._newest_submitted = max(self._newest_submitted, info.step)
+        self._submitted_payload[info.step] = info.payload.name
         self._put("checkpoint", info)
 
     def submit_artifact(self, path: Path) -> None:
@@ -229,8 +231,12 @@ class BucketMirror:
     def _download(self, bucket: Any, manifest_blob: Any, step: int, store: CheckpointStore) -> None:
         manifest = json.loads(manifest_blob.download_as_bytes())
         payload_name = manifest["payload"]
+        payload = store.named_payload(step, manifest)
+        if payload.name != payload_name:
+            raise ValueError(f"its manifest names {payload_name!r}, not a payload of step {step}")
         store.directory.mkdir(parents=True, exist_ok=True)
         tmp = store.directory / f".tmp-{payload_name}.{os.getpid()}"
+        manifest_tmp = store.directory / f".tmp-{store.manifest_path(step).name}.{os.getpid()}"
         try:
             from google.api_core import exceptions
 
@@ -245,15 +251,20 @@ class BucketMirror:
             with open(tmp, "rb") as file:
                 while chunk := file.read(1 << 22):
                     digest.update(chunk)
-            if digest.hexdigest() != manifest["sha256"]:
-                raise ValueError("the payload fails the SHA-256 check")
-            os.replace(tmp, store.payload_path(step))
-            manifest_tmp = store.directory / f".tmp-{store.manifest_path(step).name}.{os.getpid()}"
-            manifest_tmp.write_text(json.dumps(manifest, indent=1, sort_keys=True))
+                # Durable before the rename, as CheckpointStore.write makes it: after a power cut the
+                # manifest must never name a payload whose bytes never reached the disk.
+                os.fsync(file.fileno())
+            os.replace(tmp, payload)
+            with open(manifest_tmp, "wb") as file:
+                file.write(manifest_bytes(manifest))
+                file.flush()
+                os.fsync(file.fileno())
+            fsync_directory(store.directory)
             os.replace(manifest_tmp, store.manifest_path(step))  # the manifest last: complete now
             fsync_directory(store.directory)
         finally:
             tmp.unlink(missing_ok=True)
+            manifest_tmp.unlink(missing_ok=True)
 
     # -- the background thread -------------------------------------------------------------------
     def _put(self, kind: str, item: Any) -> None:
@@ -297,18 +308,24 @@ class BucketMirror:
         info: CheckpointInfo = item
         # Held open from here on: the local store may prune this checkpoint while it uploads (keep is
         # counted locally too), and an open file keeps its bytes; so payload and manifest both go up.
+        # The manifest uploaded is the one written with this payload (not the file on disk now, which a
+        # rewrite of the step may have replaced meanwhile): a bucket manifest always names its payload.
+        manifest = manifest_bytes(info.manifest)
         try:
-            manifest = info.manifest_path.read_bytes()
             payload = open(info.payload, "rb")  # noqa: SIM115 - closed below, after the upload
         except FileNotFoundError:
-            if info.step < self._newest_submitted:
-                return  # pruned locally while the upload queue lagged: the newer one queued supersedes it
+            if (
+                info.step < self._newest_submitted
+                or self._submitted_payload.get(info.step) != info.payload.name
+            ):
+                return  # pruned or rewritten locally while the upload queue lagged: a newer one is queued
             raise
         started = time.monotonic()
         folder = self.url.key(self.run, "checkpoints")
         with payload:
             self._upload_checked(bucket, payload, f"{folder}/{info.payload.name}")
         bucket.blob(f"{folder}/{info.manifest_path.name}").upload_from_string(manifest, "application/json")
+        self._delete_step(bucket, folder, info.step, but=info.payload.name)  # a rewrite's old payload
         latest = {"step": info.step, "payload": info.payload.name, "manifest": info.manifest_path.name,
                   "sha256": info.manifest.get("sha256"), "time": time.time()}  # fmt: skip
         bucket.blob(self.url.key(self.run, "latest.json")).upload_from_string(
@@ -344,9 +361,21 @@ class BucketMirror:
             self._listed = True
         while len(self._mirrored_steps) > self.keep:
             step = self._mirrored_steps.pop(0)
-            for suffix in (".json", ".pt"):  # the manifest first: never a manifest without its payload
+            try:  # the manifest first: never a manifest without its payload
+                bucket.blob(f"{folder}/step-{step:09d}.json").delete()
+            except exceptions.NotFound:
+                pass
+            self._delete_step(bucket, folder, step)
+
+    def _delete_step(self, bucket: Any, folder: str, step: int, but: str | None = None) -> None:
+        """Delete the payloads of `step` in the bucket (a rewritten step's has a name of its own), except `but`."""
+        from google.api_core import exceptions
+
+        for blob in bucket.list_blobs(prefix=f"{folder}/step-{step:09d}."):
+            name = blob.name.rsplit("/", 1)[-1]
+            if name.endswith(".pt") and name != but:
                 try:
-                    bucket.blob(f"{folder}/step-{step:09d}{suffix}").delete()
+                    blob.delete()
                 except exceptions.NotFound:
                     pass
 

@@ -32,7 +32,7 @@ from . import distributed
 from .artifacts import check_artifact_name, remove_debris, write_artifact
 from .background import BackgroundCheckpointWriter
 from .checkpoint import CheckpointInfo, CheckpointStore
-from .errors import Preempted, TrainerError, UnsupportedStateError
+from .errors import RESUME_FLAG, Preempted, TrainerError, UnsupportedStateError
 from .metrics import MetricsLog, default_metrics_path
 from .mirror import BucketMirror, grace_seconds
 from .plan import planned_steps
@@ -334,27 +334,61 @@ class ResumableRun:
         if stop:
             self._handle_preemption()
             return
-        self._writer.wait()
-        if self._saved_at != self._progress():
-            self._save(wait=True)
-        if self.mirror is not None:
-            self.mirror.wait()  # the final state in the bucket before the job reads as finished
+        if not self._save(wait=True):
+            error = distributed.broadcast_from_first(self._failure_text())
+            self.close()
+            raise TrainerError(
+                f"the final checkpoint (step {self.step}) could not be written to {self.store.directory} "
+                f"({error}): free space there and rerun with {RESUME_FLAG.get()} to redo the steps since "
+                "the newest checkpoint"
+            )
+        if self.mirror is not None and not self._wait_for_mirror():
+            # SIGTERM while the final state uploads (a stalled bucket): the state is saved, so only
+            # the upload is left, and it gets what is left of the notice window, not forever.
+            self._exit_preempted(saved=True, mirrored=self._wait_for_mirror_in_grace())
+            return
         self.metrics.event("finished", f"finished at step {self.step}", step=self.step)
         self.close()
 
-    def close(self) -> None:
+    def close(self, mirror_timeout: float = 5.0) -> None:
         """Wait for an in-flight save and restore the signal handlers (finished() does this)."""
         self._writer.wait()
         if self.mirror is not None:
-            self.mirror.close(timeout=5.0)  # an upload still running past here is abandoned, not awaited
+            self.mirror.close(timeout=mirror_timeout)  # an upload still running past here is abandoned
         self._preemption.uninstall()
         self.metrics.close()
+
+    def _wait_for_mirror(self) -> bool:
+        """Wait for the uploads in short slices; False as soon as SIGTERM arrives before they are done."""
+        assert self.mirror is not None
+        while not self.mirror.wait(0.2):
+            if self._preemption.requested:
+                return False
+        return True
+
+    def _grace_left(self) -> float:
+        # The notice window counts from the signal, not from the end of the local save.
+        return max(0.0, grace_seconds() - self._preemption.seconds_since())
+
+    def _wait_for_mirror_in_grace(self) -> bool | None:
+        if self.mirror is None or self.mirror.disabled is not None:
+            return None
+        return self.mirror.wait(self._grace_left())
 
     # -- saving ---------------------------------------------------------------------------------
     def _progress(self) -> tuple[int, int, int]:
         return self.step, self.epoch, self.position
 
-    def _save(self, wait: bool) -> None:
+    def _save(self, wait: bool) -> bool:
+        """Save the current state; with `wait`, returns whether it is durably on disk (on every rank).
+
+        Nothing is written when the newest successful checkpoint already holds this exact progress:
+        rewriting it would only open a window in which a crash loses it.
+        """
+        if wait:
+            self._writer.wait()  # an in-flight write decides whether this progress is saved already
+        if distributed.broadcast_from_first(self._is_writer and self._saved_at == self._progress()):
+            return True
         # Every rank's RNGs go into the one checkpoint so each rank resumes its own dropout stream.
         rng = self._boundary_rng if self._boundary_rng is not None else capture_rng_state()
         rng_states = distributed.gather_to_all(rng)
@@ -372,7 +406,7 @@ class ResumableRun:
         problem = distributed.broadcast_from_first(problem)
         if problem is not None:
             raise UnsupportedStateError(problem)
-        self._saved_at = self._progress()
+        written = True
         if self._is_writer:
             state["rng"] = rng_states
             state["progress"] = {"step": self.step, "epoch": self.epoch, "position": self.position}
@@ -385,28 +419,41 @@ class ResumableRun:
                 "config": self._config,
             }
             if wait:
-                self._writer.write_now(self.step, state, meta)
+                written = self._writer.write_now(self.step, state, meta)
             else:
                 self._writer.submit(self.step, state, meta)
         if wait:
-            # No rank may exit before rank 0's checkpoint is on disk.
-            distributed.barrier()
+            # No rank may exit before rank 0's checkpoint is on disk (the broadcast waits for it).
+            return bool(distributed.broadcast_from_first(written))
+        return True
+
+    def _failure_text(self) -> str:
+        error = self._writer.last_error
+        return "unknown error" if error is None else f"{type(error).__name__}: {error}"
 
     def _handle_preemption(self) -> None:
-        self._save(wait=True)
+        saved = self._save(wait=True)
+        self._exit_preempted(saved, self._wait_for_mirror_in_grace() if saved else None)
+
+    def _exit_preempted(self, saved: bool, mirrored: bool | None) -> None:
         self.preempted = True
-        mirrored: bool | None = None
-        if self.mirror is not None and self.mirror.disabled is None:
-            # Within the notice window when it fits: the VM (and its disk) may be gone for good.
-            mirrored = self.mirror.wait(grace_seconds())
-        said = "" if mirrored is None else (", mirrored" if mirrored else ", NOT mirrored in time")
-        self.metrics.event("preempted", f"preempted: saved step {self.step}{said}, exiting", step=self.step,
-                           mirrored=mirrored)  # fmt: skip
-        self.close()
+        if saved:
+            said = "" if mirrored is None else (", mirrored" if mirrored else ", NOT mirrored in time")
+            text = f"preempted: saved step {self.step}{said}, exiting"
+        else:
+            newest = self._saved_at[0] if self._saved_at is not None else None
+            text = (f"preempted: the checkpoint of step {self.step} could NOT be saved ({self._failure_text()}); "
+                    + (f"the newest saved is step {newest}" if newest is not None else "no checkpoint saved")
+                    + ", exiting")  # fmt: skip
+        self.metrics.event("preempted", text, step=self.step, saved=saved, mirrored=mirrored)
+        # The notice window is spent on the upload at most once: no second wait in close().
+        self.close(mirror_timeout=self._grace_left() if mirrored is None else 0.0)
         if self.exit_on_preemption:
             raise Preempted(self.step, PREEMPTED_EXIT_CODE)
 
     def _report_written(self, info: CheckpointInfo) -> None:
+        # Only a write that succeeded counts as saved (runs on the writer thread for background saves).
+        self._saved_at = (info.step, int(info.manifest["epoch"]), int(info.manifest["position"]))
         if self.mirror is not None:
             self.mirror.submit_checkpoint(info)
         self.metrics.checkpoint_written(info.step, info.payload)
