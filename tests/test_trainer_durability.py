@@ -153,3 +153,50 @@ def test_a_failed_preemption_save_says_saved_false(tmp_path: Path) -> None:
     names = sorted(p.name for p in (run_dir / "checkpoints").iterdir())
     assert names == ["step-000000010.json", "step-000000010.pt", "step-000000012.json", "step-000000012.pt"]
     assert json.loads((run_dir / "checkpoints" / "step-000000012.json").read_text())["step"] == 12
+
+
+def _steps(run: ResumableRun, model: nn.Module, optimizer: torch.optim.Optimizer, count: int) -> None:
+    for _ in range(count):
+        loss = model(torch.ones(2, 4)).pow(2).mean()
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        run.add_progress(loss.detach(), samples=2)
+
+
+def _linear_run(
+    run_dir: Path, keep: int, resume: bool
+) -> tuple[ResumableRun, nn.Module, torch.optim.Optimizer]:
+    torch.manual_seed(0)
+    model = nn.Linear(4, 4)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    run = ResumableRun(run_dir, model=model, optimizer=optimizer, total_steps=100, checkpoint_every=10,
+                       keep=keep, resume=resume, exit_on_preemption=False)  # fmt: skip
+    run.start_epoch()
+    return run, model, optimizer
+
+
+def test_a_damaged_newer_checkpoint_never_makes_pruning_delete_the_good_ones(tmp_path: Path) -> None:
+    run_dir = tmp_path / "run"
+    run, model, optimizer = _linear_run(run_dir, keep=2, resume=False)
+    _steps(run, model, optimizer, 30)
+    run.save_progress(wait=True)
+    run.close()
+    newest = run.store.payload_path(30)
+    data = bytearray(newest.read_bytes())
+    data[len(data) // 2] ^= 0xFF  # bit rot in the newest
+    newest.write_bytes(bytes(data))
+
+    resumed, model, optimizer = _linear_run(run_dir, keep=1, resume=True)
+    assert resumed.step == 20
+    _steps(resumed, model, optimizer, 4)
+    resumed.save_progress(wait=True)  # step 24: the one just written must survive pruning
+    resumed.close()
+    assert [c.step for c in resumed.store.checkpoints()] == [24]
+    resumed.store.verify(resumed.store.checkpoints()[0])
+    aside = run_dir / "checkpoints" / "damaged"
+    assert sorted(p.name for p in aside.iterdir()) == ["step-000000030.json", "step-000000030.pt"]
+
+    again, _, _ = _linear_run(run_dir, keep=1, resume=True)
+    assert again.step == 24
+    again.close()
