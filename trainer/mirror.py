@@ -30,7 +30,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from .checkpoint import CheckpointInfo, CheckpointStore, fsync_directory, manifest_bytes
+from .checkpoint import (
+    CheckpointInfo,
+    CheckpointStore,
+    DamagedCheckpointError,
+    fsync_directory,
+    manifest_bytes,
+)
 
 CHECKPOINT_URL_ENV = "GCPTUI_CHECKPOINT_URL"
 # Seconds the final save on SIGTERM may wait for its upload: GCE powers a Spot VM off 30 s after
@@ -126,6 +132,20 @@ def explain(exc: Exception, url: BucketUrl) -> str | None:
     return None
 
 
+def newest_verified_step(store: CheckpointStore) -> int:
+    """The newest local checkpoint whose payload matches its manifest (-1 when none does).
+
+    A damaged newer one must not hide a good bucket copy of a step in between.
+    """
+    for info in store.checkpoints():
+        try:
+            store.verify(info)
+        except DamagedCheckpointError:
+            continue
+        return info.step
+    return -1
+
+
 class BucketMirror:
     """Copies a run's checkpoints and artifacts to the bucket in order, on a background thread.
 
@@ -200,7 +220,7 @@ class BucketMirror:
         """
         try:
             bucket = self._get_bucket()
-            local = max((info.step for info in store.checkpoints()), default=-1)
+            local = newest_verified_step(store)
             manifests = sorted(
                 (b for b in bucket.list_blobs(prefix=self.url.key(self.run, "checkpoints") + "/")
                  if b.name.endswith(".json")),

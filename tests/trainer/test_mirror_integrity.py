@@ -62,3 +62,25 @@ def test_a_rewritten_step_is_mirrored_with_the_manifest_naming_its_payload(
         loaded is not None and loaded[0].manifest["epoch"] == 1 and float(loaded[1]["weights"][0, 0]) == 2.0
     )
     again.close()
+
+
+def test_a_damaged_local_newest_is_replaced_by_the_good_bucket_copy(
+    fake_gcs: FakeGcs, tmp_path: Path
+) -> None:
+    fake_gcs.make_bucket(BUCKET)
+    store = CheckpointStore(tmp_path / "run" / "checkpoints")
+    mirror, said, _ = _mirror(fake_gcs)
+    for step in (10, 20):
+        mirror.submit_checkpoint(store.write(step, _state(float(step)), {"epoch": 0}))
+    assert mirror.wait(30) and not said
+    mirror.close()
+    payload = store.payload_path(20)
+    data = bytearray(payload.read_bytes())
+    data[len(data) // 2] ^= 0xFF  # bit rot on the disk, the bucket's copy is good
+    payload.write_bytes(bytes(data))
+
+    again, said, _ = _mirror(fake_gcs)
+    assert again.fetch_newer(store) == 20, said
+    loaded = store.load_newest()
+    assert loaded is not None and loaded[0].step == 20 and float(loaded[1]["weights"][0, 0]) == 20.0
+    again.close()
