@@ -8,6 +8,9 @@ run's objects go under `gs://BUCKET/PREFIX/RUN/` where RUN is the run directory'
     latest.json                       names the newest complete checkpoint
     artifacts/NAME                    files the script saved with `save_artifact`
 
+Each manifest carries the run's id: a fresh run refuses a folder that holds another run's checkpoints
+(`refuse_if_used`), and a resume takes and prunes only its own run's.
+
 Uploads run on one background thread: training never waits for the network beyond the local save.
 A missing bucket, a denied permission or a missing client library is said once, in one line, and
 training goes on with local checkpoints. Before a resume, checkpoints in the bucket newer than the
@@ -37,6 +40,7 @@ from .checkpoint import (
     fsync_directory,
     manifest_bytes,
 )
+from .errors import RESUME_FLAG, RunDirectoryInUseError
 
 CHECKPOINT_URL_ENV = "GCPTUI_CHECKPOINT_URL"
 # Seconds the final save on SIGTERM may wait for its upload: GCE powers a Spot VM off 30 s after
@@ -55,6 +59,10 @@ def grace_seconds() -> float:
 
 class MirrorError(Exception):
     """The bucket cannot be used at all (missing, denied, no client library): mirroring turns off."""
+
+
+class _OtherRunError(Exception):
+    """A checkpoint in the bucket was written by another run of the same name (its run id differs)."""
 
 
 @dataclass(frozen=True)
@@ -132,6 +140,10 @@ def explain(exc: Exception, url: BucketUrl) -> str | None:
     return None
 
 
+def _manifest_step(key: str) -> int:
+    return int(Path(key).stem.removeprefix("step-"))
+
+
 def newest_verified_step(store: CheckpointStore) -> int:
     """The newest local checkpoint whose payload matches its manifest (-1 when none does).
 
@@ -171,6 +183,8 @@ class BucketMirror:
         self._submitted_payload: dict[int, str] = {}  # step -> the payload last submitted for it
         self._mirrored_steps: list[int] = []  # steps in the bucket, oldest first (listed once)
         self._listed = False
+        # This run's id (ResumableRun sets it): checkpoints in the bucket with another id are not ours.
+        self.run_id: str | None = None
         self._thread = threading.Thread(target=self._work, name="checkpoint-mirror", daemon=True)
         self._thread.start()
 
@@ -211,6 +225,38 @@ class BucketMirror:
         self._queue.put(("stop", None))
         return done
 
+    # -- start ----------------------------------------------------------------------------------
+    def refuse_if_used(self) -> None:
+        """For a fresh run: raise RunDirectoryInUseError when checkpoints are already in the bucket
+        under this run's name (another run of the same name: mixing them would prune one with the
+        other and make a later resume continue the wrong one)."""
+        try:
+            bucket = self._get_bucket()
+            folder = self.url.key(self.run, "checkpoints")
+            steps = [
+                _manifest_step(b.name)
+                for b in bucket.list_blobs(prefix=folder + "/")
+                if b.name.endswith(".json")
+            ]
+        except MirrorError as exc:
+            self._disable(str(exc))
+            return
+        except Exception as exc:  # noqa: BLE001 - said once; uploads will say more if it persists
+            reason = explain(exc, self.url)
+            if reason:
+                self._disable(reason)
+            else:
+                self._say(
+                    f"could not check {self.url}/{self.run} for an earlier run: {exc.__class__.__name__}: {exc}"
+                )
+            return
+        if steps:
+            raise RunDirectoryInUseError(
+                f"{self.url}/{self.run} already holds checkpoints of another run named {self.run} (newest: step "
+                f"{max(steps)}): pass {RESUME_FLAG.get()} to continue that run, choose another run directory "
+                f"name, or delete them (gcloud storage rm -r {self.url}/{self.run})"
+            )
+
     # -- resume ----------------------------------------------------------------------------------
     def fetch_newer(self, store: CheckpointStore) -> int | None:
         """Download the newest good checkpoint of the bucket that is newer than the store's newest.
@@ -227,11 +273,14 @@ class BucketMirror:
                 key=lambda b: b.name, reverse=True,
             )  # fmt: skip
             for blob in manifests:
-                step = int(Path(blob.name).stem.removeprefix("step-"))
+                step = _manifest_step(blob.name)
                 if step <= local:
                     return None
                 try:
                     self._download(bucket, blob, step, store)
+                except _OtherRunError as exc:
+                    self._say(f"checkpoint step {step} in {self.url}/{self.run} {exc}: skipped")
+                    continue
                 except (ValueError, OSError, KeyError) as exc:
                     self._say(
                         f"checkpoint step {step} in {self.url}/{self.run} is damaged ({exc}): trying the one before"
@@ -250,6 +299,11 @@ class BucketMirror:
 
     def _download(self, bucket: Any, manifest_blob: Any, step: int, store: CheckpointStore) -> None:
         manifest = json.loads(manifest_blob.download_as_bytes())
+        theirs = manifest.get("run_id")
+        if self.run_id is not None and theirs is not None and theirs != self.run_id:
+            raise _OtherRunError(
+                f"belongs to another run of the same name (run id {theirs}, this run's is {self.run_id})"
+            )
         payload_name = manifest["payload"]
         payload = store.named_payload(step, manifest)
         if payload.name != payload_name:
@@ -347,13 +401,14 @@ class BucketMirror:
         bucket.blob(f"{folder}/{info.manifest_path.name}").upload_from_string(manifest, "application/json")
         self._delete_step(bucket, folder, info.step, but=info.payload.name)  # a rewrite's old payload
         latest = {"step": info.step, "payload": info.payload.name, "manifest": info.manifest_path.name,
-                  "sha256": info.manifest.get("sha256"), "time": time.time()}  # fmt: skip
+                  "sha256": info.manifest.get("sha256"), "run_id": info.manifest.get("run_id"),
+                  "time": time.time()}  # fmt: skip
         bucket.blob(self.url.key(self.run, "latest.json")).upload_from_string(
             json.dumps(latest), "application/json"
         )
         self.newest_mirrored = info.step
-        self._mirrored_steps.append(info.step)
-        self._prune(bucket, folder)
+        self._mirrored_steps = sorted({*self._mirrored_steps, info.step})
+        self._prune(bucket, folder, uploaded=info.step)
         seconds = round(time.monotonic() - started, 3)
         self._event("mirrored", step=info.step, url=f"{self.url}/{self.run}", seconds=seconds)
 
@@ -371,21 +426,35 @@ class BucketMirror:
             name = key.rsplit("/", 1)[-1]
             raise OSError(f"the bucket's copy of {name} has CRC32C {blob.crc32c}, the file {local}")
 
-    def _prune(self, bucket: Any, folder: str) -> None:
+    def _prune(self, bucket: Any, folder: str, uploaded: int) -> None:
+        """Delete this run's oldest checkpoints in the bucket beyond `keep`; never `uploaded` (just put there)."""
         from google.api_core import exceptions
 
-        if not self._listed:  # what earlier runs of this RUN left there, once; then kept up to date here
-            listed = {int(Path(b.name).stem.removeprefix("step-")) for b in bucket.list_blobs(prefix=folder + "/")
-                      if b.name.endswith(".json")}  # fmt: skip
+        if not self._listed:  # what earlier processes of this run left there, once; then kept up to date here
+            listed = {_manifest_step(b.name) for b in bucket.list_blobs(prefix=folder + "/")
+                      if b.name.endswith(".json") and self._ours(b)}  # fmt: skip
             self._mirrored_steps = sorted(listed | set(self._mirrored_steps))
             self._listed = True
         while len(self._mirrored_steps) > self.keep:
-            step = self._mirrored_steps.pop(0)
+            step = next(s for s in self._mirrored_steps if s != uploaded)
+            self._mirrored_steps.remove(step)
             try:  # the manifest first: never a manifest without its payload
                 bucket.blob(f"{folder}/step-{step:09d}.json").delete()
             except exceptions.NotFound:
                 pass
             self._delete_step(bucket, folder, step)
+
+    def _ours(self, manifest_blob: Any) -> bool:
+        """Whether a manifest in the bucket is this run's (one without a run id, from an older version, is)."""
+        from google.api_core import exceptions
+
+        try:
+            theirs = json.loads(manifest_blob.download_as_bytes()).get("run_id")
+        except exceptions.NotFound:
+            return False
+        except ValueError:
+            return True  # unreadable: this run's debris as likely as not, and pruning it is harmless
+        return self.run_id is None or theirs is None or theirs == self.run_id
 
     def _delete_step(self, bucket: Any, folder: str, step: int, but: str | None = None) -> None:
         """Delete the payloads of `step` in the bucket (a rewritten step's has a name of its own), except `but`."""

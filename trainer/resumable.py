@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import signal
 import time
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -32,7 +33,7 @@ from . import distributed
 from .artifacts import check_artifact_name, remove_debris, write_artifact
 from .background import BackgroundCheckpointWriter
 from .checkpoint import CheckpointInfo, CheckpointStore
-from .errors import RESUME_FLAG, Preempted, TrainerError, UnsupportedStateError
+from .errors import RESUME_FLAG, Preempted, RunDirectoryInUseError, TrainerError, UnsupportedStateError
 from .metrics import MetricsLog, default_metrics_path
 from .mirror import BucketMirror, grace_seconds
 from .plan import planned_steps
@@ -44,6 +45,8 @@ from .state import apply_state, collect_state, json_normal, model_identity
 
 # 128 + SIGTERM: the shell's code for "ended by SIGTERM"; the run is not done, and says so.
 PREEMPTED_EXIT_CODE = 143
+# The run's id, beside its checkpoints: a new run that reuses a directory name is told apart by it.
+RUN_ID_FILE = "run-id"
 
 
 class ResumableRun:
@@ -158,6 +161,8 @@ class ResumableRun:
         self.reshard = reshard
         # The world size of the checkpoint this run resumed from, when it differs (a resharding resume).
         self.resharded_from: int | None = None
+        # Identifies this run (not just its directory's name) in its checkpoints and in the bucket.
+        self.run_id = ""
         # Samples per optimizer step over all ranks, as the last step (or the checkpoint) had them.
         self.samples_per_step: int | None = None
         self._epoch_open = False
@@ -417,6 +422,7 @@ class ResumableRun:
                 "samples_per_step": self.samples_per_step,
                 "model": self._identity,
                 "config": self._config,
+                "run_id": self.run_id,
             }
             if wait:
                 written = self._writer.write_now(self.step, state, meta)
@@ -451,6 +457,26 @@ class ResumableRun:
         if self.exit_on_preemption:
             raise Preempted(self.step, PREEMPTED_EXIT_CODE)
 
+    def _recorded_run_id(self) -> str | None:
+        """The run id in the run dir (RUN_DIR/run-id, else the newest manifest's); None on a fresh disk."""
+        try:
+            return (self.run_dir / RUN_ID_FILE).read_text().strip() or None
+        except OSError:
+            pass
+        return next(
+            (str(c.manifest["run_id"]) for c in self.store.checkpoints() if c.manifest.get("run_id")), None
+        )
+
+    def _adopt_run_id(self, resumed_from: CheckpointInfo | None) -> None:
+        """This run's id: the checkpoint's it resumes from, else the run dir's, else a new one (recorded)."""
+        from_checkpoint = resumed_from.manifest.get("run_id") if resumed_from is not None else None
+        self.run_id = str(from_checkpoint or self._recorded_run_id() or uuid.uuid4().hex)
+        if self.mirror is not None:
+            self.mirror.run_id = self.run_id
+        path = self.run_dir / RUN_ID_FILE
+        if self._is_writer and (not path.exists() or path.read_text().strip() != self.run_id):
+            write_artifact(path, self.run_id.encode())
+
     def _report_written(self, info: CheckpointInfo) -> None:
         # Only a write that succeeded counts as saved (runs on the writer thread for background saves).
         self._saved_at = (info.step, int(info.manifest["epoch"]), int(info.manifest["position"]))
@@ -467,15 +493,27 @@ class ResumableRun:
             "config": self._config,
             "reshard": self.reshard,
         }
+        if self.mirror is not None:
+            self.mirror.run_id = self._recorded_run_id()
+        problem: str | None = None
         if resume and self.mirror is not None:
             self.mirror.fetch_newer(self.store)  # a fresh disk: the bucket's newest, verified
+        elif self.mirror is not None and not self.store.checkpoints():
+            try:
+                self.mirror.refuse_if_used()  # another run of this name in the bucket: not mixed in
+            except RunDirectoryInUseError as exc:
+                problem = str(exc)
         try:
+            problem = distributed.broadcast_from_first(problem)
+            if problem is not None:
+                raise RunDirectoryInUseError(problem)
             loaded = load_for_resume(
                 self.store, self.run_dir, resume, self.metrics, expected, self._is_writer
             )
         except TrainerError:
             self.close()  # give the signal handlers back: the caller may go on without this run
             raise
+        self._adopt_run_id(loaded[0] if loaded is not None else None)
         if loaded is None:
             self.metrics.say(f"starting a new run in {self.run_dir}")
             return

@@ -12,6 +12,7 @@ import torch
 from gcptui_trainer.checkpoint import CheckpointStore
 from gcptui_trainer.mirror import BucketMirror
 from tests.helpers.gcs import FakeGcs
+from tests.test_trainer_support import run_trainer
 
 BUCKET = "gcptui-runs"
 URL = f"gs://{BUCKET}/team"
@@ -84,3 +85,65 @@ def test_a_damaged_local_newest_is_replaced_by_the_good_bucket_copy(
     loaded = store.load_newest()
     assert loaded is not None and loaded[0].step == 20 and float(loaded[1]["weights"][0, 0]) == 20.0
     again.close()
+
+
+def test_a_fresh_run_refuses_a_bucket_folder_holding_another_runs_checkpoints(
+    fake_gcs: FakeGcs, tmp_path: Path
+) -> None:
+    fake_gcs.make_bucket(BUCKET)
+    env = {**fake_gcs.env(), "GCPTUI_CHECKPOINT_URL": URL}
+    args = ("--size", "tiny", "--steps", "20", "--checkpoint-every", "10", "--log-every", "10")
+    (tmp_path / "vm0").mkdir()
+    code, output = run_trainer(tmp_path / "vm0" / "run", *args, env=env)
+    assert code == 0, output
+    before = _bucket_names(fake_gcs, "team/run/")
+
+    (tmp_path / "vm1").mkdir()
+    code, output = run_trainer(tmp_path / "vm1" / "run", *args, env=env)  # same name, no --resume
+    assert code == 2, output
+    errors = [line for line in output.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and "another run" in errors[0] and "--resume" in errors[0], output
+    assert "Traceback" not in output
+    assert _bucket_names(fake_gcs, "team/run/") == before
+    assert not (tmp_path / "vm1" / "run" / "checkpoints").exists() or not list(
+        (tmp_path / "vm1" / "run" / "checkpoints").iterdir()
+    )
+
+    code, output = run_trainer(tmp_path / "vm1" / "run", *args, "--resume", env=env)  # asked for: continue it
+    assert code == 0, output
+    assert "resumed from step 20" in output
+    run_id = (tmp_path / "vm0" / "run" / "run-id").read_text()
+    assert (tmp_path / "vm1" / "run" / "run-id").read_text() == run_id
+
+
+def test_the_mirror_keeps_only_its_own_run_and_never_prunes_what_it_just_uploaded(
+    fake_gcs: FakeGcs, tmp_path: Path
+) -> None:
+    fake_gcs.make_bucket(BUCKET)
+    store = CheckpointStore(tmp_path / "a" / "checkpoints", keep=2)
+    mirror, said, _ = _mirror(fake_gcs, keep=2)
+    mirror.run_id = "run-a"
+    for step in (30, 40):
+        mirror.submit_checkpoint(store.write(step, _state(float(step)), {"run_id": "run-a"}))
+    assert mirror.wait(30) and not said
+    mirror.close()
+
+    # The same run resumed from an older checkpoint (the newer ones were lost locally) uploads step 20.
+    older = CheckpointStore(tmp_path / "b" / "checkpoints", keep=2)
+    again, said, _ = _mirror(fake_gcs, keep=2)
+    again.run_id = "run-a"
+    again.submit_checkpoint(older.write(20, _state(20.0), {"run_id": "run-a"}))
+    assert again.wait(30) and not said
+    assert _bucket_names(fake_gcs) == ["step-000000020.json", "step-000000020.pt", "step-000000040.json",
+                                       "step-000000040.pt"]  # fmt: skip
+    again.close()
+
+    # Another run of the same name, resuming its own run dir: the bucket's checkpoints are not its own.
+    other = CheckpointStore(tmp_path / "c" / "checkpoints")
+    other.write(5, _state(5.0), {"run_id": "run-b"})
+    foreign, said, _ = _mirror(fake_gcs)
+    foreign.run_id = "run-b"
+    assert foreign.fetch_newer(other) is None
+    assert said and all("another run" in line for line in said)
+    assert [c.step for c in other.checkpoints()] == [5]
+    foreign.close()
