@@ -47,6 +47,8 @@ CHECKPOINT_URL_ENV = "GCPTUI_CHECKPOINT_URL"
 # the notice, and the local save has taken some of that already.
 GRACE_ENV = "GCPTUI_MIRROR_GRACE_SECONDS"
 DEFAULT_GRACE_SECONDS = 20.0
+# Seconds a fresh run's check for another run's checkpoints in the bucket may take.
+START_CHECK_TIMEOUT = 20.0
 
 
 def grace_seconds() -> float:
@@ -233,11 +235,9 @@ class BucketMirror:
         try:
             bucket = self._get_bucket()
             folder = self.url.key(self.run, "checkpoints")
-            steps = [
-                _manifest_step(b.name)
-                for b in bucket.list_blobs(prefix=folder + "/")
-                if b.name.endswith(".json")
-            ]
+            # Bounded: a stalled network must not hold the start of training for minutes.
+            listing = bucket.list_blobs(prefix=folder + "/", timeout=START_CHECK_TIMEOUT, retry=None)
+            steps = [_manifest_step(b.name) for b in listing if b.name.endswith(".json")]
         except MirrorError as exc:
             self._disable(str(exc))
             return

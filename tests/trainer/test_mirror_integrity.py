@@ -3,16 +3,22 @@ another run of the same name, artifacts on a fresh disk (fake-gcs-server through
 
 from __future__ import annotations
 
+import http.server
 import json
+import signal
+import threading
+import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import pytest
 import torch
 
 from gcptui_trainer.checkpoint import CheckpointStore
 from gcptui_trainer.mirror import BucketMirror
 from tests.helpers.gcs import FakeGcs
-from tests.test_trainer_support import run_trainer
+from tests.test_trainer_support import events, read_records, run_trainer, start_trainer
 
 BUCKET = "gcptui-runs"
 URL = f"gs://{BUCKET}/team"
@@ -147,3 +153,73 @@ def test_the_mirror_keeps_only_its_own_run_and_never_prunes_what_it_just_uploade
     assert said and all("another run" in line for line in said)
     assert [c.step for c in other.checkpoints()] == [5]
     foreign.close()
+
+
+class _Stalling(http.server.BaseHTTPRequestHandler):
+    """A bucket whose listings answer (empty) and whose uploads never do: a stalled network."""
+
+    release: threading.Event
+
+    def do_GET(self) -> None:
+        body = json.dumps({"kind": "storage#objects"}).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def _stall(self) -> None:
+        self.release.wait(120)
+
+    do_POST = do_PUT = _stall
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+@pytest.fixture
+def stalling_bucket() -> Iterator[dict[str, str]]:
+    handler = type("Handler", (_Stalling,), {"release": threading.Event()})
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    server.daemon_threads = True
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield {"STORAGE_EMULATOR_HOST": f"http://127.0.0.1:{server.server_address[1]}",
+               "GOOGLE_CLOUD_PROJECT": "test", "GCPTUI_CHECKPOINT_URL": URL,
+               "GCPTUI_MIRROR_GRACE_SECONDS": "1"}  # fmt: skip
+    finally:
+        handler.release.set()
+        server.shutdown()
+        server.server_close()
+
+
+def test_sigterm_while_the_final_upload_stalls_exits_within_the_grace(
+    stalling_bucket: dict[str, str], tmp_path: Path
+) -> None:
+    run_dir = tmp_path / "run"
+    process = start_trainer(run_dir, "--size", "tiny", "--steps", "20", "--checkpoint-every", "0",
+                            "--log-every", "20", env=stalling_bucket)  # fmt: skip
+    # The final checkpoint is on disk: finished() now waits for its upload, which never completes.
+    assert process.wait_until(lambda records: bool(events(records, "checkpoint")))
+    process.popen.send_signal(signal.SIGTERM)
+    assert process.finish(timeout=20) == 143, process.output()
+    preempted = events(read_records(run_dir), "preempted")[-1]
+    assert preempted["saved"] is True and preempted["mirrored"] is False
+    assert not events(read_records(run_dir), "finished")
+
+
+def test_the_preemption_grace_counts_from_the_signal_and_is_spent_once(
+    stalling_bucket: dict[str, str], tmp_path: Path
+) -> None:
+    run_dir = tmp_path / "run"
+    process = start_trainer(run_dir, "--size", "tiny", "--steps", "5000", "--checkpoint-every", "10",
+                            "--log-every", "10", "--step-delay", "0.01", env=stalling_bucket)  # fmt: skip
+    assert process.wait_for_step(30)
+    signalled = time.monotonic()
+    process.popen.send_signal(signal.SIGTERM)
+    assert process.finish(timeout=30) == 143, process.output()
+    elapsed = time.monotonic() - signalled
+    # Grace 1 s: it used to be the grace after the save plus 5 s more in close().
+    assert elapsed < 4.0, f"exited {elapsed:.1f} s after SIGTERM"
+    assert events(read_records(run_dir), "preempted")[-1]["mirrored"] is False
