@@ -142,6 +142,16 @@ def explain(exc: Exception, url: BucketUrl) -> str | None:
     return None
 
 
+def _safe_artifact_name(name: str) -> bool:
+    parts = Path(name).parts
+    return (
+        bool(parts)
+        and not Path(name).is_absolute()
+        and ".." not in parts
+        and not parts[-1].startswith(".tmp-")
+    )
+
+
 def _manifest_step(key: str) -> int:
     return int(Path(key).stem.removeprefix("step-"))
 
@@ -296,6 +306,52 @@ class BucketMirror:
                 f"could not read checkpoints from {self.url}: {reason}; resuming from the run directory"
             )
         return None
+
+    def fetch_artifacts(self, directory: Path, replace: bool) -> list[str]:
+        """Download the run's artifacts from the bucket into `directory`; returns the names fetched.
+
+        Those missing locally always come (a fresh disk); with `replace` (the checkpoint came from the
+        bucket too, so the bucket is ahead of this disk) a local file that differs is replaced. Each
+        lands whole: temporary name, CRC32C checked against the server's, fsync, rename.
+        """
+        if self.disabled is not None:
+            return []
+        fetched: list[str] = []
+        try:
+            bucket = self._get_bucket()
+            folder = self.url.key(self.run, "artifacts") + "/"
+            for blob in bucket.list_blobs(prefix=folder):
+                name = blob.name[len(folder) :]
+                if not _safe_artifact_name(name):
+                    continue
+                target = directory / name
+                if target.exists() and (not replace or file_crc32c(target) == blob.crc32c):
+                    continue
+                self._download_artifact(blob, target)
+                fetched.append(name)
+        except MirrorError as exc:
+            self._disable(str(exc))
+        except Exception as exc:  # noqa: BLE001 - artifacts missing must not stop a resume
+            reason = explain(exc, self.url) or f"{exc.__class__.__name__}: {exc}"
+            self._say(f"could not fetch artifacts from {self.url}/{self.run}: {reason}")
+        if fetched:
+            self._event("artifacts_fetched", names=fetched, url=f"{self.url}/{self.run}")
+        return fetched
+
+    def _download_artifact(self, blob: Any, target: Path) -> None:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        tmp = target.parent / f".tmp-{target.name}.{os.getpid()}"
+        try:
+            blob.download_to_filename(tmp)
+            with open(tmp, "rb") as file:
+                got = stream_crc32c(file)
+                os.fsync(file.fileno())
+            if blob.crc32c is not None and got != blob.crc32c:
+                raise OSError(f"artifact {target.name}: CRC32C {got}, the bucket says {blob.crc32c}")
+            os.replace(tmp, target)
+            fsync_directory(target.parent)
+        finally:
+            tmp.unlink(missing_ok=True)
 
     def _download(self, bucket: Any, manifest_blob: Any, step: int, store: CheckpointStore) -> None:
         manifest = json.loads(manifest_blob.download_as_bytes())

@@ -497,7 +497,10 @@ class ResumableRun:
             self.mirror.run_id = self._recorded_run_id()
         problem: str | None = None
         if resume and self.mirror is not None:
-            self.mirror.fetch_newer(self.store)  # a fresh disk: the bucket's newest, verified
+            fetched = self.mirror.fetch_newer(self.store)  # a fresh disk: the bucket's newest, verified
+            # The script's own files (a best model) come back with it; the bucket's win when the
+            # checkpoint came from there too, since the bucket is then ahead of this disk.
+            self.mirror.fetch_artifacts(self.artifacts_dir, replace=fetched is not None)
         elif self.mirror is not None and not self.store.checkpoints():
             try:
                 self.mirror.refuse_if_used()  # another run of this name in the bucket: not mixed in

@@ -14,7 +14,9 @@ from typing import Any
 
 import pytest
 import torch
+from torch import nn
 
+from gcptui_trainer import ResumableRun
 from gcptui_trainer.checkpoint import CheckpointStore
 from gcptui_trainer.mirror import BucketMirror
 from tests.helpers.gcs import FakeGcs
@@ -223,3 +225,34 @@ def test_the_preemption_grace_counts_from_the_signal_and_is_spent_once(
     # Grace 1 s: it used to be the grace after the save plus 5 s more in close().
     assert elapsed < 4.0, f"exited {elapsed:.1f} s after SIGTERM"
     assert events(read_records(run_dir), "preempted")[-1]["mirrored"] is False
+
+
+def test_artifacts_come_back_from_the_bucket_on_a_fresh_disk(
+    fake_gcs: FakeGcs, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fake_gcs.make_bucket(BUCKET)
+    monkeypatch.setenv("GCPTUI_CHECKPOINT_URL", URL)
+
+    def build(run_dir: Path) -> ResumableRun:
+        torch.manual_seed(0)
+        model = nn.Linear(4, 4)
+        return ResumableRun(
+            run_dir, model=model, total_steps=10, checkpoint_every=0, exit_on_preemption=False
+        )
+
+    first = build(tmp_path / "vm-1" / "run")
+    first.start_epoch()
+    for _ in range(5):
+        first.add_progress(0.5, samples=1)
+    first.save_artifact("best.pt", {"weights": torch.full((8,), 3.0)})
+    first.save_artifact("notes.txt", b"epoch 0 was best")
+    first.save_progress(wait=True)
+    first.close(mirror_timeout=30)
+
+    resumed = build(tmp_path / "vm-2" / "run")  # a recreated VM: an empty disk
+    assert resumed.step == 5
+    assert torch.equal(torch.load(resumed.artifact_path("best.pt"), weights_only=True)["weights"],
+                       torch.full((8,), 3.0))  # fmt: skip
+    assert resumed.artifact_path("notes.txt").read_bytes() == b"epoch 0 was best"
+    assert not [p for p in resumed.artifacts_dir.iterdir() if p.name.startswith(".tmp-")]
+    resumed.close()
