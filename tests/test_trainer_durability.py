@@ -200,3 +200,37 @@ def test_a_damaged_newer_checkpoint_never_makes_pruning_delete_the_good_ones(tmp
     again, _, _ = _linear_run(run_dir, keep=1, resume=True)
     assert again.step == 24
     again.close()
+
+
+def _strict_json(line: str) -> dict:
+    def refuse(constant: str) -> None:
+        raise ValueError(f"{constant} is not JSON")
+
+    return json.loads(line, parse_constant=refuse)
+
+
+def test_progress_lines_stay_json_when_the_loss_is_not_finite(tmp_path: Path) -> None:
+    from gcptui.remote.telemetry.progress import ProgressTracker
+
+    torch.manual_seed(0)
+    run = ResumableRun(
+        tmp_path / "run", model=nn.Linear(2, 2), total_steps=4, checkpoint_every=0, log_every=1
+    )
+    run.start_epoch()
+    for loss in (1.5, float("nan"), float("inf"), torch.tensor(float("-inf"))):
+        run.add_progress(loss, samples=1)
+    run.log_event(
+        "evaluation", val_loss=float("nan"), scores=[1.0, float("inf")], best=torch.tensor(float("nan"))
+    )
+    run.finished()
+    lines = (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()
+    records = [_strict_json(line) for line in lines]
+    assert [r["loss"] for r in records if "loss" in r] == [1.5, None, None, None]
+    evaluation = events(records, "evaluation")[0]
+    assert (
+        evaluation["val_loss"] is None and evaluation["scores"] == [1.0, None] and evaluation["best"] is None
+    )
+    tracker = ProgressTracker()
+    for line in lines:
+        tracker.feed(line)
+    assert tracker.progress.step == 4
