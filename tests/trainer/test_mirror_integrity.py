@@ -5,7 +5,11 @@ from __future__ import annotations
 
 import http.server
 import json
+import shutil
 import signal
+import subprocess
+import sys
+import textwrap
 import threading
 import time
 from collections.abc import Iterator
@@ -20,7 +24,7 @@ from gcptui_trainer import ResumableRun
 from gcptui_trainer.checkpoint import CheckpointStore
 from gcptui_trainer.mirror import BucketMirror
 from tests.helpers.gcs import FakeGcs
-from tests.test_trainer_support import events, read_records, run_trainer, start_trainer
+from tests.test_trainer_support import events, read_records, run_trainer, start_trainer, trainer_env
 
 BUCKET = "gcptui-runs"
 URL = f"gs://{BUCKET}/team"
@@ -256,3 +260,41 @@ def test_artifacts_come_back_from_the_bucket_on_a_fresh_disk(
     assert resumed.artifact_path("notes.txt").read_bytes() == b"epoch 0 was best"
     assert not [p for p in resumed.artifacts_dir.iterdir() if p.name.startswith(".tmp-")]
     resumed.close()
+
+
+def test_a_downloaded_checkpoint_is_fsynced_before_it_is_renamed_into_place(
+    fake_gcs: FakeGcs, tmp_path: Path
+) -> None:
+    strace = shutil.which("strace")
+    if strace is None:
+        pytest.skip("strace is not installed")
+    fake_gcs.make_bucket(BUCKET)
+    mirror, said, _ = _mirror(fake_gcs)
+    mirror.submit_checkpoint(CheckpointStore(tmp_path / "a" / "checkpoints").write(10, _state(1.0), {}))
+    assert mirror.wait(30) and not said
+    mirror.close()
+
+    fresh = tmp_path / "b" / "checkpoints"
+    code = textwrap.dedent(
+        f"""
+        from gcptui_trainer.checkpoint import CheckpointStore
+        from gcptui_trainer.mirror import BucketMirror
+        mirror = BucketMirror({URL!r}, "run", 3, say=print, event=lambda name, **fields: None)
+        assert mirror.fetch_newer(CheckpointStore({str(fresh)!r})) == 10
+        """
+    )
+    trace = tmp_path / "trace.txt"
+    result = subprocess.run(
+        [strace, "-f", "-y", "-qq", "-o", str(trace), "-e", "trace=fsync,fdatasync,rename,renameat,renameat2",
+         sys.executable, "-c", code],
+        env=trainer_env(fake_gcs.env()), capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    if result.returncode != 0 and "ptrace" in result.stderr:
+        pytest.skip(f"strace cannot trace here: {result.stderr.strip()[:200]}")
+    assert result.returncode == 0, result.stdout + result.stderr
+    calls = trace.read_text().splitlines()
+    for final in ("step-000000010.pt", "step-000000010.json"):
+        renamed = next(i for i, call in enumerate(calls) if "rename" in call and f'/{final}"' in call)
+        tmp_name = f".tmp-{final}."
+        synced = [i for i, call in enumerate(calls) if "sync(" in call and tmp_name in call]
+        assert synced and synced[0] < renamed, f"{final} was renamed into place without an fsync first"
