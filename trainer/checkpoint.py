@@ -123,7 +123,8 @@ def _payload_step(name: str) -> int | None:
 
 
 class CheckpointStore:
-    """Checkpoints of one run: `DIR/step-000000100.pt` beside `DIR/step-000000100.json`."""
+    """Checkpoints of one run: `DIR/step-000000100.json` naming its payload, `DIR/step-000000100.pt`
+    (`DIR/step-000000100.TOKEN.pt` once that step was rewritten)."""
 
     def __init__(self, directory: Path | str, keep: int = 3) -> None:
         if keep < 1:
