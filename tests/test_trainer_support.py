@@ -159,7 +159,10 @@ def events(records: list[dict[str, Any]], name: str) -> list[dict[str, Any]]:
 
 
 def checkpoint_state(run_dir: Path, step: int) -> dict[str, Any]:
-    return torch.load(run_dir / "checkpoints" / f"step-{step:09d}.pt", weights_only=True)
+    """The state of checkpoint `step`, from the payload its manifest names (a rewritten step's has its own)."""
+    checkpoints = run_dir / "checkpoints"
+    manifest = json.loads((checkpoints / f"step-{step:09d}.json").read_text())
+    return torch.load(checkpoints / manifest["payload"], weights_only=True)
 
 
 def assert_same_tensors(a: Any, b: Any, where: str = "") -> None:

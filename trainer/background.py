@@ -47,6 +47,8 @@ class BackgroundCheckpointWriter:
         self._on_written = on_written
         self._on_failed = on_failed
         self._thread: threading.Thread | None = None
+        # Why the last write failed (None after a success): a failed save must not pass for a saved one.
+        self.last_error: BaseException | None = None
 
     def submit(self, step: int, state: dict[str, Any], meta: dict[str, Any]) -> None:
         """Start writing `state` (already a snapshot) for `step`; waits for the previous write first."""
@@ -58,10 +60,10 @@ class BackgroundCheckpointWriter:
         )
         self._thread.start()
 
-    def write_now(self, step: int, state: dict[str, Any], meta: dict[str, Any]) -> None:
-        """Write synchronously (after any in-flight write), e.g. on preemption."""
+    def write_now(self, step: int, state: dict[str, Any], meta: dict[str, Any]) -> bool:
+        """Write synchronously (after any in-flight write), e.g. on preemption; False if it failed."""
         self.wait()
-        self._write(step, state, meta)
+        return self._write(step, state, meta)
 
     def wait(self) -> None:
         """Block until the in-flight write, if any, has finished."""
@@ -73,10 +75,13 @@ class BackgroundCheckpointWriter:
     def busy(self) -> bool:
         return self._thread is not None and self._thread.is_alive()
 
-    def _write(self, step: int, state: dict[str, Any], meta: dict[str, Any]) -> None:
+    def _write(self, step: int, state: dict[str, Any], meta: dict[str, Any]) -> bool:
         try:
             info = self._store.write(step, state, meta)
-        except BaseException as exc:  # noqa: BLE001 - reported, training goes on; next save retries
+        except BaseException as exc:  # noqa: BLE001 - reported; the caller decides whether it is fatal
+            self.last_error = exc
             self._on_failed(step, exc)
-        else:
-            self._on_written(info)
+            return False
+        self.last_error = None
+        self._on_written(info)
+        return True

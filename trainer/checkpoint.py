@@ -13,6 +13,7 @@ import hashlib
 import json
 import os
 import re
+import secrets
 import signal
 import time
 from collections.abc import Callable
@@ -26,7 +27,9 @@ from .errors import UnloadableCheckpointError
 
 MANIFEST_FORMAT = 1
 _MANIFEST_RE = re.compile(r"^step-(\d{9})\.json$")
-_PAYLOAD_RE = re.compile(r"^step-(\d{9})\.pt$")
+# A step's first payload is `step-N.pt`; a rewrite of the same step goes to `step-N.TOKEN.pt` so the
+# complete checkpoint stays whole until the new manifest (which names the new payload) replaces it.
+_PAYLOAD_RE = re.compile(r"^step-(\d{9})(?:\.[0-9a-f]{1,32})?\.pt$")
 # Test-only: "STEP:PHASE" makes the writer SIGKILL its own process in the middle of writing the
 # checkpoint for STEP (PHASE "payload": half-way through the payload; "manifest": payload renamed,
 # manifest not yet written). It lets the exactness tests crash at the worst moments on purpose.
@@ -101,8 +104,27 @@ def _unloadable_message(info: CheckpointInfo, exc: Exception) -> str:
     )
 
 
+def manifest_bytes(manifest: dict[str, Any]) -> bytes:
+    """A manifest as it is written to disk (and uploaded): indented, keys sorted."""
+    return json.dumps(manifest, indent=1, sort_keys=True).encode()
+
+
+def _read_manifest(path: Path) -> dict[str, Any]:
+    try:
+        manifest = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+    return manifest if isinstance(manifest, dict) else {}
+
+
+def _payload_step(name: str) -> int | None:
+    match = _PAYLOAD_RE.match(name)
+    return int(match.group(1)) if match else None
+
+
 class CheckpointStore:
-    """Checkpoints of one run: `DIR/step-000000100.pt` beside `DIR/step-000000100.json`."""
+    """Checkpoints of one run: `DIR/step-000000100.json` naming its payload, `DIR/step-000000100.pt`
+    (`DIR/step-000000100.TOKEN.pt` once that step was rewritten)."""
 
     def __init__(self, directory: Path | str, keep: int = 3) -> None:
         if keep < 1:
@@ -132,14 +154,16 @@ class CheckpointStore:
             if not match:
                 continue
             step = int(match.group(1))
-            try:
-                manifest = json.loads(entry.read_text())
-                if not isinstance(manifest, dict):
-                    manifest = {}
-            except (OSError, ValueError):
-                manifest = {}
-            found.append(CheckpointInfo(step, self.payload_path(step), entry, manifest))
+            manifest = _read_manifest(entry)
+            found.append(CheckpointInfo(step, self.named_payload(step, manifest), entry, manifest))
         return sorted(found, key=lambda info: info.step, reverse=True)
+
+    def named_payload(self, step: int, manifest: dict[str, Any]) -> Path:
+        """The payload a manifest names (a rewrite's is not `step-N.pt`); the default name otherwise."""
+        name = manifest.get("payload")
+        if isinstance(name, str) and _payload_step(name) == step:
+            return self.directory / name
+        return self.payload_path(step)
 
     def remove_incomplete(self) -> None:
         """Delete temporary files and payloads without a manifest (left by a crash mid-write).
@@ -148,8 +172,9 @@ class CheckpointStore:
         """
         if not self.directory.is_dir():
             return
+        named = {info.payload.name for info in self.checkpoints()}
         for entry in self.directory.iterdir():
-            orphan_payload = _PAYLOAD_RE.match(entry.name) and not entry.with_suffix(".json").exists()
+            orphan_payload = _PAYLOAD_RE.match(entry.name) and entry.name not in named
             if entry.name.startswith(".tmp-") or orphan_payload:
                 entry.unlink(missing_ok=True)
 
@@ -160,49 +185,81 @@ class CheckpointStore:
         `meta` goes into the manifest (it must be JSON-serializable). Returns the new checkpoint.
         """
         self.directory.mkdir(parents=True, exist_ok=True)
-        payload = self.payload_path(step)
         manifest_path = self.manifest_path(step)
+        previous = next((c for c in self.checkpoints() if c.step == step), None)
+        # Rewriting a step (the same step with a later epoch or position): the new payload gets a name
+        # of its own, so the complete checkpoint on disk stays whole until the new manifest replaces
+        # its manifest in one rename; only then is the old payload deleted.
+        payload = self.payload_path(step)
+        if previous is not None or payload.exists():
+            payload = self.directory / f"step-{step:09d}.{secrets.token_hex(4)}.pt"
         kill_phase = _test_kill_phase(step)
-        # Rewriting a step: retire its manifest first so no manifest ever describes a newer payload.
-        if manifest_path.exists():
-            manifest_path.unlink()
-            fsync_directory(self.directory)
-
         tmp_payload = self.directory / f".tmp-{payload.name}.{os.getpid()}"
-        with open(tmp_payload, "wb") as file:
-            writer = _HashingWriter(file, 256 * 1024 if kill_phase == "payload" else None)
-            torch.save(state, writer)  # type: ignore[arg-type]  # any object with write() will do
-            file.flush()
-            os.fsync(file.fileno())
-        os.replace(tmp_payload, payload)
-        fsync_directory(self.directory)
-        if kill_phase == "manifest":
-            os.kill(os.getpid(), signal.SIGKILL)
-
-        manifest = {
-            "format": MANIFEST_FORMAT,
-            "step": step,
-            "payload": payload.name,
-            "bytes": writer.size,
-            "sha256": writer.sha256.hexdigest(),
-            "created": time.time(),
-            **meta,
-        }
         tmp_manifest = self.directory / f".tmp-{manifest_path.name}.{os.getpid()}"
-        with open(tmp_manifest, "w") as file:
-            json.dump(manifest, file, indent=1, sort_keys=True)
-            file.flush()
-            os.fsync(file.fileno())
-        os.replace(tmp_manifest, manifest_path)
-        fsync_directory(self.directory)
-        self.prune()
+        committed = False  # True once the manifest names the new payload
+        try:
+            with open(tmp_payload, "wb") as file:
+                writer = _HashingWriter(file, 256 * 1024 if kill_phase == "payload" else None)
+                torch.save(state, writer)  # type: ignore[arg-type]  # any object with write() will do
+                file.flush()
+                os.fsync(file.fileno())
+            os.replace(tmp_payload, payload)
+            fsync_directory(self.directory)
+            if kill_phase == "manifest":
+                os.kill(os.getpid(), signal.SIGKILL)
+
+            manifest = {
+                "format": MANIFEST_FORMAT,
+                "step": step,
+                "payload": payload.name,
+                "bytes": writer.size,
+                "sha256": writer.sha256.hexdigest(),
+                "created": time.time(),
+                **meta,
+            }
+            with open(tmp_manifest, "wb") as file:
+                file.write(manifest_bytes(manifest))
+                file.flush()
+                os.fsync(file.fileno())
+            os.replace(tmp_manifest, manifest_path)
+            committed = True
+            fsync_directory(self.directory)
+        except BaseException:
+            # A failed write (disk full, file too large) leaves no debris and the previous complete
+            # checkpoint of this step, if any, untouched: the new payload goes unless a manifest names it.
+            tmp_payload.unlink(missing_ok=True)
+            tmp_manifest.unlink(missing_ok=True)
+            if not committed:
+                payload.unlink(missing_ok=True)
+            raise
+        if previous is not None and previous.payload != payload:
+            previous.payload.unlink(missing_ok=True)
+        self.prune(protect=step)
         return CheckpointInfo(step, payload, manifest_path, manifest)
 
-    def prune(self) -> None:
-        """Keep the newest `keep` checkpoints; delete older ones, manifest first."""
-        for old in self.checkpoints()[self.keep :]:
-            old.manifest_path.unlink(missing_ok=True)
-            old.payload.unlink(missing_ok=True)
+    def prune(self, protect: int | None = None) -> None:
+        """Keep the newest `keep` checkpoints; delete older ones, manifest first.
+
+        `protect` (the step just written) is always kept and counts as one of the `keep`, even when
+        a step numbered higher is on disk: the one just written is known good.
+        """
+        candidates = self.checkpoints()
+        kept = [c for c in candidates if c.step == protect]
+        kept += [c for c in candidates if c.step != protect][: self.keep - len(kept)]
+        for old in candidates:
+            if old not in kept:
+                old.manifest_path.unlink(missing_ok=True)
+                old.payload.unlink(missing_ok=True)
+
+    def set_aside(self, info: CheckpointInfo) -> Path:
+        """Move a damaged checkpoint into `DIR/damaged/` (kept for inspection, no longer listed or counted)."""
+        aside = self.directory / "damaged"
+        aside.mkdir(exist_ok=True)
+        for path in (info.manifest_path, info.payload):
+            if path.exists():
+                os.replace(path, aside / path.name)
+        fsync_directory(self.directory)
+        return aside
 
     # -- reading --------------------------------------------------------------------------------
     def verify(self, info: CheckpointInfo) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import os
 import sys
 import threading
@@ -22,6 +23,22 @@ def default_metrics_path(run_dir: Path | str) -> Path:
 def _plain(value: Any) -> Any:
     # NumPy scalars and 0-d tensors in a user's log_event fields: their Python value, not an error.
     return value.item() if hasattr(value, "item") else str(value)
+
+
+def _finite(value: Any) -> Any:
+    """`value` with every non-finite float (NaN, +-inf), however nested, replaced by None."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {key: _finite(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [_finite(item) for item in value]
+    if hasattr(value, "item") and not isinstance(value, str | bytes):
+        try:
+            return _finite(value.item())  # a NumPy scalar or 0-d tensor in a user's event fields
+        except (ValueError, RuntimeError):
+            return value  # not a scalar: json's default= says what it is
+    return value
 
 
 class MetricsLog:
@@ -91,8 +108,10 @@ class MetricsLog:
     def _write(self, record: dict[str, Any], text: str) -> None:
         if self._file is None:
             return
-        # json.dumps writes floats with repr(), which round-trips a Python float exactly.
-        line = json.dumps(record, default=_plain) + "\n"
+        # json.dumps writes floats with repr(), which round-trips a Python float exactly. NaN and
+        # infinities are not JSON (a strict reader rejects the line): they go out as null, which the
+        # progress protocol's readers take as "no value".
+        line = json.dumps(_finite(record), default=_plain, allow_nan=False) + "\n"
         with self._lock:
             self._file.write(line)
             self._file.flush()

@@ -8,6 +8,9 @@ run's objects go under `gs://BUCKET/PREFIX/RUN/` where RUN is the run directory'
     latest.json                       names the newest complete checkpoint
     artifacts/NAME                    files the script saved with `save_artifact`
 
+Each manifest carries the run's id: a fresh run refuses a folder that holds another run's checkpoints
+(`refuse_if_used`), and a resume takes and prunes only its own run's.
+
 Uploads run on one background thread: training never waits for the network beyond the local save.
 A missing bucket, a denied permission or a missing client library is said once, in one line, and
 training goes on with local checkpoints. Before a resume, checkpoints in the bucket newer than the
@@ -30,13 +33,22 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from .checkpoint import CheckpointInfo, CheckpointStore, fsync_directory
+from .checkpoint import (
+    CheckpointInfo,
+    CheckpointStore,
+    DamagedCheckpointError,
+    fsync_directory,
+    manifest_bytes,
+)
+from .errors import RESUME_FLAG, RunDirectoryInUseError
 
 CHECKPOINT_URL_ENV = "GCPTUI_CHECKPOINT_URL"
 # Seconds the final save on SIGTERM may wait for its upload: GCE powers a Spot VM off 30 s after
 # the notice, and the local save has taken some of that already.
 GRACE_ENV = "GCPTUI_MIRROR_GRACE_SECONDS"
 DEFAULT_GRACE_SECONDS = 20.0
+# Seconds a fresh run's check for another run's checkpoints in the bucket may take.
+START_CHECK_TIMEOUT = 20.0
 
 
 def grace_seconds() -> float:
@@ -49,6 +61,10 @@ def grace_seconds() -> float:
 
 class MirrorError(Exception):
     """The bucket cannot be used at all (missing, denied, no client library): mirroring turns off."""
+
+
+class _OtherRunError(Exception):
+    """A checkpoint in the bucket was written by another run of the same name (its run id differs)."""
 
 
 @dataclass(frozen=True)
@@ -126,6 +142,34 @@ def explain(exc: Exception, url: BucketUrl) -> str | None:
     return None
 
 
+def _safe_artifact_name(name: str) -> bool:
+    parts = Path(name).parts
+    return (
+        bool(parts)
+        and not Path(name).is_absolute()
+        and ".." not in parts
+        and not parts[-1].startswith(".tmp-")
+    )
+
+
+def _manifest_step(key: str) -> int:
+    return int(Path(key).stem.removeprefix("step-"))
+
+
+def newest_verified_step(store: CheckpointStore) -> int:
+    """The newest local checkpoint whose payload matches its manifest (-1 when none does).
+
+    A damaged newer one must not hide a good bucket copy of a step in between.
+    """
+    for info in store.checkpoints():
+        try:
+            store.verify(info)
+        except DamagedCheckpointError:
+            continue
+        return info.step
+    return -1
+
+
 class BucketMirror:
     """Copies a run's checkpoints and artifacts to the bucket in order, on a background thread.
 
@@ -148,8 +192,11 @@ class BucketMirror:
         self.disabled: str | None = None  # why mirroring is off
         self.newest_mirrored: int | None = None
         self._newest_submitted = -1
+        self._submitted_payload: dict[int, str] = {}  # step -> the payload last submitted for it
         self._mirrored_steps: list[int] = []  # steps in the bucket, oldest first (listed once)
         self._listed = False
+        # This run's id (ResumableRun sets it): checkpoints in the bucket with another id are not ours.
+        self.run_id: str | None = None
         self._thread = threading.Thread(target=self._work, name="checkpoint-mirror", daemon=True)
         self._thread.start()
 
@@ -168,6 +215,7 @@ class BucketMirror:
     # -- the training side --------------------------------------------------------------------
     def submit_checkpoint(self, info: CheckpointInfo) -> None:
         self._newest_submitted = max(self._newest_submitted, info.step)
+        self._submitted_payload[info.step] = info.payload.name
         self._put("checkpoint", info)
 
     def submit_artifact(self, path: Path) -> None:
@@ -189,6 +237,36 @@ class BucketMirror:
         self._queue.put(("stop", None))
         return done
 
+    # -- start ----------------------------------------------------------------------------------
+    def refuse_if_used(self) -> None:
+        """For a fresh run: raise RunDirectoryInUseError when checkpoints are already in the bucket
+        under this run's name (another run of the same name: mixing them would prune one with the
+        other and make a later resume continue the wrong one)."""
+        try:
+            bucket = self._get_bucket()
+            folder = self.url.key(self.run, "checkpoints")
+            # Bounded: a stalled network must not hold the start of training for minutes.
+            listing = bucket.list_blobs(prefix=folder + "/", timeout=START_CHECK_TIMEOUT, retry=None)
+            steps = [_manifest_step(b.name) for b in listing if b.name.endswith(".json")]
+        except MirrorError as exc:
+            self._disable(str(exc))
+            return
+        except Exception as exc:  # noqa: BLE001 - said once; uploads will say more if it persists
+            reason = explain(exc, self.url)
+            if reason:
+                self._disable(reason)
+            else:
+                self._say(
+                    f"could not check {self.url}/{self.run} for an earlier run: {exc.__class__.__name__}: {exc}"
+                )
+            return
+        if steps:
+            raise RunDirectoryInUseError(
+                f"{self.url}/{self.run} already holds checkpoints of another run named {self.run} (newest: step "
+                f"{max(steps)}): pass {RESUME_FLAG.get()} to continue that run, choose another run directory "
+                f"name, or delete them (gcloud storage rm -r {self.url}/{self.run})"
+            )
+
     # -- resume ----------------------------------------------------------------------------------
     def fetch_newer(self, store: CheckpointStore) -> int | None:
         """Download the newest good checkpoint of the bucket that is newer than the store's newest.
@@ -198,18 +276,21 @@ class BucketMirror:
         """
         try:
             bucket = self._get_bucket()
-            local = max((info.step for info in store.checkpoints()), default=-1)
+            local = newest_verified_step(store)
             manifests = sorted(
                 (b for b in bucket.list_blobs(prefix=self.url.key(self.run, "checkpoints") + "/")
                  if b.name.endswith(".json")),
                 key=lambda b: b.name, reverse=True,
             )  # fmt: skip
             for blob in manifests:
-                step = int(Path(blob.name).stem.removeprefix("step-"))
+                step = _manifest_step(blob.name)
                 if step <= local:
                     return None
                 try:
                     self._download(bucket, blob, step, store)
+                except _OtherRunError as exc:
+                    self._say(f"checkpoint step {step} in {self.url}/{self.run} {exc}: skipped")
+                    continue
                 except (ValueError, OSError, KeyError) as exc:
                     self._say(
                         f"checkpoint step {step} in {self.url}/{self.run} is damaged ({exc}): trying the one before"
@@ -226,11 +307,66 @@ class BucketMirror:
             )
         return None
 
+    def fetch_artifacts(self, directory: Path, replace: bool) -> list[str]:
+        """Download the run's artifacts from the bucket into `directory`; returns the names fetched.
+
+        Those missing locally always come (a fresh disk); with `replace` (the checkpoint came from the
+        bucket too, so the bucket is ahead of this disk) a local file that differs is replaced. Each
+        lands whole: temporary name, CRC32C checked against the server's, fsync, rename.
+        """
+        if self.disabled is not None:
+            return []
+        fetched: list[str] = []
+        try:
+            bucket = self._get_bucket()
+            folder = self.url.key(self.run, "artifacts") + "/"
+            for blob in bucket.list_blobs(prefix=folder):
+                name = blob.name[len(folder) :]
+                if not _safe_artifact_name(name):
+                    continue
+                target = directory / name
+                if target.exists() and (not replace or file_crc32c(target) == blob.crc32c):
+                    continue
+                self._download_artifact(blob, target)
+                fetched.append(name)
+        except MirrorError as exc:
+            self._disable(str(exc))
+        except Exception as exc:  # noqa: BLE001 - artifacts missing must not stop a resume
+            reason = explain(exc, self.url) or f"{exc.__class__.__name__}: {exc}"
+            self._say(f"could not fetch artifacts from {self.url}/{self.run}: {reason}")
+        if fetched:
+            self._event("artifacts_fetched", names=fetched, url=f"{self.url}/{self.run}")
+        return fetched
+
+    def _download_artifact(self, blob: Any, target: Path) -> None:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        tmp = target.parent / f".tmp-{target.name}.{os.getpid()}"
+        try:
+            blob.download_to_filename(tmp)
+            with open(tmp, "rb") as file:
+                got = stream_crc32c(file)
+                os.fsync(file.fileno())
+            if blob.crc32c is not None and got != blob.crc32c:
+                raise OSError(f"artifact {target.name}: CRC32C {got}, the bucket says {blob.crc32c}")
+            os.replace(tmp, target)
+            fsync_directory(target.parent)
+        finally:
+            tmp.unlink(missing_ok=True)
+
     def _download(self, bucket: Any, manifest_blob: Any, step: int, store: CheckpointStore) -> None:
         manifest = json.loads(manifest_blob.download_as_bytes())
+        theirs = manifest.get("run_id")
+        if self.run_id is not None and theirs is not None and theirs != self.run_id:
+            raise _OtherRunError(
+                f"belongs to another run of the same name (run id {theirs}, this run's is {self.run_id})"
+            )
         payload_name = manifest["payload"]
+        payload = store.named_payload(step, manifest)
+        if payload.name != payload_name:
+            raise ValueError(f"its manifest names {payload_name!r}, not a payload of step {step}")
         store.directory.mkdir(parents=True, exist_ok=True)
         tmp = store.directory / f".tmp-{payload_name}.{os.getpid()}"
+        manifest_tmp = store.directory / f".tmp-{store.manifest_path(step).name}.{os.getpid()}"
         try:
             from google.api_core import exceptions
 
@@ -245,15 +381,20 @@ class BucketMirror:
             with open(tmp, "rb") as file:
                 while chunk := file.read(1 << 22):
                     digest.update(chunk)
-            if digest.hexdigest() != manifest["sha256"]:
-                raise ValueError("the payload fails the SHA-256 check")
-            os.replace(tmp, store.payload_path(step))
-            manifest_tmp = store.directory / f".tmp-{store.manifest_path(step).name}.{os.getpid()}"
-            manifest_tmp.write_text(json.dumps(manifest, indent=1, sort_keys=True))
+                # Durable before the rename, as CheckpointStore.write makes it: after a power cut the
+                # manifest must never name a payload whose bytes never reached the disk.
+                os.fsync(file.fileno())
+            os.replace(tmp, payload)
+            with open(manifest_tmp, "wb") as file:
+                file.write(manifest_bytes(manifest))
+                file.flush()
+                os.fsync(file.fileno())
+            fsync_directory(store.directory)
             os.replace(manifest_tmp, store.manifest_path(step))  # the manifest last: complete now
             fsync_directory(store.directory)
         finally:
             tmp.unlink(missing_ok=True)
+            manifest_tmp.unlink(missing_ok=True)
 
     # -- the background thread -------------------------------------------------------------------
     def _put(self, kind: str, item: Any) -> None:
@@ -297,26 +438,33 @@ class BucketMirror:
         info: CheckpointInfo = item
         # Held open from here on: the local store may prune this checkpoint while it uploads (keep is
         # counted locally too), and an open file keeps its bytes; so payload and manifest both go up.
+        # The manifest uploaded is the one written with this payload (not the file on disk now, which a
+        # rewrite of the step may have replaced meanwhile): a bucket manifest always names its payload.
+        manifest = manifest_bytes(info.manifest)
         try:
-            manifest = info.manifest_path.read_bytes()
             payload = open(info.payload, "rb")  # noqa: SIM115 - closed below, after the upload
         except FileNotFoundError:
-            if info.step < self._newest_submitted:
-                return  # pruned locally while the upload queue lagged: the newer one queued supersedes it
+            if (
+                info.step < self._newest_submitted
+                or self._submitted_payload.get(info.step) != info.payload.name
+            ):
+                return  # pruned or rewritten locally while the upload queue lagged: a newer one is queued
             raise
         started = time.monotonic()
         folder = self.url.key(self.run, "checkpoints")
         with payload:
             self._upload_checked(bucket, payload, f"{folder}/{info.payload.name}")
         bucket.blob(f"{folder}/{info.manifest_path.name}").upload_from_string(manifest, "application/json")
+        self._delete_step(bucket, folder, info.step, but=info.payload.name)  # a rewrite's old payload
         latest = {"step": info.step, "payload": info.payload.name, "manifest": info.manifest_path.name,
-                  "sha256": info.manifest.get("sha256"), "time": time.time()}  # fmt: skip
+                  "sha256": info.manifest.get("sha256"), "run_id": info.manifest.get("run_id"),
+                  "time": time.time()}  # fmt: skip
         bucket.blob(self.url.key(self.run, "latest.json")).upload_from_string(
             json.dumps(latest), "application/json"
         )
         self.newest_mirrored = info.step
-        self._mirrored_steps.append(info.step)
-        self._prune(bucket, folder)
+        self._mirrored_steps = sorted({*self._mirrored_steps, info.step})
+        self._prune(bucket, folder, uploaded=info.step)
         seconds = round(time.monotonic() - started, 3)
         self._event("mirrored", step=info.step, url=f"{self.url}/{self.run}", seconds=seconds)
 
@@ -334,19 +482,45 @@ class BucketMirror:
             name = key.rsplit("/", 1)[-1]
             raise OSError(f"the bucket's copy of {name} has CRC32C {blob.crc32c}, the file {local}")
 
-    def _prune(self, bucket: Any, folder: str) -> None:
+    def _prune(self, bucket: Any, folder: str, uploaded: int) -> None:
+        """Delete this run's oldest checkpoints in the bucket beyond `keep`; never `uploaded` (just put there)."""
         from google.api_core import exceptions
 
-        if not self._listed:  # what earlier runs of this RUN left there, once; then kept up to date here
-            listed = {int(Path(b.name).stem.removeprefix("step-")) for b in bucket.list_blobs(prefix=folder + "/")
-                      if b.name.endswith(".json")}  # fmt: skip
+        if not self._listed:  # what earlier processes of this run left there, once; then kept up to date here
+            listed = {_manifest_step(b.name) for b in bucket.list_blobs(prefix=folder + "/")
+                      if b.name.endswith(".json") and self._ours(b)}  # fmt: skip
             self._mirrored_steps = sorted(listed | set(self._mirrored_steps))
             self._listed = True
         while len(self._mirrored_steps) > self.keep:
-            step = self._mirrored_steps.pop(0)
-            for suffix in (".json", ".pt"):  # the manifest first: never a manifest without its payload
+            step = next(s for s in self._mirrored_steps if s != uploaded)
+            self._mirrored_steps.remove(step)
+            try:  # the manifest first: never a manifest without its payload
+                bucket.blob(f"{folder}/step-{step:09d}.json").delete()
+            except exceptions.NotFound:
+                pass
+            self._delete_step(bucket, folder, step)
+
+    def _ours(self, manifest_blob: Any) -> bool:
+        """Whether a manifest in the bucket is this run's (one without a run id, from an older version, is)."""
+        from google.api_core import exceptions
+
+        try:
+            theirs = json.loads(manifest_blob.download_as_bytes()).get("run_id")
+        except exceptions.NotFound:
+            return False
+        except ValueError:
+            return True  # unreadable: this run's debris as likely as not, and pruning it is harmless
+        return self.run_id is None or theirs is None or theirs == self.run_id
+
+    def _delete_step(self, bucket: Any, folder: str, step: int, but: str | None = None) -> None:
+        """Delete the payloads of `step` in the bucket (a rewritten step's has a name of its own), except `but`."""
+        from google.api_core import exceptions
+
+        for blob in bucket.list_blobs(prefix=f"{folder}/step-{step:09d}."):
+            name = blob.name.rsplit("/", 1)[-1]
+            if name.endswith(".pt") and name != but:
                 try:
-                    bucket.blob(f"{folder}/step-{step:09d}{suffix}").delete()
+                    blob.delete()
                 except exceptions.NotFound:
                     pass
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import signal
 import threading
+import time
 from types import FrameType
 from typing import Any
 
@@ -20,6 +21,8 @@ class PreemptionSignal:
         self._signals = signals
         self._previous: dict[int, Any] = {}
         self.received: int | None = None
+        # time.monotonic() when the first signal arrived: GCE's notice window counts from there.
+        self.received_at: float | None = None
 
     def install(self) -> bool:
         """Install the handlers; returns False (and does nothing) outside the main thread."""
@@ -40,5 +43,11 @@ class PreemptionSignal:
         """True once one of the signals has arrived."""
         return self.received is not None
 
+    def seconds_since(self) -> float:
+        """Seconds since the first signal arrived (0 when none has)."""
+        return 0.0 if self.received_at is None else time.monotonic() - self.received_at
+
     def _handle(self, signum: int, frame: FrameType | None) -> None:
+        if self.received_at is None:
+            self.received_at = time.monotonic()
         self.received = signum

@@ -58,7 +58,9 @@ def load_for_resume(
     loaded: tuple[CheckpointInfo, dict[str, Any]] | None = None
     if is_writer:
         try:
-            loaded = choose_checkpoint(store, run_dir, resume, damage_reporter(store, metrics), expected)
+            loaded = choose_checkpoint(
+                store, run_dir, resume, damage_reporter(store, metrics), expected, metrics
+            )
             decision["step"] = loaded[0].step if loaded else None
         except TrainerError as exc:
             decision["error"] = (type(exc).__name__, str(exc))
@@ -86,6 +88,7 @@ def choose_checkpoint(
     resume: bool,
     on_damaged: Callable[[CheckpointInfo, str], None],
     expected: dict[str, Any],
+    metrics: MetricsLog,
 ) -> tuple[CheckpointInfo, dict[str, Any]] | None:
     """The newest good checkpoint and its state, or None to start fresh; raises TrainerError.
 
@@ -98,12 +101,23 @@ def choose_checkpoint(
             f"{run_dir} already holds checkpoints (newest: step {existing[0].step}): "
             f"pass {RESUME_FLAG.get()} to continue that run, or choose another run directory"
         )
+    damaged: list[CheckpointInfo] = []
+
+    def note_damaged(info: CheckpointInfo, reason: str) -> None:
+        damaged.append(info)
+        on_damaged(info, reason)
+
     try:
-        loaded = store.load_newest(on_damaged)
+        loaded = store.load_newest(note_damaged)
     except DamagedCheckpointError as exc:
         raise NoValidCheckpointError(f"{exc}: move them aside to start over") from None
     if loaded is not None:
         check_compatible(loaded[0], expected)
+        # Damaged checkpoints newer than the resume point would count toward `keep` and outrank the
+        # good ones the resumed run writes, so pruning would delete those: they go aside, kept for a look.
+        for info in damaged:
+            aside = store.set_aside(info)
+            metrics.say(f"moved damaged checkpoint step {info.step} to {aside}")
     return loaded
 
 

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import signal
 import time
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -32,7 +33,7 @@ from . import distributed
 from .artifacts import check_artifact_name, remove_debris, write_artifact
 from .background import BackgroundCheckpointWriter
 from .checkpoint import CheckpointInfo, CheckpointStore
-from .errors import Preempted, TrainerError, UnsupportedStateError
+from .errors import RESUME_FLAG, Preempted, RunDirectoryInUseError, TrainerError, UnsupportedStateError
 from .metrics import MetricsLog, default_metrics_path
 from .mirror import BucketMirror, grace_seconds
 from .plan import planned_steps
@@ -44,6 +45,8 @@ from .state import apply_state, collect_state, json_normal, model_identity
 
 # 128 + SIGTERM: the shell's code for "ended by SIGTERM"; the run is not done, and says so.
 PREEMPTED_EXIT_CODE = 143
+# The run's id, beside its checkpoints: a new run that reuses a directory name is told apart by it.
+RUN_ID_FILE = "run-id"
 
 
 class ResumableRun:
@@ -158,6 +161,8 @@ class ResumableRun:
         self.reshard = reshard
         # The world size of the checkpoint this run resumed from, when it differs (a resharding resume).
         self.resharded_from: int | None = None
+        # Identifies this run (not just its directory's name) in its checkpoints and in the bucket.
+        self.run_id = ""
         # Samples per optimizer step over all ranks, as the last step (or the checkpoint) had them.
         self.samples_per_step: int | None = None
         self._epoch_open = False
@@ -334,27 +339,61 @@ class ResumableRun:
         if stop:
             self._handle_preemption()
             return
-        self._writer.wait()
-        if self._saved_at != self._progress():
-            self._save(wait=True)
-        if self.mirror is not None:
-            self.mirror.wait()  # the final state in the bucket before the job reads as finished
+        if not self._save(wait=True):
+            error = distributed.broadcast_from_first(self._failure_text())
+            self.close()
+            raise TrainerError(
+                f"the final checkpoint (step {self.step}) could not be written to {self.store.directory} "
+                f"({error}): free space there and rerun with {RESUME_FLAG.get()} to redo the steps since "
+                "the newest checkpoint"
+            )
+        if self.mirror is not None and not self._wait_for_mirror():
+            # SIGTERM while the final state uploads (a stalled bucket): the state is saved, so only
+            # the upload is left, and it gets what is left of the notice window, not forever.
+            self._exit_preempted(saved=True, mirrored=self._wait_for_mirror_in_grace())
+            return
         self.metrics.event("finished", f"finished at step {self.step}", step=self.step)
         self.close()
 
-    def close(self) -> None:
+    def close(self, mirror_timeout: float = 5.0) -> None:
         """Wait for an in-flight save and restore the signal handlers (finished() does this)."""
         self._writer.wait()
         if self.mirror is not None:
-            self.mirror.close(timeout=5.0)  # an upload still running past here is abandoned, not awaited
+            self.mirror.close(timeout=mirror_timeout)  # an upload still running past here is abandoned
         self._preemption.uninstall()
         self.metrics.close()
+
+    def _wait_for_mirror(self) -> bool:
+        """Wait for the uploads in short slices; False as soon as SIGTERM arrives before they are done."""
+        assert self.mirror is not None
+        while not self.mirror.wait(0.2):
+            if self._preemption.requested:
+                return False
+        return True
+
+    def _grace_left(self) -> float:
+        # The notice window counts from the signal, not from the end of the local save.
+        return max(0.0, grace_seconds() - self._preemption.seconds_since())
+
+    def _wait_for_mirror_in_grace(self) -> bool | None:
+        if self.mirror is None or self.mirror.disabled is not None:
+            return None
+        return self.mirror.wait(self._grace_left())
 
     # -- saving ---------------------------------------------------------------------------------
     def _progress(self) -> tuple[int, int, int]:
         return self.step, self.epoch, self.position
 
-    def _save(self, wait: bool) -> None:
+    def _save(self, wait: bool) -> bool:
+        """Save the current state; with `wait`, returns whether it is durably on disk (on every rank).
+
+        Nothing is written when the newest successful checkpoint already holds this exact progress:
+        rewriting it would only open a window in which a crash loses it.
+        """
+        if wait:
+            self._writer.wait()  # an in-flight write decides whether this progress is saved already
+        if distributed.broadcast_from_first(self._is_writer and self._saved_at == self._progress()):
+            return True
         # Every rank's RNGs go into the one checkpoint so each rank resumes its own dropout stream.
         rng = self._boundary_rng if self._boundary_rng is not None else capture_rng_state()
         rng_states = distributed.gather_to_all(rng)
@@ -372,7 +411,7 @@ class ResumableRun:
         problem = distributed.broadcast_from_first(problem)
         if problem is not None:
             raise UnsupportedStateError(problem)
-        self._saved_at = self._progress()
+        written = True
         if self._is_writer:
             state["rng"] = rng_states
             state["progress"] = {"step": self.step, "epoch": self.epoch, "position": self.position}
@@ -383,30 +422,64 @@ class ResumableRun:
                 "samples_per_step": self.samples_per_step,
                 "model": self._identity,
                 "config": self._config,
+                "run_id": self.run_id,
             }
             if wait:
-                self._writer.write_now(self.step, state, meta)
+                written = self._writer.write_now(self.step, state, meta)
             else:
                 self._writer.submit(self.step, state, meta)
         if wait:
-            # No rank may exit before rank 0's checkpoint is on disk.
-            distributed.barrier()
+            # No rank may exit before rank 0's checkpoint is on disk (the broadcast waits for it).
+            return bool(distributed.broadcast_from_first(written))
+        return True
+
+    def _failure_text(self) -> str:
+        error = self._writer.last_error
+        return "unknown error" if error is None else f"{type(error).__name__}: {error}"
 
     def _handle_preemption(self) -> None:
-        self._save(wait=True)
+        saved = self._save(wait=True)
+        self._exit_preempted(saved, self._wait_for_mirror_in_grace() if saved else None)
+
+    def _exit_preempted(self, saved: bool, mirrored: bool | None) -> None:
         self.preempted = True
-        mirrored: bool | None = None
-        if self.mirror is not None and self.mirror.disabled is None:
-            # Within the notice window when it fits: the VM (and its disk) may be gone for good.
-            mirrored = self.mirror.wait(grace_seconds())
-        said = "" if mirrored is None else (", mirrored" if mirrored else ", NOT mirrored in time")
-        self.metrics.event("preempted", f"preempted: saved step {self.step}{said}, exiting", step=self.step,
-                           mirrored=mirrored)  # fmt: skip
-        self.close()
+        if saved:
+            said = "" if mirrored is None else (", mirrored" if mirrored else ", NOT mirrored in time")
+            text = f"preempted: saved step {self.step}{said}, exiting"
+        else:
+            newest = self._saved_at[0] if self._saved_at is not None else None
+            text = (f"preempted: the checkpoint of step {self.step} could NOT be saved ({self._failure_text()}); "
+                    + (f"the newest saved is step {newest}" if newest is not None else "no checkpoint saved")
+                    + ", exiting")  # fmt: skip
+        self.metrics.event("preempted", text, step=self.step, saved=saved, mirrored=mirrored)
+        # The notice window is spent on the upload at most once: no second wait in close().
+        self.close(mirror_timeout=self._grace_left() if mirrored is None else 0.0)
         if self.exit_on_preemption:
             raise Preempted(self.step, PREEMPTED_EXIT_CODE)
 
+    def _recorded_run_id(self) -> str | None:
+        """The run id in the run dir (RUN_DIR/run-id, else the newest manifest's); None on a fresh disk."""
+        try:
+            return (self.run_dir / RUN_ID_FILE).read_text().strip() or None
+        except OSError:
+            pass
+        return next(
+            (str(c.manifest["run_id"]) for c in self.store.checkpoints() if c.manifest.get("run_id")), None
+        )
+
+    def _adopt_run_id(self, resumed_from: CheckpointInfo | None) -> None:
+        """This run's id: the checkpoint's it resumes from, else the run dir's, else a new one (recorded)."""
+        from_checkpoint = resumed_from.manifest.get("run_id") if resumed_from is not None else None
+        self.run_id = str(from_checkpoint or self._recorded_run_id() or uuid.uuid4().hex)
+        if self.mirror is not None:
+            self.mirror.run_id = self.run_id
+        path = self.run_dir / RUN_ID_FILE
+        if self._is_writer and (not path.exists() or path.read_text().strip() != self.run_id):
+            write_artifact(path, self.run_id.encode())
+
     def _report_written(self, info: CheckpointInfo) -> None:
+        # Only a write that succeeded counts as saved (runs on the writer thread for background saves).
+        self._saved_at = (info.step, int(info.manifest["epoch"]), int(info.manifest["position"]))
         if self.mirror is not None:
             self.mirror.submit_checkpoint(info)
         self.metrics.checkpoint_written(info.step, info.payload)
@@ -420,15 +493,30 @@ class ResumableRun:
             "config": self._config,
             "reshard": self.reshard,
         }
+        if self.mirror is not None:
+            self.mirror.run_id = self._recorded_run_id()
+        problem: str | None = None
         if resume and self.mirror is not None:
-            self.mirror.fetch_newer(self.store)  # a fresh disk: the bucket's newest, verified
+            fetched = self.mirror.fetch_newer(self.store)  # a fresh disk: the bucket's newest, verified
+            # The script's own files (a best model) come back with it; the bucket's win when the
+            # checkpoint came from there too, since the bucket is then ahead of this disk.
+            self.mirror.fetch_artifacts(self.artifacts_dir, replace=fetched is not None)
+        elif self.mirror is not None and not self.store.checkpoints():
+            try:
+                self.mirror.refuse_if_used()  # another run of this name in the bucket: not mixed in
+            except RunDirectoryInUseError as exc:
+                problem = str(exc)
         try:
+            problem = distributed.broadcast_from_first(problem)
+            if problem is not None:
+                raise RunDirectoryInUseError(problem)
             loaded = load_for_resume(
                 self.store, self.run_dir, resume, self.metrics, expected, self._is_writer
             )
         except TrainerError:
             self.close()  # give the signal handlers back: the caller may go on without this run
             raise
+        self._adopt_run_id(loaded[0] if loaded is not None else None)
         if loaded is None:
             self.metrics.say(f"starting a new run in {self.run_dir}")
             return
