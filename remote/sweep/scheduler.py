@@ -22,6 +22,7 @@ import time
 from collections.abc import Callable
 
 from gcptui.remote.aio import cancel_and_wait
+from gcptui.remote.config import JobConfig
 from gcptui.remote.errors import GcptuiError
 from gcptui.remote.jobs.protocol import JobStatus
 from gcptui.remote.jobs.runner import JobAlreadyRunningError
@@ -83,9 +84,7 @@ class Scheduler:
         """
         for trial in self.state.trials:
             if trial.state in ACTIVE and trial.vm:
-                self.runner.trial_jobs[(trial.vm, trial.slot)] = trial_job(
-                    self.services.config.job, self.spec, trial, self.runner.dest
-                )
+                self.runner.trial_jobs[(trial.vm, trial.slot)] = self._trial_job(trial, trial.vm)
         if not self.keepalive_on:
             return await self._loop()
         keepalive = sweep_keepalive(
@@ -183,6 +182,11 @@ class Scheduler:
             *(self._start(trial, vm, slot) for trial, (vm, slot) in zip(queued, free, strict=False))
         )
 
+    def _trial_job(self, trial: Trial, vm: str) -> JobConfig:
+        config = self.services.config
+        url = config.storage.checkpoint_url(vm)
+        return trial_job(config.job, self.spec, trial, self.runner.dest, checkpoint_url=url)
+
     async def _start(self, trial: Trial, vm: str, slot: int) -> None:
         target = self._target(vm)
         if target is None or not await self._holds_the_tree(vm):
@@ -190,7 +194,7 @@ class Scheduler:
         trial.state, trial.vm, trial.slot = "starting", vm, slot
         trial.devices = pinned_devices(slot, self.slots(vm), self._gpus(vm))
         trial.attempts += 1
-        job = trial_job(self.services.config.job, self.spec, trial, self.runner.dest)
+        job = self._trial_job(trial, vm)
         self.runner.trial_jobs[(vm, slot)] = job
         self._save()  # before the command: an interrupt from here on is settled from the VM's record
         try:

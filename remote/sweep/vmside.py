@@ -27,6 +27,7 @@ from gcptui.remote.telemetry.progress import json_records
 
 TRIAL_ENV = "GCPTUI_TRIAL"
 PARAMS_ENV = "GCPTUI_PARAMS"
+CHECKPOINT_URL_ENV = "GCPTUI_CHECKPOINT_URL"
 LOG_TAIL_LINES = 30
 BANNER = "==== gcptui: "
 
@@ -66,13 +67,19 @@ _METRICS = (
 _TAIL = 'f="$HOME/$1"; [ -f "$f" ] && tail -n "$2" "$f"; exit 0'
 
 
-def trial_job(base: JobConfig, spec: SweepSpec, trial: Trial, dest: str) -> JobConfig:
+def trial_job(
+    base: JobConfig, spec: SweepSpec, trial: Trial, dest: str, checkpoint_url: str | None = None
+) -> JobConfig:
     """The job that runs ``trial``: its commands, ``[job]``'s setup and env plus the trial's own.
 
     A retried trial starts with its resume command, so it continues from its checkpoint. A trial
     given GPUs (``trial.devices``) sees only those, through ``CUDA_VISIBLE_DEVICES``.
+    ``checkpoint_url`` (the VM's ``GCPTUI_CHECKPOINT_URL``) gets the sweep's name appended: the
+    trainer mirrors to ``<url>/<run directory name>``, the trial id, which every sweep reuses, so
+    without it a later sweep's trial would resume from an earlier sweep's checkpoints.
     """
     env = {
+        **({CHECKPOINT_URL_ENV: f"{checkpoint_url}/{spec.name}"} if checkpoint_url else {}),
         **base.env,
         **spec.env,
         TRIAL_ENV: trial.id,

@@ -69,3 +69,21 @@ def test_a_trial_job_carries_its_parameters_and_its_own_metrics_file() -> None:
     )
     trial.failures = 1  # a retry continues from the trial's checkpoint
     assert trial_job(JobConfig(), spec, trial, "~/project").command == trial.resume
+
+
+def test_a_trial_mirrors_its_checkpoints_under_the_sweeps_name() -> None:
+    from gcptui.remote.config import JobConfig
+
+    # The trainer mirrors to <GCPTUI_CHECKPOINT_URL>/<run directory name>, and a run directory is
+    # named for the trial id (t000), which every sweep reuses: the sweep's name keeps them apart.
+    spec = parse_sweep('name = "lr-scan"\ncommand = "x {run_dir}"\nmetric = "m"\nvms = ["a"]\ncount = 1\n'
+                       '[params.p]\nkind = "list"\nvalues = [7]\n', Path("s.toml"))  # fmt: skip
+    trial = new_trial(spec, initial_trials(spec)[0])
+    job = trial_job(JobConfig(), spec, trial, "~/project", checkpoint_url="gs://b/runs/a")
+    assert job.env["GCPTUI_CHECKPOINT_URL"] == "gs://b/runs/a/lr-scan"
+    assert "GCPTUI_CHECKPOINT_URL" not in trial_job(JobConfig(), spec, trial, "~/project").env
+    own = JobConfig(env={"GCPTUI_CHECKPOINT_URL": "gs://mine"})  # the user's own choice wins
+    assert (
+        trial_job(own, spec, trial, "~/project", checkpoint_url="gs://b/runs/a").env["GCPTUI_CHECKPOINT_URL"]
+        == "gs://mine"
+    )
