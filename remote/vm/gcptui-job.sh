@@ -105,20 +105,54 @@ group_alive() {
 	ps -A -o pgid= -o stat= 2>/dev/null | awk -v g="$1" '$1 == g && $2 !~ /^Z/ { found = 1 } END { exit !found }'
 }
 
-running() { [ -f "$JOB/pgid" ] && [ ! -f "$JOB/exit_code" ] && group_alive "$(get1 pgid)"; }
+# The recorded job still runs. An ended job's pgid (exit_code written), or one of an earlier boot,
+# may name someone else's process group by now: neither counts, and neither may be signalled.
+running() { [ -f "$JOB/pgid" ] && [ ! -f "$JOB/exit_code" ] && same_boot && group_alive "$(get1 pgid)"; }
+
+# The lock's record, "PID BOOT_ID" (an older version wrote the pid alone), names an operation that
+# can no longer hold it: its pid is dead, or from an earlier boot (where it may name anyone now).
+stale_lock() { # RECORD; $b is this boot's id
+	# shellcheck disable=SC2086
+	set -- $1
+	[ -n "${2:-}" ] && [ "$2" != "$b" ] && return 0
+	alive "$1" || return 0
+	[ -n "${2:-}" ] && return 1
+	# The pid alone: stale when the lock is older than this boot (btime: seconds since the epoch).
+	btime=
+	while read -r key value; do [ "$key" = btime ] && btime=$value; done 2> /dev/null < /proc/stat
+	made=$(date -r "$JOB/.lock" +%s 2>/dev/null) || return 1
+	[ -n "$btime" ] && [ "$made" -lt "$btime" ]
+}
+
+# A start/restart holds the lock right now (its supervisor may not have recorded itself yet).
+launching() {
+	seen=
+	read -r seen 2>/dev/null < "$JOB/.lock/pid" || return 1
+	boot_id
+	! stale_lock "$seen"
+}
 
 # mkdir is atomic: one start/kill/restart at a time per VM, whichever laptop sends it.
 lock() {
 	mkdir -p "$JOB" || exit 4
 	chmod 700 "$ROOT" "$JOB" 2>/dev/null # made 0755 by an older version: private now
+	boot_id
 	tries=0
 	until mkdir "$JOB/.lock" 2>/dev/null; do
-		holder=
-		read -r holder 2>/dev/null < "$JOB/.lock/pid"
-		if [ -n "$holder" ] && ! alive "$holder"; then
-			rm -rf "$JOB/.lock"
-			continue
+		seen=
+		read -r seen 2>/dev/null < "$JOB/.lock/pid"
+		# A stale lock is taken over by one waiter alone (mkdir is atomic), which checks that the lock
+		# is still the stale one it judged: another waiter may have replaced it with its own meanwhile.
+		if [ -n "$seen" ] && stale_lock "$seen" && mkdir "$JOB/.lock/takeover" 2>/dev/null; then
+			again=
+			read -r again 2>/dev/null < "$JOB/.lock/pid"
+			if [ "$again" = "$seen" ]; then
+				rm -rf "$JOB/.lock"
+				continue
+			fi
+			rmdir "$JOB/.lock/takeover" 2>/dev/null
 		fi
+		holder=${seen%% *}
 		tries=$((tries + 1))
 		if [ "$tries" -gt 1200 ]; then
 			echo "error=another gcptui operation on this VM holds $JOB/.lock (pid ${holder:-?}): try again"
@@ -126,7 +160,7 @@ lock() {
 		fi
 		sleep 0.1
 	done
-	echo $$ > "$JOB/.lock/pid"
+	printf '%s %s\n' "$$" "$b" > "$JOB/.lock/pid"
 	trap 'rm -rf "$JOB/.lock"' EXIT
 }
 
@@ -146,6 +180,11 @@ read_status() {
 		detail=vanished
 	elif group_alive "$pgid"; then
 		state=running
+	elif [ -z "$pgid" ] && [ "$state" = running ] && ! launching; then
+		# Its start was cut short before the supervisor recorded itself (the launching connection was
+		# killed), and no start is under way: it never ran, or runs no longer.
+		state=killed
+		detail=vanished
 	elif [ "$state" = killed ]; then
 		# `kill` ended it and writes the exit code next (its SIGKILL took the supervisor too): the
 		# user's kill, not a job gone without a word.
@@ -214,19 +253,28 @@ watch_state() { # INTERVAL HEARTBEAT_POLLS
 }
 
 # Start the supervisor in a new session: it leads the job's process group, detached from SSH.
-detach() {
+# pick_detacher first, before anything of the job's state changes: without a way to detach, a start
+# fails with the state as it was.
+pick_detacher() {
+	detacher=
 	if command -v setsid > /dev/null 2>&1; then
-		setsid "$@" < /dev/null >> "$LOG" 2>&1 &
+		detacher=setsid
 	elif command -v python3 > /dev/null 2>&1 || command -v python > /dev/null 2>&1; then
 		# macOS (the emulator on a laptop) has no setsid(1); any Python does it in place.
-		py=$(command -v python3 || command -v python)
-		"$py" -c 'import os, sys; os.setsid(); os.execvp(sys.argv[1], sys.argv[1:])' "$@" < /dev/null >> "$LOG" 2>&1 &
+		detacher=$(command -v python3 || command -v python)
 	elif command -v perl > /dev/null 2>&1; then
-		perl -MPOSIX -e 'POSIX::setsid(); exec @ARGV or die' "$@" < /dev/null >> "$LOG" 2>&1 &
+		detacher=perl
 	else
 		echo "error=this VM has neither setsid nor python3 nor perl to detach the job: install util-linux"
 		exit 6
 	fi
+}
+detach() {
+	case $detacher in
+	setsid) setsid "$@" < /dev/null >> "$LOG" 2>&1 & ;;
+	perl) perl -MPOSIX -e 'POSIX::setsid(); exec @ARGV or die' "$@" < /dev/null >> "$LOG" 2>&1 & ;;
+	*) "$detacher" -c 'import os, sys; os.setsid(); os.execvp(sys.argv[1], sys.argv[1:])' "$@" < /dev/null >> "$LOG" 2>&1 & ;;
+	esac
 }
 
 launch() { # DIR COMMAND SETUP
@@ -240,6 +288,7 @@ launch() { # DIR COMMAND SETUP
 		echo "error=the project directory $1 does not exist on this VM: sync the project first"
 		exit 5
 	fi
+	pick_detacher
 	rm -f "$JOB/exit_code" "$JOB/ended_at" "$JOB/pid" "$JOB/pgid" "$JOB/preempted" "$JOB"/.notice*
 	if [ -n "${GCPTUI_ENV_IN:-}" ] && [ -f "$GCPTUI_ENV_IN" ]; then
 		mv -f "$GCPTUI_ENV_IN" "$JOB/env"
@@ -254,11 +303,29 @@ launch() { # DIR COMMAND SETUP
 	put state running
 	put phase starting
 	shift
+	# The supervisor claims this token (rename is atomic) before it records itself; a launch that gave
+	# up waiting claims it instead, so a late supervisor never runs a job the state says failed, and a
+	# start never lets go of the lock while a supervisor of its own may still come up.
+	GCPTUI_LAUNCH="$JOB/.launch.$$"
+	export GCPTUI_LAUNCH
+	: > "$GCPTUI_LAUNCH"
 	detach sh "$SELF" run "$dir" "$@"
-	# Wait (briefly) until the supervisor recorded itself, so the caller gets a pid back.
+	# Wait until the supervisor recorded itself, so the caller gets a pid back.
 	tries=0
-	while { [ ! -f "$JOB/pid" ] || [ ! -f "$JOB/pgid" ]; } && [ "$tries" -lt 100 ]; do
+	while [ ! -f "$JOB/pid" ] || [ ! -f "$JOB/pgid" ]; do
 		tries=$((tries + 1))
+		if [ "$tries" -eq 100 ] && mv "$GCPTUI_LAUNCH" "$GCPTUI_LAUNCH.abandoned" 2> /dev/null; then
+			rm -f "$GCPTUI_LAUNCH.abandoned"
+			put ended_at "$(now)"
+			put exit_code 127
+			put state exited
+			echo "==== gcptui: $(now) the supervisor did not start within 5 s: the job is not started ====" >> "$LOG"
+			return
+		fi
+		# Claimed: it records its pgid next, and its pid once setup or the command starts (that may
+		# wait for a slow `cd`): the pgid is what keeps a second start out.
+		[ "$tries" -ge 100 ] && [ -f "$JOB/pgid" ] && return
+		[ "$tries" -ge 300 ] && return
 		sleep 0.05
 	done
 }
@@ -293,7 +360,7 @@ descendant_groups() { # PGID
 
 kill_job() { # GRACE_TENTHS; the lock is held
 	pgid=$(get1 pgid)
-	group_alive "$pgid" || return 0
+	running || return 0
 	[ -f "$JOB/exit_code" ] || put state killed
 	# Found before the TERM: once their parent (torchrun) is gone they no longer lead back to the job.
 	extra=$(descendant_groups "$pgid")
@@ -485,6 +552,12 @@ stop_watcher() {
 # The supervisor: leader of the job's process group, waits for setup and command, records the end.
 run_job() { # DIR COMMAND SETUP
 	dir=$1 cmd=$2 setup=$3
+	# The launch gave up waiting for us (and recorded the start as failed): not ours to run any more.
+	if [ -n "${GCPTUI_LAUNCH:-}" ]; then
+		mv "$GCPTUI_LAUNCH" "$GCPTUI_LAUNCH.claimed" 2> /dev/null || exit 0
+		rm -f "$GCPTUI_LAUNCH.claimed"
+	fi
+	unset GCPTUI_LAUNCH
 	put pgid $$
 	# Like nohup; and TERM/INT only mark us, so we outlive the command and record its exit code.
 	# (A trap with a handler is reset to the default in the commands we start; '' would be inherited.)
