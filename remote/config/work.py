@@ -10,6 +10,9 @@ from pydantic import Field, field_validator
 
 from gcptui.remote.config.base import _Section
 
+# A shell variable name: the job's environment becomes `export NAME=...` lines the supervisor sources.
+ENV_NAME_PATTERN = r"[A-Za-z_][A-Za-z0-9_]*"
+
 
 class SyncConfig(_Section):
     """Live sync: the local tree mirrored to ``dest`` on each machine, as files are saved.
@@ -125,7 +128,7 @@ class JobConfig(_Section):
     @classmethod
     def _env_names(cls, value: dict[str, str]) -> dict[str, str]:
         for name in value:
-            if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
+            if not re.fullmatch(ENV_NAME_PATTERN, name):
                 raise ValueError(f"{name!r} is not a valid environment variable name")
         return value
 

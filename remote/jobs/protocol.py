@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import posixpath
+import re
 import shlex
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -15,6 +16,7 @@ from functools import cache
 from typing import Any, Literal
 
 from gcptui.remote.config import JobConfig
+from gcptui.remote.config.work import ENV_NAME_PATTERN
 from gcptui.remote.vm import vm_file
 
 # ---- the VM-side layout (paths relative to the remote home, as SFTP and a login shell see them) ----
@@ -100,7 +102,14 @@ def supervisor_script() -> tuple[bytes, str]:
 
 
 def env_file(env: Mapping[str, str]) -> str:
-    """``[job].env`` as the shell file the supervisor sources: one quoted ``export`` per variable."""
+    """``[job].env`` as the shell file the supervisor sources: one quoted ``export`` per variable.
+
+    Names go in unquoted (a shell cannot quote them): anything but a variable name is refused, since
+    it would run as a command on the VM or end the supervisor that sources the file.
+    """
+    for name in env:
+        if not re.fullmatch(ENV_NAME_PATTERN, name):
+            raise ValueError(f"{name!r} is not a valid environment variable name")
     return "".join(f"export {name}={shlex.quote(value)}\n" for name, value in env.items())
 
 
