@@ -266,7 +266,7 @@ class AutostopConfig(_Section):
         default=0.0,
         ge=0,
         description=(
-            "Minutes a running VM may sit with no job running and every GPU at or below "
+            "Minutes a running VM may sit with no job running (in any job slot: a sweep's trials count) and every GPU at or below "
             "`[gpu].idle_util_percent` (a VM without GPUs: no job alone) before the warning; 0: off."
         ),
     )

@@ -116,6 +116,14 @@ class JobRunner:
         """SIGTERM the job's process group, SIGKILL after ``stop_grace_seconds``; nothing else."""
         return (await self._call(target, "kill", [self._grace_tenths()], self._kill_timeout()))[1]
 
+    async def running_slots(self, target: SshTarget) -> int:
+        """How many job slots on ``target`` (the VM's job, a sweep's trials beside it) run a job."""
+        output = (await self._call(target, "busy", []))[2]
+        for line in output.splitlines():
+            if line.startswith("running=") and line.removeprefix("running=").isdigit():
+                return int(line.removeprefix("running="))
+        raise JobError(f"{target.name}: job busy gave no answer: {output.strip()[:200]!r}")
+
     def watch(self, target: SshTarget, **options: Any) -> AsyncIterator[JobEvent]:
         """``watch_job`` on ``target`` through this runner's pool and remote home (see jobs/watch.py)."""
 

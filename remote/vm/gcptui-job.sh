@@ -7,6 +7,7 @@
 #   gcptui-job.sh kill    GRACE_TENTHS                         SIGTERM the group, SIGKILL after the grace
 #   gcptui-job.sh restart GRACE_TENTHS DIR COMMAND SETUP
 #   gcptui-job.sh watch   [INTERVAL [HEARTBEAT_POLLS]]         print the state at every change, until hung up
+#   gcptui-job.sh busy                                         running=N: job slots with a job running
 #   gcptui-job.sh run     DIR COMMAND SETUP                    internal: the supervisor itself
 #
 # The job's environment ([job].env: API tokens) never travels in argv, where `ps` shows it to every
@@ -673,12 +674,22 @@ restart)
 watch)
 	watch_state "${1:-0.2}" "${2:-5}"
 	;;
+busy)
+	# How many of the VM's job slots (~/.gcptui/job, job-1, ...) have a job running: auto-stop asks,
+	# since a sweep's trial in slot 2 keeps the VM busy whatever slot 0's job did.
+	n=0
+	for JOB in "$ROOT/job" "$ROOT"/job-*; do
+		[ -d "$JOB" ] || continue
+		read_status && [ "$state" = running ] && n=$((n + 1))
+	done
+	echo "running=$n"
+	;;
 run)
 	[ $# -ge 3 ] || exit 4
 	run_job "$@"
 	;;
 *)
-	echo "error=usage: gcptui-job.sh status|start|kill|restart|watch|run ..."
+	echo "error=usage: gcptui-job.sh status|start|kill|restart|watch|busy|run ..."
 	exit 4
 	;;
 esac
