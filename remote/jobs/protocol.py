@@ -13,7 +13,7 @@ import shlex
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import cache
-from typing import Any, Literal
+from typing import Any, Final, Literal
 
 from gcptui.remote.config import JobConfig
 from gcptui.remote.config.work import ENV_NAME_PATTERN
@@ -31,6 +31,7 @@ STATE_FILES = ("pid", "pgid", "command", "started_at", "ended_at", "exit_code", 
 
 JobState = Literal["running", "exited", "killed", "none"]
 
+GROUP_STOP: Final = "group-stop"  # `kill`'s BY (and then status's detail): keep-alive's kill for a lost node
 ALREADY_RUNNING = 3  # exit codes of gcptui-job.sh
 NOT_INSTALLED = 97
 
@@ -63,7 +64,8 @@ class JobStatus:
 
     ``detail`` is ``vanished`` (gone without an exit code: rebooted, killed from outside) or
     ``preempted`` (the VM's notice watcher saw GCE's preemption notice and sent the job SIGTERM;
-    ``preempted_at`` says when, in UTC); ``phase`` is ``setup`` or ``command`` while it runs.
+    ``preempted_at`` says when, in UTC) or, for a killed job, ``group-stop`` (keep-alive stopped it
+    because another node of its group was lost); ``phase`` is ``setup`` or ``command`` while it runs.
     """
 
     name: str

@@ -112,9 +112,14 @@ class JobRunner:
             target, "restart", self._require(self.job_for(target).resume_command, "command")
         )
 
-    async def kill(self, target: SshTarget) -> JobStatus:
-        """SIGTERM the job's process group, SIGKILL after ``stop_grace_seconds``; nothing else."""
-        return (await self._call(target, "kill", [self._grace_tenths()], self._kill_timeout()))[1]
+    async def kill(self, target: SshTarget, *, by: Literal["group-stop"] | None = None) -> JobStatus:
+        """SIGTERM the job's process group, SIGKILL after ``stop_grace_seconds``; nothing else.
+
+        ``by="group-stop"``: keep-alive stops a node because another node of its group was lost; the
+        VM records it (status ``detail``), so this node's own preemption still resumes the job.
+        """
+        args = [self._grace_tenths(), *([by] if by else [])]
+        return (await self._call(target, "kill", args, self._kill_timeout()))[1]
 
     async def running_slots(self, target: SshTarget) -> int:
         """How many job slots on ``target`` (the VM's job, a sweep's trials beside it) run a job."""

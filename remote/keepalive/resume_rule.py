@@ -4,7 +4,7 @@ started has nothing to resume, and keep-alive must not start it (nor keep a GPU 
 
 from __future__ import annotations
 
-from gcptui.remote.jobs.protocol import JobStatus
+from gcptui.remote.jobs.protocol import GROUP_STOP, JobStatus
 
 # ``detail`` words of the supervisor that mean the job was cut short by the machine going away.
 _CUT_SHORT = ("preempted", "vanished")
@@ -19,6 +19,8 @@ def nothing_to_resume(status: JobStatus) -> str | None:
         return None  # it ran when the VM went down
     if status.detail in _CUT_SHORT:
         return None  # ended by the preemption (its notice, or the power-off)
+    if status.detail == GROUP_STOP:
+        return None  # keep-alive stopped it for its group's lost node: the group comes back whole
     if status.state == "exited" and status.exit_code == NOT_DONE_EXIT_CODE:
         return None  # stopped by SIGTERM, not finished: the power-off's, when no notice came first
     if status.state == "none":

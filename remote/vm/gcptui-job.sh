@@ -4,7 +4,8 @@
 #
 #   gcptui-job.sh status
 #   gcptui-job.sh start   DIR COMMAND SETUP                    refuses (exit 3) while a job runs
-#   gcptui-job.sh kill    GRACE_TENTHS                         SIGTERM the group, SIGKILL after the grace
+#   gcptui-job.sh kill    GRACE_TENTHS [BY]                    SIGTERM the group, SIGKILL after the grace;
+#                                                              BY=group-stop: keep-alive's, for a lost node
 #   gcptui-job.sh restart GRACE_TENTHS DIR COMMAND SETUP
 #   gcptui-job.sh watch   [INTERVAL [HEARTBEAT_POLLS]]         print the state at every change, until hung up
 #   gcptui-job.sh busy                                         running=N: job slots with a job running
@@ -24,6 +25,8 @@
 #   boot_id (the kernel's, at start: pids of an earlier boot mean nothing)
 #   output.log (appended across starts)  metrics.jsonl (GCPTUI_METRICS)
 #   preempted (UTC time of the metadata server's preemption or host-maintenance notice)
+#   killed_by (group-stop: keep-alive stopped it because another node of its group was lost;
+#   status says so in detail, and a preemption resumes it, unlike a user's kill)
 # and ~/.gcptui/setup.done once the setup command succeeded.
 #
 # While a job runs, two notice watchers beside it long-poll the GCE metadata server's
@@ -202,6 +205,8 @@ read_status() {
 	if [ -f "$JOB/preempted" ]; then
 		detail=preempted
 		load preempted_at preempted
+	elif [ "$state" = killed ] && [ -f "$JOB/killed_by" ]; then
+		load detail killed_by
 	fi
 	return 0
 }
@@ -290,7 +295,7 @@ launch() { # DIR COMMAND SETUP
 		exit 5
 	fi
 	pick_detacher
-	rm -f "$JOB/exit_code" "$JOB/ended_at" "$JOB/pid" "$JOB/pgid" "$JOB/preempted" "$JOB"/.notice*
+	rm -f "$JOB/exit_code" "$JOB/ended_at" "$JOB/pid" "$JOB/pgid" "$JOB/preempted" "$JOB/killed_by" "$JOB"/.notice*
 	if [ -n "${GCPTUI_ENV_IN:-}" ] && [ -f "$GCPTUI_ENV_IN" ]; then
 		mv -f "$GCPTUI_ENV_IN" "$JOB/env"
 	else
@@ -359,10 +364,11 @@ descendant_groups() { # PGID
 		}' | sort -u
 }
 
-kill_job() { # GRACE_TENTHS; the lock is held
+kill_job() { # GRACE_TENTHS [BY]; the lock is held
 	pgid=$(get1 pgid)
 	running || return 0
-	[ -f "$JOB/exit_code" ] || put state killed
+	put state killed
+	[ -n "${2:-}" ] && put killed_by "$2"
 	# Found before the TERM: once their parent (torchrun) is gone they no longer lead back to the job.
 	extra=$(descendant_groups "$pgid")
 	echo "==== gcptui: $(now) kill: SIGTERM to process group $pgid, SIGKILL after $(($1 / 10)).$(($1 % 10))s ====" >> "$LOG"
@@ -658,9 +664,9 @@ start)
 	print_status
 	;;
 kill)
-	[ $# -eq 1 ] || exit 4
+	[ $# -eq 1 ] || { [ $# -eq 2 ] && [ "$2" = group-stop ]; } || exit 4
 	lock
-	kill_job "$1"
+	kill_job "$@"
 	print_status
 	;;
 restart)

@@ -24,6 +24,8 @@ def test_the_rule_resumes_only_a_job_cut_short() -> None:
     assert nothing_to_resume(JobStatus("vm", "exited", exit_code=0)) == "the job had exited with exit code 0"
     assert nothing_to_resume(JobStatus("vm", "exited", exit_code=1)) == "the job had exited with exit code 1"
     assert nothing_to_resume(JobStatus("vm", "killed")) == "the job was killed by the user"
+    # Keep-alive's own kill of a node whose group lost another node: the group comes back whole.
+    assert nothing_to_resume(JobStatus("vm", "killed", detail="group-stop")) is None
     assert nothing_to_resume(JobStatus("vm", "none")) == "no job was ever started"
 
 
