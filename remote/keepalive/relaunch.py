@@ -60,13 +60,20 @@ def _step(record: dict[str, object]) -> int | None:
 
 def last_step_logged(lines: Iterable[str]) -> int | None:
     """The furthest step the latest run reached: progress lines and ``preempted``/``checkpoint`` events
-    after its last ``resumed`` event (steps before a resume were rewound by it)."""
+    after its last ``resumed`` event (steps before a resume were rewound by it), or after a progress
+    line whose step went back without one (a fresh run started over: the earlier run's steps are not
+    this run's to lose)."""
     last: int | None = None
+    progress: int | None = None  # the step of the latest progress line (or resume)
     for record in json_records(lines):
-        step = _step(record)
-        if record.get("event") == "resumed":
-            last = step
-        elif step is not None and record.get("event") in (None, "preempted", "checkpoint", "finished"):
+        step, event = _step(record), record.get("event")
+        if event == "resumed":
+            last = progress = step
+        elif step is not None and event in (None, "preempted", "checkpoint", "finished"):
+            if event is None:
+                if progress is not None and step < progress:
+                    last = None
+                progress = step
             last = step if last is None else max(last, step)
     return last
 
@@ -115,6 +122,10 @@ class JobLauncher:
         target = services.target(instance)  # built from the fresh Instance: its new address
         conn = await services.pool.connection(target)  # the pool replaces a slot whose address changed
         say("connected", target.where)
+        # A job still running (a relaunch asked for by hand) is stopped before the mark: else the
+        # lines it writes until the restart's kill (its last steps, its checkpoint on SIGTERM) would
+        # be read as the new job's, a fresh start from step 0. After a preemption nothing runs.
+        await services.jobs.kill(target)
         mark = await self.mark(conn)
         await self.sync_barrier(instance)
         say("synced", "the VM holds the current tree")
@@ -249,6 +260,8 @@ class GroupLauncher(JobLauncher):
         targets = [services.target(i) for i in instances]
         first = await services.pool.connection(targets[0])
         say("connected", services.target(instance).where)
+        # Nodes still running (a relaunch by hand) stop before the mark: see JobLauncher.relaunch.
+        await self.runner().run_all("kill", targets)
         mark = await self.mark(first)  # rank 0 writes the metrics, on node 0
         await self.sync_barrier(instance)
         say("synced", "the VM holds the current tree")
