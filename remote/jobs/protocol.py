@@ -64,7 +64,8 @@ class JobStatus:
 
     ``detail`` is ``vanished`` (gone without an exit code: rebooted, killed from outside) or
     ``preempted`` (the VM's notice watcher saw GCE's preemption notice and sent the job SIGTERM;
-    ``preempted_at`` says when, in UTC) or, for a killed job, ``group-stop`` (keep-alive stopped it
+    ``preempted_at`` says when, in UTC), for an exited one ``terminated`` (the supervisor itself got
+    SIGTERM, not from ``kill``: the VM shutting down, mostly) or, for a killed job, ``group-stop`` (keep-alive stopped it
     because another node of its group was lost); ``phase`` is ``setup`` or ``command`` while it runs.
     """
 

@@ -7,7 +7,9 @@ from __future__ import annotations
 from gcptui.remote.jobs.protocol import GROUP_STOP, JobStatus
 
 # ``detail`` words of the supervisor that mean the job was cut short by the machine going away.
-_CUT_SHORT = ("preempted", "vanished")
+# "terminated": the supervisor itself got SIGTERM, not from a `kill` (the VM shutting down, when its
+# SIGTERM came before the notice was recorded; torchrun then exits 1, not 143).
+_CUT_SHORT = ("preempted", "vanished", "terminated")
 # 128 + SIGTERM: how the trainer (and a shell) says "stopped, not done". The VM's shutdown may
 # deliver its SIGTERM before the supervisor's notice watcher marks the job preempted.
 NOT_DONE_EXIT_CODE = 143

@@ -25,6 +25,8 @@
 #   boot_id (the kernel's, at start: pids of an earlier boot mean nothing)
 #   output.log (appended across starts)  metrics.jsonl (GCPTUI_METRICS)
 #   preempted (UTC time of the metadata server's preemption or host-maintenance notice)
+#   terminated (UTC time: the supervisor itself got SIGTERM or SIGINT, and not from `kill`: the VM
+#   shutting down, most often, before a preemption notice was recorded; status says detail=terminated)
 #   killed_by (group-stop: keep-alive stopped it because another node of its group was lost;
 #   status says so in detail, and a preemption resumes it, unlike a user's kill)
 # and ~/.gcptui/setup.done once the setup command succeeded.
@@ -207,6 +209,8 @@ read_status() {
 		load preempted_at preempted
 	elif [ "$state" = killed ] && [ -f "$JOB/killed_by" ]; then
 		load detail killed_by
+	elif [ "$state" = exited ] && [ -f "$JOB/terminated" ]; then
+		detail=terminated
 	fi
 	return 0
 }
@@ -295,7 +299,7 @@ launch() { # DIR COMMAND SETUP
 		exit 5
 	fi
 	pick_detacher
-	rm -f "$JOB/exit_code" "$JOB/ended_at" "$JOB/pid" "$JOB/pgid" "$JOB/preempted" "$JOB/killed_by" "$JOB"/.notice*
+	rm -f "$JOB/exit_code" "$JOB/ended_at" "$JOB/pid" "$JOB/pgid" "$JOB/preempted" "$JOB/killed_by" "$JOB/terminated" "$JOB"/.notice*
 	if [ -n "${GCPTUI_ENV_IN:-}" ] && [ -f "$GCPTUI_ENV_IN" ]; then
 		mv -f "$GCPTUI_ENV_IN" "$JOB/env"
 	else
@@ -614,7 +618,12 @@ run_job() { # DIR COMMAND SETUP
 	# The shell running the command can die of a SIGTERM while the trainer in the same group is
 	# still writing its checkpoint: the job ends when its whole group has.
 	while others_alive; do sleep 0.1; done
-	[ "$(get1 state)" = killed ] || put state exited
+	if [ "$(get1 state)" != killed ]; then
+		put state exited
+		# A SIGTERM that was no `kill` of ours: the VM going down (a launcher such as torchrun then
+		# exits 1, not 143). Recorded, so keep-alive resumes the job as cut short, not finished.
+		[ "$terminated" -eq 1 ] && put terminated "$(now)"
+	fi
 	put ended_at "$(now)"
 	put exit_code "$rc"
 	if [ -f "$JOB/preempted" ]; then

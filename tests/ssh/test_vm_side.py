@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import subprocess
 import sys
 from collections.abc import Callable
@@ -12,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from gcptui.remote.jobs.protocol import env_file, parse_status
+from gcptui.remote.keepalive.resume_rule import nothing_to_resume
 from tests.helpers.emulator import wait_until
 from tests.ssh.conftest import group_members, process_alive
 
@@ -179,3 +181,24 @@ def test_env_file_refuses_what_is_no_variable_name(name: str) -> None:
     with pytest.raises(ValueError, match="is not a valid environment variable name"):
         env_file({"OK": "1", name: "x"})
     assert env_file({"WANDB_PROJECT": "a b"}) == "export WANDB_PROJECT='a b'\n"
+
+
+def test_a_sigterm_that_was_no_kill_is_recorded_so_the_job_reads_cut_short(tmp_path: Path) -> None:
+    run = _supervisor(tmp_path)
+    (tmp_path / "project").mkdir()
+    # Like torchrun: exits 1, not 143, on SIGTERM.
+    started = parse_status(
+        "local", run("start", "~/project", "trap 'exit 1' TERM; sleep 600 & wait", "").stdout
+    )
+    assert started.state == "running" and started.pgid
+    os.killpg(started.pgid, signal.SIGTERM)  # the VM shutting down: SIGTERM to every process
+    wait_until(lambda: parse_status("local", run("status").stdout).state == "exited", timeout=20)
+    status = parse_status("local", run("status").stdout)
+    # It used to read "exited 1" alone: a finished job, which keep-alive never resumes.
+    assert (status.exit_code, status.detail) == (1, "terminated")
+    assert nothing_to_resume(status) is None
+    # A user's kill is no such thing; a new start forgets it.
+    started = parse_status("local", run("restart", "10", "~/project", "sleep 600", "").stdout)
+    assert started.detail is None
+    killed = parse_status("local", run("kill", "10").stdout)
+    assert (killed.state, killed.detail) == ("killed", None)
