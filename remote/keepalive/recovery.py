@@ -346,12 +346,10 @@ class KeepAlive(EventLog):
             timeline = self._new_timeline(name)
         if timeline.preempted_at is None:
             timeline.preempted_at = gce_time
-        if self._leave_stopped(
-            instance, kind, detail, manual=kind == "manual" or timeline.detected_by == "manual"
-        ):
-            return
-        self.restarts[name] = self.restarts.get(name, 0) + 1
-        if self.restarts[name] > self.max_restarts:
+        leave = self._nothing_here(instance, manual=kind == "manual" or timeline.detected_by == "manual")
+        if leave is None:  # a left-stopped VM counts no restart: max_restarts is for real recoveries
+            self.restarts[name] = self.restarts.get(name, 0) + 1
+        if leave is None and self.restarts[name] > self.max_restarts:
             self._given_up.add(name)
             self._event(name, kind, detail)
             self._event(name, "gave_up", f"max_restarts ({self.max_restarts}) reached: relaunch by hand")
@@ -359,22 +357,23 @@ class KeepAlive(EventLog):
         self._event(name, kind, detail)
         if dropped and timeline.detected_by == "poll":
             timeline.detected_by = "lost"
+        if leave is not None:
+            # Said once per stop: the stop stays listed poll after poll, and a later preemption (after
+            # the user started the VM again) must still be recovered.
+            self._left.add(_run_of(instance))
+            self._event(name, "left_stopped", f"{leave}: nothing to resume (`gcptui vm start {name}`)")
+            return
         task = asyncio.create_task(self._recover(instance, recreate=recreate), name=f"recover {name}")
         self._recovering[name] = task
         task.add_done_callback(lambda _t: self._recovering.pop(name, None))
 
-    def _leave_stopped(self, instance: Instance, kind: EventKind, detail: str, *, manual: bool) -> bool:
-        """A stopped VM whose job had nothing to resume stays stopped: said once per stop, and no
-        restart counted (``max_restarts`` is for real recoveries, which must still come later)."""
-        name = instance.name
-        seen = self._jobs.get(name)
+    def _nothing_here(self, instance: Instance, *, manual: bool) -> str | None:
+        """Why a stopped VM stays stopped (its job had nothing to resume), or None to recover it."""
+        seen = self._jobs.get(instance.name)
         reason = nothing_to_resume(seen) if seen is not None else None
         if reason is None or self.restart_idle or manual or instance.status == "RUNNING":
-            return False
-        self._left.add(_run_of(instance))
-        self._event(name, kind, detail)
-        self._event(name, "left_stopped", f"{reason}: nothing to resume (`gcptui vm start {name}`)")
-        return True
+            return None
+        return reason
 
     async def _recover(self, instance: Instance, *, recreate: bool) -> None:
         name, zone = instance.name, instance.zone
