@@ -10,6 +10,9 @@ from pydantic import Field, field_validator
 
 from gcptui.remote.config.base import _Section
 
+# A shell variable name: the job's environment becomes `export NAME=...` lines the supervisor sources.
+ENV_NAME_PATTERN = r"[A-Za-z_][A-Za-z0-9_]*"
+
 
 class SyncConfig(_Section):
     """Live sync: the local tree mirrored to ``dest`` on each machine, as files are saved.
@@ -125,7 +128,7 @@ class JobConfig(_Section):
     @classmethod
     def _env_names(cls, value: dict[str, str]) -> dict[str, str]:
         for name in value:
-            if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
+            if not re.fullmatch(ENV_NAME_PATTERN, name):
                 raise ValueError(f"{name!r} is not a valid environment variable name")
         return value
 
@@ -263,7 +266,7 @@ class AutostopConfig(_Section):
         default=0.0,
         ge=0,
         description=(
-            "Minutes a running VM may sit with no job running and every GPU at or below "
+            "Minutes a running VM may sit with no job running (in any job slot: a sweep's trials count) and every GPU at or below "
             "`[gpu].idle_util_percent` (a VM without GPUs: no job alone) before the warning; 0: off."
         ),
     )

@@ -8,13 +8,15 @@ from __future__ import annotations
 
 import hashlib
 import posixpath
+import re
 import shlex
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import cache
-from typing import Any, Literal
+from typing import Any, Final, Literal
 
 from gcptui.remote.config import JobConfig
+from gcptui.remote.config.work import ENV_NAME_PATTERN
 from gcptui.remote.vm import vm_file
 
 # ---- the VM-side layout (paths relative to the remote home, as SFTP and a login shell see them) ----
@@ -29,6 +31,7 @@ STATE_FILES = ("pid", "pgid", "command", "started_at", "ended_at", "exit_code", 
 
 JobState = Literal["running", "exited", "killed", "none"]
 
+GROUP_STOP: Final = "group-stop"  # `kill`'s BY (and then status's detail): keep-alive's kill for a lost node
 ALREADY_RUNNING = 3  # exit codes of gcptui-job.sh
 NOT_INSTALLED = 97
 
@@ -61,7 +64,9 @@ class JobStatus:
 
     ``detail`` is ``vanished`` (gone without an exit code: rebooted, killed from outside) or
     ``preempted`` (the VM's notice watcher saw GCE's preemption notice and sent the job SIGTERM;
-    ``preempted_at`` says when, in UTC); ``phase`` is ``setup`` or ``command`` while it runs.
+    ``preempted_at`` says when, in UTC), for an exited one ``terminated`` (the supervisor itself got
+    SIGTERM, not from ``kill``: the VM shutting down, mostly) or, for a killed job, ``group-stop`` (keep-alive stopped it
+    because another node of its group was lost); ``phase`` is ``setup`` or ``command`` while it runs.
     """
 
     name: str
@@ -100,7 +105,14 @@ def supervisor_script() -> tuple[bytes, str]:
 
 
 def env_file(env: Mapping[str, str]) -> str:
-    """``[job].env`` as the shell file the supervisor sources: one quoted ``export`` per variable."""
+    """``[job].env`` as the shell file the supervisor sources: one quoted ``export`` per variable.
+
+    Names go in unquoted (a shell cannot quote them): anything but a variable name is refused, since
+    it would run as a command on the VM or end the supervisor that sources the file.
+    """
+    for name in env:
+        if not re.fullmatch(ENV_NAME_PATTERN, name):
+            raise ValueError(f"{name!r} is not a valid environment variable name")
     return "".join(f"export {name}={shlex.quote(value)}\n" for name, value in env.items())
 
 

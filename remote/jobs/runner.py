@@ -112,9 +112,22 @@ class JobRunner:
             target, "restart", self._require(self.job_for(target).resume_command, "command")
         )
 
-    async def kill(self, target: SshTarget) -> JobStatus:
-        """SIGTERM the job's process group, SIGKILL after ``stop_grace_seconds``; nothing else."""
-        return (await self._call(target, "kill", [self._grace_tenths()], self._kill_timeout()))[1]
+    async def kill(self, target: SshTarget, *, by: Literal["group-stop"] | None = None) -> JobStatus:
+        """SIGTERM the job's process group, SIGKILL after ``stop_grace_seconds``; nothing else.
+
+        ``by="group-stop"``: keep-alive stops a node because another node of its group was lost; the
+        VM records it (status ``detail``), so this node's own preemption still resumes the job.
+        """
+        args = [self._grace_tenths(), *([by] if by else [])]
+        return (await self._call(target, "kill", args, self._kill_timeout()))[1]
+
+    async def running_slots(self, target: SshTarget) -> int:
+        """How many job slots on ``target`` (the VM's job, a sweep's trials beside it) run a job."""
+        output = (await self._call(target, "busy", []))[2]
+        for line in output.splitlines():
+            if line.startswith("running=") and line.removeprefix("running=").isdigit():
+                return int(line.removeprefix("running="))
+        raise JobError(f"{target.name}: job busy gave no answer: {output.strip()[:200]!r}")
 
     def watch(self, target: SshTarget, **options: Any) -> AsyncIterator[JobEvent]:
         """``watch_job`` on ``target`` through this runner's pool and remote home (see jobs/watch.py)."""

@@ -16,7 +16,7 @@ import logging
 import shlex
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Literal
 
 from gcptui.remote.aio import within
@@ -197,6 +197,11 @@ class AutoStopper:
         """The job's record and one GPU sample, over the shared SSH pool."""
         target = self.services.target(instance)
         status = await within(PROBE_TIMEOUT, self.services.jobs.status(target))
+        if status.state != "running":
+            others: int = await within(PROBE_TIMEOUT, self.services.jobs.running_slots(target))
+            if others:
+                # A sweep's trial in another slot runs: the VM is busy, whatever slot 0's job did.
+                status = replace(status, state="running", exit_code=None, ended_at=None)
         util: float | None = None
         if instance.gpus and status.state != "running":
             conn = await within(PROBE_TIMEOUT, self.services.getter(instance)())

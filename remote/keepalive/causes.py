@@ -79,6 +79,10 @@ class Causes:
             )
         return found
 
+    def started(self, instance: Instance) -> None:
+        """Keep-alive itself started this VM: its new start is not GCE's restart after maintenance."""
+        self._starts[instance.name] = instance.last_start
+
     async def restarted_by_gce(self, instance: Instance, *, check: bool) -> tuple[bool, datetime | None]:
         """Whether GCE restarted this running on-demand VM after host maintenance since the last poll
         (automaticRestart), and when; ``check`` False only records its start."""

@@ -127,6 +127,9 @@ class KeepAlive(EventLog):
         self._suspects: dict[str, float] = {}  # name -> loop time until which it is polled fast
         self._dropped: set[str] = set()  # suspects because their connection dropped (detected_by "lost")
         self._given_up: set[str] = set()
+        # Stops handled by leaving the VM stopped (its job had nothing to resume), by (name, instance
+        # id, last start): the stop stays listed poll after poll, and is decided once.
+        self._left: set[tuple[str, str | None, str | None]] = set()
         self._causes = Causes(reader)
         self._wake = asyncio.Event()
         self._vms = VmRestarter(
@@ -288,7 +291,7 @@ class KeepAlive(EventLog):
         candidates = [
             i for i in self._known.values()
             if i.status in ("TERMINATED", "GONE") and self.watched(i)
-            and i.name not in self._recovering and i.name not in self._given_up
+            and i.name not in self._recovering and i.name not in self._given_up and _run_of(i) not in self._left
         ]  # fmt: skip
         if candidates:
             preempted = await self._causes.preempted_since_last_start(candidates)
@@ -343,8 +346,10 @@ class KeepAlive(EventLog):
             timeline = self._new_timeline(name)
         if timeline.preempted_at is None:
             timeline.preempted_at = gce_time
-        self.restarts[name] = self.restarts.get(name, 0) + 1
-        if self.restarts[name] > self.max_restarts:
+        leave = self._nothing_here(instance, manual=kind == "manual" or timeline.detected_by == "manual")
+        if leave is None:  # a left-stopped VM counts no restart: max_restarts is for real recoveries
+            self.restarts[name] = self.restarts.get(name, 0) + 1
+        if leave is None and self.restarts[name] > self.max_restarts:
             self._given_up.add(name)
             self._event(name, kind, detail)
             self._event(name, "gave_up", f"max_restarts ({self.max_restarts}) reached: relaunch by hand")
@@ -352,19 +357,29 @@ class KeepAlive(EventLog):
         self._event(name, kind, detail)
         if dropped and timeline.detected_by == "poll":
             timeline.detected_by = "lost"
+        if leave is not None:
+            # Said once per stop: the stop stays listed poll after poll, and a later preemption (after
+            # the user started the VM again) must still be recovered.
+            self._left.add(_run_of(instance))
+            self._event(name, "left_stopped", f"{leave}: nothing to resume (`gcptui vm start {name}`)")
+            return
         task = asyncio.create_task(self._recover(instance, recreate=recreate), name=f"recover {name}")
         self._recovering[name] = task
         task.add_done_callback(lambda _t: self._recovering.pop(name, None))
+
+    def _nothing_here(self, instance: Instance, *, manual: bool) -> str | None:
+        """Why a stopped VM stays stopped (its job had nothing to resume), or None to recover it."""
+        seen = self._jobs.get(instance.name)
+        reason = nothing_to_resume(seen) if seen is not None else None
+        if reason is None or self.restart_idle or manual or instance.status == "RUNNING":
+            return None
+        return reason
 
     async def _recover(self, instance: Instance, *, recreate: bool) -> None:
         name, zone = instance.name, instance.zone
         manual = self.timelines[name].detected_by == "manual"
         try:
             seen = self._jobs.get(name)
-            reason = nothing_to_resume(seen) if seen is not None else None
-            if reason is not None and not (self.restart_idle or manual) and instance.status != "RUNNING":
-                self._event(name, "left_stopped", f"{reason}: nothing to resume (`gcptui vm start {name}`)")
-                return
             if instance.status != "RUNNING":
                 origins = self._origins.get(name)
                 zone = await self._vms.restart(
@@ -372,6 +387,8 @@ class KeepAlive(EventLog):
                 )
             fresh = await self._vms.wait_running(name, zone)
             self._known[name] = fresh
+            # Else the next poll takes this start for GCE's own restart and recovers the job again.
+            self._causes.started(fresh)
             self._event(name, "running", f"address {fresh.external_ip or fresh.internal_ip}")
             # Unknown before the preemption: the job's record on the kept disk decides (a recreated
             # VM has a fresh disk; its job resumes from the bucket).
@@ -425,6 +442,11 @@ class KeepAlive(EventLog):
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
+
+
+def _run_of(instance: Instance) -> tuple[str, str | None, str | None]:
+    """One run of a VM: a new start (or a recreated VM) is a new run, whose stop is decided anew."""
+    return instance.name, instance.instance_id, instance.last_start
 
 
 def _gone(instance: Instance) -> Instance:

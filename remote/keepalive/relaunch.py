@@ -22,7 +22,8 @@ from gcptui.remote.config import GroupConfig
 from gcptui.remote.errors import GcptuiError
 from gcptui.remote.jobs.group import GroupJobRunner
 from gcptui.remote.jobs.group_control import run_group
-from gcptui.remote.jobs.protocol import JobStatus, metrics_path
+from gcptui.remote.jobs.protocol import GROUP_STOP, JobStatus, metrics_path
+from gcptui.remote.jobs.runner import gather_hosts
 from gcptui.remote.keepalive.job_ledger import JobLedger
 from gcptui.remote.keepalive.recovery import KeepAlive, RecoveryEvent, ResumePoint, StepReporter
 from gcptui.remote.models import Instance
@@ -59,13 +60,20 @@ def _step(record: dict[str, object]) -> int | None:
 
 def last_step_logged(lines: Iterable[str]) -> int | None:
     """The furthest step the latest run reached: progress lines and ``preempted``/``checkpoint`` events
-    after its last ``resumed`` event (steps before a resume were rewound by it)."""
+    after its last ``resumed`` event (steps before a resume were rewound by it), or after a progress
+    line whose step went back without one (a fresh run started over: the earlier run's steps are not
+    this run's to lose)."""
     last: int | None = None
+    progress: int | None = None  # the step of the latest progress line (or resume)
     for record in json_records(lines):
-        step = _step(record)
-        if record.get("event") == "resumed":
-            last = step
-        elif step is not None and record.get("event") in (None, "preempted", "checkpoint", "finished"):
+        step, event = _step(record), record.get("event")
+        if event == "resumed":
+            last = progress = step
+        elif step is not None and event in (None, "preempted", "checkpoint", "finished"):
+            if event is None:
+                if progress is not None and step < progress:
+                    last = None
+                progress = step
             last = step if last is None else max(last, step)
     return last
 
@@ -114,6 +122,10 @@ class JobLauncher:
         target = services.target(instance)  # built from the fresh Instance: its new address
         conn = await services.pool.connection(target)  # the pool replaces a slot whose address changed
         say("connected", target.where)
+        # A job still running (a relaunch asked for by hand) is stopped before the mark: else the
+        # lines it writes until the restart's kill (its last steps, its checkpoint on SIGTERM) would
+        # be read as the new job's, a fresh start from step 0. After a preemption nothing runs.
+        await services.jobs.kill(target)
         mark = await self.mark(conn)
         await self.sync_barrier(instance)
         say("synced", "the VM holds the current tree")
@@ -169,12 +181,29 @@ class JobLauncher:
             await session.close()
 
 
+@dataclass(frozen=True, slots=True)
+class _GroupRelaunch:
+    """A group relaunch that succeeded: which node's recovery ran it, each node's start it ran on."""
+
+    by: str
+    starts: dict[str, str | None]
+    point: ResumePoint
+
+    def covers(self, instance: Instance) -> bool:
+        """It restarted the group with this node in its current run (the same start): nothing to redo."""
+        return instance.last_start is not None and self.starts.get(instance.name) == instance.last_start
+
+
 class GroupLauncher(JobLauncher):
     """``JobLauncher`` that relaunches a group's node as the whole group (other VMs as before)."""
 
     def __init__(self, services: Services) -> None:
         super().__init__(services)
         self._stopping: set[asyncio.Task[None]] = set()
+        # One group relaunch at a time per group, and what the last one did: nodes preempted together
+        # each recover, but the group is restarted once, by whichever node's relaunch comes first.
+        self._locks: dict[str, asyncio.Lock] = {}
+        self._last: dict[str, _GroupRelaunch] = {}
 
     def group_of(self, name: str) -> GroupConfig | None:
         return next((g for g in self.services.config.groups if name in g.vms), None)
@@ -200,19 +229,39 @@ class GroupLauncher(JobLauncher):
         except GcptuiError:
             return  # the fleet could not be read: the relaunch's restart of every node still follows
         targets = [self.services.target(i) for i in instances if down_error(i) is None]
-        await self.runner().run_all("kill", targets)
+        runner = self.runner()
+        # Marked as keep-alive's own (not the user's) kill: if this node is preempted next, its
+        # recovery must still bring the group back, not leave it stopped as "killed by the user".
+        await gather_hosts(lambda target: runner.kill(target, by=GROUP_STOP), targets)
 
     async def relaunch(self, instance: Instance, report: StepReporter | None = None) -> ResumePoint:
         group = self.group_of(instance.name)
         if group is None:
             return await super().relaunch(instance, report)
         say: StepReporter = report or (lambda _kind, _detail: None)
+        async with self._locks.setdefault(group.name, asyncio.Lock()):
+            last = self._last.get(group.name)
+            if last is not None and last.covers(instance):
+                say(
+                    "started",
+                    f"group {group.name}: already restarted with this node, by {last.by}'s recovery",
+                )
+                return last.point
+            point, starts = await self._relaunch_group(group, instance, say)
+            self._last[group.name] = _GroupRelaunch(instance.name, starts, point)
+            return point
+
+    async def _relaunch_group(
+        self, group: GroupConfig, instance: Instance, say: StepReporter
+    ) -> tuple[ResumePoint, dict[str, str | None]]:
         services = self.services
         instances = await services.resolve(list(group.vms), running=True)  # all nodes up, or retry
         instances = [instance if i.name == instance.name else i for i in instances]
         targets = [services.target(i) for i in instances]
         first = await services.pool.connection(targets[0])
         say("connected", services.target(instance).where)
+        # Nodes still running (a relaunch by hand) stop before the mark: see JobLauncher.relaunch.
+        await self.runner().run_all("kill", targets)
         mark = await self.mark(first)  # rank 0 writes the metrics, on node 0
         await self.sync_barrier(instance)
         say("synced", "the VM holds the current tree")
@@ -222,7 +271,7 @@ class GroupLauncher(JobLauncher):
             raise failed[0].error or GcptuiError(f"group {group.name}: restart failed")
         say("started", f"group {group.name}: {len(results)} nodes")
         step = await self.wait_resumed(first, mark.offset)
-        return ResumePoint(step=step, last_step=mark.last_step)
+        return ResumePoint(step=step, last_step=mark.last_step), {i.name: i.last_start for i in instances}
 
     __call__ = relaunch
 

@@ -45,6 +45,7 @@ from pydantic import (
 
 from gcptui.remote.cloud.create import check_vm_name, parse_gpus
 from gcptui.remote.config.loader import describe_error
+from gcptui.remote.config.work import ENV_NAME_PATTERN
 from gcptui.remote.errors import ConfigError
 
 ParamValue = int | float | str | bool
@@ -194,6 +195,15 @@ class SweepSpec(_Strict):
                 raise ValueError(
                     f"{name!r} is not a usable parameter name (an identifier other than run_dir)"
                 )
+        return value
+
+    @field_validator("env")
+    @classmethod
+    def _env_names(cls, value: dict[str, str]) -> dict[str, str]:
+        # They become `export NAME=...` lines the VM's supervisor sources: a name is not quoted there.
+        for name in value:
+            if not re.fullmatch(ENV_NAME_PATTERN, name):
+                raise ValueError(f"{name!r} is not a valid environment variable name")
         return value
 
     @field_validator("vms")

@@ -4,9 +4,11 @@
 #
 #   gcptui-job.sh status
 #   gcptui-job.sh start   DIR COMMAND SETUP                    refuses (exit 3) while a job runs
-#   gcptui-job.sh kill    GRACE_TENTHS                         SIGTERM the group, SIGKILL after the grace
+#   gcptui-job.sh kill    GRACE_TENTHS [BY]                    SIGTERM the group, SIGKILL after the grace;
+#                                                              BY=group-stop: keep-alive's, for a lost node
 #   gcptui-job.sh restart GRACE_TENTHS DIR COMMAND SETUP
 #   gcptui-job.sh watch   [INTERVAL [HEARTBEAT_POLLS]]         print the state at every change, until hung up
+#   gcptui-job.sh busy                                         running=N: job slots with a job running
 #   gcptui-job.sh run     DIR COMMAND SETUP                    internal: the supervisor itself
 #
 # The job's environment ([job].env: API tokens) never travels in argv, where `ps` shows it to every
@@ -23,6 +25,10 @@
 #   boot_id (the kernel's, at start: pids of an earlier boot mean nothing)
 #   output.log (appended across starts)  metrics.jsonl (GCPTUI_METRICS)
 #   preempted (UTC time of the metadata server's preemption or host-maintenance notice)
+#   terminated (UTC time: the supervisor itself got SIGTERM or SIGINT, and not from `kill`: the VM
+#   shutting down, most often, before a preemption notice was recorded; status says detail=terminated)
+#   killed_by (group-stop: keep-alive stopped it because another node of its group was lost;
+#   status says so in detail, and a preemption resumes it, unlike a user's kill)
 # and ~/.gcptui/setup.done once the setup command succeeded.
 #
 # While a job runs, two notice watchers beside it long-poll the GCE metadata server's
@@ -105,20 +111,54 @@ group_alive() {
 	ps -A -o pgid= -o stat= 2>/dev/null | awk -v g="$1" '$1 == g && $2 !~ /^Z/ { found = 1 } END { exit !found }'
 }
 
-running() { [ -f "$JOB/pgid" ] && [ ! -f "$JOB/exit_code" ] && group_alive "$(get1 pgid)"; }
+# The recorded job still runs. An ended job's pgid (exit_code written), or one of an earlier boot,
+# may name someone else's process group by now: neither counts, and neither may be signalled.
+running() { [ -f "$JOB/pgid" ] && [ ! -f "$JOB/exit_code" ] && same_boot && group_alive "$(get1 pgid)"; }
+
+# The lock's record, "PID BOOT_ID" (an older version wrote the pid alone), names an operation that
+# can no longer hold it: its pid is dead, or from an earlier boot (where it may name anyone now).
+stale_lock() { # RECORD; $b is this boot's id
+	# shellcheck disable=SC2086
+	set -- $1
+	[ -n "${2:-}" ] && [ "$2" != "$b" ] && return 0
+	alive "$1" || return 0
+	[ -n "${2:-}" ] && return 1
+	# The pid alone: stale when the lock is older than this boot (btime: seconds since the epoch).
+	btime=
+	while read -r key value; do [ "$key" = btime ] && btime=$value; done 2> /dev/null < /proc/stat
+	made=$(date -r "$JOB/.lock" +%s 2>/dev/null) || return 1
+	[ -n "$btime" ] && [ "$made" -lt "$btime" ]
+}
+
+# A start/restart holds the lock right now (its supervisor may not have recorded itself yet).
+launching() {
+	seen=
+	read -r seen 2>/dev/null < "$JOB/.lock/pid" || return 1
+	boot_id
+	! stale_lock "$seen"
+}
 
 # mkdir is atomic: one start/kill/restart at a time per VM, whichever laptop sends it.
 lock() {
 	mkdir -p "$JOB" || exit 4
 	chmod 700 "$ROOT" "$JOB" 2>/dev/null # made 0755 by an older version: private now
+	boot_id
 	tries=0
 	until mkdir "$JOB/.lock" 2>/dev/null; do
-		holder=
-		read -r holder 2>/dev/null < "$JOB/.lock/pid"
-		if [ -n "$holder" ] && ! alive "$holder"; then
-			rm -rf "$JOB/.lock"
-			continue
+		seen=
+		read -r seen 2>/dev/null < "$JOB/.lock/pid"
+		# A stale lock is taken over by one waiter alone (mkdir is atomic), which checks that the lock
+		# is still the stale one it judged: another waiter may have replaced it with its own meanwhile.
+		if [ -n "$seen" ] && stale_lock "$seen" && mkdir "$JOB/.lock/takeover" 2>/dev/null; then
+			again=
+			read -r again 2>/dev/null < "$JOB/.lock/pid"
+			if [ "$again" = "$seen" ]; then
+				rm -rf "$JOB/.lock"
+				continue
+			fi
+			rmdir "$JOB/.lock/takeover" 2>/dev/null
 		fi
+		holder=${seen%% *}
 		tries=$((tries + 1))
 		if [ "$tries" -gt 1200 ]; then
 			echo "error=another gcptui operation on this VM holds $JOB/.lock (pid ${holder:-?}): try again"
@@ -126,7 +166,7 @@ lock() {
 		fi
 		sleep 0.1
 	done
-	echo $$ > "$JOB/.lock/pid"
+	printf '%s %s\n' "$$" "$b" > "$JOB/.lock/pid"
 	trap 'rm -rf "$JOB/.lock"' EXIT
 }
 
@@ -146,6 +186,11 @@ read_status() {
 		detail=vanished
 	elif group_alive "$pgid"; then
 		state=running
+	elif [ -z "$pgid" ] && [ "$state" = running ] && ! launching; then
+		# Its start was cut short before the supervisor recorded itself (the launching connection was
+		# killed), and no start is under way: it never ran, or runs no longer.
+		state=killed
+		detail=vanished
 	elif [ "$state" = killed ]; then
 		# `kill` ended it and writes the exit code next (its SIGKILL took the supervisor too): the
 		# user's kill, not a job gone without a word.
@@ -162,6 +207,10 @@ read_status() {
 	if [ -f "$JOB/preempted" ]; then
 		detail=preempted
 		load preempted_at preempted
+	elif [ "$state" = killed ] && [ -f "$JOB/killed_by" ]; then
+		load detail killed_by
+	elif [ "$state" = exited ] && [ -f "$JOB/terminated" ]; then
+		detail=terminated
 	fi
 	return 0
 }
@@ -214,19 +263,28 @@ watch_state() { # INTERVAL HEARTBEAT_POLLS
 }
 
 # Start the supervisor in a new session: it leads the job's process group, detached from SSH.
-detach() {
+# pick_detacher first, before anything of the job's state changes: without a way to detach, a start
+# fails with the state as it was.
+pick_detacher() {
+	detacher=
 	if command -v setsid > /dev/null 2>&1; then
-		setsid "$@" < /dev/null >> "$LOG" 2>&1 &
+		detacher=setsid
 	elif command -v python3 > /dev/null 2>&1 || command -v python > /dev/null 2>&1; then
 		# macOS (the emulator on a laptop) has no setsid(1); any Python does it in place.
-		py=$(command -v python3 || command -v python)
-		"$py" -c 'import os, sys; os.setsid(); os.execvp(sys.argv[1], sys.argv[1:])' "$@" < /dev/null >> "$LOG" 2>&1 &
+		detacher=$(command -v python3 || command -v python)
 	elif command -v perl > /dev/null 2>&1; then
-		perl -MPOSIX -e 'POSIX::setsid(); exec @ARGV or die' "$@" < /dev/null >> "$LOG" 2>&1 &
+		detacher=perl
 	else
 		echo "error=this VM has neither setsid nor python3 nor perl to detach the job: install util-linux"
 		exit 6
 	fi
+}
+detach() {
+	case $detacher in
+	setsid) setsid "$@" < /dev/null >> "$LOG" 2>&1 & ;;
+	perl) perl -MPOSIX -e 'POSIX::setsid(); exec @ARGV or die' "$@" < /dev/null >> "$LOG" 2>&1 & ;;
+	*) "$detacher" -c 'import os, sys; os.setsid(); os.execvp(sys.argv[1], sys.argv[1:])' "$@" < /dev/null >> "$LOG" 2>&1 & ;;
+	esac
 }
 
 launch() { # DIR COMMAND SETUP
@@ -240,7 +298,8 @@ launch() { # DIR COMMAND SETUP
 		echo "error=the project directory $1 does not exist on this VM: sync the project first"
 		exit 5
 	fi
-	rm -f "$JOB/exit_code" "$JOB/ended_at" "$JOB/pid" "$JOB/pgid" "$JOB/preempted" "$JOB"/.notice*
+	pick_detacher
+	rm -f "$JOB/exit_code" "$JOB/ended_at" "$JOB/pid" "$JOB/pgid" "$JOB/preempted" "$JOB/killed_by" "$JOB/terminated" "$JOB"/.notice*
 	if [ -n "${GCPTUI_ENV_IN:-}" ] && [ -f "$GCPTUI_ENV_IN" ]; then
 		mv -f "$GCPTUI_ENV_IN" "$JOB/env"
 	else
@@ -254,11 +313,29 @@ launch() { # DIR COMMAND SETUP
 	put state running
 	put phase starting
 	shift
+	# The supervisor claims this token (rename is atomic) before it records itself; a launch that gave
+	# up waiting claims it instead, so a late supervisor never runs a job the state says failed, and a
+	# start never lets go of the lock while a supervisor of its own may still come up.
+	GCPTUI_LAUNCH="$JOB/.launch.$$"
+	export GCPTUI_LAUNCH
+	: > "$GCPTUI_LAUNCH"
 	detach sh "$SELF" run "$dir" "$@"
-	# Wait (briefly) until the supervisor recorded itself, so the caller gets a pid back.
+	# Wait until the supervisor recorded itself, so the caller gets a pid back.
 	tries=0
-	while { [ ! -f "$JOB/pid" ] || [ ! -f "$JOB/pgid" ]; } && [ "$tries" -lt 100 ]; do
+	while [ ! -f "$JOB/pid" ] || [ ! -f "$JOB/pgid" ]; do
 		tries=$((tries + 1))
+		if [ "$tries" -eq 100 ] && mv "$GCPTUI_LAUNCH" "$GCPTUI_LAUNCH.abandoned" 2> /dev/null; then
+			rm -f "$GCPTUI_LAUNCH.abandoned"
+			put ended_at "$(now)"
+			put exit_code 127
+			put state exited
+			echo "==== gcptui: $(now) the supervisor did not start within 5 s: the job is not started ====" >> "$LOG"
+			return
+		fi
+		# Claimed: it records its pgid next, and its pid once setup or the command starts (that may
+		# wait for a slow `cd`): the pgid is what keeps a second start out.
+		[ "$tries" -ge 100 ] && [ -f "$JOB/pgid" ] && return
+		[ "$tries" -ge 300 ] && return
 		sleep 0.05
 	done
 }
@@ -291,10 +368,11 @@ descendant_groups() { # PGID
 		}' | sort -u
 }
 
-kill_job() { # GRACE_TENTHS; the lock is held
+kill_job() { # GRACE_TENTHS [BY]; the lock is held
 	pgid=$(get1 pgid)
-	group_alive "$pgid" || return 0
-	[ -f "$JOB/exit_code" ] || put state killed
+	running || return 0
+	put state killed
+	[ -n "${2:-}" ] && put killed_by "$2"
 	# Found before the TERM: once their parent (torchrun) is gone they no longer lead back to the job.
 	extra=$(descendant_groups "$pgid")
 	echo "==== gcptui: $(now) kill: SIGTERM to process group $pgid, SIGKILL after $(($1 / 10)).$(($1 % 10))s ====" >> "$LOG"
@@ -485,6 +563,12 @@ stop_watcher() {
 # The supervisor: leader of the job's process group, waits for setup and command, records the end.
 run_job() { # DIR COMMAND SETUP
 	dir=$1 cmd=$2 setup=$3
+	# The launch gave up waiting for us (and recorded the start as failed): not ours to run any more.
+	if [ -n "${GCPTUI_LAUNCH:-}" ]; then
+		mv "$GCPTUI_LAUNCH" "$GCPTUI_LAUNCH.claimed" 2> /dev/null || exit 0
+		rm -f "$GCPTUI_LAUNCH.claimed"
+	fi
+	unset GCPTUI_LAUNCH
 	put pgid $$
 	# Like nohup; and TERM/INT only mark us, so we outlive the command and record its exit code.
 	# (A trap with a handler is reset to the default in the commands we start; '' would be inherited.)
@@ -534,7 +618,12 @@ run_job() { # DIR COMMAND SETUP
 	# The shell running the command can die of a SIGTERM while the trainer in the same group is
 	# still writing its checkpoint: the job ends when its whole group has.
 	while others_alive; do sleep 0.1; done
-	[ "$(get1 state)" = killed ] || put state exited
+	if [ "$(get1 state)" != killed ]; then
+		put state exited
+		# A SIGTERM that was no `kill` of ours: the VM going down (a launcher such as torchrun then
+		# exits 1, not 143). Recorded, so keep-alive resumes the job as cut short, not finished.
+		[ "$terminated" -eq 1 ] && put terminated "$(now)"
+	fi
 	put ended_at "$(now)"
 	put exit_code "$rc"
 	if [ -f "$JOB/preempted" ]; then
@@ -584,9 +673,9 @@ start)
 	print_status
 	;;
 kill)
-	[ $# -eq 1 ] || exit 4
+	[ $# -eq 1 ] || { [ $# -eq 2 ] && [ "$2" = group-stop ]; } || exit 4
 	lock
-	kill_job "$1"
+	kill_job "$@"
 	print_status
 	;;
 restart)
@@ -600,12 +689,22 @@ restart)
 watch)
 	watch_state "${1:-0.2}" "${2:-5}"
 	;;
+busy)
+	# How many of the VM's job slots (~/.gcptui/job, job-1, ...) have a job running: auto-stop asks,
+	# since a sweep's trial in slot 2 keeps the VM busy whatever slot 0's job did.
+	n=0
+	for JOB in "$ROOT/job" "$ROOT"/job-*; do
+		[ -d "$JOB" ] || continue
+		read_status && [ "$state" = running ] && n=$((n + 1))
+	done
+	echo "running=$n"
+	;;
 run)
 	[ $# -ge 3 ] || exit 4
 	run_job "$@"
 	;;
 *)
-	echo "error=usage: gcptui-job.sh status|start|kill|restart|watch|run ..."
+	echo "error=usage: gcptui-job.sh status|start|kill|restart|watch|busy|run ..."
 	exit 4
 	;;
 esac

@@ -8,9 +8,11 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
+from gcptui.remote.config import JobConfig
 from gcptui.remote.keepalive.autostop import AutoStopper
 from gcptui.remote.keepalive.recovery import RecoveryEvent
 from gcptui.remote.keepalive.relaunch import build_keepalive
+from gcptui.remote.sweep.vmside import TrialJobRunner, in_slot
 from tests.helpers.emulator import eventually
 
 # Exits 0 at once where the test left a marker in the VM's home; runs (and keeps the GPUs busy) elsewhere.
@@ -81,3 +83,32 @@ async def test_gcptui_keepalive_stops_an_idle_vm_and_says_so(fleet_factory) -> N
     assert any(line.startswith("auto-stop: lonely: idle 0.005 min -> stop") for line in lines), lines
     assert any("lonely: autostop_warning - stop in " in line for line in lines), lines
     await fleet.emu.wait_for_status("lonely", "TERMINATED")
+
+
+async def test_a_trial_running_in_another_slot_keeps_the_vm_up(fleet_factory) -> None:  # type: ignore[no-untyped-def]
+    config = '\n[autostop]\nidle_minutes = 0\nafter_job = "stop"\nwarn_seconds = 0.6\n'
+    fleet = await fleet_factory(["vm"], command="exit 0", gpus=[("nvidia-l4", 2)], extra_config=config)
+    services = fleet.services
+    (fleet.emu.instance("vm").disk / "home" / "project").mkdir()
+    [vm] = await services.resolve(["vm"])
+    target = services.target(vm)
+    await services.jobs.start(target)  # slot 0: finishes at once with exit 0
+    trials = TrialJobRunner(services.pool, services.config)
+    trials.trial_jobs[("vm", 1)] = JobConfig(command="sleep 120", stop_grace_seconds=1)
+    with in_slot(1):  # slot 1: a sweep's trial, still running
+        await trials.start(target)
+    keepalive = build_keepalive(services, poll_seconds=0.2)
+    stopper = AutoStopper(services, services.config.autostop, keepalive)
+    keepalive.on_poll(stopper.track)
+    task = asyncio.create_task(keepalive.run())
+    try:
+        # Well past the 0.6 s warning: it used to stop the VM, having looked at slot 0 alone.
+        await eventually(lambda: stopper.checks >= 10, timeout=30)
+        assert not stopper.acted
+        with in_slot(1):
+            await trials.kill(target)
+        await eventually(lambda: stopper.acted == [("vm", "stop")], timeout=30)  # idle now: stopped
+    finally:
+        task.cancel()
+        await stopper.close()
+        await keepalive.close()

@@ -24,6 +24,8 @@ def test_the_rule_resumes_only_a_job_cut_short() -> None:
     assert nothing_to_resume(JobStatus("vm", "exited", exit_code=0)) == "the job had exited with exit code 0"
     assert nothing_to_resume(JobStatus("vm", "exited", exit_code=1)) == "the job had exited with exit code 1"
     assert nothing_to_resume(JobStatus("vm", "killed")) == "the job was killed by the user"
+    # Keep-alive's own kill of a node whose group lost another node: the group comes back whole.
+    assert nothing_to_resume(JobStatus("vm", "killed", detail="group-stop")) is None
     assert nothing_to_resume(JobStatus("vm", "none")) == "no job was ever started"
 
 
@@ -98,3 +100,48 @@ async def test_restart_idle_restarts_but_resumes_nothing(fleet_factory) -> None:
     assert timeline.outcome_text == "restarted, nothing to resume"
     assert fleet.emu.instance("spot-warm").status == "RUNNING"
     assert not (fleet.emu.instance("spot-warm").disk / "home" / "started").exists()
+
+
+async def test_a_finished_jobs_stop_is_decided_once_and_a_later_preemption_still_recovers(
+    fleet_factory,
+) -> None:  # type: ignore[no-untyped-def]
+    # The job finishes at once, unless ~/long exists: then it runs until the next preemption.
+    fleet = await fleet_factory(["sp"], command="test -f ~/long && exec sleep 300; exit 0")
+    services = fleet.services
+    await fleet.start_job("sp")
+    events: list[RecoveryEvent] = []
+    keepalive = build_keepalive(
+        services, on_event=events.append, poll_seconds=0.3, backoff_base=0.2, max_restarts=2
+    )
+    watchers = NoticeWatchers(services, keepalive)
+    keepalive.on_poll(watchers.track)
+    task = asyncio.create_task(keepalive.run())
+    try:
+        await eventually(
+            lambda: (job := keepalive._jobs.get("sp")) is not None and job.state == "exited", timeout=30
+        )
+        fleet.emu.preempt("sp")
+        await eventually(lambda: any(e.kind == "left_stopped" for e in events), timeout=60)
+        polls = keepalive.polls
+        await eventually(lambda: keepalive.polls >= polls + 6, timeout=30)
+        # It used to say preempted/left_stopped at every poll, count each as a restart, then give up.
+        assert [e.kind for e in events if e.kind in ("left_stopped", "gave_up")] == ["left_stopped"]
+        assert keepalive.restarts.get("sp", 0) == 0
+
+        # The user brings it back and starts a long job; a real preemption now is recovered (relaunched).
+        await asyncio.to_thread(services.fleet.gce().start, "sp", fleet.emu.instance("sp").zone)
+        await fleet.emu.wait_for_status("sp", "RUNNING")
+        (fleet.emu.instance("sp").disk / "home" / "long").write_text("")
+        await fleet.start_job("sp")
+        await eventually(
+            lambda: (job := keepalive._jobs.get("sp")) is not None and job.state == "running", timeout=30
+        )
+        fleet.emu.preempt("sp")
+        try:
+            await eventually(lambda: any(e.kind == "started" for e in events), timeout=90)
+        except AssertionError:
+            raise AssertionError([e.line() for e in events]) from None
+    finally:
+        task.cancel()
+        await watchers.close()
+        await keepalive.close()

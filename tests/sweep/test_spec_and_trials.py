@@ -108,6 +108,9 @@ def test_commands_get_quoted_values_and_a_run_dir_per_trial() -> None:
         (('goal = "min"\n', ""), None),
         (('vms = ["a", "b"]', 'vms = ["a", "a"]'), "names a VM twice"),
         (('kind = "list"', 'kind = "choice"'), "params.batch_size"),
+        # Names go unquoted into the file the VM's supervisor sources: one ran a command, one ended it.
+        (("count = 12", 'count = 12\nenv = { "WANDB-PROJECT" = "x" }'), "'WANDB-PROJECT' is not a valid"),
+        (("count = 12", 'count = 12\nenv = { "A; touch x; B" = "y" }'), "'A; touch x; B' is not a valid"),
     ],
 )
 def test_mistakes_are_one_line_with_file_and_line(change: tuple[str, str], message: str | None) -> None:
