@@ -9,7 +9,7 @@ from gcptui.remote.jobs.protocol import GROUP_STOP, JobStatus
 # ``detail`` words of the supervisor that mean the job was cut short by the machine going away.
 # "terminated": the supervisor itself got SIGTERM, not from a `kill` (the VM shutting down, when its
 # SIGTERM came before the notice was recorded; torchrun then exits 1, not 143).
-_CUT_SHORT = ("preempted", "vanished", "terminated")
+CUT_SHORT = ("preempted", "vanished", "terminated")
 # 128 + SIGTERM: how the trainer (and a shell) says "stopped, not done". The VM's shutdown may
 # deliver its SIGTERM before the supervisor's notice watcher marks the job preempted.
 NOT_DONE_EXIT_CODE = 143
@@ -19,7 +19,7 @@ def nothing_to_resume(status: JobStatus) -> str | None:
     """Why ``status`` has nothing to resume (one phrase), or None when the job should be resumed."""
     if status.state == "running":
         return None  # it ran when the VM went down
-    if status.detail in _CUT_SHORT:
+    if status.detail in CUT_SHORT:
         return None  # ended by the preemption (its notice, or the power-off)
     if status.detail == GROUP_STOP:
         return None  # keep-alive stopped it for its group's lost node: the group comes back whole

@@ -26,6 +26,7 @@ from gcptui.remote.config import JobConfig
 from gcptui.remote.errors import GcptuiError
 from gcptui.remote.jobs.protocol import JobStatus
 from gcptui.remote.jobs.runner import JobAlreadyRunningError
+from gcptui.remote.keepalive.resume_rule import CUT_SHORT
 from gcptui.remote.models import Instance
 from gcptui.remote.services import Services
 from gcptui.remote.ssh.errors import SshUnreachableError
@@ -397,7 +398,7 @@ class Scheduler:
 
 def _preempted(status: JobStatus, trial: Trial) -> bool:
     """The job ended because its VM went away (not by its own failure): resume it, don't count it."""
-    if status.detail in ("preempted", "vanished") or status.preempted_at:
+    if status.detail in CUT_SHORT or status.preempted_at:
         return True
     # SIGTERM at a preemption: the trainer saves and exits 143 (or the job died with the VM).
     return trial.preempted and status.exit_code in (None, 143)

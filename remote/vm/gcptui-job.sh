@@ -324,18 +324,19 @@ launch() { # DIR COMMAND SETUP
 	tries=0
 	while [ ! -f "$JOB/pid" ] || [ ! -f "$JOB/pgid" ]; do
 		tries=$((tries + 1))
-		if [ "$tries" -eq 100 ] && mv "$GCPTUI_LAUNCH" "$GCPTUI_LAUNCH.abandoned" 2> /dev/null; then
+		# 15 s: a VM busy loading data can be slow to fork; a start given up on is a failed start.
+		if [ "$tries" -eq 300 ] && mv "$GCPTUI_LAUNCH" "$GCPTUI_LAUNCH.abandoned" 2> /dev/null; then
 			rm -f "$GCPTUI_LAUNCH.abandoned"
 			put ended_at "$(now)"
 			put exit_code 127
 			put state exited
-			echo "==== gcptui: $(now) the supervisor did not start within 5 s: the job is not started ====" >> "$LOG"
+			echo "==== gcptui: $(now) the supervisor did not start within 15 s: the job is not started ====" >> "$LOG"
 			return
 		fi
 		# Claimed: it records its pgid next, and its pid once setup or the command starts (that may
 		# wait for a slow `cd`): the pgid is what keeps a second start out.
 		[ "$tries" -ge 100 ] && [ -f "$JOB/pgid" ] && return
-		[ "$tries" -ge 300 ] && return
+		[ "$tries" -ge 600 ] && return
 		sleep 0.05
 	done
 }

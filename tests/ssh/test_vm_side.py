@@ -161,8 +161,8 @@ def test_a_supervisor_too_slow_to_start_is_recorded_failed_and_never_runs_the_jo
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     done = tmp_path / "supervisor-done"
-    # A setsid that takes longer than the start waits (5 s): the supervisor comes up after it gave up.
-    (bin_dir / "setsid").write_text(f'#!/bin/sh\nsleep 6\n"$@"\ntouch {done}\n')
+    # A setsid that takes longer than the start waits (15 s): the supervisor comes up after it gave up.
+    (bin_dir / "setsid").write_text(f'#!/bin/sh\nsleep 16\n"$@"\ntouch {done}\n')
     (bin_dir / "setsid").chmod(0o755)
     home = tmp_path / "home"
     (home / "project").mkdir(parents=True)

@@ -47,6 +47,8 @@ def test_a_job_gone_with_its_vm_is_preempted_not_failed() -> None:
     assert not _preempted(status, trial)  # killed by someone, VM never seen down: a failure
     assert _preempted(JobStatus(name="a", state="killed", detail="preempted"), trial)
     assert _preempted(JobStatus(name="a", state="killed", detail="vanished"), trial)
+    # The VM's shutdown SIGTERM reached the supervisor before any notice (torchrun then exits 1).
+    assert _preempted(JobStatus(name="a", state="exited", exit_code=1, detail="terminated"), trial)
     trial.preempted = True
     assert _preempted(status, trial)  # SIGTERM at the preemption: exit 143
     assert not _preempted(JobStatus(name="a", state="exited", exit_code=3), trial)
