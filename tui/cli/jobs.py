@@ -163,6 +163,11 @@ def run_logs(args: argparse.Namespace) -> int:
                 "or leave --raw out to merge several sources line by line"
             )
         instances = await services.resolve(names, running=True)
+        for name in args.names:  # as `job` refuses it: which one was meant is not for us to guess
+            if services.config.group(name) is not None and services.latest(name) is not None:
+                raise_usage(
+                    f"{name!r} names both a [[groups]] entry and a VM: rename the group in gcptui.toml"
+                )
         lines = args.n if args.n is not None else services.config.logs.history_lines
         return await print_logs(
             {i.name: services.follow(i) for i in instances},
