@@ -84,3 +84,12 @@ def test_ssh_accept_without_a_name_asks_for_one(tmp_path: Path) -> None:
     result = gcptui("ssh", "accept", "--config", str(config))
     assert result.returncode == 2
     assert result.stderr.count("\n") == 1 and "ssh accept needs the NAME" in result.stderr
+
+
+def test_negative_counts_are_usage_errors(tmp_path: Path) -> None:
+    config = tmp_path / "gcptui.toml"
+    config.write_text('[[hosts]]\nname = "box"\naddress = "127.0.0.9"\n')
+    for command in (["logs", "box", "-n", "-5"], ["sweep", "report", "s", "--best", "-3"]):
+        result = gcptui(*command, "--config", str(config))
+        assert result.returncode == 2, (command, result.stderr)
+        assert "is negative" in result.stderr
