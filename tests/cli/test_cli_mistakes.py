@@ -93,3 +93,20 @@ def test_negative_counts_are_usage_errors(tmp_path: Path) -> None:
         result = gcptui(*command, "--config", str(config))
         assert result.returncode == 2, (command, result.stderr)
         assert "is negative" in result.stderr
+
+
+def test_a_refused_token_file_says_to_renew_that_file(api_emulator: EmulatorThread, tmp_path: Path) -> None:
+    config = api_emulator.write_config(tmp_path / "gcptui.toml")
+    stale = tmp_path / "stale-token"
+    stale.write_text("not-the-emulators-token\n")
+    text = config.read_text()
+    assert "access_token_file" in text
+    config.write_text(
+        "\n".join(
+            f'access_token_file = "{stale}"' if line.startswith("access_token_file") else line
+            for line in text.splitlines()
+        )
+    )
+    result = gcptui("ls", "--config", str(config))
+    assert result.returncode == 1, result.stderr
+    assert f"access_token_file {stale}" in result.stderr and "application-default" not in result.stderr
