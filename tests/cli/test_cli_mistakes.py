@@ -110,3 +110,15 @@ def test_a_refused_token_file_says_to_renew_that_file(api_emulator: EmulatorThre
     result = gcptui("ls", "--config", str(config))
     assert result.returncode == 1, result.stderr
     assert f"access_token_file {stale}" in result.stderr and "application-default" not in result.stderr
+
+
+def test_a_vm_action_error_keeps_its_bracketed_words(api_emulator: EmulatorThread, tmp_path: Path) -> None:
+    from gcptui.remote.emulator.faults import Fault
+
+    api_emulator.add_instance("vm-b", "us-central1-a")
+    config = str(api_emulator.write_config(tmp_path / "gcptui.toml"))
+    gone = f"The resource 'projects/{api_emulator.emulator.project}/zones/us-central1-a' was not found"
+    api_emulator.emulator.fail_next(Fault("instances.stop", 404, gone, "notFound"))
+    result = gcptui("vm", "stop", "vm-b", "--config", config)
+    assert result.returncode == 1
+    assert "fix [gcp] zones in gcptui.toml" in result.stderr, result.stderr
