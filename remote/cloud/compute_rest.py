@@ -105,6 +105,7 @@ class ComputeReader:
         self.credentials = credentials
         self.api = JsonApi(credentials, f"{self.endpoint}/compute/v1/projects/{project}", timeout=timeout)
         self.session = self.api.session
+        self.token_file: str | None = None  # [gcp] access_token_file, when the token came from it
         self.unreachable: list[str] = []  # zones the last list could not read (their VMs are missing)
 
     def api_errors(
@@ -112,7 +113,7 @@ class ComputeReader:
     ) -> AbstractContextManager[None]:
         """Google and network errors become one ``CloudError`` line (``errors.translated``)."""
         return translated(project=self.project, endpoint=self.endpoint, action=action, access=access,
-                          instance=instance, zone=zone)  # fmt: skip
+                          instance=instance, zone=zone, token_file=self.token_file)  # fmt: skip
 
     # -- the listing protocol of ``listing.list_everywhere`` ---------------------------------------------
 

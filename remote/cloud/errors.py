@@ -83,10 +83,12 @@ def translate(
     access: Access = "read",
     instance: str | None = None,
     zone: str | None = None,
+    token_file: str | None = None,
 ) -> Exception:
     """The error to raise instead of ``err``; unknown kinds come back unchanged.
 
-    ``action`` names what was attempted in the message ("list instances", "start trainer-1").
+    ``action`` names what was attempted in the message ("list instances", "start trainer-1");
+    ``token_file`` is ``[gcp] access_token_file`` when the credentials are the token in it.
     """
     import requests
     from google.api_core import exceptions as api
@@ -95,7 +97,8 @@ def translate(
         return err
     auth = credentials_error(err)
     if auth is not None:
-        return auth
+        # A token from a file is sent as is and cannot refresh: the file is what needs a new one.
+        return _token_refused(token_file, "refresh refused") if token_file else auth
     if isinstance(err, requests.exceptions.ConnectionError | requests.exceptions.Timeout):
         return CloudError(
             f"cannot reach the Compute API at {endpoint}: check the network, or [gcp] api_endpoint in gcptui.toml "
@@ -112,11 +115,14 @@ def translate(
                 access=access,
                 instance=instance,
                 zone=zone,
+                token_file=token_file,
             )
         return CloudError(f"Compute API did not answer in time to {action}: try again later")
     if not isinstance(err, api.GoogleAPICallError):
         return err
     message = server_message(err)
+    if isinstance(err, api.Unauthenticated) and token_file:
+        return _token_refused(token_file, message)
     if isinstance(err, api.Unauthenticated):
         return CloudError(
             f"Google rejected the credentials ({message}): run `gcloud auth application-default login`"
@@ -153,6 +159,13 @@ def translate(
     return CloudError(f"Compute API refused to {action}: {err.code} {message}")
 
 
+def _token_refused(token_file: str, why: str) -> CloudError:
+    return CloudError(
+        f"Google rejected the token in [gcp] access_token_file {token_file} ({why}): it expired or was "
+        "revoked; write a fresh one into that file (e.g. `gcloud auth print-access-token`)"
+    )
+
+
 def _reasons(err: object) -> set[str]:
     """The ``reason`` fields of the legacy ``errors`` list in a Google JSON error."""
     return {str(e.get("reason")) for e in getattr(err, "errors", None) or () if isinstance(e, dict)}
@@ -173,7 +186,7 @@ def operation_error(operation: object, *, action: str, zone: str) -> CloudError:
 @contextmanager
 def translated(
     *, project: str, endpoint: str, action: str, access: Access = "read",
-    instance: str | None = None, zone: str | None = None,
+    instance: str | None = None, zone: str | None = None, token_file: str | None = None,
 ) -> Iterator[None]:  # fmt: skip
     """Google and network errors inside become one ``CloudError`` line (``translate``); both Compute
     clients (the library's and the REST reader) wrap their calls in it."""
@@ -183,7 +196,7 @@ def translated(
         raise
     except Exception as err:
         mapped = translate(err, project=project, endpoint=endpoint, action=action, access=access,
-                           instance=instance, zone=zone)  # fmt: skip
+                           instance=instance, zone=zone, token_file=token_file)  # fmt: skip
         if mapped is err:
             raise
         raise mapped from None

@@ -136,6 +136,7 @@ class FleetSource:
             self._reader = ComputeReader(
                 self.project(), list(self.gcp.zones), self.gcp.api_endpoint, credentials
             )
+            self._reader.token_file = str(token) if token else None
             key = self.config.resolve_local(self.config.ssh.key) if self.config.ssh.key else None
             self.oslogin = OsLogin(self._reader, key)
         return self._reader
@@ -158,6 +159,7 @@ class FleetSource:
                 credentials=reader.credentials,
                 reader=reader,  # one session for both: zone operations and disks are read through it
             )
+            self._gce.token_file = reader.token_file
         return self._gce
 
     def prices(self) -> PriceBook | None:

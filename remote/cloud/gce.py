@@ -70,6 +70,7 @@ class GceClient:
         self._compute = compute_v1
         if credentials is None:
             credentials = build_credentials(api_endpoint, access_token)
+        self.token_file: str | None = None  # [gcp] access_token_file, when the token came from it
         self.credentials = credentials  # OS Login's client and the price catalog use them too
         options = {"api_endpoint": api_endpoint} if api_endpoint else None
         self._options = options
@@ -104,7 +105,7 @@ class GceClient:
         self, action: str, access: Access = "read", instance: str | None = None, zone: str | None = None
     ) -> AbstractContextManager[None]:
         return translated(project=self.project, endpoint=self.endpoint, action=action, access=access,
-                          instance=instance, zone=zone)  # fmt: skip
+                          instance=instance, zone=zone, token_file=self.token_file)  # fmt: skip
 
     errors = _errors  # the same mapping for calls made by sibling modules (cloud/images.py)
 

@@ -42,7 +42,24 @@ def load_config(explicit: str | os.PathLike[str] | None = None) -> Config:
     path = find_config(explicit)
     if path is None:
         return Config(gcp=GcpConfig())
-    return parse_config(path.read_text(encoding="utf-8"), path)
+    return parse_config(read_text(path), path)
+
+
+def read_text(path: Path) -> str:
+    """A config or sweep file's text; one that cannot be read, or is not UTF-8, is a ``ConfigError``."""
+    try:
+        return path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as err:
+        raise ConfigError(f"{path}: not UTF-8 text (byte {err.start}): save it as UTF-8") from None
+    except OSError as err:
+        raise ConfigError(f"{path}: cannot read it ({err.strerror}): check its permissions") from None
+
+
+def first_error(err: ValidationError) -> Any:
+    """The error to report: an unknown key first (a typo like ``nme`` explains the missing ``name``
+    beside it), else the first one."""
+    errors = err.errors()
+    return next((e for e in errors if e["type"] == "extra_forbidden"), errors[0])
 
 
 def parse_config(text: str, path: Path) -> Config:
@@ -51,11 +68,16 @@ def parse_config(text: str, path: Path) -> Config:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as err:
         raise ConfigError(f"{path}: not valid TOML ({err}): fix the syntax") from None
+    if "path" in data:  # the loader's own field (where the file is), never a key of the file
+        line = _line_of(text, ["path"])
+        raise ConfigError(
+            f"{path}:{line or 1}: unknown key 'path': remove it or check its spelling "
+            "(allowed keys in the top level are listed in docs/REFERENCE.md)"
+        )
     try:
         return Config.model_validate({**data, "path": path})
     except ValidationError as err:
-        first = err.errors()[0]
-        raise ConfigError(describe_error(first, text, path)) from None
+        raise ConfigError(describe_error(first_error(err), text, path)) from None
 
 
 def describe_error(error: Any, text: str, path: Path) -> str:

@@ -44,7 +44,7 @@ from pydantic import (
 )
 
 from gcptui.remote.cloud.create import check_vm_name, parse_gpus
-from gcptui.remote.config.loader import describe_error
+from gcptui.remote.config.loader import describe_error, first_error, read_text
 from gcptui.remote.config.work import ENV_NAME_PATTERN
 from gcptui.remote.errors import ConfigError
 
@@ -269,7 +269,7 @@ def parse_sweep(text: str, path: Path) -> SweepSpec:
     try:
         return SweepSpec.model_validate(data)
     except ValidationError as err:
-        first = err.errors()[0]
+        first = first_error(err)
         loc = list(first["loc"])
         # The discriminated union puts the kind into the location ("params", "lr", "list", "values"):
         # drop it so the line search finds the key under [params.lr].
@@ -291,4 +291,4 @@ def load_sweep(path: str | Path) -> SweepSpec:
     file = Path(path).expanduser()
     if not file.is_file():
         raise ConfigError(f"{file}: no such sweep file: check the path")
-    return parse_sweep(file.read_text(encoding="utf-8"), file)
+    return parse_sweep(read_text(file), file)

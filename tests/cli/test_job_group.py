@@ -57,7 +57,8 @@ def test_a_group_named_like_a_vm_is_one_usage_line(emulator_thread: EmulatorThre
     config.write_text(
         config.read_text() + '\n[job]\ncommand = "true"\n[[groups]]\nname = "g0"\nvms = ["g0"]\n'
     )
-    result = gcptui("--config", str(config), "job", "status", "g0", cwd=tmp_path)
-    assert result.returncode == 2
-    assert "names both a [[groups]] entry and a VM" in result.stderr
-    assert len(result.stderr.strip().splitlines()) == 1
+    for command in (["job", "status", "g0"], ["logs", "g0", "-n", "1"]):
+        result = gcptui("--config", str(config), *command, cwd=tmp_path)
+        assert result.returncode == 2, (command, result.stderr)
+        assert "names both a [[groups]] entry and a VM" in result.stderr
+        assert len(result.stderr.strip().splitlines()) == 1

@@ -108,3 +108,19 @@ def test_piped_ls_prints_every_name_whole_one_row_per_line(
     assert sorted(row[0] for row in rows) == sorted(long_names)
     assert all(len(row) == len(lines[0].split("\t")) for row in rows)
     assert "…" not in result.stdout
+
+
+def documented_keys(heading: str) -> set[str]:
+    """The keys of a JSON object as docs/REFERENCE.md's table under ``heading`` lists them."""
+    text = (ROOT / "docs" / "REFERENCE.md").read_text()
+    section = text.split(f"### {heading}\n", 1)[1].split("\n#", 1)[0]
+    return {line.split("`")[1] for line in section.splitlines() if line.startswith("| `")}
+
+
+def test_the_reference_lists_exactly_the_json_keys_printed() -> None:
+    from gcptui.remote.models import Instance
+    from gcptui.remote.telemetry.gpu import GpuSnapshot
+    from gcptui.tui.cli.logs import snapshot_json
+
+    assert documented_keys("`ls --json`") == set(Instance("a", "z", "RUNNING").to_json())
+    assert documented_keys("`gpu --json`") == set(snapshot_json("a", GpuSnapshot(state="ok")))

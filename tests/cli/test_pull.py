@@ -147,3 +147,18 @@ def test_pull_falls_back_to_the_bucket_when_the_vm_is_stopped(
     config.write_text(config.read_text().replace('bucket = "gs://team-runs/x"', 'bucket = ""'))
     refused = gcptui("pull", "vm-1", "runs/demo", str(local), "--config", str(config), env=fake_gcs.env())
     assert refused.returncode == 1 and "vm-1 is TERMINATED: `gcptui vm start vm-1`" in refused.stderr
+
+
+def test_a_local_path_in_the_way_is_one_line_exit_2(sshd: Sshd, tmp_path: Path) -> None:
+    remote = tmp_path / "vm" / "demo"
+    run_tree(remote)
+    config = config_for(sshd, tmp_path)
+    afile = tmp_path / "afile"
+    afile.write_text("mine\n")
+    blocked = tmp_path / "laptop" / "demo" / "metrics.jsonl"
+    blocked.mkdir(parents=True)  # a folder where the VM's file should land
+    for local, force in ((afile, []), (Path("/proc/nope"), []), (tmp_path / "laptop", ["--force"])):
+        result = gcptui("pull", "box", str(remote), str(local), *force, "--config", config)
+        assert result.returncode == 2, result.stderr
+        assert result.stderr.count("\n") == 1 and "Traceback" not in result.stderr, result.stderr
+    assert afile.read_text() == "mine\n" and blocked.is_dir()

@@ -86,8 +86,13 @@ def test_status_report_and_extend_read_the_state(env: dict[str, str], tmp_path: 
     summary = json.loads(status.stdout)
     assert summary["leader"] == "t002"  # goal = "max"
     assert summary["counts"] == {"queued": 0, "starting": 0, "running": 0, "finished": 3, "failed": 1}
-    table = gcptui(env, "sweep", "status", "cli")
-    assert table.returncode == 0 and "t002" in table.stdout
+    assert summary["trials"][0]["started_at"] == "1970-01-01T00:01:40+00:00"  # ISO, like all --json times
+    assert summary["trials"][3]["started_at"] is None
+    table = gcptui(env, "sweep", "status", "cli")  # piped: a header line, then tab-separated rows
+    assert table.returncode == 0, table.stderr
+    lines = table.stdout.splitlines()
+    assert lines[0].split("\t")[:2] == ["Trial", "lr"]
+    assert [line.split("\t")[0] for line in lines[1:]] == ["t002", "t001", "t000", "t003"]
 
     out = tmp_path / "report"
     report = gcptui(env, "sweep", "report", "cli", "--out", str(out), "--best", "2")

@@ -114,3 +114,32 @@ def test_duplicate_host_names_are_refused(tmp_path: Path) -> None:
 def test_relative_paths_resolve_against_the_config_folder(tmp_path: Path) -> None:
     config = load_config(write(tmp_path, "[sync]\nsource = 'src'\n"))
     assert config.resolve_local(config.sync.source) == tmp_path / "src"
+
+
+def test_a_typo_is_named_before_the_key_it_left_missing(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError) as caught:
+        parse_config('[[hosts]]\nnme = "a"\naddress = "b"\n', tmp_path / "gcptui.toml")
+    assert "unknown key 'hosts[0].nme'" in str(caught.value) and "gcptui.toml:2" in str(caught.value)
+
+
+def test_path_is_not_a_key_of_the_file(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="gcptui.toml:2: unknown key 'path'"):
+        parse_config('# mine\npath = "x"\n', tmp_path / "gcptui.toml")
+
+
+def test_a_file_that_is_not_utf8_is_one_line(tmp_path: Path) -> None:
+    config = tmp_path / "gcptui.toml"
+    config.write_bytes(b'[gcp]\nproject = "caf\xe9"\n')
+    with pytest.raises(ConfigError, match="not UTF-8 text"):
+        load_config(config)
+
+
+def test_a_sweep_file_that_is_not_utf8_or_has_a_typo_is_one_line(tmp_path: Path) -> None:
+    from gcptui.remote.sweep.spec import load_sweep, parse_sweep
+
+    sweep = tmp_path / "sweep.toml"
+    sweep.write_bytes(b'name = "caf\xe9"\n')
+    with pytest.raises(ConfigError, match="not UTF-8 text"):
+        load_sweep(sweep)
+    with pytest.raises(ConfigError, match="unknown key 'nmae'"):
+        parse_sweep('nmae = "s"\n', sweep)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import sys
 from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
@@ -24,3 +25,12 @@ def with_services(args: argparse.Namespace, body: Callable[[Services], Awaitable
             await services.close()
 
     return asyncio.run(main())
+
+
+def ask_line(prompt: str) -> str | None:
+    """``input(prompt)``, or None at the end of input (Ctrl-D): no answer, which never means yes."""
+    try:
+        return input(prompt)
+    except EOFError:
+        print(file=sys.stderr)  # the prompt's line ends; the refusal goes on the next
+        return None

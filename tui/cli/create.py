@@ -7,6 +7,7 @@ import time
 from pathlib import Path
 
 from rich.console import Console
+from rich.markup import escape
 
 from gcptui.remote.cloud.create import CreateOptions, check_group, check_vm_name, parse_gpus
 from gcptui.remote.cloud.fleet import FleetSource
@@ -115,17 +116,17 @@ def run_create(args: argparse.Namespace) -> int:
 
     plan = plan_create(gce, base, options, make_image)
     count = f"{len(names)} VM{'s' if len(names) != 1 else ''}"
-    console.print(f"creating {count} like {base.name}: {describe(plan)}")
-    creator = VmCreator(gce, config, lambda name, step: console.print(f"  {name}: {step}"))
+    console.print(escape(f"creating {count} like {base.name}: {describe(plan)}"))
+    creator = VmCreator(gce, config, lambda name, step: console.print(escape(f"  {name}: {step}")))
     began = time.monotonic()
     results = creator.create_many(plan, names)
     made = [r.instance for r in results.values() if isinstance(r, Created)]
     for name, result in results.items():
         if isinstance(result, Created):
             where = result.instance.external_ip or result.instance.internal_ip
-            console.print(f"[green]✓[/] {name} RUNNING at {where} ({result.seconds:.1f} s)")
+            console.print(f"[green]✓[/] {escape(name)} RUNNING at {where} ({result.seconds:.1f} s)")
         else:
-            console.print(f"[red]✗[/] {name}: {result}")
+            console.print(f"[red]✗[/] {escape(name)}: {escape(zone_advice(str(result), args.zone))}")
     console.print(f"{len(made)}/{len(names)} created in {time.monotonic() - began:.1f} s")
     if options.group and config_path is not None and made:
         created = {i.name for i in made}
@@ -133,7 +134,9 @@ def run_create(args: argparse.Namespace) -> int:
         try:
             record_group(config_path, options.group, nodes)
         except (ConfigError, OSError) as err:
-            console.print(f"[red]✗[/] group {options.group} not recorded in {config_path}: {err}")
+            console.print(
+                f"[red]✗[/] {escape(f'group {options.group} not recorded in {config_path}: {err}')}"
+            )
             return 1
         console.print(
             f"group {options.group}: {', '.join(nodes)} recorded in {config_path} "
@@ -155,3 +158,10 @@ def _first_sync(args: argparse.Namespace, names: list[str]) -> int:
         return 0
 
     return with_services(args, body)
+
+
+def zone_advice(message: str, zone: str | None) -> str:
+    """``message``, its "fix [gcp] zones" advice pointed at ``--zone`` when the zone came from it."""
+    if zone and f"zone {zone} does not exist" in message:
+        return f"zone {zone} does not exist: check --zone (`gcloud compute zones list` lists them)"
+    return message

@@ -23,6 +23,7 @@ from gcptui.remote.models import Instance
 from gcptui.remote.services import Services
 from gcptui.remote.telemetry.progress import Progress, follow_progress
 from gcptui.remote.transfer.results import local_dir_for, pull_results, run_dir_of, sftp_path, summary_line
+from gcptui.tui.cli.common import ask_line
 
 READ_TIMEOUT = 20.0  # seconds to read one VM's progress file; an unreadable VM is said, not waited on
 
@@ -100,8 +101,11 @@ async def offer_pulls(services: Services, targets: list[Instance], console: Cons
                 console.print("  (`gcptui pull NAME PATH` copies it first)", markup=False)
             continue
         answer = await asyncio.to_thread(
-            input, f"Pull {item.run_dir} to {local_dir_for(item.instance.name)}/ first? [Y/n] "
+            ask_line, f"Pull {item.run_dir} to {local_dir_for(item.instance.name)}/ first? [Y/n] "
         )
+        if answer is None:  # end of input: no answer is no consent to delete either
+            console.print("no answer: nothing deleted", markup=False)
+            return False
         if answer.strip().lower() not in ("", "y", "yes"):
             continue
         local = local_dir_for(item.instance.name)  # the run directory's own name is added below it

@@ -64,7 +64,37 @@ def run_emulator_command(args: argparse.Namespace) -> int:
 
     _check_vms(args.vms)
     directory = Path(args.dir) if args.dir else Path(tempfile.mkdtemp(prefix="gcptui-emulator-"))
-    return run_emulator(directory, args.vms, spot_action=args.spot_action)
+    if directory.exists() and not directory.is_dir():
+        raise ConfigError(f"--dir {directory} is a file: give a folder (it is made if missing)")
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise ConfigError(f"cannot make --dir {directory}: {err.strerror}") from None
+    with _only_emulator_in(directory):
+        return run_emulator(directory, args.vms, spot_action=args.spot_action)
+
+
+@contextlib.contextmanager
+def _only_emulator_in(directory: Path) -> Iterator[None]:
+    """Hold ``directory``'s lock for the emulator's life: a second emulator on it would rewrite the
+    first one's gcptui.toml and API token under the clients using them."""
+    import fcntl
+
+    lock = directory / "emulator.lock"
+    fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            pid = os.pread(fd, 32, 0).decode(errors="replace").strip() or "?"
+            raise ConfigError(
+                f"{directory} is in use by another emulator (pid {pid}): stop it, or pick another --dir"
+            ) from None
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        yield
+    finally:
+        os.close(fd)  # closing it releases the lock
 
 
 @contextlib.contextmanager

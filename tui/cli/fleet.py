@@ -9,8 +9,9 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 
 from gcptui.remote.cloud.fleet import FleetSource
 from gcptui.remote.config import load_config
-from gcptui.remote.errors import ConfigError, GcptuiError
+from gcptui.remote.errors import ConfigError, GcptuiError, NotFoundError
 from gcptui.remote.models import Instance
+from gcptui.tui.cli.common import ask_line
 
 
 def run_ls(args: argparse.Namespace) -> int:
@@ -50,7 +51,10 @@ def run_vm(args: argparse.Namespace) -> int:
     source = FleetSource(load_config(getattr(args, "config", None)))
     if source.gcp is None:
         raise ConfigError("vm commands need a [gcp] section: static [[hosts]] have no VM lifecycle")
-    targets = source.resolve(args.names)
+    try:
+        targets = source.resolve(args.names)
+    except NotFoundError as err:  # a name that is not in the fleet: a usage error, as everywhere else
+        raise ConfigError(str(err)) from None
     hosts = [i.name for i in targets if i.source != "gce"]
     if hosts:
         raise ConfigError(f"{', '.join(hosts)}: static hosts have no VM lifecycle; vm acts on GCE instances")
@@ -60,7 +64,8 @@ def run_vm(args: argparse.Namespace) -> int:
         return 1
     if args.action == "delete" and not args.yes:
         names = ", ".join(i.name for i in targets)
-        if input(f"Delete {names} and their boot disks? Type 'yes': ").strip() != "yes":
+        answer = ask_line(f"Delete {names} and their boot disks? Type 'yes': ")
+        if answer is None or answer.strip() != "yes":
             print("nothing deleted")
             return 1
     gce = source.gce()
@@ -71,6 +76,7 @@ def run_vm(args: argparse.Namespace) -> int:
         "preempt": gce.simulate_maintenance_event,
     }[args.action]
     from rich.console import Console
+    from rich.markup import escape
 
     console = Console(stderr=True, soft_wrap=True, highlight=False)
     names = ", ".join(i.name for i in targets)
@@ -87,9 +93,9 @@ def run_vm(args: argparse.Namespace) -> int:
                 future.result()
             except GcptuiError as err:
                 failed += 1
-                console.print(f"[red]✗[/] {instance.name}: {err}")
+                console.print(f"[red]✗[/] {escape(instance.name)}: {escape(str(err))}")  # [gcp] is text
             else:
-                console.print(f"[green]✓[/] {args.action} {instance.name}")
+                console.print(f"[green]✓[/] {args.action} {escape(instance.name)}")
     return 1 if failed else 0
 
 

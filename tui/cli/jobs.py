@@ -11,9 +11,10 @@ from rich.console import Console
 from rich.text import Text
 
 from gcptui.remote.jobs.protocol import JobStatus, log_path
-from gcptui.remote.jobs.runner import HostResult
+from gcptui.remote.jobs.runner import HostResult, JobAlreadyRunningError, JobError, JobRunner
 from gcptui.remote.safe_text import one_line
 from gcptui.remote.services import Services, down_error
+from gcptui.remote.ssh.target import SshTarget
 from gcptui.tui.cli.common import with_services
 from gcptui.tui.cli.tables import print_table
 
@@ -51,11 +52,16 @@ def run_job(args: argparse.Namespace) -> int:
             instances = await services.reachable()
         elif not group_names:
             raise_usage(f"job {args.action} needs at least one NAME (see `gcptui ls`)")
+        results: list[HostResult[JobStatus]] = []
         if args.action in ("start", "restart") and not args.no_sync and instances:
             from gcptui.tui.cli.sync import sync_before_job
 
-            await sync_before_job(services, instances)  # the VM holds the current tree first
-        results = await services.jobs.run_all(args.action, [services.target(i) for i in instances])
+            held = await stop_before_sync(services.jobs, args.action, [services.target(i) for i in instances])
+            results = list(held.values())
+            instances = [i for i in instances if i.name not in held]
+            if instances:
+                await sync_before_job(services, instances)  # the VM holds the current tree first
+        results += await services.jobs.run_all(args.action, [services.target(i) for i in instances])
         objects = [r.value.to_json() for r in results if r.ok and r.value is not None]
         rows = [r.value for r in results if r.ok and r.value is not None]
         summaries: list[JobStatus] = []
@@ -99,12 +105,21 @@ async def run_group_action(
     failed: list[HostResult[JobStatus]] = [HostResult(i.name, error=e) for i, e in down if e is not None]
     if failed:
         return failed, []
+    runner = GroupJobRunner(services.pool, services.config, remote_home=services.jobs.remote_home)
+    targets = [services.target(i) for i in instances]
     if args.action in ("start", "restart") and not args.no_sync:
         from gcptui.tui.cli.sync import sync_before_job
 
+        held = await stop_before_sync(runner, args.action, targets)
+        running = [r.name for r in held.values() if isinstance(r.error, JobAlreadyRunningError)]
+        if running:
+            raise JobError(
+                f"group {name} already runs on {', '.join(running)}: "
+                f"use `gcptui job restart {name}` or `gcptui job kill {name}`"
+            )
+        if held:
+            return list(held.values()), []
         await sync_before_job(services, instances)
-    runner = GroupJobRunner(services.pool, services.config, remote_home=services.jobs.remote_home)
-    targets = [services.target(i) for i in instances]
     results = await run_group(args.action, runner, group, instances, targets)
     statuses = [r.value for r in results if r.ok and r.value is not None]
     objects = group_json(name, statuses)
@@ -112,6 +127,28 @@ async def run_group_action(
         for item in objects:
             item["group_state"] = "partial" if item["group_state"] == "running" else item["group_state"]
     return results, objects
+
+
+async def stop_before_sync(
+    runner: JobRunner, action: str, targets: list[SshTarget]
+) -> dict[str, HostResult[JobStatus]]:
+    """The targets that must not be synced, with their failure: the tree never changes under a
+    running job's code. ``start`` finds a job running (refused, as start would refuse it);
+    ``restart`` kills each job first and holds back a target whose kill failed."""
+    if action == "restart":
+        return {r.name: r for r in await runner.run_all("kill", targets) if not r.ok}
+    held: dict[str, HostResult[JobStatus]] = {}
+    for result in await runner.run_all("status", targets):
+        status = result.value
+        if status is not None and status.state == "running":
+            message = (
+                f"a job is already running on {result.name} (pid {status.pid}, started {status.started_at}): "
+                f"use `gcptui job restart {result.name}` or `gcptui job kill {result.name}`"
+            )
+            held[result.name] = HostResult(result.name, error=JobAlreadyRunningError(message, status))
+        elif not result.ok:
+            held[result.name] = result
+    return held
 
 
 def run_logs(args: argparse.Namespace) -> int:
@@ -126,6 +163,11 @@ def run_logs(args: argparse.Namespace) -> int:
                 "or leave --raw out to merge several sources line by line"
             )
         instances = await services.resolve(names, running=True)
+        for name in args.names:  # as `job` refuses it: which one was meant is not for us to guess
+            if services.config.group(name) is not None and services.latest(name) is not None:
+                raise_usage(
+                    f"{name!r} names both a [[groups]] entry and a VM: rename the group in gcptui.toml"
+                )
         lines = args.n if args.n is not None else services.config.logs.history_lines
         return await print_logs(
             {i.name: services.follow(i) for i in instances},

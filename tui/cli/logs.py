@@ -15,6 +15,7 @@ from pathlib import PurePosixPath
 from typing import TextIO
 
 from gcptui.remote.aio import within
+from gcptui.remote.errors import GcptuiError
 from gcptui.remote.models import ConnectionGetter
 from gcptui.remote.safe_text import one_line
 from gcptui.remote.services import FollowingGetter
@@ -74,6 +75,14 @@ async def run_logs(
             prefix = f"{label:<{width}} | "
         get = targets[name]
         stream = LogStream(get, path, history_lines=lines, follow=follow, where=where_of(get), raw=exact)
+        try:
+            await show(stream, label, prefix, path)
+        except (GcptuiError, OSError) as error:  # this source is lost; the others still print
+            notice = f"{label}: {error}"
+            print(one_line(notice) if _is_tty(err) else notice, file=err, flush=True)
+            failed.append(label)
+
+    async def show(stream: LogStream, label: str, prefix: str, path: str) -> None:
         async for event in stream:
             if isinstance(event, LogChunk):
                 if exact:
@@ -87,9 +96,13 @@ async def run_logs(
                         out.flush()
             elif event.kind in ("reconnecting", "error", "truncated", "replaced"):
                 # A notice may quote the VM's stderr: sanitized, like every line, for a terminal.
-                notice = f"{label}: {event.message}"
+                # Without -f nobody waits for a machine to come back: a failed connection ends
+                # this source as failed (exit 1) instead of retrying for ever.
+                gives_up = event.kind in ("error", "reconnecting") and not follow
+                message = event.message.removesuffix("; reconnecting") if gives_up else event.message
+                notice = f"{label}: {message}"
                 print(one_line(notice) if _is_tty(err) else notice, file=err, flush=True)
-                if event.kind == "error" and not follow:
+                if gives_up:
                     failed.append(label)
                     return
             elif event.kind == "waiting" and not follow:
@@ -216,3 +229,5 @@ async def _first_snapshot(
         return name, await within(timeout, first())
     except TimeoutError:
         return name, last
+    except (GcptuiError, OSError) as error:  # this machine did not answer; the others still print
+        return name, GpuSnapshot(state="reconnecting", message=str(error))

@@ -141,7 +141,7 @@ def build_parser() -> argparse.ArgumentParser:
         "-n",
         "--lines",
         dest="n",
-        type=int,
+        type=_count,
         default=None,
         help="lines of history (default [logs] history_lines)",
     )
@@ -196,12 +196,25 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sweep_report.add_argument("name", metavar="NAME")
     sweep_report.add_argument("--out", default=None, help="folder for the files (default: the sweep's own)")
-    sweep_report.add_argument("--best", type=int, default=5, help="learning curves of the best N (default 5)")
+    sweep_report.add_argument(
+        "--best", type=_count, default=5, help="learning curves of the best N (default 5)"
+    )
     sweep_extend = sweep_actions.add_parser("extend", parents=[common], help="queue K more trials")
     sweep_extend.add_argument("name", metavar="NAME")
     sweep_extend.add_argument("--count", type=int, required=True, help="how many trials to add")
     sweep.set_defaults(handler=_lazy("gcptui.tui.cli.sweep", "run_sweep_command"))
     return parser
+
+
+def _count(text: str) -> int:
+    """A count of lines or trials: a whole number, 0 or more (argparse makes a refusal exit 2)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"{value} is negative: give 0 or more")
+    return value
 
 
 def _lazy(module: str, function: str) -> Handler:

@@ -21,6 +21,7 @@ from rich.progress import (
     TransferSpeedColumn,
 )
 
+from gcptui.remote.errors import ConfigError
 from gcptui.remote.services import Services
 from gcptui.remote.transfer.pull import PullResult
 from gcptui.remote.transfer.results import kept_line, pull_results, sftp_path, summary_line
@@ -30,6 +31,10 @@ from gcptui.tui.cli.common import with_services
 def run_pull(args: argparse.Namespace) -> int:
     err = Console(stderr=True)
     local_dir = Path(args.local_dir or ".").expanduser()
+    try:  # before anything is fetched: a LOCAL_DIR that cannot hold files is the user's to fix
+        local_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise ConfigError(f"cannot use {local_dir} as LOCAL_DIR: {error.strerror}") from None
 
     async def body(services: Services) -> int:
         (instance,) = await services.resolve([args.name])
@@ -43,11 +48,20 @@ def run_pull(args: argparse.Namespace) -> int:
             def progress(n: int) -> None:
                 bar.advance(task, n)
 
-            source, result = await pull_results(
-                services.getter(instance), instance, remote, local_dir,
-                bucket_url=services.config.storage.checkpoint_url(instance.name),
-                force=args.force, planned=planned, progress=progress,
-            )  # fmt: skip
+            try:
+                source, result = await pull_results(
+                    services.getter(instance), instance, remote, local_dir,
+                    bucket_url=services.config.storage.checkpoint_url(instance.name),
+                    force=args.force, planned=planned, progress=progress,
+                )  # fmt: skip
+            except (IsADirectoryError, NotADirectoryError, FileExistsError, PermissionError) as error:
+                if error.filename is None:
+                    raise
+                # A local path in the way (a file where a folder goes, or the reverse): nothing of
+                # it was overwritten; what came before it stays, and a pull again resumes.
+                raise ConfigError(
+                    f"cannot write {error.filename}: {error.strerror}: move it away or pick another LOCAL_DIR"
+                ) from None
         _summary(err, source, local_dir, result)
         return 0
 

@@ -17,17 +17,20 @@ import os
 import sys
 
 from rich.console import Console
+from rich.markup import escape
 
 from gcptui.remote.errors import ConfigError, GcptuiError
 from gcptui.remote.services import Services
 from gcptui.remote.ssh.host_keys import accept_host_key, fetch_host_key, fingerprint
 from gcptui.remote.ssh.openssh import ssh_argv
-from gcptui.tui.cli.common import with_services
+from gcptui.tui.cli.common import ask_line, with_services
 
 
 def run_ssh(args: argparse.Namespace) -> int:
     words: list[str] = args.words
-    if words[0] == "accept" and len(words) > 1:
+    if words[0] == "accept":
+        if len(words) == 1:
+            raise ConfigError("ssh accept needs the NAME of each machine whose host key to trust")
         return run_accept(args, words[1:])
     name, command = words[0], [*words[1:], *args.remote_command]
 
@@ -56,26 +59,29 @@ def run_accept(args: argparse.Namespace, names: list[str]) -> int:
                 key = await fetch_host_key(target)
             except (OSError, TimeoutError) as err:
                 console.print(
-                    f"[red]✗[/] {instance.name}: cannot reach {target.address}:{target.port}: {err}"
+                    f"[red]✗[/] {escape(instance.name)}: cannot reach {target.address}:{target.port}: "
+                    + escape(str(err))
                 )
                 failed += 1
                 continue
             if key is None:
-                console.print(f"[red]✗[/] {instance.name}: the server offered no host key")
+                console.print(f"[red]✗[/] {escape(instance.name)}: the server offered no host key")
                 failed += 1
                 continue
-            console.print(f"{instance.name} ({target.address}:{target.port}) offers {fingerprint(key)}")
-            if not args.yes and input("Trust this key? Type 'yes': ").strip() != "yes":
-                console.print(f"{instance.name}: not trusted")
+            console.print(
+                escape(f"{instance.name} ({target.address}:{target.port}) offers {fingerprint(key)}")
+            )
+            if not args.yes and (ask_line("Trust this key? Type 'yes': ") or "").strip() != "yes":
+                console.print(f"{escape(instance.name)}: not trusted")
                 failed += 1
                 continue
             try:
                 path = accept_host_key(target, key)
             except GcptuiError as err:
-                console.print(f"[red]✗[/] {err}")
+                console.print(f"[red]✗[/] {escape(str(err))}")
                 failed += 1
                 continue
-            console.print(f"[green]✓[/] {instance.name}: trusted in {path}")
+            console.print(f"[green]✓[/] {escape(f'{instance.name}: trusted in {path}')}")
         return 1 if failed else 0
 
     return with_services(args, body)

@@ -11,7 +11,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from rich.console import Console
-from rich.table import Table
+from rich.text import Text
 
 from gcptui.remote.config import Config
 from gcptui.remote.errors import ConfigError, GcptuiError
@@ -21,6 +21,7 @@ from gcptui.remote.sweep.scheduler import Scheduler
 from gcptui.remote.sweep.spec import NAME_PATTERN, SweepSpec, load_sweep
 from gcptui.remote.sweep.state import (
     SweepState,
+    Trial,
     load_state,
     require_state,
     run_lock,
@@ -30,6 +31,7 @@ from gcptui.remote.sweep.state import (
 )
 from gcptui.remote.sweep.trials import extend_trials, initial_trials
 from gcptui.tui.cli.common import with_services
+from gcptui.tui.cli.logs import iso_time
 
 STATE_STYLES = {
     "finished": "green",
@@ -180,11 +182,18 @@ def status_json(state: SweepState) -> dict[str, object]:
         "counts": state.counts(),
         "leader": leader.id if leader else None,
         "vms_done": state.vms_done,
-        "finished_at": state.finished_at,
-        "trials": [
-            t.model_dump(mode="json", exclude={"curve"}) for t in sorted(state.trials, key=lambda t: t.index)
-        ],
+        "finished_at": iso_time(state.finished_at or 0.0),
+        "trials": [_trial_json(t) for t in sorted(state.trials, key=lambda t: t.index)],
     }
+
+
+def _trial_json(trial: Trial) -> dict[str, object]:
+    """A trial as ``status --json`` prints it: its saved fields, times as ISO 8601 UTC (the saved
+    state keeps Unix times)."""
+    data = trial.model_dump(mode="json", exclude={"curve"})
+    for key in ("started_at", "ended_at"):
+        data[key] = iso_time(data[key] or 0.0)
+    return data
 
 
 def _read_state(args: argparse.Namespace) -> SweepState:
@@ -206,20 +215,22 @@ def sweep_status(args: argparse.Namespace) -> int:
         json.dump(status_json(state), sys.stdout, indent=2)
         sys.stdout.write("\n")
         return 0
+    from gcptui.tui.cli.tables import Cell, print_table
+
     leader = state.leader()
-    table = Table(title=f"sweep {state.name}: {state.spec.metric} ({state.spec.goal})")
-    for column in ("Trial", *state.spec.params, "VM", "State", "Step", state.spec.metric, "Exit"):
-        table.add_column(column)
+    headers = ("Trial", *state.spec.params, "VM", "State", "Step", state.spec.metric, "Exit")
+    rows: list[list[Cell]] = []
     for t in ranked(state):
-        style = "bold reverse" if leader is not None and t.id == leader.id else ""
+        lead = "bold reverse " if leader is not None and t.id == leader.id else ""
         step = f"{t.step or 0}/{t.total_steps}" if t.total_steps else str(t.step or "-")
-        table.add_row(
-            t.id, *(str(t.params.get(p, "")) for p in state.spec.params), t.vm or "-",
-            f"[{STATE_STYLES.get(t.state, '')}]{t.state}[/]", step,
+        cells = [
+            t.id, *(str(t.params.get(p, "")) for p in state.spec.params), t.vm or "-", t.state, step,
             "-" if t.metric is None else f"{t.metric:.5g}", "-" if t.exit_code is None else str(t.exit_code),
-            style=style,
-        )  # fmt: skip
-    Console().print(table)
+        ]  # fmt: skip
+        styles = {len(cells) - 4: STATE_STYLES.get(t.state, "")}  # the State column
+        rows.append([Text(cell, lead + styles.get(n, "")) for n, cell in enumerate(cells)])
+    # On a terminal a table (the leader highlighted); piped, a header line and tab-separated rows.
+    print_table(headers, rows, title=f"sweep {state.name}: {state.spec.metric} ({state.spec.goal})")
     return 0
 
 

@@ -7,6 +7,7 @@ import asyncio
 import sys
 
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, DownloadColumn, Progress, TaskID, TextColumn, TimeRemainingColumn
 
 from gcptui.remote.models import Instance
@@ -56,7 +57,7 @@ def run_sync(args: argparse.Namespace) -> int:
             return 1
         sessions = {i.name: services.sync_session(i) for i in instances}
         for instance in instances:  # what goes where, before anything moves
-            console.print(services.sync_line(instance), highlight=False)
+            console.print(services.sync_line(instance), highlight=False, markup=False)
         with Progress(
             TextColumn("{task.description}"), BarColumn(), DownloadColumn(), TimeRemainingColumn(),
             console=console, transient=not args.once,
@@ -78,9 +79,11 @@ def run_sync(args: argparse.Namespace) -> int:
                         f"{human_bytes(event.bytes)}, {event.ms:.0f} ms"
                     )
                 elif isinstance(event, SyncWarning):
-                    progress.console.print(f"[yellow]![/] {event.name}: {event.message}")
+                    progress.console.print(f"[yellow]![/] {escape(f'{event.name}: {event.message}')}")
                 elif isinstance(event, SyncStateChanged) and event.state in PROBLEM_STATES:
-                    progress.console.print(f"[red]✗[/] {event.name}: {event.state}: {event.reason}")
+                    progress.console.print(
+                        f"[red]✗[/] {escape(f'{event.name}: {event.state}: {event.reason}')}"
+                    )
                 elif isinstance(event, SyncStateChanged) and event.state == "in_sync" and not args.once:
                     progress.update(bars[event.name], description=f"{event.name} in sync")
 
@@ -97,7 +100,7 @@ def run_sync(args: argparse.Namespace) -> int:
             if isinstance(r, BatchApplied) and r.failed
         ]
         for name, error in failed:
-            console.print(f"[red]✗[/] {name}: {error}", highlight=False)
+            console.print(f"[red]✗[/] {escape(f'{name}: {error}')}", highlight=False)  # [gcp] is text
         if args.once and not failed:
             console.print(f"[green]✓[/] {len(sessions)} in sync")
         return 1 if failed else 0

@@ -18,7 +18,7 @@ Cell = str | Text
 
 
 def _plain(cell: Cell) -> str:
-    text = cell.plain if isinstance(cell, Text) else Text.from_markup(cell).plain
+    text = cell.plain if isinstance(cell, Text) else cell
     return " ".join(text.split("\t")).replace("\n", " ")  # one field, one line
 
 
@@ -29,11 +29,12 @@ def print_table(
     out = out or sys.stdout
     isatty = getattr(out, "isatty", None)
     if isatty is not None and isatty():
-        table = Table(title=title or None, title_justify="left", title_style="dim")
+        table = Table(title=Text(title) if title else None, title_justify="left", title_style="dim")
         for header in headers:
             table.add_column(header)
         for row in rows:
-            table.add_row(*row)
+            # A str cell is text, never markup: a host named "lab[/gpu]" prints as it is.
+            table.add_row(*(Text(cell) if isinstance(cell, str) else cell for cell in row))
         Console(file=out).print(table)
         return
     lines = ["\t".join(headers)] + ["\t".join(_plain(cell) for cell in row) for row in rows]
