@@ -46,6 +46,8 @@ from gcptui.remote.sync.watcher import TreeWatcher
 RESEND_ROUNDS = 5
 # How long an apparently emptied source may stay empty before sync refuses to mirror it.
 EMPTY_SETTLE_SECONDS = 0.5
+# How the agent's refusal to change an existing directory's mode begins (sync_agent.KEPT_MODE).
+KEPT_MODE = "kept the mode of "
 
 
 class SyncError(GcptuiError):
@@ -361,9 +363,12 @@ class SyncSession:
             )
         for op, path, message in result.errors:
             self._warn(_failure_line(op, path, message), path)
-        failed = len(result.errors)
+        # What the VM keeps beyond the tree (a folder holding the job's outputs, another user's
+        # folder mode) stays a warning: the VM still holds all of the tree.
+        failures = [error for error in result.errors if not _kept_on_vm(*error)]
+        failed = len(failures)
         if failed:
-            op, path, message = result.errors[0]
+            op, path, message = failures[0]
             more = f" (and {failed - 1} more)" if failed > 1 else ""
             self._failure = f"{op} {path}: {message}{more}"
         event = BatchApplied(self.name, result.written, result.deleted, result.bytes, result.ms, full, failed)
@@ -460,6 +465,13 @@ class SyncSession:
             self.tracker.entries, self.view.entries, self.view.ledger,
             rules=self.rules, protect=self.protect, keep=self.tracker.unlisted,
         )  # fmt: skip
+
+
+def _kept_on_vm(op: str, path: str, message: str) -> bool:
+    """True for a refusal that leaves the VM holding more than the tree, none of it less: a delete
+    the agent refused (the path holds what the VM wrote, or changed there since sync wrote it), or
+    the mode of a directory the VM already had and sync may not change (another user's)."""
+    return (op == "rm" and message.startswith("kept ")) or (op == "mkdir" and message.startswith(KEPT_MODE))
 
 
 def _failure_line(op: str, path: str, message: str) -> str:

@@ -44,6 +44,8 @@ READ_AHEAD = 32 << 20  # stdin read ahead of the file writes: ~5 s of a 50 Mbit/
 F_SETPIPE_SZ = 1031  # fcntl.F_SETPIPE_SZ, named only from Python 3.10 on
 # A request frame larger than this is not from gcptui's client (its headers are small JSON).
 MAX_FRAME = 16 << 20
+# An existing directory whose mode the agent may not change (session.KEPT_MODE: a warning).
+KEPT_MODE = "kept the mode of "
 CHUNK_ABORT = 0xFFFFFFFF  # a chunked put's abort mark (the client's CHUNK_ABORT)
 ABORTED = "the local file changed while it was read; not written"
 DIR_KEY = ["d", 0, 0]  # a directory's ledger record (kind, size, mtime: only the kind matters)
@@ -623,6 +625,7 @@ class Agent:
         try:
             parent, name = self.parent_of(rel, True)
             fd = self.open_existing_dir(parent, name)
+            existed = fd >= 0
             if fd < 0:
                 self.make_room(rel, parent, name, "d")
                 self.record(rel, DIR_KEY)  # journal first (see dir_fd)
@@ -642,7 +645,14 @@ class Agent:
                 os.close(self.dirs.pop(rel))
             self.dirs[rel] = fd
             if msg.get("m"):
-                os.fchmod(fd, msg["m"] & 0o7777)  # on the descriptor: never a link's target
+                try:
+                    os.fchmod(fd, msg["m"] & 0o7777)  # on the descriptor: never a link's target
+                except PermissionError as err:
+                    if not existed:
+                        raise
+                    # The VM's own directory, another user's (a container made it): it stays as
+                    # it is and unowned; the client counts this as a warning only.
+                    raise Refused(f"{KEPT_MODE}{rel}: {err.strerror} (another user's directory)") from None
             e = self.entry_of_fd(fd)
             self.record(rel, e)
             self.results.append(["mkdir", rel, e, None])

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import os
+import shutil
 from pathlib import Path
 
 import pytest
 
-from gcptui.remote.sync import BatchApplied, FullSyncProgress, SyncError, SyncSession
+from gcptui.remote.sync import BatchApplied, FullSyncProgress, SyncError, SyncSession, SyncWarning
 from tests.sync.conftest import RemoteTarget
 from tests.sync.trees import snapshot, write
 
@@ -122,4 +123,24 @@ async def test_a_barrier_refuses_when_the_vm_refused_part_of_the_tree(
         await s.full_sync(complete=True)  # the barrier of `job start`
     assert (await s.full_sync()).failed == 2  # a plain sync reports it (state incomplete) and returns
     assert s.state == "incomplete"
+    await s.close()
+
+
+async def test_a_delete_the_vm_refused_warns_but_does_not_block_a_job_start(
+    local: Path, target: RemoteTarget
+) -> None:
+    write(local, "train.py", "print(1)\n")
+    write(local, "runs/readme.txt", "x\n")
+    s = session(local, target)
+    warnings: list[str] = []
+    s.subscribe(lambda e: warnings.append(e.message) if isinstance(e, SyncWarning) else None)
+    assert (await s.full_sync(complete=True)).failed == 0
+    write(target.root, "runs/ckpt.pt", "weights")  # the job's output, beside a synced file
+    shutil.rmtree(local / "runs")  # the user drops the folder locally
+    result = await s.full_sync(complete=True)  # the barrier of `job start`: passes
+    assert result.failed == 0 and s.state == "in_sync"
+    await s.barrier(timeout=20)  # keep-alive's relaunch: passes too
+    assert (target.root / "runs" / "ckpt.pt").read_text() == "weights"
+    assert not (target.root / "runs" / "readme.txt").exists()
+    assert any(w.startswith("kept directory runs: it holds files") for w in warnings), warnings
     await s.close()

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from gcptui.remote.sync import SyncSession
+from gcptui.remote.sync import SyncSession, SyncWarning
 from tests.helpers.sshd import Sshd, sshd_available
 from tests.sync.conftest import openssh_getter
 from tests.sync.trees import snapshot, write
@@ -80,3 +80,48 @@ async def test_directory_modes_are_synced_and_a_read_only_directory_still_fills(
             for tree in (local, root):
                 if (tree / rel).is_dir():
                     os.chmod(tree / rel, 0o755)
+
+
+@pytest.fixture
+def sshd_without_fowner(tmp_path: Path, client_key: Path) -> Iterator[Sshd]:
+    """An sshd whose agent may not chmod what another user owns (CAP_FOWNER dropped too)."""
+    if not sshd_available():
+        pytest.skip("OpenSSH sshd is not installed (apt-get install openssh-server)")
+    prefix = unprivileged_prefix()
+    if prefix:
+        drop = "-dac_override,-dac_read_search,-fowner"
+        prefix = ["setpriv", f"--inh-caps={drop}", f"--bounding-set={drop}"]
+    server = Sshd(tmp_path / "sshd", "127.0.0.92", client_key, launcher=prefix)
+    server.setup()
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+async def test_another_users_directory_keeps_its_mode_with_a_warning(
+    sshd_without_fowner: Sshd, tmp_path: Path
+) -> None:
+    if os.geteuid() != 0:
+        pytest.skip("needs root to give a directory to another user")
+    local, root = tmp_path / "local", tmp_path / "vm" / "project"
+    write(local, "train.py", "print(1)\n")
+    write(local, "outputs/.gitkeep", "")
+    os.chmod(local / "outputs", 0o775)
+    (root / "outputs").mkdir(parents=True)
+    os.chmod(root / "outputs", 0o777)
+    os.chown(root / "outputs", 12345, 12345)  # a container on the VM made it, as another user
+    session = SyncSession(local, str(root), openssh_getter(sshd_without_fowner), name="vm")
+    warnings: list[str] = []
+    session.subscribe(lambda e: warnings.append(e.message) if isinstance(e, SyncWarning) else None)
+    try:
+        result = await session.full_sync(complete=True)  # the barrier of `job start`: passes
+        assert result.failed == 0 and session.state == "in_sync"
+        assert (root / "outputs" / ".gitkeep").exists()
+        assert stat.S_IMODE(os.stat(root / "outputs").st_mode) == 0o777
+        assert any(
+            w.startswith("could not mkdir outputs on the VM: kept the mode of outputs") for w in warnings
+        )
+    finally:
+        await session.close()
