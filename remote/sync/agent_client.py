@@ -168,11 +168,11 @@ class RemoteAgent:
         self.reply_timeout = reply_timeout
         self.stall_timeout = stall_timeout
         self._pending = bytearray()
-        self._flush_id = 0
+        self._request_id = 0  # each request carries the next id; its reply must carry it back
         self.home = ""
         self.dest = ""
         self.ledger_path = ""
-        self._prefetched_scan = False  # a scan request already went out with init
+        self._prefetched_scan = 0  # the id of a scan request that already went out with init
         self._queued_ops = 0  # operations sent since the last flush
         self._packer = Packer()
         self._broken = False  # a put was cut off mid-stream: the agent cannot be spoken to again
@@ -207,9 +207,10 @@ class RemoteAgent:
         agent = cls(process, stall_timeout=stall_timeout)
         if scan_known is not None:
             # Pipelined: the scan request follows init in the same write, saving a round trip.
-            agent._queue({"op": "init", "dest": dest})
-            reply = await agent.request(agent._scan_header(scan_known))
-            agent._prefetched_scan = True
+            init = agent._queue({"op": "init", "dest": dest})
+            agent._prefetched_scan = agent._queue(agent._scan_header(scan_known))
+            await agent._send(force=True)
+            reply = await agent.reply(init)
         else:
             reply = await agent.request({"op": "init", "dest": dest})
         if not reply.get("ok"):
@@ -219,14 +220,21 @@ class RemoteAgent:
         return agent
 
     # -- framing ---------------------------------------------------------------------------------
-    def _queue(self, header: dict, data: bytes = b"") -> None:
-        if header["op"] not in CONTROL_OPS:
+    def _queue(self, header: dict, data: bytes = b"") -> int:
+        """Queue one frame; a request's id (0 for an operation)."""
+        request_id = 0
+        if header["op"] in CONTROL_OPS:
+            self._request_id += 1
+            request_id = self._request_id
+            header = {**header, "id": request_id}
+        else:
             self._queued_ops += 1
         raw = json.dumps(header, separators=(",", ":")).encode()
         self._pending += struct.pack(">I", len(raw))
         self._pending += raw
         if data:
             self._pending += data
+        return request_id
 
     async def _send(self, force: bool = False) -> None:
         if self._broken:
@@ -247,12 +255,22 @@ class RemoteAgent:
 
     async def request(self, header: dict) -> dict:
         """Send ``header`` (after everything queued) and wait for the agent's reply frame."""
-        self._queue(header)
-        await self._send(force=True)
-        return await self.reply()
+        request_id = self._queue(header)
+        try:
+            await self._send(force=True)
+        except asyncio.CancelledError:
+            # Cancelled while the request waited to go out: it may still reach the agent, whose
+            # reply the next request would then read as its own.
+            self._broken = True
+            raise
+        return await self.reply(request_id)
 
-    async def reply(self) -> dict:
-        """The agent's next reply frame (to a request already sent), decoded."""
+    async def reply(self, request_id: int) -> dict:
+        """The agent's next reply frame, decoded: the one to request ``request_id``, already sent.
+
+        Any other (the reply to a request whose wait was cancelled) means the conversation is out
+        of step: AgentLost, never a reply misread as another's.
+        """
         try:
             raw = await self._read_reply()
             if raw[:1] == b"z":  # a compressed reply (a listing)
@@ -260,7 +278,7 @@ class RemoteAgent:
                 raw = inflate.decompress(raw[1:], MAX_REPLY)
                 if inflate.unconsumed_tail:
                     raise ValueError(f"a reply inflates past the {MAX_REPLY >> 20} MiB limit")
-            return json.loads(raw)
+            decoded = json.loads(raw)
         except asyncio.CancelledError:
             self._broken = True  # the reply still comes, and the next request would read it as its own
             raise
@@ -275,6 +293,12 @@ class RemoteAgent:
             except (TimeoutError, Exception):  # noqa: BLE001 - best effort detail only
                 pass
             raise AgentLost(f"the sync agent stopped: {stderr.strip() or err}") from err
+        if not isinstance(decoded, dict) or decoded.get("id") != request_id:
+            self._broken = True
+            raise AgentLost(
+                f"the sync agent's reply is out of step (request {request_id}); starting it again"
+            )
+        return decoded
 
     async def _read_reply(self) -> bytes:
         """One reply frame, within the timeouts and the size cap (TimeoutError, ValueError)."""
@@ -315,8 +339,8 @@ class RemoteAgent:
         (equal digests) only that answer crosses the link and this returns None.
         """
         if self._prefetched_scan:
-            self._prefetched_scan = False
-            reply = await self.reply()
+            request_id, self._prefetched_scan = self._prefetched_scan, 0
+            reply = await self.reply(request_id)
         else:
             reply = await self.request(self._scan_header(known))
         if reply.get("error"):
@@ -444,8 +468,7 @@ class RemoteAgent:
     async def flush(self) -> list[OpResult]:
         """Wait until the agent applied everything queued; its results, in order."""
         self._queued_ops = 0
-        self._flush_id += 1
-        reply = await self.request({"op": "flush", "id": self._flush_id})
+        reply = await self.request({"op": "flush"})
         return [
             OpResult(op, path, Entry.from_wire(entry) if entry else None, error)
             for op, path, entry, error in reply["results"]

@@ -385,7 +385,7 @@ class Agent:
         except OSError as err:
             error = f"cannot use dest {self.dest!r} on the VM: {err.strerror or err}"
         if error:
-            self.reply({"ok": False, "error": error})
+            self.reply({"id": msg.get("id"), "ok": False, "error": error})
             return
         state = os.path.join(home, ".gcptui")
         ledger_dir = os.path.join(state, "sync")
@@ -395,7 +395,9 @@ class Agent:
         digest = hashlib.sha256(os.fsencode(self.dest)).hexdigest()[:16]
         self.ledger_path = os.path.join(ledger_dir, digest + ".json")
         self.load_ledger()
-        self.reply({"ok": True, "home": home, "dest": self.dest, "ledger": self.ledger_path})
+        self.reply(
+            {"id": msg.get("id"), "ok": True, "home": home, "dest": self.dest, "ledger": self.ledger_path}
+        )
 
     def op_scan(self, msg) -> None:
         try:  # dest may have been replaced since (a job recreated it): resolve it again
@@ -403,7 +405,7 @@ class Agent:
         except OSError as err:
             error = f"cannot use dest {self.dest!r} on the VM: {err.strerror or err}"
         if error:
-            self.reply({"error": error, "entries": [], "ledger": self.ledger})
+            self.reply({"id": msg.get("id"), "error": error, "entries": [], "ledger": self.ledger})
             return
         entries: list = []
         unlisted: list = []  # directories that could not be opened: their ledger entries stay
@@ -442,9 +444,11 @@ class Agent:
             self.journal.flush()
         if msg.get("digest") and msg["digest"] == view_digest(entries, self.ledger):
             # The client's picture of dest is exact: say so instead of sending it back.
-            self.reply({"same": True})
+            self.reply({"id": msg.get("id"), "same": True})
             return
-        self.reply({"entries": entries, "ledger": self.ledger}, compress=bool(msg.get("z")))
+        self.reply(
+            {"id": msg.get("id"), "entries": entries, "ledger": self.ledger}, compress=bool(msg.get("z"))
+        )
 
     def list_dir(self, rel_dir: str, fd: int, entries: list) -> "list | None":
         """Append the entries of directory ``fd`` to ``entries``; the names of its subdirectories

@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import asyncio
 import shlex
 import time
+from pathlib import Path
 
 import pytest
 
-from gcptui.remote.sync.agent_client import AgentLost, RemoteAgent
+from gcptui.remote.sync.agent_client import AGENT_SOURCE, AgentLost, RemoteAgent
 from tests.helpers.sshd import Sshd
 from tests.sync.conftest import openssh_getter
+from tests.sync.trees import wait_for
 
 # Stands in for an agent: reads one request, announces a reply of SIZE bytes, sends one, stalls.
 FAKE = (
@@ -37,4 +40,30 @@ async def test_a_stalled_or_oversized_reply_ends_the_request(sshd: Sshd, size: i
     with pytest.raises(AgentLost, match=message):
         await agent.request({"op": "scan"})
     assert time.monotonic() - started < 4
+    agent.close()
+
+
+async def test_a_request_cancelled_before_it_went_out_retires_the_agent(sshd: Sshd, tmp_path: Path) -> None:
+    """Cancelled while its header waits for the channel (the VM's disk is slow), a flush may still
+    reach the agent, whose reply the next request would read as its own: the agent is retired, and
+    a reply that is not the one awaited is refused as out of step (AgentLost), never misread."""
+    gate, dest = tmp_path / "gate", tmp_path / "dest"
+    conn = await openssh_getter(sshd)()
+    # The real agent, started only once the gate exists: until then nothing reads its input.
+    command = f"while [ ! -e {shlex.quote(str(gate))} ]; do sleep 0.02; done; exec python3 -I -S -c {shlex.quote(AGENT_SOURCE)}"
+    agent = RemoteAgent(await conn.create_process(command, encoding=None))
+    size = 8 << 20  # more than the channel's window and the pipe hold
+    agent._queue({"op": "init", "dest": str(dest)})
+    agent._queue({"op": "put", "p": "big.bin", "s": size, "m": 0o644, "t": 0}, b"\0" * size)
+    flush = asyncio.create_task(agent.flush())
+    await wait_for(lambda: agent._process.channel.get_write_buffer_size() > 0, 10, "a blocked send")
+    flush.cancel()
+    await asyncio.wait({flush})
+    gate.touch()
+    assert agent.broken
+    with pytest.raises(AgentLost):
+        await agent.scan()
+    agent._broken = False  # as if the cancellation had gone unnoticed: the ids still tell
+    with pytest.raises(AgentLost, match="out of step"):
+        await agent.scan()
     agent.close()
