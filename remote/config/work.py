@@ -49,7 +49,8 @@ class SyncConfig(_Section):
         default=[],
         description=(
             "Gitignore-syntax patterns, relative to `dest`, that sync never writes, replaces or deletes "
-            "(with everything below a matching folder): what training writes on the VM, e.g. `runs/`."
+            "(with everything below a matching folder; `runs/**` covers the folder `runs` too): what "
+            "training writes on the VM, e.g. `runs/`."
         ),
     )
     allow_secrets: list[str] = Field(

@@ -57,14 +57,18 @@ class _Patterns:
             else:  # "*", "x/**": the pattern itself matches at any depth
                 self._rules.append((pattern.include, regex, False))
 
-    def verdict(self, rel: str, is_dir: bool) -> bool | None:
-        """True: ignored, False: re-included by a ``!`` pattern, None: no pattern matches."""
+    def verdict(self, rel: str, is_dir: bool, prefix: bool = False) -> bool | None:
+        """True: ignored, False: re-included by a ``!`` pattern, None: no pattern matches.
+
+        ``prefix``: a directory also matches a pattern that matches only what it holds (``x/**``
+        matches ``x``), as ``protect`` wants; git's rules never do.
+        """
         text = rel + "/" if is_dir else rel
         for include, regex, anchored in reversed(self._rules):  # the last matching pattern wins
             match = regex.search(text)
             if match is None:
                 continue
-            if anchored or not is_dir or match.end() < len(text):
+            if anchored or not is_dir or prefix or match.end() < len(text):
                 return include
             # Only the "/" appended to a directory completed the match ("x/**" on x): it matches
             # what is inside x, not x itself.
@@ -170,7 +174,9 @@ class PathSet:
     def _dir(self, rel_dir: str) -> bool:
         cached = self._dirs.get(rel_dir)
         if cached is None:
-            cached = self._dir(parent_of(rel_dir)) or bool(_verdict(self._spec, rel_dir, True))
+            # "runs/**" protects the runs folder too: the folder is a prefix of what it protects.
+            spec = self._spec
+            cached = self._dir(parent_of(rel_dir)) or bool(spec and spec.verdict(rel_dir, True, prefix=True))
             self._dirs[rel_dir] = cached
         return cached
 

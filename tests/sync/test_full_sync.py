@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import stat
 from pathlib import Path
 
 import pytest
@@ -144,3 +145,18 @@ async def test_a_delete_the_vm_refused_warns_but_does_not_block_a_job_start(
     assert not (target.root / "runs" / "readme.txt").exists()
     assert any(w.startswith("kept directory runs: it holds files") for w in warnings), warnings
     await s.close()
+
+
+async def test_a_protect_pattern_ending_in_globstar_protects_the_folder_itself(
+    local: Path, target: RemoteTarget
+) -> None:
+    write(local, "train.py", "print(1)\n")
+    for rel in ("runs", "exp/ckpt"):
+        (local / rel).mkdir(parents=True)
+        os.chmod(local / rel, 0o755)
+        (target.root / rel).mkdir(parents=True)
+        os.chmod(target.root / rel, 0o700)  # training set its own mode
+    result = await session(local, target, protect=["runs/**", "**/ckpt/**"]).full_sync(complete=True)
+    assert result.failed == 0
+    for rel in ("runs", "exp/ckpt"):
+        assert stat.S_IMODE(os.stat(target.root / rel).st_mode) == 0o700, rel
