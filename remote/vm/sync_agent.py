@@ -479,7 +479,7 @@ class Agent:
 
     def tmp_name(self) -> str:
         self.tmp_seq += 1
-        return f"{TMP_PREFIX}{os.getpid()}.{BOOT}.{self.tmp_seq}"
+        return f"{TMP_PREFIX}{os.getpid()}.{BOOT}.{STARTED}.{self.tmp_seq}"
 
     def create_tmp(self, rel: str):
         """A new temp file in ``rel``'s directory (made as needed): (parent fd, name, tmp, fd)."""
@@ -515,36 +515,41 @@ class Agent:
         elif packed is not None:
             inflate = zlib.decompressobj()
         written = 0
-        if msg.get("k"):  # chunked (a large raw file): the client may abort it midway
-            written, error = self.take_chunks(fd, error)
-            left = 0
-            if error is None and written != size:
-                error = ValueError(f"{rel}: held {written} of {size} bytes")
-        while left:  # always consume the data, even after an error, to stay in frame
-            chunk = self.inp.take(left)
-            left -= len(chunk)
-            data: bytes | memoryview = chunk  # (local annotations are never evaluated)
-            if compressed:
-                # The stream is inflated even for a put that failed: later puts continue it.
-                if inflate is None:
-                    continue
-                try:  # never more than the header announced
-                    data = inflate.decompress(chunk, size + 1 - written)
-                    if inflate.unconsumed_tail:
-                        raise ValueError(f"compressed data inflates past {size} bytes")
-                except (ValueError, zlib.error) as err:
-                    inflate = None
-                    if streamed is not None:
-                        self.break_stream(rel, err)
-                    if error is None:
-                        error = ValueError(f"{rel}: {err}")
-                    continue
-            written += len(data)
-            if error is None:
-                try:
-                    _write_all(fd, data)
-                except OSError as err:
-                    error = err
+        try:
+            if msg.get("k"):  # chunked (a large raw file): the client may abort it midway
+                written, error = self.take_chunks(fd, error)
+                left = 0
+                if error is None and written != size:
+                    error = ValueError(f"{rel}: held {written} of {size} bytes")
+            while left:  # always consume the data, even after an error, to stay in frame
+                chunk = self.inp.take(left)
+                left -= len(chunk)
+                data: bytes | memoryview = chunk  # (local annotations are never evaluated)
+                if compressed:
+                    # The stream is inflated even for a put that failed: later puts continue it.
+                    if inflate is None:
+                        continue
+                    try:  # never more than the header announced
+                        data = inflate.decompress(chunk, size + 1 - written)
+                        if inflate.unconsumed_tail:
+                            raise ValueError(f"compressed data inflates past {size} bytes")
+                    except (ValueError, zlib.error) as err:
+                        inflate = None
+                        if streamed is not None:
+                            self.break_stream(rel, err)
+                        if error is None:
+                            error = ValueError(f"{rel}: {err}")
+                        continue
+                written += len(data)
+                if error is None:
+                    try:
+                        _write_all(fd, data)
+                    except OSError as err:
+                        error = err
+        except BaseException:
+            # The input ended (or failed) mid-file: no later put will clean this temp file up.
+            self.discard_tmp(fd, parent, tmp)
+            raise
         if inflate is not None and (written != size or (packed is not None and not inflate.eof)):
             if streamed is not None:
                 self.break_stream(rel, f"held {written} of {size} bytes")
@@ -574,6 +579,17 @@ class Agent:
                     os.unlink(tmp, dir_fd=parent)
                 except OSError:
                     pass
+
+    @staticmethod
+    def discard_tmp(fd: int, parent: int, tmp) -> None:
+        """Close and delete a temp file that will not land."""
+        if fd >= 0:
+            os.close(fd)
+        if tmp is not None and parent >= 0:
+            try:
+                os.unlink(tmp, dir_fd=parent)
+            except OSError:
+                pass
 
     def take_chunks(self, fd: int, error):
         """Write length-prefixed chunks to ``fd`` up to the end mark: (bytes taken, error).
@@ -771,17 +787,36 @@ def _boot_id() -> str:
 BOOT = _boot_id()
 
 
+def _started(pid: "int | str") -> str:
+    """When process ``pid`` started, in clock ticks since boot (/proc/PID/stat field 22): with the
+    pid and the boot it names one process, even once the pid is reused. "0" where unknown."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rpartition(")")[2].split()  # the name, in brackets, may hold spaces
+        return fields[19] if len(fields) > 19 and fields[19].isdigit() else "0"
+    except OSError:
+        return "0"
+
+
+STARTED = _started("self")
+
+
 def tmp_orphaned(name: str) -> bool:
     """True when the temp file ``name`` belongs to no running agent: its writer died mid-write.
 
-    Temp names carry the pid of the agent writing them and the boot; two sessions may share a dest
-    (the TUI following while ``job start`` syncs), and one's scan must not delete the file the
-    other is filling. A name of another form (an older agent's) counts as orphaned only when its
-    pid is gone.
+    Temp names carry the pid of the agent writing them, the boot and the agent's start time; two
+    sessions may share a dest (the TUI following while ``job start`` syncs), and one's scan must not
+    delete the file the other is filling. The start time tells a reused pid from the writer (where
+    /proc cannot say, "0": the pid alone decides). A name of an older agent's form counts as
+    orphaned only when its pid is gone.
     """
     parts = name[len(TMP_PREFIX) :].split(".")
-    if len(parts) not in (2, 3) or (len(parts) == 3 and parts[1] != BOOT):
+    if len(parts) not in (2, 3, 4) or (len(parts) >= 3 and parts[1] != BOOT):
         return True
+    if len(parts) == 4 and parts[2] != "0":
+        now = _started(parts[0]) if parts[0].isdigit() else "0"
+        if now != "0" and now != parts[2]:
+            return True  # the pid now names another process: the writer is gone
     pid = parts[0]
     try:
         os.kill(int(pid), 0)

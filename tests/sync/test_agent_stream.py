@@ -14,6 +14,8 @@ import sys
 import zlib
 from pathlib import Path
 
+import pytest
+
 from gcptui.remote.sync.agent_client import AGENT_SOURCE, CHUNK_ABORT, CHUNK_END, Packer
 
 TEXT = "".join(f"def f{i}(x):\n    return x * {i}  # a comment\n" for i in range(200)).encode()
@@ -144,3 +146,17 @@ def test_own_records_a_path_only_while_it_is_as_listed(tmp_path: Path) -> None:
     assert outcome["same.py"] is None
     assert "changed on the VM since it was listed" in (outcome["moved.py"] or "")
     assert set(replies[-1]["ledger"]) == {"same.py"}  # never adopted, so never deleted later
+
+
+@pytest.mark.parametrize("chunked", [True, False])
+def test_input_ending_mid_file_leaves_no_temp_file(tmp_path: Path, chunked: bool) -> None:
+    """The connection dropped mid-put: the agent exits on end of input and its temp file goes with it."""
+    dest = tmp_path / "dest"
+    dest.mkdir()
+    header = {"op": "put", "p": "big.bin", "s": 3000, "m": 0o644, "t": 1_700_000_000_000_000_000}
+    if chunked:
+        body = frame({**header, "k": 1}, struct.pack(">I", 1000) + b"A" * 1000)
+    else:
+        body = frame(header, b"A" * 1000)
+    run_agent(tmp_path, frame({"op": "init", "dest": str(dest)}) + body)
+    assert list(dest.iterdir()) == []

@@ -29,10 +29,14 @@ async def test_a_scan_removes_only_temp_files_whose_writer_is_gone(sshd: Sshd, t
     dead = subprocess.run(
         [sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True
     )
-    live_tmp = f".gcptui-tmp.{os.getpid()}.{boot_id()}.7"  # this test process stands for a live agent
-    dead_tmp = f".gcptui-tmp.{int(dead.stdout)}.{boot_id()}.7"
-    old_boot_tmp = f".gcptui-tmp.{os.getpid()}.000000000000.7"
-    for name in (live_tmp, dead_tmp, old_boot_tmp):
+    started = int(Path("/proc/self/stat").read_text().rpartition(")")[2].split()[19])
+    # This test process stands for a live agent.
+    live_tmp = f".gcptui-tmp.{os.getpid()}.{boot_id()}.{started}.7"
+    live_older_form_tmp = f".gcptui-tmp.{os.getpid()}.{boot_id()}.7"  # no start time: the pid decides
+    reused_pid_tmp = f".gcptui-tmp.{os.getpid()}.{boot_id()}.{started + 1}.7"  # a writer gone, its pid reused
+    dead_tmp = f".gcptui-tmp.{int(dead.stdout)}.{boot_id()}.{started}.7"
+    old_boot_tmp = f".gcptui-tmp.{os.getpid()}.000000000000.{started}.7"
+    for name in (live_tmp, live_older_form_tmp, reused_pid_tmp, dead_tmp, old_boot_tmp):
         write(root, f"weights/{name}", b"partial")
     session = SyncSession(local, str(root), openssh_getter(sshd), name="vm")
     try:
@@ -40,7 +44,7 @@ async def test_a_scan_removes_only_temp_files_whose_writer_is_gone(sshd: Sshd, t
     finally:
         await session.close()
     left = sorted(p.name for p in (root / "weights").iterdir())
-    assert left == [live_tmp]  # another agent's write in flight stays; the orphans go
+    assert left == sorted([live_tmp, live_older_form_tmp])  # writes in flight stay; the orphans go
 
 
 @pytest.fixture
