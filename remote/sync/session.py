@@ -246,8 +246,17 @@ class SyncSession:
     # -- internals -------------------------------------------------------------------------------
     def _require_complete(self, event: BatchApplied) -> None:
         """Raise when ``event`` left the VM short of the tree: a job must not start on part of it."""
+        where = self.name or self.dest
         if event.failed:
-            raise SyncError(f"sync to {self.name or self.dest} is incomplete: {self._failure}")
+            raise SyncError(f"sync to {where} is incomplete: {self._failure}")
+        if self.tracker.unlisted:
+            # A local folder that could not be read: the VM holds an unknown, maybe older, copy.
+            unread = sorted(self.tracker.unlisted.items())
+            rel, reason = unread[0]
+            more = f" (and {len(unread) - 1} more)" if len(unread) > 1 else ""
+            raise SyncError(
+                f"sync to {where} is incomplete: cannot read {rel or 'the source'} ({reason}){more}"
+            )
 
     def _drop_agent(self) -> None:
         if self._agent is not None:

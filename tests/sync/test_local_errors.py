@@ -38,6 +38,19 @@ async def test_an_unlistable_local_directory_keeps_its_files_on_the_vm(sshd: Ssh
     assert any("cannot read pkg (Permission denied)" in w for w in again["warnings"]), again["warnings"]
 
 
+async def test_an_unlistable_local_directory_stops_a_job_start(sshd: Sshd, tmp_path: Path) -> None:
+    local, root = tmp_path / "local", tmp_path / "vm" / "project"
+    write(local, "train.py", "print(1)\n")
+    write(local, "pkg/mod.py", "M = 1\n")
+    assert not full_sync_unprivileged(sshd, local, str(root), complete=True)["error"]
+    os.chmod(local / "pkg", 0o311)  # can be entered, not listed
+    try:
+        outcome = full_sync_unprivileged(sshd, local, str(root), complete=True)
+    finally:
+        os.chmod(local / "pkg", 0o755)
+    assert outcome["error"] == "sync to vm is incomplete: cannot read pkg (Permission denied)"
+
+
 async def test_a_directory_turning_unlistable_while_following_keeps_its_files_on_the_vm(
     sshd: Sshd, tmp_path: Path
 ) -> None:

@@ -39,16 +39,18 @@ def full_sync_unprivileged(
     dest: str,
     timeout: float = 60,
     chmod_while_following: tuple[str, int] | None = None,
+    complete: bool = False,
 ) -> dict:
     """One ``SyncSession.full_sync`` of ``local`` to ``dest`` on ``sshd``, run without permission
     override: {"result": BatchApplied fields or None, "error": str, "warnings": [...], "state": str}.
 
+    ``complete``: as the barrier of ``job start`` (``full_sync(complete=True)``).
     ``chmod_while_following`` (path, mode): follow instead; once in sync, chmod the path and wait
     for the batch that change causes ("result" is that batch, None when it changed nothing)."""
     spec = {
         "host": sshd.host, "port": sshd.port, "user": sshd.user, "key": str(sshd.client_key),
         "known_hosts": str(sshd.known_hosts), "local": str(local), "dest": dest,
-        "chmod": chmod_while_following,
+        "chmod": chmod_while_following, "complete": complete,
     }  # fmt: skip
     command = [*unprivileged_prefix(), sys.executable, "-m", "tests.sync.unprivileged", json.dumps(spec)]
     done = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=timeout, check=False)
@@ -81,7 +83,7 @@ async def _main(spec: dict) -> dict:
                 session, warnings, Path(spec["local"]), *spec["chmod"]
             )
         else:
-            out["result"] = asdict(await session.full_sync())
+            out["result"] = asdict(await session.full_sync(complete=spec["complete"]))
     except SyncError as err:
         out["error"] = str(err)
     finally:
