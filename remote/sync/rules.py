@@ -44,7 +44,7 @@ class _Patterns:
     def __init__(self, lines: list[str]) -> None:
         # (include, regex, dir_marker): include True ignores, False re-includes ("!").
         self._rules: list[tuple[bool, re.Pattern[str], bool]] = []
-        for pattern in GitIgnoreSpec.from_lines(lines).patterns:
+        for pattern in GitIgnoreSpec.from_lines([_git_globstar_dir(line) for line in lines]).patterns:
             regex = getattr(pattern, "regex", None)
             if pattern.include is None or regex is None:
                 continue
@@ -73,6 +73,15 @@ class _Patterns:
             # Only the "/" appended to a directory completed the match ("x/**" on x): it matches
             # what is inside x, not x itself.
         return None
+
+
+def _git_globstar_dir(line: str) -> str:
+    """``x/**/`` as git reads it: every directory below ``x``. pathspec reads it as ``x/`` (``x``
+    itself), so ``!x/**/`` re-included only ``x``; ``x/**/*/`` is what git means."""
+    text = line.rstrip(" ")
+    if text.endswith("/**/") and text.lstrip("!") != "/**/":
+        return text + "*/"
+    return line
 
 
 def _spec(lines: Iterable[str]) -> _Patterns | None:

@@ -58,6 +58,12 @@ IDIOMS = [
         {".gitignore": "/out\nsub/\n", "a/.gitignore": "!sub/\n"},
         ["out/x", "a/out/y", "a/sub/z", "sub/w", "b/sub/v"],
     ),
+    # "x/**/" is every directory below x (pathspec alone reads it as x itself).
+    (
+        {".gitignore": "b/\n!a/**/\n"},
+        ["a/a/b/x.py", "a/b/y.py", "b/z.py", "c/b/w.py"],
+    ),
+    ({".gitignore": "a/**/\n"}, ["a/x.py", "a/b/y.py", "a/b/c/z.py", "b/a/w.py"]),
 ]
 
 
