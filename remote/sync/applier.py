@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from gcptui.remote.sync.agent_client import RemoteAgent, content_digest
-from gcptui.remote.sync.manifest import Entry
+from gcptui.remote.sync.manifest import Entry, parent_of
 from gcptui.remote.sync.plan import Plan
 
 PROGRESS_EVERY_S = 0.1
@@ -56,6 +56,11 @@ async def apply_plan(
     """
     started = time.perf_counter()
     out = Applied()
+    # A read-only directory sync made (0555 locally) refuses its own later changes: it gets owner
+    # rwx for the batch and its mode back after, as a new one does (below).
+    opened = _closed_parents(plan, view)
+    for rel, mode in opened.items():
+        await agent.mkdir(rel, mode | OWNER_RWX)
     for rel in plan.removes:
         await agent.remove(rel)
     for rel, mode in plan.mkdirs:
@@ -86,6 +91,11 @@ async def apply_plan(
     for rel, mode in reversed(plan.mkdirs):  # deepest first: a parent closes after its children
         if mode & OWNER_RWX != OWNER_RWX:
             await agent.mkdir(rel, mode)
+    made = {rel for rel, _ in plan.mkdirs}
+    gone = set(plan.removes)
+    for rel, mode in reversed(opened.items()):
+        if rel not in made and rel not in gone:  # a mode mkdirs set, or a removed one, stays so
+            await agent.mkdir(rel, mode)
     # Nothing sent (a no-op resync): skip the flush and its round trip.
     results = [] if agent.idle else await agent.flush()
     unsent = out.resend | {rel for op, rel, _ in out.errors if op == "read"}
@@ -108,11 +118,26 @@ async def apply_plan(
                 view.sent[result.path] = fingerprints[result.path]
             if result.op != "own":
                 written.add(result.path)
-    out.written = len(written)
+    out.written = len(written - (opened.keys() - made))  # reopening a directory writes nothing
     if progress is not None:
         progress(len(plan.puts), out.bytes)
     out.ms = (time.perf_counter() - started) * 1000
     return out
+
+
+def _closed_parents(plan: Plan, view: RemoteView) -> dict[str, int]:
+    """The directories the plan changes something in that lack owner write on the VM and that sync
+    made (the ledger has them), shallowest first, with their modes."""
+    touched = [*plan.removes, *(rel for rel, _ in plan.mkdirs), *(rel for rel, _ in plan.links)]
+    touched += [rel for rel, _ in plan.puts]
+    closed: dict[str, int] = {}
+    for rel in touched:
+        parent = parent_of(rel)
+        entry = view.entries.get(parent)
+        if parent and entry is not None and entry.kind == "d" and not entry.mode & 0o200:
+            if parent in view.ledger:
+                closed[parent] = entry.mode & 0o7777
+    return dict(sorted(closed.items(), key=lambda item: item[0].count("/")))
 
 
 def unchanged_since_sent(source: Path, files: list[tuple[str, tuple[int, int, bytes]]]) -> set[str]:

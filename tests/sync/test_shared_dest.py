@@ -129,3 +129,35 @@ async def test_another_users_directory_keeps_its_mode_with_a_warning(
         )
     finally:
         await session.close()
+
+
+async def test_a_read_only_directory_sync_made_still_takes_later_changes(
+    unprivileged_sshd: Sshd, tmp_path: Path
+) -> None:
+    local, root = tmp_path / "local", tmp_path / "vm" / "project"
+    write(local, "ro/a.py", "A = 1\n")
+    write(local, "ro/b.py", "B = 1\n")
+    write(local, "keep.py", "K = 1\n")
+    os.chmod(local / "ro", 0o555)
+    session = SyncSession(local, str(root), openssh_getter(unprivileged_sshd), name="vm")
+    try:
+        assert (await session.full_sync()).failed == 0
+        assert stat.S_IMODE(os.stat(root / "ro").st_mode) == 0o555
+        write(local, "ro/a.py", "A = 22\n")  # root writes locally whatever the bits
+        os.unlink(local / "ro" / "b.py")
+        write(local, "ro/c.py", "C = 1\n")
+        result = await session.full_sync(complete=True)
+        assert result.failed == 0 and result.files == 2 and result.deleted == 1
+        assert snapshot(root) == snapshot(local)
+        assert stat.S_IMODE(os.stat(root / "ro").st_mode) == 0o555  # closed again
+        os.chmod(local / "ro", 0o755)
+        for name in ("a.py", "c.py"):
+            os.unlink(local / "ro" / name)
+        os.rmdir(local / "ro")
+        assert (await session.full_sync(complete=True)).failed == 0
+        assert sorted(p.name for p in root.iterdir()) == ["keep.py"]
+    finally:
+        await session.close()
+        for tree in (local, root):
+            if (tree / "ro").is_dir():
+                os.chmod(tree / "ro", 0o755)
