@@ -8,6 +8,7 @@ import pytest
 import torch
 
 from gcptui_trainer.checkpoint import CheckpointStore, DamagedCheckpointError
+from gcptui_trainer.errors import TrainerError
 
 
 def _state(value: float) -> dict:
@@ -77,3 +78,58 @@ def test_rewriting_a_step_replaces_it_whole(tmp_path: Path) -> None:
     store.write(10, _state(99.0), {})
     info, state = store.load_newest()
     assert info.step == 10 and float(state["weights"][0, 0]) == 99.0
+
+
+def _rewritten_step_20(tmp_path: Path) -> tuple[CheckpointStore, Path]:
+    store = _store_with(tmp_path, [10, 20])
+    rewritten = store.write(20, _state(21.0), {}).payload
+    assert rewritten.name != store.payload_path(20).name  # a rewrite's payload: step-N.TOKEN.pt
+    return store, rewritten
+
+
+def test_an_unparsable_manifest_keeps_a_rewrites_payload_and_set_aside_moves_it(tmp_path: Path) -> None:
+    store, rewritten = _rewritten_step_20(tmp_path)
+    manifest = store.manifest_path(20)
+    manifest.write_bytes(manifest.read_bytes()[:20])  # truncated: the payload's name is lost with it
+    store.remove_incomplete()
+    assert rewritten.exists()  # not mistaken for debris of a crashed write
+    skipped = []
+    info, _ = store.load_newest(lambda bad, reason: skipped.append(bad))
+    assert info.step == 10 and [bad.step for bad in skipped] == [20]
+    aside = store.set_aside(skipped[0])
+    assert sorted(p.name for p in aside.iterdir()) == sorted([manifest.name, rewritten.name])
+    assert [c.step for c in store.checkpoints()] == [10]
+
+
+def test_set_aside_never_overwrites_what_was_set_aside_before(tmp_path: Path) -> None:
+    store = _store_with(tmp_path, [10, 20])
+    first = store.checkpoints()[0]
+    store.set_aside(first)
+    store.write(20, _state(22.0), {})
+    second = store.checkpoints()[0]
+    aside = store.set_aside(second)
+    assert sorted(p.name for p in aside.iterdir()) == [
+        "step-000000020.json",
+        "step-000000020.json.1",
+        "step-000000020.pt",
+        "step-000000020.pt.1",
+    ]
+    assert (aside / "step-000000020.pt").read_bytes() != (aside / "step-000000020.pt.1").read_bytes()
+
+
+def test_a_manifest_that_cannot_be_read_stops_the_store_and_moves_nothing(tmp_path: Path) -> None:
+    store, rewritten = _rewritten_step_20(tmp_path)
+    manifest = store.manifest_path(20)
+    text = manifest.read_bytes()
+    manifest.unlink()
+    manifest.mkdir()  # reading it now fails with a real OSError (IsADirectoryError), as EIO or EACCES would
+    before = sorted(p.name for p in store.directory.iterdir())
+    with pytest.raises(TrainerError, match=r"cannot read checkpoint manifest .*step-000000020\.json"):
+        store.remove_incomplete()
+    with pytest.raises(TrainerError, match="nothing was moved or deleted"):
+        store.load_newest()
+    assert sorted(p.name for p in store.directory.iterdir()) == before
+    manifest.rmdir()
+    manifest.write_bytes(text)  # the disk recovers: the rewrite is intact and loads
+    info, state = store.load_newest()
+    assert info.payload == rewritten and float(state["weights"][0, 0]) == 21.0

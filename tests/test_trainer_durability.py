@@ -11,6 +11,7 @@ import sys
 import textwrap
 from pathlib import Path
 
+import pytest
 import torch
 from torch import nn
 
@@ -234,3 +235,43 @@ def test_progress_lines_stay_json_when_the_loss_is_not_finite(tmp_path: Path) ->
     for line in lines:
         tracker.feed(line)
     assert tracker.progress.step == 4
+
+
+def _run_with_a_rewritten_step_20(run_dir: Path) -> CheckpointStore:
+    run, model, optimizer = _linear_run(run_dir, keep=3, resume=False)
+    _steps(run, model, optimizer, 20)
+    run.save_progress(wait=True)
+    run.end_epoch()
+    run.save_progress(wait=True)  # the same step, a later epoch: a rewrite (step-N.TOKEN.pt)
+    run.close()
+    return run.store
+
+
+def test_a_rewritten_checkpoint_with_a_torn_manifest_is_set_aside_whole(tmp_path: Path) -> None:
+    run_dir = tmp_path / "run"
+    store = _run_with_a_rewritten_step_20(run_dir)
+    payload = store.checkpoints()[0].payload
+    assert payload.name.startswith("step-000000020.") and payload != store.payload_path(20)
+    manifest = store.manifest_path(20)
+    manifest.write_bytes(manifest.read_bytes()[:20])
+
+    resumed, _, _ = _linear_run(run_dir, keep=3, resume=True)
+    resumed.close()
+    assert resumed.step == 10
+    aside = run_dir / "checkpoints" / "damaged"
+    assert sorted(p.name for p in aside.iterdir()) == sorted([manifest.name, payload.name])  # the payload too
+
+
+def test_a_manifest_that_cannot_be_read_stops_the_resume_and_moves_nothing(tmp_path: Path) -> None:
+    from gcptui_trainer.errors import TrainerError
+
+    run_dir = tmp_path / "run"
+    store = _run_with_a_rewritten_step_20(run_dir)
+    manifest = store.manifest_path(20)
+    manifest.unlink()
+    manifest.mkdir()  # a real OSError on reading it (IsADirectoryError), standing in for EIO or EACCES
+    before = sorted(p.name for p in store.directory.iterdir())
+    with pytest.raises(TrainerError, match="cannot read checkpoint manifest") as caught:
+        _linear_run(run_dir, keep=3, resume=True)
+    assert "\n" not in str(caught.value)
+    assert sorted(p.name for p in store.directory.iterdir()) == before  # nothing set aside or deleted

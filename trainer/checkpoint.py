@@ -23,7 +23,7 @@ from typing import Any, BinaryIO
 
 import torch
 
-from .errors import UnloadableCheckpointError
+from .errors import TrainerError, UnloadableCheckpointError
 
 MANIFEST_FORMAT = 1
 _MANIFEST_RE = re.compile(r"^step-(\d{9})\.json$")
@@ -110,9 +110,22 @@ def manifest_bytes(manifest: dict[str, Any]) -> bytes:
 
 
 def _read_manifest(path: Path) -> dict[str, Any]:
+    """The manifest's fields; {} when it is not a JSON object (damaged). An unreadable file raises.
+
+    An error reading it (EIO, EACCES, EMFILE) says nothing about the checkpoint: counting it as damaged
+    would set an intact checkpoint aside, and losing sight of a rewrite's payload name would make
+    `remove_incomplete` delete that payload. So the store stops and says so instead.
+    """
     try:
-        manifest = json.loads(path.read_text())
-    except (OSError, ValueError):
+        text = path.read_bytes()
+    except OSError as exc:
+        raise TrainerError(
+            f"cannot read checkpoint manifest {path}: {exc.strerror or exc}; nothing was moved or deleted: "
+            "fix the file's permissions or the disk and relaunch"
+        ) from None
+    try:
+        manifest = json.loads(text)
+    except ValueError:
         return {}
     return manifest if isinstance(manifest, dict) else {}
 
@@ -120,6 +133,22 @@ def _read_manifest(path: Path) -> dict[str, Any]:
 def _payload_step(name: str) -> int | None:
     match = _PAYLOAD_RE.match(name)
     return int(match.group(1)) if match else None
+
+
+def _named_payload_name(step: int, manifest: dict[str, Any]) -> str | None:
+    """The payload file name the manifest gives for `step`, or None when it gives none that fits."""
+    name = manifest.get("payload")
+    return name if isinstance(name, str) and _payload_step(name) == step else None
+
+
+def _free_name(directory: Path, name: str) -> Path:
+    """`directory/name`, or `directory/name.1`, `.2`, ... when taken: an earlier file set aside is kept."""
+    candidate = directory / name
+    number = 0
+    while candidate.exists():
+        number += 1
+        candidate = directory / f"{name}.{number}"
+    return candidate
 
 
 class CheckpointStore:
@@ -154,16 +183,25 @@ class CheckpointStore:
             if not match:
                 continue
             step = int(match.group(1))
-            manifest = _read_manifest(entry)
+            try:
+                manifest = _read_manifest(entry)
+            except TrainerError:
+                if not entry.exists():  # deleted since the listing (pruned): no checkpoint any more
+                    continue
+                raise
             found.append(CheckpointInfo(step, self.named_payload(step, manifest), entry, manifest))
         return sorted(found, key=lambda info: info.step, reverse=True)
 
     def named_payload(self, step: int, manifest: dict[str, Any]) -> Path:
         """The payload a manifest names (a rewrite's is not `step-N.pt`); the default name otherwise."""
-        name = manifest.get("payload")
-        if isinstance(name, str) and _payload_step(name) == step:
-            return self.directory / name
-        return self.payload_path(step)
+        name = _named_payload_name(step, manifest)
+        return self.directory / name if name is not None else self.payload_path(step)
+
+    def step_payloads(self, step: int) -> list[Path]:
+        """Every payload file of `step` on disk: `step-N.pt` and any `step-N.TOKEN.pt`."""
+        if not self.directory.is_dir():
+            return []
+        return sorted(p for p in self.directory.iterdir() if _payload_step(p.name) == step)
 
     def remove_incomplete(self) -> None:
         """Delete temporary files and payloads without a manifest (left by a crash mid-write).
@@ -172,9 +210,19 @@ class CheckpointStore:
         """
         if not self.directory.is_dir():
             return
-        named = {info.payload.name for info in self.checkpoints()}
+        named: set[str] = set()
+        # A step whose manifest names no payload (it does not parse) may own any of its payload files:
+        # a rewrite's `step-N.TOKEN.pt` is then indistinguishable from debris, so all of them stay for
+        # `set_aside` to keep.
+        unnamed_steps: set[int] = set()
+        for info in self.checkpoints():
+            name = _named_payload_name(info.step, info.manifest)
+            if name is None:
+                unnamed_steps.add(info.step)
+            named.add(name or info.payload.name)
         for entry in self.directory.iterdir():
-            orphan_payload = _PAYLOAD_RE.match(entry.name) and entry.name not in named
+            step = _payload_step(entry.name)
+            orphan_payload = step is not None and step not in unnamed_steps and entry.name not in named
             if entry.name.startswith(".tmp-") or orphan_payload:
                 entry.unlink(missing_ok=True)
 
@@ -255,9 +303,12 @@ class CheckpointStore:
         """Move a damaged checkpoint into `DIR/damaged/` (kept for inspection, no longer listed or counted)."""
         aside = self.directory / "damaged"
         aside.mkdir(exist_ok=True)
-        for path in (info.manifest_path, info.payload):
+        # Every payload of the step goes (the manifest may not say which is its own), payloads first:
+        # a crash half-way leaves a manifest without a payload, which is set aside again next time.
+        for path in [*self.step_payloads(info.step), info.manifest_path]:
             if path.exists():
-                os.replace(path, aside / path.name)
+                os.replace(path, _free_name(aside, path.name))
+        fsync_directory(aside)
         fsync_directory(self.directory)
         return aside
 

@@ -40,7 +40,7 @@ from .checkpoint import (
     fsync_directory,
     manifest_bytes,
 )
-from .errors import RESUME_FLAG, RunDirectoryInUseError
+from .errors import RESUME_FLAG, RunDirectoryInUseError, TrainerError
 
 CHECKPOINT_URL_ENV = "GCPTUI_CHECKPOINT_URL"
 # Seconds the final save on SIGTERM may wait for its upload: GCE powers a Spot VM off 30 s after
@@ -275,8 +275,11 @@ class BucketMirror:
         before. Returns the step fetched, or None when the run directory is at least as new.
         """
         try:
-            bucket = self._get_bucket()
             local = newest_verified_step(store)
+        except TrainerError:
+            return None  # a manifest on disk cannot be read: the resume that follows stops and says so
+        try:
+            bucket = self._get_bucket()
             manifests = sorted(
                 (b for b in bucket.list_blobs(prefix=self.url.key(self.run, "checkpoints") + "/")
                  if b.name.endswith(".json")),

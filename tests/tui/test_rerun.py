@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import os
+import re
 import subprocess
+import sys
+from collections.abc import Callable
 from pathlib import Path
 
 from gcptui.remote.config import load_config
@@ -10,6 +14,7 @@ from gcptui.remote.emulator import Emulator
 from gcptui.tui.app import GcptuiApp
 from gcptui.tui.cli.demo_project import TRAIN_SH
 from gcptui.tui.dialogs.choice import ChoiceScreen
+from tests.helpers.gcs import FakeGcs
 from tests.tui.test_fleet_jobs import until
 
 JOB = """
@@ -52,26 +57,51 @@ async def test_s_on_a_finished_job_offers_a_fresh_run_or_a_resume(emulator: Emul
         await until(pilot, lambda: runs.read_text() == "fresh\nfresh\nresume\n")
 
 
-def test_the_demo_trainer_script_gives_each_fresh_run_a_new_directory(tmp_path: Path) -> None:
-    # The demo's train.sh with a stand-in trainer that records the run directory it was given.
-    (tmp_path / "train.sh").write_text(TRAIN_SH.replace("{module}", "stub.py"))
-    (tmp_path / "stub.py").write_text(
+def _demo_train_sh(project: Path, env: dict[str, str] | None = None) -> Callable[..., str]:
+    """The demo's train.sh in `project` with a stand-in trainer that records the run directory it was
+    given; returns a function that runs it (the run directory's name comes back)."""
+    (project / "train.sh").write_text(TRAIN_SH.replace("{module}", "stub.py"))
+    (project / "stub.py").write_text(
         "import os, sys\nrun = sys.argv[sys.argv.index('--run-dir') + 1]\nos.makedirs(run, exist_ok=True)\n"
         "open('used.txt', 'a').write(run + (' resume' if '--resume' in sys.argv else '') + '\\n')\n"
     )
+    # `python` in train.sh is this interpreter (it has gcptui_trainer and google-cloud-storage).
+    path = f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"
+    base = {k: v for k, v in os.environ.items() if k != "GCPTUI_CHECKPOINT_URL"}
 
-    def run(*args: str) -> None:
+    def run(*args: str) -> str:
         subprocess.run(
-            ["sh", "train.sh", "--steps", "5", *args], cwd=tmp_path, check=True, capture_output=True
-        )
+            ["sh", "train.sh", "--steps", "5", *args], cwd=project, check=True, capture_output=True,
+            env={**base, **(env or {}), "PATH": path},
+        )  # fmt: skip
+        return (project / "used.txt").read_text().splitlines()[-1].removesuffix(" resume")
 
-    run("--resume")  # nothing yet: resume starts the first run's directory
-    run()  # runs/demo exists now: a fresh run gets the next one
-    run()
-    run("--resume")
-    assert (tmp_path / "used.txt").read_text().splitlines() == [
-        "runs/demo resume",
-        "runs/demo-2",
-        "runs/demo-3",
-        "runs/demo-3 resume",
-    ]
+    return run
+
+
+def test_the_demo_trainer_script_gives_each_fresh_run_a_new_directory(tmp_path: Path) -> None:
+    run = _demo_train_sh(tmp_path)
+    first = run("--resume")  # nothing yet: resume starts a new run
+    assert re.fullmatch(r"runs/demo-\d{8}-\d{6}", first)
+    second, third = run(), run()  # fresh runs: each a directory of its own, even within one second
+    assert len({first, second, third}) == 3 and sorted([first, second, third]) == [first, second, third]
+    assert run("--resume") == third  # runs/current names the run to continue
+    (tmp_path / "runs" / "current").unlink()  # a record lost: the newest run on disk
+    assert run("--resume") == third
+    assert (tmp_path / "used.txt").read_text().splitlines()[-1] == f"{third} resume"
+
+
+def test_the_demo_trainer_script_resumes_the_buckets_newest_run_on_an_empty_disk(
+    fake_gcs: FakeGcs, tmp_path: Path
+) -> None:
+    # A DELETE-action VM recreated: its disk (runs/ and runs/current) is gone, the bucket holds the runs.
+    fake_gcs.make_bucket("bkt")
+    bucket = fake_gcs.client().bucket("bkt")
+    for name in ("demo-20261101-090000", "demo-20261123-120000", "demo-20261105-100000"):
+        bucket.blob(f"trainer-h100-1/{name}/checkpoints/step-000000100.json").upload_from_string(b"{}")
+    bucket.blob("other-vm/demo-20261201-000000/checkpoints/step-000000100.json").upload_from_string(b"{}")
+    env = {**fake_gcs.env(), "GCPTUI_CHECKPOINT_URL": "gs://bkt/trainer-h100-1"}
+    run = _demo_train_sh(tmp_path, env)
+    assert run("--resume") == "runs/demo-20261123-120000"
+    fresh = run()  # a fresh start gets a name no run in the bucket has
+    assert fresh.startswith("runs/demo-") and fresh != "runs/demo-20261123-120000"

@@ -7,16 +7,41 @@ from pathlib import Path
 
 from gcptui.remote.emulator import toy_train
 
-# A fresh run gets a new run directory (runs/demo, then runs/demo-2, runs/demo-3, ...), so a finished
-# job can be run again; --resume (keep-alive after a preemption, R in the TUI) continues the newest.
+# A fresh run gets a directory of its own named by its UTC start time (runs/demo-20261123-131500), so
+# it never meets an earlier run's checkpoints, on this disk or in the bucket; a finished job can be run
+# again. runs/current names the run that --resume (keep-alive after a preemption, R in the TUI)
+# continues; without it (a VM recreated on an empty disk) the newest run on disk, else the newest in the
+# checkpoint bucket, whose folders carry the same names (nothing printed when none is reachable).
 TRAIN_SH = """#!/bin/sh
-n=1
-while [ -e "runs/demo-$((n + 1))" ]; do n=$((n + 1)); done
-if [ "$n" = 1 ]; then newest=runs/demo; else newest="runs/demo-$n"; fi
+newest_in_bucket() {
+  [ -n "${GCPTUI_CHECKPOINT_URL:-}" ] || return 0
+  python -c '
+import os
+from gcptui_trainer.mirror import BucketUrl, storage_client
+url = BucketUrl.parse(os.environ["GCPTUI_CHECKPOINT_URL"])
+prefix = url.prefix + "/" if url.prefix else ""
+listing = storage_client().bucket(url.bucket).list_blobs(prefix=prefix, delimiter="/")
+for _ in listing: pass
+runs = [p[len(prefix):].strip("/") for p in listing.prefixes]
+print(max(("runs/" + r for r in runs if r.startswith("demo-")), default=""))
+' 2>/dev/null
+}
+mkdir -p runs
+run=
 case " $* " in
-*" --resume "*) run=$newest ;;
-*) if [ -e runs/demo ]; then run="runs/demo-$((n + 1))"; else run=runs/demo; fi ;;
+*" --resume "*)
+  run=$(cat runs/current 2>/dev/null)
+  [ -n "$run" ] || run=$(ls -d runs/demo-* 2>/dev/null | sort | tail -n 1)
+  [ -n "$run" ] || run=$(newest_in_bucket)
+  ;;
 esac
+if [ -z "$run" ]; then
+  stamp=$(date -u +%Y%m%d-%H%M%S)
+  run="runs/demo-$stamp"
+  n=1
+  while [ -e "$run" ]; do n=$((n + 1)); run="runs/demo-$stamp-$n"; done
+fi
+echo "$run" > runs/current
 echo "run directory: $run"
 exec python {module} --run-dir "$run" "$@"
 """

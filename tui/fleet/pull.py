@@ -2,7 +2,7 @@
 code as `gcptui pull`, progress in notifications and a one-line result.
 
 Which remote path is "the run directory": the folder holding the ``checkpoints/`` folder of the
-newest checkpoint the job reported (the reference trainer's layout, the demo's ``runs/demo``). When
+newest checkpoint the job reported (the reference trainer's layout, the demo's ``runs/demo-20261123-131500``). When
 no checkpoint was reported yet, the user is asked, with a guess prefilled: the folder of a
 ``[job].env.GCPTUI_METRICS`` set to a file in the run directory, else ``runs``.
 """
