@@ -28,7 +28,8 @@
 #   terminated (UTC time: the supervisor itself got SIGTERM or SIGINT, and not from `kill`: the VM
 #   shutting down, most often, before a preemption notice was recorded; status says detail=terminated)
 #   killed_by (group-stop: keep-alive stopped it because another node of its group was lost;
-#   status says so in detail, and a preemption resumes it, unlike a user's kill)
+#   status says so in detail, and a preemption resumes it, unlike a user's kill; a user's kill
+#   removes it). Both markers have a second line, "STARTED_AT PGID" of the job they are about.
 #   .lock/ (pid: the holder's pid alone, boot: its boot id), held by one start/kill/restart
 # and ~/.gcptui/setup.done once the setup command succeeded.
 #
@@ -275,12 +276,23 @@ read_status() {
 	if [ -f "$JOB/preempted" ]; then
 		detail=preempted
 		load preempted_at preempted
-	elif [ "$state" = killed ] && [ -f "$JOB/killed_by" ]; then
-		load detail killed_by
-	elif [ "$state" = exited ] && [ -f "$JOB/terminated" ]; then
+	elif [ "$state" = killed ] && marker killed_by; then
+		detail=$mark
+	elif [ "$state" = exited ] && marker terminated; then
 		detail=terminated
 	fi
 	return 0
+}
+
+# The job a marker (terminated, killed_by) belongs to: an older version's start leaves them in place,
+# so each names its job, and one of an earlier job says nothing about this one.
+job_stamp() { printf '%s %s' "$(get1 started_at)" "$(get1 pgid)"; }
+put_marker() { put "$1" "$2
+$(job_stamp)"; } # NAME VALUE
+marker() { # NAME; its value in $mark, false when absent or another job's
+	mark= of=
+	[ -f "$JOB/$1" ] && { IFS= read -r mark && IFS= read -r of; } < "$JOB/$1"
+	[ -n "$of" ] && [ "$of" = "$started_at $pgid" ]
 }
 
 same_boot() {
@@ -439,9 +451,12 @@ descendant_groups() { # PGID
 
 kill_job() { # GRACE_TENTHS [BY]; the lock is held
 	pgid=$(get1 pgid)
+	# The user's kill overrides keep-alive's group-stop even once the job is gone: keep-alive must not
+	# resume what the user has given up on.
+	[ -n "${2:-}" ] || rm -f "$JOB/killed_by"
 	running || return 0
 	put state killed
-	[ -n "${2:-}" ] && put killed_by "$2"
+	[ -n "${2:-}" ] && put_marker killed_by "$2"
 	# Found before the TERM: once their parent (torchrun) is gone they no longer lead back to the job.
 	extra=$(descendant_groups "$pgid")
 	echo "==== gcptui: $(now) kill: SIGTERM to process group $pgid, SIGKILL after $(($1 / 10)).$(($1 % 10))s ====" >> "$LOG"
@@ -691,7 +706,7 @@ run_job() { # DIR COMMAND SETUP
 		put state exited
 		# A SIGTERM that was no `kill` of ours: the VM going down (a launcher such as torchrun then
 		# exits 1, not 143). Recorded, so keep-alive resumes the job as cut short, not finished.
-		[ "$terminated" -eq 1 ] && put terminated "$(now)"
+		[ "$terminated" -eq 1 ] && put_marker terminated "$(now)"
 	fi
 	put ended_at "$(now)"
 	put exit_code "$rc"

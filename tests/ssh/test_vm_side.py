@@ -274,3 +274,34 @@ def test_the_lock_keeps_the_pid_alone_where_an_older_version_reads_it(tmp_path: 
     finally:
         gate.rmdir()
         assert start.wait(timeout=30) == 0
+
+
+def test_a_marker_of_an_earlier_job_says_nothing_about_the_next(tmp_path: Path) -> None:
+    run = _supervisor(tmp_path)
+    (tmp_path / "project").mkdir()
+    started = parse_status(
+        "local", run("start", "~/project", "trap 'exit 1' TERM; sleep 600 & wait", "").stdout
+    )
+    assert started.pgid
+    os.killpg(started.pgid, signal.SIGTERM)
+    wait_until(lambda: parse_status("local", run("status").stdout).detail == "terminated", timeout=20)
+    job = tmp_path / ".gcptui" / "job"
+    terminated = (job / "terminated").read_text()
+    # An older version's start clears neither marker: the next job, ending well, read "terminated".
+    assert parse_status("local", run("start", "~/project", "true", "").stdout).state == "running"
+    wait_until(lambda: parse_status("local", run("status").stdout).state == "exited", timeout=20)
+    (job / "terminated").write_text(terminated)
+    (job / "killed_by").write_text(f"group-stop\n{started.started_at} {started.pgid}\n")
+    status = parse_status("local", run("status").stdout)
+    assert (status.exit_code, status.detail) == (0, None)
+
+
+def test_a_users_kill_after_a_group_stop_leaves_the_job_the_users(tmp_path: Path) -> None:
+    run = _supervisor(tmp_path)
+    (tmp_path / "project").mkdir()
+    assert parse_status("local", run("start", "~/project", "sleep 600", "").stdout).state == "running"
+    stopped = parse_status("local", run("kill", "10", "group-stop").stdout)
+    assert (stopped.state, stopped.detail) == ("killed", "group-stop")
+    # The user gives up on it too: keep-alive, which resumes a group-stop on preemption, must not.
+    killed = parse_status("local", run("kill", "10").stdout)
+    assert (killed.state, killed.detail) == ("killed", None)
