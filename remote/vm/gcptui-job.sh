@@ -28,7 +28,9 @@
 #   terminated (UTC time: the supervisor itself got SIGTERM or SIGINT, and not from `kill`: the VM
 #   shutting down, most often, before a preemption notice was recorded; status says detail=terminated)
 #   killed_by (group-stop: keep-alive stopped it because another node of its group was lost;
-#   status says so in detail, and a preemption resumes it, unlike a user's kill)
+#   status says so in detail, and a preemption resumes it, unlike a user's kill; a user's kill
+#   removes it). Both markers have a second line, "STARTED_AT PGID" of the job they are about.
+#   .lock/ (pid: the holder's pid alone, boot: its boot id), held by one start/kill/restart
 # and ~/.gcptui/setup.done once the setup command succeeded.
 #
 # While a job runs, two notice watchers beside it long-poll the GCE metadata server's
@@ -115,27 +117,97 @@ group_alive() {
 # may name someone else's process group by now: neither counts, and neither may be signalled.
 running() { [ -f "$JOB/pgid" ] && [ ! -f "$JOB/exit_code" ] && same_boot && group_alive "$(get1 pgid)"; }
 
-# The lock's record, "PID BOOT_ID" (an older version wrote the pid alone), names an operation that
-# can no longer hold it: its pid is dead, or from an earlier boot (where it may name anyone now).
-stale_lock() { # RECORD; $b is this boot's id
-	# shellcheck disable=SC2086
-	set -- $1
-	[ -n "${2:-}" ] && [ "$2" != "$b" ] && return 0
-	alive "$1" || return 0
-	[ -n "${2:-}" ] && return 1
-	# The pid alone: stale when the lock is older than this boot (btime: seconds since the epoch).
+# The lock, ~/.gcptui/job/.lock/: `pid` holds the holder's pid alone (the format every version reads:
+# an older one reads the whole line as a pid) and `boot` its boot id, written before `pid`. The
+# version before this one wrote "PID BOOT_ID" into `pid`; the oldest wrote no `boot`.
+read_lock() { # sets $seen_pid $seen_boot ("" where absent)
+	seen_pid= seen_boot=
+	read -r seen_pid 2>/dev/null < "$JOB/.lock/pid"
+	read -r seen_boot 2>/dev/null < "$JOB/.lock/boot"
+	case $seen_pid in *" "*)
+		seen_boot=${seen_pid#* }
+		seen_pid=${seen_pid%% *}
+		;;
+	esac
+	return 0
+}
+
+# Lock directory $1's mtime in $made (seconds since the epoch; "" where date cannot tell), and this
+# boot's start in $btime ("" off Linux).
+lock_times() { # DIR
 	btime=
 	while read -r key value; do [ "$key" = btime ] && btime=$value; done 2> /dev/null < /proc/stat
-	made=$(date -r "$JOB/.lock" +%s 2>/dev/null) || return 1
-	[ -n "$btime" ] && [ "$made" -lt "$btime" ]
+	made=$(date -r "$1" +%s 2>/dev/null) || made=
+}
+
+# Lock directory $1, which has no pid, was left so: it predates this boot or is NOPID_SECONDS old.
+NOPID_SECONDS=10
+abandoned() { # DIR
+	lock_times "$1"
+	[ -n "$made" ] || return 1
+	[ -n "$btime" ] && [ "$made" -lt "$btime" ] && return 0
+	[ $(($(date +%s) - made)) -ge "$NOPID_SECONDS" ]
+}
+
+# The lock named by PID and BOOT can no longer be held by anyone: its pid is dead, or of an earlier
+# boot (where it may name anyone now). A lock with no pid at all is stale once it predates this boot
+# or is NOPID_SECONDS old: its holder died between mkdir and writing it (or a takeover did; see lock).
+stale_lock() { # PID BOOT; $b is this boot's id
+	[ -n "$1" ] || { abandoned "$JOB/.lock"; return; }
+	[ -n "$2" ] && [ "$2" != "$b" ] && return 0
+	alive "$1" || return 0
+	[ -n "$2" ] && return 1
+	# The pid alone (the oldest version's lock): stale when the lock is older than this boot.
+	lock_times "$JOB/.lock"
+	[ -n "$made" ] && [ -n "$btime" ] && [ "$made" -lt "$btime" ]
 }
 
 # A start/restart holds the lock right now (its supervisor may not have recorded itself yet).
 launching() {
-	seen=
-	read -r seen 2>/dev/null < "$JOB/.lock/pid" || return 1
+	[ -d "$JOB/.lock" ] || return 1
+	read_lock
 	boot_id
-	! stale_lock "$seen"
+	! stale_lock "$seen_pid" "$seen_boot"
+}
+
+# Take over the stale lock judged from $seen_pid/$seen_boot; 0 when it is gone. Several waiters may
+# judge the same lock stale at once, and one of them may already have made its own lock at the same
+# path, so the lock is claimed through its pid file, whose rename only one waiter's mv can win; the
+# winner checks it took the record it judged (else it took a live holder's: it puts it back), then
+# renames the lock aside and removes it. Meanwhile the lock has no pid and a fresh mtime (the rename),
+# which no other waiter judges stale for NOPID_SECONDS. A lock with no pid to claim is renamed aside
+# and put back unless it is still one left with no pid (rename keeps a directory's mtime): another
+# waiter's fresh lock, made meanwhile, goes back at once. Nothing of it outlives a waiter
+# killed midway for longer than NOPID_SECONDS: a lock left with no pid is stale after that.
+take_over() {
+	dead="$JOB/.lock.dead.$$"
+	rm -rf "$dead"
+	if [ -n "$seen_pid" ]; then
+		mv "$JOB/.lock/pid" "$JOB/.lock/pid.taken.$$" 2>/dev/null || return 1
+		again=
+		read -r again 2>/dev/null < "$JOB/.lock/pid.taken.$$"
+		if [ "${again%% *}" != "$seen_pid" ]; then
+			mv "$JOB/.lock/pid.taken.$$" "$JOB/.lock/pid" 2>/dev/null
+			return 1
+		fi
+		mv "$JOB/.lock" "$dead" 2>/dev/null || return 1
+		# Not the lock we claimed (we were stalled for NOPID_SECONDS and another waiter replaced it):
+		# put it back, unless yet another lock took its place (then its holder has lost it, as the
+		# waiter that replaced ours would have taken it anyway).
+		if [ ! -f "$dead/pid.taken.$$" ]; then
+			[ -e "$JOB/.lock" ] || mv "$dead" "$JOB/.lock" 2>/dev/null
+			rm -rf "$dead"
+			return 1
+		fi
+	else
+		mv "$JOB/.lock" "$dead" 2>/dev/null || return 1
+		if [ -f "$dead/pid" ] || ! abandoned "$dead"; then
+			[ -e "$JOB/.lock" ] || mv "$dead" "$JOB/.lock" 2>/dev/null
+			rm -rf "$dead"
+			return 1
+		fi
+	fi
+	rm -rf "$dead"
 }
 
 # mkdir is atomic: one start/kill/restart at a time per VM, whichever laptop sends it.
@@ -144,30 +216,27 @@ lock() {
 	chmod 700 "$ROOT" "$JOB" 2>/dev/null # made 0755 by an older version: private now
 	boot_id
 	tries=0
-	until mkdir "$JOB/.lock" 2>/dev/null; do
-		seen=
-		read -r seen 2>/dev/null < "$JOB/.lock/pid"
-		# A stale lock is taken over by one waiter alone (mkdir is atomic), which checks that the lock
-		# is still the stale one it judged: another waiter may have replaced it with its own meanwhile.
-		if [ -n "$seen" ] && stale_lock "$seen" && mkdir "$JOB/.lock/takeover" 2>/dev/null; then
-			again=
-			read -r again 2>/dev/null < "$JOB/.lock/pid"
-			if [ "$again" = "$seen" ]; then
-				rm -rf "$JOB/.lock"
-				continue
-			fi
-			rmdir "$JOB/.lock/takeover" 2>/dev/null
-		fi
-		holder=${seen%% *}
+	until mkdir "$JOB/.lock" 2>/dev/null && owned; do
+		read_lock
+		stale_lock "$seen_pid" "$seen_boot" && take_over && continue
 		tries=$((tries + 1))
 		if [ "$tries" -gt 1200 ]; then
-			echo "error=another gcptui operation on this VM holds $JOB/.lock (pid ${holder:-?}): try again"
+			echo "error=another gcptui operation on this VM holds $JOB/.lock (pid ${seen_pid:-?}): try again"
 			exit 7
 		fi
 		sleep 0.1
 	done
-	printf '%s %s\n' "$$" "$b" > "$JOB/.lock/pid"
 	trap 'rm -rf "$JOB/.lock"' EXIT
+}
+
+# Record ourselves in the lock we just made; false when a takeover renamed it aside first (it then
+# goes back, with no pid, and is stale after NOPID_SECONDS): we do not hold it.
+owned() {
+	printf '%s\n' "$b" 2>/dev/null > "$JOB/.lock/boot" || return 1
+	printf '%s\n' "$$" 2>/dev/null > "$JOB/.lock/.pid.$$" && mv -f "$JOB/.lock/.pid.$$" "$JOB/.lock/pid" 2>/dev/null || return 1
+	mine=
+	read -r mine 2>/dev/null < "$JOB/.lock/pid"
+	[ "$mine" = "$$" ]
 }
 
 # The job's state in variables, builtins only (status and watch poll it):
@@ -207,12 +276,23 @@ read_status() {
 	if [ -f "$JOB/preempted" ]; then
 		detail=preempted
 		load preempted_at preempted
-	elif [ "$state" = killed ] && [ -f "$JOB/killed_by" ]; then
-		load detail killed_by
-	elif [ "$state" = exited ] && [ -f "$JOB/terminated" ]; then
+	elif [ "$state" = killed ] && marker killed_by; then
+		detail=$mark
+	elif [ "$state" = exited ] && marker terminated; then
 		detail=terminated
 	fi
 	return 0
+}
+
+# The job a marker (terminated, killed_by) belongs to: an older version's start leaves them in place,
+# so each names its job, and one of an earlier job says nothing about this one.
+job_stamp() { printf '%s %s' "$(get1 started_at)" "$(get1 pgid)"; }
+put_marker() { put "$1" "$2
+$(job_stamp)"; } # NAME VALUE
+marker() { # NAME; its value in $mark, false when absent or another job's
+	mark= of=
+	[ -f "$JOB/$1" ] && { IFS= read -r mark && IFS= read -r of; } < "$JOB/$1"
+	[ -n "$of" ] && [ "$of" = "$started_at $pgid" ]
 }
 
 same_boot() {
@@ -371,9 +451,12 @@ descendant_groups() { # PGID
 
 kill_job() { # GRACE_TENTHS [BY]; the lock is held
 	pgid=$(get1 pgid)
+	# The user's kill overrides keep-alive's group-stop even once the job is gone: keep-alive must not
+	# resume what the user has given up on.
+	[ -n "${2:-}" ] || rm -f "$JOB/killed_by"
 	running || return 0
 	put state killed
-	[ -n "${2:-}" ] && put killed_by "$2"
+	[ -n "${2:-}" ] && put_marker killed_by "$2"
 	# Found before the TERM: once their parent (torchrun) is gone they no longer lead back to the job.
 	extra=$(descendant_groups "$pgid")
 	echo "==== gcptui: $(now) kill: SIGTERM to process group $pgid, SIGKILL after $(($1 / 10)).$(($1 % 10))s ====" >> "$LOG"
@@ -623,7 +706,7 @@ run_job() { # DIR COMMAND SETUP
 		put state exited
 		# A SIGTERM that was no `kill` of ours: the VM going down (a launcher such as torchrun then
 		# exits 1, not 143). Recorded, so keep-alive resumes the job as cut short, not finished.
-		[ "$terminated" -eq 1 ] && put terminated "$(now)"
+		[ "$terminated" -eq 1 ] && put_marker terminated "$(now)"
 	fi
 	put ended_at "$(now)"
 	put exit_code "$rc"

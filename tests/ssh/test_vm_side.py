@@ -7,6 +7,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -109,19 +110,24 @@ def test_a_record_of_an_earlier_boot_neither_blocks_a_start_nor_gets_its_pgid_si
         other.wait()
 
 
-@pytest.mark.parametrize("older_version", [False, True])
-def test_a_lock_left_by_an_earlier_boot_is_taken_over_at_once(tmp_path: Path, older_version: bool) -> None:
+@pytest.mark.parametrize("older_version", [False, True, "pid-and-boot-in-one-line"])
+def test_a_lock_left_by_an_earlier_boot_is_taken_over_at_once(
+    tmp_path: Path, older_version: bool | str
+) -> None:
     (tmp_path / "project").mkdir()
     lock = tmp_path / ".gcptui" / "job" / ".lock"
     lock.mkdir(parents=True)
     alive = subprocess.Popen(["sleep", "300"])  # the old holder's pid names a live process after the reboot
     try:
-        if older_version:
+        if older_version == "pid-and-boot-in-one-line":  # the version just before this one
+            (lock / "pid").write_text(f"{alive.pid} 00000000-old-boot\n")
+        elif older_version:
             # A version before the boot id went into the lock wrote the pid alone: the lock's age tells.
             (lock / "pid").write_text(f"{alive.pid}\n")
             os.utime(lock, (1_000_000, 1_000_000))
         else:
-            (lock / "pid").write_text(f"{alive.pid} 00000000-old-boot\n")
+            (lock / "pid").write_text(f"{alive.pid}\n")
+            (lock / "boot").write_text("00000000-old-boot\n")
         started = subprocess.run(
             ["dash", str(SCRIPT), "start", "~/project", "true", ""],
             env={"HOME": str(tmp_path), "PATH": os.environ["PATH"]},
@@ -200,5 +206,102 @@ def test_a_sigterm_that_was_no_kill_is_recorded_so_the_job_reads_cut_short(tmp_p
     # A user's kill is no such thing; a new start forgets it.
     started = parse_status("local", run("restart", "10", "~/project", "sleep 600", "").stdout)
     assert started.detail is None
+    killed = parse_status("local", run("kill", "10").stdout)
+    assert (killed.state, killed.detail) == ("killed", None)
+
+
+def _start_with_lock_left(home: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        ["dash", str(SCRIPT), "start", "~/project", "true", ""],
+        env={"HOME": str(home), "PATH": os.environ["PATH"]},
+        capture_output=True,
+        text=True,
+        timeout=40,  # a lock that is never taken over: exit 7 after 120 s
+    )
+
+
+def test_a_takeover_cut_short_blocks_no_later_operation(tmp_path: Path) -> None:
+    (tmp_path / "project").mkdir()
+    lock = tmp_path / ".gcptui" / "job" / ".lock"
+    # The previous version's lock of a dead holder, and its takeover marker, left by a waiter that died
+    # between making it and removing the lock: every later operation waited 120 s, then exit 7.
+    (lock / "takeover").mkdir(parents=True)
+    (lock / "pid").write_text("999999 00000000-old-boot\n")
+    started = _start_with_lock_left(tmp_path)
+    assert started.returncode == 0 and parse_status("local", started.stdout).state == "running"
+
+
+@pytest.mark.parametrize("before_this_boot", [True, False])
+def test_a_lock_whose_holder_died_before_writing_its_pid_is_taken_over(
+    tmp_path: Path, before_this_boot: bool
+) -> None:
+    (tmp_path / "project").mkdir()
+    lock = tmp_path / ".gcptui" / "job" / ".lock"
+    lock.mkdir(parents=True)
+    # Made before this boot: taken over at once; made just now: once it is 10 s old.
+    stamp = 1_000_000 if before_this_boot else time.time() - 8
+    os.utime(lock, (stamp, stamp))
+    started = _start_with_lock_left(tmp_path)
+    assert started.returncode == 0 and parse_status("local", started.stdout).state == "running"
+
+
+def test_the_lock_keeps_the_pid_alone_where_an_older_version_reads_it(tmp_path: Path) -> None:
+    (tmp_path / "project").mkdir()
+    gate = tmp_path / "gate"
+    gate.mkdir()
+    lock = tmp_path / ".gcptui" / "job" / ".lock"
+    # A setup that waits: the start holds the lock until the supervisor records its pgid, which comes
+    # after `cd`; a PATH whose setsid waits for the gate keeps the start in launch, holding the lock.
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "setsid").write_text(
+        f'#!/bin/sh\nwhile [ -d {gate} ]; do sleep 0.05; done\nexec {shutil.which("setsid")} "$@"\n'
+    )
+    (bin_dir / "setsid").chmod(0o755)
+    start = subprocess.Popen(
+        ["dash", str(SCRIPT), "start", "~/project", "true", ""],
+        env={"HOME": str(tmp_path), "PATH": f"{bin_dir}:{os.environ['PATH']}"},
+        stdout=subprocess.DEVNULL,
+    )
+    try:
+        wait_until(lambda: (lock / "pid").exists(), timeout=20)
+        # An older supervisor reads the whole line as the holder's pid, and took a lock whose "pid"
+        # was "PID BOOT_ID" for a dead holder's.
+        assert (lock / "pid").read_text() == f"{start.pid}\n"
+        assert (lock / "boot").read_text().strip() == Path(
+            "/proc/sys/kernel/random/boot_id"
+        ).read_text().strip()
+    finally:
+        gate.rmdir()
+        assert start.wait(timeout=30) == 0
+
+
+def test_a_marker_of_an_earlier_job_says_nothing_about_the_next(tmp_path: Path) -> None:
+    run = _supervisor(tmp_path)
+    (tmp_path / "project").mkdir()
+    started = parse_status(
+        "local", run("start", "~/project", "trap 'exit 1' TERM; sleep 600 & wait", "").stdout
+    )
+    assert started.pgid
+    os.killpg(started.pgid, signal.SIGTERM)
+    wait_until(lambda: parse_status("local", run("status").stdout).detail == "terminated", timeout=20)
+    job = tmp_path / ".gcptui" / "job"
+    terminated = (job / "terminated").read_text()
+    # An older version's start clears neither marker: the next job, ending well, read "terminated".
+    assert parse_status("local", run("start", "~/project", "true", "").stdout).state == "running"
+    wait_until(lambda: parse_status("local", run("status").stdout).state == "exited", timeout=20)
+    (job / "terminated").write_text(terminated)
+    (job / "killed_by").write_text(f"group-stop\n{started.started_at} {started.pgid}\n")
+    status = parse_status("local", run("status").stdout)
+    assert (status.exit_code, status.detail) == (0, None)
+
+
+def test_a_users_kill_after_a_group_stop_leaves_the_job_the_users(tmp_path: Path) -> None:
+    run = _supervisor(tmp_path)
+    (tmp_path / "project").mkdir()
+    assert parse_status("local", run("start", "~/project", "sleep 600", "").stdout).state == "running"
+    stopped = parse_status("local", run("kill", "10", "group-stop").stdout)
+    assert (stopped.state, stopped.detail) == ("killed", "group-stop")
+    # The user gives up on it too: keep-alive, which resumes a group-stop on preemption, must not.
     killed = parse_status("local", run("kill", "10").stdout)
     assert (killed.state, killed.detail) == ("killed", None)
