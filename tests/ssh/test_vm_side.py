@@ -167,10 +167,14 @@ def test_a_supervisor_too_slow_to_start_is_recorded_failed_and_never_runs_the_jo
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     done = tmp_path / "supervisor-done"
-    # A setsid that takes longer than the start waits (15 s): the supervisor comes up after it gave up.
-    (bin_dir / "setsid").write_text(f'#!/bin/sh\nsleep 16\n"$@"\ntouch {done}\n')
-    (bin_dir / "setsid").chmod(0o755)
     home = tmp_path / "home"
+    # A setsid slower than the start waits (15 s): the supervisor comes up only once the start has
+    # given up and recorded its exit code (a condition, not a race against the start's clock).
+    gave_up = home / ".gcptui/job/exit_code"
+    (bin_dir / "setsid").write_text(
+        f'#!/bin/sh\nwhile [ ! -f {gave_up} ]; do sleep 0.1; done\n"$@"\ntouch {done}\n'
+    )
+    (bin_dir / "setsid").chmod(0o755)
     (home / "project").mkdir(parents=True)
     ran = tmp_path / "ran"
     started = _supervisor(home, f"{bin_dir}:{os.environ['PATH']}")("start", "~/project", f"touch {ran}", "")
