@@ -14,6 +14,15 @@ from gcptui.remote.config.base import _Section
 ENV_NAME_PATTERN = r"[A-Za-z_][A-Za-z0-9_]*"
 
 
+def check_env_names(env: dict[str, str]) -> dict[str, str]:
+    """``env`` unchanged when every name is a shell variable name: they become `export NAME=...`
+    lines the VM's supervisor sources, where a name cannot be quoted."""
+    for name in env:
+        if not re.fullmatch(ENV_NAME_PATTERN, name):
+            raise ValueError(f"{name!r} is not a valid environment variable name")
+    return env
+
+
 class SyncConfig(_Section):
     """Live sync: the local tree mirrored to ``dest`` on each machine, as files are saved.
 
@@ -128,10 +137,7 @@ class JobConfig(_Section):
     @field_validator("env")
     @classmethod
     def _env_names(cls, value: dict[str, str]) -> dict[str, str]:
-        for name in value:
-            if not re.fullmatch(ENV_NAME_PATTERN, name):
-                raise ValueError(f"{name!r} is not a valid environment variable name")
-        return value
+        return check_env_names(value)
 
     @property
     def resume_command(self) -> str:

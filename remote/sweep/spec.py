@@ -45,7 +45,7 @@ from pydantic import (
 
 from gcptui.remote.cloud.create import check_vm_name, parse_gpus
 from gcptui.remote.config.loader import describe_error, first_error, read_text
-from gcptui.remote.config.work import ENV_NAME_PATTERN
+from gcptui.remote.config.work import check_env_names
 from gcptui.remote.errors import ConfigError
 
 ParamValue = int | float | str | bool
@@ -200,11 +200,7 @@ class SweepSpec(_Strict):
     @field_validator("env")
     @classmethod
     def _env_names(cls, value: dict[str, str]) -> dict[str, str]:
-        # They become `export NAME=...` lines the VM's supervisor sources: a name is not quoted there.
-        for name in value:
-            if not re.fullmatch(ENV_NAME_PATTERN, name):
-                raise ValueError(f"{name!r} is not a valid environment variable name")
-        return value
+        return check_env_names(value)
 
     @field_validator("vms")
     @classmethod

@@ -572,13 +572,7 @@ class Agent:
         except (OSError, ValueError) as err:
             self.results.append(["put", rel, None, _describe(err)])
         finally:
-            if fd >= 0:
-                os.close(fd)
-            if tmp is not None and parent >= 0:
-                try:
-                    os.unlink(tmp, dir_fd=parent)
-                except OSError:
-                    pass
+            self.discard_tmp(fd, parent, tmp)  # nothing left once the file landed (fd -1, tmp None)
 
     @staticmethod
     def discard_tmp(fd: int, parent: int, tmp) -> None:
