@@ -15,6 +15,7 @@ import os
 import shlex
 import struct
 import zlib
+from collections.abc import Awaitable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -183,14 +184,15 @@ class RemoteAgent:
         conn: asyncssh.SSHClientConnection,
         dest: str,
         *,
-        scan_known: View | None = None,
+        scan_digest: Awaitable[str | None] | None = None,
         stall_timeout: float = STALL_TIMEOUT_S,
     ) -> RemoteAgent:
         """Start the agent over ``conn`` and bind it to ``dest`` (resolved against the remote home).
 
-        ``scan_known``: also ask for a scan (see :meth:`scan`) in the same round trip; the
-        caller's next call must then be ``scan(scan_known)``. ``stall_timeout``: how long a transfer
-        may make no progress either way before the agent counts as lost.
+        ``scan_digest``: also ask for a scan (see :meth:`scan`) in the same round trip, with the
+        digest this yields (awaited once the agent runs, so working it out overlaps the start);
+        the caller's next call must then be ``scan()``. ``stall_timeout``: how long a transfer may
+        make no progress either way before the agent counts as lost.
         """
         source = shlex.quote(AGENT_SOURCE)
         # The system interpreter first: a version manager's shim (pyenv, asdf) found on PATH costs
@@ -205,10 +207,10 @@ class RemoteAgent:
         except TRANSPORT_ERRORS as err:
             raise AgentLost(f"could not start the sync agent: {err}") from err
         agent = cls(process, stall_timeout=stall_timeout)
-        if scan_known is not None:
+        if scan_digest is not None:
             # Pipelined: the scan request follows init in the same write, saving a round trip.
             init = agent._queue({"op": "init", "dest": dest})
-            agent._prefetched_scan = agent._queue(agent._scan_header(scan_known))
+            agent._prefetched_scan = agent._queue(agent._scan_header(await scan_digest))
             await agent._send(force=True)
             reply = await agent.reply(init)
         else:
@@ -326,23 +328,23 @@ class RemoteAgent:
 
     # -- operations ------------------------------------------------------------------------------
     @staticmethod
-    def _scan_header(known: View | None) -> dict:
+    def _scan_header(digest: str | None) -> dict:
         header: dict = {"op": "scan", "z": 1}
-        if known is not None and (known[0] or known[1]):  # nothing known yet: the listing it is
-            header["digest"] = view_digest(*known)
+        if digest is not None:
+            header["digest"] = digest
         return header
 
-    async def scan(self, known: View | None = None) -> View | None:
+    async def scan(self, digest: str | None = None) -> View | None:
         """The remote tree under dest and the ledger, in one round trip (the listing compressed).
 
-        ``known``: what the caller believes dest and the ledger hold; when the VM agrees exactly
-        (equal digests) only that answer crosses the link and this returns None.
+        ``digest``: the :func:`view_digest` of what the caller believes dest and the ledger hold;
+        when the VM agrees exactly only that answer crosses the link and this returns None.
         """
         if self._prefetched_scan:
             request_id, self._prefetched_scan = self._prefetched_scan, 0
             reply = await self.reply(request_id)
         else:
-            reply = await self.request(self._scan_header(known))
+            reply = await self.request(self._scan_header(digest))
         if reply.get("error"):
             raise AgentRefused(reply["error"])
         if reply.get("same"):
@@ -453,6 +455,11 @@ class RemoteAgent:
         """Delete ``rel`` on the VM if the ledger has it and it is unchanged since sync wrote it."""
         self._queue({"op": "rm", "p": rel})
         await self._send()
+
+    @property
+    def scan_sent(self) -> bool:
+        """A scan request went out with init (``start``'s ``scan_digest``): ``scan()`` reads its reply."""
+        return bool(self._prefetched_scan)
 
     @property
     def broken(self) -> bool:

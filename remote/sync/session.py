@@ -10,6 +10,7 @@ full diff once the pool's getter hands out a connection again.
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 from collections.abc import AsyncIterator, Callable, Iterable
 from pathlib import Path
@@ -18,13 +19,14 @@ from gcptui.remote.aio import within
 from gcptui.remote.errors import GcptuiError
 from gcptui.remote.models import ConnectionGetter
 from gcptui.remote.ssh.errors import HostKeyError, SshAuthError
+from gcptui.remote.sync import saved_view
 from gcptui.remote.sync.agent_client import (
     STALL_TIMEOUT_S,
     TRANSPORT_ERRORS,
     AgentLost,
     AgentRefused,
     RemoteAgent,
-    View,
+    view_digest,
 )
 from gcptui.remote.sync.applier import RemoteView, apply_plan, unchanged_since_sent
 from gcptui.remote.sync.events import (
@@ -46,8 +48,13 @@ from gcptui.remote.sync.watcher import TreeWatcher
 RESEND_ROUNDS = 5
 # How long an apparently emptied source may stay empty before sync refuses to mirror it.
 EMPTY_SETTLE_SECONDS = 0.5
+# Backoff between failed reconnects while following (doubling from the first to the most).
+RETRY_FIRST_S = 0.05
+RETRY_MAX_S = 2.0
 # How the agent's refusal to change an existing directory's mode begins (sync_agent.KEPT_MODE).
 KEPT_MODE = "kept the mode of "
+
+log = logging.getLogger(__name__)
 
 
 class SyncError(GcptuiError):
@@ -81,6 +88,7 @@ class SyncSession:
         debounce_ms: int = 300,
         reconcile_seconds: float = 30.0,
         stall_seconds: float = STALL_TIMEOUT_S,
+        saved_views: Path | None = None,
     ) -> None:
         self.source = Path(source).expanduser().resolve()
         self.dest = dest
@@ -103,6 +111,14 @@ class SyncSession:
         self.tracker = LocalTracker(self.source, self.rules, self._watcher)
         self._following = False
         self._failure = ""  # the last batch's first failed operation, with how many more
+        # The view kept on local disk between sessions (saved_view): where, under which key (set
+        # once connected: the VM's host key names it), the one offered to the VM with a new
+        # agent's scan, whether this view changed since it was last saved, and the write under way.
+        self._views_dir = saved_views
+        self._view_key = ""
+        self._offered: saved_view.SavedView | None = None
+        self._view_dirty = False
+        self._saving: asyncio.Task[None] | None = None
 
     # -- events ----------------------------------------------------------------------------------
     @property
@@ -177,7 +193,7 @@ class SyncSession:
         """
 
         async def attempt() -> None:
-            delay = 0.05
+            delay = RETRY_FIRST_S
             while True:
                 async with self._lock:
                     try:
@@ -187,7 +203,7 @@ class SyncSession:
                         self._drop_agent()
                         self._set_state("reconnecting", reason=str(err))
                 await asyncio.sleep(delay)
-                delay = min(delay * 2, 2.0)
+                delay = min(delay * 2, RETRY_MAX_S)
 
         await within(timeout, attempt())
 
@@ -216,17 +232,22 @@ class SyncSession:
         try:
             await self.tracker.start_watching()
             needs_full = True
+            delay = RETRY_FIRST_S
             while True:
                 try:
                     if needs_full:
-                        await self._ensure_agent_retrying()
+                        # Connecting, the agent's start and the scan in one go: a new agent gets
+                        # the scan request with its init (one round trip less than apart).
                         async with self._lock:
                             await self._full_sync_locked()
-                        needs_full = False
+                        needs_full, delay = False, RETRY_FIRST_S
                     await self._follow_once()
                 except AgentLost as err:
                     self._drop_agent()
                     self._set_state("reconnecting", reason=str(err))
+                    if needs_full:  # the reconnect itself failed: back off before the next try
+                        await asyncio.sleep(delay)
+                        delay = min(delay * 2, RETRY_MAX_S)
                     needs_full = True
         except SyncError as err:
             self._set_state("error", reason=str(err))
@@ -235,13 +256,18 @@ class SyncSession:
             self._following = False
             await self._watcher.close()
             self._drop_agent()
+            self._save_view_soon()
             if self._state != "error":
                 self._set_state("stopped")
 
     async def close(self) -> None:
-        """End the agent on the VM (``follow`` does this itself when cancelled)."""
+        """End the agent on the VM (``follow`` does this itself when cancelled) and keep the
+        session's view of the VM on local disk for the next session."""
         await self._watcher.close()
         self._drop_agent()
+        self._save_view_soon()
+        if self._saving is not None:
+            await asyncio.shield(self._saving)
 
     # -- internals -------------------------------------------------------------------------------
     def _require_complete(self, event: BatchApplied) -> None:
@@ -263,16 +289,21 @@ class SyncSession:
             self._agent.close()
             self._agent = None
 
-    async def _ensure_agent(self, scan_known: View | None = None) -> RemoteAgent:
-        """The running agent, started if needed; ``scan_known``: see :meth:`RemoteAgent.start`."""
+    async def _ensure_agent(self, *, scan: bool = False) -> RemoteAgent:
+        """The running agent, started if needed; ``scan``: a new agent gets the scan request with
+        its init (:meth:`RemoteAgent.start`), and the caller must call its ``scan()`` next."""
         if self._agent is not None and self._agent.broken:
             self._drop_agent()  # a transfer was cancelled mid-file: the agent is out of frame
         if self._agent is None:
             self._set_state("connecting", reason=self._reason if self._state == "reconnecting" else "")
+            digest: asyncio.Task[str | None] | None = None
             try:
                 conn = await self._get_conn()
+                self._view_key = self._key_for(conn)
+                if scan:  # worked out (a saved view read and checked) while the agent starts
+                    digest = asyncio.create_task(self._offer_digest())
                 self._agent = await RemoteAgent.start(
-                    conn, self.dest, scan_known=scan_known, stall_timeout=self.stall_seconds
+                    conn, self.dest, scan_digest=digest, stall_timeout=self.stall_seconds
                 )
             except AgentRefused as err:
                 raise SyncError(str(err)) from err
@@ -284,19 +315,53 @@ class SyncSession:
                 # Refused, reset, timed out, unreachable, the VM stopped: all may pass. Follow mode
                 # and the barrier retry with backoff (state "reconnecting"); changes queue meanwhile.
                 raise AgentLost(f"cannot reach the VM: {err}") from err
+            finally:
+                if digest is not None and not digest.done():
+                    digest.cancel()
         return self._agent
 
-    async def _ensure_agent_retrying(self) -> None:
-        delay = 0.05
-        while True:
+    def _key_for(self, conn: object) -> str:
+        """The saved view's key for ``conn``'s VM and this dest ("" when it cannot be named)."""
+        get_key = getattr(conn, "get_server_host_key", None)
+        host_key = get_key() if get_key is not None else None
+        if host_key is None:
+            return ""
+        username = getattr(conn, "get_extra_info", lambda _name: "")("username") or ""
+        return saved_view.view_key(host_key.get_fingerprint(), username, self.dest)
+
+    def _memory_digest(self) -> str | None:
+        """The digest of the view this session holds (None: it holds none yet)."""
+        if not self.view.entries and not self.view.ledger:
+            return None
+        return view_digest(self.view.entries, self.view.ledger)
+
+    async def _offer_digest(self) -> str | None:
+        """The digest to send with a new agent's first scan: of the view in memory, else of the
+        one saved on disk by an earlier session (``self._offered``), else none (the listing)."""
+        self._offered = None
+        digest = self._memory_digest()
+        if digest is not None or not self._view_key:
+            return digest
+        self._offered = await asyncio.to_thread(saved_view.load, self._view_key, self._views_dir)
+        return self._offered.digest if self._offered is not None else None
+
+    def _save_view_soon(self) -> None:
+        """Write the view to local disk in the background if it changed since last written."""
+        if not self._view_dirty or not self._view_key:
+            return
+        self._view_dirty = False
+        key, entries, ledger = self._view_key, dict(self.view.entries), dict(self.view.ledger)
+        previous = self._saving
+
+        async def write() -> None:
+            if previous is not None:
+                await asyncio.gather(previous, return_exceptions=True)  # in order, one at a time
             try:
-                async with self._lock:
-                    await self._ensure_agent()
-                return
-            except AgentLost as err:
-                self._set_state("reconnecting", reason=str(err))
-            await asyncio.sleep(delay)
-            delay = min(delay * 2, 2.0)
+                await asyncio.to_thread(saved_view.save, key, entries, ledger, self._views_dir)
+            except OSError as err:  # a cache: without it the next session lists the VM once
+                log.debug("could not save the sync view: %s", err)
+
+        self._saving = asyncio.create_task(write())
 
     async def _full_sync_locked(self) -> BatchApplied:
         if not self.source.is_dir():
@@ -309,19 +374,24 @@ class SyncSession:
         # few hundred ms on first use) and lists the VM's tree: the three overlap.
         local_scan = asyncio.create_task(asyncio.to_thread(scan_tree, self.source, self.rules))
         try:
-            # A warm resync sends a digest of the view; a VM that agrees sends no listing. A new
-            # agent gets the scan request with its init, in one round trip.
-            known = (self.view.entries, self.view.ledger)
-            agent = await self._ensure_agent(scan_known=known)
+            # A resync sends a digest of the view it holds (or, new, of the one an earlier session
+            # saved); a VM that agrees sends no listing. A new agent gets the scan request with its
+            # init, in one round trip.
+            self._offered = None
+            agent = await self._ensure_agent(scan=True)
             self._set_state("scanning")
             try:
-                listing = await agent.scan(known)
+                listing = await agent.scan(None if agent.scan_sent else self._memory_digest())
             except AgentRefused as err:
                 raise SyncError(str(err)) from err
         finally:
             scan = await local_scan
+        offered, self._offered = self._offered, None
         if listing is not None:
             self.view.entries, self.view.ledger = listing
+            self._view_dirty = True
+        elif offered is not None:  # the VM holds exactly the view saved on disk
+            self.view.entries, self.view.ledger = offered.entries, offered.ledger
         remote, ledger = self.view.entries, self.view.ledger
         self.tracker.reset(scan)
         self._report_links(scan)
@@ -336,7 +406,9 @@ class SyncSession:
             keep=self.tracker.unlisted,
         )
         self._refuse_wipe(plan)
-        return await self._apply(plan, full=True)
+        event = await self._apply(plan, full=True)
+        self._save_view_soon()
+        return event
 
     def _refuse_wipe(self, plan: Plan) -> None:
         if not self.tracker.entries and plan.removes:
@@ -355,6 +427,8 @@ class SyncSession:
             if full:
                 self._emit(FullSyncProgress(self.name, done, total_files, sent, total_bytes))
 
+        if plan.changes or plan.owns:
+            self._view_dirty = True  # the results below change the view
         result = await apply_plan(agent, self.source, plan, self.view, progress if total_files else None)
         rounds = 0
         while result.resend and rounds < RESEND_ROUNDS:  # files that changed while read: send again

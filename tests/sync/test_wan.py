@@ -108,6 +108,54 @@ async def test_warm_resync_sends_a_digest_not_the_listing(sshd: Sshd, wan: WanPr
             conn.close()
 
 
+async def test_a_new_session_resyncs_with_the_view_an_earlier_one_saved(
+    sshd: Sshd, wan: WanProxy, tmp_path: Path
+) -> None:
+    """The next process (`gcptui job start`, the TUI restarted) offers the view the last session
+    saved on local disk: a VM that still holds it sends no listing. A VM changed meanwhile, or a
+    saved view lost, costs one listing and nothing else."""
+    local, remote = tmp_path / "local", tmp_path / "vm" / "project"
+    for i in range(1500):
+        write(local, f"pkg{i % 20}/module_with_a_long_name_{i}.py", f"x = {i}\n")
+
+    async def one_session() -> tuple[int, int]:
+        """(bytes the VM sent back, files written) for a whole session on its own connection."""
+        get = getter(sshd, wan)
+        session = SyncSession(local, str(remote), get, name="wan")
+        before = wan.stats.down
+        try:
+            result = await session.full_sync()
+        finally:
+            await session.close()
+            for conn in get.conns:  # type: ignore[attr-defined]
+                conn.close()
+        assert snapshot(remote) == snapshot(local)
+        return wan.stats.down - before, result.files
+
+    first, written = await one_session()
+    assert written >= 1500
+    again, written = await one_session()
+    assert written == 0
+    # The first session's listing of 1,500 paths came back once; the second session's replies hold
+    # only the connection's handshake and the agent's "same".
+    views = list((Path(os.environ["XDG_CACHE_HOME"]) / "gcptui" / "sync-views").iterdir())
+    assert len(views) == 1
+    views[0].unlink()
+    listed, _ = await one_session()
+    assert listed - again > 10_000, f"saved view: {again} bytes back, listing: {listed}"
+
+    # A change on the VM between sessions: the digests differ, the VM's listing comes back and
+    # sync puts the local content back.
+    (remote / "pkg0/module_with_a_long_name_0.py").write_text("changed on the VM\n")
+    changed, written = await one_session()
+    assert written == 1 and changed - again > 10_000
+
+    # A damaged saved view is no view: a listing, the same result.
+    views[0].write_bytes(views[0].read_bytes()[:-10])
+    _, written = await one_session()
+    assert written == 0
+
+
 def test_the_client_and_agent_digests_agree() -> None:
     """Both ends hash the same canonical form (the agent's copy runs on the VM, standard library only)."""
     from gcptui.remote.vm import vm_file
