@@ -88,7 +88,6 @@ class SyncSession:
         debounce_ms: int = 300,
         reconcile_seconds: float = 30.0,
         stall_seconds: float = STALL_TIMEOUT_S,
-        saved_views: Path | None = None,
     ) -> None:
         self.source = Path(source).expanduser().resolve()
         self.dest = dest
@@ -111,10 +110,9 @@ class SyncSession:
         self.tracker = LocalTracker(self.source, self.rules, self._watcher)
         self._following = False
         self._failure = ""  # the last batch's first failed operation, with how many more
-        # The view kept on local disk between sessions (saved_view): where, under which key (set
-        # once connected: the VM's host key names it), the one offered to the VM with a new
-        # agent's scan, whether this view changed since it was last saved, and the write under way.
-        self._views_dir = saved_views
+        # The view kept on local disk between sessions (saved_view): its key (set once connected:
+        # the VM's host key names it), the one offered to the VM with a new agent's scan, whether
+        # this view changed since it was last saved, and the write under way.
         self._view_key = ""
         self._offered: saved_view.SavedView | None = None
         self._view_dirty = False
@@ -342,7 +340,7 @@ class SyncSession:
         digest = self._memory_digest()
         if digest is not None or not self._view_key:
             return digest
-        self._offered = await asyncio.to_thread(saved_view.load, self._view_key, self._views_dir)
+        self._offered = await asyncio.to_thread(saved_view.load, self._view_key)
         return self._offered.digest if self._offered is not None else None
 
     def _save_view_soon(self) -> None:
@@ -357,8 +355,8 @@ class SyncSession:
             if previous is not None:
                 await asyncio.gather(previous, return_exceptions=True)  # in order, one at a time
             try:
-                await asyncio.to_thread(saved_view.save, key, entries, ledger, self._views_dir)
-            except OSError as err:  # a cache: without it the next session lists the VM once
+                await asyncio.to_thread(saved_view.save, key, entries, ledger)
+            except (OSError, ValueError) as err:  # a cache: without it the next session lists the VM once
                 log.debug("could not save the sync view: %s", err)
 
         self._saving = asyncio.create_task(write())
