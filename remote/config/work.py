@@ -28,6 +28,13 @@ class SyncConfig(_Section):
 
     Sync never deletes or overwrites on the VM what it did not put there (its ledger lives in
     ``~/.gcptui/sync/``), and never touches protected paths.
+
+    On the local machine each session keeps what the VM's ``dest`` held when it ended (``sync-views/``
+    in the user cache directory, ``platformdirs.user_cache_path("gcptui")``: ``~/.cache/gcptui/`` on
+    Linux; one file per VM host key, user and ``dest``), so the next session, another ``gcptui``
+    command included, resyncs with a digest instead of the VM's whole listing. It is only a cache:
+    deleting it costs one listing, and a saved view is used only when the VM confirms it holds
+    exactly that.
     """
 
     source: str | None = Field(
