@@ -50,15 +50,33 @@ def view_key(host_key: str, username: str, dest: str) -> str:
     return hashlib.sha256(f"{host_key}\0{username}\0{dest}".encode()).hexdigest()[:32]
 
 
+def peek(key: str, directory: Path | None = None) -> str | None:
+    """The digest the view saved under ``key`` claims, read from its first line alone (what a new
+    session offers at once; :func:`load` then reads and checks the rest meanwhile)."""
+    try:
+        with open((directory or views_dir()) / key, "rb") as f:
+            return _digest_line(f.read(len(MAGIC) + 65))
+    except OSError:
+        return None
+
+
+def _digest_line(head: bytes) -> str | None:
+    if not head.startswith(MAGIC) or head[-1:] != b"\n":
+        return None
+    digest = head[len(MAGIC) : -1]
+    if len(digest) != 64 or digest.strip(b"0123456789abcdef"):
+        return None
+    return digest.decode("ascii")
+
+
 def load(key: str, directory: Path | None = None) -> SavedView | None:
     """The view saved under ``key``, or None: absent, unreadable, or not what it claims to be."""
     path = (directory or views_dir()) / key
     try:
         with open(path, "rb") as f:
-            head = f.read(len(MAGIC) + 65)
-            if not head.startswith(MAGIC) or head[-1:] != b"\n":
+            digest = _digest_line(f.read(len(MAGIC) + 65))
+            if digest is None:
                 return None
-            digest = head[len(MAGIC) : -1].decode("ascii")
             body = zlib.decompressobj()
             raw = body.decompress(f.read(MAX_BYTES), MAX_BYTES)
         data = json.loads(raw)

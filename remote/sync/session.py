@@ -114,7 +114,8 @@ class SyncSession:
         # the VM's host key names it), the one offered to the VM with a new agent's scan, whether
         # this view changed since it was last saved, and the write under way.
         self._view_key = ""
-        self._offered: saved_view.SavedView | None = None
+        # The saved view offered with a new agent's first scan: its digest, and its reading.
+        self._offered: tuple[str, asyncio.Task[saved_view.SavedView | None]] | None = None
         self._view_dirty = False
         self._saving: asyncio.Task[None] | None = None
 
@@ -263,6 +264,7 @@ class SyncSession:
         session's view of the VM on local disk for the next session."""
         await self._watcher.close()
         self._drop_agent()
+        self._forget_offer()
         self._save_view_soon()
         if self._saving is not None:
             await asyncio.shield(self._saving)
@@ -334,14 +336,22 @@ class SyncSession:
         return view_digest(self.view.entries, self.view.ledger)
 
     async def _offer_digest(self) -> str | None:
-        """The digest to send with a new agent's first scan: of the view in memory, else of the
-        one saved on disk by an earlier session (``self._offered``), else none (the listing)."""
-        self._offered = None
+        """The digest to send with a new agent's first scan: of the view in memory, else the one
+        an earlier session saved on disk claims (``self._offered``: read and checked in the
+        background, off the round trip's path), else none (the listing)."""
+        self._forget_offer()
         digest = self._memory_digest()
         if digest is not None or not self._view_key:
             return digest
-        self._offered = await asyncio.to_thread(saved_view.load, self._view_key)
-        return self._offered.digest if self._offered is not None else None
+        digest = saved_view.peek(self._view_key)  # one small read
+        if digest is not None:
+            self._offered = (digest, asyncio.create_task(asyncio.to_thread(saved_view.load, self._view_key)))
+        return digest
+
+    def _forget_offer(self) -> None:
+        if self._offered is not None:
+            self._offered[1].cancel()  # the thread finishes on its own; its result is dropped
+            self._offered = None
 
     def _save_view_soon(self) -> None:
         """Write the view to local disk in the background if it changed since last written."""
@@ -375,21 +385,30 @@ class SyncSession:
             # A resync sends a digest of the view it holds (or, new, of the one an earlier session
             # saved); a VM that agrees sends no listing. A new agent gets the scan request with its
             # init, in one round trip.
-            self._offered = None
+            self._forget_offer()
             agent = await self._ensure_agent(scan=True)
             self._set_state("scanning")
             try:
                 listing = await agent.scan(None if agent.scan_sent else self._memory_digest())
+                fresh = listing is not None  # the VM's own listing: what to save next
+                if listing is None and self._offered is not None:
+                    # The VM holds exactly the view saved on disk, if that file holds it: a file
+                    # that does not read back to the digest it claims costs a listing after all.
+                    digest, reading = self._offered
+                    saved = await reading
+                    if saved is not None and saved.digest == digest:
+                        listing = (saved.entries, saved.ledger)
+                    else:
+                        listing, fresh = await agent.scan(None), True
             except AgentRefused as err:
                 raise SyncError(str(err)) from err
+            finally:
+                self._forget_offer()
         finally:
             scan = await local_scan
-        offered, self._offered = self._offered, None
         if listing is not None:
             self.view.entries, self.view.ledger = listing
-            self._view_dirty = True
-        elif offered is not None:  # the VM holds exactly the view saved on disk
-            self.view.entries, self.view.ledger = offered.entries, offered.ledger
+            self._view_dirty = self._view_dirty or fresh
         remote, ledger = self.view.entries, self.view.ledger
         self.tracker.reset(scan)
         self._report_links(scan)

@@ -27,6 +27,26 @@ def test_a_saved_view_loads_back_with_its_digest(tmp_path: Path) -> None:
     assert [p.name for p in tmp_path.iterdir()] == ["k"]  # no temp file left beside it
 
 
+def test_peek_reads_the_claimed_digest_alone(tmp_path: Path) -> None:
+    """What a new session offers at once; the rest is read and checked meanwhile (load)."""
+    digest = saved_view.save("k", ENTRIES, LEDGER, tmp_path)
+    assert saved_view.peek("k", tmp_path) == digest
+    whole = (tmp_path / "k").read_bytes()
+    (tmp_path / "cut").write_bytes(whole[:-20])  # a damaged body still claims its digest ...
+    assert saved_view.peek("cut", tmp_path) == digest
+    assert saved_view.load("cut", tmp_path) is None  # ... which load refuses to stand behind
+    head = len(saved_view.MAGIC)
+    for name, data in {
+        "absent-digest": saved_view.MAGIC + b"\n",
+        "not hex": saved_view.MAGIC + b"z" * 64 + b"\n",
+        "foreign": b"something else entirely" * 4,
+        "short": whole[: head + 10],
+    }.items():
+        (tmp_path / name).write_bytes(data)
+        assert saved_view.peek(name, tmp_path) is None, name
+    assert saved_view.peek("absent", tmp_path) is None
+
+
 def test_a_missing_damaged_or_foreign_file_is_no_view(tmp_path: Path) -> None:
     assert saved_view.load("absent", tmp_path) is None
     saved_view.save("k", ENTRIES, LEDGER, tmp_path)
