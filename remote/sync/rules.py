@@ -110,6 +110,8 @@ class SyncRules:
     def reload(self) -> None:
         """Forget every cached ``.gitignore`` and verdict (the files changed on disk)."""
         self._dir_specs: dict[str, _Patterns | None] = {}
+        # Per directory: the directories at or above it that hold a .gitignore, deepest first.
+        self._chains: dict[str, tuple[tuple[str, _Patterns], ...]] = {}
         self._dir_ignored: dict[str, bool] = {"": False}
         self._info = self._read(self.root / INFO_EXCLUDE)
 
@@ -134,18 +136,22 @@ class SyncRules:
         if verdict is not None:
             return verdict
         # Deepest .gitignore first: the first file with a matching pattern decides.
-        rel_dir = parent_of(rel)
-        while True:
-            spec = self._spec_for(rel_dir)
-            if spec is not None:
-                sub = rel[len(rel_dir) + 1 :] if rel_dir else rel
-                verdict = _verdict(spec, sub, is_dir)
-                if verdict is not None:
-                    return verdict
-            if not rel_dir:
-                break
-            rel_dir = parent_of(rel_dir)
+        for rel_dir, spec in self._chain(parent_of(rel)):
+            verdict = spec.verdict(rel[len(rel_dir) + 1 :] if rel_dir else rel, is_dir)
+            if verdict is not None:
+                return verdict
         return bool(_verdict(self._info, rel, is_dir))
+
+    def _chain(self, rel_dir: str) -> tuple[tuple[str, _Patterns], ...]:
+        """The .gitignore files that apply in ``rel_dir``, deepest first (cached: a scan asks once
+        per file, and most directories hold none)."""
+        chain = self._chains.get(rel_dir)
+        if chain is None:
+            above = self._chain(parent_of(rel_dir)) if rel_dir else ()
+            spec = self._spec_for(rel_dir)
+            chain = ((rel_dir, spec), *above) if spec is not None else above
+            self._chains[rel_dir] = chain
+        return chain
 
     def dir_excluded(self, rel_dir: str) -> bool:
         """True when the directory or any directory above it is excluded (cached)."""
