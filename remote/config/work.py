@@ -34,7 +34,7 @@ class SyncConfig(_Section):
     Linux; one file per VM host key, user and ``dest``), so the next session, another ``gcptui``
     command included, resyncs with a digest instead of the VM's whole listing. It is only a cache:
     deleting it costs one listing, and a saved view is used only when the VM confirms it holds
-    exactly that.
+    exactly that. Views not written for 30 days are dropped.
     """
 
     source: str | None = Field(

@@ -17,6 +17,7 @@ import hashlib
 import json
 import os
 import tempfile
+import time
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,6 +30,9 @@ from gcptui.remote.sync.manifest import Entry
 MAGIC = b"gcptui-sync-view 1\n"
 # A saved view larger than this is not ours (a million paths compress to tens of MB).
 MAX_BYTES = 256 << 20
+# Views of VMs not synced to for this long are dropped when another is saved: deleted VMs, and each
+# demo run's fresh VMs, would otherwise pile up.
+KEEP_SECONDS = 30 * 24 * 3600
 
 
 @dataclass(frozen=True)
@@ -106,7 +110,18 @@ def save(key: str, entries: dict[str, Entry], ledger: dict[str, list], directory
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         raise
+    _prune(folder)
     return digest
+
+
+def _prune(folder: Path) -> None:
+    """Drop views (and temp files of interrupted saves) not written for ``KEEP_SECONDS``."""
+    cutoff = time.time() - KEEP_SECONDS
+    with contextlib.suppress(OSError), os.scandir(folder) as listing:
+        for entry in listing:
+            with contextlib.suppress(OSError):
+                if entry.is_file(follow_symlinks=False) and entry.stat().st_mtime < cutoff:
+                    os.unlink(entry.path)
 
 
 def forget(key: str, directory: Path | None = None) -> None:

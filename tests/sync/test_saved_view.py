@@ -3,6 +3,8 @@ not exactly what it claims to be is never used."""
 
 from __future__ import annotations
 
+import os
+import time
 from pathlib import Path
 
 from gcptui.remote.sync import saved_view
@@ -83,3 +85,15 @@ def test_keys_tell_vms_users_and_dests_apart() -> None:
         saved_view.view_key("SHA256:abc", "me", "~/project2"),
     }
     assert base not in others and len(others) == 3
+
+
+def test_saving_drops_views_not_written_for_a_month(tmp_path: Path) -> None:
+    """Deleted VMs and each demo run's fresh VMs leave views behind: they must not pile up."""
+    saved_view.save("old", ENTRIES, LEDGER, tmp_path)
+    saved_view.save("recent", ENTRIES, LEDGER, tmp_path)
+    (tmp_path / ".old.tmp123").write_bytes(b"an interrupted save")
+    month_ago = time.time() - saved_view.KEEP_SECONDS - 60
+    for name in ("old", ".old.tmp123"):
+        os.utime(tmp_path / name, (month_ago, month_ago))
+    saved_view.save("new", ENTRIES, LEDGER, tmp_path)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["new", "recent"]
