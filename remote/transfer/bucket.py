@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 from gcptui.remote.errors import GcptuiError
 from gcptui.remote.transfer.pull import PullResult, part_path
@@ -40,8 +42,9 @@ def pull_from_bucket(
 ) -> PullResult:
     """Copy every object below ``gs://BUCKET/PREFIX`` (``url``) into ``local_dir/<last part of url>``.
 
-    Objects already there with the same size are skipped; a different, newer local file is kept
-    unless ``force``; each file lands whole (a hidden part file, then a rename).
+    Objects already there with the same size and time (each file gets its object's) are skipped; a
+    different, newer local file is kept unless ``force``; each file lands whole (a hidden part file,
+    then a rename).
     """
     bucket_name, _, prefix = url.removeprefix("gs://").partition("/")
     prefix = prefix.strip("/") + "/"
@@ -60,14 +63,10 @@ def pull_from_bucket(
         if ".." in Path(relative).parts:
             raise GcptuiError(f"refusing the object name {blob.name!r}: it leaves {local_dir}")
         target = base / relative
-        if target.exists() and target.stat().st_size == blob.size:
+        state = _local_state(target, blob)
+        if state == "complete":
             result.complete.append(relative)
-        elif (
-            target.exists()
-            and not force
-            and blob.updated
-            and target.stat().st_mtime > blob.updated.timestamp()
-        ):
+        elif state == "newer" and not force:
             result.kept.append(relative)
         else:
             todo.append((blob, target, relative))
@@ -77,8 +76,34 @@ def pull_from_bucket(
         target.parent.mkdir(parents=True, exist_ok=True)
         part = part_path(target)
         blob.download_to_filename(part)  # the client checks the object's checksum as it downloads
+        # The object's time, as SFTP pulls keep the VM's: what the next pull compares.
+        os.utime(part, ns=(_updated_ns(blob), _updated_ns(blob)))
         os.replace(part, target)
         progress(blob.size or 0)
         result.copied.append(relative)
         result.bytes_copied += blob.size or 0
     return result
+
+
+def _updated_ns(blob: Any) -> int:
+    """When the object was last written, in nanoseconds since the epoch (0 when unknown)."""
+    if not blob.updated:
+        return 0
+    return (blob.updated - datetime.fromtimestamp(0, UTC)) // timedelta(microseconds=1) * 1000
+
+
+def _local_state(target: Path, blob: Any) -> str:
+    """``missing``, ``complete`` (same size and time), ``newer`` (differs, changed here later) or ``older``.
+
+    Size alone is not enough: a run rewrites files in as many bytes (``latest.json`` naming a newer
+    step), and a pull must then take the new one. The time is compared to the microsecond (the
+    object's own precision), not the second: a file may be rewritten within the second it was pulled.
+    """
+    try:
+        st = target.stat()
+    except FileNotFoundError:
+        return "missing"
+    updated = _updated_ns(blob)
+    if st.st_size == blob.size and st.st_mtime_ns // 1000 == updated // 1000:
+        return "complete"
+    return "newer" if st.st_mtime_ns > updated else "older"

@@ -13,6 +13,7 @@ import pytest
 from gcptui.remote.config import SshConfig
 from gcptui.remote.ssh.pool import SshPool
 from gcptui.remote.ssh.target import SshTarget
+from gcptui.remote.transfer.bucket import pull_from_bucket
 from gcptui.remote.transfer.pull import PART_SUFFIX, pull
 from tests.helpers.gcs import FakeGcs
 from tests.helpers.sshd import Sshd
@@ -162,3 +163,30 @@ def test_a_local_path_in_the_way_is_one_line_exit_2(sshd: Sshd, tmp_path: Path) 
         assert result.returncode == 2, result.stderr
         assert result.stderr.count("\n") == 1 and "Traceback" not in result.stderr, result.stderr
     assert afile.read_text() == "mine\n" and blocked.is_dir()
+
+
+def test_a_second_pull_from_the_bucket_takes_what_the_run_mirrored_since(
+    fake_gcs: FakeGcs, tmp_path: Path
+) -> None:
+    fake_gcs.make_bucket("team-runs")
+    bucket = fake_gcs.client().bucket("team-runs")
+    bucket.blob("vm-1/demo/latest.json").upload_from_string(b'{"step": 100}')
+    bucket.blob("vm-1/demo/metrics.jsonl").upload_from_string(b'{"step": 1}\n')
+    local = tmp_path / "laptop"
+    first = pull_from_bucket("gs://team-runs/vm-1/demo", local)
+    assert sorted(first.copied) == ["latest.json", "metrics.jsonl"]
+
+    # The VM came back (keep-alive recreated it), trained on and mirrored again: latest.json names a
+    # newer step in as many bytes, and the metrics grew.
+    bucket.blob("vm-1/demo/latest.json").upload_from_string(b'{"step": 200}')
+    bucket.blob("vm-1/demo/metrics.jsonl").upload_from_string(b'{"step": 1}\n{"step": 2}\n')
+    second = pull_from_bucket("gs://team-runs/vm-1/demo", local)
+    assert (local / "demo/latest.json").read_bytes() == b'{"step": 200}'
+    assert (local / "demo/metrics.jsonl").read_bytes() == b'{"step": 1}\n{"step": 2}\n'
+    assert sorted(second.copied) == ["latest.json", "metrics.jsonl"] and not second.kept
+
+    third = pull_from_bucket("gs://team-runs/vm-1/demo", local)
+    assert sorted(third.complete) == ["latest.json", "metrics.jsonl"] and not third.copied
+    (local / "demo/metrics.jsonl").write_bytes(b"my notes\n")  # edited here since: newer, kept
+    fourth = pull_from_bucket("gs://team-runs/vm-1/demo", local)
+    assert fourth.kept == ["metrics.jsonl"] and (local / "demo/metrics.jsonl").read_bytes() == b"my notes\n"
