@@ -135,9 +135,7 @@ async def pull(
             if state == "newer" and not force:
                 result.kept.append(item.relative or target.name)
                 continue
-            part = part_path(target)
-            offset = part.stat().st_size if part.exists() and part.stat().st_size <= item.size else 0
-            todo.append((item, target, offset))
+            todo.append((item, target, _resume_offset(part_path(target), item)))
         result.total_bytes = sum(item.size - offset for item, _, offset in todo)
         planned(len(todo), result.total_bytes)
         slots = asyncio.Semaphore(FILES_AT_ONCE)
@@ -155,6 +153,18 @@ async def pull(
         except BaseExceptionGroup as group_error:
             raise group_error.exceptions[0] from None
     return result
+
+
+def _resume_offset(part: Path, item: RemoteFile) -> int:
+    """Where to resume ``item`` from its part file: its size when the part holds a prefix of this very
+    version of the VM's file (a stopped copy stamps the part with the remote time), else 0."""
+    try:
+        st = part.stat()
+    except FileNotFoundError:
+        return 0
+    # A file rewritten on the VM since (a `last.pt` saved again) must not get its new tail appended
+    # to the old version's head: a different time, or a part longer than the file, starts over.
+    return st.st_size if st.st_size <= item.size and int(st.st_mtime) == item.mtime else 0
 
 
 def _local_state(target: Path, item: RemoteFile) -> str:
@@ -198,5 +208,6 @@ async def _copy(
         if pending:  # a failed read or write: let the window's reads end before the file closes
             await asyncio.gather(*(task for _, task in pending), return_exceptions=True)
         os.close(fd)
-    os.utime(part, (item.mtime, item.mtime))
+        # The VM's time on the part, complete or not: a later pull resumes it only for that version.
+        os.utime(part, (item.mtime, item.mtime))
     os.replace(part, target)

@@ -190,3 +190,34 @@ def test_a_second_pull_from_the_bucket_takes_what_the_run_mirrored_since(
     (local / "demo/metrics.jsonl").write_bytes(b"my notes\n")  # edited here since: newer, kept
     fourth = pull_from_bucket("gs://team-runs/vm-1/demo", local)
     assert fourth.kept == ["metrics.jsonl"] and (local / "demo/metrics.jsonl").read_bytes() == b"my notes\n"
+
+
+async def test_a_resumed_pull_starts_over_when_the_file_changed_on_the_vm(sshd: Sshd, tmp_path: Path) -> None:
+    remote = tmp_path / "vm" / "demo"
+    remote.mkdir(parents=True)
+    model = remote / "last.pt"  # saved again in place each epoch
+    model.write_bytes(b"A" * 4 * 2**20)
+    local = tmp_path / "laptop"
+    target = SshTarget("box", sshd.host, sshd.port, sshd.user, sshd.client_key, sshd.known_hosts)
+    pool = SshPool(SshConfig())
+    try:
+        landed = 0
+
+        def cut_after_1_mib(n: int) -> None:
+            nonlocal landed
+            landed += n
+            if landed >= 2**20:
+                raise ConnectionError("the link dropped")
+
+        with pytest.raises(ConnectionError):
+            await pull(pool.getter(target), str(remote), local, progress=cut_after_1_mib)
+        assert (local / "demo" / f".last.pt{PART_SUFFIX}").exists()
+
+        model.write_bytes(b"B" * 4 * 2**20)  # the next epoch's save, as large, while the link was down
+        later = int(model.stat().st_mtime) + 5
+        os.utime(model, (later, later))
+        result = await pull(pool.getter(target), str(remote), local)
+        assert (local / "demo/last.pt").read_bytes() == b"B" * 4 * 2**20
+        assert result.copied == ["last.pt"] and not result.resumed
+    finally:
+        await pool.close()
