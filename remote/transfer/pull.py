@@ -42,12 +42,14 @@ class RemoteFile:
 
 @dataclass
 class PullResult:
-    """What a pull did; ``kept`` are local files left alone because they are newer (no ``force``)."""
+    """What a pull did; ``kept`` are local files left alone because they are newer (no ``force``),
+    ``vanished`` files deleted on the VM between the listing and their copy (a live run's pruning)."""
 
     copied: list[str] = field(default_factory=list)
     resumed: list[str] = field(default_factory=list)
     complete: list[str] = field(default_factory=list)
     kept: list[str] = field(default_factory=list)
+    vanished: list[str] = field(default_factory=list)
     bytes_copied: int = 0
     total_bytes: int = 0
 
@@ -78,7 +80,15 @@ async def list_remote(sftp: asyncssh.SFTPClient, remote: str) -> list[RemoteFile
     folders = [(remote, "")]
     while folders:
         folder, prefix = folders.pop()
-        for entry in await sftp.readdir(folder):
+        try:
+            entries = await sftp.readdir(folder)
+        except asyncssh.SFTPNoSuchFile:
+            continue  # removed on the VM while it was listed
+        except asyncssh.SFTPConnectionLost:
+            raise
+        except asyncssh.SFTPError as exc:
+            raise PullError(f"cannot read {folder} on the VM: {exc.reason}") from None
+        for entry in entries:
             name = (
                 entry.filename if isinstance(entry.filename, str) else entry.filename.decode(errors="replace")
             )
@@ -121,6 +131,24 @@ async def pull(
     ``planned(files, bytes)`` is called once the work is known (for a progress bar's total),
     ``progress(n)`` as bytes land.
     """
+    try:
+        return await _pull(get, remote, local_dir, force, planned, progress)
+    except (asyncssh.DisconnectError, asyncssh.SFTPConnectionLost) as exc:  # preempted, the link dropped
+        raise PullError(
+            f"the connection to the VM was lost during the pull ({exc.reason}): pull again, it resumes"
+        ) from None
+    except asyncssh.Error as exc:  # e.g. no SFTP server on the VM
+        raise PullError(f"SFTP to the VM failed: {exc.reason}") from None
+
+
+async def _pull(
+    get: ConnectionGetter,
+    remote: str,
+    local_dir: Path,
+    force: bool,
+    planned: Callable[[int, int], None],
+    progress: Progress,
+) -> PullResult:
     conn = await get()
     async with conn.start_sftp_client() as sftp:
         files = await list_remote(sftp, remote)
@@ -142,7 +170,18 @@ async def pull(
 
         async def one(item: RemoteFile, target: Path, offset: int) -> None:
             async with slots:
-                await _copy(sftp, item, target, offset, progress)
+                try:
+                    await _copy(sftp, item, target, offset, progress)
+                except asyncssh.SFTPNoSuchFile:
+                    # Deleted on the VM since the listing (a live run prunes old checkpoints): not an
+                    # error, the rest of the run still comes; said in the summary.
+                    part_path(target).unlink(missing_ok=True)
+                    result.vanished.append(item.relative or target.name)
+                    return
+                except asyncssh.SFTPConnectionLost:
+                    raise
+                except asyncssh.SFTPError as exc:  # e.g. a file of another user (a container's root)
+                    raise PullError(f"cannot read {item.path} on the VM: {exc.reason}") from None
             (result.resumed if offset else result.copied).append(item.relative or target.name)
             result.bytes_copied += item.size - offset
 

@@ -70,6 +70,8 @@ def summary_line(source: str, local_dir: Path, result: PullResult) -> str:
         parts.append(f"{len(result.resumed)} resumed")
     if result.complete:
         parts.append(f"{len(result.complete)} already complete")
+    if result.vanished:
+        parts.append(f"{len(result.vanished)} deleted on the VM meanwhile")
     return f"{source} → {local_dir}: {', '.join(parts)} ({result.bytes_copied / 2**20:.1f} MiB)"
 
 

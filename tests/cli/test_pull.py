@@ -3,6 +3,7 @@ the bucket (fake-gcs-server) when the VM is gone."""
 
 from __future__ import annotations
 
+import gc
 import os
 import subprocess
 import sys
@@ -14,7 +15,8 @@ from gcptui.remote.config import SshConfig
 from gcptui.remote.ssh.pool import SshPool
 from gcptui.remote.ssh.target import SshTarget
 from gcptui.remote.transfer.bucket import pull_from_bucket
-from gcptui.remote.transfer.pull import PART_SUFFIX, pull
+from gcptui.remote.transfer.pull import PART_SUFFIX, PullError, pull
+from gcptui.remote.transfer.results import summary_line
 from tests.helpers.gcs import FakeGcs
 from tests.helpers.sshd import Sshd
 
@@ -221,3 +223,58 @@ async def test_a_resumed_pull_starts_over_when_the_file_changed_on_the_vm(sshd: 
         assert result.copied == ["last.pt"] and not result.resumed
     finally:
         await pool.close()
+
+
+async def test_a_file_deleted_on_the_vm_during_the_pull_is_skipped_and_said(
+    sshd: Sshd, tmp_path: Path
+) -> None:
+    remote = tmp_path / "vm" / "demo"
+    files = run_tree(remote)
+    local = tmp_path / "laptop"
+    target = SshTarget("box", sshd.host, sshd.port, sshd.user, sshd.client_key, sshd.known_hosts)
+    pool = SshPool(SshConfig())
+    pruned = "checkpoints/step-000000100.pt"
+
+    def prune(_files: int, _bytes: int) -> None:  # listed, not copied yet: the live run prunes it now
+        (remote / pruned).unlink()
+
+    try:
+        result = await pull(pool.getter(target), str(remote), local, planned=prune)
+    finally:
+        await pool.close()
+    del files[pruned]
+    assert tree(local / "demo") == files
+    assert result.vanished == [pruned] and sorted(result.copied) == sorted(files)
+    assert "5 copied, 1 deleted on the VM meanwhile" in summary_line("box:demo", local, result)
+
+
+async def test_a_connection_lost_mid_pull_is_one_line_and_the_next_pull_resumes(
+    sshd: Sshd, tmp_path: Path
+) -> None:
+    remote = tmp_path / "vm" / "demo"
+    files = run_tree(remote)
+    local = tmp_path / "laptop"
+    target = SshTarget("box", sshd.host, sshd.port, sshd.user, sshd.client_key, sshd.known_hosts)
+    pool = SshPool(SshConfig())
+    try:
+        connection = await pool.getter(target)()
+        landed = 0
+
+        def drop_after_2_mib(n: int) -> None:
+            nonlocal landed
+            landed += n
+            if landed >= 2 * 2**20:
+                connection.abort()  # the VM preempted mid-transfer
+
+        with pytest.raises(
+            PullError, match=r"^the connection to the VM was lost .*: pull again, it resumes$"
+        ):
+            await pull(pool.getter(target), str(remote), local, progress=drop_after_2_mib)
+        result = await pull(pool.getter(target), str(remote), local)  # the pool reconnects
+        assert tree(local / "demo") == files and result.resumed
+    finally:
+        await pool.close()
+        # asyncssh leaves the split reads of the lost connection unretrieved; finalised later, at a
+        # random point, their log line can hit CPython 3.11's "AST constructor recursion depth
+        # mismatch" in a later import: finalise them here.
+        gc.collect()
