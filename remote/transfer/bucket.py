@@ -14,7 +14,7 @@ from gcptui.remote.transfer.pull import PullResult, part_path
 
 def storage_client():  # type: ignore[no-untyped-def]
     """A Cloud Storage client (anonymous against ``STORAGE_EMULATOR_HOST``); ``GcptuiError`` when
-    google-cloud-storage is not installed."""
+    google-cloud-storage is not installed or there are no Google credentials."""
     return _client()
 
 
@@ -29,7 +29,13 @@ def _client():  # type: ignore[no-untyped-def]
         from google.auth.credentials import AnonymousCredentials
 
         return storage.Client(credentials=AnonymousCredentials(), project="emulated")
-    return storage.Client()
+    try:
+        return storage.Client()
+    except Exception as exc:  # noqa: BLE001 - DefaultCredentialsError and kin: one line, no traceback
+        raise GcptuiError(
+            f"no Google credentials for Cloud Storage ({exc.__class__.__name__}): "
+            "run `gcloud auth application-default login`"
+        ) from None
 
 
 def pull_from_bucket(
@@ -75,7 +81,15 @@ def pull_from_bucket(
     for blob, target, relative in todo:
         target.parent.mkdir(parents=True, exist_ok=True)
         part = part_path(target)
-        blob.download_to_filename(part)  # the client checks the object's checksum as it downloads
+        try:
+            blob.download_to_filename(part)  # the client checks the object's checksum as it downloads
+        except Exception as exc:  # noqa: BLE001 - one line for any refusal (deleted since listed, denied, offline)
+            if isinstance(exc, OSError) and exc.filename is not None:
+                raise  # a local path in the way: the caller says which
+            part.unlink(missing_ok=True)
+            raise GcptuiError(
+                f"cannot download gs://{bucket_name}/{blob.name}: {exc.__class__.__name__}: {exc}; pull again"
+            ) from None
         # The object's time, as SFTP pulls keep the VM's: what the next pull compares.
         os.utime(part, ns=(_updated_ns(blob), _updated_ns(blob)))
         os.replace(part, target)

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from gcptui.remote.config import SshConfig
+from gcptui.remote.errors import GcptuiError
 from gcptui.remote.ssh.pool import SshPool
 from gcptui.remote.ssh.target import SshTarget
 from gcptui.remote.transfer.bucket import pull_from_bucket
@@ -152,6 +153,21 @@ def test_pull_falls_back_to_the_bucket_when_the_vm_is_stopped(
     assert refused.returncode == 1 and "vm-1 is TERMINATED: `gcptui vm start vm-1`" in refused.stderr
 
 
+def test_a_pull_from_the_bucket_without_google_credentials_is_one_line(
+    emulator_thread,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,  # type: ignore[no-untyped-def]
+) -> None:
+    monkeypatch.delenv("STORAGE_EMULATOR_HOST", raising=False)  # the real Cloud Storage, no login here
+    emulator_thread.add_instance("vm-1", "us-central1-a", spot=True, status="TERMINATED")
+    config = emulator_thread.write_config(tmp_path / "gcptui.toml")
+    config.write_text(config.read_text() + '\n[storage]\nbucket = "gs://team-runs/x"\n')
+    result = gcptui("pull", "vm-1", "runs/demo", str(tmp_path / "laptop"), "--config", str(config))
+    assert result.returncode == 1 and result.stderr.count("\n") == 1, result.stderr
+    assert "no Google credentials for Cloud Storage" in result.stderr
+    assert "gcloud auth application-default login" in result.stderr
+
+
 def test_a_local_path_in_the_way_is_one_line_exit_2(sshd: Sshd, tmp_path: Path) -> None:
     remote = tmp_path / "vm" / "demo"
     run_tree(remote)
@@ -278,3 +294,22 @@ async def test_a_connection_lost_mid_pull_is_one_line_and_the_next_pull_resumes(
         # random point, their log line can hit CPython 3.11's "AST constructor recursion depth
         # mismatch" in a later import: finalise them here.
         gc.collect()
+
+
+def test_an_object_deleted_during_a_pull_from_the_bucket_is_one_error(
+    fake_gcs: FakeGcs, tmp_path: Path
+) -> None:
+    fake_gcs.make_bucket("team-runs")
+    bucket = fake_gcs.client().bucket("team-runs")
+    bucket.blob("vm-1/demo/checkpoints/step-000000100.pt").upload_from_string(b"weights")
+    bucket.blob("vm-1/demo/latest.json").upload_from_string(b'{"step": 100}')
+
+    def prune(_files: int, _bytes: int) -> None:  # listed, not downloaded yet: gone now
+        bucket.blob("vm-1/demo/checkpoints/step-000000100.pt").delete()
+
+    with pytest.raises(
+        GcptuiError,
+        match=r"^cannot download gs://team-runs/vm-1/demo/checkpoints/step-000000100.pt: NotFound",
+    ):
+        pull_from_bucket("gs://team-runs/vm-1/demo", tmp_path, planned=prune)
+    assert not list(tmp_path.rglob(f"*{PART_SUFFIX}"))
