@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import posixpath
+import threading
 from collections.abc import Callable
 from pathlib import Path
 
@@ -58,8 +59,15 @@ async def pull_results(
             "(or set [storage] bucket so runs are in Cloud Storage too)"
         )
     source = f"{bucket_url}/{posixpath.basename(remote.rstrip('/'))}"
-    result = await asyncio.to_thread(pull_from_bucket, source, local_dir, force=force,
-                                     planned=planned, progress=progress)  # fmt: skip
+    stop = threading.Event()
+    try:
+        result = await asyncio.to_thread(pull_from_bucket, source, local_dir, force=force,
+                                         planned=planned, progress=progress, stop=stop)  # fmt: skip
+    except asyncio.CancelledError:
+        # Ctrl-C, a closed screen: the thread cannot be cancelled (and asyncio.run waits for it), so
+        # it is told to stop after the range in flight instead of downloading the whole run.
+        stop.set()
+        raise
     return source, result
 
 

@@ -5,8 +5,11 @@ from __future__ import annotations
 
 import gc
 import os
+import signal
 import subprocess
 import sys
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -15,7 +18,7 @@ from gcptui.remote.config import SshConfig
 from gcptui.remote.errors import GcptuiError
 from gcptui.remote.ssh.pool import SshPool
 from gcptui.remote.ssh.target import SshTarget
-from gcptui.remote.transfer.bucket import pull_from_bucket
+from gcptui.remote.transfer.bucket import CHUNK, PullStopped, pull_from_bucket
 from gcptui.remote.transfer.pull import PART_SUFFIX, PullError, pull
 from gcptui.remote.transfer.results import summary_line
 from tests.helpers.gcs import FakeGcs
@@ -313,3 +316,68 @@ def test_an_object_deleted_during_a_pull_from_the_bucket_is_one_error(
     ):
         pull_from_bucket("gs://team-runs/vm-1/demo", tmp_path, planned=prune)
     assert not list(tmp_path.rglob(f"*{PART_SUFFIX}"))
+
+
+def test_ctrl_c_stops_a_pull_from_the_bucket(emulator_thread, fake_gcs: FakeGcs, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    emulator_thread.add_instance("vm-1", "us-central1-a", spot=True, status="TERMINATED")
+    fake_gcs.make_bucket("team-runs")
+    bucket = fake_gcs.client().bucket("team-runs")
+    for i in range(200):
+        bucket.blob(f"x/vm-1/demo/f{i:03d}").upload_from_string(b"w" * 65536)
+    config = emulator_thread.write_config(tmp_path / "gcptui.toml")
+    config.write_text(config.read_text() + '\n[storage]\nbucket = "gs://team-runs/x"\n')
+    local = tmp_path / "laptop"
+    command = [
+        sys.executable,
+        "-m",
+        "gcptui.tui",
+        "pull",
+        "vm-1",
+        "runs/demo",
+        str(local),
+        "--config",
+        str(config),
+    ]
+    process = subprocess.Popen(
+        command, cwd=ROOT, env={**os.environ, **fake_gcs.env()}, stderr=subprocess.PIPE
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while not (local / "demo").is_dir() or not any((local / "demo").iterdir()):  # downloading now
+            assert process.poll() is None and time.monotonic() < deadline, process.stderr
+            time.sleep(0.01)  # polling the folder, not waiting for an outcome
+        process.send_signal(signal.SIGINT)
+        assert process.wait(timeout=60) == 130
+    finally:
+        process.kill()
+        process.wait()
+    assert len(list((local / "demo").iterdir())) < 200  # it stopped, not downloaded the whole run first
+
+
+def test_a_stopped_pull_from_the_bucket_resumes_the_same_object_only(
+    fake_gcs: FakeGcs, tmp_path: Path
+) -> None:
+    fake_gcs.make_bucket("team-runs")
+    blob = fake_gcs.client().bucket("team-runs").blob("vm-1/demo/last.pt")
+    first, second = os.urandom(2 * CHUNK + 99), os.urandom(2 * CHUNK + 99)
+    blob.upload_from_string(first)
+    part = tmp_path / "demo" / f".last.pt{PART_SUFFIX}"
+    stop = threading.Event()
+
+    def stopped_after_a_range() -> None:
+        stop.clear()
+        with pytest.raises(PullStopped):  # set after the first range, as Ctrl-C would
+            pull_from_bucket("gs://team-runs/vm-1/demo", tmp_path, progress=lambda _n: stop.set(), stop=stop)
+        assert part.stat().st_size == CHUNK and not (tmp_path / "demo/last.pt").exists()
+
+    stopped_after_a_range()
+    resumed = pull_from_bucket("gs://team-runs/vm-1/demo", tmp_path)
+    assert resumed.resumed == ["last.pt"] and resumed.bytes_copied == len(first) - CHUNK
+    assert (tmp_path / "demo/last.pt").read_bytes() == first and not part.exists()
+
+    (tmp_path / "demo/last.pt").unlink()
+    stopped_after_a_range()
+    blob.upload_from_string(second)  # saved again since: the part holds the old version's head
+    again = pull_from_bucket("gs://team-runs/vm-1/demo", tmp_path)
+    assert again.copied == ["last.pt"] and again.bytes_copied == len(second)
+    assert (tmp_path / "demo/last.pt").read_bytes() == second and not part.exists()
