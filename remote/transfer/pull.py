@@ -62,9 +62,10 @@ class PullError(GcptuiError):
 
 
 async def list_remote(sftp: asyncssh.SFTPClient, remote: str) -> list[RemoteFile]:
-    """Every regular file at or below ``remote`` (symlinks are not followed: they may point anywhere)."""
+    """Every regular file at or below ``remote`` (links below it are not followed: they may point
+    anywhere; ``remote`` itself is, as the user named it: a run folder linked to a bigger disk)."""
     try:
-        attrs = await sftp.lstat(remote)
+        attrs = await sftp.stat(remote)
     except asyncssh.SFTPNoSuchFile:
         raise PullError(
             f"{remote} does not exist on the VM: check the path (`gcptui ssh NAME -- ls`)"

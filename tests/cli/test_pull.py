@@ -381,3 +381,15 @@ def test_a_stopped_pull_from_the_bucket_resumes_the_same_object_only(
     again = pull_from_bucket("gs://team-runs/vm-1/demo", tmp_path)
     assert again.copied == ["last.pt"] and again.bytes_copied == len(second)
     assert (tmp_path / "demo/last.pt").read_bytes() == second and not part.exists()
+
+
+def test_a_remote_path_that_is_a_link_is_followed(sshd: Sshd, tmp_path: Path) -> None:
+    disk = tmp_path / "vm" / "mnt" / "ssd" / "demo"  # the run on the VM's bigger disk...
+    files = run_tree(disk)
+    runs = tmp_path / "vm" / "project" / "runs"
+    runs.mkdir(parents=True)
+    (runs / "demo").symlink_to(disk)  # ...linked from the project folder, as the job writes there
+    local = tmp_path / "laptop"
+    result = gcptui("pull", "box", str(runs / "demo"), str(local), "--config", config_for(sshd, tmp_path))
+    assert result.returncode == 0, result.stderr
+    assert tree(local / "demo") == files
