@@ -76,7 +76,8 @@ def pull_from_bucket(
     todo = []
     for blob in blobs:
         relative = blob.name[len(prefix) :]
-        if ".." in Path(relative).parts:
+        # Names come from a shared bucket: 'demo//home/me/.bashrc' must not write /home/me/.bashrc.
+        if ".." in Path(relative).parts or Path(relative).is_absolute():
             raise GcptuiError(f"refusing the object name {blob.name!r}: it leaves {local_dir}")
         target = base / relative
         state = _local_state(target, blob)

@@ -393,3 +393,15 @@ def test_a_remote_path_that_is_a_link_is_followed(sshd: Sshd, tmp_path: Path) ->
     result = gcptui("pull", "box", str(runs / "demo"), str(local), "--config", config_for(sshd, tmp_path))
     assert result.returncode == 0, result.stderr
     assert tree(local / "demo") == files
+
+
+def test_an_object_name_that_leads_out_of_local_dir_is_refused(fake_gcs: FakeGcs, tmp_path: Path) -> None:
+    fake_gcs.make_bucket("team-runs")
+    bucket = fake_gcs.client().bucket("team-runs")
+    outside = tmp_path / "home" / ".bashrc"
+    outside.parent.mkdir()
+    outside.write_text("mine\n")
+    bucket.blob(f"vm-1/demo/{outside}").upload_from_string(b"evil\n")  # 'demo//tmp/...': an absolute path
+    with pytest.raises(GcptuiError, match="refusing the object name"):
+        pull_from_bucket("gs://team-runs/vm-1/demo", tmp_path / "laptop")
+    assert outside.read_text() == "mine\n"
