@@ -16,6 +16,10 @@ from gcptui.remote.transfer.pull import PullResult, part_path
 CHUNK = 8 * 1024 * 1024  # one ranged request: a stop (Ctrl-C) waits for at most this much
 
 
+class NothingMirrored(GcptuiError):
+    """No object under the URL: the run never mirrored there (another folder may hold it)."""
+
+
 class PullStopped(GcptuiError):
     """The pull was asked to stop (``stop`` set); each part file kept resumes on the next pull."""
 
@@ -71,7 +75,7 @@ def pull_from_bucket(
     except Exception as exc:  # noqa: BLE001 - one line for any refusal (missing bucket, denied)
         raise GcptuiError(f"cannot list {url}: {exc.__class__.__name__}: {exc}") from None
     if not blobs:
-        raise GcptuiError(f"nothing under {url}: the run may never have mirrored a checkpoint there")
+        raise NothingMirrored(f"nothing under {url}: the run may never have mirrored a checkpoint there")
     result = PullResult()
     todo = []
     for blob in blobs:

@@ -156,6 +156,37 @@ def test_pull_falls_back_to_the_bucket_when_the_vm_is_stopped(
     assert refused.returncode == 1 and "vm-1 is TERMINATED: `gcptui vm start vm-1`" in refused.stderr
 
 
+def test_a_group_node_pulls_from_the_groups_folder_in_the_bucket(
+    emulator_thread,
+    fake_gcs: FakeGcs,
+    tmp_path: Path,  # type: ignore[no-untyped-def]
+) -> None:
+    for name in ("n0", "n1"):
+        emulator_thread.add_instance(name, "us-central1-a", spot=True, status="TERMINATED")
+    fake_gcs.make_bucket("team-runs")
+    bucket = fake_gcs.client().bucket("team-runs")
+    # A group's nodes all mirror to <bucket>/<group> (GCPTUI_CHECKPOINT_URL), not <bucket>/<VM>.
+    bucket.blob("x/big/demo/latest.json").upload_from_string(b'{"step": 100}')
+    config = emulator_thread.write_config(tmp_path / "gcptui.toml")
+    config.write_text(
+        config.read_text()
+        + '\n[storage]\nbucket = "gs://team-runs/x"\n[[groups]]\nname = "big"\nvms = ["n0", "n1"]\n'
+    )
+    local = tmp_path / "laptop"
+    result = gcptui("pull", "n1", "runs/demo", str(local), "--config", str(config), env=fake_gcs.env())
+    assert result.returncode == 0, result.stderr
+    assert "gs://team-runs/x/big/demo → " in result.stderr
+    assert (local / "demo/latest.json").read_bytes() == b'{"step": 100}'
+
+    bucket.blob("x/n1/solo/latest.json").upload_from_string(b'{"step": 7}')  # n1's own job, alone
+    alone = gcptui("pull", "n1", "runs/solo", str(local), "--config", str(config), env=fake_gcs.env())
+    assert alone.returncode == 0 and "gs://team-runs/x/n1/solo → " in alone.stderr, alone.stderr
+
+    nothing = gcptui("pull", "n1", "runs/none", str(local), "--config", str(config), env=fake_gcs.env())
+    assert nothing.returncode == 1 and nothing.stderr.count("\n") == 1, nothing.stderr
+    assert "nothing under gs://team-runs/x/big/none or gs://team-runs/x/n1/none" in nothing.stderr
+
+
 def test_a_pull_from_the_bucket_without_google_credentials_is_one_line(
     emulator_thread,
     tmp_path: Path,
