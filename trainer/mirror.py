@@ -218,8 +218,10 @@ class BucketMirror:
         self._submitted_payload[info.step] = info.payload.name
         self._put("checkpoint", info)
 
-    def submit_artifact(self, path: Path) -> None:
-        self._put("artifact", path)
+    def submit_artifact(self, path: Path, name: str) -> None:
+        """Mirror the artifact at `path` as `artifacts/NAME`: `name` as saved, with its subfolders
+        (`eval/predictions.csv` and `train/predictions.csv` are two objects, not one)."""
+        self._put("artifact", (path, Path(name).as_posix()))
 
     def wait(self, timeout: float | None = None) -> bool:
         """Block until everything submitted is mirrored (or failed); False if `timeout` ran out first."""
@@ -422,7 +424,7 @@ class BucketMirror:
                 if fatal:
                     self._disable(fatal)
                 else:
-                    what = f"step {item.step}" if kind == "checkpoint" else Path(item).name
+                    what = f"step {item.step}" if kind == "checkpoint" else item[1]
                     self._say(f"mirroring {what} to {self.url} failed ({exc.__class__.__name__}: {exc}); "
                               "the local copy stands, the next one is tried")  # fmt: skip
                     self._event("mirror_failed", what=what, error=f"{exc.__class__.__name__}: {exc}")
@@ -434,9 +436,9 @@ class BucketMirror:
     def _mirror(self, kind: str, item: Any) -> None:
         bucket = self._get_bucket()
         if kind == "artifact":
-            path = Path(item)
+            path, name = item
             with open(path, "rb") as file:
-                self._upload_checked(bucket, file, self.url.key(self.run, "artifacts", path.name))
+                self._upload_checked(bucket, file, self.url.key(self.run, "artifacts", name))
             return
         info: CheckpointInfo = item
         # Held open from here on: the local store may prune this checkpoint while it uploads (keep is

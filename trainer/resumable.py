@@ -319,7 +319,7 @@ class ResumableRun:
         if self._is_writer:
             write_artifact(path, obj_or_path)
             if self.mirror is not None:
-                self.mirror.submit_artifact(path)
+                self.mirror.submit_artifact(path, name)
         return path
 
     def log_event(self, name: str, **fields: Any) -> None:

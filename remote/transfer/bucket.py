@@ -2,17 +2,31 @@
 
 from __future__ import annotations
 
+import base64
 import os
+import threading
 from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 from gcptui.remote.errors import GcptuiError
 from gcptui.remote.transfer.pull import PullResult, part_path
 
+CHUNK = 8 * 1024 * 1024  # one ranged request: a stop (Ctrl-C) waits for at most this much
+
+
+class NothingMirrored(GcptuiError):
+    """No object under the URL: the run never mirrored there (another folder may hold it)."""
+
+
+class PullStopped(GcptuiError):
+    """The pull was asked to stop (``stop`` set); each part file kept resumes on the next pull."""
+
 
 def storage_client():  # type: ignore[no-untyped-def]
     """A Cloud Storage client (anonymous against ``STORAGE_EMULATOR_HOST``); ``GcptuiError`` when
-    google-cloud-storage is not installed."""
+    google-cloud-storage is not installed or there are no Google credentials."""
     return _client()
 
 
@@ -27,7 +41,13 @@ def _client():  # type: ignore[no-untyped-def]
         from google.auth.credentials import AnonymousCredentials
 
         return storage.Client(credentials=AnonymousCredentials(), project="emulated")
-    return storage.Client()
+    try:
+        return storage.Client()
+    except Exception as exc:  # noqa: BLE001 - DefaultCredentialsError and kin: one line, no traceback
+        raise GcptuiError(
+            f"no Google credentials for Cloud Storage ({exc.__class__.__name__}): "
+            "run `gcloud auth application-default login`"
+        ) from None
 
 
 def pull_from_bucket(
@@ -37,11 +57,14 @@ def pull_from_bucket(
     force: bool = False,
     planned: Callable[[int, int], None] = lambda _f, _b: None,
     progress: Callable[[int], None] = lambda _n: None,
+    stop: threading.Event | None = None,
 ) -> PullResult:
     """Copy every object below ``gs://BUCKET/PREFIX`` (``url``) into ``local_dir/<last part of url>``.
 
-    Objects already there with the same size are skipped; a different, newer local file is kept
-    unless ``force``; each file lands whole (a hidden part file, then a rename).
+    Objects already there with the same size and time (each file gets its object's) are skipped; a
+    different, newer local file is kept unless ``force``; each file lands whole (a hidden part file,
+    then a rename). Objects come in ranges of ``CHUNK``: ``stop`` set makes it raise ``PullStopped``
+    after the range in flight, and the next pull resumes a part file of the same object version.
     """
     bucket_name, _, prefix = url.removeprefix("gs://").partition("/")
     prefix = prefix.strip("/") + "/"
@@ -52,33 +75,117 @@ def pull_from_bucket(
     except Exception as exc:  # noqa: BLE001 - one line for any refusal (missing bucket, denied)
         raise GcptuiError(f"cannot list {url}: {exc.__class__.__name__}: {exc}") from None
     if not blobs:
-        raise GcptuiError(f"nothing under {url}: the run may never have mirrored a checkpoint there")
+        raise NothingMirrored(f"nothing under {url}: the run may never have mirrored a checkpoint there")
     result = PullResult()
     todo = []
     for blob in blobs:
         relative = blob.name[len(prefix) :]
-        if ".." in Path(relative).parts:
+        # Names come from a shared bucket: 'demo//home/me/.bashrc' must not write /home/me/.bashrc.
+        if ".." in Path(relative).parts or Path(relative).is_absolute():
             raise GcptuiError(f"refusing the object name {blob.name!r}: it leaves {local_dir}")
         target = base / relative
-        if target.exists() and target.stat().st_size == blob.size:
+        state = _local_state(target, blob)
+        if state == "complete":
             result.complete.append(relative)
-        elif (
-            target.exists()
-            and not force
-            and blob.updated
-            and target.stat().st_mtime > blob.updated.timestamp()
-        ):
+        elif state == "newer" and not force:
             result.kept.append(relative)
         else:
-            todo.append((blob, target, relative))
-    result.total_bytes = sum(blob.size or 0 for blob, _, _ in todo)
+            todo.append((blob, target, relative, _resume_offset(part_path(target), blob)))
+    result.total_bytes = sum((blob.size or 0) - offset for blob, _, _, offset in todo)
     planned(len(todo), result.total_bytes)
-    for blob, target, relative in todo:
+    for blob, target, relative, offset in todo:
         target.parent.mkdir(parents=True, exist_ok=True)
         part = part_path(target)
-        blob.download_to_filename(part)  # the client checks the object's checksum as it downloads
+        try:
+            _download(blob, part, offset, progress, stop or threading.Event())
+        except PullStopped:
+            raise
+        except Exception as exc:  # noqa: BLE001 - one line for any refusal (deleted since listed, denied, offline)
+            if isinstance(exc, OSError) and exc.filename is not None:
+                raise  # a local path in the way: the caller says which
+            if part.exists() and part.stat().st_size == 0:
+                part.unlink()  # nothing landed; a part with bytes stays: the next pull resumes it
+            raise GcptuiError(
+                f"cannot download gs://{bucket_name}/{blob.name}: {exc.__class__.__name__}: {exc}; pull again"
+            ) from None
         os.replace(part, target)
-        progress(blob.size or 0)
-        result.copied.append(relative)
-        result.bytes_copied += blob.size or 0
+        (result.resumed if offset else result.copied).append(relative)
+        result.bytes_copied += (blob.size or 0) - offset
     return result
+
+
+def _download(
+    blob: Any, part: Path, offset: int, progress: Callable[[int], None], stop: threading.Event
+) -> None:
+    """``blob`` into ``part`` from ``offset`` on, range by range, then checked whole against its CRC32C.
+
+    Whatever happens, the part ends stamped with the object's time: the mark that its bytes are a
+    prefix of this version of the object, which is what lets a later pull resume it.
+    """
+    size = blob.size or 0
+    with open(part, "r+b" if offset else "w+b") as file:
+        try:
+            file.seek(offset)
+            while offset < size:
+                if stop.is_set():
+                    raise PullStopped(f"stopped while downloading {blob.name}: pull again, it resumes")
+                end = min(offset + CHUNK, size)
+                # A range of one generation (the listed one): checked as a whole below, not per range.
+                blob.download_to_file(file, start=offset, end=end - 1, checksum=None)
+                if file.tell() != end:
+                    raise OSError(f"{end - offset} bytes asked, {file.tell() - offset} received")
+                progress(end - offset)
+                offset = end
+            file.flush()
+            if blob.crc32c is not None and _crc32c(file) != blob.crc32c:
+                file.truncate(0)  # not a prefix of the object: the next pull starts over
+                raise OSError(f"the download's CRC32C differs from the bucket's {blob.crc32c}")
+            os.fsync(file.fileno())  # durable before it counts as complete
+        finally:
+            file.flush()
+            os.utime(part, ns=(_updated_ns(blob), _updated_ns(blob)))
+
+
+def _crc32c(file: Any) -> str:
+    """The CRC32C of an open file, as Cloud Storage writes it (base64 of the big-endian value)."""
+    import google_crc32c  # a dependency of google-cloud-storage
+
+    checksum = google_crc32c.Checksum()
+    file.seek(0)
+    while chunk := file.read(1 << 22):
+        checksum.update(chunk)
+    return base64.b64encode(checksum.digest()).decode()
+
+
+def _resume_offset(part: Path, blob: Any) -> int:
+    """How much of ``blob`` its part file holds: its size when stamped with this object version's time."""
+    try:
+        st = part.stat()
+    except FileNotFoundError:
+        return 0
+    same_version = st.st_mtime_ns // 1000 == _updated_ns(blob) // 1000
+    return st.st_size if same_version and st.st_size <= (blob.size or 0) else 0
+
+
+def _updated_ns(blob: Any) -> int:
+    """When the object was last written, in nanoseconds since the epoch (0 when unknown)."""
+    if not blob.updated:
+        return 0
+    return (blob.updated - datetime.fromtimestamp(0, UTC)) // timedelta(microseconds=1) * 1000
+
+
+def _local_state(target: Path, blob: Any) -> str:
+    """``missing``, ``complete`` (same size and time), ``newer`` (differs, changed here later) or ``older``.
+
+    Size alone is not enough: a run rewrites files in as many bytes (``latest.json`` naming a newer
+    step), and a pull must then take the new one. The time is compared to the microsecond (the
+    object's own precision), not the second: a file may be rewritten within the second it was pulled.
+    """
+    try:
+        st = target.stat()
+    except FileNotFoundError:
+        return "missing"
+    updated = _updated_ns(blob)
+    if st.st_size == blob.size and st.st_mtime_ns // 1000 == updated // 1000:
+        return "complete"
+    return "newer" if st.st_mtime_ns > updated else "older"

@@ -42,12 +42,14 @@ class RemoteFile:
 
 @dataclass
 class PullResult:
-    """What a pull did; ``kept`` are local files left alone because they are newer (no ``force``)."""
+    """What a pull did; ``kept`` are local files left alone because they are newer (no ``force``),
+    ``vanished`` files deleted on the VM between the listing and their copy (a live run's pruning)."""
 
     copied: list[str] = field(default_factory=list)
     resumed: list[str] = field(default_factory=list)
     complete: list[str] = field(default_factory=list)
     kept: list[str] = field(default_factory=list)
+    vanished: list[str] = field(default_factory=list)
     bytes_copied: int = 0
     total_bytes: int = 0
 
@@ -60,9 +62,10 @@ class PullError(GcptuiError):
 
 
 async def list_remote(sftp: asyncssh.SFTPClient, remote: str) -> list[RemoteFile]:
-    """Every regular file at or below ``remote`` (symlinks are not followed: they may point anywhere)."""
+    """Every regular file at or below ``remote`` (links below it are not followed: they may point
+    anywhere; ``remote`` itself is, as the user named it: a run folder linked to a bigger disk)."""
     try:
-        attrs = await sftp.lstat(remote)
+        attrs = await sftp.stat(remote)
     except asyncssh.SFTPNoSuchFile:
         raise PullError(
             f"{remote} does not exist on the VM: check the path (`gcptui ssh NAME -- ls`)"
@@ -78,7 +81,15 @@ async def list_remote(sftp: asyncssh.SFTPClient, remote: str) -> list[RemoteFile
     folders = [(remote, "")]
     while folders:
         folder, prefix = folders.pop()
-        for entry in await sftp.readdir(folder):
+        try:
+            entries = await sftp.readdir(folder)
+        except asyncssh.SFTPNoSuchFile:
+            continue  # removed on the VM while it was listed
+        except asyncssh.SFTPConnectionLost:
+            raise
+        except asyncssh.SFTPError as exc:
+            raise PullError(f"cannot read {folder} on the VM: {exc.reason}") from None
+        for entry in entries:
             name = (
                 entry.filename if isinstance(entry.filename, str) else entry.filename.decode(errors="replace")
             )
@@ -121,6 +132,24 @@ async def pull(
     ``planned(files, bytes)`` is called once the work is known (for a progress bar's total),
     ``progress(n)`` as bytes land.
     """
+    try:
+        return await _pull(get, remote, local_dir, force, planned, progress)
+    except (asyncssh.DisconnectError, asyncssh.SFTPConnectionLost) as exc:  # preempted, the link dropped
+        raise PullError(
+            f"the connection to the VM was lost during the pull ({exc.reason}): pull again, it resumes"
+        ) from None
+    except asyncssh.Error as exc:  # e.g. no SFTP server on the VM
+        raise PullError(f"SFTP to the VM failed: {exc.reason}") from None
+
+
+async def _pull(
+    get: ConnectionGetter,
+    remote: str,
+    local_dir: Path,
+    force: bool,
+    planned: Callable[[int, int], None],
+    progress: Progress,
+) -> PullResult:
     conn = await get()
     async with conn.start_sftp_client() as sftp:
         files = await list_remote(sftp, remote)
@@ -135,16 +164,25 @@ async def pull(
             if state == "newer" and not force:
                 result.kept.append(item.relative or target.name)
                 continue
-            part = part_path(target)
-            offset = part.stat().st_size if part.exists() and part.stat().st_size <= item.size else 0
-            todo.append((item, target, offset))
+            todo.append((item, target, _resume_offset(part_path(target), item)))
         result.total_bytes = sum(item.size - offset for item, _, offset in todo)
         planned(len(todo), result.total_bytes)
         slots = asyncio.Semaphore(FILES_AT_ONCE)
 
         async def one(item: RemoteFile, target: Path, offset: int) -> None:
             async with slots:
-                await _copy(sftp, item, target, offset, progress)
+                try:
+                    await _copy(sftp, item, target, offset, progress)
+                except asyncssh.SFTPNoSuchFile:
+                    # Deleted on the VM since the listing (a live run prunes old checkpoints): not an
+                    # error, the rest of the run still comes; said in the summary.
+                    part_path(target).unlink(missing_ok=True)
+                    result.vanished.append(item.relative or target.name)
+                    return
+                except asyncssh.SFTPConnectionLost:
+                    raise
+                except asyncssh.SFTPError as exc:  # e.g. a file of another user (a container's root)
+                    raise PullError(f"cannot read {item.path} on the VM: {exc.reason}") from None
             (result.resumed if offset else result.copied).append(item.relative or target.name)
             result.bytes_copied += item.size - offset
 
@@ -155,6 +193,18 @@ async def pull(
         except BaseExceptionGroup as group_error:
             raise group_error.exceptions[0] from None
     return result
+
+
+def _resume_offset(part: Path, item: RemoteFile) -> int:
+    """Where to resume ``item`` from its part file: its size when the part holds a prefix of this very
+    version of the VM's file (a stopped copy stamps the part with the remote time), else 0."""
+    try:
+        st = part.stat()
+    except FileNotFoundError:
+        return 0
+    # A file rewritten on the VM since (a `last.pt` saved again) must not get its new tail appended
+    # to the old version's head: a different time, or a part longer than the file, starts over.
+    return st.st_size if st.st_size <= item.size and int(st.st_mtime) == item.mtime else 0
 
 
 def _local_state(target: Path, item: RemoteFile) -> str:
@@ -198,5 +248,6 @@ async def _copy(
         if pending:  # a failed read or write: let the window's reads end before the file closes
             await asyncio.gather(*(task for _, task in pending), return_exceptions=True)
         os.close(fd)
-    os.utime(part, (item.mtime, item.mtime))
+        # The VM's time on the part, complete or not: a later pull resumes it only for that version.
+        os.utime(part, (item.mtime, item.mtime))
     os.replace(part, target)

@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import asyncio
 import posixpath
-from collections.abc import Callable
+import threading
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from gcptui.remote.config import Config
 from gcptui.remote.errors import GcptuiError
 from gcptui.remote.models import ConnectionGetter, Instance
-from gcptui.remote.transfer.bucket import pull_from_bucket
+from gcptui.remote.transfer.bucket import NothingMirrored, pull_from_bucket
 from gcptui.remote.transfer.pull import PullResult, pull
 
 PULLED = Path("pulled")  # below the directory gcptui runs in
@@ -27,6 +29,14 @@ def sftp_path(remote: str, dest: str) -> str:
     return posixpath.normpath(posixpath.join(base, remote))
 
 
+def bucket_urls(config: Config, name: str) -> list[str]:
+    """Where machine ``name``'s runs are mirrored, most likely first: the folder of each group it is a
+    node of (a group's jobs mirror to ``<bucket>/<group>``), then its own. Empty without a bucket."""
+    groups = [g.name for g in config.groups if name in g.vms]
+    urls = [config.storage.checkpoint_url(n) for n in (*groups, name)]
+    return [url for url in urls if url is not None]
+
+
 def reachable(instance: Instance) -> bool:
     """Whether the VM itself can be read (a static host, or a RUNNING instance)."""
     return instance.source == "host" or instance.status == "RUNNING"
@@ -38,29 +48,43 @@ async def pull_results(
     remote: str,
     local_dir: Path,
     *,
-    bucket_url: str | None = None,
+    bucket_urls: Sequence[str] = (),
     force: bool = False,
     planned: Callable[[int, int], None] = lambda _files, _bytes: None,
     progress: Callable[[int], None] = lambda _n: None,
 ) -> tuple[str, PullResult]:
     """Copy ``remote`` (an SFTP path, see ``sftp_path``) of ``instance`` into ``local_dir``: from the VM
-    when it answers, else from the checkpoint bucket (``bucket_url``: where the VM's run folders
-    are mirrored, None when there is no bucket). Returns the source read and what was done.
+    when it answers, else from the checkpoint bucket (``bucket_urls``: where the VM's run folders
+    may be mirrored, see ``bucket_urls``; the first holding the run is read). Returns the source read
+    and what was done.
 
     From the bucket ``planned`` and ``progress`` are called on a worker thread.
     """
     if reachable(instance):
         result = await pull(get, remote, local_dir, force=force, planned=planned, progress=progress)
         return f"{instance.name}:{remote}", result
-    if bucket_url is None:
+    if not bucket_urls:
         raise GcptuiError(
             f"{instance.name} is {instance.status}: `gcptui vm start {instance.name}` and pull again "
             "(or set [storage] bucket so runs are in Cloud Storage too)"
         )
-    source = f"{bucket_url}/{posixpath.basename(remote.rstrip('/'))}"
-    result = await asyncio.to_thread(pull_from_bucket, source, local_dir, force=force,
-                                     planned=planned, progress=progress)  # fmt: skip
-    return source, result
+    sources = [f"{url}/{posixpath.basename(remote.rstrip('/'))}" for url in bucket_urls]
+    for source in sources:
+        stop = threading.Event()
+        try:
+            result = await asyncio.to_thread(pull_from_bucket, source, local_dir, force=force,
+                                             planned=planned, progress=progress, stop=stop)  # fmt: skip
+        except NothingMirrored:
+            continue  # not this folder: the next one
+        except asyncio.CancelledError:
+            # Ctrl-C, a closed screen: the thread cannot be cancelled (and asyncio.run waits for it),
+            # so it is told to stop after the range in flight instead of downloading the whole run.
+            stop.set()
+            raise
+        return source, result
+    raise GcptuiError(
+        f"nothing under {' or '.join(sources)}: the run may never have mirrored a checkpoint there"
+    )
 
 
 def summary_line(source: str, local_dir: Path, result: PullResult) -> str:
@@ -70,6 +94,8 @@ def summary_line(source: str, local_dir: Path, result: PullResult) -> str:
         parts.append(f"{len(result.resumed)} resumed")
     if result.complete:
         parts.append(f"{len(result.complete)} already complete")
+    if result.vanished:
+        parts.append(f"{len(result.vanished)} deleted on the VM meanwhile")
     return f"{source} → {local_dir}: {', '.join(parts)} ({result.bytes_copied / 2**20:.1f} MiB)"
 
 

@@ -262,6 +262,35 @@ def test_artifacts_come_back_from_the_bucket_on_a_fresh_disk(
     resumed.close()
 
 
+def test_artifacts_in_subfolders_keep_their_path_in_the_bucket_and_back(
+    fake_gcs: FakeGcs, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fake_gcs.make_bucket(BUCKET)
+    monkeypatch.setenv("GCPTUI_CHECKPOINT_URL", URL)
+
+    def build(run_dir: Path) -> ResumableRun:
+        torch.manual_seed(0)
+        return ResumableRun(run_dir, model=nn.Linear(4, 4), total_steps=10, checkpoint_every=0,
+                            exit_on_preemption=False)  # fmt: skip
+
+    first = build(tmp_path / "vm-1" / "run")
+    first.start_epoch()
+    first.add_progress(0.5, samples=1)
+    first.save_artifact("eval/predictions.csv", b"eval\n")
+    first.save_artifact("train/predictions.csv", b"train\n")  # same file name, another folder
+    first.save_progress(wait=True)
+    first.close(mirror_timeout=30)
+    stored = {b.name for b in fake_gcs.client().bucket(BUCKET).list_blobs(prefix="team/run/artifacts/")}
+    assert stored == {"team/run/artifacts/eval/predictions.csv", "team/run/artifacts/train/predictions.csv"}
+
+    resumed = build(tmp_path / "vm-2" / "run")  # a recreated VM: an empty disk
+    assert resumed.artifact_path("eval/predictions.csv").read_bytes() == b"eval\n"
+    assert resumed.artifact_path("train/predictions.csv").read_bytes() == b"train\n"
+    assert sorted(str(p.relative_to(resumed.artifacts_dir)) for p in resumed.artifacts_dir.rglob("*.csv")) == [
+        "eval/predictions.csv", "train/predictions.csv"]  # fmt: skip
+    resumed.close()
+
+
 def test_a_downloaded_checkpoint_is_fsynced_before_it_is_renamed_into_place(
     fake_gcs: FakeGcs, tmp_path: Path
 ) -> None:

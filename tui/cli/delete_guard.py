@@ -22,7 +22,14 @@ from gcptui.remote.jobs.protocol import metrics_path
 from gcptui.remote.models import Instance
 from gcptui.remote.services import Services
 from gcptui.remote.telemetry.progress import Progress, follow_progress
-from gcptui.remote.transfer.results import local_dir_for, pull_results, run_dir_of, sftp_path, summary_line
+from gcptui.remote.transfer.results import (
+    bucket_urls,
+    local_dir_for,
+    pull_results,
+    run_dir_of,
+    sftp_path,
+    summary_line,
+)
 from gcptui.tui.cli.common import ask_line
 
 READ_TIMEOUT = 20.0  # seconds to read one VM's progress file; an unreadable VM is said, not waited on
@@ -113,7 +120,7 @@ async def offer_pulls(services: Services, targets: list[Instance], console: Cons
         try:
             source, result = await pull_results(
                 services.getter(item.instance), item.instance, remote, local,
-                bucket_url=services.config.storage.checkpoint_url(item.instance.name),
+                bucket_urls=bucket_urls(services.config, item.instance.name),
             )  # fmt: skip
         except (GcptuiError, OSError) as err:
             console.print(

@@ -24,7 +24,7 @@ from rich.progress import (
 from gcptui.remote.errors import ConfigError
 from gcptui.remote.services import Services
 from gcptui.remote.transfer.pull import PullResult
-from gcptui.remote.transfer.results import kept_line, pull_results, sftp_path, summary_line
+from gcptui.remote.transfer.results import bucket_urls, kept_line, pull_results, sftp_path, summary_line
 from gcptui.tui.cli.common import with_services
 
 
@@ -51,7 +51,7 @@ def run_pull(args: argparse.Namespace) -> int:
             try:
                 source, result = await pull_results(
                     services.getter(instance), instance, remote, local_dir,
-                    bucket_url=services.config.storage.checkpoint_url(instance.name),
+                    bucket_urls=bucket_urls(services.config, instance.name),
                     force=args.force, planned=planned, progress=progress,
                 )  # fmt: skip
             except (IsADirectoryError, NotADirectoryError, FileExistsError, PermissionError) as error:

@@ -23,6 +23,7 @@ from gcptui.remote.services import Services
 from gcptui.remote.telemetry.progress import DEFAULT_METRICS_PATH, Progress
 from gcptui.remote.transfer.results import (  # noqa: F401 - local_dir_for: this key's API too
     PULLED,
+    bucket_urls,
     local_dir_for,
     pull_results,
     run_dir_of,
@@ -84,7 +85,7 @@ def pull_action(
         meter = PullProgress(say, f"{instance.name}:{path}")
         source, result = await pull_results(
             services.getter(instance), instance, path, local_dir,
-            bucket_url=services.config.storage.checkpoint_url(instance.name),
+            bucket_urls=bucket_urls(services.config, instance.name),
             planned=meter.planned, progress=meter.progress,
         )  # fmt: skip
         line = summary_line(source, local_dir / posixpath.basename(path.rstrip("/")), result)
