@@ -105,6 +105,9 @@ class SweepState(BaseModel):
         added = [new_trial(self.spec, plan) for plan in plans]
         self.trials.extend(added)
         self.finished_at = None
+        # New trials need the VMs again: one the sweep stopped (or deleted) at its end would otherwise
+        # never count as usable, and `sweep run` would refuse with every VM RUNNING.
+        self.vms_done = []
         return added
 
     def to_json(self) -> dict[str, Any]:

@@ -1,0 +1,54 @@
+"""`gcptui sweep extend` on the emulator: more trials for a sweep that ended (its VMs stopped) or that
+another `sweep run` is running now."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from gcptui.remote.emulator.thread import EmulatorThread
+from tests.sweep.test_sweep_emulator import gcptui, setup_fleet
+
+# Trials that write their metric and end at once: the test is about scheduling, not training.
+QUICK = """
+name = "ext"
+command = "mkdir -p {run_dir} && echo '{{\\"val_loss\\": {lr}}}' > {run_dir}/metrics.jsonl"
+metric = "val_loss"
+count = 2
+vms = ["ex-0"]
+at_end = "stop"
+poll_seconds = 0.2
+keepalive = false
+
+[params.lr]
+kind = "uniform"
+low = 0.1
+high = 0.2
+"""
+
+
+def trials(tmp_path: Path) -> dict[str, str]:
+    state = json.loads((tmp_path / "sweeps" / "ext" / "state.json").read_text())
+    return {t["id"]: t["state"] for t in state["trials"]}
+
+
+def test_extend_after_the_sweep_stopped_its_vms_runs_the_new_trials(
+    emulator_thread: EmulatorThread, tmp_path: Path
+) -> None:
+    emu = emulator_thread
+    config, sweep, env = setup_fleet(emu, tmp_path, vms=["ex-0"], sweep_text=QUICK)
+    first = gcptui(config, env, "sweep", "run", str(sweep))
+    assert first.returncode == 0, first.stderr
+    emu.wait_for_status("ex-0", "TERMINATED")  # at_end = "stop": the sweep is done with ex-0
+
+    extend = gcptui(config, env, "sweep", "extend", "ext", "--count", "2")
+    assert extend.returncode == 0, extend.stderr
+    start = gcptui(config, env, "vm", "start", "ex-0")
+    assert start.returncode == 0, start.stderr
+    emu.wait_for_status("ex-0", "RUNNING")
+
+    # The new trials need the VM again: the sweep runs them there, then stops it once more.
+    again = gcptui(config, env, "sweep", "run", "ext")
+    assert again.returncode == 0, again.stderr
+    assert trials(tmp_path) == dict.fromkeys(["t000", "t001", "t002", "t003"], "finished")
+    emu.wait_for_status("ex-0", "TERMINATED")
