@@ -4,10 +4,13 @@ another `sweep run` is running now."""
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 from gcptui.remote.emulator.thread import EmulatorThread
-from tests.sweep.test_sweep_emulator import gcptui, setup_fleet
+from tests.helpers.emulator import wait_until
+from tests.sweep.test_sweep_emulator import ROOT, gcptui, setup_fleet
 
 # Trials that write their metric and end at once: the test is about scheduling, not training.
 QUICK = """
@@ -28,7 +31,8 @@ high = 0.2
 
 
 def trials(tmp_path: Path) -> dict[str, str]:
-    state = json.loads((tmp_path / "sweeps" / "ext" / "state.json").read_text())
+    path = tmp_path / "sweeps" / "ext" / "state.json"
+    state = json.loads(path.read_text()) if path.exists() else {"trials": []}
     return {t["id"]: t["state"] for t in state["trials"]}
 
 
@@ -52,3 +56,29 @@ def test_extend_after_the_sweep_stopped_its_vms_runs_the_new_trials(
     assert again.returncode == 0, again.stderr
     assert trials(tmp_path) == dict.fromkeys(["t000", "t001", "t002", "t003"], "finished")
     emu.wait_for_status("ex-0", "TERMINATED")
+
+
+# Trials that wait on the VM for ~/go (the test's gate), so the sweep is mid-run when extend comes.
+GATED = QUICK.replace('command = "', 'command = "while [ ! -e ~/go ]; do sleep 0.1; done; ', 1)
+
+
+def test_extend_is_refused_while_sweep_run_runs_it(emulator_thread: EmulatorThread, tmp_path: Path) -> None:
+    emu = emulator_thread
+    config, sweep, env = setup_fleet(emu, tmp_path, vms=["ex-0"], sweep_text=GATED)
+    command = [sys.executable, "-m", "gcptui.tui", "sweep", "run", str(sweep), "--config", str(config)]
+    run = subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
+    try:
+        wait_until(lambda: "running" in trials(tmp_path).values(), timeout=120)
+        # The running scheduler saves its own copy of the state: trials queued beside it would be
+        # written over and never run, so extend says to stop it first.
+        extend = gcptui(config, env, "sweep", "extend", "ext", "--count", "2")
+        assert extend.returncode == 1 and "already being run here" in extend.stderr, extend.stderr
+        assert "Traceback" not in extend.stderr and extend.stderr.count("\n") == 1, extend.stderr
+        (emu.instance("ex-0").disk / "home" / "go").touch()  # type: ignore[operator]
+        _, err = run.communicate(timeout=120)
+    finally:
+        if run.poll() is None:
+            run.kill()
+            run.communicate()
+    assert run.returncode == 0, err
+    assert trials(tmp_path) == dict.fromkeys(["t000", "t001"], "finished")

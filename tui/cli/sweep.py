@@ -243,9 +243,12 @@ def sweep_report(args: argparse.Namespace) -> int:
 
 
 def sweep_extend(args: argparse.Namespace) -> int:
-    state = require_state(args.name)
-    added = state.add(extend_trials(state.spec, len(state.trials), args.count))
-    save_state(state)
+    # A `sweep run` of it saves its own copy of the state: trials queued beside it would be written
+    # over and never run, so extend takes the same lock (refused in one line while it runs).
+    with run_lock(args.name):
+        state = require_state(args.name)
+        added = state.add(extend_trials(state.spec, len(state.trials), args.count))
+        save_state(state)
     print(
         f"sweep {state.name}: queued {len(added)} more trials ({added[0].id}..{added[-1].id}): "
         f"`gcptui sweep run {state.name}` runs them",
