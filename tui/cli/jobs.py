@@ -98,12 +98,17 @@ async def run_group_action(
 
     group = services.config.group(name)
     assert group is not None
-    instances = await services.resolve(list(group.vms), running=args.action != "status")
+    # A start or restart needs every node up (one line for a node that is down). Kill and status act
+    # on the nodes that are up: after a node's preemption the others' torchrun waits on in its
+    # rendezvous, on paid GPUs, and `job kill GROUP` must still reach it.
+    whole = args.action in ("start", "restart")
+    members = await services.resolve(list(group.vms), running=whole)
     if services.latest(name) is not None:
         raise_usage(f"{name!r} names both a [[groups]] entry and a VM: rename the group in gcptui.toml")
-    down = [(i, down_error(i)) for i in instances]
+    down = [(i, down_error(i)) for i in members]
     failed: list[HostResult[JobStatus]] = [HostResult(i.name, error=e) for i, e in down if e is not None]
-    if failed:
+    instances = [i for i, e in down if e is None]
+    if not instances:
         return failed, []
     runner = GroupJobRunner(services.pool, services.config, remote_home=services.jobs.remote_home)
     targets = [services.target(i) for i in instances]
@@ -123,10 +128,10 @@ async def run_group_action(
     results = await run_group(args.action, runner, group, instances, targets)
     statuses = [r.value for r in results if r.ok and r.value is not None]
     objects = group_json(name, statuses)
-    if len(statuses) < len(targets):  # a node did not answer: the group cannot be said to run
+    if len(statuses) < len(members):  # a node is down or did not answer: the group cannot be said to run
         for item in objects:
             item["group_state"] = "partial" if item["group_state"] == "running" else item["group_state"]
-    return results, objects
+    return [*failed, *results], objects
 
 
 async def stop_before_sync(
