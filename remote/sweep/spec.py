@@ -218,6 +218,14 @@ class SweepSpec(_Strict):
             if not template and key == "resume":
                 continue
             fields = placeholders(template)
+            styled = formatted(template)
+            if styled is not None:
+                # Values are filled in shell-quoted (floats exact, by repr): a format spec or a
+                # conversion would act on the quoted text (':.3g' fails there, '!r' quotes twice).
+                written, field = styled
+                raise ValueError(
+                    f"{key} uses {written}: write {{{field}}} (the exact value is filled in, shell-quoted)"
+                )
             unknown = fields - set(self.params) - {RUN_DIR}
             if unknown:
                 raise ValueError(
@@ -254,6 +262,15 @@ def placeholders(template: str) -> set[str]:
         return {field for _, field, _, _ in string.Formatter().parse(template) if field is not None}
     except ValueError as err:
         raise ValueError(f"is not a valid template ({err}): write a literal brace as {{{{ or }}}}") from None
+
+
+def formatted(template: str) -> tuple[str, str] | None:
+    """The first ``{name:spec}`` or ``{name!conversion}`` of a template: (as written, name); None: none."""
+    for _, field, spec, conversion in string.Formatter().parse(template):
+        if field is not None and (spec or conversion):
+            written = field + (f"!{conversion}" if conversion else "") + (f":{spec}" if spec else "")
+            return "{" + written + "}", field
+    return None
 
 
 def parse_sweep(text: str, path: Path) -> SweepSpec:

@@ -58,6 +58,10 @@ def test_errors_are_one_line_with_exit_2(env: dict[str, str], tmp_path: Path) ->
     bad = tmp_path / "bad.toml"
     bad.write_text(SWEEP.replace("count = 4", "count = 4\nvm = 1"))
     assert f"{bad}:7: unknown key 'vm'" in one_line(gcptui(env, "sweep", "run", str(bad)), 2)
+    styled = tmp_path / "styled.toml"
+    styled.write_text(SWEEP.replace("--lr {lr}", "--lr {lr:.3g}"))
+    assert "command uses {lr:.3g}: write {lr}" in one_line(gcptui(env, "sweep", "run", str(styled)), 2)
+    assert not (tmp_path / "sweeps" / "cli").exists()
 
 
 def state_with_results(tmp_path: Path) -> SweepState:
