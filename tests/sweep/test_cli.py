@@ -108,6 +108,10 @@ def test_status_report_and_extend_read_the_state(env: dict[str, str], tmp_path: 
     assert len(curves.findall("{http://www.w3.org/2000/svg}polyline")) == 2  # the best 2, well-formed SVG
     ET.parse(out / "val_loss_vs_lr.svg")
     ET.parse(out / "durations.svg")
+    # --out naming a file (or a folder under one): one line, not a traceback.
+    for taken in (out / "results.csv", out / "results.csv" / "more"):
+        line = one_line(gcptui(env, "sweep", "report", "cli", "--out", str(taken)), 2)
+        assert f"cannot write the report into {out / 'results.csv'}" in line and "give --out a folder" in line
 
     extend = gcptui(env, "sweep", "extend", "cli", "--count", "3")
     assert extend.returncode == 0, extend.stderr

@@ -236,8 +236,15 @@ def sweep_status(args: argparse.Namespace) -> int:
 
 def sweep_report(args: argparse.Namespace) -> int:
     state = _read_state(args)
-    folder = Path(args.out) if args.out else sweep_dir(state.name) / "report"
-    for path in write_report(state, folder, best=args.best):
+    folder = Path(args.out).expanduser() if args.out else sweep_dir(state.name) / "report"
+    try:
+        written = write_report(state, folder, best=args.best)
+    except OSError as err:  # --out names a file, or a folder this user cannot write: theirs to fix
+        where = err.filename or folder
+        raise ConfigError(
+            f"cannot write the report into {where}: {err.strerror}: give --out a folder"
+        ) from None
+    for path in written:
         print(path)
     return 0
 
