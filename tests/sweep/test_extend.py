@@ -82,3 +82,19 @@ def test_extend_is_refused_while_sweep_run_runs_it(emulator_thread: EmulatorThre
             run.communicate()
     assert run.returncode == 0, err
     assert trials(tmp_path) == dict.fromkeys(["t000", "t001"], "finished")
+
+
+def test_a_changed_count_is_said_and_left_to_extend(emulator_thread: EmulatorThread, tmp_path: Path) -> None:
+    config, sweep, env = setup_fleet(
+        emulator_thread, tmp_path, vms=["ex-0"], sweep_text=QUICK.replace("stop", "none")
+    )
+    first = gcptui(config, env, "sweep", "run", str(sweep))
+    assert first.returncode == 0, first.stderr
+    # count = 4 in the file now: the sweep has its 2 trials; silence made it look like 4 were run.
+    sweep.write_text(sweep.read_text().replace("count = 2", "count = 4"))
+    again = gcptui(config, env, "sweep", "run", str(sweep))
+    assert again.returncode == 0, again.stderr
+    assert "count = 4 is not applied: sweep ext has 2 trials" in again.stderr, again.stderr
+    assert "`gcptui sweep extend ext --count 2` queues the rest" in again.stderr
+    state = json.loads((tmp_path / "sweeps" / "ext" / "state.json").read_text())
+    assert state["spec"]["count"] == 2 and len(state["trials"]) == 2

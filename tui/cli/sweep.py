@@ -29,7 +29,7 @@ from gcptui.remote.sweep.state import (
     sweep_dir,
     sweeps_dir,
 )
-from gcptui.remote.sweep.trials import extend_trials, initial_trials
+from gcptui.remote.sweep.trials import extend_trials, grid_size, initial_trials
 from gcptui.tui.cli.common import with_services
 from gcptui.tui.cli.logs import iso_time
 
@@ -105,6 +105,14 @@ def _spec_and_state(
             "give this sweep a new name (or move its state away: "
             f"{sweep_dir(spec.name)})"
         )
+    if spec.count != state.spec.count:
+        # The trials were drawn when the sweep was made (extend adds more): taking the new count
+        # would only make the saved spec claim trials the sweep never queued.
+        wanted = spec.count or (grid_size(spec) if spec.search == "grid" else 0)
+        more = wanted - len(state.trials)
+        say(f"{path}: count = {spec.count} is not applied: sweep {spec.name} has {len(state.trials)} trials"
+            + (f"; `gcptui sweep extend {spec.name} --count {more}` queues the rest" if more > 0 else ""))  # fmt: skip
+        spec = spec.model_copy(update={"count": state.spec.count})
     state.spec = spec  # VMs, at_end, max_failures, poll may change between runs
     return spec, state
 
