@@ -171,7 +171,7 @@ class SweepSpec(_Strict):
     max_failures: int = Field(default=1, ge=1, description="Failed attempts before a trial is given up.")
     run_root: str = Field(
         default="sweeps",
-        description="Where run directories go, relative to [sync].dest: RUN_ROOT/NAME/TRIAL.",
+        description="Where run directories go, relative to [sync].dest (or absolute): RUN_ROOT/NAME/TRIAL.",
     )
     env: dict[str, str] = Field(default={}, description="Extra environment for every trial.")
     poll_seconds: float = Field(default=1.0, gt=0, description="How often job states are read.")

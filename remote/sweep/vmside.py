@@ -181,6 +181,8 @@ class VmReader:
         return f"HOME={shlex.quote(home)}; export HOME; " if home else ""
 
     def _in_dest(self, relative: str) -> str:
+        if relative.startswith("/"):  # an absolute run_root (a data disk): where the trial writes
+            return relative
         dest = self.runner.dest
         base = dest.removeprefix("~/") if dest.startswith("~/") else dest
         return f"{base.rstrip('/')}/{relative}"

@@ -1,5 +1,5 @@
-"""`gcptui sweep extend` on the emulator: more trials for a sweep that ended (its VMs stopped) or that
-another `sweep run` is running now."""
+"""`gcptui sweep` on the emulator with trials that end at once: `extend` of a sweep that ended (its VMs
+stopped) or that another `sweep run` is running now, a changed count, an absolute run_root."""
 
 from __future__ import annotations
 
@@ -98,3 +98,18 @@ def test_a_changed_count_is_said_and_left_to_extend(emulator_thread: EmulatorThr
     assert "`gcptui sweep extend ext --count 2` queues the rest" in again.stderr
     state = json.loads((tmp_path / "sweeps" / "ext" / "state.json").read_text())
     assert state["spec"]["count"] == 2 and len(state["trials"]) == 2
+
+
+def test_an_absolute_run_root_is_read_where_the_trials_write(
+    emulator_thread: EmulatorThread, tmp_path: Path
+) -> None:
+    # A data disk (run_root = "/mnt/disks/data/sweeps"): the trials' metrics were looked for under
+    # [sync].dest/<the absolute path>, so every trial finished without a metric and none led.
+    data = tmp_path / "data"
+    text = QUICK.replace("keepalive = false", f'keepalive = false\nrun_root = "{data}"')
+    config, sweep, env = setup_fleet(emulator_thread, tmp_path, vms=["ex-0"], sweep_text=text)
+    run = gcptui(config, env, "sweep", "run", str(sweep))
+    assert run.returncode == 0, run.stderr
+    state = json.loads((tmp_path / "sweeps" / "ext" / "state.json").read_text())
+    assert [t["run_dir"] for t in state["trials"]] == [f"{data}/ext/t000", f"{data}/ext/t001"]
+    assert [t["metric"] for t in state["trials"]] == [t["params"]["lr"] for t in state["trials"]], run.stderr
