@@ -280,8 +280,8 @@ class Scheduler:
     async def _follow_in_slot(self, trial: Trial) -> None:
         vm = trial.vm or ""
         if not self._running(vm):
-            if not trial.preempted and vm in self.instances:
-                trial.preempted = True
+            if not trial.recovering and vm in self.instances:
+                trial.preempted = trial.recovering = True
                 self.say(f"{trial.id}: {vm} is {self.instances[vm].status}: waiting for it to come back")
                 self._save()
             return
@@ -303,6 +303,9 @@ class Scheduler:
             self._mark_running(trial, status)
         if status.state == "running":
             self._down_since.pop(trial.id, None)
+            if trial.recovering:  # resumed: the screen's "running (preempted)" is over
+                trial.recovering = False
+                self._save()
             await self._update_metrics(trial, target)
         elif status.state == "exited" and status.exit_code == 0:
             await self._finish(trial, target)
@@ -358,7 +361,7 @@ class Scheduler:
     async def _maybe_relaunch(self, trial: Trial, target: SshTarget) -> None:
         """The VM is back but the trial's job lies preempted: give keep-alive ``relaunch_after``
         seconds to resume it, then resume it here (same resume command, same run directory)."""
-        trial.preempted = True
+        trial.preempted = trial.recovering = True
         first = self._down_since.setdefault(trial.id, time.monotonic())
         if time.monotonic() - first < self.relaunch_after:
             return

@@ -54,7 +54,8 @@ class Trial(BaseModel):
     curve: list[tuple[int, float]] = []  # (step, metric) of every line that carried the metric
     step: int | None = None
     total_steps: int | None = None
-    preempted: bool = False
+    preempted: bool = False  # its VM went away under it at least once
+    recovering: bool = False  # preempted, and its job not seen running again since
     started_at: float | None = None
     ended_at: float | None = None
 
