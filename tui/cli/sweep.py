@@ -261,12 +261,33 @@ def sweep_extend(args: argparse.Namespace) -> int:
     # A `sweep run` of it saves its own copy of the state: trials queued beside it would be written
     # over and never run, so extend takes the same lock (refused in one line while it runs).
     with run_lock(args.name):
-        state = require_state(args.name)
+        # The newer of this machine's state and the bucket's, as `sweep run` takes it: extending an
+        # older copy here would save it as the newest, and a run would redo what ran elsewhere since.
+        state = _read_state(args)
         added = state.add(extend_trials(state.spec, len(state.trials), args.count))
         save_state(state)
+        _put_in_bucket(args, state)
     print(
         f"sweep {state.name}: queued {len(added)} more trials ({added[0].id}..{added[-1].id}): "
         f"`gcptui sweep run {state.name}` runs them",
         file=sys.stderr,
     )
     return 0
+
+
+def _put_in_bucket(args: argparse.Namespace, state: SweepState) -> None:
+    """The extended state into the bucket too (``[storage] bucket``), so a `sweep run` on another
+    machine finds the new trials; one warning when it cannot get there."""
+    from gcptui.remote.config import load_config
+
+    bucket = load_config(getattr(args, "config", None)).storage.bucket
+    if not bucket:
+        return
+    from gcptui.remote.sweep.bucket_state import upload_state
+
+    try:
+        upload_state(bucket, state.name, json.dumps(state.to_json(), indent=1).encode())
+    except GcptuiError as err:
+        print(
+            f"warning: {err} (the new trials are on this machine only: run the sweep here)", file=sys.stderr
+        )
