@@ -128,8 +128,13 @@ class Scheduler:
             self.on_change(self.state)
 
     async def _refresh_instances(self) -> None:
+        # Also a VM taken out of the sweep file since (VMs may change between runs) while a trial
+        # still runs there: it is followed to its end, else the sweep would wait for it forever.
+        # Nothing new starts there (_usable takes the file's VMs).
+        names = list(self.spec.vm_names)
+        names += sorted({t.vm for t in self.state.trials if t.state in ACTIVE and t.vm and t.vm not in names})
         try:
-            found = await self.services.resolve(self.spec.vm_names)
+            found = await self.services.resolve(names)
         except GcptuiError as err:
             if not self.instances:  # the first listing: an unknown name or no access is for the user to fix
                 raise

@@ -4,6 +4,7 @@ stopped) or that another `sweep run` is running now, a changed count, an absolut
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -113,3 +114,34 @@ def test_an_absolute_run_root_is_read_where_the_trials_write(
     state = json.loads((tmp_path / "sweeps" / "ext" / "state.json").read_text())
     assert [t["run_dir"] for t in state["trials"]] == [f"{data}/ext/t000", f"{data}/ext/t001"]
     assert [t["metric"] for t in state["trials"]] == [t["params"]["lr"] for t in state["trials"]], run.stderr
+
+
+def test_a_vm_taken_out_of_the_file_has_its_running_trial_followed_to_its_end(
+    emulator_thread: EmulatorThread, tmp_path: Path
+) -> None:
+    emu = emulator_thread
+    two = GATED.replace('vms = ["ex-0"]', 'vms = ["ex-0", "ex-1"]').replace("stop", "none")
+    config, sweep, env = setup_fleet(emu, tmp_path, vms=["ex-0", "ex-1"], sweep_text=two)
+    command = [sys.executable, "-m", "gcptui.tui", "sweep", "run", str(sweep), "--config", str(config)]
+    first = subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
+    try:
+        wait_until(lambda: list(trials(tmp_path).values()) == ["running", "running"], timeout=120)
+    finally:
+        first.send_signal(signal.SIGINT)
+        _, err = first.communicate(timeout=60)
+    assert first.returncode == 130, err
+
+    # VMs may change between runs: ex-1 leaves the file while its trial still runs there. The run
+    # follows that trial to its end (it used to wait for it forever, saying nothing).
+    sweep.write_text(two.replace('vms = ["ex-0", "ex-1"]', 'vms = ["ex-0"]'))
+    again = subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
+    try:
+        for name in ("ex-0", "ex-1"):
+            (emu.instance(name).disk / "home" / "go").touch()  # type: ignore[operator]
+        wait_until(lambda: again.poll() is not None, timeout=60)
+    finally:
+        if again.poll() is None:
+            again.kill()
+        _, err = again.communicate(timeout=60)
+    assert again.returncode == 0, err
+    assert trials(tmp_path) == dict.fromkeys(["t000", "t001"], "finished")
