@@ -408,8 +408,9 @@ def _preempted(status: JobStatus, trial: Trial) -> bool:
     """The job ended because its VM went away (not by its own failure): resume it, don't count it."""
     if status.detail in CUT_SHORT or status.preempted_at:
         return True
-    # SIGTERM at a preemption: the trainer saves and exits 143 (or the job died with the VM).
-    return trial.preempted and status.exit_code in (None, 143)
+    # SIGTERM at a preemption: the trainer saves and exits 143 (or the job died with the VM). Only
+    # while the trial recovers from one: a 143 after its resume (the user's `job kill`) is a failure.
+    return trial.recovering and status.exit_code in (None, 143)
 
 
 def _params_text(trial: Trial) -> str:

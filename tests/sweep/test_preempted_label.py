@@ -84,3 +84,33 @@ async def test_the_preempted_label_ends_when_the_trial_runs_again(
             run.communicate()
     assert run.returncode == 0, err
     assert trial(tmp_path)["state"] == "finished"
+
+
+@pytest.mark.timeout(240)
+def test_a_trial_killed_after_its_resume_fails_like_any_other(
+    emulator_thread: EmulatorThread, tmp_path: Path
+) -> None:
+    emu = emulator_thread
+    config, sweep, env = setup_fleet(
+        emu, tmp_path, vms=["ex-0"], sweep_text=GATED, extra_config="\n[keepalive]\npoll_seconds = 0.5\n"
+    )
+    command = [sys.executable, "-m", "gcptui.tui", "sweep", "run", str(sweep), "--config", str(config)]
+    run = subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
+    try:
+        wait_until(lambda: trial(tmp_path).get("state") == "running" and starts(emu) == 1, timeout=120)
+        emu.preempt("ex-0")
+        wait_until(lambda: trial(tmp_path).get("preempted") is True, timeout=60)
+        wait_until(lambda: starts(emu) == 2 and not trial(tmp_path)["recovering"], timeout=120)
+        # The user stops the resumed trial by hand: a failure (max_failures = 1: given up), as it is
+        # for a trial never preempted; it used to count as a preemption and be resumed 60 s later.
+        kill = subprocess.run([*command[:3], "job", "kill", "ex-0", "--config", str(config)],
+                              cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)  # fmt: skip
+        assert kill.returncode == 0, kill.stderr
+        wait_until(lambda: trial(tmp_path)["state"] == "failed", timeout=30)
+        _, err = run.communicate(timeout=60)
+    finally:
+        if run.poll() is None:
+            run.kill()
+            run.communicate()
+    assert run.returncode == 0, err
+    assert starts(emu) == 2, err
