@@ -122,7 +122,12 @@ class VmsFrom(_Strict):
     @classmethod
     def _gpus_parse(cls, value: str | None) -> str | None:
         if value is not None:
-            parse_gpus(value)
+            try:
+                parse_gpus(value)
+            except ConfigError:  # its line names `vm create`'s --gpus flag, not this file's key
+                raise ValueError(
+                    f'is {value!r}: write "TYPE:COUNT", e.g. "nvidia-l4:1" (COUNT 0: no GPUs)'
+                ) from None
         return value
 
     def names(self, sweep_name: str) -> list[str]:

@@ -110,6 +110,11 @@ def test_commands_get_quoted_values_and_a_run_dir_per_trial() -> None:
         (("--lr {lr}", "--lr {lr!r}"), "command uses {lr!r}: write {lr}"),
         (('goal = "min"\n', ""), None),
         (('vms = ["a", "b"]', 'vms = ["a", "a"]'), "names a VM twice"),
+        # The sweep file's own key and line, not the CLI's --gpus flag (there is none in a sweep file).
+        (
+            ('vms = ["a", "b"]', 'vms = { count = 2, from = "base", gpus = "l4" }'),
+            "sweep.toml: 'vms.gpus' is 'l4': write \"TYPE:COUNT\"",
+        ),
         (('kind = "list"', 'kind = "choice"'), "params.batch_size"),
         # Names go unquoted into the file the VM's supervisor sources: one ran a command, one ended it.
         (("count = 12", 'count = 12\nenv = { "WANDB-PROJECT" = "x" }'), "'WANDB-PROJECT' is not a valid"),
