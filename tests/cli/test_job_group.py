@@ -44,6 +44,14 @@ def test_job_start_status_and_kill_of_a_group_act_on_every_node(
 
     status = gcptui("--config", str(config), "job", "status", "pair", "--json", cwd=tmp_path)
     assert [n["group"] for n in json.loads(status.stdout)] == ["pair", "pair"]
+    # A group's nodes carry `group` however they are named: every machine, or one VM by its name.
+    every = gcptui("--config", str(config), "job", "status", "--json", cwd=tmp_path)
+    assert sorted((n["name"], n.get("group")) for n in json.loads(every.stdout)) == [
+        ("g0", "pair"),
+        ("g1", "pair"),
+    ]
+    one = gcptui("--config", str(config), "job", "status", "g1", "--json", cwd=tmp_path)
+    assert [(n["name"], n.get("group")) for n in json.loads(one.stdout)] == [("g1", "pair")], one.stderr
 
     killed = gcptui("--config", str(config), "job", "kill", "pair", "--json", cwd=tmp_path)
     assert killed.returncode == 0, killed.stderr

@@ -63,6 +63,10 @@ def run_job(args: argparse.Namespace) -> int:
                 await sync_before_job(services, instances)  # the VM holds the current tree first
         results += await services.jobs.run_all(args.action, [services.target(i) for i in instances])
         objects = [r.value.to_json() for r in results if r.ok and r.value is not None]
+        for item in objects:  # a group's node carries its group however it was named (DESIGN's JSON)
+            group = next((g.name for g in services.config.groups if item["name"] in g.vms), None)
+            if group is not None:
+                item["group"] = group
         rows = [r.value for r in results if r.ok and r.value is not None]
         summaries: list[JobStatus] = []
         for name in group_names:
