@@ -337,6 +337,7 @@ class Scheduler:
     async def _finish(self, trial: Trial, target: SshTarget) -> None:
         await self._update_metrics(trial, target)
         trial.state, trial.exit_code, trial.ended_at = "finished", 0, time.time()
+        trial.recovering = False  # settled: nothing is waiting for its VM any more
         self.runner.trial_jobs.pop((trial.vm or "", trial.slot), None)
         self._save()
         self.say(f"{trial.id} finished on {trial.vm}: {self.spec.metric} {trial.metric}")
@@ -348,6 +349,7 @@ class Scheduler:
         except (GcptuiError, OSError):
             trial.log_tail = []
         trial.failures += 1
+        trial.recovering = False
         trial.exit_code = code
         vm = trial.vm
         self.runner.trial_jobs.pop((vm or "", trial.slot), None)
