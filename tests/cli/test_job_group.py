@@ -101,3 +101,32 @@ def test_kill_of_a_group_with_a_node_down_kills_the_nodes_still_up(
     assert [(n["name"], n["state"]) for n in json.loads(killed.stdout)] == [("g0", "killed")]
     after = gcptui("--config", str(config), "job", "status", "g0", "--json", cwd=tmp_path)
     assert json.loads(after.stdout)[0]["state"] == "killed", after.stderr
+
+
+def test_logs_of_a_group_with_a_node_down_print_the_nodes_still_up(
+    emulator_thread: EmulatorThread, tmp_path: Path
+) -> None:
+    for name in ("g0", "g1"):
+        emulator_thread.add_instance(name, "us-central1-a", spot=True)
+    wait_until(lambda: all(emulator_thread.instance(n).status == "RUNNING" for n in ("g0", "g1")))
+    (tmp_path / "project").mkdir()
+    config = emulator_thread.write_config(tmp_path / "gcptui.toml")
+    config.write_text(
+        config.read_text()
+        + '\n[sync]\nsource = "project"\n[job]\ncommand = "sh -c \'echo node $GCPTUI_NODE_RANK up; sleep 600\'"\n'
+        f'stop_grace_seconds = 2\n\n[[groups]]\nname = "pair"\nvms = ["g0", "g1"]\nport = {free_port()}\n'
+    )
+    started = gcptui("--config", str(config), "job", "start", "pair", cwd=tmp_path)
+    assert started.returncode == 0, started.stderr
+    wait_until(
+        lambda: "node 0 up" in gcptui("--config", str(config), "logs", "g0", "-n", "5", cwd=tmp_path).stdout
+    )
+    emulator_thread.preempt("g1")
+    emulator_thread.wait_for_status("g1", "TERMINATED")
+
+    # What node 0 said after node 1 went away is what the user looks for: its log prints, and the
+    # node that is down is one line (exit 1, as for a source that failed).
+    logs = gcptui("--config", str(config), "logs", "pair", "-n", "5", cwd=tmp_path)
+    assert "node 0 up" in logs.stdout, logs.stderr
+    assert logs.returncode == 1 and "g1 is TERMINATED" in logs.stderr, logs.stderr
+    assert "Traceback" not in logs.stderr and len(logs.stderr.strip().splitlines()) == 1, logs.stderr

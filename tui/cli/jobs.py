@@ -171,20 +171,33 @@ def run_logs(args: argparse.Namespace) -> int:
                 "--raw prints one file's bytes exactly: give one NAME (and no [logs] files), "
                 "or leave --raw out to merge several sources line by line"
             )
-        instances = await services.resolve(names, running=True)
+        found = await services.resolve(names)
         for name in args.names:  # as `job` refuses it: which one was meant is not for us to guess
             if services.config.group(name) is not None and services.latest(name) is not None:
                 raise_usage(
                     f"{name!r} names both a [[groups]] entry and a VM: rename the group in gcptui.toml"
                 )
+        # A VM named itself must run. A group's node that is down (a preemption) is one line: the
+        # others' logs are what the user reads then (what node 0 said when node 1 went away).
+        down = [(i, error) for i in found if (error := down_error(i)) is not None]
+        named = [error for i, error in down if i.name in args.names]
+        if named:
+            raise named[0]
+        if down and len(down) == len(found):
+            raise down[0][1]
+        errors = Console(stderr=True, soft_wrap=True)
+        for _, error in down:
+            errors.print("[red]✗[/]", Text(one_line(str(error))), highlight=False)
+        instances = [i for i in found if down_error(i) is None]
         lines = args.n if args.n is not None else services.config.logs.history_lines
-        return await print_logs(
+        code = await print_logs(
             {i.name: services.follow(i) for i in instances},
             paths,
             follow=args.f,
             lines=lines,
             raw=True if args.raw else None,
         )
+        return code or (1 if down else 0)
 
     return with_services(args, body)
 
