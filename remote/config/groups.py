@@ -11,8 +11,9 @@ class GroupConfig(_Section):
     """One multi-node job (an entry of the ``[[groups]]`` array of tables).
 
     ``gcptui job start|restart|kill|status NAME`` acts on every node: each VM runs
-    ``torchrun --nnodes N --nproc-per-node P --node-rank I --rdzv-backend c10d --rdzv-endpoint
-    <internal IP of the first VM>:<port> ...`` around ``[job].command``, under its own job supervisor.
+    ``torchrun --nnodes N --nproc-per-node P --node-rank I --master-addr <internal IP of the first VM>
+    --master-port <port> ...`` (torchrun's static rendezvous, which keeps global rank 0 on the first
+    VM) around ``[job].command``, under its own job supervisor.
     Before a start, every node must reach the first VM's rendezvous port. The group is running
     only while every node runs; a preempted node stops the others and keep-alive resumes them all.
     """

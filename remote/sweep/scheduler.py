@@ -128,8 +128,13 @@ class Scheduler:
             self.on_change(self.state)
 
     async def _refresh_instances(self) -> None:
+        # Also a VM taken out of the sweep file since (VMs may change between runs) while a trial
+        # still runs there: it is followed to its end, else the sweep would wait for it forever.
+        # Nothing new starts there (_usable takes the file's VMs).
+        names = list(self.spec.vm_names)
+        names += sorted({t.vm for t in self.state.trials if t.state in ACTIVE and t.vm and t.vm not in names})
         try:
-            found = await self.services.resolve(self.spec.vm_names)
+            found = await self.services.resolve(names)
         except GcptuiError as err:
             if not self.instances:  # the first listing: an unknown name or no access is for the user to fix
                 raise
@@ -280,8 +285,8 @@ class Scheduler:
     async def _follow_in_slot(self, trial: Trial) -> None:
         vm = trial.vm or ""
         if not self._running(vm):
-            if not trial.preempted and vm in self.instances:
-                trial.preempted = True
+            if not trial.recovering and vm in self.instances:
+                trial.preempted = trial.recovering = True
                 self.say(f"{trial.id}: {vm} is {self.instances[vm].status}: waiting for it to come back")
                 self._save()
             return
@@ -303,6 +308,9 @@ class Scheduler:
             self._mark_running(trial, status)
         if status.state == "running":
             self._down_since.pop(trial.id, None)
+            if trial.recovering:  # resumed: the screen's "running (preempted)" is over
+                trial.recovering = False
+                self._save()
             await self._update_metrics(trial, target)
         elif status.state == "exited" and status.exit_code == 0:
             await self._finish(trial, target)
@@ -329,6 +337,7 @@ class Scheduler:
     async def _finish(self, trial: Trial, target: SshTarget) -> None:
         await self._update_metrics(trial, target)
         trial.state, trial.exit_code, trial.ended_at = "finished", 0, time.time()
+        trial.recovering = False  # settled: nothing is waiting for its VM any more
         self.runner.trial_jobs.pop((trial.vm or "", trial.slot), None)
         self._save()
         self.say(f"{trial.id} finished on {trial.vm}: {self.spec.metric} {trial.metric}")
@@ -340,6 +349,7 @@ class Scheduler:
         except (GcptuiError, OSError):
             trial.log_tail = []
         trial.failures += 1
+        trial.recovering = False
         trial.exit_code = code
         vm = trial.vm
         self.runner.trial_jobs.pop((vm or "", trial.slot), None)
@@ -358,7 +368,7 @@ class Scheduler:
     async def _maybe_relaunch(self, trial: Trial, target: SshTarget) -> None:
         """The VM is back but the trial's job lies preempted: give keep-alive ``relaunch_after``
         seconds to resume it, then resume it here (same resume command, same run directory)."""
-        trial.preempted = True
+        trial.preempted = trial.recovering = True
         first = self._down_since.setdefault(trial.id, time.monotonic())
         if time.monotonic() - first < self.relaunch_after:
             return
@@ -400,8 +410,9 @@ def _preempted(status: JobStatus, trial: Trial) -> bool:
     """The job ended because its VM went away (not by its own failure): resume it, don't count it."""
     if status.detail in CUT_SHORT or status.preempted_at:
         return True
-    # SIGTERM at a preemption: the trainer saves and exits 143 (or the job died with the VM).
-    return trial.preempted and status.exit_code in (None, 143)
+    # SIGTERM at a preemption: the trainer saves and exits 143 (or the job died with the VM). Only
+    # while the trial recovers from one: a 143 after its resume (the user's `job kill`) is a failure.
+    return trial.recovering and status.exit_code in (None, 143)
 
 
 def _params_text(trial: Trial) -> str:

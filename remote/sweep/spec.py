@@ -122,7 +122,12 @@ class VmsFrom(_Strict):
     @classmethod
     def _gpus_parse(cls, value: str | None) -> str | None:
         if value is not None:
-            parse_gpus(value)
+            try:
+                parse_gpus(value)
+            except ConfigError:  # its line names `vm create`'s --gpus flag, not this file's key
+                raise ValueError(
+                    f'is {value!r}: write "TYPE:COUNT", e.g. "nvidia-l4:1" (COUNT 0: no GPUs)'
+                ) from None
         return value
 
     def names(self, sweep_name: str) -> list[str]:
@@ -171,7 +176,7 @@ class SweepSpec(_Strict):
     max_failures: int = Field(default=1, ge=1, description="Failed attempts before a trial is given up.")
     run_root: str = Field(
         default="sweeps",
-        description="Where run directories go, relative to [sync].dest: RUN_ROOT/NAME/TRIAL.",
+        description="Where run directories go, relative to [sync].dest (or absolute): RUN_ROOT/NAME/TRIAL.",
     )
     env: dict[str, str] = Field(default={}, description="Extra environment for every trial.")
     poll_seconds: float = Field(default=1.0, gt=0, description="How often job states are read.")
@@ -218,6 +223,14 @@ class SweepSpec(_Strict):
             if not template and key == "resume":
                 continue
             fields = placeholders(template)
+            styled = formatted(template)
+            if styled is not None:
+                # Values are filled in shell-quoted (floats exact, by repr): a format spec or a
+                # conversion would act on the quoted text (':.3g' fails there, '!r' quotes twice).
+                written, field = styled
+                raise ValueError(
+                    f"{key} uses {written}: write {{{field}}} (the exact value is filled in, shell-quoted)"
+                )
             unknown = fields - set(self.params) - {RUN_DIR}
             if unknown:
                 raise ValueError(
@@ -254,6 +267,15 @@ def placeholders(template: str) -> set[str]:
         return {field for _, field, _, _ in string.Formatter().parse(template) if field is not None}
     except ValueError as err:
         raise ValueError(f"is not a valid template ({err}): write a literal brace as {{{{ or }}}}") from None
+
+
+def formatted(template: str) -> tuple[str, str] | None:
+    """The first ``{name:spec}`` or ``{name!conversion}`` of a template: (as written, name); None: none."""
+    for _, field, spec, conversion in string.Formatter().parse(template):
+        if field is not None and (spec or conversion):
+            written = field + (f"!{conversion}" if conversion else "") + (f":{spec}" if spec else "")
+            return "{" + written + "}", field
+    return None
 
 
 def parse_sweep(text: str, path: Path) -> SweepSpec:

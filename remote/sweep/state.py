@@ -54,7 +54,8 @@ class Trial(BaseModel):
     curve: list[tuple[int, float]] = []  # (step, metric) of every line that carried the metric
     step: int | None = None
     total_steps: int | None = None
-    preempted: bool = False
+    preempted: bool = False  # its VM went away under it at least once
+    recovering: bool = False  # preempted, and its job not seen running again since
     started_at: float | None = None
     ended_at: float | None = None
 
@@ -105,6 +106,9 @@ class SweepState(BaseModel):
         added = [new_trial(self.spec, plan) for plan in plans]
         self.trials.extend(added)
         self.finished_at = None
+        # New trials need the VMs again: one the sweep stopped (or deleted) at its end would otherwise
+        # never count as usable, and `sweep run` would refuse with every VM RUNNING.
+        self.vms_done = []
         return added
 
     def to_json(self) -> dict[str, Any]:

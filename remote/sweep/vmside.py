@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import math
 import shlex
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -135,11 +136,19 @@ def parse_metrics(text: str, metric: str, goal: str) -> TrialMetrics:
     """Parse the output of the metrics script: lines naming ``metric``, ``---``, the last line."""
     head, _, last_line = text.partition("\n---\n")
     curve: list[tuple[int, float]] = []
+    last: float | None = None
     for record in json_records(head.splitlines()):
-        value = record.get(metric)
+        if metric not in record:
+            continue
+        value = record[metric]
         step = record.get("step")
-        if isinstance(value, int | float) and not isinstance(value, bool):
-            curve.append((step if isinstance(step, int) else len(curve), float(value)))
+        # NaN, an infinity or null (the reference trainer's word for those) is a run that diverged:
+        # the trial ends unscored (last None) instead of leading the sweep with NaN, or with the
+        # value it had before it diverged; only numbers go into the curve and the best.
+        last = None
+        if isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value):
+            last = float(value)
+            curve.append((step if isinstance(step, int) else len(curve), last))
     last_records = json_records(last_line.splitlines())
     step = total = None
     if last_records:
@@ -148,7 +157,7 @@ def parse_metrics(text: str, metric: str, goal: str) -> TrialMetrics:
         total = raw_total if isinstance(raw_total, int) else None
     values = [v for _, v in curve]
     best = (min(values) if goal == "min" else max(values)) if values else None
-    return TrialMetrics(curve, values[-1] if values else None, best, step, total)
+    return TrialMetrics(curve, last, best, step, total)
 
 
 def log_tail(text: str) -> list[str]:
@@ -172,6 +181,8 @@ class VmReader:
         return f"HOME={shlex.quote(home)}; export HOME; " if home else ""
 
     def _in_dest(self, relative: str) -> str:
+        if relative.startswith("/"):  # an absolute run_root (a data disk): where the trial writes
+            return relative
         dest = self.runner.dest
         base = dest.removeprefix("~/") if dest.startswith("~/") else dest
         return f"{base.rstrip('/')}/{relative}"

@@ -87,3 +87,36 @@ def test_another_laptop_resumes_the_sweep_from_the_bucket(
     assert starts(emu, "bk-0") == 4
     # The bucket holds the final state too.
     assert in_bucket()["finished_at"] == final["finished_at"] is not None
+
+
+def test_extend_on_another_laptop_extends_the_bucket_state(
+    emulator_thread: EmulatorThread, fake_gcs: FakeGcs, tmp_path: Path
+) -> None:
+    emu = emulator_thread
+    fake_gcs.make_bucket("sweep-state")
+    text = BUCKET_SWEEP.replace('search = "grid"', 'search = "grid"\ncount = 2')
+    config, sweep, env = setup_fleet(
+        emu, tmp_path, ["bk-0"], text, '\n[storage]\nbucket = "gs://sweep-state/runs"\n'
+    )
+
+    def sweep_cli(environ: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "gcptui.tui", "sweep", *args, "--config", str(config)],
+                              cwd=ROOT, env=environ, capture_output=True, text=True, timeout=300)  # fmt: skip
+
+    first = sweep_cli(env, "run", str(sweep))  # laptop A: 2 trials, finished, in the bucket too
+    assert first.returncode == 0, first.stderr
+
+    # Laptop B has no state of its own: extend works on the bucket's (status there does too) and
+    # puts the extended state back, so laptop A's next run finds the new trials.
+    env_b = {**env, "HOME": str(tmp_path / "home-b"), "GCPTUI_SWEEPS_DIR": str(tmp_path / "sweeps-b")}
+    extend = sweep_cli(env_b, "extend", "bk", "--count", "2")
+    assert extend.returncode == 0, extend.stderr
+    assert "queued 2 more trials (t002..t003)" in extend.stderr
+
+    again = sweep_cli(env, "run", "bk")
+    assert again.returncode == 0, again.stderr
+    assert "resuming from gs://sweep-state/runs/.gcptui-sweeps/bk/state.json" in again.stderr
+    final = json.loads((tmp_path / "sweeps" / "bk" / "state.json").read_text())
+    assert [t["state"] for t in final["trials"]] == ["finished"] * 4
+    assert [t["attempts"] for t in final["trials"]] == [1, 1, 1, 1]
+    assert starts(emu, "bk-0") == 4  # the first two did not run again

@@ -58,6 +58,10 @@ def test_errors_are_one_line_with_exit_2(env: dict[str, str], tmp_path: Path) ->
     bad = tmp_path / "bad.toml"
     bad.write_text(SWEEP.replace("count = 4", "count = 4\nvm = 1"))
     assert f"{bad}:7: unknown key 'vm'" in one_line(gcptui(env, "sweep", "run", str(bad)), 2)
+    styled = tmp_path / "styled.toml"
+    styled.write_text(SWEEP.replace("--lr {lr}", "--lr {lr:.3g}"))
+    assert "command uses {lr:.3g}: write {lr}" in one_line(gcptui(env, "sweep", "run", str(styled)), 2)
+    assert not (tmp_path / "sweeps" / "cli").exists()
 
 
 def state_with_results(tmp_path: Path) -> SweepState:
@@ -104,6 +108,10 @@ def test_status_report_and_extend_read_the_state(env: dict[str, str], tmp_path: 
     assert len(curves.findall("{http://www.w3.org/2000/svg}polyline")) == 2  # the best 2, well-formed SVG
     ET.parse(out / "val_loss_vs_lr.svg")
     ET.parse(out / "durations.svg")
+    # --out naming a file (or a folder under one): one line, not a traceback.
+    for taken in (out / "results.csv", out / "results.csv" / "more"):
+        line = one_line(gcptui(env, "sweep", "report", "cli", "--out", str(taken)), 2)
+        assert f"cannot write the report into {out / 'results.csv'}" in line and "give --out a folder" in line
 
     extend = gcptui(env, "sweep", "extend", "cli", "--count", "3")
     assert extend.returncode == 0, extend.stderr

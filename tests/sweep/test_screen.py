@@ -43,6 +43,7 @@ def sample_state() -> SweepState:
     running = state.trials[3]
     running.state, running.vm, running.step, running.total_steps = "running", "gpu-1", 50, 200
     running.metric, running.preempted = 2.8, True  # no start time: an ETA-free, deterministic picture
+    running.recovering = True  # its VM is not back yet
     state.trials[4].state, state.trials[4].exit_code = "failed", 3
     return state
 
@@ -285,7 +286,7 @@ async def test_a_float_parameter_is_shown_compactly_so_the_metric_and_eta_stay_o
     screen = SweepScreen("screen", refresh_seconds=0)
     state = sample_state()
     state.trials[0].params["lr"] = 0.0031622776601683794  # drawn log-uniformly
-    state.trials[3].preempted = False
+    state.trials[3].preempted = state.trials[3].recovering = False
     async with Host(screen).run_test(size=(80, 20)) as pilot:
         screen.show_state(state)
         await pilot.pause()

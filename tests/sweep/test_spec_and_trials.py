@@ -105,8 +105,16 @@ def test_commands_get_quoted_values_and_a_run_dir_per_trial() -> None:
         (("low = 1e-4", "low = -1.0"), "log_uniform range needs low > 0"),
         (("--run-dir {run_dir}", ""), "must contain {run_dir}"),
         (("--lr {lr}", "--lr {rate}"), "uses {rate}, which is not a parameter"),
+        # A format spec would act on the shell-quoted text (a traceback at `sweep run`), '!r' quote it twice.
+        (("--lr {lr}", "--lr {lr:.3g}"), "command uses {lr:.3g}: write {lr}"),
+        (("--lr {lr}", "--lr {lr!r}"), "command uses {lr!r}: write {lr}"),
         (('goal = "min"\n', ""), None),
         (('vms = ["a", "b"]', 'vms = ["a", "a"]'), "names a VM twice"),
+        # The sweep file's own key and line, not the CLI's --gpus flag (there is none in a sweep file).
+        (
+            ('vms = ["a", "b"]', 'vms = { count = 2, from = "base", gpus = "l4" }'),
+            "sweep.toml: 'vms.gpus' is 'l4': write \"TYPE:COUNT\"",
+        ),
         (('kind = "list"', 'kind = "choice"'), "params.batch_size"),
         # Names go unquoted into the file the VM's supervisor sources: one ran a command, one ended it.
         (("count = 12", 'count = 12\nenv = { "WANDB-PROJECT" = "x" }'), "'WANDB-PROJECT' is not a valid"),

@@ -49,9 +49,11 @@ def test_a_job_gone_with_its_vm_is_preempted_not_failed() -> None:
     assert _preempted(JobStatus(name="a", state="killed", detail="vanished"), trial)
     # The VM's shutdown SIGTERM reached the supervisor before any notice (torchrun then exits 1).
     assert _preempted(JobStatus(name="a", state="exited", exit_code=1, detail="terminated"), trial)
-    trial.preempted = True
+    trial.preempted = trial.recovering = True  # its VM seen down
     assert _preempted(status, trial)  # SIGTERM at the preemption: exit 143
     assert not _preempted(JobStatus(name="a", state="exited", exit_code=3), trial)
+    trial.recovering = False  # resumed since: a 143 now is someone's kill, a failure
+    assert not _preempted(status, trial)
 
 
 def test_a_trial_job_carries_its_parameters_and_its_own_metrics_file() -> None:

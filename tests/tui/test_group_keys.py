@@ -14,7 +14,7 @@ from gcptui.remote.emulator import Emulator
 from gcptui.tui.app import GcptuiApp
 from gcptui.tui.dialogs.choice import ChoiceScreen
 from gcptui.tui.logs.screen import LogsScreen
-from tests.tui.test_fleet_jobs import until
+from tests.tui.test_fleet_jobs import question, until
 
 CONFIG = """
 [sync]
@@ -103,3 +103,44 @@ async def test_group_row_starts_shows_logs_of_and_kills_every_node(
         )
         await pilot.press("K", "y")
         await until(pilot, lambda: node_state("g0") == "killed" and node_state("g1") == "killed", timeout=60)
+
+
+@pytest.mark.timeout(180)
+async def test_group_row_kill_with_a_node_preempted_kills_the_node_still_up(
+    emulator: Emulator, tmp_path: Path
+) -> None:
+    for name in ("g0", "g1"):
+        emulator.add_instance(name, "us-central1-a", spot=True)
+        await emulator.wait_for_status(name, "RUNNING")
+    source = tmp_path / "src"
+    source.mkdir()
+    config = emulator.write_config(tmp_path / "gcptui.toml")
+    config.write_text(config.read_text() + CONFIG.format(source=source, port=free_port()))
+    app = GcptuiApp(load_config(config), refresh_seconds=0.5)
+    async with app.run_test(size=(180, 40)) as pilot:
+
+        def node_state(name: str) -> str | None:
+            live = app.live.get(name)
+            return live.job.state if live is not None and live.job is not None else None
+
+        await until(pilot, lambda: node_state("g0") == "none" and node_state("g1") == "none", timeout=60)
+        assert app.fleet_screen.table.selected_key() == "group:pair"
+        await pilot.press("s")
+        await until(
+            pilot, lambda: node_state("g0") == "running" and node_state("g1") == "running", timeout=90
+        )
+        emulator.preempt("g1")
+        await emulator.wait_for_status("g1", "TERMINATED")
+
+        def g1_status() -> str | None:
+            snapshot = app.fleet_screen.snapshot
+            found = snapshot.find("g1") if snapshot is not None else None
+            return found.status if found is not None else None
+
+        await until(pilot, lambda: g1_status() == "TERMINATED", timeout=60)
+
+        # g0's half waits in its rendezvous for g1: K (offered for a group with a node down) reaches it.
+        await pilot.press("K")
+        await until(pilot, lambda: "every node of group pair" in question(app))
+        await pilot.press("y")
+        await until(pilot, lambda: node_state("g0") == "killed", timeout=60)

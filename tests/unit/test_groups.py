@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import shlex
+from pathlib import Path
 
 import pytest
 
@@ -11,6 +12,8 @@ from gcptui.remote.errors import ConfigError
 from gcptui.remote.jobs.group import group_state, processes_per_node, program_words, torchrun_command
 from gcptui.remote.jobs.protocol import JobStatus
 from gcptui.remote.models import Gpu, Instance
+
+REFERENCE = Path(__file__).resolve().parents[2] / "docs" / "REFERENCE.md"
 
 
 def test_groups_validate_names_and_vms(tmp_path) -> None:  # type: ignore[no-untyped-def]
@@ -54,6 +57,15 @@ def test_torchrun_command_is_quoted_and_static() -> None:
         "--master-addr", "10.0.0.2", "--master-port", "29500",
         "--no-python", "sh", "-c", "echo 'a b'; rm -rf x",
     ]  # fmt: skip
+
+
+def test_the_reference_describes_the_torchrun_line_a_node_runs() -> None:
+    # docs/REFERENCE.md's [[groups]] block (generated from GroupConfig's docstring) once said c10d
+    # (--rdzv-backend, --rdzv-endpoint): a user debugging a rendezvous must read the flags it uses.
+    section = REFERENCE.read_text(encoding="utf-8").split("### `[[groups]]`", 1)[1].split("\n### ", 1)[0]
+    line = torchrun_command("python train.py", nnodes=2, nproc=1, rank=0, master="10.0.0.2", port=29500)
+    flags = [word for word in shlex.split(line) if word.startswith("--")]
+    assert [flag for flag in flags if flag not in section] == [] and "--rdzv" not in section
 
 
 def test_processes_per_node_follow_gpus_or_the_setting() -> None:

@@ -63,6 +63,10 @@ def run_job(args: argparse.Namespace) -> int:
                 await sync_before_job(services, instances)  # the VM holds the current tree first
         results += await services.jobs.run_all(args.action, [services.target(i) for i in instances])
         objects = [r.value.to_json() for r in results if r.ok and r.value is not None]
+        for item in objects:  # a group's node carries its group however it was named (DESIGN's JSON)
+            group = next((g.name for g in services.config.groups if item["name"] in g.vms), None)
+            if group is not None:
+                item["group"] = group
         rows = [r.value for r in results if r.ok and r.value is not None]
         summaries: list[JobStatus] = []
         for name in group_names:
@@ -98,12 +102,17 @@ async def run_group_action(
 
     group = services.config.group(name)
     assert group is not None
-    instances = await services.resolve(list(group.vms), running=args.action != "status")
+    # A start or restart needs every node up (one line for a node that is down). Kill and status act
+    # on the nodes that are up: after a node's preemption the others' torchrun waits on in its
+    # rendezvous, on paid GPUs, and `job kill GROUP` must still reach it.
+    whole = args.action in ("start", "restart")
+    members = await services.resolve(list(group.vms), running=whole)
     if services.latest(name) is not None:
         raise_usage(f"{name!r} names both a [[groups]] entry and a VM: rename the group in gcptui.toml")
-    down = [(i, down_error(i)) for i in instances]
+    down = [(i, down_error(i)) for i in members]
     failed: list[HostResult[JobStatus]] = [HostResult(i.name, error=e) for i, e in down if e is not None]
-    if failed:
+    instances = [i for i, e in down if e is None]
+    if not instances:
         return failed, []
     runner = GroupJobRunner(services.pool, services.config, remote_home=services.jobs.remote_home)
     targets = [services.target(i) for i in instances]
@@ -123,10 +132,10 @@ async def run_group_action(
     results = await run_group(args.action, runner, group, instances, targets)
     statuses = [r.value for r in results if r.ok and r.value is not None]
     objects = group_json(name, statuses)
-    if len(statuses) < len(targets):  # a node did not answer: the group cannot be said to run
+    if len(statuses) < len(members):  # a node is down or did not answer: the group cannot be said to run
         for item in objects:
             item["group_state"] = "partial" if item["group_state"] == "running" else item["group_state"]
-    return results, objects
+    return [*failed, *results], objects
 
 
 async def stop_before_sync(
@@ -162,20 +171,33 @@ def run_logs(args: argparse.Namespace) -> int:
                 "--raw prints one file's bytes exactly: give one NAME (and no [logs] files), "
                 "or leave --raw out to merge several sources line by line"
             )
-        instances = await services.resolve(names, running=True)
+        found = await services.resolve(names)
         for name in args.names:  # as `job` refuses it: which one was meant is not for us to guess
             if services.config.group(name) is not None and services.latest(name) is not None:
                 raise_usage(
                     f"{name!r} names both a [[groups]] entry and a VM: rename the group in gcptui.toml"
                 )
+        # A VM named itself must run. A group's node that is down (a preemption) is one line: the
+        # others' logs are what the user reads then (what node 0 said when node 1 went away).
+        down = [(i, error) for i in found if (error := down_error(i)) is not None]
+        named = [error for i, error in down if i.name in args.names]
+        if named:
+            raise named[0]
+        if down and len(down) == len(found):
+            raise down[0][1]
+        errors = Console(stderr=True, soft_wrap=True)
+        for _, error in down:
+            errors.print("[red]✗[/]", Text(one_line(str(error))), highlight=False)
+        instances = [i for i in found if down_error(i) is None]
         lines = args.n if args.n is not None else services.config.logs.history_lines
-        return await print_logs(
+        code = await print_logs(
             {i.name: services.follow(i) for i in instances},
             paths,
             follow=args.f,
             lines=lines,
             raw=True if args.raw else None,
         )
+        return code or (1 if down else 0)
 
     return with_services(args, body)
 

@@ -29,7 +29,7 @@ from gcptui.remote.sweep.state import (
     sweep_dir,
     sweeps_dir,
 )
-from gcptui.remote.sweep.trials import extend_trials, initial_trials
+from gcptui.remote.sweep.trials import extend_trials, grid_size, initial_trials
 from gcptui.tui.cli.common import with_services
 from gcptui.tui.cli.logs import iso_time
 
@@ -105,6 +105,14 @@ def _spec_and_state(
             "give this sweep a new name (or move its state away: "
             f"{sweep_dir(spec.name)})"
         )
+    if spec.count != state.spec.count:
+        # The trials were drawn when the sweep was made (extend adds more): taking the new count
+        # would only make the saved spec claim trials the sweep never queued.
+        wanted = spec.count or (grid_size(spec) if spec.search == "grid" else 0)
+        more = wanted - len(state.trials)
+        say(f"{path}: count = {spec.count} is not applied: sweep {spec.name} has {len(state.trials)} trials"
+            + (f"; `gcptui sweep extend {spec.name} --count {more}` queues the rest" if more > 0 else ""))  # fmt: skip
+        spec = spec.model_copy(update={"count": state.spec.count})
     state.spec = spec  # VMs, at_end, max_failures, poll may change between runs
     return spec, state
 
@@ -236,19 +244,50 @@ def sweep_status(args: argparse.Namespace) -> int:
 
 def sweep_report(args: argparse.Namespace) -> int:
     state = _read_state(args)
-    folder = Path(args.out) if args.out else sweep_dir(state.name) / "report"
-    for path in write_report(state, folder, best=args.best):
+    folder = Path(args.out).expanduser() if args.out else sweep_dir(state.name) / "report"
+    try:
+        written = write_report(state, folder, best=args.best)
+    except OSError as err:  # --out names a file, or a folder this user cannot write: theirs to fix
+        where = err.filename or folder
+        raise ConfigError(
+            f"cannot write the report into {where}: {err.strerror}: give --out a folder"
+        ) from None
+    for path in written:
         print(path)
     return 0
 
 
 def sweep_extend(args: argparse.Namespace) -> int:
-    state = require_state(args.name)
-    added = state.add(extend_trials(state.spec, len(state.trials), args.count))
-    save_state(state)
+    # A `sweep run` of it saves its own copy of the state: trials queued beside it would be written
+    # over and never run, so extend takes the same lock (refused in one line while it runs).
+    with run_lock(args.name):
+        # The newer of this machine's state and the bucket's, as `sweep run` takes it: extending an
+        # older copy here would save it as the newest, and a run would redo what ran elsewhere since.
+        state = _read_state(args)
+        added = state.add(extend_trials(state.spec, len(state.trials), args.count))
+        save_state(state)
+        _put_in_bucket(args, state)
     print(
         f"sweep {state.name}: queued {len(added)} more trials ({added[0].id}..{added[-1].id}): "
         f"`gcptui sweep run {state.name}` runs them",
         file=sys.stderr,
     )
     return 0
+
+
+def _put_in_bucket(args: argparse.Namespace, state: SweepState) -> None:
+    """The extended state into the bucket too (``[storage] bucket``), so a `sweep run` on another
+    machine finds the new trials; one warning when it cannot get there."""
+    from gcptui.remote.config import load_config
+
+    bucket = load_config(getattr(args, "config", None)).storage.bucket
+    if not bucket:
+        return
+    from gcptui.remote.sweep.bucket_state import upload_state
+
+    try:
+        upload_state(bucket, state.name, json.dumps(state.to_json(), indent=1).encode())
+    except GcptuiError as err:
+        print(
+            f"warning: {err} (the new trials are on this machine only: run the sweep here)", file=sys.stderr
+        )

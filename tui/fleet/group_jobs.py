@@ -12,7 +12,7 @@ from gcptui.remote.errors import GcptuiError
 from gcptui.remote.jobs.group import GroupJobRunner
 from gcptui.remote.jobs.group_control import run_group
 from gcptui.remote.jobs.runner import JobAction
-from gcptui.remote.services import Services
+from gcptui.remote.services import Services, down_error
 
 if TYPE_CHECKING:
     from gcptui.tui.live.monitors import Monitors
@@ -26,7 +26,13 @@ async def group_job_action(services: Services, monitors: Monitors, action: JobAc
     group = services.config.group(name)
     if group is None:
         raise GcptuiError(f"no [[groups]] entry named {name!r} in gcptui.toml")
-    instances = await services.resolve(list(group.vms), running=action != "status")
+    # A start or restart needs every node up. Kill (which the group row offers with a node down) and
+    # status act on the nodes that are up: after a node's preemption the others wait in the rendezvous.
+    members = await services.resolve(list(group.vms), running=action in ("start", "restart"))
+    instances = [i for i in members if down_error(i) is None]
+    down = [i.name for i in members if down_error(i) is not None]
+    if not instances:
+        raise GcptuiError(f"group {name}: no node is running ({', '.join(down)}): nothing to {action}")
     if action in ("start", "restart"):
         for instance in instances:
             await monitors.barrier(instance)
@@ -38,4 +44,5 @@ async def group_job_action(services: Services, monitors: Monitors, action: JobAc
     if failed:
         raise GcptuiError(f"{failed[0].name}: {failed[0].error}")
     states = sorted({r.value.state for r in results if r.value is not None})
-    return f"group {name}: job {'/'.join(states)} on {len(results)} nodes"
+    gone = f"; {', '.join(down)} down" if down else ""
+    return f"group {name}: job {'/'.join(states)} on {len(results)} nodes{gone}"

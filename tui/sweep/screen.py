@@ -164,7 +164,7 @@ class SweepScreen(Screen[None]):
                 *(Text(_param(trial.params.get(p, "")), style=style) for p in params),
                 Text(_where(trial), style=style),
                 Text(
-                    trial.state + (" (preempted)" if trial.preempted and trial.state == "running" else ""),
+                    trial.state + (" (preempted)" if trial.recovering and trial.state == "running" else ""),
                     style=style or STATE_STYLES.get(trial.state, ""),
                 ),  # fmt: skip
                 Text(step, style=style),
