@@ -26,6 +26,7 @@ Every mistake is one ``ConfigError`` line naming the file, the line and the key.
 
 from __future__ import annotations
 
+import math
 import re
 import string
 import tomllib
@@ -81,6 +82,11 @@ class RangeParam(_Strict):
             raise ValueError(f"low ({self.low}) must be at most high ({self.high})")
         if "log" in self.kind and self.low <= 0:
             raise ValueError(f"a {self.kind} range needs low > 0, not {self.low}")
+        if self.kind.startswith("int_") and math.ceil(self.low) > math.floor(self.high):
+            # Every draw would be clamped to a value outside the range.
+            raise ValueError(
+                f"an {self.kind} range needs a whole number from low to high: {self.low}..{self.high}"
+            )
         return self
 
 
@@ -96,6 +102,11 @@ class StepParam(_Strict):
     def _ordered(self) -> StepParam:
         if not self.low <= self.high:
             raise ValueError(f"low ({self.low}) must be at most high ({self.high})")
+        if self.kind == "int_step" and not (float(self.low).is_integer() and float(self.step).is_integer()):
+            # low 1, step 0.5 rounds 1, 1.5, 2, 2.5 to 1, 2, 2, 2: the same trial again and again.
+            raise ValueError(
+                f"an int_step range needs whole low and step, not low {self.low}, step {self.step}"
+            )
         return self
 
 

@@ -55,7 +55,9 @@ def grid_values(param: Param) -> list[ParamValue]:
     points = [low + (high - low) * k / (n - 1) for k in range(n)] if n > 1 else [low]
     values: list[float] = [math.exp(p) for p in points] if log else points
     if param.kind.startswith("int_"):
-        return list(dict.fromkeys(int(round(v)) for v in values))  # rounding may merge points
+        # Rounding may merge points, and must not leave the range (low 0.4 rounds to 0).
+        low, high = math.ceil(param.low), math.floor(param.high)
+        return list(dict.fromkeys(min(max(int(round(v)), low), high) for v in values))
     return list(values)
 
 

@@ -79,6 +79,9 @@ def test_step_and_int_variants() -> None:
     for t in initial_trials(s):
         assert t.params["layers"] in (2, 5, 8)
         assert isinstance(t.params["width"], int) and 16 <= t.params["width"] <= 256
+    # A grid of an int range stays inside it: low 0.4 no longer rounds to 0.
+    inside = spec(BASE + '\n[params.depth]\nkind = "int_uniform"\nlow = 0.4\nhigh = 2.6\npoints = 3\n')
+    assert grid_values(inside.params["depth"]) == [1, 2]
 
 
 def test_commands_get_quoted_values_and_a_run_dir_per_trial() -> None:
@@ -109,6 +112,16 @@ def test_commands_get_quoted_values_and_a_run_dir_per_trial() -> None:
         (("--lr {lr}", "--lr {lr:.3g}"), "command uses {lr:.3g}: write {lr}"),
         (("--lr {lr}", "--lr {lr!r}"), "command uses {lr!r}: write {lr}"),
         (('goal = "min"\n', ""), None),
+        # No whole number in range: every draw was clamped to 0 or 1, outside it.
+        (
+            ('kind = "log_uniform"\nlow = 1e-4\nhigh = 1e-1', 'kind = "int_uniform"\nlow = 0.2\nhigh = 0.7'),
+            "int_uniform range needs a whole number from low to high",
+        ),
+        # A fractional step repeats grid points (1, 1.5, 2, 2.5, 3 rounded).
+        (
+            ("count = 12", 'count = 12\n\n[params.layers]\nkind = "int_step"\nlow = 1\nhigh = 3\nstep = 0.5'),
+            "int_step range needs whole low and step",
+        ),
         (('vms = ["a", "b"]', 'vms = ["a", "a"]'), "names a VM twice"),
         # The sweep file's own key and line, not the CLI's --gpus flag (there is none in a sweep file).
         (
