@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import posixpath
+import re
 import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -35,6 +36,18 @@ def bucket_urls(config: Config, name: str) -> list[str]:
     groups = [g.name for g in config.groups if name in g.vms]
     urls = [config.storage.checkpoint_url(n) for n in (*groups, name)]
     return [url for url in urls if url is not None]
+
+
+def mirror_folders(url: str, remote: str) -> list[str]:
+    """Where under ``url`` (a ``GCPTUI_CHECKPOINT_URL``) the run folder ``remote`` is mirrored: the
+    trainer mirrors to ``<url>/<run folder's name>``; a sweep trial's job gets the sweep's name
+    appended to its URL (remote/sweep/vmside.py), so ``<run_root>/<sweep>/tNNN`` is under
+    ``<url>/<sweep>/tNNN``."""
+    path = remote.rstrip("/")
+    name, parent = posixpath.basename(path), posixpath.basename(posixpath.dirname(path))
+    if parent and re.fullmatch(r"t\d{3,}", name):
+        return [f"{url}/{parent}/{name}", f"{url}/{name}"]
+    return [f"{url}/{name}"]
 
 
 def reachable(instance: Instance) -> bool:
@@ -68,7 +81,7 @@ async def pull_results(
             f"{instance.name} is {instance.status}: `gcptui vm start {instance.name}` and pull again "
             "(or set [storage] bucket so runs are in Cloud Storage too)"
         )
-    sources = [f"{url}/{posixpath.basename(remote.rstrip('/'))}" for url in bucket_urls]
+    sources = [folder for url in bucket_urls for folder in mirror_folders(url, remote)]
     for source in sources:
         stop = threading.Event()
         try:

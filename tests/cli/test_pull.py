@@ -187,6 +187,26 @@ def test_a_group_node_pulls_from_the_groups_folder_in_the_bucket(
     assert "nothing under gs://team-runs/x/big/none or gs://team-runs/x/n1/none" in nothing.stderr
 
 
+def test_a_sweep_trial_pulls_from_the_sweeps_folder_in_the_bucket(
+    emulator_thread,
+    fake_gcs: FakeGcs,
+    tmp_path: Path,  # type: ignore[no-untyped-def]
+) -> None:
+    """A trial's job mirrors to <bucket>/<VM>/<sweep> (its URL carries the sweep's name), so its run
+    folder <run_root>/<sweep>/t000 is under <bucket>/<VM>/<sweep>/t000, not <bucket>/<VM>/t000."""
+    emulator_thread.add_instance("vm-1", "us-central1-a", spot=True, status="TERMINATED")
+    fake_gcs.make_bucket("team-runs")
+    fake_gcs.client().bucket("team-runs").blob("x/vm-1/lr-bs/t000/latest.json").upload_from_string(b"{}")
+    config = emulator_thread.write_config(tmp_path / "gcptui.toml")
+    config.write_text(config.read_text() + '\n[storage]\nbucket = "gs://team-runs/x"\n')
+    local = tmp_path / "laptop"
+    args = ("pull", "vm-1", "sweeps/lr-bs/t000", str(local), "--config", str(config))
+    result = gcptui(*args, env=fake_gcs.env())
+    assert result.returncode == 0, result.stderr
+    assert "gs://team-runs/x/vm-1/lr-bs/t000 → " in result.stderr
+    assert (local / "t000/latest.json").read_bytes() == b"{}"
+
+
 def test_a_pull_from_the_bucket_without_google_credentials_is_one_line(
     emulator_thread,
     tmp_path: Path,
