@@ -184,6 +184,12 @@ class AutoStopper:
             i for i in instances
             if i.source == "gce" and i.status == "RUNNING" and (self.names is None or i.name in self.names)
         ]  # fmt: skip
+        for instance in instances:
+            name = instance.name
+            if instance.status != "RUNNING" and (name in self.rules.pending or name in self.rules.idle_since):
+                # Stopped meanwhile (by its user, say): a warning given while it ran is void, and its
+                # idle clock starts again when it next runs, never carried across the stop.
+                await self._apply(instance, self.rules.cancel(name, self.clock(), f"it is {instance.status}"))
         seen = await asyncio.gather(*(self.probe(i) for i in running), return_exceptions=True)
         for instance, observation in zip(running, seen, strict=True):
             if not isinstance(observation, Observation):
