@@ -245,9 +245,14 @@ class RestApi:
         except ValueError:
             raise ApiError(400, "Invalid JSON payload received.", "parseError") from None
         zone = request.match_info["zone"]
-        vm, disks = vm_from_insert(
-            body, zone, self.fleet.project, lambda name: self.fleet.disks.get((zone, name))
-        )
+        try:
+            vm, disks = vm_from_insert(
+                body, zone, self.fleet.project, lambda name: self.fleet.disks.get((zone, name))
+            )
+        except (AttributeError, TypeError, ValueError):
+            # A field of the wrong JSON type (a string for an object, a word for a count): GCE refuses
+            # it while parsing the body, with a 400, never a 500.
+            raise ApiError(400, "Invalid JSON payload received.", "parseError") from None
         op = self.fleet.insert(vm, disks)
         return _json(operation_json(op, self.fleet.project))
 
