@@ -204,3 +204,18 @@ def test_a_group_is_added_to_the_config_keeping_it_valid(tmp_path: Path) -> None
     with pytest.raises(ConfigError):
         record_group(config, "bad name", ["x"])  # not a valid group name: the file is left as it was
     assert config.read_text() == before and [p.name for p in tmp_path.iterdir()] == ["gcptui.toml"]
+
+
+def test_vm_create_with_a_gpu_type_the_zone_lacks_names_it_not_the_project(
+    api_emulator: EmulatorThread, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """GCE answers 404 for an accelerator type its zone lacks: that is no reason to doubt the project."""
+    api_emulator.add_instance("base", ZONE)
+    api_emulator.wait_for_status("base", "RUNNING")
+    config = str(api_emulator.write_config(tmp_path / "gcptui.toml"))
+    code = main(["vm", "create", "a", "--from", "base", "--gpus", "nvidia-tesla-k81:1", "--config", config])
+    stderr = capsys.readouterr().err
+    assert code == 1, stderr
+    [line] = [line for line in stderr.splitlines() if line.startswith("✗")]
+    assert f"zones/{ZONE}/acceleratorTypes/nvidia-tesla-k81" in line and "not found" in line, line
+    assert "Project" not in line and "[gcp] project" not in stderr, stderr
