@@ -55,6 +55,9 @@ def run_vm(args: argparse.Namespace) -> int:
         targets = source.resolve(args.names)
     except NotFoundError as err:  # a name that is not in the fleet: a usage error, as everywhere else
         raise ConfigError(str(err)) from None
+    # A name given twice is one VM: acting on it twice at once makes the second call fail (a second
+    # delete finds it gone).
+    targets = list({i.name: i for i in targets}.values())
     hosts = [i.name for i in targets if i.source != "gce"]
     if hosts:
         raise ConfigError(f"{', '.join(hosts)}: static hosts have no VM lifecycle; vm acts on GCE instances")
