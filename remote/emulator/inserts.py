@@ -20,9 +20,12 @@ API_ROOT = "https://www.googleapis.com/compute/v1"
 NAME_RULE = f"Must be a match of regex '{NAME_PATTERN}'"
 # A partial (``zones/Z/diskTypes/T``, ``projects/P/zones/Z/...``) or full URL of a zonal resource.
 _ZONAL = r"(?:(?:https://(?:www|compute)\.googleapis\.com/compute/v1/)?projects/[^/]+/)?zones/([^/]+)/{kind}/([^/]+)"
+# An image, an image family, or a family's zonal view (``zones/-/imageFamilyViews/F``, what gcloud
+# names a public image family by).
 _IMAGE = re.compile(
-    r"(?:(?:https://(?:www|compute)\.googleapis\.com/compute/v1/)?projects/([^/]+)/)?global/images/"
-    r"(family/)?([a-z](?:[-a-z0-9]{0,61}[a-z0-9])?)"
+    r"(?:(?:https://(?:www|compute)\.googleapis\.com/compute/v1/)?projects/(?P<owner>[^/]+)/)?"
+    r"(?:global/images/(?P<family>family/)?|zones/[^/]+/(?P<view>imageFamilyViews)/)"
+    r"(?P<name>[a-z](?:[-a-z0-9]{0,61}[a-z0-9])?)"
 )
 _SNAPSHOT = re.compile(
     r"(?:(?:https://(?:www|compute)\.googleapis\.com/compute/v1/)?projects/[^/]+/)?global/snapshots/([^/]+)"
@@ -93,7 +96,8 @@ def image_url(value: str, project: str) -> str:
     """The image a disk was made from, as ``disks.get`` reports it (a family resolves to an image)."""
     found = _IMAGE.fullmatch(value)
     assert found is not None
-    owner, family, name = found.group(1) or project, found.group(2), found.group(3)
+    owner, name = found.group("owner") or project, found.group("name")
+    family = found.group("family") or found.group("view")
     concrete = f"{name}-v20250101" if family else name
     return f"{API_ROOT}/projects/{owner}/global/images/{concrete}"
 
