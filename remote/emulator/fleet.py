@@ -234,7 +234,8 @@ class Fleet:
         return op
 
     def simulate_maintenance_event(self, vm: Vm) -> Operation:
-        """Spot/preemptible VMs are preempted; other GPU VMs terminate for maintenance; the rest migrate."""
+        """Spot/preemptible VMs are preempted; other VMs that cannot or may not live-migrate (GPUs,
+        ``onHostMaintenance: TERMINATE``) terminate for maintenance; the rest migrate."""
         if vm.status != "RUNNING":
             raise ApiError(
                 400,
@@ -244,7 +245,7 @@ class Fleet:
         op = self._user_operation(vm, "simulateMaintenanceEvent")
         if vm.spot:
             self._spawn(self._power_off(vm, PREEMPTED))
-        elif vm.gpus:
+        elif vm.maintenance_policy == "TERMINATE":  # GPUs, or a VM made with TERMINATE
             self._spawn(self._host_maintenance(vm))
         else:
             self._record(

@@ -182,6 +182,7 @@ def vm_from_insert(
         preemptible=bool(scheduling.get("preemptible", False)),
         termination_action=action if model == "SPOT" or scheduling.get("preemptible") else None,
         automatic_restart=scheduling.get("automaticRestart"),
+        on_host_maintenance=scheduling.get("onHostMaintenance") or None,
         external_ip=any(nic.get("accessConfigs") for nic in nics),
         labels=dict(body.get("labels") or {}),
         extra={k: v for k, v in body.items() if k not in modelled},
