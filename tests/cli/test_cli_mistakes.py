@@ -41,6 +41,7 @@ def test_a_cloud_error_keeps_its_brackets_and_a_bad_zone_flag_is_named(
     assert result.returncode == 1
     assert "Traceback" not in result.stderr
     assert "x1: zone nowhere-9 does not exist: check --zone" in result.stderr, result.stderr
+    assert "fix [gcp] zones" not in result.stderr, result.stderr  # the config is not at fault
 
 
 def test_ctrl_d_at_the_delete_question_deletes_nothing(

@@ -117,7 +117,9 @@ def run_create(args: argparse.Namespace) -> int:
     plan = plan_create(gce, base, options, make_image)
     count = f"{len(names)} VM{'s' if len(names) != 1 else ''}"
     console.print(escape(f"creating {count} like {base.name}: {describe(plan)}"))
-    creator = VmCreator(gce, config, lambda name, step: console.print(escape(f"  {name}: {step}")))
+    creator = VmCreator(
+        gce, config, lambda name, step: console.print(escape(f"  {name}: {zone_advice(step, args.zone)}"))
+    )
     began = time.monotonic()
     results = creator.create_many(plan, names)
     made = [r.instance for r in results.values() if isinstance(r, Created)]
@@ -161,7 +163,9 @@ def _first_sync(args: argparse.Namespace, names: list[str]) -> int:
 
 
 def zone_advice(message: str, zone: str | None) -> str:
-    """``message``, its "fix [gcp] zones" advice pointed at ``--zone`` when the zone came from it."""
+    """``message``, its "fix [gcp] zones" advice pointed at ``--zone`` when the zone came from it (in
+    the step lines too: no line may send the user to a config key that is not at fault)."""
     if zone and f"zone {zone} does not exist" in message:
-        return f"zone {zone} does not exist: check --zone (`gcloud compute zones list` lists them)"
+        before = message.split(f"zone {zone} does not exist", 1)[0]
+        return f"{before}zone {zone} does not exist: check --zone (`gcloud compute zones list` lists them)"
     return message
