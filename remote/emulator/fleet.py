@@ -217,6 +217,11 @@ class Fleet:
         return op
 
     def delete(self, vm: Vm) -> Operation:
+        if vm.extra.get("deletionProtection") is True:  # set by its insert, echoed by instances.get
+            raise ApiError(
+                400, "Invalid resource usage: 'Resource cannot be deleted if it's protected against deletion.'",
+                "invalidResourceUsage",
+            )  # fmt: skip
         op = self._user_operation(vm, "delete")
         self._spawn(self._delete(vm, op))
         return op
