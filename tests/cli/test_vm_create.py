@@ -219,3 +219,18 @@ def test_vm_create_with_a_gpu_type_the_zone_lacks_names_it_not_the_project(
     [line] = [line for line in stderr.splitlines() if line.startswith("✗")]
     assert f"zones/{ZONE}/acceleratorTypes/nvidia-tesla-k81" in line and "not found" in line, line
     assert "Project" not in line and "[gcp] project" not in stderr, stderr
+
+
+def test_vm_create_from_a_legacy_preemptible_base_says_spot(
+    emulator_thread: EmulatorThread, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A preemptible base (``preemptible: true``, provisioning model STANDARD) makes preemptible VMs:
+    the plan line must not call them on-demand (`gcptui ls` calls them spot)."""
+    emulator_thread.add_instance("old-style", ZONE, preemptible=True, status="TERMINATED")
+    config = str(emulator_thread.write_config(tmp_path / "gcptui.toml"))
+    main(["vm", "create", "copy", "--from", "old-style", "--config", config])
+    stderr = capsys.readouterr().err
+    assert "n1-standard-4, Spot, in us-central1-a" in stderr, stderr
+    gce = gce_for(emulator_thread)
+    copy = gce.get("copy", ZONE)
+    assert copy is not None and copy.spot

@@ -67,7 +67,11 @@ def describe(plan: CreatePlan) -> str:
         f"{a['acceleratorCount']}x {short_name(a['acceleratorType'])}"
         for a in body.get("guestAccelerators", [])
     )
-    model = "Spot" if body["scheduling"].get("provisioningModel") == "SPOT" else "on-demand"
+    scheduling = body["scheduling"]
+    # Legacy preemptible VMs (provisioning model STANDARD) are Spot-priced and preempted as Spot ones:
+    # `gcptui ls` calls them spot too.
+    spot = scheduling.get("provisioningModel") == "SPOT" or bool(scheduling.get("preemptible"))
+    model = "Spot" if spot else "on-demand"
     origin = plan.origin
     source = short_name(origin.source_image or origin.source_snapshot or "")
     kind = "image" if origin.source_image else "snapshot"
