@@ -246,6 +246,13 @@ class RestApi:
             raise ApiError(400, "Invalid JSON payload received.", "parseError") from None
         zone = request.match_info["zone"]
         body = own_urls_as_gce(body, f"{request.scheme}://{request.host}/compute/v1/")
+        name = body.get("name") if isinstance(body, dict) else None
+        if isinstance(name, str) and (zone, name) in self.fleet.vms:
+            # GCE names the instance, not the boot disk of the same name that exists with it.
+            raise ApiError(
+                409, f"The resource 'projects/{self.fleet.project}/zones/{zone}/instances/{name}' already exists",
+                "alreadyExists",
+            )  # fmt: skip
         try:
             vm, disks = vm_from_insert(
                 body, zone, self.fleet.project, lambda name: self.fleet.disks.get((zone, name))

@@ -83,3 +83,13 @@ def test_a_malformed_insert_gets_a_400_not_a_500(
     assert status == 400, answer
     assert answer["error"]["code"] == 400 and answer["error"]["status"] == "INVALID_ARGUMENT"
     assert _vms(api_emulator) == []
+
+
+def test_inserting_a_taken_name_names_the_instance_not_its_disk(api_emulator: EmulatorThread) -> None:
+    assert _call(api_emulator, INSTANCES, method="POST", body=_insert_body("twice"))[0] == 200
+    status, answer = _call(api_emulator, INSTANCES, method="POST", body=_insert_body("twice"))
+    assert status == 409, answer
+    assert answer["error"]["message"] == (
+        f"The resource 'projects/{api_emulator.project}/zones/{ZONE}/instances/twice' already exists"
+    )
+    assert answer["error"]["errors"][0]["reason"] == "alreadyExists"
