@@ -234,3 +234,19 @@ def test_vm_create_from_a_legacy_preemptible_base_says_spot(
     gce = gce_for(emulator_thread)
     copy = gce.get("copy", ZONE)
     assert copy is not None and copy.spot
+
+
+def test_vm_create_into_a_zone_outside_gcp_zones_is_refused_before_any_insert(
+    api_emulator: EmulatorThread, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A VM made where gcptui does not look would be billed yet missing from `ls`, `job`, keep-alive."""
+    api_emulator.add_instance("base", ZONE)
+    config = api_emulator.write_config(tmp_path / "gcptui.toml")
+    config.write_text(config.read_text().replace("[gcp]\n", f'[gcp]\nzones = ["{ZONE}"]\n', 1))
+    code = main(["vm", "create", "a", "--from", "base", "--zone", "us-east4-a", "--config", str(config)])
+    stderr = capsys.readouterr().err
+    assert code == 2, stderr
+    assert "us-east4-a" in stderr and "[gcp] zones" in stderr and len(stderr.strip().splitlines()) == 1, (
+        stderr
+    )
+    assert api_emulator.calls("instances.insert") == 0

@@ -93,6 +93,13 @@ def run_create(args: argparse.Namespace) -> int:
     source = FleetSource(config)
     if source.gcp is None:
         raise ConfigError("vm create needs a [gcp] section: static [[hosts]] cannot be created")
+    zones = list(source.gcp.zones)
+    if options.zone and zones and options.zone not in zones:
+        # gcptui lists only [gcp] zones: VMs made elsewhere would run (and cost) unseen by ls, job, keepalive.
+        raise ConfigError(
+            f"--zone {options.zone} is not in [gcp] zones ({', '.join(zones)}): add it there first, "
+            "or gcptui will not see the new VMs"
+        )
     snapshot = source.snapshot()
     base = snapshot.find(args.base)
     if base is None or base.source != "gce":
