@@ -41,7 +41,7 @@ class VmHost(Protocol):
 
     def added(self, vm: Vm) -> None: ...
     def internal_address(self, n: int) -> str: ...
-    async def boot(self, vm: Vm) -> str: ...
+    async def boot(self, vm: Vm, address: str | None = None) -> str: ...
     async def signal_preempted(self, vm: Vm) -> None: ...
     async def shutdown(self, vm: Vm, grace: float) -> None: ...
     async def removed(self, vm: Vm) -> None: ...
@@ -320,10 +320,21 @@ class Fleet:
             op.finish()
 
     async def _reset(self, vm: Vm, op: Operation) -> None:
+        """A hard reset (no grace). GCE: "Throughout this process, the VM remains in the RUNNING
+        state": nothing is stopped, so it keeps its addresses."""
         async with vm.lock:
             op.running()
-            await self.host.shutdown(vm, 0.0)  # a hard reset: no grace
-            await self._bring_up(vm)
+            await self.host.shutdown(vm, 0.0)
+            try:
+                address = await self.host.boot(vm, vm.nat_ip if vm.external_ip else vm.network_ip)
+            except OSError as err:
+                await self._set_status(vm, "TERMINATED")
+                op.finish([{"code": "EMULATOR_BOOT_FAILED", "message": str(err)}], (500, "INTERNAL"))
+                return
+            if vm.external_ip:
+                vm.nat_ip = address
+            else:
+                vm.network_ip = address
             op.finish()
 
     async def _delete(self, vm: Vm, op: Operation) -> None:
