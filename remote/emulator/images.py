@@ -17,7 +17,7 @@ from aiohttp import web
 
 from gcptui.remote.aio import within
 from gcptui.remote.emulator.fleet import ApiError, Fleet
-from gcptui.remote.emulator.inserts import API_ROOT, check_name, zonal
+from gcptui.remote.emulator.inserts import API_ROOT, check_name, own_urls_as_gce, zonal
 from gcptui.remote.emulator.state import Operation, new_id, timestamp
 
 
@@ -66,6 +66,7 @@ class ImagesApi:
         except ValueError:
             raise ApiError(400, "Invalid JSON payload received.", "parseError") from None
         project = self.fleet.project
+        body = own_urls_as_gce(body, f"{request.scheme}://{request.host}/compute/v1/")
         name = check_name(body.get("name") if isinstance(body, dict) else None)
         if name in self.images:
             raise ApiError(

@@ -108,6 +108,19 @@ def snapshot_url(value: str, project: str) -> str:
     return f"{API_ROOT}/projects/{project}/global/snapshots/{found.group(1)}"
 
 
+def own_urls_as_gce(value: Any, own_root: str) -> Any:
+    """``value`` with URLs under the emulator's own root written as GCE's: gcloud, pointed here by
+    ``api_endpoint_overrides/compute``, builds resource URLs on this root as it builds them on GCE's
+    against GCE, and GCE takes URLs on its own root."""
+    if isinstance(value, str):
+        return f"{API_ROOT}/{value.removeprefix(own_root)}" if value.startswith(own_root) else value
+    if isinstance(value, list):
+        return [own_urls_as_gce(item, own_root) for item in value]
+    if isinstance(value, dict):
+        return {key: own_urls_as_gce(item, own_root) for key, item in value.items()}
+    return value
+
+
 def check_name(name: object, field: str = "resource.name") -> str:
     if not valid_name(name):
         raise invalid(field, name if isinstance(name, str) else "", NAME_RULE)

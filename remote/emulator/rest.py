@@ -22,7 +22,7 @@ from gcptui.remote.emulator.filters import FilterError, parse_filter
 from gcptui.remote.emulator.fleet import ApiError, Fleet
 from gcptui.remote.emulator.images import ImagesApi, add_image_routes
 from gcptui.remote.emulator.images import operation_json as global_operation_json
-from gcptui.remote.emulator.inserts import API_ROOT, vm_from_insert
+from gcptui.remote.emulator.inserts import own_urls_as_gce, vm_from_insert
 from gcptui.remote.emulator.resources import (
     disk_json,
     guest_attributes_json,
@@ -358,19 +358,6 @@ class RestApi:
         if token:
             out["nextPageToken"] = token
         return _json(out)
-
-
-def own_urls_as_gce(value: Any, own_root: str) -> Any:
-    """``value`` with URLs under the emulator's own root written as GCE's: gcloud, pointed here by
-    ``api_endpoint_overrides/compute``, builds resource URLs on this root as it builds them on GCE's
-    against GCE, and GCE takes URLs on its own root."""
-    if isinstance(value, str):
-        return f"{API_ROOT}/{value.removeprefix(own_root)}" if value.startswith(own_root) else value
-    if isinstance(value, list):
-        return [own_urls_as_gce(item, own_root) for item in value]
-    if isinstance(value, dict):
-        return {key: own_urls_as_gce(item, own_root) for key, item in value.items()}
-    return value
 
 
 def _no_results(scope: str) -> dict[str, Any]:

@@ -106,3 +106,6 @@ def test_gcloud_creates_a_vm_from_a_public_image_family(tmp_path: Path) -> None:
             "compute", "disks", "describe", "made-by-gcloud", "--zone", ZONE, "--format=value(sourceImage)"
         )
         assert image.strip().endswith("/projects/debian-cloud/global/images/debian-12-v20250101"), image
+        gcloud("compute", "images", "create", "from-gcloud", "--source-disk", "made-by-gcloud",
+               "--source-disk-zone", ZONE, "--force")  # fmt: skip
+        assert emu.emulator.api.images.images["from-gcloud"].status == "READY"  # type: ignore[union-attr]
