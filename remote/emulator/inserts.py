@@ -30,6 +30,7 @@ _IMAGE = re.compile(
 _SNAPSHOT = re.compile(
     r"(?:(?:https://(?:www|compute)\.googleapis\.com/compute/v1/)?projects/[^/]+/)?global/snapshots/([^/]+)"
 )
+PUBLIC_IMAGE_GB = 10  # what GCE's public Linux images (debian-12, ...) need
 DISK_TYPES = frozenset({"pd-standard", "pd-balanced", "pd-ssd", "pd-extreme", "hyperdisk-balanced"})
 # GCE's predefined machine types of the families gcptui prices: the vCPU counts each FAMILY-KIND-N
 # offers. Every emulated zone offers all of them. A family not listed is taken on trust when its name
@@ -129,9 +130,11 @@ def check_name(name: object, field: str = "resource.name") -> str:
 
 
 def vm_from_insert(
-    body: Any, zone: str, project: str, existing_disk: Callable[[str], Disk | None]
-) -> tuple[Vm, list[Disk]]:
-    """The new VM and the disks the insert creates; ``ApiError`` (400/404) where GCE would refuse."""
+    body: Any, zone: str, project: str, existing_disk: Callable[[str], Disk | None],
+    image_size_gb: Callable[[str], int | None] = lambda url: None,
+) -> tuple[Vm, list[Disk]]:  # fmt: skip
+    """The new VM and the disks the insert creates; ``ApiError`` (400/404) where GCE would refuse.
+    ``image_size_gb``: the size of an image of the project by its URL (None: a public image, 10 GB)."""
     if not isinstance(body, dict):
         raise ApiError(400, "Invalid JSON payload received.", "parseError")
     name = check_name(body.get("name"))
@@ -147,7 +150,7 @@ def vm_from_insert(
             machine,
             f"Machine type with name '{machine_at[1]}' does not exist in zone '{zone}'.",
         )
-    disks, attached = _disks(body.get("disks") or [], name, zone, project, existing_disk)
+    disks, attached = _disks(body.get("disks") or [], name, zone, project, existing_disk, image_size_gb)
     scheduling = body.get("scheduling") or {}
     model = scheduling.get("provisioningModel") or "STANDARD"
     if model not in ("STANDARD", "SPOT"):
@@ -229,8 +232,9 @@ def _check_scheduling(scheduling: dict[str, Any], spot: bool, gpus: bool) -> Non
 
 
 def _disks(
-    bodies: list[Any], instance: str, zone: str, project: str, existing_disk: Callable[[str], Disk | None]
-) -> tuple[list[Disk], list[AttachedDisk]]:
+    bodies: list[Any], instance: str, zone: str, project: str, existing_disk: Callable[[str], Disk | None],
+    image_size_gb: Callable[[str], int | None],
+) -> tuple[list[Disk], list[AttachedDisk]]:  # fmt: skip
     if not any(isinstance(d, dict) and d.get("boot") for d in bodies):
         raise invalid("resource.disks", "", "A boot disk must be specified.")
     created: list[Disk] = []
@@ -287,14 +291,23 @@ def _disks(
                 f"The resource 'projects/{project}/zones/{zone}/disks/{disk_name}' already exists",
                 "alreadyExists",
             )
-        size = int(params.get("diskSizeGb") or spec.get("diskSizeGb") or 10)
+        source = image_url(image, project) if image else None
+        # A disk holds at least its image, and is the image's size unless asked bigger.
+        smallest = (image_size_gb(source) or PUBLIC_IMAGE_GB) if source else 0
+        asked = params.get("diskSizeGb") or spec.get("diskSizeGb")
+        size = int(asked or max(smallest, 10))
+        if size < smallest:
+            raise invalid(
+                f"{field}.initializeParams.diskSizeGb", asked,
+                f"Requested disk size cannot be smaller than the image size ({smallest} GB)",
+            )  # fmt: skip
         created.append(
             Disk(
                 name=disk_name,
                 zone=zone,
                 size_gb=size,
                 type=typed[1],
-                source_image=image_url(image, project) if image else None,
+                source_image=source,
                 source_snapshot=snapshot_url(snapshot, project) if snapshot else None,
                 labels=dict(params.get("labels") or {}),
             )

@@ -255,8 +255,9 @@ class RestApi:
             )  # fmt: skip
         try:
             vm, disks = vm_from_insert(
-                body, zone, self.fleet.project, lambda name: self.fleet.disks.get((zone, name))
-            )
+                body, zone, self.fleet.project, lambda name: self.fleet.disks.get((zone, name)),
+                self.images.size_gb,
+            )  # fmt: skip
         except (AttributeError, TypeError, ValueError):
             # A field of the wrong JSON type (a string for an object, a word for a count): GCE refuses
             # it while parsing the body, with a 400, never a 500.

@@ -10,6 +10,7 @@ import pytest
 
 from gcptui.remote.emulator.thread import EmulatorThread
 from tests.emulator.test_strict_api import ZONE, _call, _insert_body
+from tests.helpers.emulator import wait_until
 
 INSTANCES = f"zones/{ZONE}/instances"
 
@@ -93,3 +94,30 @@ def test_inserting_a_taken_name_names_the_instance_not_its_disk(api_emulator: Em
         f"The resource 'projects/{api_emulator.project}/zones/{ZONE}/instances/twice' already exists"
     )
     assert answer["error"]["errors"][0]["reason"] == "alreadyExists"
+
+
+def test_a_boot_disk_smaller_than_its_image_gets_gces_400(api_emulator: EmulatorThread) -> None:
+    small = _insert_body("small")
+    small["disks"][0]["initializeParams"]["diskSizeGb"] = "5"  # the public Debian image is 10 GB
+    status, answer = _call(api_emulator, INSTANCES, method="POST", body=small)
+    assert status == 400, answer
+    assert answer["error"]["message"] == (
+        "Invalid value for field 'resource.disks[0].initializeParams.diskSizeGb': '5'. "
+        "Requested disk size cannot be smaller than the image size (10 GB)"
+    )
+    assert _vms(api_emulator) == []
+    # An image of a 20 GB disk is 20 GB: a disk from it defaults to that size, and no smaller will do.
+    assert _call(api_emulator, INSTANCES, method="POST", body=_insert_body("big"))[0] == 200  # 20 GB
+    api_emulator.wait_for_status("big", "RUNNING")
+    image = {"name": "big-image", "sourceDisk": f"zones/{ZONE}/disks/big"}
+    assert _call(api_emulator, "global/images?forceCreate=true", method="POST", body=image)[0] == 200
+    images = api_emulator.emulator.api.images.images  # type: ignore[union-attr]
+    wait_until(lambda: images["big-image"].status == "READY")
+    from_image = _insert_body("copy")
+    from_image["disks"][0]["initializeParams"] = {"sourceImage": "global/images/big-image"}
+    assert _call(api_emulator, INSTANCES, method="POST", body=from_image)[0] == 200
+    assert _call(api_emulator, f"zones/{ZONE}/disks/copy")[1]["sizeGb"] == "20"
+    from_image["name"] = "copy2"
+    from_image["disks"][0]["initializeParams"]["diskSizeGb"] = "10"
+    status, answer = _call(api_emulator, INSTANCES, method="POST", body=from_image)
+    assert status == 400 and "image size (20 GB)" in answer["error"]["message"], answer
