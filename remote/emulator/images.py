@@ -57,11 +57,10 @@ class ImagesApi:
         self.max_wait_seconds = max_wait_seconds
         self._tasks: set[asyncio.Task[None]] = set()
 
-    def size_gb(self, url: str) -> int | None:
-        """The size of the project's image at ``url`` (a full image URL), None for another's."""
-        prefix = f"{API_ROOT}/projects/{self.fleet.project}/global/images/"
-        image = self.images.get(url.removeprefix(prefix)) if url.startswith(prefix) else None
-        return image.size_gb if image is not None else None
+    def state(self, name: str) -> tuple[str, int] | None:
+        """(status, size in GB) of image ``name``, None when the project has none of that name."""
+        image = self.images.get(name)
+        return (image.status, image.size_gb) if image is not None else None
 
     def _json(self, body: dict[str, Any]) -> web.Response:
         return web.Response(text=json.dumps(body), content_type="application/json")

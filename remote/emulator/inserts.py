@@ -131,10 +131,10 @@ def check_name(name: object, field: str = "resource.name") -> str:
 
 def vm_from_insert(
     body: Any, zone: str, project: str, existing_disk: Callable[[str], Disk | None],
-    image_size_gb: Callable[[str], int | None] = lambda url: None,
+    project_image: Callable[[str], tuple[str, int] | None] = lambda name: None,
 ) -> tuple[Vm, list[Disk]]:  # fmt: skip
     """The new VM and the disks the insert creates; ``ApiError`` (400/404) where GCE would refuse.
-    ``image_size_gb``: the size of an image of the project by its URL (None: a public image, 10 GB)."""
+    ``project_image``: (status, size in GB) of the project's image of that name, None if it has none."""
     if not isinstance(body, dict):
         raise ApiError(400, "Invalid JSON payload received.", "parseError")
     name = check_name(body.get("name"))
@@ -150,7 +150,7 @@ def vm_from_insert(
             machine,
             f"Machine type with name '{machine_at[1]}' does not exist in zone '{zone}'.",
         )
-    disks, attached = _disks(body.get("disks") or [], name, zone, project, existing_disk, image_size_gb)
+    disks, attached = _disks(body.get("disks") or [], name, zone, project, existing_disk, project_image)
     scheduling = body.get("scheduling") or {}
     model = scheduling.get("provisioningModel") or "STANDARD"
     if model not in ("STANDARD", "SPOT"):
@@ -231,9 +231,25 @@ def _check_scheduling(scheduling: dict[str, Any], spot: bool, gpus: bool) -> Non
         )  # fmt: skip
 
 
+def _image_size(image: str, project: str, project_image: Callable[[str], tuple[str, int] | None]) -> int:
+    """GB the image needs; the project's own images (not families) must exist and be READY, as on
+    GCE (public images are taken on trust at 10 GB)."""
+    found = _IMAGE.fullmatch(image)
+    assert found is not None
+    if (found.group("owner") or project) != project or found.group("family") or found.group("view"):
+        return PUBLIC_IMAGE_GB
+    where = f"projects/{project}/global/images/{found.group('name')}"
+    state = project_image(found.group("name"))
+    if state is None:
+        raise ApiError(404, f"The resource '{where}' was not found", "notFound")
+    if state[0] != "READY":
+        raise ApiError(400, f"The resource '{where}' is not ready", "resourceNotReady")
+    return state[1]
+
+
 def _disks(
     bodies: list[Any], instance: str, zone: str, project: str, existing_disk: Callable[[str], Disk | None],
-    image_size_gb: Callable[[str], int | None],
+    project_image: Callable[[str], tuple[str, int] | None],
 ) -> tuple[list[Disk], list[AttachedDisk]]:  # fmt: skip
     if not any(isinstance(d, dict) and d.get("boot") for d in bodies):
         raise invalid("resource.disks", "", "A boot disk must be specified.")
@@ -293,7 +309,7 @@ def _disks(
             )
         source = image_url(image, project) if image else None
         # A disk holds at least its image, and is the image's size unless asked bigger.
-        smallest = (image_size_gb(source) or PUBLIC_IMAGE_GB) if source else 0
+        smallest = _image_size(image, project, project_image) if image else 0
         asked = params.get("diskSizeGb") or spec.get("diskSizeGb")
         size = int(asked or max(smallest, 10))
         if size < smallest:

@@ -256,7 +256,7 @@ class RestApi:
         try:
             vm, disks = vm_from_insert(
                 body, zone, self.fleet.project, lambda name: self.fleet.disks.get((zone, name)),
-                self.images.size_gb,
+                self.images.state,
             )  # fmt: skip
         except (AttributeError, TypeError, ValueError):
             # A field of the wrong JSON type (a string for an object, a word for a count): GCE refuses

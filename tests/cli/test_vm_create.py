@@ -49,6 +49,17 @@ def _base_body() -> dict[str, Any]:
     }  # fmt: skip
 
 
+def _insert_base(emu: EmulatorThread) -> None:
+    """The base, from the project's image IMAGE (made first, as a user would have, from a seed disk)."""
+    from gcptui.remote.cloud.images import image_from_disk
+
+    emu.add_instance("seed", ZONE, status="TERMINATED")
+    gce = gce_for(emu)
+    gce.min_wait_pause = 0.05
+    image_from_disk(gce, ZONE, "seed", IMAGE.rsplit("/", 1)[-1])
+    gce.insert(ZONE, _base_body())
+
+
 def _config(emu: EmulatorThread, tmp_path: Path, known_hosts: Path) -> Path:
     config = emu.write_config(tmp_path / "gcptui.toml")
     text = config.read_text().replace(f'"{emu.emulator.known_hosts}"', f'"{known_hosts}"')  # type: ignore[union-attr]
@@ -76,8 +87,8 @@ def test_vm_create_two_like_the_base_in_parallel_pinned_and_reachable(
     emulator_thread: EmulatorThread, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     emu = emulator_thread
+    _insert_base(emu)
     gce = gce_for(emu)
-    gce.insert(ZONE, _base_body())
     known_hosts = tmp_path / "own_known_hosts"  # empty: only guest attributes can pin the new VMs
     config = _config(emu, tmp_path, known_hosts)
 
@@ -160,7 +171,7 @@ def test_vm_create_count_group_records_the_group_that_job_then_sees(
     emulator_thread: EmulatorThread, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     emu = emulator_thread
-    gce_for(emu).insert(ZONE, _base_body())
+    _insert_base(emu)
     config = _config(emu, tmp_path, tmp_path / "own_known_hosts")
     config.write_text("# the user's own comment stays\n" + config.read_text() + '\n[job]\ncommand = "true"\n')
 

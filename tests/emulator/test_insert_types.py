@@ -121,3 +121,30 @@ def test_a_boot_disk_smaller_than_its_image_gets_gces_400(api_emulator: Emulator
     from_image["disks"][0]["initializeParams"]["diskSizeGb"] = "10"
     status, answer = _call(api_emulator, INSTANCES, method="POST", body=from_image)
     assert status == 400 and "image size (20 GB)" in answer["error"]["message"], answer
+
+
+def test_a_boot_disk_from_a_missing_or_unfinished_project_image_is_refused(
+    api_emulator: EmulatorThread,
+) -> None:
+    project = api_emulator.project
+    missing = _insert_body("m")
+    missing["disks"][0]["initializeParams"] = {"sourceImage": f"projects/{project}/global/images/never-made"}
+    status, answer = _call(api_emulator, INSTANCES, method="POST", body=missing)
+    assert status == 404, answer
+    assert (
+        answer["error"]["message"]
+        == f"The resource 'projects/{project}/global/images/never-made' was not found"
+    )
+    assert _vms(api_emulator) == []
+    api_emulator.add_instance("seed", ZONE, status="TERMINATED")
+    image = {"name": "pending", "sourceDisk": f"zones/{ZONE}/disks/seed"}
+    api_emulator.emulator.api.images.fleet.timing.boot_seconds = 30.0  # type: ignore[union-attr]  # stays PENDING
+    assert _call(api_emulator, "global/images", method="POST", body=image)[0] == 200
+    early = _insert_body("early")
+    early["disks"][0]["initializeParams"] = {"sourceImage": "global/images/pending"}
+    status, answer = _call(api_emulator, INSTANCES, method="POST", body=early)
+    assert status == 400, answer
+    assert (
+        answer["error"]["message"] == f"The resource 'projects/{project}/global/images/pending' is not ready"
+    )
+    assert answer["error"]["errors"][0]["reason"] == "resourceNotReady"
