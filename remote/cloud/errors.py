@@ -152,6 +152,14 @@ def translate(
             )
         if zone and f"zones/{zone}'" in message:
             return CloudError(f"zone {zone} does not exist: fix [gcp] zones in gcptui.toml")
+        missing = re.search(r"The resource '([^']+)' was not found", message)
+        if missing and missing.group(1) != f"projects/{project}":
+            # Something the call refers to is missing (a GPU type the zone lacks, an image, a
+            # subnetwork in another region), not the project: name it.
+            return CloudError(
+                f"cannot {action}: {missing.group(1)} was not found: check its name, and that it exists "
+                "in that zone or region"
+            )
         return CloudError(
             f"Project {project} not found or not visible to you: check [gcp] project in gcptui.toml, "
             "GOOGLE_CLOUD_PROJECT or `gcloud config set project`"

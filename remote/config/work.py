@@ -296,7 +296,8 @@ class AutostopConfig(_Section):
         ge=0,
         description=(
             "Seconds between the warning (a notification and a countdown) and the action; the job "
-            "starting again, the GPUs getting busy, or any key on that VM in the TUI cancels it."
+            "starting again, the GPUs getting busy, the VM stopping, or any key on that VM in the TUI "
+            "cancels it."
         ),
     )
 

@@ -41,7 +41,7 @@ class VmHost(Protocol):
 
     def added(self, vm: Vm) -> None: ...
     def internal_address(self, n: int) -> str: ...
-    async def boot(self, vm: Vm) -> str: ...
+    async def boot(self, vm: Vm, address: str | None = None) -> str: ...
     async def signal_preempted(self, vm: Vm) -> None: ...
     async def shutdown(self, vm: Vm, grace: float) -> None: ...
     async def removed(self, vm: Vm) -> None: ...
@@ -217,6 +217,11 @@ class Fleet:
         return op
 
     def delete(self, vm: Vm) -> Operation:
+        if vm.extra.get("deletionProtection") is True:  # set by its insert, echoed by instances.get
+            raise ApiError(
+                400, "Invalid resource usage: 'Resource cannot be deleted if it's protected against deletion.'",
+                "invalidResourceUsage",
+            )  # fmt: skip
         op = self._user_operation(vm, "delete")
         self._spawn(self._delete(vm, op))
         return op
@@ -234,7 +239,8 @@ class Fleet:
         return op
 
     def simulate_maintenance_event(self, vm: Vm) -> Operation:
-        """Spot/preemptible VMs are preempted; other GPU VMs terminate for maintenance; the rest migrate."""
+        """Spot/preemptible VMs are preempted; other VMs that cannot or may not live-migrate (GPUs,
+        ``onHostMaintenance: TERMINATE``) terminate for maintenance; the rest migrate."""
         if vm.status != "RUNNING":
             raise ApiError(
                 400,
@@ -244,7 +250,7 @@ class Fleet:
         op = self._user_operation(vm, "simulateMaintenanceEvent")
         if vm.spot:
             self._spawn(self._power_off(vm, PREEMPTED))
-        elif vm.gpus:
+        elif vm.maintenance_policy == "TERMINATE":  # GPUs, or a VM made with TERMINATE
             self._spawn(self._host_maintenance(vm))
         else:
             self._record(
@@ -314,10 +320,21 @@ class Fleet:
             op.finish()
 
     async def _reset(self, vm: Vm, op: Operation) -> None:
+        """A hard reset (no grace). GCE: "Throughout this process, the VM remains in the RUNNING
+        state": nothing is stopped, so it keeps its addresses."""
         async with vm.lock:
             op.running()
-            await self.host.shutdown(vm, 0.0)  # a hard reset: no grace
-            await self._bring_up(vm)
+            await self.host.shutdown(vm, 0.0)
+            try:
+                address = await self.host.boot(vm, vm.nat_ip if vm.external_ip else vm.network_ip)
+            except OSError as err:
+                await self._set_status(vm, "TERMINATED")
+                op.finish([{"code": "EMULATOR_BOOT_FAILED", "message": str(err)}], (500, "INTERNAL"))
+                return
+            if vm.external_ip:
+                vm.nat_ip = address
+            else:
+                vm.network_ip = address
             op.finish()
 
     async def _delete(self, vm: Vm, op: Operation) -> None:

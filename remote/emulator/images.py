@@ -17,7 +17,7 @@ from aiohttp import web
 
 from gcptui.remote.aio import within
 from gcptui.remote.emulator.fleet import ApiError, Fleet
-from gcptui.remote.emulator.inserts import API_ROOT, check_name, zonal
+from gcptui.remote.emulator.inserts import API_ROOT, check_name, own_urls_as_gce, zonal
 from gcptui.remote.emulator.state import Operation, new_id, timestamp
 
 
@@ -57,6 +57,11 @@ class ImagesApi:
         self.max_wait_seconds = max_wait_seconds
         self._tasks: set[asyncio.Task[None]] = set()
 
+    def state(self, name: str) -> tuple[str, int] | None:
+        """(status, size in GB) of image ``name``, None when the project has none of that name."""
+        image = self.images.get(name)
+        return (image.status, image.size_gb) if image is not None else None
+
     def _json(self, body: dict[str, Any]) -> web.Response:
         return web.Response(text=json.dumps(body), content_type="application/json")
 
@@ -66,6 +71,7 @@ class ImagesApi:
         except ValueError:
             raise ApiError(400, "Invalid JSON payload received.", "parseError") from None
         project = self.fleet.project
+        body = own_urls_as_gce(body, f"{request.scheme}://{request.host}/compute/v1/")
         name = check_name(body.get("name") if isinstance(body, dict) else None)
         if name in self.images:
             raise ApiError(

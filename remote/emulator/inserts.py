@@ -4,7 +4,7 @@ GCE refuses what the emulator refuses here, with the same 400 text where it is k
 not RFC 1035, a bare disk-type name (``pd-standard`` is valid only in instance templates), a boot disk
 with neither an image, a snapshot nor an existing disk, a machine type or accelerator type that is not
 a URL of the insert's zone, GPUs or a preemptible VM with ``onHostMaintenance`` other than TERMINATE,
-a preemptible VM with ``automaticRestart`` true.
+a preemptible VM with ``automaticRestart`` true, a machine type or accelerator type GCE does not have.
 """
 
 from __future__ import annotations
@@ -20,14 +20,66 @@ API_ROOT = "https://www.googleapis.com/compute/v1"
 NAME_RULE = f"Must be a match of regex '{NAME_PATTERN}'"
 # A partial (``zones/Z/diskTypes/T``, ``projects/P/zones/Z/...``) or full URL of a zonal resource.
 _ZONAL = r"(?:(?:https://(?:www|compute)\.googleapis\.com/compute/v1/)?projects/[^/]+/)?zones/([^/]+)/{kind}/([^/]+)"
+# An image, an image family, or a family's zonal view (``zones/-/imageFamilyViews/F``, what gcloud
+# names a public image family by).
 _IMAGE = re.compile(
-    r"(?:(?:https://(?:www|compute)\.googleapis\.com/compute/v1/)?projects/([^/]+)/)?global/images/"
-    r"(family/)?([a-z](?:[-a-z0-9]{0,61}[a-z0-9])?)"
+    r"(?:(?:https://(?:www|compute)\.googleapis\.com/compute/v1/)?projects/(?P<owner>[^/]+)/)?"
+    r"(?:global/images/(?P<family>family/)?|zones/[^/]+/(?P<view>imageFamilyViews)/)"
+    r"(?P<name>[a-z](?:[-a-z0-9]{0,61}[a-z0-9])?)"
 )
 _SNAPSHOT = re.compile(
     r"(?:(?:https://(?:www|compute)\.googleapis\.com/compute/v1/)?projects/[^/]+/)?global/snapshots/([^/]+)"
 )
+PUBLIC_IMAGE_GB = 10  # what GCE's public Linux images (debian-12, ...) need
 DISK_TYPES = frozenset({"pd-standard", "pd-balanced", "pd-ssd", "pd-extreme", "hyperdisk-balanced"})
+# GCE's predefined machine types of the families gcptui prices: the vCPU counts each FAMILY-KIND-N
+# offers. Every emulated zone offers all of them. A family not listed is taken on trust when its name
+# has GCE's FAMILY-KIND-N shape (GCE has many more families than the emulator knows).
+_SIZES: dict[tuple[str, str], frozenset[int]] = {
+    ("n1", "standard"): frozenset({1, 2, 4, 8, 16, 32, 64, 96}),
+    ("n1", "highmem"): frozenset({2, 4, 8, 16, 32, 64, 96}),
+    ("n1", "highcpu"): frozenset({2, 4, 8, 16, 32, 64, 96}),
+    ("n2", "standard"): frozenset({2, 4, 8, 16, 32, 48, 64, 80, 96, 128}),
+    ("n2", "highmem"): frozenset({2, 4, 8, 16, 32, 48, 64, 80, 96, 128}),
+    ("n2", "highcpu"): frozenset({2, 4, 8, 16, 32, 48, 64, 80, 96}),
+    ("n2d", "standard"): frozenset({2, 4, 8, 16, 32, 48, 64, 80, 96, 128, 224}),
+    ("n2d", "highmem"): frozenset({2, 4, 8, 16, 32, 48, 64, 80, 96}),
+    ("n2d", "highcpu"): frozenset({2, 4, 8, 16, 32, 48, 64, 80, 96, 128, 224}),
+    ("e2", "standard"): frozenset({2, 4, 8, 16, 32}),
+    ("e2", "highmem"): frozenset({2, 4, 8, 16}),
+    ("e2", "highcpu"): frozenset({2, 4, 8, 16, 32}),
+    ("c2", "standard"): frozenset({4, 8, 16, 30, 60}),
+    ("g2", "standard"): frozenset({4, 8, 12, 16, 24, 32, 48, 96}),
+}
+_NAMED_MACHINES = frozenset({
+    "e2-micro", "e2-small", "e2-medium", "f1-micro", "g1-small",
+    "a2-highgpu-1g", "a2-highgpu-2g", "a2-highgpu-4g", "a2-highgpu-8g", "a2-megagpu-16g",
+    "a2-ultragpu-1g", "a2-ultragpu-2g", "a2-ultragpu-4g", "a2-ultragpu-8g",
+    "a3-highgpu-1g", "a3-highgpu-2g", "a3-highgpu-4g", "a3-highgpu-8g", "a3-megagpu-8g", "a3-ultragpu-8g",
+    "a3-edgegpu-8g",
+})  # fmt: skip
+_KNOWN_FAMILIES = frozenset({family for family, _ in _SIZES} | {"a2", "a3", "f1", "g1"})
+_MACHINE_SHAPE = re.compile(r"([a-z][a-z0-9]*)-([a-z]+)-([0-9]+)g?")
+_CUSTOM_MACHINE = re.compile(r"(?:(?:n1|n2|n2d|e2)-)?custom-[0-9]+-[0-9]+(?:-ext)?")
+ACCELERATOR_TYPES = frozenset({
+    "nvidia-tesla-t4", "nvidia-tesla-t4-vws", "nvidia-tesla-p4", "nvidia-tesla-p4-vws", "nvidia-tesla-p100",
+    "nvidia-tesla-p100-vws", "nvidia-tesla-v100", "nvidia-tesla-k80", "nvidia-l4", "nvidia-l4-vws",
+    "nvidia-tesla-a100", "nvidia-a100-80gb", "nvidia-h100-80gb", "nvidia-h100-mega-80gb", "nvidia-h200-141gb",
+    "nvidia-b200", "nvidia-gb200", "nvidia-rtx-pro-6000",
+})  # fmt: skip
+
+
+def machine_type_exists(name: str) -> bool:
+    """Whether GCE offers machine type ``name`` (custom shapes and unknown families on trust)."""
+    if name in _NAMED_MACHINES or _CUSTOM_MACHINE.fullmatch(name):
+        return True
+    found = _MACHINE_SHAPE.fullmatch(name)
+    if found is None:
+        return False
+    family, kind, size = found.group(1), found.group(2), int(found.group(3))
+    if family not in _KNOWN_FAMILIES:
+        return True
+    return size in _SIZES.get((family, kind), frozenset())
 
 
 def invalid(field: str, value: object, why: str) -> ApiError:
@@ -45,7 +97,8 @@ def image_url(value: str, project: str) -> str:
     """The image a disk was made from, as ``disks.get`` reports it (a family resolves to an image)."""
     found = _IMAGE.fullmatch(value)
     assert found is not None
-    owner, family, name = found.group(1) or project, found.group(2), found.group(3)
+    owner, name = found.group("owner") or project, found.group("name")
+    family = found.group("family") or found.group("view")
     concrete = f"{name}-v20250101" if family else name
     return f"{API_ROOT}/projects/{owner}/global/images/{concrete}"
 
@@ -56,6 +109,19 @@ def snapshot_url(value: str, project: str) -> str:
     return f"{API_ROOT}/projects/{project}/global/snapshots/{found.group(1)}"
 
 
+def own_urls_as_gce(value: Any, own_root: str) -> Any:
+    """``value`` with URLs under the emulator's own root written as GCE's: gcloud, pointed here by
+    ``api_endpoint_overrides/compute``, builds resource URLs on this root as it builds them on GCE's
+    against GCE, and GCE takes URLs on its own root."""
+    if isinstance(value, str):
+        return f"{API_ROOT}/{value.removeprefix(own_root)}" if value.startswith(own_root) else value
+    if isinstance(value, list):
+        return [own_urls_as_gce(item, own_root) for item in value]
+    if isinstance(value, dict):
+        return {key: own_urls_as_gce(item, own_root) for key, item in value.items()}
+    return value
+
+
 def check_name(name: object, field: str = "resource.name") -> str:
     if not valid_name(name):
         raise invalid(field, name if isinstance(name, str) else "", NAME_RULE)
@@ -64,9 +130,11 @@ def check_name(name: object, field: str = "resource.name") -> str:
 
 
 def vm_from_insert(
-    body: Any, zone: str, project: str, existing_disk: Callable[[str], Disk | None]
-) -> tuple[Vm, list[Disk]]:
-    """The new VM and the disks the insert creates; ``ApiError`` (400/404) where GCE would refuse."""
+    body: Any, zone: str, project: str, existing_disk: Callable[[str], Disk | None],
+    project_image: Callable[[str], tuple[str, int] | None] = lambda name: None,
+) -> tuple[Vm, list[Disk]]:  # fmt: skip
+    """The new VM and the disks the insert creates; ``ApiError`` (400/404) where GCE would refuse.
+    ``project_image``: (status, size in GB) of the project's image of that name, None if it has none."""
     if not isinstance(body, dict):
         raise ApiError(400, "Invalid JSON payload received.", "parseError")
     name = check_name(body.get("name"))
@@ -76,7 +144,13 @@ def vm_from_insert(
         raise invalid("resource.machineType", machine, "The URL is malformed.")
     if machine_at[0] != zone:
         raise invalid("resource.machineType", machine, f"Machine type must be in zone {zone}.")
-    disks, attached = _disks(body.get("disks") or [], name, zone, project, existing_disk)
+    if not machine_type_exists(machine_at[1]):
+        raise invalid(
+            "resource.machineType",
+            machine,
+            f"Machine type with name '{machine_at[1]}' does not exist in zone '{zone}'.",
+        )
+    disks, attached = _disks(body.get("disks") or [], name, zone, project, existing_disk, project_image)
     scheduling = body.get("scheduling") or {}
     model = scheduling.get("provisioningModel") or "STANDARD"
     if model not in ("STANDARD", "SPOT"):
@@ -96,8 +170,16 @@ def vm_from_insert(
                 kind,
                 f"Accelerator type must be in zone {zone}.",
             )
-        if int(acc.get("acceleratorCount", 0)):
-            gpus.append(Accelerator(type=where[1], count=int(acc["acceleratorCount"])))
+        if where[1] not in ACCELERATOR_TYPES:
+            raise ApiError(
+                404, f"The resource 'projects/{project}/zones/{zone}/acceleratorTypes/{where[1]}' was not found",
+                "notFound",
+            )  # fmt: skip
+        count = int(acc.get("acceleratorCount", 0))
+        if count < 0:
+            raise invalid(f"resource.guestAccelerators[{i}].acceleratorCount", count, "Must be at least 0.")
+        if count:
+            gpus.append(Accelerator(type=where[1], count=count))
     _check_scheduling(scheduling, model == "SPOT" or bool(scheduling.get("preemptible")), bool(gpus))
     nics = body.get("networkInterfaces") or [{}]
     items = (body.get("metadata") or {}).get("items") or []
@@ -116,6 +198,7 @@ def vm_from_insert(
         preemptible=bool(scheduling.get("preemptible", False)),
         termination_action=action if model == "SPOT" or scheduling.get("preemptible") else None,
         automatic_restart=scheduling.get("automaticRestart"),
+        on_host_maintenance=scheduling.get("onHostMaintenance") or None,
         external_ip=any(nic.get("accessConfigs") for nic in nics),
         labels=dict(body.get("labels") or {}),
         extra={k: v for k, v in body.items() if k not in modelled},
@@ -148,9 +231,26 @@ def _check_scheduling(scheduling: dict[str, Any], spot: bool, gpus: bool) -> Non
         )  # fmt: skip
 
 
+def _image_size(image: str, project: str, project_image: Callable[[str], tuple[str, int] | None]) -> int:
+    """GB the image needs; the project's own images (not families) must exist and be READY, as on
+    GCE (public images are taken on trust at 10 GB)."""
+    found = _IMAGE.fullmatch(image)
+    assert found is not None
+    if (found.group("owner") or project) != project or found.group("family") or found.group("view"):
+        return PUBLIC_IMAGE_GB
+    where = f"projects/{project}/global/images/{found.group('name')}"
+    state = project_image(found.group("name"))
+    if state is None:
+        raise ApiError(404, f"The resource '{where}' was not found", "notFound")
+    if state[0] != "READY":
+        raise ApiError(400, f"The resource '{where}' is not ready", "resourceNotReady")
+    return state[1]
+
+
 def _disks(
-    bodies: list[Any], instance: str, zone: str, project: str, existing_disk: Callable[[str], Disk | None]
-) -> tuple[list[Disk], list[AttachedDisk]]:
+    bodies: list[Any], instance: str, zone: str, project: str, existing_disk: Callable[[str], Disk | None],
+    project_image: Callable[[str], tuple[str, int] | None],
+) -> tuple[list[Disk], list[AttachedDisk]]:  # fmt: skip
     if not any(isinstance(d, dict) and d.get("boot") for d in bodies):
         raise invalid("resource.disks", "", "A boot disk must be specified.")
     created: list[Disk] = []
@@ -207,14 +307,23 @@ def _disks(
                 f"The resource 'projects/{project}/zones/{zone}/disks/{disk_name}' already exists",
                 "alreadyExists",
             )
-        size = int(params.get("diskSizeGb") or spec.get("diskSizeGb") or 10)
+        source = image_url(image, project) if image else None
+        # A disk holds at least its image, and is the image's size unless asked bigger.
+        smallest = _image_size(image, project, project_image) if image else 0
+        asked = params.get("diskSizeGb") or spec.get("diskSizeGb")
+        size = int(asked or max(smallest, 10))
+        if size < smallest:
+            raise invalid(
+                f"{field}.initializeParams.diskSizeGb", asked,
+                f"Requested disk size cannot be smaller than the image size ({smallest} GB)",
+            )  # fmt: skip
         created.append(
             Disk(
                 name=disk_name,
                 zone=zone,
                 size_gb=size,
                 type=typed[1],
-                source_image=image_url(image, project) if image else None,
+                source_image=source,
                 source_snapshot=snapshot_url(snapshot, project) if snapshot else None,
                 labels=dict(params.get("labels") or {}),
             )

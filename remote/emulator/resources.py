@@ -42,7 +42,7 @@ def instance_json(vm: Vm, project: str, disks: dict[str, Disk] | None = None) ->
             access["natIP"] = vm.nat_ip
         nic["accessConfigs"] = [access]
     scheduling: dict[str, Any] = {
-        "onHostMaintenance": "TERMINATE" if vm.gpus or vm.spot else "MIGRATE",
+        "onHostMaintenance": vm.maintenance_policy,
         "automaticRestart": vm.restarts_automatically,
         # A Spot VM reads preemptible too, as gcloud creates it and GCE returns it.
         "preemptible": vm.spot,

@@ -22,7 +22,7 @@ from gcptui.remote.emulator.filters import FilterError, parse_filter
 from gcptui.remote.emulator.fleet import ApiError, Fleet
 from gcptui.remote.emulator.images import ImagesApi, add_image_routes
 from gcptui.remote.emulator.images import operation_json as global_operation_json
-from gcptui.remote.emulator.inserts import vm_from_insert
+from gcptui.remote.emulator.inserts import own_urls_as_gce, vm_from_insert
 from gcptui.remote.emulator.resources import (
     disk_json,
     guest_attributes_json,
@@ -245,9 +245,23 @@ class RestApi:
         except ValueError:
             raise ApiError(400, "Invalid JSON payload received.", "parseError") from None
         zone = request.match_info["zone"]
-        vm, disks = vm_from_insert(
-            body, zone, self.fleet.project, lambda name: self.fleet.disks.get((zone, name))
-        )
+        body = own_urls_as_gce(body, f"{request.scheme}://{request.host}/compute/v1/")
+        name = body.get("name") if isinstance(body, dict) else None
+        if isinstance(name, str) and (zone, name) in self.fleet.vms:
+            # GCE names the instance, not the boot disk of the same name that exists with it.
+            raise ApiError(
+                409, f"The resource 'projects/{self.fleet.project}/zones/{zone}/instances/{name}' already exists",
+                "alreadyExists",
+            )  # fmt: skip
+        try:
+            vm, disks = vm_from_insert(
+                body, zone, self.fleet.project, lambda name: self.fleet.disks.get((zone, name)),
+                self.images.state,
+            )  # fmt: skip
+        except (AttributeError, TypeError, ValueError):
+            # A field of the wrong JSON type (a string for an object, a word for a count): GCE refuses
+            # it while parsing the body, with a 400, never a 500.
+            raise ApiError(400, "Invalid JSON payload received.", "parseError") from None
         op = self.fleet.insert(vm, disks)
         return _json(operation_json(op, self.fleet.project))
 

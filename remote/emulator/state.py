@@ -104,6 +104,7 @@ class Vm:
     preemptible: bool = False  # legacy preemptible VMs
     termination_action: str | None = None  # STOP or DELETE for Spot VMs
     automatic_restart: bool | None = None  # None: GCE's default (on, except for Spot VMs)
+    on_host_maintenance: str | None = None  # MIGRATE or TERMINATE; None: GCE's default (see below)
     external_ip: bool = True
     labels: dict[str, str] = field(default_factory=dict)
     status: str = "TERMINATED"
@@ -127,6 +128,14 @@ class Vm:
     @property
     def spot(self) -> bool:
         return self.provisioning_model == "SPOT" or self.preemptible
+
+    @property
+    def maintenance_policy(self) -> str:
+        """What host maintenance does to it: GPU and Spot VMs cannot live-migrate (GCE's default and
+        only choice for them); others migrate unless their insert asked for TERMINATE."""
+        if self.gpus or self.spot:
+            return "TERMINATE"
+        return self.on_host_maintenance or "MIGRATE"
 
     @property
     def restarts_automatically(self) -> bool:

@@ -49,8 +49,8 @@ class AddressOnlyHost:
         """The ``n``-th VM's internal IP, as GCE's default subnet would give it (never reached)."""
         return f"10.128.{n // 250}.{n % 250 + 2}"
 
-    async def boot(self, vm: Vm) -> str:
-        return self.addresses.take()
+    async def boot(self, vm: Vm, address: str | None = None) -> str:
+        return address or self.addresses.take()
 
     async def signal_preempted(self, vm: Vm) -> None:
         pass
@@ -130,11 +130,16 @@ class SshVmHost:
         b, c = divmod(n, 250)
         return f"127.1.{b}.{c + 2}"
 
-    async def boot(self, vm: Vm) -> str:
+    async def boot(self, vm: Vm, address: str | None = None) -> str:
+        """Start the VM's servers on a new address, or first on ``address`` (a reset keeps its own)."""
         machine = self._machines[vm.uid]
+        keep = address
         for _ in range(20):
-            address = "127.0.0.1" if self.one_address else self.addresses.take()
+            address = "127.0.0.1" if self.one_address else (keep or self.addresses.take())
             port = 0 if self.one_address else self.ssh_port
+            if self.one_address and keep:
+                port = int(vm.labels.get(SSH_PORT_LABEL, "0"))  # its port is its address here
+            keep = None
             metadata = MetadataServer(self._metadata_values(vm))
             ssh = VmSshServer(
                 machine.host_key, self._allows_for(vm), machine.disk.root, machine.disk.home,

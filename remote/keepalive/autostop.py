@@ -151,6 +151,7 @@ class AutoStopper:
         self.acted: list[tuple[str, Action]] = []
         self.checks = 0  # rounds decided so far (a test waits on it, the TUI could show it)
         self._task: asyncio.Task[None] | None = None
+        self._runs: dict[str, tuple[str | None, str | None]] = {}  # name -> (instance id, last start)
 
     def track(self, instances: list[Instance]) -> None:
         """A poll listener (``KeepAlive.on_poll``): one check at a time, never overlapping."""
@@ -184,6 +185,19 @@ class AutoStopper:
             i for i in instances
             if i.source == "gce" and i.status == "RUNNING" and (self.names is None or i.name in self.names)
         ]  # fmt: skip
+        # A warning and an idle clock belong to one run of one VM: stopped or deleted since (by its
+        # user, say), or running again as a new run (a restart, a new VM of the same name, perhaps
+        # between two looks), they are void; the idle clock starts again with the new run.
+        runs = {i.name: (i.instance_id, i.last_start) for i in running}
+        for name in sorted(set(self.rules.pending) | set(self.rules.idle_since)):
+            run = runs.get(name)
+            if run is None or run != self._runs.get(name, run):
+                decision = self.rules.cancel(name, self.clock(), "it stopped or was replaced since")
+                if decision.kind == "cancel":
+                    self._report(
+                        name, "autostop_cancelled", f"{decision.action} cancelled: {decision.detail}"
+                    )
+        self._runs = runs
         seen = await asyncio.gather(*(self.probe(i) for i in running), return_exceptions=True)
         for instance, observation in zip(running, seen, strict=True):
             if not isinstance(observation, Observation):

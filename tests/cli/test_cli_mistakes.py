@@ -41,6 +41,7 @@ def test_a_cloud_error_keeps_its_brackets_and_a_bad_zone_flag_is_named(
     assert result.returncode == 1
     assert "Traceback" not in result.stderr
     assert "x1: zone nowhere-9 does not exist: check --zone" in result.stderr, result.stderr
+    assert "fix [gcp] zones" not in result.stderr, result.stderr  # the config is not at fault
 
 
 def test_ctrl_d_at_the_delete_question_deletes_nothing(
@@ -122,3 +123,13 @@ def test_a_vm_action_error_keeps_its_bracketed_words(api_emulator: EmulatorThrea
     result = gcptui("vm", "stop", "vm-b", "--config", config)
     assert result.returncode == 1
     assert "fix [gcp] zones in gcptui.toml" in result.stderr, result.stderr
+
+
+def test_a_vm_named_twice_is_acted_on_once(api_emulator: EmulatorThread, tmp_path: Path) -> None:
+    """`vm delete a a`: one delete (a second one would find the VM gone and fail the command)."""
+    api_emulator.add_instance("vm-t", "us-central1-a", status="TERMINATED")
+    config = str(api_emulator.write_config(tmp_path / "gcptui.toml"))
+    result = gcptui("vm", "delete", "vm-t", "vm-t", "--yes", "--config", config)
+    assert result.returncode == 0, result.stderr
+    assert result.stderr.count("✓ delete vm-t") == 1 and "✗" not in result.stderr, result.stderr
+    assert api_emulator.calls("instances.delete") == 1

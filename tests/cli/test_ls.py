@@ -124,3 +124,16 @@ def test_the_reference_lists_exactly_the_json_keys_printed() -> None:
 
     assert documented_keys("`ls --json`") == set(Instance("a", "z", "RUNNING").to_json())
     assert documented_keys("`gpu --json`") == set(snapshot_json("a", GpuSnapshot(state="ok")))
+
+
+def test_vm_preempt_of_an_on_demand_vm_says_it_was_not_preempted(
+    api_emulator: EmulatorThread, tmp_path: Path
+) -> None:
+    """GCE live-migrates an on-demand VM on a maintenance event: a plain '✓ preempt' would claim a preemption."""
+    api_emulator.add_instance("plain-2", "us-central1-a")
+    api_emulator.wait_for_status("plain-2", "RUNNING")
+    config = str(api_emulator.write_config(tmp_path / "gcptui.toml"))
+    result = gcptui("vm", "preempt", "plain-2", "--config", config)
+    assert result.returncode == 0, result.stderr
+    assert "plain-2 is on-demand: not preempted" in result.stderr, result.stderr
+    assert api_emulator.instance("plain-2").status == "RUNNING"

@@ -49,6 +49,17 @@ def _base_body() -> dict[str, Any]:
     }  # fmt: skip
 
 
+def _insert_base(emu: EmulatorThread) -> None:
+    """The base, from the project's image IMAGE (made first, as a user would have, from a seed disk)."""
+    from gcptui.remote.cloud.images import image_from_disk
+
+    emu.add_instance("seed", ZONE, status="TERMINATED")
+    gce = gce_for(emu)
+    gce.min_wait_pause = 0.05
+    image_from_disk(gce, ZONE, "seed", IMAGE.rsplit("/", 1)[-1])
+    gce.insert(ZONE, _base_body())
+
+
 def _config(emu: EmulatorThread, tmp_path: Path, known_hosts: Path) -> Path:
     config = emu.write_config(tmp_path / "gcptui.toml")
     text = config.read_text().replace(f'"{emu.emulator.known_hosts}"', f'"{known_hosts}"')  # type: ignore[union-attr]
@@ -76,8 +87,8 @@ def test_vm_create_two_like_the_base_in_parallel_pinned_and_reachable(
     emulator_thread: EmulatorThread, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     emu = emulator_thread
+    _insert_base(emu)
     gce = gce_for(emu)
-    gce.insert(ZONE, _base_body())
     known_hosts = tmp_path / "own_known_hosts"  # empty: only guest attributes can pin the new VMs
     config = _config(emu, tmp_path, known_hosts)
 
@@ -160,7 +171,7 @@ def test_vm_create_count_group_records_the_group_that_job_then_sees(
     emulator_thread: EmulatorThread, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     emu = emulator_thread
-    gce_for(emu).insert(ZONE, _base_body())
+    _insert_base(emu)
     config = _config(emu, tmp_path, tmp_path / "own_known_hosts")
     config.write_text("# the user's own comment stays\n" + config.read_text() + '\n[job]\ncommand = "true"\n')
 
@@ -204,3 +215,49 @@ def test_a_group_is_added_to_the_config_keeping_it_valid(tmp_path: Path) -> None
     with pytest.raises(ConfigError):
         record_group(config, "bad name", ["x"])  # not a valid group name: the file is left as it was
     assert config.read_text() == before and [p.name for p in tmp_path.iterdir()] == ["gcptui.toml"]
+
+
+def test_vm_create_with_a_gpu_type_the_zone_lacks_names_it_not_the_project(
+    api_emulator: EmulatorThread, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """GCE answers 404 for an accelerator type its zone lacks: that is no reason to doubt the project."""
+    api_emulator.add_instance("base", ZONE)
+    api_emulator.wait_for_status("base", "RUNNING")
+    config = str(api_emulator.write_config(tmp_path / "gcptui.toml"))
+    code = main(["vm", "create", "a", "--from", "base", "--gpus", "nvidia-tesla-k81:1", "--config", config])
+    stderr = capsys.readouterr().err
+    assert code == 1, stderr
+    [line] = [line for line in stderr.splitlines() if line.startswith("✗")]
+    assert f"zones/{ZONE}/acceleratorTypes/nvidia-tesla-k81" in line and "not found" in line, line
+    assert "Project" not in line and "[gcp] project" not in stderr, stderr
+
+
+def test_vm_create_from_a_legacy_preemptible_base_says_spot(
+    emulator_thread: EmulatorThread, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A preemptible base (``preemptible: true``, provisioning model STANDARD) makes preemptible VMs:
+    the plan line must not call them on-demand (`gcptui ls` calls them spot)."""
+    emulator_thread.add_instance("old-style", ZONE, preemptible=True, status="TERMINATED")
+    config = str(emulator_thread.write_config(tmp_path / "gcptui.toml"))
+    main(["vm", "create", "copy", "--from", "old-style", "--config", config])
+    stderr = capsys.readouterr().err
+    assert "n1-standard-4, Spot, in us-central1-a" in stderr, stderr
+    gce = gce_for(emulator_thread)
+    copy = gce.get("copy", ZONE)
+    assert copy is not None and copy.spot
+
+
+def test_vm_create_into_a_zone_outside_gcp_zones_is_refused_before_any_insert(
+    api_emulator: EmulatorThread, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A VM made where gcptui does not look would be billed yet missing from `ls`, `job`, keep-alive."""
+    api_emulator.add_instance("base", ZONE)
+    config = api_emulator.write_config(tmp_path / "gcptui.toml")
+    config.write_text(config.read_text().replace("[gcp]\n", f'[gcp]\nzones = ["{ZONE}"]\n', 1))
+    code = main(["vm", "create", "a", "--from", "base", "--zone", "us-east4-a", "--config", str(config)])
+    stderr = capsys.readouterr().err
+    assert code == 2, stderr
+    assert "us-east4-a" in stderr and "[gcp] zones" in stderr and len(stderr.strip().splitlines()) == 1, (
+        stderr
+    )
+    assert api_emulator.calls("instances.insert") == 0

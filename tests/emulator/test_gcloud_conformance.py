@@ -91,3 +91,21 @@ def test_gcloud_commands_a_user_runs_all_work(tmp_path: Path) -> None:
             "compute", "operations", "describe", operation, "--global", "--format=value(operationType,status)"
         )
         assert described.split() == ["compute.projects.setCommonInstanceMetadata", "DONE"]
+
+
+def test_gcloud_creates_a_vm_from_a_public_image_family(tmp_path: Path) -> None:
+    """gcloud writes resource URLs with the endpoint it is pointed at (as it writes GCE's own against
+    GCE) and names a public image family by its zonal view (``zones/-/imageFamilyViews/F``)."""
+    with EmulatorThread(tmp_path / "emu", ssh=False, **FAST) as emu:
+        gcloud = Gcloud(emu, tmp_path)
+        gcloud("compute", "instances", "create", "made-by-gcloud", "--zone", ZONE, "--machine-type",
+               "n1-standard-4", "--image-family", "debian-12", "--image-project", "debian-cloud")  # fmt: skip
+        assert emu.instance("made-by-gcloud").status == "RUNNING"
+        assert emu.instance("made-by-gcloud").machine_type == "n1-standard-4"
+        image = gcloud(
+            "compute", "disks", "describe", "made-by-gcloud", "--zone", ZONE, "--format=value(sourceImage)"
+        )
+        assert image.strip().endswith("/projects/debian-cloud/global/images/debian-12-v20250101"), image
+        gcloud("compute", "images", "create", "from-gcloud", "--source-disk", "made-by-gcloud",
+               "--source-disk-zone", ZONE, "--force")  # fmt: skip
+        assert emu.emulator.api.images.images["from-gcloud"].status == "READY"  # type: ignore[union-attr]

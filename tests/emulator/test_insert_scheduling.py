@@ -61,3 +61,13 @@ def test_an_image_of_a_disk_in_use_needs_force_create(api_emulator: EmulatorThre
     status, done = _call(api_emulator, f"global/operations/{op['name']}/wait", method="POST")
     assert status == 200 and done["status"] == "DONE"
     assert _call(api_emulator, "global/images/img")[1]["status"] == "READY"
+
+
+def test_the_maintenance_policy_asked_for_is_the_one_read_back(api_emulator: EmulatorThread) -> None:
+    """A CPU VM made with TERMINATE reads TERMINATE (it used to read MIGRATE, and `vm create` copied that)."""
+    body = _with("t", scheduling={"onHostMaintenance": "TERMINATE", "automaticRestart": True})
+    assert _call(api_emulator, f"zones/{ZONE}/instances", method="POST", body=body)[0] == 200
+    assert _call(api_emulator, f"zones/{ZONE}/instances", method="POST", body=_with("m"))[0] == 200
+    status, got = _call(api_emulator, f"zones/{ZONE}/instances/t")
+    assert status == 200 and got["scheduling"]["onHostMaintenance"] == "TERMINATE", got["scheduling"]
+    assert _call(api_emulator, f"zones/{ZONE}/instances/m")[1]["scheduling"]["onHostMaintenance"] == "MIGRATE"

@@ -112,3 +112,77 @@ async def test_a_trial_running_in_another_slot_keeps_the_vm_up(fleet_factory) ->
         task.cancel()
         await stopper.close()
         await keepalive.close()
+
+
+async def test_a_warned_vm_its_user_stopped_is_not_acted_on_when_started_again(fleet_factory) -> None:  # type: ignore[no-untyped-def]
+    """The user stops a VM during auto-stop's countdown and starts it again later: the old warning is
+    void (it used to stop the VM at the first look after the start, with no warning at all)."""
+    config = "\n[autostop]\nidle_minutes = 1\nwarn_seconds = 60\n"
+    fleet = await fleet_factory(["vm"], command=JOB, gpus=[("nvidia-l4", 1)], spot=False, extra_config=config)
+    services, emu = fleet.services, fleet.emu
+    gce = services.fleet.gce()
+    gce.min_wait_pause = 0.05
+    zone = emu.instance("vm").zone
+    now = [0.0]  # auto-stop's clock, moved by hand
+    events: list[RecoveryEvent] = []
+    keepalive = build_keepalive(services, on_event=events.append, poll_seconds=0.2)
+    stopper = AutoStopper(services, services.config.autostop, keepalive, clock=lambda: now[0])
+    keepalive.on_poll(stopper.track)
+    task = asyncio.create_task(keepalive.run())
+    try:
+        await eventually(lambda: "vm" in stopper.rules.idle_since, timeout=30)  # idle from t=0
+        now[0] = 61.0
+        await eventually(lambda: "vm" in stopper.rules.pending, timeout=30)  # warned: stop at t=121
+        await asyncio.to_thread(gce.stop, "vm", zone)  # the user stops it meanwhile
+        checks = stopper.checks
+        await eventually(lambda: stopper.checks >= checks + 2, timeout=30)
+        now[0] = 1000.0  # long after the countdown would have ended
+        await asyncio.to_thread(gce.start, "vm", zone)
+        checks = stopper.checks
+        await eventually(lambda: stopper.checks >= checks + 3, timeout=30)
+        assert stopper.acted == [], [e.line() for e in events]
+        assert emu.instance("vm").status == "RUNNING"
+        assert stopper.rules.seconds_left("vm", now[0]) is None  # no countdown: the idle clock restarted
+    finally:
+        task.cancel()
+        await stopper.close()
+        await keepalive.close()
+    kinds = [e.kind for e in events if e.name == "vm"]
+    assert kinds[:2] == ["autostop_warning", "autostop_cancelled"], [e.line() for e in events]
+
+
+async def test_a_warned_vm_deleted_and_made_again_under_its_name_is_not_acted_on(fleet_factory) -> None:  # type: ignore[no-untyped-def]
+    """Deleted during the countdown, then a new VM of the same name: the old warning is not its."""
+    config = "\n[autostop]\nidle_minutes = 1\nwarn_seconds = 60\n"
+    fleet = await fleet_factory(["vm"], command=JOB, gpus=[("nvidia-l4", 1)], spot=False, extra_config=config)
+    services, emu = fleet.services, fleet.emu
+    gce = services.fleet.gce()
+    gce.min_wait_pause = 0.05
+    zone = emu.instance("vm").zone
+    now = [0.0]
+    keepalive = build_keepalive(services, poll_seconds=0.2)
+    stopper = AutoStopper(services, services.config.autostop, keepalive, clock=lambda: now[0])
+    looking = [True]  # off: auto-stop misses polls (its previous check still probing, say)
+    keepalive.on_poll(lambda instances: stopper.track(instances) if looking[0] else None)
+    task = asyncio.create_task(keepalive.run())
+    try:
+        await eventually(lambda: "vm" in stopper.rules.idle_since, timeout=30)
+        now[0] = 61.0
+        await eventually(lambda: "vm" in stopper.rules.pending, timeout=30)
+        looking[0] = False
+        await eventually(lambda: stopper._task is None or stopper._task.done(), timeout=30)
+        await asyncio.to_thread(gce.delete, "vm", zone)  # gone between two looks: never seen stopped
+        emu.add_instance("vm", zone, gpus=[("nvidia-l4", 1)])
+        await emu.wait_for_status("vm", "RUNNING")
+        now[0] = 1000.0
+        polls = keepalive.polls
+        await eventually(lambda: keepalive.polls > polls + 1, timeout=30)  # a poll that lists the new VM
+        looking[0] = True
+        checks = stopper.checks
+        await eventually(lambda: stopper.checks >= checks + 3, timeout=30)
+        assert stopper.acted == []
+        assert emu.instance("vm").status == "RUNNING"
+    finally:
+        task.cancel()
+        await stopper.close()
+        await keepalive.close()

@@ -67,7 +67,11 @@ def describe(plan: CreatePlan) -> str:
         f"{a['acceleratorCount']}x {short_name(a['acceleratorType'])}"
         for a in body.get("guestAccelerators", [])
     )
-    model = "Spot" if body["scheduling"].get("provisioningModel") == "SPOT" else "on-demand"
+    scheduling = body["scheduling"]
+    # Legacy preemptible VMs (provisioning model STANDARD) are Spot-priced and preempted as Spot ones:
+    # `gcptui ls` calls them spot too.
+    spot = scheduling.get("provisioningModel") == "SPOT" or bool(scheduling.get("preemptible"))
+    model = "Spot" if spot else "on-demand"
     origin = plan.origin
     source = short_name(origin.source_image or origin.source_snapshot or "")
     kind = "image" if origin.source_image else "snapshot"
@@ -89,6 +93,13 @@ def run_create(args: argparse.Namespace) -> int:
     source = FleetSource(config)
     if source.gcp is None:
         raise ConfigError("vm create needs a [gcp] section: static [[hosts]] cannot be created")
+    zones = list(source.gcp.zones)
+    if options.zone and zones and options.zone not in zones:
+        # gcptui lists only [gcp] zones: VMs made elsewhere would run (and cost) unseen by ls, job, keepalive.
+        raise ConfigError(
+            f"--zone {options.zone} is not in [gcp] zones ({', '.join(zones)}): add it there first, "
+            "or gcptui will not see the new VMs"
+        )
     snapshot = source.snapshot()
     base = snapshot.find(args.base)
     if base is None or base.source != "gce":
@@ -117,7 +128,9 @@ def run_create(args: argparse.Namespace) -> int:
     plan = plan_create(gce, base, options, make_image)
     count = f"{len(names)} VM{'s' if len(names) != 1 else ''}"
     console.print(escape(f"creating {count} like {base.name}: {describe(plan)}"))
-    creator = VmCreator(gce, config, lambda name, step: console.print(escape(f"  {name}: {step}")))
+    creator = VmCreator(
+        gce, config, lambda name, step: console.print(escape(f"  {name}: {zone_advice(step, args.zone)}"))
+    )
     began = time.monotonic()
     results = creator.create_many(plan, names)
     made = [r.instance for r in results.values() if isinstance(r, Created)]
@@ -161,7 +174,9 @@ def _first_sync(args: argparse.Namespace, names: list[str]) -> int:
 
 
 def zone_advice(message: str, zone: str | None) -> str:
-    """``message``, its "fix [gcp] zones" advice pointed at ``--zone`` when the zone came from it."""
+    """``message``, its "fix [gcp] zones" advice pointed at ``--zone`` when the zone came from it (in
+    the step lines too: no line may send the user to a config key that is not at fault)."""
     if zone and f"zone {zone} does not exist" in message:
-        return f"zone {zone} does not exist: check --zone (`gcloud compute zones list` lists them)"
+        before = message.split(f"zone {zone} does not exist", 1)[0]
+        return f"{before}zone {zone} does not exist: check --zone (`gcloud compute zones list` lists them)"
     return message

@@ -55,6 +55,9 @@ def run_vm(args: argparse.Namespace) -> int:
         targets = source.resolve(args.names)
     except NotFoundError as err:  # a name that is not in the fleet: a usage error, as everywhere else
         raise ConfigError(str(err)) from None
+    # A name given twice is one VM: acting on it twice at once makes the second call fail (a second
+    # delete finds it gone).
+    targets = list({i.name: i for i in targets}.values())
     hosts = [i.name for i in targets if i.source != "gce"]
     if hosts:
         raise ConfigError(f"{', '.join(hosts)}: static hosts have no VM lifecycle; vm acts on GCE instances")
@@ -95,8 +98,21 @@ def run_vm(args: argparse.Namespace) -> int:
                 failed += 1
                 console.print(f"[red]✗[/] {escape(instance.name)}: {escape(str(err))}")  # [gcp] is text
             else:
-                console.print(f"[green]✓[/] {args.action} {escape(instance.name)}")
+                console.print(f"[green]✓[/] {_done_line(args.action, instance)}")
     return 1 if failed else 0
+
+
+def _done_line(action: str, instance: Instance) -> str:
+    """What a finished action did (rich markup: the name is escaped)."""
+    from rich.markup import escape
+
+    if action == "preempt" and not instance.spot:
+        # GCE preempts only Spot VMs: others live-migrate (GPU VMs stop for host maintenance).
+        return (
+            f"maintenance event sent; {escape(instance.name)} is on-demand: not preempted "
+            "(GCE live-migrates it, or stops and restarts it if it has GPUs)"
+        )
+    return f"{action} {escape(instance.name)}"
 
 
 def _checkpoints_kept(args: argparse.Namespace, targets: list[Instance], *, ask: bool) -> bool:
