@@ -11,8 +11,9 @@ from pathlib import Path
 from typing import Any
 
 from gcptui.remote.errors import GcptuiError
-from gcptui.remote.transfer.pull import PullResult, part_path
+from gcptui.remote.transfer.pull import PullResult, local_state, part_path, resume_offset
 
+MICROSECOND_NS = 1000  # Cloud Storage times are microseconds
 CHUNK = 8 * 1024 * 1024  # one ranged request: a stop (Ctrl-C) waits for at most this much
 
 
@@ -84,13 +85,16 @@ def pull_from_bucket(
         if ".." in Path(relative).parts or Path(relative).is_absolute():
             raise GcptuiError(f"refusing the object name {blob.name!r}: it leaves {local_dir}")
         target = base / relative
-        state = _local_state(target, blob)
+        # Compared to the microsecond (the object's own precision): a file may be rewritten within
+        # the second it was pulled.
+        state = local_state(target, blob.size or 0, _updated_ns(blob), MICROSECOND_NS)
         if state == "complete":
             result.complete.append(relative)
         elif state == "newer" and not force:
             result.kept.append(relative)
         else:
-            todo.append((blob, target, relative, _resume_offset(part_path(target), blob)))
+            offset = resume_offset(part_path(target), blob.size or 0, _updated_ns(blob), MICROSECOND_NS)
+            todo.append((blob, target, relative, offset))
     result.total_bytes = sum((blob.size or 0) - offset for blob, _, _, offset in todo)
     planned(len(todo), result.total_bytes)
     for blob, target, relative, offset in todo:
@@ -157,35 +161,8 @@ def _crc32c(file: Any) -> str:
     return base64.b64encode(checksum.digest()).decode()
 
 
-def _resume_offset(part: Path, blob: Any) -> int:
-    """How much of ``blob`` its part file holds: its size when stamped with this object version's time."""
-    try:
-        st = part.stat()
-    except FileNotFoundError:
-        return 0
-    same_version = st.st_mtime_ns // 1000 == _updated_ns(blob) // 1000
-    return st.st_size if same_version and st.st_size <= (blob.size or 0) else 0
-
-
 def _updated_ns(blob: Any) -> int:
     """When the object was last written, in nanoseconds since the epoch (0 when unknown)."""
     if not blob.updated:
         return 0
     return (blob.updated - datetime.fromtimestamp(0, UTC)) // timedelta(microseconds=1) * 1000
-
-
-def _local_state(target: Path, blob: Any) -> str:
-    """``missing``, ``complete`` (same size and time), ``newer`` (differs, changed here later) or ``older``.
-
-    Size alone is not enough: a run rewrites files in as many bytes (``latest.json`` naming a newer
-    step), and a pull must then take the new one. The time is compared to the microsecond (the
-    object's own precision), not the second: a file may be rewritten within the second it was pulled.
-    """
-    try:
-        st = target.stat()
-    except FileNotFoundError:
-        return "missing"
-    updated = _updated_ns(blob)
-    if st.st_size == blob.size and st.st_mtime_ns // 1000 == updated // 1000:
-        return "complete"
-    return "newer" if st.st_mtime_ns > updated else "older"

@@ -157,14 +157,15 @@ async def _pull(
         todo: list[tuple[RemoteFile, Path, int]] = []
         for item in files:
             target = local_target(local_dir, remote, item)
-            state = _local_state(target, item)
+            state = local_state(target, item.size, item.mtime * SECOND_NS, SECOND_NS)
             if state == "complete":
                 result.complete.append(item.relative or target.name)
                 continue
             if state == "newer" and not force:
                 result.kept.append(item.relative or target.name)
                 continue
-            todo.append((item, target, _resume_offset(part_path(target), item)))
+            offset = resume_offset(part_path(target), item.size, item.mtime * SECOND_NS, SECOND_NS)
+            todo.append((item, target, offset))
         result.total_bytes = sum(item.size - offset for item, _, offset in todo)
         planned(len(todo), result.total_bytes)
         slots = asyncio.Semaphore(FILES_AT_ONCE)
@@ -195,28 +196,38 @@ async def _pull(
     return result
 
 
-def _resume_offset(part: Path, item: RemoteFile) -> int:
-    """Where to resume ``item`` from its part file: its size when the part holds a prefix of this very
-    version of the VM's file (a stopped copy stamps the part with the remote time), else 0."""
+SECOND_NS = 1_000_000_000  # SFTP times are whole seconds
+
+
+def resume_offset(part: Path, size: int, remote_ns: int, tick_ns: int) -> int:
+    """Where to resume a file of ``size`` bytes last written at ``remote_ns`` from its part file: the
+    part's size when it holds a prefix of this very version (a stopped copy stamps the part with the
+    remote time, compared to the source's ``tick_ns`` precision), else 0."""
     try:
         st = part.stat()
     except FileNotFoundError:
         return 0
-    # A file rewritten on the VM since (a `last.pt` saved again) must not get its new tail appended
-    # to the old version's head: a different time, or a part longer than the file, starts over.
-    return st.st_size if st.st_size <= item.size and int(st.st_mtime) == item.mtime else 0
+    # A file rewritten since (a `last.pt` saved again) must not get its new tail appended to the
+    # old version's head: a different time, or a part longer than the file, starts over.
+    same_version = st.st_mtime_ns // tick_ns == remote_ns // tick_ns
+    return st.st_size if same_version and st.st_size <= size else 0
 
 
-def _local_state(target: Path, item: RemoteFile) -> str:
-    """``missing``, ``complete`` (same size and time), ``newer`` (differs, changed here later) or ``older``."""
+def local_state(target: Path, size: int, remote_ns: int, tick_ns: int) -> str:
+    """``missing``, ``complete`` (same size, same time to the source's ``tick_ns`` precision),
+    ``newer`` (differs, changed here later) or ``older``.
+
+    Size alone is not enough: a run rewrites files in as many bytes (``latest.json`` naming a newer
+    step), and a pull must then take the new one.
+    """
     try:
         st = target.stat()
     except FileNotFoundError:
         return "missing"
-    if st.st_size == item.size and int(st.st_mtime) == item.mtime:
+    if st.st_size == size and st.st_mtime_ns // tick_ns == remote_ns // tick_ns:
         return "complete"
-    # SFTP times are whole seconds; a local edit in that same second still counts as newer.
-    return "newer" if st.st_mtime > item.mtime else "older"
+    # A local edit within the same tick still counts as newer.
+    return "newer" if st.st_mtime_ns > remote_ns else "older"
 
 
 async def _copy(
