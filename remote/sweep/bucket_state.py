@@ -32,6 +32,11 @@ def state_url(bucket: str, name: str) -> str:
     return f"gs://{bucket_name}/{blob}"
 
 
+def encode_state(state: SweepState) -> bytes:
+    """One version of the state as it is written to the bucket."""
+    return json.dumps(state.to_json(), indent=1).encode()
+
+
 def upload_state(bucket: str, name: str, data: bytes) -> None:
     """Write one version of the state (``GcptuiError`` with the reason when it cannot)."""
     bucket_name, blob = state_object(bucket, name)
@@ -95,7 +100,7 @@ class StateMirror:
         self._thread.start()
 
     def push(self, state: SweepState) -> None:
-        data = json.dumps(state.to_json(), indent=1).encode()
+        data = encode_state(state)
         with self._wake:
             self._pending = data
             self._wake.notify()

@@ -204,12 +204,17 @@ def _trial_json(trial: Trial) -> dict[str, object]:
     return data
 
 
-def _read_state(args: argparse.Namespace) -> SweepState:
-    """Sweep NAME's state for ``status`` and ``report``: this machine's, or the bucket's
-    (``[storage] bucket``) when that one was saved later, e.g. the sweep runs on another laptop."""
+def _bucket(args: argparse.Namespace) -> str:
+    """``[storage] bucket`` of the config (empty: none)."""
     from gcptui.remote.config import load_config
 
-    bucket = load_config(getattr(args, "config", None)).storage.bucket
+    return load_config(getattr(args, "config", None)).storage.bucket
+
+
+def _read_state(args: argparse.Namespace, bucket: str | None = None) -> SweepState:
+    """Sweep NAME's state for ``status``, ``report`` and ``extend``: this machine's, or the bucket's
+    (``[storage] bucket``) when that one was saved later, e.g. the sweep runs on another laptop."""
+    bucket = _bucket(args) if bucket is None else bucket
     if not bucket:
         return require_state(args.name)
     err = Console(stderr=True, soft_wrap=True, highlight=False)
@@ -263,10 +268,12 @@ def sweep_extend(args: argparse.Namespace) -> int:
     with run_lock(args.name):
         # The newer of this machine's state and the bucket's, as `sweep run` takes it: extending an
         # older copy here would save it as the newest, and a run would redo what ran elsewhere since.
-        state = _read_state(args)
+        bucket = _bucket(args)
+        state = _read_state(args, bucket)
         added = state.add(extend_trials(state.spec, len(state.trials), args.count))
         save_state(state)
-        _put_in_bucket(args, state)
+        if bucket:  # so a `sweep run` on another machine finds the new trials
+            _put_in_bucket(bucket, state)
     print(
         f"sweep {state.name}: queued {len(added)} more trials ({added[0].id}..{added[-1].id}): "
         f"`gcptui sweep run {state.name}` runs them",
@@ -275,18 +282,12 @@ def sweep_extend(args: argparse.Namespace) -> int:
     return 0
 
 
-def _put_in_bucket(args: argparse.Namespace, state: SweepState) -> None:
-    """The extended state into the bucket too (``[storage] bucket``), so a `sweep run` on another
-    machine finds the new trials; one warning when it cannot get there."""
-    from gcptui.remote.config import load_config
-
-    bucket = load_config(getattr(args, "config", None)).storage.bucket
-    if not bucket:
-        return
-    from gcptui.remote.sweep.bucket_state import upload_state
+def _put_in_bucket(bucket: str, state: SweepState) -> None:
+    """The extended state into the bucket; one warning when it cannot get there."""
+    from gcptui.remote.sweep.bucket_state import encode_state, upload_state
 
     try:
-        upload_state(bucket, state.name, json.dumps(state.to_json(), indent=1).encode())
+        upload_state(bucket, state.name, encode_state(state))
     except GcptuiError as err:
         print(
             f"warning: {err} (the new trials are on this machine only: run the sweep here)", file=sys.stderr
