@@ -51,6 +51,19 @@ class Created:
     seconds: float
 
 
+def zone_unlisted(zone: str | None, config: Config) -> str | None:
+    """Why VMs may not be made in ``zone`` (``--zone``, the create form's): gcptui lists only a
+    non-empty ``[gcp] zones``, so VMs made outside it would run (and cost) unseen by ls, job and
+    keep-alive. None when it is fine (no zone asked for, or no zone list)."""
+    zones = list(config.gcp.zones) if config.gcp is not None else []
+    if not zone or not zones or zone in zones:
+        return None
+    return (
+        f"zone {zone} is not in [gcp] zones ({', '.join(zones)}): add it there first, "
+        "or gcptui will not see the new VMs"
+    )
+
+
 def plan_create(
     gce: GceClient,
     base: Instance,

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from textual.widgets import Checkbox, Input
 
 from gcptui.remote.cloud.create import expand_names
@@ -108,3 +109,26 @@ async def test_counted_names_in_the_form_follow_vm_create_count() -> None:
     assert await fill("", "2", "pair") == ["pair-2", "pair-3"]  # on from the group's 2 VMs
     assert await fill("", "1", "") == ["base-0"]
     assert await fill("a b", "1", "pair") == ["a", "b"]  # names as written
+
+
+async def test_the_form_refuses_a_zone_outside_gcp_zones_before_any_insert(
+    emulator: Emulator, tmp_path: Path
+) -> None:
+    """As `vm create --zone` refuses it: VMs made there would run, and cost, unseen by gcptui."""
+    emulator.add_instance("base", "us-central1-a")
+    await emulator.wait_for_status("base", "RUNNING")
+    config = emulator.write_config(tmp_path / "gcptui.toml")
+    config.write_text(config.read_text().replace("[gcp]", '[gcp]\nzones = ["us-central1-a"]', 1))
+    app = GcptuiApp(load_config(config), refresh_seconds=0.5)
+    async with app.run_test(size=(180, 40)) as pilot:
+        await until(pilot, lambda: app.fleet_screen.selected_instance() is not None)
+        await pilot.press("C")
+        await until(pilot, lambda: isinstance(app.screen, CreateFormScreen))
+        form = app.screen
+        form.query_one("#create-names", Input).value = "far"
+        form.query_one("#create-zone", Input).value = "us-east4-a"
+        form.query_one("#create-names", Input).focus()
+        await pilot.press("enter")
+        await until(pilot, lambda: any("zone us-east4-a is not in [gcp] zones" in n for n in notices(app)))
+    with pytest.raises(KeyError):  # never inserted
+        emulator.instance("far")

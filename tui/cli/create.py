@@ -16,7 +16,7 @@ from gcptui.remote.cloud.instances import DiskOrigin, short_name
 from gcptui.remote.config import Config, find_config, load_config
 from gcptui.remote.config.record import record_group, with_group
 from gcptui.remote.errors import ConfigError
-from gcptui.remote.provision import Created, CreatePlan, VmCreator, plan_create
+from gcptui.remote.provision import Created, CreatePlan, VmCreator, plan_create, zone_unlisted
 
 
 def options_from(args: argparse.Namespace) -> CreateOptions:
@@ -93,13 +93,9 @@ def run_create(args: argparse.Namespace) -> int:
     source = FleetSource(config)
     if source.gcp is None:
         raise ConfigError("vm create needs a [gcp] section: static [[hosts]] cannot be created")
-    zones = list(source.gcp.zones)
-    if options.zone and zones and options.zone not in zones:
-        # gcptui lists only [gcp] zones: VMs made elsewhere would run (and cost) unseen by ls, job, keepalive.
-        raise ConfigError(
-            f"--zone {options.zone} is not in [gcp] zones ({', '.join(zones)}): add it there first, "
-            "or gcptui will not see the new VMs"
-        )
+    unlisted = zone_unlisted(options.zone, config)
+    if unlisted is not None:
+        raise ConfigError(unlisted)
     snapshot = source.snapshot()
     base = snapshot.find(args.base)
     if base is None or base.source != "gce":

@@ -12,7 +12,7 @@ from gcptui.remote.config import GroupConfig
 from gcptui.remote.config.record import record_group, with_group
 from gcptui.remote.errors import GcptuiError
 from gcptui.remote.models import Instance
-from gcptui.remote.provision import Created, VmCreator, plan_create
+from gcptui.remote.provision import Created, VmCreator, plan_create, zone_unlisted
 from gcptui.remote.services import Services
 from gcptui.tui.dialogs.create_form import CreateFormScreen, CreateRequest
 
@@ -43,6 +43,9 @@ def _create(app: App[object], services: Services, base: Instance, request: Creat
     )
     path = services.config.path
     try:
+        unlisted = zone_unlisted(options.zone, services.config)
+        if unlisted is not None:
+            raise GcptuiError(unlisted)
         if request.group is not None:
             _check_group(services, request.group, request.names)
         gce = services.fleet.gce()
