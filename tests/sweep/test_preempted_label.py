@@ -51,11 +51,11 @@ async def state_label(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
     return next(cell for cell in row if cell.startswith("running"))
 
 
-@pytest.mark.timeout(240)
-async def test_the_preempted_label_ends_when_the_trial_runs_again(
-    emulator_thread: EmulatorThread, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    emu = emulator_thread
+def _run_until_preempted(
+    emu: EmulatorThread, tmp_path: Path
+) -> tuple[subprocess.Popen[str], Path, dict[str, str]]:
+    """`sweep run` of the gated one-trial sweep on ex-0, once its trial ran and ex-0 was preempted;
+    with the config and environment it runs with."""
     config, sweep, env = setup_fleet(
         emu, tmp_path, vms=["ex-0"], sweep_text=GATED, extra_config="\n[keepalive]\npoll_seconds = 0.5\n"
     )
@@ -65,6 +65,20 @@ async def test_the_preempted_label_ends_when_the_trial_runs_again(
         wait_until(lambda: trial(tmp_path).get("state") == "running" and starts(emu) == 1, timeout=120)
         emu.preempt("ex-0")
         wait_until(lambda: trial(tmp_path).get("preempted") is True, timeout=60)
+    except BaseException:
+        run.kill()
+        run.communicate()
+        raise
+    return run, config, env
+
+
+@pytest.mark.timeout(240)
+async def test_the_preempted_label_ends_when_the_trial_runs_again(
+    emulator_thread: EmulatorThread, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    emu = emulator_thread
+    run, config, env = _run_until_preempted(emu, tmp_path)
+    try:
         assert await state_label(tmp_path, monkeypatch) == "running (preempted)"
         # Keep-alive restarts the VM and resumes the trial (its second start); then the sweep reads
         # the job running again on its next poll, within a few seconds.
@@ -91,19 +105,12 @@ def test_a_trial_killed_after_its_resume_fails_like_any_other(
     emulator_thread: EmulatorThread, tmp_path: Path
 ) -> None:
     emu = emulator_thread
-    config, sweep, env = setup_fleet(
-        emu, tmp_path, vms=["ex-0"], sweep_text=GATED, extra_config="\n[keepalive]\npoll_seconds = 0.5\n"
-    )
-    command = [sys.executable, "-m", "gcptui.tui", "sweep", "run", str(sweep), "--config", str(config)]
-    run = subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
+    run, config, env = _run_until_preempted(emu, tmp_path)
     try:
-        wait_until(lambda: trial(tmp_path).get("state") == "running" and starts(emu) == 1, timeout=120)
-        emu.preempt("ex-0")
-        wait_until(lambda: trial(tmp_path).get("preempted") is True, timeout=60)
         wait_until(lambda: starts(emu) == 2 and not trial(tmp_path)["recovering"], timeout=120)
         # The user stops the resumed trial by hand: a failure (max_failures = 1: given up), as it is
         # for a trial never preempted; it used to count as a preemption and be resumed 60 s later.
-        kill = subprocess.run([*command[:3], "job", "kill", "ex-0", "--config", str(config)],
+        kill = subprocess.run([sys.executable, "-m", "gcptui.tui", "job", "kill", "ex-0", "--config", str(config)],
                               cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)  # fmt: skip
         assert kill.returncode == 0, kill.stderr
         wait_until(lambda: trial(tmp_path)["state"] == "failed", timeout=30)
