@@ -84,6 +84,11 @@ async def test_a_node_stopped_for_its_group_then_preempted_still_brings_the_grou
         await eventually(
             lambda: (job := keepalive._jobs.get("n0")) is not None and job.state == "running", timeout=30
         )
+        # n1 comes back slowly here: n0's job then stays stopped for the group for seconds. A quick
+        # recovery restarted the group between two of keep-alive's polls, which never saw the stop
+        # (a saved sync view made the relaunch's sync quick enough for that on a quiet machine).
+        timing = fleet.emu.fleet.timing
+        boot, timing.boot_seconds = timing.boot_seconds, 5.0
         fleet.emu.preempt("n1")
         # Keep-alive stops n0's job for the lost n1, and says whose kill it was.
         await eventually(
@@ -93,6 +98,7 @@ async def test_a_node_stopped_for_its_group_then_preempted_still_brings_the_grou
             ),
             timeout=60,
         )
+        timing.boot_seconds = boot
         fleet.emu.preempt("n0")
         await eventually(lambda: _settled(keepalive), timeout=180)
     finally:
