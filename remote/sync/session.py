@@ -15,6 +15,8 @@ import os
 from collections.abc import AsyncIterator, Callable, Iterable
 from pathlib import Path
 
+import asyncssh
+
 from gcptui.remote.aio import within
 from gcptui.remote.errors import GcptuiError
 from gcptui.remote.models import ConnectionGetter
@@ -320,13 +322,12 @@ class SyncSession:
                     digest.cancel()
         return self._agent
 
-    def _key_for(self, conn: object) -> str:
+    def _key_for(self, conn: asyncssh.SSHClientConnection) -> str:
         """The saved view's key for ``conn``'s VM and this dest ("" when it cannot be named)."""
-        get_key = getattr(conn, "get_server_host_key", None)
-        host_key = get_key() if get_key is not None else None
-        if host_key is None:
+        host_key = conn.get_server_host_key()
+        if host_key is None:  # GSS key exchange: no host key to name the VM by
             return ""
-        username = getattr(conn, "get_extra_info", lambda _name: "")("username") or ""
+        username = conn.get_extra_info("username") or ""
         return saved_view.view_key(host_key.get_fingerprint(), username, self.dest)
 
     def _memory_digest(self) -> str | None:
