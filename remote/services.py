@@ -12,6 +12,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from gcptui.remote.cloud.fleet import FleetSnapshot, FleetSource
+from gcptui.remote.compute.backend import SHARED_FLEET, BackendContext
+from gcptui.remote.compute.registry import Compute
+from gcptui.remote.compute.ssh_exec import SshExecChannel
 from gcptui.remote.config import Config
 from gcptui.remote.errors import CloudError, ConfigError, GcptuiError, NotFoundError
 from gcptui.remote.jobs.runner import JobRunner
@@ -55,6 +58,22 @@ class Services:
         # Told of every batch any sync session of this process lands (live sync, keep-alive's barrier
         # after a recreation, a job start's sync), so "last sync" is the VM's, not one session's.
         self.sync_batch_listeners: list[Callable[[BatchApplied], None]] = []
+        self._compute: Compute | None = None
+
+    @property
+    def compute(self) -> Compute:
+        """The configured backends (``gcptui.remote.compute``), built on first use."""
+        if self._compute is None:
+            context = BackendContext(
+                self.config, connect=self.exec_channel, shared={SHARED_FLEET: self.fleet}
+            )
+            self._compute = Compute.from_context(context)
+        return self._compute
+
+    def exec_channel(self, instance: Instance) -> SshExecChannel:
+        """An exec channel over the shared SSH pool that follows ``instance`` across restarts."""
+        getter = self.follow(instance)
+        return SshExecChannel(getter, lambda: getter.where)
 
     def note_snapshot(self, snapshot: FleetSnapshot) -> None:
         """Remember the fleet as last read: getters from ``follow`` use the newest address."""

@@ -1,0 +1,53 @@
+"""The schema checker as an aiohttp middleware on every emulator the tests start.
+
+``install()`` (tests/conftest.py, once per process) adds it to the emulator's
+``core.server.extra_middlewares``, so every ``Emulator`` and ``EmulatorThread`` built afterwards
+checks each exchange. Violations are collected here, not raised in the server (an exception there
+would be a 500 the product might retry or swallow); the conftest's autouse fixture fails the test
+during which they happened, with the method, the JSON path and what the document says.
+"""
+
+from __future__ import annotations
+
+import threading
+
+from aiohttp import web
+
+from gcptui.remote.emulator.core import server
+from gcptui.remote.emulator.core.server import Handler
+from tests.schema.checker import Exchange, Violation, check
+
+_lock = threading.Lock()
+_violations: list[Violation] = []
+exchanges = 0  # how many the checker saw, for the coverage script and a sanity check
+
+
+@web.middleware
+async def schema_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
+    global exchanges
+    request_body = await request.read() if request.body_exists else b""  # cached: the handler reads it again
+    response = await handler(request)
+    if not isinstance(response, web.Response):
+        return response  # a stream (never a Google REST answer)
+    body = response.body if isinstance(response.body, bytes) else b""
+    exchange = Exchange(
+        request.method, request.path, list(request.query.items()), request_body, response.status, body
+    )
+    found = check(exchange)
+    with _lock:
+        exchanges += 1
+        _violations.extend(found)
+    return response
+
+
+def install() -> None:
+    if schema_middleware not in server.extra_middlewares:
+        server.extra_middlewares.append(schema_middleware)
+
+
+def take() -> list[Violation]:
+    """The violations since the last call, and forget them."""
+    with _lock:
+        found = list(_violations)
+        _violations.clear()
+    return found
