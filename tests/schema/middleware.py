@@ -9,13 +9,20 @@ during which they happened, with the method, the JSON path and what the document
 
 from __future__ import annotations
 
+import json
+import os
 import threading
+from pathlib import Path
 
 from aiohttp import web
 
 from gcptui.remote.emulator.core import server
 from gcptui.remote.emulator.core.server import Handler
-from tests.schema.checker import Exchange, Violation, check
+from tests.schema.checker import Exchange, Violation, check, match
+from tests.schema.fields import set_paths
+
+# scripts/api_coverage.py sets it: each process appends what it saw to DIR/<pid>.jsonl
+RECORD = "GCPTUI_API_RECORD"
 
 _lock = threading.Lock()
 _violations: list[Violation] = []
@@ -37,7 +44,30 @@ async def schema_middleware(request: web.Request, handler: Handler) -> web.Strea
     with _lock:
         exchanges += 1
         _violations.extend(found)
+    if os.environ.get(RECORD):
+        _record(Path(os.environ[RECORD]), request, exchange)
     return response
+
+
+def _record(folder: Path, request: web.Request, exchange: Exchange) -> None:
+    found = match(exchange.verb, exchange.path)
+    api, method = found if found else (None, None)
+    fields: list[str] = []
+    if api and method and method.response and 200 <= exchange.status < 300:
+        try:
+            body = json.loads(exchange.response_body)
+        except ValueError:
+            body = None
+        fields = sorted(set_paths(api.schema, {"$ref": method.response}, body))
+    line = {
+        "method": method.id if method else None,
+        "status": exchange.status,
+        "gcloud": "gcloud" in request.headers.get("User-Agent", ""),
+        "fields": fields,
+    }
+    folder.mkdir(parents=True, exist_ok=True)
+    with _lock, (folder / f"{os.getpid()}.jsonl").open("a") as out:
+        out.write(json.dumps(line) + "\n")
 
 
 def install() -> None:
