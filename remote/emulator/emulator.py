@@ -33,6 +33,10 @@ from gcptui.remote.emulator.core.server import ApiServer
 from gcptui.remote.emulator.hosts.machine import Machine
 from gcptui.remote.emulator.hosts.vm_host import AddressOnlyHost, SshVmHost
 from gcptui.remote.emulator.oslogin.api import OsLoginProfiles
+from gcptui.remote.emulator.tpu.api import TpuApi
+from gcptui.remote.emulator.tpu.nodes import TpuNodes
+from gcptui.remote.emulator.tpu.state import TpuNode
+from gcptui.remote.emulator.tpu.types import parse_type, type_with_hosts
 from gcptui.remote.models import SSH_PORT_LABEL
 
 DEFAULT_ZONES = [
@@ -95,6 +99,8 @@ class Emulator:
         self.fleet: Fleet | None = None
         self.server: ApiServer | None = None
         self.api: ComputeApi | None = None
+        self.tpus: TpuNodes | None = None  # the Cloud TPU API's nodes (``/v2/``)
+        self.tpu_api: TpuApi | None = None
         self.oslogin = OsLoginProfiles(project)
         # The Cloud Billing Catalog on the same endpoint (its paths start /v1/services).
         self.catalog = CatalogApi(self._zones, fallback_book().rates)
@@ -164,6 +170,11 @@ class Emulator:
         # One server, each Google API's routes under its own prefix.
         self.server = ApiServer(self.token)
         self.api = ComputeApi(self.server.app, self.fleet, page_size=self._page_size)
+        self.tpus = TpuNodes(
+            self.project, self._host, boot_seconds=self.timing.boot_seconds,
+            stop_seconds=self.timing.stop_seconds, preempt_grace_seconds=self.timing.preempt_grace_seconds,
+        )  # fmt: skip
+        self.tpu_api = TpuApi(self.server.app, self.tpus, self._zones)
         self.oslogin.add_routes(self.server.app)
         self.catalog.add_routes(self.server.app)
         if isinstance(self._host, SshVmHost):
@@ -177,6 +188,8 @@ class Emulator:
 
     async def close(self) -> None:
         """Stop serving and power every VM off, killing all their processes; disks stay."""
+        if self.tpus is not None:
+            await self.tpus.close()
         if self.fleet is not None:
             await self.fleet.close()
         if self._host is not None:
@@ -267,6 +280,52 @@ class Emulator:
     def preempt(self, name: str) -> None:
         """Preempt ``name`` now as GCE does (any provisioning model); returns at once."""
         self._fleet().preempt(self.instance(name))
+
+    # -- TPU nodes -------------------------------------------------------------------------------------
+
+    def add_tpu(
+        self,
+        name: str,
+        zone: str = "us-central2-b",
+        *,
+        accelerator_type: str | None = None,
+        workers: int | None = None,
+        runtime_version: str = "tpu-ubuntu2204-base",
+        spot: bool = False,
+        labels: dict[str, str] | None = None,
+    ) -> TpuNode:
+        """Add a READY TPU node (it boots in the background: ``await wait_for_tpu(name, "READY")``).
+
+        ``accelerator_type`` (e.g. ``v4-16``) decides its worker hosts; ``workers`` alone picks a v4
+        type with that many."""
+        if accelerator_type is not None:
+            tpu = parse_type(accelerator_type)
+            if tpu is None:
+                raise ValueError(f"{accelerator_type!r} is not an accelerator type the emulator offers")
+        else:
+            tpu = type_with_hosts(workers or 1)
+        if zone not in self._zones:
+            self._zones.append(zone)
+        node = TpuNode(name=name, zone=zone, type=tpu, runtime_version=runtime_version, spot=spot,
+                       labels=dict(labels or {}))  # fmt: skip
+        return self._tpus().add(node)
+
+    def _tpus(self) -> TpuNodes:
+        if self.tpus is None:
+            raise RuntimeError("Emulator.start() first")
+        return self.tpus
+
+    def tpu(self, name: str) -> TpuNode:
+        """The record of TPU node ``name`` (KeyError when there is none)."""
+        return self._tpus().by_name(name)
+
+    async def wait_for_tpu(self, name: str, state: str | None, timeout: float = 30.0) -> None:
+        """Until TPU node ``name`` reads ``state``; ``None`` waits until it is gone."""
+        await self._tpus().wait_for(name, state, timeout)
+
+    def preempt_tpu(self, name: str) -> None:
+        """Preempt TPU node ``name`` now, as a Spot TPU goes (returns at once)."""
+        self._tpus().preempt(self.tpu(name))
 
     # -- faults ----------------------------------------------------------------------------------------
 
