@@ -15,6 +15,7 @@ from pydantic import Field, model_validator
 from gcptui.remote.config.base import Port, _Section
 from gcptui.remote.config.connection import GcpConfig, HostConfig, SshConfig
 from gcptui.remote.config.groups import GroupConfig
+from gcptui.remote.config.tpu import TpuConfig
 from gcptui.remote.config.work import (
     AutostopConfig,
     GpuConfig,
@@ -44,6 +45,7 @@ class Config(_Section):
     storage: StorageConfig = Field(default=StorageConfig(), description="Checkpoints in Cloud Storage.")
     logs: LogsConfig = Field(default=LogsConfig(), description="Log following.")
     gpu: GpuConfig = Field(default=GpuConfig(), description="The idle-GPU warning.")
+    tpu: TpuConfig = Field(default=TpuConfig(), description="Cloud TPU nodes in the fleet.")
     autostop: AutostopConfig = Field(
         default=AutostopConfig(), description="Stopping VMs that idle or whose job finished."
     )

@@ -398,6 +398,9 @@ class Emulator:
                 f"port = {self.ssh_port}",
                 "",
             ]
+        tpu_zones = sorted({node.zone for node in self.tpus.nodes.values()}) if self.tpus else []
+        if tpu_zones:
+            lines += ["[tpu]", f"zones = {q(tpu_zones)}", ""]
         if sync_source is not None:
             lines += ["[sync]", f"source = {q(str(sync_source))}", 'dest = "~/project"', ""]
             lines += ["# [job]", '# command = "python train.py"', '# resume = "python train.py --resume"', ""]

@@ -59,8 +59,17 @@ def hosts_rig(request: pytest.FixtureRequest, tmp_path: Path) -> Rig:
     return Rig(services, services.compute.backends["host"], "box", None)
 
 
+def tpu_rig(request: pytest.FixtureRequest, tmp_path: Path) -> Rig:
+    """A Spot v4-16 node: two worker hosts, each an SSH server of the emulator."""
+    emu: EmulatorThread = request.getfixturevalue("emulator_thread")
+    emu.add_tpu("tpu-0", accelerator_type="v4-16", spot=True)
+    emu.wait_for_tpu("tpu-0", "READY")
+    services = Services(load_config(str(emu.write_config(tmp_path / "gcptui.toml"))))
+    return Rig(services, services.compute.backends["tpu"], "tpu-0", emu.preempt_tpu)
+
+
 T = TypeVar("T")
-RIGS = {"gce": gce_rig, "host": hosts_rig}
+RIGS = {"gce": gce_rig, "host": hosts_rig, "tpu": tpu_rig}
 
 
 def test_every_registered_backend_has_a_rig() -> None:
@@ -87,7 +96,9 @@ async def test_rows_carry_the_backends_kind_and_a_neutral_state(rig: Rig) -> Non
     row = rig.row()
     assert row.state is State.RUNNING and row.status  # the backend's own word is kept beside it
     document = row.to_json()
-    assert document["state"] == "running" and document["workers"] == []
+    assert document["state"] == "running"
+    assert document["workers"] == [w.to_json() for w in row.workers]
+    assert all(w.state is State.RUNNING and w.address for w in row.workers)
     assert rig.services.compute.of(row) is rig.backend
 
 
@@ -124,7 +135,13 @@ async def test_a_preempted_row_says_why_and_recovers(rig: Rig) -> None:
     down = await until_state(rig, State.PREEMPTED)
     assert down.state.down
     assert await in_thread(lambda: rig.backend.why_stopped(down)) is StopCause.PREEMPTED
-    assert await in_thread(lambda: rig.backend.recover(down)) is Recovery.RESTARTED
+    # A row whose disk outlives a stop is started again; another (a Spot TPU node) is made anew.
+    expected = (
+        Recovery.RESTARTED
+        if Capability.DISK_OUTLIVES in rig.backend.capabilities(row)
+        else Recovery.RECREATED
+    )
+    assert await in_thread(lambda: rig.backend.recover(down)) is expected
     assert rig.row().state is State.RUNNING
 
 
