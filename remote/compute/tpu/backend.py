@@ -27,7 +27,13 @@ from gcptui.remote.compute.backend import (
     Unsupported,
 )
 from gcptui.remote.compute.tpu.api import TpuRest
-from gcptui.remote.compute.tpu.nodes import node_row, recreate_body, worker_alias, worker_row
+from gcptui.remote.compute.tpu.nodes import (
+    internal_addresses,
+    node_row,
+    recreate_body,
+    worker_alias,
+    worker_row,
+)
 from gcptui.remote.compute.tpu.prices import tpu_price
 from gcptui.remote.compute.tpu.states import PREEMPTED, READY
 from gcptui.remote.errors import CloudError, GcptuiError
@@ -229,8 +235,14 @@ class TpuBackend(Backend):
     def worker_rows(self, row: Instance) -> list[Instance]:
         """One SSH-reachable row per worker host (``NODE/w0``, ``NODE/w1``, ...), rank order."""
         keys = self._keys.get(row.instance_id or "", [])
-        return [worker_row(row, index, keys[index][1] if index < len(keys) else None)
-                for index in range(len(row.workers))]  # fmt: skip
+        with self._lock:
+            raw = self._raw.get((row.zone, row.name), {})
+        internal = internal_addresses(raw)
+        return [
+            worker_row(row, index, keys[index][1] if index < len(keys) else None,
+                       internal[index] if index < len(internal) else None)
+            for index in range(len(row.workers))
+        ]  # fmt: skip
 
     def exec_channel(self, row: Instance, worker: str | None = None) -> ExecChannel:
         if self.context.connect is None:

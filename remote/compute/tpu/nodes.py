@@ -80,14 +80,20 @@ def worker_alias(node_id: str, index: int, key: str) -> str:
     return f"tpu.{node_id}-{index}-{key[-6:]}"
 
 
-def worker_row(node: Instance, index: int, key: str | None) -> Instance:
+def internal_addresses(raw: dict[str, Any]) -> list[str | None]:
+    """Each worker's internal address (``networkEndpoints[].ipAddress``), in worker order."""
+    endpoints = [e for e in raw.get("networkEndpoints", []) or [] if isinstance(e, dict)][:4096]
+    return [_str(e.get("ipAddress")) or None for e in endpoints]
+
+
+def worker_row(node: Instance, index: int, key: str | None, internal_ip: str | None = None) -> Instance:
     """Worker ``index`` of ``node`` as a row SSH can reach (named ``NODE/wN`` in the pool)."""
     worker = node.workers[index]
     return replace(
         node,
         name=f"{node.name}/{worker.name}",
         external_ip=worker.address,
-        internal_ip=None,
+        internal_ip=internal_ip,
         workers=(),
         host_key_alias=worker_alias(node.instance_id or "", index, key) if key and node.instance_id else None,
         state=worker.state if worker.address else State.PROVISIONING,
