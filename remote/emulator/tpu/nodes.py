@@ -16,6 +16,7 @@ from typing import Any, Protocol
 from gcptui.remote.aio import within
 from gcptui.remote.emulator.core.errors import ApiError
 from gcptui.remote.emulator.hosts.machine import Machine
+from gcptui.remote.emulator.hosts.vm_disk import install_tpu_info
 from gcptui.remote.emulator.tpu.resources import node_json
 from gcptui.remote.emulator.tpu.state import QueuedResource, TpuNode, TpuOperation, TpuWorker
 
@@ -111,6 +112,8 @@ class TpuNodes:
             worker = TpuWorker(node, index, network_ip=self.host.internal_address(self._internal))
             node.workers.append(worker)
             self.host.added(worker)
+            if worker.disk is not None:  # an SSH host gave it a disk: put tpu-info on it
+                install_tpu_info(worker.disk, node.type.generation, node.type.chips_per_host)
         self.nodes[node.key] = node
         if ready:
             self._spawn(self._boot(node, None))
