@@ -11,6 +11,7 @@ import sys
 from collections.abc import Callable, Sequence
 
 from gcptui.remote.errors import GcptuiError
+from gcptui.remote.safe_text import sanitize
 
 Handler = Callable[[argparse.Namespace], int]
 
@@ -253,7 +254,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except GcptuiError as err:
         if debug:
             raise
-        print(f"gcptui: {err}", file=sys.stderr)
+        # The last guard: a message may quote a VM's or the bucket's words (the parsers sanitize
+        # where text comes in; this line never lets an escape sequence through anyway).
+        print(f"gcptui: {sanitize(str(err), colours=False)}", file=sys.stderr)
         return err.exit_code
     except KeyboardInterrupt:
         return 130

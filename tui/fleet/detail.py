@@ -28,8 +28,9 @@ def live_table(live: Live, usd_per_hour: float | None = None) -> Table:
     job = live.job
     table.add_row("Job", live.job_text())
     if job is not None and job.command:
-        table.add_row("Command", job.command)
-        table.add_row("Started", job.started_at or "-")
+        # The VM's words: Text, never a str (Rich would read `[@click=...]` in it as markup).
+        table.add_row("Command", Text(job.command))
+        table.add_row("Started", Text(job.started_at or "-"))
         spent = run_spend(usd_per_hour, job.started_at, job.ended_at, datetime.now(UTC))
         if spent is not None:
             table.add_row(
@@ -43,7 +44,7 @@ def live_table(live: Live, usd_per_hour: float | None = None) -> Table:
         "Sync", live.sync_text() + (Text(f"  {live.sync_reason}", "dim") if live.sync_reason else Text())
     )
     if live.sync_route:
-        table.add_row("Sync route", live.sync_route)
+        table.add_row("Sync route", Text(live.sync_route))
         table.add_row("Last sync", live.last_sync_text())
     table.add_row("Keep-alive", live.keepalive_text())
     table.add_row("GPUs", gpu_panel_text(live.gpu, live.progress, idle=live.gpu_idle, width=30))
@@ -79,7 +80,7 @@ def detail_table(instance: Instance) -> Table:
         ("Labels", ", ".join(f"{k}={v}" for k, v in sorted(instance.labels.items())) or "-"),
     ]
     for label, value in rows:
-        table.add_row(label, value)
+        table.add_row(label, Text(value) if isinstance(value, str) else value)
     return table
 
 
