@@ -172,7 +172,7 @@ class FleetSource:
             elif self._price_loader is None or not self._price_loader.is_alive():
                 from gcptui.remote.cloud.price_catalog import quick_price_book
 
-                quick, fresh = quick_price_book()
+                quick, fresh = quick_price_book(endpoint=self._catalog_endpoint())
                 if fresh:
                     self._prices, self._prices_read = quick, time.monotonic()
                 else:
@@ -184,14 +184,17 @@ class FleetSource:
                     self._price_loader.start()
         return self._prices
 
-    def _load_prices(self) -> None:
+    def _catalog_endpoint(self) -> str:
         from gcptui.remote.cloud.auth import is_local_endpoint
-        from gcptui.remote.cloud.price_catalog import load_price_book
 
         assert self.gcp is not None
         # The emulator serves the catalog on its own endpoint; a real override is Compute's alone.
-        endpoint = self.gcp.api_endpoint if is_local_endpoint(self.gcp.api_endpoint) else ""
-        book = load_price_book(endpoint, self.reader().session)
+        return self.gcp.api_endpoint if is_local_endpoint(self.gcp.api_endpoint) else ""
+
+    def _load_prices(self) -> None:
+        from gcptui.remote.cloud.price_catalog import load_price_book
+
+        book = load_price_book(self._catalog_endpoint(), self.reader().session)
         self._prices, self._prices_read = book, time.monotonic()
 
     def wait_for_prices(self, timeout: float) -> bool:
