@@ -79,6 +79,8 @@ class ProgressTracker:
         if record is None:
             return False
         event = record.get("event")
+        if event is not None and not isinstance(event, str):
+            return False  # `"event": []` once raised (unhashable) in the set lookup below
         if event == "checkpoint":
             path = record.get("path")
             checkpoint = Checkpoint(
