@@ -22,6 +22,7 @@ from pathlib import Path
 import asyncssh
 
 from gcptui.remote.aio import within
+from gcptui.remote.safe_text import vm_field
 from gcptui.remote.sync.manifest import Entry
 from gcptui.remote.vm import vm_file
 
@@ -217,7 +218,7 @@ class RemoteAgent:
             reply = await agent.request({"op": "init", "dest": dest})
         if not reply.get("ok"):
             agent.close()
-            raise AgentRefused(reply.get("error", "the VM refused the destination"))
+            raise AgentRefused(vm_field(str(reply.get("error", "the VM refused the destination"))))
         agent.home, agent.dest, agent.ledger_path = reply["home"], reply["dest"], reply["ledger"]
         return agent
 
@@ -346,7 +347,7 @@ class RemoteAgent:
         else:
             reply = await self.request(self._scan_header(digest))
         if reply.get("error"):
-            raise AgentRefused(reply["error"])
+            raise AgentRefused(vm_field(str(reply["error"])))  # the VM's words: inert, one line
         if reply.get("same"):
             return None
         entries = {row[0]: Entry.from_wire(row[1:]) for row in reply["entries"] if row[1] in "fdl"}
@@ -477,7 +478,9 @@ class RemoteAgent:
         self._queued_ops = 0
         reply = await self.request({"op": "flush"})
         return [
-            OpResult(op, path, Entry.from_wire(entry) if entry else None, error)
+            OpResult(
+                op, path, Entry.from_wire(entry) if entry else None, vm_field(str(error)) if error else error
+            )
             for op, path, entry, error in reply["results"]
         ]
 
