@@ -20,7 +20,7 @@ from gcptui.remote.ssh.errors import SshConfigError, SshError, SshUnreachableErr
 from gcptui.remote.ssh.pool import SshPool
 from gcptui.remote.ssh.target import SshTarget, target_for
 from gcptui.remote.sync import BatchApplied, SyncEvent, SyncSession
-from gcptui.remote.sync.secrets import private_keys
+from gcptui.remote.sync.secrets import SecretGuard, private_keys
 
 if TYPE_CHECKING:
     import asyncssh
@@ -118,8 +118,9 @@ class Services:
             if not source.is_dir():
                 raise ConfigError(f"[sync].source {source} is not a folder: set [sync].source in the config")
             sync = self.config.sync
-            key = self.config.resolve_local(self.config.ssh.key) if self.config.ssh.key else None
-            found = private_keys(source, exclude=sync.exclude, allow=sync.allow_secrets, own_key=key)
+            found = private_keys(
+                source, exclude=sync.exclude, allow=sync.allow_secrets, own_key=self._ssh_key()
+            )
             if found:
                 more = f" (and {len(found) - 1} more)" if len(found) > 1 else ""
                 raise ConfigError(
@@ -128,6 +129,13 @@ class Services:
                 )
             self._source_checked = source
         return source
+
+    def _ssh_key(self) -> Path | None:
+        return self.config.resolve_local(self.config.ssh.key) if self.config.ssh.key else None
+
+    def sync_guard(self) -> SecretGuard:
+        """The private-key check every file a sync session sends passes (sync_source's, per file)."""
+        return SecretGuard(allow=self.config.sync.allow_secrets, own_key=self._ssh_key())
 
     def sync_line(self, instance: Instance) -> str:
         """What sync does, for the CLI and the TUI: ``LOCAL_SOURCE → NAME:DEST``."""
@@ -144,6 +152,7 @@ class Services:
             protect=sync.protect,
             name=instance.name,
             stall_seconds=sync.stall_seconds,
+            guard=self.sync_guard(),
         )
         session.subscribe(self._on_sync_event)
         return session

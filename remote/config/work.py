@@ -73,8 +73,10 @@ class SyncConfig(_Section):
         default=[],
         description=(
             "Paths, relative to `source`, of private-key files that may be synced anyway. Without them sync "
-            "refuses a source holding the config's own SSH key or any file that looks like a private key "
-            "(`-----BEGIN ... PRIVATE KEY-----`, `id_*` without `.pub`), naming the file."
+            "refuses a source holding the config's own SSH key (or a copy of it) or any file that looks like a "
+            "private key (`-----BEGIN ... PRIVATE KEY-----`, `id_*` without `.pub`, `*.pem`, `*.p12`, `*.pfx`), "
+            "naming the file; one that appears or changes while live sync runs is held back and named once, "
+            "and the rest keeps syncing."
         ),
     )
     stall_seconds: float = Field(

@@ -15,7 +15,7 @@ import os
 import shlex
 import struct
 import zlib
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -98,6 +98,11 @@ class Sent:
     changed: bool
     fingerprint: tuple[int, int, bytes] | None = None
     error: str | None = None
+    refused: str | None = None  # why the screen held the file back (nothing of it was queued)
+
+
+# Screens a small file's bytes before they are queued: (path, data, size) -> why it may not go, or None.
+Screen = Callable[[str, bytes, int], str | None]
 
 
 # A large file goes in chunks, each after its 4-byte length; a zero length commits the file (the
@@ -353,13 +358,14 @@ class RemoteAgent:
         entries = {row[0]: Entry.from_wire(row[1:]) for row in reply["entries"] if row[1] in "fdl"}
         return entries, reply["ledger"]
 
-    async def put_file(self, rel: str, path: Path) -> Sent:
+    async def put_file(self, rel: str, path: Path, screen: Screen | None = None) -> Sent:
         """Queue the local file ``path`` for the VM's ``rel``.
 
         Nothing torn ever lands: a small file is checked (stat after the read) before it is
         queued; a large one streams in chunks and ends in an abort when its stat changed, it
         shrank, or a read failed. A changed file comes back ``changed`` (the caller sends it again),
-        an unreadable one with ``error``.
+        an unreadable one with ``error``. ``screen`` sees a small file's bytes, the very ones that
+        would go, and may hold it back (``refused``): the private-key check.
         """
         try:
             fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
@@ -370,12 +376,12 @@ class RemoteAgent:
         try:
             before = os.fstat(fd)
             if before.st_size <= READ_CHUNK:
-                return await self._put_small(rel, fd, before)
+                return await self._put_small(rel, fd, before, screen)
             return await self._put_streamed(rel, fd, before)
         finally:
             os.close(fd)
 
-    async def _put_small(self, rel: str, fd: int, before: os.stat_result) -> Sent:
+    async def _put_small(self, rel: str, fd: int, before: os.stat_result, screen: Screen | None) -> Sent:
         size = before.st_size
         try:
             data = os.read(fd, size + 1) if size else b""
@@ -384,6 +390,8 @@ class RemoteAgent:
             return Sent(0, False, error=err.strerror or str(err))
         if len(data) != size or (after.st_size, after.st_mtime_ns) != (size, before.st_mtime_ns):
             return Sent(0, True)  # changed while read: nothing queued, the caller sends it again
+        if screen is not None and (reason := screen(rel, data, size)) is not None:
+            return Sent(0, False, refused=reason)
         digest = content_digest(data)
         header = {"op": "put", "p": rel, "s": size, "m": before.st_mode & 0o7777, "t": before.st_mtime_ns}
         packed = self._packer.pack(rel, data)

@@ -11,6 +11,7 @@ from pathlib import Path
 from gcptui.remote.sync.agent_client import RemoteAgent, content_digest
 from gcptui.remote.sync.manifest import Entry, parent_of
 from gcptui.remote.sync.plan import Plan
+from gcptui.remote.sync.secrets import SecretGuard
 
 PROGRESS_EVERY_S = 0.1
 LARGE_FILE = 1 << 20  # sent after the small files (see apply_plan)
@@ -41,6 +42,8 @@ class Applied:
     resend: set[str] = field(default_factory=set)  # files that changed while they were sent
     # op, path, message; op "read": the local file could not be read (nothing of it was sent)
     errors: list[tuple[str, str, str]] = field(default_factory=list)
+    # path, why: files the secret check held back (never queued; the VM keeps what it had)
+    refused: list[tuple[str, str]] = field(default_factory=list)
 
 
 async def apply_plan(
@@ -49,10 +52,12 @@ async def apply_plan(
     plan: Plan,
     view: RemoteView,
     progress: Callable[[int, int], None] | None = None,
+    guard: SecretGuard | None = None,
 ) -> Applied:
     """Send every operation of ``plan``, wait for the results and fold them into ``view``.
 
     ``progress(files_done, bytes_done)`` is called as files stream out (at most every 0.1 s).
+    ``guard`` checks each file's name and the bytes about to go: a private key stays behind.
     """
     started = time.perf_counter()
     out = Applied()
@@ -76,10 +81,17 @@ async def apply_plan(
     # (a few ms each on a slow disk), so the link carries the large files' data meanwhile.
     puts = sorted(plan.puts, key=lambda item: item[1] > LARGE_FILE)
     fingerprints: dict[str, tuple[int, int, bytes]] = {}
+    screen = guard.by_content if guard is not None else None
     for done, (rel, _) in enumerate(puts, start=1):
-        sent = await agent.put_file(rel, source / rel)
+        reason = guard.by_name(rel) if guard is not None else None
+        if reason is not None:
+            out.refused.append((rel, reason))
+            continue
+        sent = await agent.put_file(rel, source / rel, screen)
         out.bytes += sent.size
-        if sent.error is not None:
+        if sent.refused is not None:
+            out.refused.append((rel, sent.refused))
+        elif sent.error is not None:
             out.errors.append(("read", rel, sent.error))  # a local read failed: nothing of it landed
         elif sent.changed:
             out.resend.add(rel)

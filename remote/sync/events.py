@@ -60,11 +60,16 @@ class BatchApplied:
 
 @dataclass(frozen=True, slots=True)
 class SyncWarning:
-    """Something the user should know once: a link leading out of the tree, a remote path kept."""
+    """Something the user should know once: a link leading out of the tree, a remote path kept.
+
+    ``local``: it is about the local tree (a private key held back), so every session to every VM
+    says the same; a face showing several sessions says it once.
+    """
 
     name: str
     message: str
     path: str = ""
+    local: bool = False
 
 
 SyncEvent = SyncStateChanged | FullSyncProgress | BatchApplied | SyncWarning

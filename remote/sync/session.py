@@ -43,6 +43,7 @@ from gcptui.remote.sync.local_tree import LocalScan, scan_tree
 from gcptui.remote.sync.manifest import is_under, same_content
 from gcptui.remote.sync.plan import Plan, make_plan
 from gcptui.remote.sync.rules import PathSet, SyncRules
+from gcptui.remote.sync.secrets import FIX, SecretGuard
 from gcptui.remote.sync.tracker import Change, LocalTracker
 from gcptui.remote.sync.watcher import TreeWatcher
 
@@ -74,7 +75,8 @@ class SyncSession:
     ``dest`` is relative to the remote home unless absolute (``~/x`` is home-relative); the
     VM refuses ``/``, the home and its parents. ``exclude`` adds gitignore-style patterns to the
     tree's own ``.gitignore`` files; ``protect`` names remote paths (gitignore-style, relative to
-    dest) that sync never writes or deletes.
+    dest) that sync never writes or deletes. ``guard`` checks every file about to go (its name and
+    the bytes read to send): a private key is held back and named once, the rest syncs.
     """
 
     def __init__(
@@ -90,6 +92,7 @@ class SyncSession:
         debounce_ms: int = 300,
         reconcile_seconds: float = 30.0,
         stall_seconds: float = STALL_TIMEOUT_S,
+        guard: SecretGuard | None = None,
     ) -> None:
         self.source = Path(source).expanduser().resolve()
         self.dest = dest
@@ -98,6 +101,7 @@ class SyncSession:
         self.protect = PathSet(protect)
         self.reconcile_seconds = reconcile_seconds
         self.stall_seconds = stall_seconds
+        self.guard = guard if guard is not None else SecretGuard()
         self.view = RemoteView()
         self._get_conn = get_conn
         self._agent: RemoteAgent | None = None
@@ -153,10 +157,10 @@ class SyncSession:
             self._state, self._reason = state, reason
             self._emit(SyncStateChanged(self.name, state, pending, reason))
 
-    def _warn(self, message: str, path: str = "") -> None:
+    def _warn(self, message: str, path: str = "", *, local: bool = False) -> None:
         if (message, path) not in self._warned:  # each warning once per session
             self._warned.add((message, path))
-            self._emit(SyncWarning(self.name, message, path))
+            self._emit(SyncWarning(self.name, message, path, local))
 
     def _report_links(self, scan: LocalScan) -> None:
         for rel, target in scan.links_out.items():
@@ -447,17 +451,22 @@ class SyncSession:
 
         if plan.changes or plan.owns:
             self._view_dirty = True  # the results below change the view
-        result = await apply_plan(agent, self.source, plan, self.view, progress if total_files else None)
+        result = await apply_plan(
+            agent, self.source, plan, self.view, progress if total_files else None, self.guard
+        )
         rounds = 0
         while result.resend and rounds < RESEND_ROUNDS:  # files that changed while read: send again
             rounds += 1
             retry = self._change_plan(self.tracker.restat(result.resend))
-            extra = await apply_plan(agent, self.source, retry, self.view)
+            extra = await apply_plan(agent, self.source, retry, self.view, guard=self.guard)
             result.written += extra.written
             result.deleted += extra.deleted
             result.bytes += extra.bytes
             result.resend = extra.resend
             result.errors += extra.errors
+            result.refused += extra.refused
+        for rel, reason in result.refused:  # held back on purpose: not a failure, said once
+            self._warn(f"not synced: {rel} {reason}; {FIX}", rel, local=True)
         for rel in sorted(result.resend):  # still changing: the VM keeps its older copy for now
             result.errors.append(
                 ("put", rel, f"it changed while being read, {RESEND_ROUNDS + 1} times in a row")

@@ -63,6 +63,7 @@ def run_sync(args: argparse.Namespace) -> int:
             console=console, transient=not args.once,
         ) as progress:  # fmt: skip
             bars: dict[str, TaskID] = {name: progress.add_task(name, total=None) for name in sessions}
+            said: set[str] = set()  # warnings about the local tree: every session has them, said once
 
             def on_event(event: SyncEvent) -> None:
                 if isinstance(event, FullSyncProgress):
@@ -78,6 +79,10 @@ def run_sync(args: argparse.Namespace) -> int:
                         f"{f', {event.deleted} deleted' if event.deleted else ''}, "
                         f"{human_bytes(event.bytes)}, {event.ms:.0f} ms"
                     )
+                elif isinstance(event, SyncWarning) and event.local:
+                    if event.message not in said:
+                        said.add(event.message)
+                        progress.console.print(f"[yellow]![/] {escape(event.message)}")
                 elif isinstance(event, SyncWarning):
                     progress.console.print(f"[yellow]![/] {escape(f'{event.name}: {event.message}')}")
                 elif isinstance(event, SyncStateChanged) and event.state in PROBLEM_STATES:

@@ -92,6 +92,7 @@ class Monitors:
         self.sync_by_default = sync_by_default
         self._sync_refused: set[str] = set()  # turned off by the user: stays off
         self._sync: dict[str, tuple[SyncSession, asyncio.Task[None]]] = {}
+        self._said_local: set[str] = set()  # sync warnings about the local tree, said once for all VMs
         services.sync_batch_listeners.append(self._on_sync_batch)
 
     def state(self, name: str) -> Live:
@@ -296,7 +297,9 @@ class Monitors:
             return
         if isinstance(event, SyncStateChanged):
             self._record_sync(name, event.state, event.pending, event.reason)
-        elif isinstance(event, SyncWarning):
+        elif isinstance(event, SyncWarning) and not (event.local and event.message in self._said_local):
+            if event.local:  # about the local tree (a key held back): said once, not once per VM
+                self._said_local.add(event.message)
             self.sync_warning(name, event.message)
 
     def _on_sync_batch(self, event: BatchApplied) -> None:
