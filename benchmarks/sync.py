@@ -186,6 +186,7 @@ async def noop_ignored(link: Link, work: Path, files: int, ledgers: list[str], r
     source, vm = work / "ignored-source", work / "ignored-vm"
     log(f"generating {files} files, 95% under data/ ...")
     synced = generate_ignored_tree(source, files)
+    vm.mkdir()
     exclude = ["data/**"]
     flags = [link.rsync_flags, "--delete", "--exclude", "data/**"]
 

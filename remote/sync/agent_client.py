@@ -37,8 +37,10 @@ REPLY_TIMEOUT_S = 300.0
 STALL_TIMEOUT_S = 30.0
 
 
+# How a fetch's error begins when the agent cannot reach its relay at all (sync_agent's).
+RELAY_UNREACHABLE = "relay unreachable: "
 # Requests answered at once, not operations whose results a flush collects.
-CONTROL_OPS = frozenset({"init", "scan", "flush"})
+CONTROL_OPS = frozenset({"init", "scan", "flush", "serve", "relay"})
 # What dest holds as the client sees it: entries by path, and the ledger.
 View = tuple[dict[str, Entry], dict[str, list]]
 
@@ -182,6 +184,10 @@ class RemoteAgent:
         self._queued_ops = 0  # operations sent since the last flush
         self._packer = Packer()
         self._broken = False  # a put was cut off mid-stream: the agent cannot be spoken to again
+        # Fan-out: the relay this agent fetches from (host, port, token), and whether it could not
+        # reach it (then this agent gets every file directly).
+        self.relay_target: tuple[str, int, str] | None = None
+        self.relay_dead = False
 
     @classmethod
     async def start(
@@ -457,6 +463,24 @@ class RemoteAgent:
         if expected is not None:
             header["x"] = [expected.kind, expected.size, expected.mtime_ns, expected.target]
         self._queue(header)
+        await self._send()
+
+    async def serve(self, host: str, token: str) -> int:
+        """Make this agent a relay listening on ``host`` for agents holding ``token``; its port."""
+        reply = await self.request({"op": "serve", "host": host, "token": token})
+        if reply.get("error"):
+            raise AgentRefused(reply["error"])
+        return int(reply["port"])
+
+    async def relay(self, host: str, port: int, token: str) -> None:
+        """Fetch from the relay at ``host:port`` from now on (``fetch``)."""
+        await self.request({"op": "relay", "host": host, "port": port, "token": token})
+        self.relay_target, self.relay_dead = (host, port, token), False
+
+    async def fetch(self, rel: str, size: int, mode: int, mtime_ns: int, sha256: str) -> None:
+        """Queue a file whose bytes the agent takes from its relay, landing them only if they hash
+        to ``sha256`` (the laptop's file); the result comes back as a ``fetch``."""
+        self._queue({"op": "fetch", "p": rel, "s": size, "m": mode, "t": mtime_ns, "h": sha256})
         await self._send()
 
     async def remove(self, rel: str) -> None:

@@ -39,6 +39,7 @@ from gcptui.remote.sync.events import (
     SyncStateName,
     SyncWarning,
 )
+from gcptui.remote.sync.fanout import FanOut
 from gcptui.remote.sync.local_tree import LocalScan, scan_tree
 from gcptui.remote.sync.manifest import is_under, same_content
 from gcptui.remote.sync.plan import Plan, make_plan
@@ -93,6 +94,7 @@ class SyncSession:
         reconcile_seconds: float = 30.0,
         stall_seconds: float = STALL_TIMEOUT_S,
         guard: SecretGuard | None = None,
+        relay: FanOut | None = None,
     ) -> None:
         self.source = Path(source).expanduser().resolve()
         self.dest = dest
@@ -102,6 +104,7 @@ class SyncSession:
         self.reconcile_seconds = reconcile_seconds
         self.stall_seconds = stall_seconds
         self.guard = guard if guard is not None else SecretGuard()
+        self.relay = relay  # fan-out: a large batch's bytes come from the seed VM (fanout.py)
         self.view = RemoteView()
         self._get_conn = get_conn
         self._agent: RemoteAgent | None = None
@@ -452,7 +455,7 @@ class SyncSession:
         if plan.changes or plan.owns:
             self._view_dirty = True  # the results below change the view
         result = await apply_plan(
-            agent, self.source, plan, self.view, progress if total_files else None, self.guard
+            agent, self.source, plan, self.view, progress if total_files else None, self.guard, self.relay
         )
         rounds = 0
         while result.resend and rounds < RESEND_ROUNDS:  # files that changed while read: send again

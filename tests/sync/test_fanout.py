@@ -1,0 +1,136 @@
+"""Fan-out: three "VMs" (three dests on one sshd, each behind its own proxy on one shared uplink)
+get one tree; the uplink carries its bytes once, to the seed, and the others fetch them from the
+seed's relay, landing only bytes that hash to the laptop's digests. A relay that garbles bytes or
+cannot be reached costs speed, never correctness: the laptop sends those files itself."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import socket
+import struct
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from gcptui.remote.sync import SyncSession
+from gcptui.remote.sync.fanout import FanOut
+from tests.helpers.sshd import Sshd
+from tests.helpers.wan import Uplink, WanProxy, add_known_host
+from tests.sync.test_wan import getter
+from tests.sync.trees import snapshot, wait_equal, write
+
+BIG = 3 << 20
+
+
+@pytest.fixture
+async def links(sshd: Sshd) -> AsyncIterator[list[WanProxy]]:
+    """Three proxies in front of the sshd, sharing one uplink (no delay: bytes, not time, are counted)."""
+    uplink = Uplink()
+    proxies = [
+        await WanProxy(sshd.host, sshd.port, delay_ms=0, mbit=0, uplink=uplink).start() for _ in range(3)
+    ]
+    for proxy in proxies:
+        add_known_host(str(sshd.known_hosts), proxy.host, proxy.port, sshd.host, sshd.port)
+    yield proxies
+    for proxy in proxies:
+        await proxy.stop()
+
+
+def tree(local: Path) -> int:
+    write(local, "train.py", "print('hi')\n")
+    write(local, "pkg/small.py", "x = 1\n")
+    (local / "assets").mkdir()
+    (local / "assets" / "a.bin").write_bytes(os.urandom(BIG))
+    (local / "assets" / "b.bin").write_bytes(os.urandom(BIG // 2))
+    return BIG + BIG // 2
+
+
+def sessions(
+    sshd: Sshd, links: list[WanProxy], local: Path, dests: list[Path], relay: FanOut
+) -> list[SyncSession]:
+    out = []
+    for i, (proxy, dest) in enumerate(zip(links, dests, strict=True)):
+        out.append(
+            SyncSession(local, str(dest), getter(sshd, proxy), name=f"vm{i}", relay=relay if i else None)
+        )
+    return out
+
+
+async def test_the_uplink_carries_the_tree_once_and_every_vm_gets_it(
+    sshd: Sshd, links: list[WanProxy], tmp_path: Path
+) -> None:
+    local, dests = tmp_path / "local", [tmp_path / f"vm{i}" / "project" for i in range(3)]
+    size = tree(local)
+    relay = FanOut(getter(sshd, links[0]), str(dests[0]), sshd.host)
+    all_ = sessions(sshd, links, local, dests, relay)
+    try:
+        await asyncio.gather(*(s.full_sync(complete=True) for s in all_))
+        for dest in dests:
+            assert snapshot(dest) == snapshot(local)
+        assert links[0].stats.up > size  # the seed got the bytes over the uplink ...
+        for proxy in links[1:]:
+            assert proxy.stats.up < size // 20  # ... the others only the plan's headers
+        # Live follow fans out the same way: a large change goes by relay, an edit directly.
+        followers = [asyncio.create_task(s.follow()) for s in all_]
+        before = [p.stats.up for p in links]
+        (local / "assets" / "c.bin").write_bytes(os.urandom(BIG))
+        write(local, "train.py", "print('edited')\n")
+        for dest in dests:
+            await wait_equal(dest, lambda: snapshot(local))
+        assert links[1].stats.up - before[1] < BIG // 20
+        for task in followers:
+            task.cancel()
+        await asyncio.gather(*followers, return_exceptions=True)
+    finally:
+        relay.close()
+        for s in all_:
+            await s.close()
+
+
+class _FakeRelay(FanOut):
+    """A seed VM gone bad, at the relay's own endpoint: it answers with other bytes, or nothing."""
+
+    def __init__(self, endpoint: tuple[str, int, str]) -> None:
+        super().__init__(lambda: None, "", endpoint[0])  # type: ignore[arg-type, return-value]
+        self._fake = endpoint
+
+    async def endpoint(self) -> tuple[str, int, str] | None:
+        return self._fake
+
+
+@pytest.mark.parametrize("bad", ["garbles", "unreachable"])
+async def test_a_bad_relay_costs_speed_never_correctness(
+    sshd: Sshd, links: list[WanProxy], tmp_path: Path, bad: str
+) -> None:
+    local, dest = tmp_path / "local", tmp_path / "vm1" / "project"
+    size = tree(local)
+    server: asyncio.Server | None = None
+    if bad == "garbles":
+
+        async def garble(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            await reader.readline()  # the token: anything goes for this relay
+            while line := await reader.readline():
+                wanted = int(line.split(b'"s": ')[1].split(b",")[0])
+                writer.write(struct.pack(">q", wanted) + os.urandom(wanted))  # right size, wrong bytes
+                await writer.drain()
+            writer.close()
+
+        server = await asyncio.start_server(garble, sshd.host, 0)
+        port = server.sockets[0].getsockname()[1]
+    else:
+        with socket.socket() as probe:  # a port nothing listens on
+            probe.bind((sshd.host, 0))
+            port = probe.getsockname()[1]
+    session = SyncSession(local, str(dest), getter(sshd, links[1]), relay=_FakeRelay((sshd.host, port, "t")))
+    try:
+        result = await session.full_sync(complete=True)
+        assert snapshot(dest) == snapshot(local)  # every file landed, with the laptop's bytes
+        assert not result.failed
+        assert links[1].stats.up > size  # ... sent by the laptop after the relay failed
+    finally:
+        await session.close()
+        if server is not None:
+            server.close()
+            await server.wait_closed()
