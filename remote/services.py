@@ -20,6 +20,7 @@ from gcptui.remote.ssh.errors import SshConfigError, SshError, SshUnreachableErr
 from gcptui.remote.ssh.pool import SshPool
 from gcptui.remote.ssh.target import SshTarget, target_for
 from gcptui.remote.sync import BatchApplied, SyncEvent, SyncSession
+from gcptui.remote.sync.fanout import FanOut
 from gcptui.remote.sync.secrets import SecretGuard, private_keys
 
 if TYPE_CHECKING:
@@ -141,8 +142,37 @@ class Services:
         """What sync does, for the CLI and the TUI: ``LOCAL_SOURCE → NAME:DEST``."""
         return f"{self.config.sync_source()} → {instance.name}:{self.config.sync.dest}"
 
-    def sync_session(self, instance: Instance) -> SyncSession:
-        """A live-sync session of ``[sync]`` to one machine over the shared pool."""
+    def sync_fanout(self, instances: list[Instance]) -> FanOut | None:
+        """The relay that lets several machines share one upload of the tree (fanout.py): the first
+        that has an internal address seeds it, the others fetch from it there. None for one machine,
+        or when none has an internal address (static hosts: each gets its own copy)."""
+        if len(instances) < 2:
+            return None
+        for seed in instances:
+            if seed.internal_ip and self.target_or_none(seed) is not None:
+                return FanOut(
+                    self.getter(seed),
+                    self.config.sync.dest,
+                    seed.internal_ip,
+                    guard=self.sync_guard(),
+                    name=seed.name,
+                )
+        return None
+
+    def sync_sessions(self, instances: list[Instance]) -> tuple[list[SyncSession], FanOut | None]:
+        """Sessions of ``[sync]`` to several machines, fanned out when they can be (close the relay
+        after the sessions)."""
+        relay = self.sync_fanout(instances)
+        seed = relay.host if relay is not None else None
+        sessions = [
+            self.sync_session(i, relay=relay if relay is not None and i.internal_ip != seed else None)
+            for i in instances
+        ]
+        return sessions, relay
+
+    def sync_session(self, instance: Instance, relay: FanOut | None = None) -> SyncSession:
+        """A live-sync session of ``[sync]`` to one machine over the shared pool (``relay``: a large
+        batch's bytes come from the fan-out's seed machine)."""
         sync = self.config.sync
         session = SyncSession(
             self.sync_source(),
@@ -153,6 +183,7 @@ class Services:
             name=instance.name,
             stall_seconds=sync.stall_seconds,
             guard=self.sync_guard(),
+            relay=relay,
         )
         session.subscribe(self._on_sync_event)
         return session

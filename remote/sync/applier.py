@@ -45,6 +45,7 @@ class Applied:
     errors: list[tuple[str, str, str]] = field(default_factory=list)
     # path, why: files the secret check held back (never queued; the VM keeps what it had)
     refused: list[tuple[str, str]] = field(default_factory=list)
+    relayed: int = 0  # files whose bytes came from the fan-out's seed VM, not over the uplink
 
 
 async def apply_plan(
@@ -157,6 +158,8 @@ async def apply_plan(
                 view.sent[result.path] = fingerprints[result.path]
             if result.op != "own":
                 written.add(result.path)
+            if result.op == "fetch":
+                out.relayed += 1
     out.written = len(written - (opened.keys() - made))  # reopening a directory writes nothing
     if progress is not None:
         progress(len(plan.puts), out.bytes)

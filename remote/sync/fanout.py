@@ -55,9 +55,16 @@ class FanOut:
     that fetch from it. ``host``: the seed's internal address, which the other VMs reach."""
 
     def __init__(
-        self, get_conn: ConnectionGetter, dest: str, host: str, *, guard: SecretGuard | None = None
+        self,
+        get_conn: ConnectionGetter,
+        dest: str,
+        host: str,
+        *,
+        guard: SecretGuard | None = None,
+        name: str = "",
     ) -> None:
         self.host = host
+        self.name = name or host  # the seed machine, for messages
         self.dest = dest
         self.guard = guard if guard is not None else SecretGuard()
         self.token = secrets.token_hex(16)  # goes to agents over their stdin, never in argv

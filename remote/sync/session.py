@@ -468,6 +468,7 @@ class SyncSession:
             result.resend = extra.resend
             result.errors += extra.errors
             result.refused += extra.refused
+            result.relayed += extra.relayed
         for rel, reason in result.refused:  # held back on purpose: not a failure, said once
             self._warn(f"not synced: {rel} {reason}; {FIX}", rel, local=True)
         for rel in sorted(result.resend):  # still changing: the VM keeps its older copy for now
@@ -484,7 +485,9 @@ class SyncSession:
             op, path, message = failures[0]
             more = f" (and {failed - 1} more)" if failed > 1 else ""
             self._failure = f"{op} {path}: {message}{more}"
-        event = BatchApplied(self.name, result.written, result.deleted, result.bytes, result.ms, full, failed)
+        event = BatchApplied(
+            self.name, result.written, result.deleted, result.bytes, result.ms, full, failed, result.relayed
+        )
         if plan.changes or full:
             self._emit(event)
         if self._paused:

@@ -14,8 +14,10 @@ from pathlib import Path
 
 import pytest
 
+from gcptui.remote.emulator.thread import EmulatorThread
 from gcptui.remote.sync import SyncSession
 from gcptui.remote.sync.fanout import FanOut
+from tests.cli.test_ls import gcptui
 from tests.helpers.sshd import Sshd
 from tests.helpers.wan import Uplink, WanProxy, add_known_host
 from tests.sync.test_wan import getter
@@ -134,3 +136,22 @@ async def test_a_bad_relay_costs_speed_never_correctness(
         if server is not None:
             server.close()
             await server.wait_closed()
+
+
+def test_cli_sync_to_three_vms_sends_the_bytes_once(emulator_thread: EmulatorThread, tmp_path: Path) -> None:
+    """`gcptui sync --once A B C` on the emulator: the other two VMs fetch the large file from the
+    first over their internal addresses, and every VM holds the tree."""
+    emu = emulator_thread
+    names = ("vm-a", "vm-b", "vm-c")
+    for name in names:
+        emu.add_instance(name, "us-central1-a")
+    for name in names:
+        emu.wait_for_status(name, "RUNNING")
+    local = tmp_path / "project"
+    tree(local)
+    config = emu.write_config(tmp_path / "emu" / "gcptui.toml", sync_source=local)
+    result = gcptui("--config", str(config), "sync", "--once", *names, cwd=local)
+    assert result.returncode == 0, result.stderr
+    assert "3 in sync (4 files machine-to-machine from vm-a)" in result.stderr, result.stderr
+    for name in names:
+        assert snapshot(emu.instance(name).disk / "home" / "project") == snapshot(local)  # type: ignore[operator]
