@@ -54,7 +54,7 @@ READ_AHEAD = 32 << 20  # stdin read ahead of the file writes: ~5 s of a 50 Mbit/
 F_SETPIPE_SZ = 1031  # fcntl.F_SETPIPE_SZ, named only from Python 3.10 on
 # A request frame larger than this is not from gcptui's client (its headers are small JSON).
 MAX_FRAME = 16 << 20
-# An existing directory whose mode the agent may not change (session.KEPT_MODE: a warning).
+# An existing directory whose mode the agent may not change (failures.KEPT_MODE: a warning).
 KEPT_MODE = "kept the mode of "
 CHUNK_ABORT = 0xFFFFFFFF  # a chunked put's abort mark (the client's CHUNK_ABORT)
 ABORTED = "the local file changed while it was read; not written"
@@ -171,7 +171,7 @@ class Agent:
         self.dirs: dict = {}
         # Fan-out, as a fetching agent: the relay's (host, port, token), the open connection to
         # it, and why it could not be reached (every later fetch fails at once: direct sync).
-        self.relay = None
+        self.relay: tuple[str, int, str] | None = None
         self.relay_sock: socket.socket | None = None
         self.relay_dead = ""
 
