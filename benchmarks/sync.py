@@ -3,6 +3,9 @@
 Run: ``python benchmarks/sync.py [--files 7000] [--mb 180] [--edits 200]``. Progress goes to stderr;
 the last line of stdout is one JSON object with every figure. See docs/BENCHMARKS.md.
 
+``--wan --vms N`` syncs to N VMs behind one shared uplink (benchmarks/sync_fleet.py).
+``--noop-ignored FILES`` times a cold no-op resync of a tree whose data/ (95%) is excluded.
+
 ``--wan`` puts a WAN link in front of the sshd (tests/helpers/wan.py, in its own process: 25 ms
 each way and 50 Mbit/s per direction unless ``--delay-ms``/``--mbit`` say otherwise); gcptui and the
 baseline, then ``rsync -az --delete`` (compression on, as users run it over a WAN), both go through it.
@@ -250,7 +253,7 @@ async def main(args: argparse.Namespace) -> dict:
     sshd.setup()
     sshd.start()
     proxy = None
-    if args.wan:
+    if args.wan and not args.vms:  # --vms puts its own shared-uplink proxy in front (sync_fleet.py)
         proxy = spawn_wan_proxy(
             sshd.host, sshd.port, host="127.0.0.78", delay_ms=args.delay_ms, mbit=args.mbit
         )
@@ -261,6 +264,17 @@ async def main(args: argparse.Namespace) -> dict:
     try:
         if args.noop_ignored:
             return await noop_ignored(link, work, args.noop_ignored, ledgers)
+        if args.vms:
+            from benchmarks.sync_fleet import fleet
+
+            source = work / "source"
+            log(f"generating {args.files} files / {args.mb} MB ...")
+            n_files, n_bytes = generate_tree(source, args.files, args.mb, text=args.text)
+            vm = Path(tempfile.mkdtemp(prefix="vm-", dir=args.vm_dir)) if args.vm_dir else work / "vm"
+            vm.mkdir(exist_ok=True)
+            figures = await fleet(args, sshd, source, vm, ledgers)
+            return {"benchmark": "sync-wan-fleet", "tree_files": n_files, "tree_mb": round(n_bytes / 1e6, 1),
+                    "text": args.text, **figures, "load": _load()}  # fmt: skip
         source = work / "source"
         log(f"generating {args.files} files / {args.mb} MB ...")
         n_files, n_bytes = generate_tree(source, args.files, args.mb, text=args.text)
@@ -425,6 +439,12 @@ if __name__ == "__main__":
         "--noop-ignored", type=int, default=0, metavar="FILES",
         help="only: a cold no-op resync of FILES files, 95%% under data/ (excluded), vs rsync with the same exclude",
     )  # fmt: skip
+    parser.add_argument(
+        "--vms",
+        type=int,
+        default=0,
+        help="with --wan: N VMs behind one shared uplink, fanned out (sync_fleet.py)",
+    )
     parser.add_argument("--wan", action="store_true", help="through the WAN proxy; baseline rsync -az")
     parser.add_argument("--delay-ms", type=float, default=25.0, help="--wan: one-way delay per direction")
     parser.add_argument("--mbit", type=float, default=50.0, help="--wan: bandwidth cap per direction")

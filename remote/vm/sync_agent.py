@@ -625,6 +625,9 @@ class Agent:
                 self.relay_dead = f"{host}:{port}: {_describe(err)}"
                 raise ConnectionError(RELAY_UNREACHABLE + self.relay_dead) from None
             sock.settimeout(RELAY_WAIT_S + 10)
+            # Small request and reply writes back to back: without this, Nagle's algorithm and the
+            # peer's delayed ACK hold each reply ~40 ms (a thousand small files: 40 s).
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             sock.sendall(token.encode() + b"\n")
             self.relay_sock = sock
         return self.relay_sock
@@ -692,6 +695,7 @@ class Agent:
         hashed: dict = {}  # (size, mtime_ns, inode) -> sha256: a file asked for twice is read once
         with conn:
             try:
+                conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)  # see relay_conn
                 reader = conn.makefile("rb")
                 if not hmac.compare_digest(reader.readline(RELAY_LINE).rstrip(b"\n"), token):
                     return
@@ -719,8 +723,7 @@ class Agent:
                             hashed[key] = _sha256_fd(fd)
                         if hashed[key] == digest:
                             os.lseek(fd, 0, os.SEEK_SET)
-                            conn.sendall(struct.pack(">q", size))
-                            _send_fd(conn, fd, size)
+                            _send_fd(conn, fd, size, struct.pack(">q", size))
                             return
                 finally:
                     os.close(fd)
@@ -1041,15 +1044,19 @@ def _sha256_fd(fd: int) -> str:
         h.update(chunk)
 
 
-def _send_fd(conn: socket.socket, fd: int, size: int) -> None:
-    """Send ``size`` bytes of ``fd`` from its start (fewer: the file shrank; the fetcher sees it)."""
+def _send_fd(conn: socket.socket, fd: int, size: int, head: bytes) -> None:
+    """Send ``head`` and then ``size`` bytes of ``fd`` from where it is (a small file in one write;
+    a file that shrank meanwhile breaks the connection: the fetcher sees it)."""
     left = size
-    while left:
-        chunk = os.read(fd, min(left, READ_SIZE))
-        if not chunk:
+    while True:
+        chunk = os.read(fd, min(left, READ_SIZE)) if left else b""
+        if left and not chunk:
             raise ConnectionError("the file shrank while relayed")
-        conn.sendall(chunk)
+        conn.sendall(head + chunk)
+        head = b""
         left -= len(chunk)
+        if not left:
+            return
 
 
 def _write_all(fd: int, data: "bytes | memoryview") -> None:
