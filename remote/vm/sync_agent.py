@@ -713,7 +713,12 @@ class Agent:
         for the laptop's copy to land, up to RELAY_WAIT_S), else a refusal."""
         deadline, delay = time.monotonic() + RELAY_WAIT_S, 0.002
         while True:
-            fd = self.open_below(rel)
+            try:
+                fd = self.open_below(rel)
+            except ValueError as err:  # never servable: say so at once
+                why = str(err).encode()
+                conn.sendall(struct.pack(">q", -len(why)) + why)
+                return
             if fd >= 0:
                 try:
                     st = os.fstat(fd)
@@ -736,10 +741,11 @@ class Agent:
 
     def open_below(self, rel: str) -> int:
         """A read descriptor of the regular file ``rel`` below dest, never through a link; -1 when
-        it is not there (yet). Thread-safe: it shares no cached descriptor with the main thread."""
+        it is not there (yet); ValueError for a path that leaves dest or passes a link. Thread-safe:
+        it shares no cached descriptor with the main thread."""
         parts = rel.split("/")
         if not rel or "\0" in rel or any(p in ("", ".", "..") for p in parts):
-            return -1
+            raise ValueError(f"unsafe path {rel!r}")
         fd = self.root
         try:
             for part in parts[:-1]:
@@ -748,7 +754,9 @@ class Agent:
                     os.close(fd)
                 fd = child
             return os.open(parts[-1], READ_FLAGS, dir_fd=fd)
-        except OSError:
+        except OSError as err:
+            if err.errno in (errno.ELOOP, errno.ENOTDIR, errno.EMLINK):
+                raise ValueError(f"{rel} passes a link or a file on the relay: not served") from None
             return -1
         finally:
             if fd != self.root:

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from gcptui.remote.aio import within
 from gcptui.remote.emulator.thread import EmulatorThread
 from gcptui.remote.sync import SyncSession
 from gcptui.remote.sync.fanout import FanOut
@@ -155,3 +156,43 @@ def test_cli_sync_to_three_vms_sends_the_bytes_once(emulator_thread: EmulatorThr
     assert "3 in sync (4 files machine-to-machine from vm-a)" in result.stderr, result.stderr
     for name in names:
         assert snapshot(emu.instance(name).disk / "home" / "project") == snapshot(local)  # type: ignore[operator]
+
+
+async def test_the_relay_serves_only_token_holders_only_files_below_dest_by_digest(
+    sshd: Sshd, links: list[WanProxy], tmp_path: Path
+) -> None:
+    """What another VM can get from a relay: nothing without the token; with it, only a regular
+    file below dest whose bytes hash to the digest asked for; a path out of dest, or through a
+    link, is refused at once."""
+    import hashlib
+
+    dest, outside = tmp_path / "seed" / "project", tmp_path / "outside"
+    write(dest, "real.txt", "relayed\n")
+    write(outside, "secret.txt", "not yours\n")
+    (dest / "lnk").symlink_to(outside)
+    relay = FanOut(getter(sshd, links[0]), str(dest), sshd.host)
+    try:
+        endpoint = await relay.endpoint()
+        assert endpoint is not None
+        host, port, token = endpoint
+
+        async def ask(tok: str, rel: str, data: bytes) -> bytes:
+            reader, writer = await asyncio.open_connection(host, port)
+            line = f'{{"p": "{rel}", "s": {len(data)}, "h": "{hashlib.sha256(data).hexdigest()}"}}\n'
+            writer.write(tok.encode() + b"\n" + line.encode())
+            await writer.drain()
+            try:
+                head = await within(10, reader.readexactly(8))
+            except asyncio.IncompleteReadError as err:
+                head = err.partial
+            writer.close()
+            return head
+
+        secret = (outside / "secret.txt").read_bytes()
+        assert await ask("wrong", "real.txt", b"relayed\n") == b""  # hung up on
+        assert struct.unpack(">q", await ask(token, "real.txt", b"relayed\n"))[0] == 8
+        for rel in ("../outside/secret.txt", "lnk/secret.txt"):
+            (n,) = struct.unpack(">q", await ask(token, rel, secret))
+            assert n < 0  # refused, not waited on
+    finally:
+        relay.close()
