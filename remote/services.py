@@ -142,22 +142,20 @@ class Services:
         """What sync does, for the CLI and the TUI: ``LOCAL_SOURCE → NAME:DEST``."""
         return f"{self.config.sync_source()} → {instance.name}:{self.config.sync.dest}"
 
+    def sync_relay(self, seed: Instance) -> FanOut | None:
+        """A fan-out relay seeded on ``seed`` (fanout.py): other machines fetch the tree's bytes
+        from it at its internal address. None when it has none (a static host) or no SSH target."""
+        if not seed.internal_ip or self.target_or_none(seed) is None:
+            return None
+        sync = self.config.sync
+        return FanOut(self.getter(seed), sync.dest, seed.internal_ip, guard=self.sync_guard(), name=seed.name)
+
     def sync_fanout(self, instances: list[Instance]) -> FanOut | None:
-        """The relay that lets several machines share one upload of the tree (fanout.py): the first
-        that has an internal address seeds it, the others fetch from it there. None for one machine,
-        or when none has an internal address (static hosts: each gets its own copy)."""
+        """The relay that lets several machines share one upload of the tree: the first that can
+        seed it. None for one machine, or when none can (each then gets its own copy)."""
         if len(instances) < 2:
             return None
-        for seed in instances:
-            if seed.internal_ip and self.target_or_none(seed) is not None:
-                return FanOut(
-                    self.getter(seed),
-                    self.config.sync.dest,
-                    seed.internal_ip,
-                    guard=self.sync_guard(),
-                    name=seed.name,
-                )
-        return None
+        return next((r for r in map(self.sync_relay, instances) if r is not None), None)
 
     def sync_sessions(self, instances: list[Instance]) -> tuple[list[SyncSession], FanOut | None]:
         """Sessions of ``[sync]`` to several machines, fanned out when they can be (close the relay

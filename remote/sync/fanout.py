@@ -121,6 +121,12 @@ class FanOut:
                 out[rel] = hashed
         return out
 
+    def stop(self, reason: str) -> None:
+        """End the relay for good (its copy goes stale: the seed stopped syncing); sessions that
+        used it send directly from their next batch on."""
+        self.failed = reason
+        self.close()
+
     def close(self) -> None:
         if self._agent is not None:
             self._agent.close()

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from gcptui.remote.aio import within
+from gcptui.remote.emulator import Emulator
 from gcptui.remote.emulator.thread import EmulatorThread
 from gcptui.remote.sync import SyncSession
 from gcptui.remote.sync.fanout import FanOut
@@ -196,3 +197,34 @@ async def test_the_relay_serves_only_token_holders_only_files_below_dest_by_dige
             assert n < 0  # refused, not waited on
     finally:
         relay.close()
+
+
+async def test_tui_live_sync_of_two_vms_relays_a_large_change(emulator: Emulator, tmp_path: Path) -> None:
+    """`y` on two VMs: the second's large batches come from the first over its internal address."""
+    from gcptui.remote.config import load_config
+    from gcptui.remote.sync import BatchApplied
+    from gcptui.tui.app import GcptuiApp
+    from tests.tui.test_fleet_jobs import until
+
+    for name in ("vm-a", "vm-b"):
+        emulator.add_instance(name, "us-central1-a")
+    for name in ("vm-a", "vm-b"):
+        await emulator.wait_for_status(name, "RUNNING")
+    local = tmp_path / "project"
+    write(local, "train.py", "print('hi')\n")
+    config = emulator.write_config(tmp_path / "gcptui.toml", sync_source=local)
+    dests = [emulator.instance(n).disk / "home" / "project" for n in ("vm-a", "vm-b")]  # type: ignore[operator]
+    app = GcptuiApp(load_config(config), refresh_seconds=0.5)
+    batches: list[BatchApplied] = []
+    async with app.run_test(size=(180, 30)) as pilot:
+        app.services.sync_batch_listeners.append(batches.append)
+        await until(
+            pilot, lambda: all(app.live.get(n) is not None and app.live[n].job for n in ("vm-a", "vm-b"))
+        )
+        await pilot.press("y", "down", "y")
+        await until(pilot, lambda: all(app.live[n].sync_state == "in_sync" for n in ("vm-a", "vm-b")))
+        (local / "data.bin").write_bytes(os.urandom(BIG))
+        await until(pilot, lambda: all((d / "data.bin").exists() for d in dests), timeout=30)
+        await until(pilot, lambda: any(b.name == "vm-b" and b.relayed for b in batches), timeout=30)
+    for dest in dests:
+        assert snapshot(dest) == snapshot(local)
