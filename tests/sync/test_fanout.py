@@ -228,3 +228,27 @@ async def test_tui_live_sync_of_two_vms_relays_a_large_change(emulator: Emulator
         await until(pilot, lambda: any(b.name == "vm-b" and b.relayed for b in batches), timeout=30)
     for dest in dests:
         assert snapshot(dest) == snapshot(local)
+
+
+async def test_a_fetch_keeps_the_receiving_vms_containment(
+    sshd: Sshd, links: list[WanProxy], tmp_path: Path
+) -> None:
+    """A relayed file lands under the same rules as a sent one: where the receiving VM holds a link
+    in place of a directory, nothing is written through it, and the VM reports the path."""
+    local, dests = tmp_path / "local", [tmp_path / f"vm{i}" / "project" for i in range(2)]
+    tree(local)
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    dests[1].mkdir(parents=True)
+    (dests[1] / "assets").symlink_to(outside)  # the VM's own link where the tree has a folder
+    relay = FanOut(getter(sshd, links[0]), str(dests[0]), sshd.host)
+    pair = sessions(sshd, links[:2], local, dests, relay)
+    try:
+        seed, other = await asyncio.gather(*(s.full_sync() for s in pair))
+        assert not seed.failed and other.failed  # assets/ refused on vm1, not followed
+        assert list(outside.iterdir()) == []
+        assert snapshot(dests[0]) == snapshot(local)
+    finally:
+        relay.close()
+        for s in pair:
+            await s.close()
