@@ -114,13 +114,15 @@ class RemoteAgent(AgentChannel):
         *,
         scan_digest: Awaitable[str | None] | None = None,
         stall_timeout: float = STALL_TIMEOUT_S,
+        ledger: bool = True,
     ) -> RemoteAgent:
         """Start the agent over ``conn`` and bind it to ``dest`` (resolved against the remote home).
 
         ``scan_digest``: also ask for a scan (see :meth:`scan`) in the same round trip, with the
         digest this yields (awaited once the agent runs, so working it out overlaps the start);
         the caller's next call must then be ``scan()``. ``stall_timeout``: how long a transfer may
-        make no progress either way before the agent counts as lost.
+        make no progress either way before the agent counts as lost. Without ``ledger`` the agent
+        may only read dest (a relay): it leaves the ledger to the session's agent.
         """
         source = shlex.quote(AGENT_SOURCE)
         # The system interpreter first: a version manager's shim (pyenv, asdf) found on PATH costs
@@ -142,7 +144,7 @@ class RemoteAgent(AgentChannel):
             await agent._send(force=True)
             reply = await agent.reply(init)
         else:
-            reply = await agent.request({"op": "init", "dest": dest})
+            reply = await agent.request({"op": "init", "dest": dest, **({} if ledger else {"ledger": False})})
         if not reply.get("ok"):
             agent.close()
             raise AgentRefused(reply.get("error", "the VM refused the destination"))

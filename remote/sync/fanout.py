@@ -82,7 +82,7 @@ class FanOut:
                 return None
             if self._agent is None or self._agent.broken:
                 try:
-                    agent = await RemoteAgent.start(await self._get_conn(), self.dest)
+                    agent = await RemoteAgent.start(await self._get_conn(), self.dest, ledger=False)
                     self._port = await agent.serve(self.host, self.token)
                 except (AgentLost, AgentRefused, GcptuiError, *TRANSPORT_ERRORS) as err:
                     self.failed = str(err)
