@@ -42,6 +42,8 @@ AGENT_SOURCE = vm_file("sync_agent.py").decode("utf-8")
 READ_CHUNK = 1 << 20
 # How a fetch's error begins when the agent cannot reach its relay at all (sync_agent's).
 RELAY_UNREACHABLE = "relay unreachable: "
+# Files per fetch frame: the agent keeps its requests to the relay going within one frame.
+FETCH_BATCH = 512
 # What dest holds as the client sees it: entries by path, and the ledger.
 View = tuple[dict[str, Entry], dict[str, list]]
 
@@ -291,11 +293,12 @@ class RemoteAgent(AgentChannel):
         await self.request({"op": "relay", "host": host, "port": port, "token": token})
         self.relay_target, self.relay_dead = (host, port, token), False
 
-    async def fetch(self, rel: str, size: int, mode: int, mtime_ns: int, sha256: str) -> None:
-        """Queue a file whose bytes the agent takes from its relay, landing them only if they hash
-        to ``sha256`` (the laptop's file); the result comes back as a ``fetch``."""
-        self._queue({"op": "fetch", "p": rel, "s": size, "m": mode, "t": mtime_ns, "h": sha256})
-        await self._send()
+    async def fetch(self, files: list[tuple[str, int, int, int, str]]) -> None:
+        """Queue files (path, size, mode, mtime_ns, sha256) whose bytes the agent takes from its
+        relay, landing each only if it hashes to its digest; each result comes back as a ``fetch``."""
+        for start in range(0, len(files), FETCH_BATCH):
+            self._queue({"op": "fetch", "f": files[start : start + FETCH_BATCH]})
+            await self._send()
 
     async def remove(self, rel: str) -> None:
         """Delete ``rel`` on the VM if the ledger has it and it is unchanged since sync wrote it."""

@@ -88,14 +88,14 @@ async def apply_plan(
     fingerprints: dict[str, tuple[int, int, bytes]] = {}
     screen = guard.by_content if guard is not None else None
     fetches = await _relayed(agent, source, plan, relay)
+    if fetches:  # their bytes come from the seed VM: only these headers cross the uplink
+        await agent.fetch([(rel, h.size, h.mode, h.mtime_ns, h.sha256) for rel, h in fetches.items()])
     for done, (rel, _) in enumerate(puts, start=1):
         reason = guard.by_name(rel) if guard is not None else None
         if reason is not None:
             out.refused.append((rel, reason))
             continue
-        hashed = fetches.get(rel)
-        if hashed is not None:  # the bytes come from the seed VM: a header crosses the uplink
-            await agent.fetch(rel, hashed.size, hashed.mode, hashed.mtime_ns, hashed.sha256)
+        if rel in fetches:
             continue
         sent = await agent.put_file(rel, source / rel, screen)
         out.bytes += sent.size
@@ -172,7 +172,13 @@ async def _relayed(agent: RemoteAgent, source: Path, plan: Plan, relay: FanOut |
     be reached): the agent is told of the relay first, once."""
     if relay is None or agent.relay_dead or plan.bytes < RELAY_MIN_BATCH:
         return {}
-    big = [rel for rel, size in plan.puts if size >= RELAY_MIN_FILE]
+    # In the order the seed gets them (small files first, as apply_plan sends): each arrives there
+    # just before this VM asks for it.
+    big = [
+        rel
+        for rel, size in sorted(plan.puts, key=lambda item: item[1] > LARGE_FILE)
+        if size >= RELAY_MIN_FILE
+    ]
     if not big:
         return {}
     endpoint = await relay.endpoint()

@@ -69,6 +69,7 @@ READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
 RELAY_WAIT_S = 60.0
 RELAY_CONNECT_S = 5.0
 RELAY_LINE = 64 << 10
+RELAY_WINDOW = 64  # fetch requests ahead of the file being written (a few KiB: never blocks)
 RELAY_UNREACHABLE = "relay unreachable: "  # a fetch's error when the relay cannot be reached at all
 
 
@@ -636,42 +637,71 @@ class Agent:
         return self.relay_sock
 
     def op_fetch(self, msg) -> None:
-        """Like a put, with the bytes from the relay: they land only if they hash to ``h``."""
-        rel, size, digest = msg["p"], msg["s"], msg["h"]
-        parent = fd = -1
-        name = tmp = None
-        error = None
+        """Files whose bytes come from the relay (``f``: [path, size, mode, mtime_ns, sha256] each),
+        each landing like a put, and only if its bytes hash to its digest. Requests run up to
+        RELAY_WINDOW ahead of the file being written: the relay streams them back to back instead
+        of one round trip (and, on a busy machine, a few thread wake-ups) per file."""
+        files = msg["f"]
         try:
-            parent, name, tmp, fd = self.create_tmp(rel)
-            sock = self.relay_conn()
+            sock: socket.socket | None = self.relay_conn()
+        except OSError as err:
+            sock, lost = None, str(err)
+        asked = 0
+        for i, (rel, size, mode, mtime_ns, digest) in enumerate(files):
+            while sock is not None and asked < len(files) and asked - i < RELAY_WINDOW:
+                p, s, _, t, h = files[asked]
+                try:
+                    sock.sendall(json.dumps({"p": p, "s": s, "t": t, "h": h}).encode() + b"\n")
+                except OSError as err:
+                    sock, lost = None, f"relay connection lost: {_describe(err)}"
+                    self.drop_relay()
+                    break
+                asked += 1
+            one = {"p": rel, "s": size, "m": mode, "t": mtime_ns}
+            parent = fd = -1
+            name = tmp = None
+            error: Exception | None = None
             try:
-                ask = {"p": rel, "s": size, "t": msg["t"], "h": digest}
-                sock.sendall(json.dumps(ask).encode() + b"\n")
-                self.take_relayed(sock, fd, size, digest)
-            except (OSError, ValueError):
-                self.drop_relay()  # out of step, or gone: the next fetch connects again
-                raise
-        except (OSError, ValueError) as err:
-            error = err
-        self.land("fetch", msg, parent, name, tmp, fd, error)
+                parent, name, tmp, fd = self.create_tmp(rel)
+            except (OSError, ValueError) as err:
+                error = err  # its reply still comes: read and dropped below, to stay in step
+            if sock is None or i >= asked:
+                error = error or ConnectionError(lost)
+            else:
+                try:
+                    self.take_relayed(sock, fd if error is None else -1, size, digest)
+                except ValueError as err:  # a refusal or other bytes: the stream is still in step
+                    error = error or err
+                except OSError as err:  # gone, or out of step: the rest go direct
+                    error, lost = error or err, f"relay connection lost: {_describe(err)}"
+                    sock = None
+                    self.drop_relay()
+            self.land("fetch", one, parent, name, tmp, fd, error)
 
     @staticmethod
     def take_relayed(sock: socket.socket, fd: int, size: int, digest: str) -> None:
-        head = _recv_exact(sock, 8)
-        (n,) = struct.unpack(">q", head)
+        """One reply's file into ``fd`` (-1: read and dropped). ValueError: refused, or other bytes
+        (the stream stays in step); OSError: the connection is gone or out of step."""
+        (n,) = struct.unpack(">q", _recv_exact(sock, 8))
         if n < 0:
             raise ValueError("the relay refused: " + _recv_exact(sock, -n).decode("utf-8", "replace"))
         if n != size:
-            raise ValueError(f"the relay offered {n} bytes, not {size}")
+            raise ConnectionError(f"the relay offered {n} bytes, not {size}")
         h = hashlib.sha256()
-        left = n
+        left, failed = n, None
         while left:
             chunk = sock.recv(min(left, READ_SIZE))
             if not chunk:
                 raise ConnectionError("the relay hung up mid-file")
             h.update(chunk)
-            _write_all(fd, chunk)
             left -= len(chunk)
+            if fd >= 0 and failed is None:
+                try:
+                    _write_all(fd, chunk)
+                except OSError as err:
+                    failed = err  # the rest is still read: the stream stays in step
+        if failed is not None:
+            raise ValueError(_describe(failed))
         if not hmac.compare_digest(h.hexdigest(), digest):
             raise ValueError("the relayed bytes do not match the laptop's digest")
 
