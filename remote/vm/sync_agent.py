@@ -730,6 +730,7 @@ class Agent:
         with conn:
             try:
                 conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)  # see relay_conn
+                conn.settimeout(RELAY_WAIT_S + 10)  # a silent peer (no token, gone) frees its thread
                 reader = conn.makefile("rb")
                 if not hmac.compare_digest(reader.readline(RELAY_LINE).rstrip(b"\n"), token):
                     return
