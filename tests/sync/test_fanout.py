@@ -81,8 +81,13 @@ async def test_the_uplink_carries_the_tree_once_and_every_vm_gets_it(
         before = [p.stats.up for p in links]
         (local / "assets" / "c.bin").write_bytes(os.urandom(BIG))
         write(local, "train.py", "print('edited')\n")
+        # A private key in the same large batch: neither relayed nor sent, on any VM.
+        key = (
+            "-----BEGIN OPENSSH PRIVATE KEY-----\n" + "b3Blbn" * 120 + "\n-----END OPENSSH PRIVATE KEY-----\n"
+        )
+        write(local, "leak.txt", key)
         for dest in dests:
-            await wait_equal(dest, lambda: snapshot(local))
+            await wait_equal(dest, lambda: {k: v for k, v in snapshot(local).items() if k != "leak.txt"})
         assert links[1].stats.up - before[1] < BIG // 20
         for task in followers:
             task.cancel()
