@@ -161,9 +161,8 @@ class Services:
         """Sessions of ``[sync]`` to several machines, fanned out when they can be (close the relay
         after the sessions)."""
         relay = self.sync_fanout(instances)
-        seed = relay.host if relay is not None else None
         sessions = [
-            self.sync_session(i, relay=relay if relay is not None and i.internal_ip != seed else None)
+            self.sync_session(i, relay=relay if relay is not None and i.name != relay.name else None)
             for i in instances
         ]
         return sessions, relay
