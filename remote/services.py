@@ -20,6 +20,7 @@ from gcptui.remote.ssh.errors import SshConfigError, SshError, SshUnreachableErr
 from gcptui.remote.ssh.pool import SshPool
 from gcptui.remote.ssh.target import SshTarget, target_for
 from gcptui.remote.sync import BatchApplied, SyncEvent, SyncSession
+from gcptui.remote.sync.fanout import FanOut
 from gcptui.remote.sync.secrets import SecretGuard, private_keys
 
 if TYPE_CHECKING:
@@ -141,8 +142,34 @@ class Services:
         """What sync does, for the CLI and the TUI: ``LOCAL_SOURCE → NAME:DEST``."""
         return f"{self.config.sync_source()} → {instance.name}:{self.config.sync.dest}"
 
-    def sync_session(self, instance: Instance) -> SyncSession:
-        """A live-sync session of ``[sync]`` to one machine over the shared pool."""
+    def sync_relay(self, seed: Instance) -> FanOut | None:
+        """A fan-out relay seeded on ``seed`` (fanout.py): other machines fetch the tree's bytes
+        from it at its internal address. None when it has none (a static host) or no SSH target."""
+        if not seed.internal_ip or self.target_or_none(seed) is None:
+            return None
+        sync = self.config.sync
+        return FanOut(self.getter(seed), sync.dest, seed.internal_ip, guard=self.sync_guard(), name=seed.name)
+
+    def sync_fanout(self, instances: list[Instance]) -> FanOut | None:
+        """The relay that lets several machines share one upload of the tree: the first that can
+        seed it. None for one machine, or when none can (each then gets its own copy)."""
+        if len(instances) < 2:
+            return None
+        return next((r for r in map(self.sync_relay, instances) if r is not None), None)
+
+    def sync_sessions(self, instances: list[Instance]) -> tuple[list[SyncSession], FanOut | None]:
+        """Sessions of ``[sync]`` to several machines, fanned out when they can be (close the relay
+        after the sessions)."""
+        relay = self.sync_fanout(instances)
+        sessions = [
+            self.sync_session(i, relay=relay if relay is not None and i.name != relay.name else None)
+            for i in instances
+        ]
+        return sessions, relay
+
+    def sync_session(self, instance: Instance, relay: FanOut | None = None) -> SyncSession:
+        """A live-sync session of ``[sync]`` to one machine over the shared pool (``relay``: a large
+        batch's bytes come from the fan-out's seed machine)."""
         sync = self.config.sync
         session = SyncSession(
             self.sync_source(),
@@ -153,6 +180,7 @@ class Services:
             name=instance.name,
             stall_seconds=sync.stall_seconds,
             guard=self.sync_guard(),
+            relay=relay,
         )
         session.subscribe(self._on_sync_event)
         return session
