@@ -19,10 +19,17 @@ from typing import Any
 import aiohttp
 from aiohttp import web
 
-from gcptui.remote.emulator.fleet import ApiError, Fleet
-from gcptui.remote.emulator.images import operation_json
-from gcptui.remote.emulator.resources import API_ROOT, region_of, zone_url
-from gcptui.remote.emulator.state import Operation, new_fingerprint, new_id, same_fingerprint, timestamp
+from gcptui.remote.emulator.compute.fleet import Fleet
+from gcptui.remote.emulator.compute.images import operation_json
+from gcptui.remote.emulator.compute.resources import API_ROOT, region_of, zone_url
+from gcptui.remote.emulator.compute.state import (
+    Operation,
+    new_fingerprint,
+    new_id,
+    same_fingerprint,
+    timestamp,
+)
+from gcptui.remote.emulator.core.errors import ApiError, error_body
 
 MAX_BATCH = 1000  # GCE's limit on calls in one batch request
 
@@ -165,19 +172,12 @@ class ProjectApi:
         try:
             method, target, _version = lines[0].split(" ", 2)
         except ValueError:
-            return (
-                400,
-                "Bad Request",
-                json.dumps({"error": {"code": 400, "message": "Malformed batch part."}}),
-            )
+            return 400, "Bad Request", json.dumps(error_body(400, "Malformed batch part.", "badRequest"))
         path = target.split("://", 1)[-1]
         path = path[path.index("/") :] if "://" in target else path
         if not path.startswith("/compute/v1/"):
-            return (
-                404,
-                "Not Found",
-                json.dumps({"error": {"code": 404, "message": f"{path} is not a Compute API path"}}),
-            )
+            message = f"{path} is not a Compute API path"
+            return 404, "Not Found", json.dumps(error_body(404, message, "notFound"))
         inner = dict(headers)
         for line in lines[1:]:
             name, _, value = line.partition(":")
