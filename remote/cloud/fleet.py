@@ -50,11 +50,11 @@ def unreachable_notes(zones: list[str]) -> tuple[str, ...]:
 
 
 def host_instances(config: Config) -> list[Instance]:
-    """Static ``[[hosts]]`` as fleet rows: ``running`` (gcptui neither starts nor stops them; whether
-    one answers is known only once SSH reaches it), status UNKNOWN."""
+    """Static ``[[hosts]]`` as fleet rows, status UNKNOWN and state ``unknown``: gcptui neither starts
+    nor stops them, and whether one answers is known only once SSH reaches it."""
     return [
         Instance(
-            name=h.name, zone="", status="UNKNOWN", external_ip=h.address, source="host", state=State.RUNNING
+            name=h.name, zone="", status="UNKNOWN", external_ip=h.address, source="host", state=State.UNKNOWN
         )
         for h in config.hosts
     ]
