@@ -12,13 +12,16 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from gcptui.remote.cloud.fleet import FleetSnapshot, FleetSource
+from gcptui.remote.compute.backend import SHARED_FLEET, BackendContext
+from gcptui.remote.compute.registry import Compute
+from gcptui.remote.compute.ssh_exec import SshExecChannel
 from gcptui.remote.config import Config
 from gcptui.remote.errors import CloudError, ConfigError, GcptuiError, NotFoundError
 from gcptui.remote.jobs.runner import JobRunner
-from gcptui.remote.models import ConnectionGetter, Instance
+from gcptui.remote.models import ConnectionGetter, Instance, State
 from gcptui.remote.ssh.errors import SshConfigError, SshError, SshUnreachableError
 from gcptui.remote.ssh.pool import SshPool
-from gcptui.remote.ssh.target import SshTarget, target_for
+from gcptui.remote.ssh.target import SshTarget
 from gcptui.remote.sync import BatchApplied, SyncEvent, SyncSession
 from gcptui.remote.sync.fanout import FanOut
 from gcptui.remote.sync.secrets import SecretGuard, private_keys
@@ -26,15 +29,13 @@ from gcptui.remote.sync.secrets import SecretGuard, private_keys
 if TYPE_CHECKING:
     import asyncssh
 
-# Statuses in which a VM has no sshd to reach: say so before trying SSH (`gcptui vm start NAME`).
-DOWN_STATUSES = frozenset({"TERMINATED", "STOPPING", "STOPPED", "SUSPENDING", "SUSPENDED"})
 # A getter that lost its machine re-reads the fleet at most this often (one listing shared by all).
 FLEET_REREAD_SECONDS = 2.0
 
 
 def down_error(instance: Instance) -> SshUnreachableError | None:
-    """The one-line error for a VM that is not running (None when SSH may reach it)."""
-    if instance.source == "gce" and instance.status in DOWN_STATUSES:
+    """The one-line error for a machine that is down or stopping (None when SSH may reach it)."""
+    if instance.state.down or instance.state is State.STOPPING:
         return SshUnreachableError(
             instance.name, f"{instance.name} is {instance.status}: `gcptui vm start {instance.name}`"
         )
@@ -56,6 +57,22 @@ class Services:
         # Told of every batch any sync session of this process lands (live sync, keep-alive's barrier
         # after a recreation, a job start's sync), so "last sync" is the VM's, not one session's.
         self.sync_batch_listeners: list[Callable[[BatchApplied], None]] = []
+        self._compute: Compute | None = None
+
+    @property
+    def compute(self) -> Compute:
+        """The configured backends (``gcptui.remote.compute``), built on first use."""
+        if self._compute is None:
+            context = BackendContext(
+                self.config, connect=self.exec_channel, shared={SHARED_FLEET: self.fleet}
+            )
+            self._compute = Compute.from_context(context)
+        return self._compute
+
+    def exec_channel(self, instance: Instance) -> SshExecChannel:
+        """An exec channel over the shared SSH pool that follows ``instance`` across restarts."""
+        getter = self.follow(instance)
+        return SshExecChannel(getter, lambda: getter.where)
 
     def note_snapshot(self, snapshot: FleetSnapshot) -> None:
         """Remember the fleet as last read: getters from ``follow`` use the newest address."""
@@ -99,7 +116,7 @@ class Services:
             user = self.fleet.login_user(instance)
         except CloudError as err:
             raise SshConfigError(instance.name, str(err)) from None
-        return target_for(self.config, instance, user)
+        return self.compute.of(instance).ssh_target(instance, user)
 
     def target_or_none(self, instance: Instance) -> SshTarget | None:
         """The SSH target, or None when the machine cannot be reached (no address, bad settings)."""
@@ -209,7 +226,7 @@ class Services:
     async def reachable(self) -> list[Instance]:
         """Every machine SSH could reach now: running VMs and the static hosts."""
         snapshot = await asyncio.to_thread(self.fleet.snapshot)
-        return [i for i in snapshot.instances if i.source == "host" or i.status == "RUNNING"]
+        return [i for i in snapshot.instances if i.state.reachable]
 
     async def close(self) -> None:
         await self.pool.close()

@@ -24,7 +24,7 @@ from gcptui.remote.config import Config, GroupConfig
 from gcptui.remote.errors import GcptuiError
 from gcptui.remote.jobs.protocol import JobStatus
 from gcptui.remote.keepalive.recovery import KeepAlive
-from gcptui.remote.models import Instance
+from gcptui.remote.models import Instance, State
 from gcptui.remote.safe_text import one_line, sanitize
 from gcptui.remote.services import Services
 from gcptui.tui.fleet.screen import FleetScreen
@@ -163,7 +163,7 @@ class GcptuiApp(KeepAliveControls, App[None]):
                 if instance.name in self.live:
                     live = self.live[instance.name]
                     live.keepalive = self.keepalive.enabled(instance.name) if instance.spot else None
-                    if live.outcome == "resumed" and instance.status != "RUNNING":
+                    if live.outcome == "resumed" and instance.state is not State.RUNNING:
                         live.outcome = ""  # stopped since: "resumed" would be a stale word
         self._tell_fleet(FleetRefreshed(message.snapshot))
 
@@ -294,7 +294,9 @@ class GcptuiApp(KeepAliveControls, App[None]):
         target = self.services.target(instance)
         if action in ("start", "restart"):
             await self.monitors.barrier(instance)  # the VM holds the current tree first
-        status = await getattr(self.services.jobs, action)(target)
+        jobs = self.services.jobs
+        act = {"start": jobs.start, "restart": jobs.restart, "kill": jobs.kill, "status": jobs.status}[action]
+        status = await act(target)
         await self.monitors.refresh_job(instance.name)
         return f"{instance.name}: job {status.state}" + (f" (pid {status.pid})" if status.pid else "")
 

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 from gcptui.remote.config import Config, GcpConfig
 from gcptui.remote.errors import CloudError, ConfigError
-from gcptui.remote.models import Instance
+from gcptui.remote.models import Instance, State
 
 if TYPE_CHECKING:
     from gcptui.remote.cloud.compute_rest import ComputeReader
@@ -50,9 +50,12 @@ def unreachable_notes(zones: list[str]) -> tuple[str, ...]:
 
 
 def host_instances(config: Config) -> list[Instance]:
-    """Static ``[[hosts]]`` as fleet rows; their state is known only once SSH reaches them."""
+    """Static ``[[hosts]]`` as fleet rows, status UNKNOWN and state ``unknown``: gcptui neither starts
+    nor stops them, and whether one answers is known only once SSH reaches it."""
     return [
-        Instance(name=h.name, zone="", status="UNKNOWN", external_ip=h.address, source="host")
+        Instance(
+            name=h.name, zone="", status="UNKNOWN", external_ip=h.address, source="host", state=State.UNKNOWN
+        )
         for h in config.hosts
     ]
 

@@ -11,7 +11,8 @@ from typing import Any
 import platformdirs
 from pydantic import ValidationError
 
-from gcptui.remote.config import Config, GcpConfig
+from gcptui.remote.config.connection import GcpConfig
+from gcptui.remote.config.schema import Config
 from gcptui.remote.errors import ConfigError
 
 CONFIG_NAME = "gcptui.toml"

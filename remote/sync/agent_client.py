@@ -1,4 +1,4 @@
-"""The client end of the VM-side agent (``vm_agent.py``): one exec channel per session.
+"""The client end of the VM-side agent (``vm/sync_agent.py``): one exec channel per session.
 
 One round trip lists the remote tree and its ledger; writes are pipelined (headers and file
 data stream back to back, results come back with one ``flush``), so thousands of small files

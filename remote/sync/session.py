@@ -1,6 +1,6 @@
 """``SyncSession``: mirror one local tree to one VM directory, once or while the user edits.
 
-One session per VM. It holds one agent (``vm_agent.py``) on a pooled SSH connection, the local
+One session per VM. It holds one agent (``vm/sync_agent.py``) on a pooled SSH connection, the local
 manifest, and its picture of the VM (last listing + every applied result). Full diffs list both
 trees (the VM's in one round trip); watched changes re-stat only the paths named, so an edit
 reaches the VM in one pipelined round trip. A dropped connection queues changes and ends in a

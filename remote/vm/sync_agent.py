@@ -147,6 +147,16 @@ class Input:
         return out
 
 
+def resolve_dest(dest, home):
+    """[sync] dest on this machine: ``~`` the home, ``~/x`` below it, ``/x`` as is, else below the home
+    (the laptop's gcptui.remote.dest_path.absolute; tests/unit/test_dest_path.py holds them equal)."""
+    if dest == "~" or dest.startswith("~/"):
+        dest = home + dest[1:]
+    elif not dest.startswith("/"):
+        dest = os.path.join(home, dest)
+    return os.path.normpath(dest)
+
+
 class Refused(OSError):
     """An operation the agent will not do: the message says why (sent back as the result's error)."""
 
@@ -397,12 +407,7 @@ class Agent:
 
     def op_init(self, msg) -> None:
         home = os.path.realpath(os.path.expanduser("~"))
-        dest = msg["dest"].strip()
-        if dest == "~" or dest.startswith("~/"):
-            dest = home + dest[1:]
-        elif not dest.startswith("/"):
-            dest = os.path.join(home, dest)
-        self.dest, self.home = os.path.normpath(dest), home
+        self.dest, self.home = resolve_dest(msg["dest"].strip(), home), home
         try:
             error = self.open_dest()
         except OSError as err:

@@ -8,6 +8,8 @@ import sys
 from concurrent.futures import ThreadPoolExecutor, as_completed
 
 from gcptui.remote.cloud.fleet import FleetSource
+from gcptui.remote.compute.backend import Capability
+from gcptui.remote.compute.registry import Compute
 from gcptui.remote.config import load_config
 from gcptui.remote.errors import ConfigError, GcptuiError, NotFoundError
 from gcptui.remote.models import Instance
@@ -58,9 +60,13 @@ def run_vm(args: argparse.Namespace) -> int:
     # A name given twice is one VM: acting on it twice at once makes the second call fail (a second
     # delete finds it gone).
     targets = list({i.name: i for i in targets}.values())
-    hosts = [i.name for i in targets if i.source != "gce"]
-    if hosts:
-        raise ConfigError(f"{', '.join(hosts)}: static hosts have no VM lifecycle; vm acts on GCE instances")
+    compute = Compute.over(source)
+    needs = Capability.DELETE if args.action == "delete" else Capability.STOP
+    fixed = [i.name for i in targets if not compute.can(i, needs)]
+    if fixed:
+        raise ConfigError(
+            f"{', '.join(fixed)}: no VM lifecycle (a static host, say); vm acts on GCE instances"
+        )
     if args.action == "delete" and not args.yes and not sys.stdin.isatty():
         raise ConfigError("delete needs confirmation: pass --yes to delete without asking")
     if args.action == "delete" and not _checkpoints_kept(args, targets, ask=not args.yes):

@@ -14,7 +14,7 @@ from textual.screen import ModalScreen
 from textual.widgets import Static
 
 from gcptui.remote.cloud.pricing import run_spend
-from gcptui.remote.models import Instance
+from gcptui.remote.models import SOURCE_TITLES, Instance
 from gcptui.tui.live.cells import checkpoint_detail, gpu_panel_text, progress_cell
 from gcptui.tui.live.columns import status_text
 from gcptui.tui.live.state import Live
@@ -64,7 +64,7 @@ def detail_table(instance: Instance) -> Table:
     table.add_column()
     rows: list[tuple[str, str | Text]] = [
         ("Name", instance.name),
-        ("Source", "GCE instance" if instance.source == "gce" else "static SSH host"),
+        ("Source", SOURCE_TITLES.get(instance.source, instance.source)),
         ("Zone", instance.zone or "-"),
         ("Status", status_text(instance)),
         ("Machine type", instance.machine_type or "-"),
