@@ -129,7 +129,7 @@ def emulator_run(steps: int) -> dict[str, object]:
             'name = "emu"\ncommand = "python sweep_toy.py --run-dir {run_dir} --lr {lr} --x {x} '
             f'--steps {steps} --step-delay 0.05"\nmetric = "loss"\nsearch = "tpe"\ncount = 12\n'
             'vms = ["bench-0"]\ntrials_per_vm = 2\nat_end = "none"\npoll_seconds = 0.2\nkeepalive = false\n'
-            "[prune]\nrule = \"median\"\nwarmup_steps = 4\nmin_trials = 3\n"
+            '[prune]\nrule = "median"\nwarmup_steps = 4\nmin_trials = 3\n'
             '[params.lr]\nkind = "log_uniform"\nlow = 1e-4\nhigh = 1e-1\n'
             '[params.x]\nkind = "uniform"\nlow = 0.0\nhigh = 1.0\n'
         )

@@ -53,7 +53,11 @@ def main() -> int:
     signal.signal(signal.SIGTERM, stop)
     with open(os.path.join(args.run_dir, "metrics.jsonl"), "a") as out:
         for step in range(1, args.steps + 1):
-            record = {"step": step, "total_steps": args.steps, "loss": loss_at(step, args.steps, args.lr, args.x)}
+            record = {
+                "step": step,
+                "total_steps": args.steps,
+                "loss": loss_at(step, args.steps, args.lr, args.x),
+            }
             out.write(json.dumps(record) + "\n")
             out.flush()
             done["step"] = step
