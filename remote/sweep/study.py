@@ -312,3 +312,44 @@ class SweepStudy:
 
     def budget_left(self, state: SweepState) -> int:
         return max(0, self.spec.count - len(state.trials))
+
+
+def study_from_state(state: SweepState) -> optuna.Study:
+    """An in-memory study of the sweep's ended trials (any search): what the report's importances
+    and optimization history are computed from, with Optuna's own functions."""
+    optuna = load_optuna()
+    spec = state.spec
+    study = optuna.create_study(direction="minimize" if spec.goal == "min" else "maximize")
+    dists = distributions(spec)
+    ended = [t for t in sorted(state.trials, key=lambda t: t.index) if t.state in TERMINAL]
+    study.add_trials([frozen_from(spec, t, dists) for t in ended if params_inside(dists, t.params)])
+    return study
+
+
+def importances(study: optuna.Study) -> dict[str, float]:
+    """Each parameter's share of the metric's variance (Optuna's fANOVA); empty below two scored
+    trials or when no parameter varies."""
+    optuna = load_optuna()
+    from optuna.trial import TrialState
+
+    if len(study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))) < 2:
+        return {}
+    try:
+        found = optuna.importance.get_param_importances(study)
+    except (ValueError, RuntimeError):
+        return {}
+    return {name: float(score) for name, score in found.items()}
+
+
+def history(study: optuna.Study) -> list[tuple[int, float, float]]:
+    """(sweep trial index, its value, the best value so far) of each scored trial, in index order."""
+    from optuna.study import StudyDirection
+    from optuna.trial import TrialState
+
+    pick = min if study.direction == StudyDirection.MINIMIZE else max
+    out: list[tuple[int, float, float]] = []
+    for frozen in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)):
+        value = float(frozen.value)  # type: ignore[arg-type]
+        best = pick(value, out[-1][2]) if out else value
+        out.append((int(frozen.user_attrs[INDEX_ATTR]), value, best))
+    return out

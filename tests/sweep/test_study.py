@@ -56,9 +56,11 @@ def new_state(text: str = TPE) -> SweepState:
     return SweepState(name=spec.name, spec=spec, created_at=0.0, trials=[])
 
 
-def run_trial(study: SweepStudy, state: SweepState, loss: float, steps: int = 6) -> None:
-    """Ask a trial and run it: ``loss + 1/step`` at each step, pruned when the pruner says so."""
+def run_trial(study: SweepStudy, state: SweepState, loss: float | None = None, steps: int = 6) -> None:
+    """Ask a trial and run it: ``loss + 1/step`` at each step (loss: 100 * lr when None), pruned
+    when the pruner says so."""
     trial = study.ask(state)
+    loss = 100 * float(trial.params["lr"]) if loss is None else loss
     trial.state = "running"
     for step in range(1, steps + 1):
         trial.curve.append((step, loss + 1 / step))
@@ -169,3 +171,21 @@ def test_a_journal_from_the_bucket_feeds_the_study_only_what_passes_the_checks(t
     assert all(t.system_attrs == {} for t in kept)
     with pytest.raises(ValueError, match="not a journal of study 'opt'"):
         adopt_journal(b'{"op_code": 99}\n', spec, tmp_path / "x.journal")
+
+
+def test_the_report_adds_importances_and_the_optimization_history(tmp_path: Path) -> None:
+    from gcptui.remote.sweep.report import write_report
+
+    state = new_state()
+    study = SweepStudy.open(state, None)
+    for k in range(6):
+        run_trial(study, state)
+    written = {p.name for p in write_report(state, tmp_path)}
+    assert {"importances.csv", "importances.svg", "history.csv", "history.svg"} <= written
+    data = json.loads((tmp_path / "results.json").read_text())
+    assert set(data["importances"]) == {"lr", "bs", "k"}
+    assert abs(sum(data["importances"].values()) - 1.0) < 1e-6
+    bests = [row["best"] for row in data["history"]]
+    assert bests == sorted(bests, reverse=True) and data["history"][0]["trial"] == "t000"
+    pruned = [row for row in data["trials"] if row["state"] == "pruned"]
+    assert all(row["pruned_at_step"] for row in pruned)
