@@ -178,7 +178,7 @@ def test_the_report_adds_importances_and_the_optimization_history(tmp_path: Path
 
     state = new_state()
     study = SweepStudy.open(state, None)
-    for k in range(6):
+    for _ in range(6):
         run_trial(study, state)
     written = {p.name for p in write_report(state, tmp_path)}
     assert {"importances.csv", "importances.svg", "history.csv", "history.svg"} <= written
