@@ -253,11 +253,11 @@ class SweepStudy:
 
         known = self._by_index()
         indices = {t.index for t in state.trials}
-        for frozen in self.study.get_trials(deepcopy=False, states=(TrialState.RUNNING, TrialState.WAITING)):
-            index = frozen.user_attrs.get(INDEX_ATTR)
+        for asked in self.study.get_trials(deepcopy=False, states=(TrialState.RUNNING, TrialState.WAITING)):
+            index = asked.user_attrs.get(INDEX_ATTR)
             mine = known.get(index) if isinstance(index, int) else None
-            if index not in indices or mine is None or mine.number != frozen.number:
-                self.study.tell(frozen.number, state=TrialState.FAIL, skip_if_finished=True)
+            if index not in indices or mine is None or mine.number != asked.number:
+                self.study.tell(asked.number, state=TrialState.FAIL, skip_if_finished=True)
         for trial in state.trials:
             frozen = known.get(trial.index)
             if frozen is None:

@@ -17,6 +17,7 @@ from optuna.storages.journal import JournalFileBackend
 from optuna.trial import TrialState
 
 from gcptui.remote.emulator.thread import EmulatorThread
+from gcptui.tui.sweep.trial_log import TrialSlice
 from tests.helpers.emulator import wait_until
 from tests.helpers.gcs import FakeGcs
 from tests.sweep.test_sweep_emulator import ROOT, setup_fleet
@@ -111,6 +112,14 @@ def test_a_pruned_tpe_sweep_resumes_on_another_laptop_telling_nothing_twice(
             assert frozen.state == TrialState.COMPLETE and frozen.value == trial["metric"]
         else:
             assert frozen.state == TrialState.PRUNED
+
+    # The sweep screen's Enter: each trial's own runs, cut from its slot's log on the VM.
+    home = emu.instance("op-0").disk / "home"  # type: ignore[operator]
+    for trial in final:
+        log = home / ".gcptui" / ("job" if trial["slot"] == 0 else f"job-{trial['slot']}") / "output.log"
+        own = TrialSlice((trial["command"], trial["resume"])).feed(log.read_text().splitlines())
+        assert own and own[0].startswith("==== gcptui: ") and "job started" in own[0], trial["id"]
+        assert sum(line.startswith("==== gcptui: command: ") for line in own) == 1
 
     status = subprocess.run([*command[:4], "status", "opt", "--json", "--config", str(config)],
                             cwd=ROOT, env=env_b, capture_output=True, text=True, timeout=120)  # fmt: skip
