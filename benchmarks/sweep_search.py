@@ -141,12 +141,23 @@ def emulator_run(steps: int) -> dict[str, object]:
             raise SystemExit(f"emulator sweep failed: {run.stderr[-2000:]}")
         final = json.loads((root / "sweeps" / "emu" / "state.json").read_text())
         states = [t["state"] for t in final["trials"]]
+        # How far a pruned trial got after the poll that pruned it: the toy writes its last step on
+        # SIGTERM. One poll is poll_seconds / step_delay = 4 steps.
+        run_dirs = emu.instance("bench-0").disk / "home" / "project" / "sweeps" / "emu"  # type: ignore[operator]
+        lags = [
+            int((run_dirs / t["id"] / "stopped").read_text()) - t["pruned_at_step"]
+            for t in final["trials"]
+            if t["state"] == "pruned" and (run_dirs / t["id"] / "stopped").exists()
+        ]
         return {
             "trials": len(states),
             "finished": states.count("finished"),
             "pruned": states.count("pruned"),
             "trial_steps": sum(t["pruned_at_step"] or t["step"] or 0 for t in final["trials"]),
             "best": min((t["metric"] for t in final["trials"] if t["state"] == "finished"), default=None),
+            "pruned_stop_lag_steps_max": max(lags, default=None),
+            "pruned_stop_lag_polls_max": None if not lags else round(max(lags) * 0.05 / 0.2, 2),
+            "pruned_without_sigterm_record": states.count("pruned") - len(lags),
             "wall_s": round(time.monotonic() - started, 1),
         }
 
