@@ -47,6 +47,7 @@ from gcptui.tui.textual_compat import install_acyclic_strips
 
 if TYPE_CHECKING:
     from gcptui.remote.keepalive.autostop import AutoStopper
+    from gcptui.remote.sweep.state import Trial
 
 REFRESH_SECONDS = 5.0
 log = logging.getLogger(__name__)
@@ -331,7 +332,20 @@ class GcptuiApp(KeepAliveControls, App[None]):
     def open_sweep(self) -> None:
         from gcptui.tui.sweep.screen import open_newest_sweep
 
-        open_newest_sweep(self, self.open_logs)
+        open_newest_sweep(self, self.open_trial_log)
+
+    def open_trial_log(self, trial: Trial) -> None:
+        """A sweep trial's own log: the part of its job slot's log that its runs wrote."""
+        from gcptui.tui.sweep.trial_log import trial_source
+
+        snapshot = self.fleet_screen.snapshot
+        source = trial_source(self.services, snapshot, trial, self.config.logs) if snapshot else None
+        if source is None:
+            self.notify(f"{trial.vm}: not reachable over SSH", severity="warning")
+            return
+        from gcptui.tui.logs.screen import LogsScreen
+
+        self.push_screen(LogsScreen([source], buffer_lines=self.config.logs.buffer_lines))
 
     async def vm_action(self, action: str, instance: Instance) -> str | None:
         gce = await asyncio.to_thread(self.fleet.gce)
