@@ -6,9 +6,10 @@ from __future__ import annotations
 import json
 
 from gcptui.remote.telemetry.progress import ProgressTracker
+from gcptui.tui.fleet.bands import KEPT, band_for
 from gcptui.tui.fleet.detail import live_table
 from gcptui.tui.live.cells import checkpoint_detail, short_age
-from gcptui.tui.live.columns import LIVE_COLUMNS, table_columns
+from gcptui.tui.live.columns import LIVE_COLUMNS
 from gcptui.tui.live.state import Live
 
 
@@ -105,7 +106,6 @@ def test_short_age_uses_one_unit() -> None:
     assert [short_age(s) for s in (-3, 45, 125, 7200, 200000)] == ["0s", "45s", "2m", "2h", "2d"]
 
 
-def test_checkpoint_column_is_wide_layout_only() -> None:
-    assert "checkpoint" in {c.key for c in LIVE_COLUMNS}
-    assert "checkpoint" in {c.key for c in table_columns(compact=False)[1]}
-    assert "checkpoint" not in {c.key for c in table_columns(compact=True)[1]}
+def test_checkpoint_column_is_the_first_extra_to_join() -> None:
+    assert "checkpoint" in {c.key for c in LIVE_COLUMNS} and "checkpoint" not in KEPT
+    assert all(band_for(w).extras[0] == "checkpoint" for w in (80, 120, 160, 240))

@@ -24,7 +24,6 @@ from gcptui.tui.fleet.table import FleetTable, SortOrder
 from gcptui.tui.footer import KeysFooter
 from gcptui.tui.keys import action_allowed, bindings_for, refused_by_readonly
 from gcptui.tui.live.columns import (
-    COMPACT_BELOW,
     LIVE_COLUMNS,
     SORTABLE,
     fleet_cost_line,
@@ -90,7 +89,7 @@ class FleetScreen(GroupRowsMixin, Screen[None]):
         yield Header(show_clock=False)
         with Vertical(id="fleet-body"):
             yield Input(placeholder="filter: words that must all appear (Esc clears)", id="filter")
-            yield FleetTable(id="fleet", compact=self.app.size.width < COMPACT_BELOW)
+            yield FleetTable(id="fleet", width=self.app.size.width)
             yield Static("Loading fleet…", id="status-line")
         yield KeysFooter()
 
@@ -217,9 +216,8 @@ class FleetScreen(GroupRowsMixin, Screen[None]):
         self._render_rows()
 
     def on_resize(self, event: events.Resize) -> None:
-        # Narrow terminals get the compact layout (Job, Progress and GPU util stay on screen).
-        if self.table.set_compact(event.size.width < COMPACT_BELOW):
-            self._render_rows()
+        # The columns that fit the new width (fleet/bands.py); the table chooses them as it shows.
+        self.call_after_refresh(self._render_rows)
 
     def action_detail(self) -> None:
         if self.selected_group() is not None:
@@ -439,3 +437,5 @@ class FleetScreen(GroupRowsMixin, Screen[None]):
             return
         for name in message.names:
             self.show_live(name)
+        if self.table.overflowing():
+            self._render_rows()  # a cell grew past the width: fewer extra columns
