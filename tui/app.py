@@ -21,12 +21,13 @@ from textual.screen import Screen
 from textual.worker import Worker, WorkerState
 
 from gcptui.remote.config import Config, GroupConfig
-from gcptui.remote.errors import GcptuiError
+from gcptui.remote.errors import ConfigError, GcptuiError
 from gcptui.remote.jobs.protocol import JobStatus
 from gcptui.remote.keepalive.recovery import KeepAlive
 from gcptui.remote.models import Instance
 from gcptui.remote.safe_text import one_line, sanitize
 from gcptui.remote.services import Services
+from gcptui.tui.app_log import close_log, home_relative, log_file, open_log
 from gcptui.tui.fleet.screen import FleetScreen
 from gcptui.tui.hangup import Handler, quit_on_hangup
 from gcptui.tui.keepalive_controls import KeepAliveControls
@@ -50,6 +51,21 @@ if TYPE_CHECKING:
 
 REFRESH_SECONDS = 5.0
 log = logging.getLogger(__name__)
+
+
+# Workers' and monitors' names as a person reads them in a message (never an internal name).
+TASK_WORDS = {"keepalive": "Keep-alive", "fleet": "The fleet list", "job": "The job watch",
+              "progress": "The progress watch", "gpu": "The GPU watch", "sync": "Live sync"}  # fmt: skip
+
+
+def task_words(name: str) -> str:
+    """``keepalive`` → ``Keep-alive``; ``act-NAME`` → ``The action on NAME``; a monitor's ``gpu
+    NAME`` → ``The GPU watch of NAME``; anything else: "A background task"."""
+    if name.startswith("act-"):
+        return f"The action on {name.removeprefix('act-')}"
+    kind, _, machine = name.partition(" ")
+    words = TASK_WORDS.get(kind.strip("_").removesuffix("_monitor"), "A background task")
+    return f"{words} of {machine}" if machine else words
 
 
 class GcptuiApp(KeepAliveControls, App[None]):
@@ -79,6 +95,8 @@ class GcptuiApp(KeepAliveControls, App[None]):
         self.poll_fleet = poll_fleet
         self._dirty: set[str] = set()
         self._hangup_before: Handler = None
+        self.log_path = log_file()
+        self._log_handler: logging.Handler | None = None
         self.keepalive: KeepAlive | None = None
         self._keepalive_due = False  # set at mount; keep-alive starts after the first fleet list
         self.autostopper: AutoStopper | None = None
@@ -112,6 +130,7 @@ class GcptuiApp(KeepAliveControls, App[None]):
             fleet.hold(message)  # covered: no repaint of it (and the whole terminal) per message
 
     def on_mount(self) -> None:
+        self.log_path, self._log_handler = open_log()
         # A closed terminal (SIGHUP) or a plain kill (SIGTERM) quits like `q`: the demo's emulator,
         # its VMs' processes and its temp dir go, and SSH connections close.
         with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):  # not the main thread
@@ -126,6 +145,7 @@ class GcptuiApp(KeepAliveControls, App[None]):
                 readonly=self.readonly,
                 demo=self.demo,
                 groups=self.config.groups,
+                refresh_seconds=self.refresh_seconds,
             ),
             name="fleet",
         )
@@ -148,11 +168,23 @@ class GcptuiApp(KeepAliveControls, App[None]):
         try:
             snapshot = self.fleet.snapshot()
         except GcptuiError as err:
-            self.post_message(FleetRefreshFailed(str(err)))
+            self.post_message(FleetRefreshFailed(str(err), self._setup_problems(str(err))))
         except Exception as err:  # noqa: BLE001 - any surprise is shown, never a crash
             self.post_message(FleetRefreshFailed(f"{type(err).__name__}: {err}"))
         else:
             self.post_message(FleetRefreshed(snapshot))
+
+    def _setup_problems(self, error: str) -> tuple[str, ...]:
+        """``error`` and, when it hid one, a missing project too: a first launch without a login
+        learns both at once rather than one per fix."""
+        problems = [error]
+        if self.config.gcp is not None:
+            try:
+                self.fleet.project()
+            except ConfigError as err:
+                if str(err) != error:
+                    problems.append(str(err))
+        return tuple(problems)
 
     def on_fleet_refreshed(self, message: FleetRefreshed) -> None:
         self.call_after_refresh(self._start_keep_alive)
@@ -235,11 +267,17 @@ class GcptuiApp(KeepAliveControls, App[None]):
 
     # -- nothing fails silently ------------------------------------------------------------------
 
+    def _details(self, error: BaseException) -> str:
+        """An error as a person reads it: gcptui's own one line as is, a surprise with its kind; and
+        where the traceback went."""
+        what = str(error) if isinstance(error, GcptuiError) else f"{type(error).__name__}: {error}"
+        return f"{what} (details in {home_relative(self.log_path)})"
+
     def background_failed(self, name: str, error: BaseException) -> None:
         """A background task or worker died of an unexpected exception: log it and say so on screen."""
         log.error("%s failed", name, exc_info=(type(error), error, error.__traceback__))
         self.notify(
-            f"{name} stopped: {type(error).__name__}: {error} (details in the log)",
+            f"{task_words(name)} stopped: {self._details(error)}",
             title="Background task failed",
             severity="error",
             timeout=15,
@@ -252,7 +290,7 @@ class GcptuiApp(KeepAliveControls, App[None]):
             "monitor %s failed; restarting it", name, exc_info=(type(error), error, error.__traceback__)
         )
         self.notify(
-            f"{name} failed: {type(error).__name__}: {error}; restarting it with backoff (details in the log)",
+            f"{task_words(name)} failed: {self._details(error)}; restarting it",
             title="Monitor failed",
             severity="error",
             timeout=15,
@@ -261,10 +299,12 @@ class GcptuiApp(KeepAliveControls, App[None]):
     def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
         # The one handler for every worker (exit_on_error=False keeps the app alive; this keeps the
         # error visible). Expected failures are caught inside the workers and told as notifications.
-        if event.state == WorkerState.ERROR and event.worker.error is not None:
-            self.background_failed(f"worker {event.worker.name or event.worker.group}", event.worker.error)
+        worker = event.worker
+        if event.state == WorkerState.ERROR and worker.error is not None:
+            self.background_failed(worker.name if worker.group == "default" else worker.group, worker.error)
 
     async def on_unmount(self) -> None:
+        close_log(self._log_handler)
         if self._hangup_before is not None:
             with contextlib.suppress(ValueError):
                 signal.signal(signal.SIGHUP, self._hangup_before)
@@ -339,8 +379,9 @@ class GcptuiApp(KeepAliveControls, App[None]):
         return f"{instance.name}: {action} done"
 
     def on_fleet_refresh_failed(self, message: FleetRefreshFailed) -> None:
-        self._start_keep_alive()
-        self._tell_fleet(FleetRefreshFailed(message.error))
+        # Keep-alive waits for a list that worked: without a login or a project it could only fail
+        # too, and say so in a second, less clear message.
+        self._tell_fleet(FleetRefreshFailed(message.error, message.problems))
 
     # -- keys, help, palette ----------------------------------------------------------------------
 

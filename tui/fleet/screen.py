@@ -18,6 +18,7 @@ from gcptui.remote.models import Instance
 from gcptui.tui.dialogs.choice import ChoiceScreen
 from gcptui.tui.dialogs.confirm import ConfirmScreen
 from gcptui.tui.fleet.actions import FleetActions
+from gcptui.tui.fleet.first_launch import first_launch_text
 from gcptui.tui.fleet.group_rows import GroupRowsMixin
 from gcptui.tui.fleet.rerun import ENDED_STATES, RERUN_ANSWERS, ended_words, rerun_label
 from gcptui.tui.fleet.table import FleetTable, SortOrder
@@ -46,8 +47,9 @@ class FleetScreen(GroupRowsMixin, Screen[None]):
 
     def __init__(self, actions: FleetActions, live: Mapping[str, Live], *, banner: str | None = None,
                  stop_grace_seconds: float = 30.0, readonly: bool = False, demo: bool = False,
-                 groups: Sequence[GroupConfig] = ()) -> None:  # fmt: skip
+                 groups: Sequence[GroupConfig] = (), refresh_seconds: float = 5.0) -> None:  # fmt: skip
         super().__init__()
+        self.refresh_seconds = refresh_seconds
         self.groups = list(groups)
         self.expanded: set[str] = set()  # groups shown with their nodes below them
         self.actions = actions
@@ -90,6 +92,7 @@ class FleetScreen(GroupRowsMixin, Screen[None]):
         with Vertical(id="fleet-body"):
             yield Input(placeholder="filter: words that must all appear (Esc clears)", id="filter")
             yield FleetTable(id="fleet", width=self.app.size.width)
+            yield Static(id="first-launch")  # instead of the table while no list ever worked
             yield Static("Loading fleet…", id="status-line")
         yield KeysFooter()
 
@@ -105,6 +108,10 @@ class FleetScreen(GroupRowsMixin, Screen[None]):
     @property
     def status_line(self) -> Static:
         return self.query_one("#status-line", Static)
+
+    @property
+    def first_launch(self) -> Static:
+        return self.query_one("#first-launch", Static)
 
     def on_mount(self) -> None:
         self.filter_input.display = False
@@ -132,10 +139,20 @@ class FleetScreen(GroupRowsMixin, Screen[None]):
     def show_snapshot(self, snapshot: FleetSnapshot) -> None:
         self.snapshot = snapshot
         self.error = None
+        if self.first_launch.display:
+            self.first_launch.display = False
+            self.table.display = True
+            self.table.focus()
         self._render_rows()
 
-    def show_error(self, error: str) -> None:
+    def show_error(self, error: str, problems: Sequence[str] = ()) -> None:
+        """A list failed: on the status line once there is a table; before any list worked, the
+        first-launch panel says what is missing and how to fix it instead of an empty table."""
         self.error = error
+        if self.snapshot is None:
+            self.first_launch.update(first_launch_text(problems or (error,), self.refresh_seconds))
+            self.first_launch.display = True
+            self.table.display = False
         self._render_status()
 
     def visible_instances(self) -> list[Instance]:
@@ -180,6 +197,10 @@ class FleetScreen(GroupRowsMixin, Screen[None]):
             text.append(f" · sorted by {self.sort.label.lower()}{arrow}", style="dim")
             for note in self.snapshot.errors:
                 text.append(f" · {note}", style="bold yellow")
+        elif self.first_launch.display:
+            text.append("No fleet listed yet: see above")
+            self.status_line.update(text)
+            return
         else:
             text.append("Loading fleet…")
         if self.error:
@@ -429,7 +450,7 @@ class FleetScreen(GroupRowsMixin, Screen[None]):
         self.show_snapshot(message.snapshot)
 
     def on_fleet_refresh_failed(self, message: FleetRefreshFailed) -> None:
-        self.show_error(message.error)
+        self.show_error(message.error, message.problems)
 
     def on_live_changed(self, message: LiveChanged) -> None:
         if self._live_sorted():
