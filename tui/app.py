@@ -393,7 +393,8 @@ class GcptuiApp(KeepAliveControls, App[None]):
         screen's own: help or the palette on the sweep screen offered the fleet's keys, and ran
         them on the fleet's hidden selection."""
         own = self._screen_actions_name(screen) if screen is not None else "fleet"
-        names = ("app",) if own is None else ("app", own)
+        moves = {"fleet": ("rows",), "logs": ("lines",)}.get(own or "", ())
+        names = ("app",) if own is None else ("app", own, *moves)
         return [a for s in names for a in actions_for(s, readonly=self.readonly, demo=self.demo)]
 
     def _screen_actions_name(self, screen: Screen[object]) -> str | None:

@@ -242,7 +242,7 @@ class FleetScreen(GroupRowsMixin, Screen[None]):
 
     def action_detail(self) -> None:
         if self.selected_group() is not None:
-            self.action_toggle_group()  # Enter on a group row expands or folds it
+            self.action_toggle_group()  # Enter on a group row expands or folds it (z too)
             return
         instance = self.selected_instance()
         if instance is not None:

@@ -7,7 +7,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from rich.text import Text
-from textual.widgets import DataTable
 
 from gcptui.remote.models import Instance
 from gcptui.tui.fleet.bands import choose
@@ -22,6 +21,7 @@ from gcptui.tui.live.columns import (
     LiveColumn,
 )
 from gcptui.tui.live.state import Live
+from gcptui.tui.rows import RowTable
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,7 +59,7 @@ class SortOrder:
         return ordered + unknown
 
 
-class FleetTable(DataTable[str | Text]):
+class FleetTable(RowTable[str | Text]):
     """Rows keyed by instance key; cells updated in place so the cursor never jumps.
 
     The columns are those that fit the width (``layout``, chosen again whenever rows, width or a
