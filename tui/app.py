@@ -9,25 +9,22 @@ import asyncio
 import contextlib
 import logging
 import signal
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from textual import work
 from textual.app import App, SystemCommand
 from textual.message import Message
-from textual.notifications import SeverityLevel
 from textual.screen import Screen
-from textual.worker import Worker, WorkerState
 
 from gcptui.remote.config import Config, GroupConfig
 from gcptui.remote.errors import ConfigError, GcptuiError
 from gcptui.remote.jobs.protocol import JobStatus
 from gcptui.remote.keepalive.recovery import KeepAlive
 from gcptui.remote.models import Instance
-from gcptui.remote.safe_text import one_line, sanitize
 from gcptui.remote.services import Services
-from gcptui.tui.app_log import close_log, home_relative, log_file, open_log
+from gcptui.tui.app_log import close_log, log_file, open_log
 from gcptui.tui.fleet.screen import FleetScreen
 from gcptui.tui.hangup import Handler, quit_on_hangup
 from gcptui.tui.keepalive_controls import KeepAliveControls
@@ -40,10 +37,11 @@ from gcptui.tui.keys import (
     validate_keymap,
 )
 from gcptui.tui.live.monitors import Monitors
-from gcptui.tui.live.notices import Notice, gpu_idle_notice, job_ended_notice
+from gcptui.tui.live.notices import gpu_idle_notice, job_ended_notice
 from gcptui.tui.live.state import Live
 from gcptui.tui.messages import FleetRefreshed, FleetRefreshFailed, LiveChanged
 from gcptui.tui.palette import help_order, palette_commands
+from gcptui.tui.telling import Telling
 from gcptui.tui.textual_compat import install_acyclic_strips
 
 if TYPE_CHECKING:
@@ -53,22 +51,7 @@ REFRESH_SECONDS = 5.0
 log = logging.getLogger(__name__)
 
 
-# Workers' and monitors' names as a person reads them in a message (never an internal name).
-TASK_WORDS = {"keepalive": "Keep-alive", "fleet": "The fleet list", "job": "The job watch",
-              "progress": "The progress watch", "gpu": "The GPU watch", "sync": "Live sync"}  # fmt: skip
-
-
-def task_words(name: str) -> str:
-    """``keepalive`` → ``Keep-alive``; ``act-NAME`` → ``The action on NAME``; a monitor's ``gpu
-    NAME`` → ``The GPU watch of NAME``; anything else: "A background task"."""
-    if name.startswith("act-"):
-        return f"The action on {name.removeprefix('act-')}"
-    kind, _, machine = name.partition(" ")
-    words = TASK_WORDS.get(kind.strip("_").removesuffix("_monitor"), "A background task")
-    return f"{words} of {machine}" if machine else words
-
-
-class GcptuiApp(KeepAliveControls, App[None]):
+class GcptuiApp(Telling, KeepAliveControls, App[None]):
     """``gcptui``: the fleet table first; everything else is one key away."""
 
     CSS_PATH = Path(__file__).with_name("app.tcss")  # absolute: subclasses live elsewhere
@@ -244,65 +227,6 @@ class GcptuiApp(KeepAliveControls, App[None]):
     def _sync_warning(self, name: str, message: str) -> None:
         self.notify(f"{name}: {message}", title="Sync", severity="warning")
 
-    def _say(self, notice: Notice | None) -> None:
-        if notice is not None:
-            self.notify(notice.message, title=notice.title, severity=notice.severity, timeout=notice.timeout)
-
-    def notify(
-        self,
-        message: str,
-        *,
-        title: str = "",
-        severity: SeverityLevel = "information",
-        timeout: float | None = None,
-        markup: bool = True,
-    ) -> None:
-        """Every notification (screens' too end here): its text may hold VM, file or API strings,
-        so it is sanitized and never read as markup (``[@click=app.quit]`` stays text)."""
-        del markup
-        kwargs = {} if timeout is None else {"timeout": timeout}
-        super().notify(
-            sanitize(message, colours=False), title=one_line(title), severity=severity, markup=False, **kwargs
-        )
-
-    # -- nothing fails silently ------------------------------------------------------------------
-
-    def _details(self, error: BaseException) -> str:
-        """An error as a person reads it: gcptui's own one line as is, a surprise with its kind; and
-        where the traceback went."""
-        what = str(error) if isinstance(error, GcptuiError) else f"{type(error).__name__}: {error}"
-        return f"{what} (details in {home_relative(self.log_path)})"
-
-    def background_failed(self, name: str, error: BaseException) -> None:
-        """A background task or worker died of an unexpected exception: log it and say so on screen."""
-        log.error("%s failed", name, exc_info=(type(error), error, error.__traceback__))
-        self.notify(
-            f"{task_words(name)} stopped: {self._details(error)}",
-            title="Background task failed",
-            severity="error",
-            timeout=15,
-            markup=False,
-        )
-
-    def monitor_failed(self, name: str, error: BaseException) -> None:
-        """A monitor died of an unexpected exception: logged, shown once, and restarted (Monitors)."""
-        log.error(
-            "monitor %s failed; restarting it", name, exc_info=(type(error), error, error.__traceback__)
-        )
-        self.notify(
-            f"{task_words(name)} failed: {self._details(error)}; restarting it",
-            title="Monitor failed",
-            severity="error",
-            timeout=15,
-        )
-
-    def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
-        # The one handler for every worker (exit_on_error=False keeps the app alive; this keeps the
-        # error visible). Expected failures are caught inside the workers and told as notifications.
-        worker = event.worker
-        if event.state == WorkerState.ERROR and worker.error is not None:
-            self.background_failed(worker.name if worker.group == "default" else worker.group, worker.error)
-
     async def on_unmount(self) -> None:
         close_log(self._log_handler)
         if self._hangup_before is not None:
@@ -312,23 +236,7 @@ class GcptuiApp(KeepAliveControls, App[None]):
         await self.monitors.close()
         await self.services.close()
 
-    # -- acting on machines ------------------------------------------------------------------------
-
-    def act(
-        self, label: str, instance: Instance, action: Callable[[Instance], Awaitable[str | None]]
-    ) -> None:
-        """Run ``action`` in a worker; its result or its one-line error becomes a notification."""
-
-        async def run() -> None:
-            try:
-                message = await action(instance)
-            except GcptuiError as err:
-                self.notify(str(err), title=f"{label} failed", severity="error", timeout=10)
-            else:
-                if message:
-                    self.notify(message, title=label)
-
-        self.run_worker(run(), group=f"act-{instance.name}", exit_on_error=False)
+    # -- acting on machines (act, act_all: tui/telling.py) -------------------------------------------
 
     async def job_action(self, action: str, instance: Instance) -> str | None:
         target = self.services.target(instance)

@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from gcptui.remote.config import load_config
-from gcptui.tui.app import GcptuiApp, task_words
+from gcptui.tui.app import GcptuiApp
+from gcptui.tui.telling import task_words
 from tests.tui.test_fleet_jobs import until
 
 
