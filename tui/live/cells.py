@@ -28,8 +28,10 @@ def sparkline(values: Sequence[float], width: int = 10, maximum: float | None = 
     return "".join(_BLOCKS[max(1, min(steps, round((v - bottom) / span * steps)))] for v in tail)
 
 
-def _util_style(util: float) -> str:
-    return "green" if util >= 70 else "yellow" if util >= 20 else "red"
+def util_style(util: float) -> str:
+    """Busy green, part-used yellow, low dim: a low figure is an idle GPU, not an error (red read
+    as one; the IDLE tag is the alarm for GPUs left idle too long)."""
+    return "green" if util >= 70 else "yellow" if util >= 20 else "dim"
 
 
 def format_duration(seconds: float | None) -> str:
@@ -131,8 +133,8 @@ def gpu_cell(history: GpuHistory, width: int = 8, idle: bool = False) -> Text:
         if number:
             text.append(" ")
         util = gpu.util or 0.0
-        text.append(sparkline(history.util.get(gpu.index, ()), width), _util_style(util))
-        text.append(f"{util:3.0f}%", _util_style(util))
+        text.append(sparkline(history.util.get(gpu.index, ()), width), util_style(util))
+        text.append(f"{util:3.0f}%", util_style(util))
         if gpu.mem_percent is not None:
             text.append(f" {gpu.mem_percent:2.0f}%m", "cyan")
     return text
@@ -200,8 +202,8 @@ def gpu_panel_text(
         text.append(f"GPU {gpu.index}  ", "bold")
         text.append(f"{gpu.name}\n", "dim")
         text.append("  util ")
-        text.append(sparkline(history.util.get(gpu.index, ()), width).ljust(width), _util_style(util))
-        text.append(f" {util:3.0f}%", _util_style(util))
+        text.append(sparkline(history.util.get(gpu.index, ()), width).ljust(width), util_style(util))
+        text.append(f" {util:3.0f}%", util_style(util))
         text.append("\n  mem  ")
         text.append(sparkline(history.mem.get(gpu.index, ()), width).ljust(width), "cyan")
         if gpu.mem_used_mib is not None and gpu.mem_total_mib:

@@ -15,7 +15,7 @@ from gcptui.remote.jobs.protocol import JobStatus
 from gcptui.remote.telemetry.gpu import GpuHistory
 from gcptui.remote.telemetry.idle import IdleGpuDetector
 from gcptui.remote.telemetry.progress import Progress
-from gcptui.tui.live.cells import checkpoint_cell, format_duration, gpu_cell, sparkline
+from gcptui.tui.live.cells import checkpoint_cell, format_duration, gpu_cell, sparkline, util_style
 
 JOB_STYLES = {"running": "bold green", "exited": "cyan", "killed": "yellow", "none": "dim"}
 SYNC_STYLES = {
@@ -120,7 +120,7 @@ class Live:
         means = [sum(point) / len(point) for point in series]
         util = means[-1] if means else 0.0
         mems = [g.mem_percent for g in latest.gpus if g.mem_percent is not None]
-        style = "green" if util >= 70 else "yellow" if util >= 20 else "red"
+        style = util_style(util)
         text = Text()
         if self.gpu_idle:
             text.append("IDLE ", "bold white on red")
