@@ -109,3 +109,31 @@ def test_short_age_uses_one_unit() -> None:
 def test_checkpoint_column_is_the_first_extra_to_join() -> None:
     assert "checkpoint" in {c.key for c in LIVE_COLUMNS} and "checkpoint" not in KEPT
     assert all(band_for(w).extras[0] == "checkpoint" for w in (80, 120, 160, 240))
+
+
+def test_a_fresh_run_does_not_show_the_last_runs_checkpoint() -> None:
+    # The metrics file is appended across starts: run 1 ended at step 3000 with its checkpoint, run 2
+    # starts at 0. Until run 2's own first checkpoint its cell says none, not "ckpt 3000".
+    tracker = ProgressTracker()
+    for line in (
+        {"step": 3000, "total_steps": 3000},
+        {"event": "checkpoint", "step": 3000, "path": "runs/a/ckpt-3000"},
+        {"event": "mirrored", "step": 3000, "url": "gs://b/runs/a/ckpt-3000"},
+        {"step": 10, "total_steps": 3000},
+    ):
+        tracker.feed(json.dumps(line))
+    live = Live(progress=tracker.progress)
+    assert live.checkpoint_text(now=0).plain == "—"
+    tracker.feed(json.dumps({"event": "checkpoint", "step": 500, "path": "runs/b/ckpt-500"}))
+    tracker.feed(json.dumps({"step": 510}))
+    assert Live(progress=tracker.progress).checkpoint_text(now=0).plain == "ckpt 500"
+
+    # A resumed run continues from its checkpoint: it stays on screen.
+    resumed = ProgressTracker()
+    for line in (
+        {"event": "checkpoint", "step": 1200, "path": "runs/a/ckpt-1200"},
+        {"event": "resumed", "step": 1200, "path": "runs/a/ckpt-1200"},
+        {"step": 1201, "total_steps": 3000},
+    ):
+        resumed.feed(json.dumps(line))
+    assert Live(progress=resumed.progress).checkpoint_text(now=0).plain == "ckpt 1200"
