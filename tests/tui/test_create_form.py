@@ -44,6 +44,8 @@ async def test_create_form_makes_vms_like_the_selected_base(emulator: Emulator, 
         await until(pilot, lambda: isinstance(app.screen, CreateFormScreen))
         form = app.screen
         assert form.query_one("#create-spot", Checkbox).value is True  # the base's, by default
+        labels = [str(label.render()) for label in form.query(".form-label")]
+        assert labels == ["Names", "Count", "Zone", "Spot", "Group"]  # labels, not placeholders alone
         form.query_one("#create-names", Input).value = "Bad_Name"
         await pilot.press("enter")
         assert isinstance(app.screen, CreateFormScreen)  # refused in place, with the reason

@@ -41,9 +41,14 @@ def known_run_dir(progress: Progress | None) -> str | None:
     return run_dir_of(checkpoint.path if checkpoint is not None else None)
 
 
-def guess_run_dir(job: JobConfig) -> str:
-    """A starting point for the question: where ``[job].env.GCPTUI_METRICS`` points (the trainer's
-    run directory holds its metrics by default), else ``runs``."""
+def guess_run_dir(job: JobConfig, progress: Progress | None = None) -> str:
+    """A starting point for the question: the folder of the newest checkpoint the job reported (in
+    another layout than ``RUN/checkpoints/``: its folder is the best guess, better than all of
+    ``runs``), else where ``[job].env.GCPTUI_METRICS`` points (the trainer's run directory holds its
+    metrics by default), else ``runs``."""
+    checkpoint = progress.last_checkpoint if progress is not None else None
+    if checkpoint is not None and posixpath.dirname(checkpoint.path.rstrip("/")):
+        return posixpath.dirname(checkpoint.path.rstrip("/"))
     metrics = job.env.get("GCPTUI_METRICS", "")
     folder = posixpath.dirname(metrics) if metrics and metrics != DEFAULT_METRICS_PATH else ""
     return folder or "runs"
@@ -112,9 +117,10 @@ def start_pull(app: App[None], services: Services, instance: Instance, live: Liv
         if remote:
             app.act("Pull", instance, pull_action(services, remote, say))  # type: ignore[attr-defined]
 
-    if (remote := known_run_dir(live.progress if live is not None else None)) is not None:
+    progress = live.progress if live is not None else None
+    if (remote := known_run_dir(progress)) is not None:
         go(remote)
         return
     dest = services.config.sync.dest
     question = f"Pull which folder of {instance.name} into ./pulled/{instance.name}? (relative to {dest})"
-    app.push_screen(AskScreen(question, guess_run_dir(services.config.job)), go)
+    app.push_screen(AskScreen(question, guess_run_dir(services.config.job, progress)), go)
