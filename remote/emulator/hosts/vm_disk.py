@@ -15,7 +15,7 @@ from pathlib import Path
 
 import asyncssh
 
-from gcptui.remote.emulator.state import Accelerator, valid_name
+from gcptui.remote.emulator.core.names import Accelerator, valid_name
 
 # What nvidia-smi reports for GCE's accelerator types: product name, memory (MiB), power limit (W).
 GPU_MODELS: dict[str, tuple[str, int, float]] = {

@@ -19,10 +19,17 @@ from typing import Any
 import aiohttp
 from aiohttp import web
 
-from gcptui.remote.emulator.fleet import ApiError, Fleet
-from gcptui.remote.emulator.images import operation_json
-from gcptui.remote.emulator.resources import API_ROOT, region_of, zone_url
-from gcptui.remote.emulator.state import Operation, new_fingerprint, new_id, same_fingerprint, timestamp
+from gcptui.remote.emulator.compute.fleet import Fleet
+from gcptui.remote.emulator.compute.images import operation_json
+from gcptui.remote.emulator.compute.resources import API_ROOT, region_of, zone_url
+from gcptui.remote.emulator.compute.state import (
+    Operation,
+    new_fingerprint,
+    new_id,
+    same_fingerprint,
+    timestamp,
+)
+from gcptui.remote.emulator.core.errors import ApiError
 
 MAX_BATCH = 1000  # GCE's limit on calls in one batch request
 

@@ -8,7 +8,6 @@ from __future__ import annotations
 import asyncio
 import base64
 import itertools
-import re
 import secrets
 import time
 from dataclasses import dataclass, field
@@ -16,22 +15,16 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from gcptui.remote.emulator.core.names import NAME_PATTERN, Accelerator, valid_name
+
+__all__ = ["NAME_PATTERN", "Accelerator", "valid_name"]  # re-exported: the compute room's records
+
 _ids = itertools.count(int(time.time() * 1000) % 10**12 * 1000 + 1)
 
 
 def new_id() -> int:
     """A GCE-looking numeric id (uint64, unique in this process)."""
     return 4_000_000_000_000_000_000 + next(_ids)
-
-
-# GCE's rule for resource names (RFC 1035): what an instance or disk name must match.
-NAME_PATTERN = "[a-z](?:[-a-z0-9]{0,61}[a-z0-9])?"
-_NAME = re.compile(NAME_PATTERN)
-
-
-def valid_name(name: object) -> bool:
-    """1-63 characters: lowercase letters, digits, hyphens; a letter first, no hyphen last."""
-    return isinstance(name, str) and _NAME.fullmatch(name) is not None
 
 
 def new_fingerprint() -> str:
@@ -55,14 +48,6 @@ def timestamp(when: float | None = None) -> str:
     """GCE's timestamp format: RFC 3339 with milliseconds and the local offset."""
     moment = datetime.fromtimestamp(time.time() if when is None else when, tz=UTC).astimezone()
     return moment.isoformat(timespec="milliseconds")
-
-
-@dataclass(frozen=True, slots=True)
-class Accelerator:
-    """GPUs attached to an emulated VM: GCE's short accelerator type and count."""
-
-    type: str
-    count: int
 
 
 @dataclass(eq=False)

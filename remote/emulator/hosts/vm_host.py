@@ -15,11 +15,11 @@ from pathlib import Path
 
 import asyncssh
 
-from gcptui.remote.emulator.metadata import MetadataServer
-from gcptui.remote.emulator.state import Vm
-from gcptui.remote.emulator.vm_disk import VmDisk, disk_root
-from gcptui.remote.emulator.vm_processes import MARKER, end_vm_processes
-from gcptui.remote.emulator.vm_ssh import VmSshServer
+from gcptui.remote.emulator.hosts.machine import Machine
+from gcptui.remote.emulator.hosts.metadata import MetadataServer
+from gcptui.remote.emulator.hosts.vm_disk import VmDisk, disk_root
+from gcptui.remote.emulator.hosts.vm_processes import MARKER, end_vm_processes
+from gcptui.remote.emulator.hosts.vm_ssh import VmSshServer
 from gcptui.remote.models import SSH_PORT_LABEL
 
 
@@ -42,29 +42,29 @@ class AddressOnlyHost:
     def __init__(self) -> None:
         self.addresses = AddressPool()
 
-    def added(self, vm: Vm) -> None:
+    def added(self, vm: Machine) -> None:
         pass
 
     def internal_address(self, n: int) -> str:
         """The ``n``-th VM's internal IP, as GCE's default subnet would give it (never reached)."""
         return f"10.128.{n // 250}.{n % 250 + 2}"
 
-    async def boot(self, vm: Vm, address: str | None = None) -> str:
+    async def boot(self, vm: Machine, address: str | None = None) -> str:
         return address or self.addresses.take()
 
-    async def signal_preempted(self, vm: Vm) -> None:
+    async def signal_preempted(self, vm: Machine) -> None:
         pass
 
-    async def shutdown(self, vm: Vm, grace: float) -> None:
+    async def shutdown(self, vm: Machine, grace: float) -> None:
         pass
 
-    async def removed(self, vm: Vm) -> None:
+    async def removed(self, vm: Machine) -> None:
         pass
 
-    def host_keys(self, vm: Vm) -> list[tuple[str, str]]:
+    def host_keys(self, vm: Machine) -> list[tuple[str, str]]:
         return []
 
-    async def set_metadata(self, vm: Vm, path: str, value: str) -> None:
+    async def set_metadata(self, vm: Machine, path: str, value: str) -> None:
         pass
 
     async def close(self) -> None:
@@ -101,19 +101,19 @@ class SshVmHost:
         self.addresses = AddressPool()
         self._client_key = asyncssh.import_public_key(client_public_key)
         # Set by the emulator: whether OS Login decides who logs in to a VM, and who may.
-        self.oslogin_on: Callable[[Vm], bool] = lambda vm: False
+        self.oslogin_on: Callable[[Machine], bool] = lambda vm: False
         self.oslogin_allows: Callable[[str, bytes], bool] = lambda user, blob: False
         self._machines: dict[str, _Machine] = {}
-        self._vms: dict[str, Vm] = {}
+        self._vms: dict[str, Machine] = {}
 
-    def added(self, vm: Vm) -> None:
+    def added(self, vm: Machine) -> None:
         disk = VmDisk(disk_root(self.root / "vms", vm.name))
         vm.disk = disk.root
         self._machines[vm.uid] = _Machine(disk, disk.prepare(vm.gpus))
         self._vms[vm.uid] = vm
         self._write_known_hosts()
 
-    def _allows_for(self, vm: Vm) -> Callable[[str, asyncssh.SSHKey], bool]:
+    def _allows_for(self, vm: Machine) -> Callable[[str, asyncssh.SSHKey], bool]:
         def allows(username: str, key: asyncssh.SSHKey) -> bool:
             if self.oslogin_on(vm):  # metadata keys no longer count, as on a GCE image
                 return self.oslogin_allows(username, key.public_data)
@@ -130,7 +130,7 @@ class SshVmHost:
         b, c = divmod(n, 250)
         return f"127.1.{b}.{c + 2}"
 
-    async def boot(self, vm: Vm, address: str | None = None) -> str:
+    async def boot(self, vm: Machine, address: str | None = None) -> str:
         """Start the VM's servers on a new address, or first on ``address`` (a reset keeps its own)."""
         machine = self._machines[vm.uid]
         keep = address
@@ -167,13 +167,13 @@ class SshVmHost:
             return address
         raise OSError(f"no free loopback address for {vm.name}'s SSH port {self.ssh_port}")
 
-    async def signal_preempted(self, vm: Vm) -> None:
+    async def signal_preempted(self, vm: Machine) -> None:
         machine = self._machines.get(vm.uid)
         if machine and machine.metadata:
             await machine.metadata.set("instance/maintenance-event", "TERMINATE_ON_HOST_MAINTENANCE")
             await machine.metadata.set("instance/preempted", "TRUE")
 
-    def host_keys(self, vm: Vm) -> list[tuple[str, str]]:
+    def host_keys(self, vm: Machine) -> list[tuple[str, str]]:
         """(algorithm, base64 key) of the VM's host keys, as its guest agent publishes them once booted."""
         machine = self._machines.get(vm.uid)
         if machine is None or machine.ssh is None:
@@ -181,13 +181,13 @@ class SshVmHost:
         algorithm, key = machine.host_key.export_public_key("openssh").decode().split()[:2]
         return [(algorithm, key)]
 
-    async def set_metadata(self, vm: Vm, path: str, value: str) -> None:
+    async def set_metadata(self, vm: Machine, path: str, value: str) -> None:
         """Change a value in the running VM's metadata server (e.g. a maintenance notice)."""
         machine = self._machines.get(vm.uid)
         if machine and machine.metadata:
             await machine.metadata.set(path, value)
 
-    async def shutdown(self, vm: Vm, grace: float) -> None:
+    async def shutdown(self, vm: Machine, grace: float) -> None:
         """ACPI soft-off (SIGTERM), ``grace`` seconds, power off (SIGKILL, servers gone)."""
         await end_vm_processes(vm.uid, grace)
         machine = self._machines.get(vm.uid)
@@ -199,7 +199,7 @@ class SshVmHost:
             await machine.metadata.close()
         machine.ssh = machine.metadata = None
 
-    async def removed(self, vm: Vm) -> None:
+    async def removed(self, vm: Machine) -> None:
         await self.shutdown(vm, 0.0)
         machine = self._machines.pop(vm.uid, None)
         self._vms.pop(vm.uid, None)
@@ -223,7 +223,7 @@ class SshVmHost:
         temporary.write_text("".join(lines))
         os.replace(temporary, self.known_hosts)
 
-    def _metadata_values(self, vm: Vm) -> dict[str, str]:
+    def _metadata_values(self, vm: Machine) -> dict[str, str]:
         return {
             "instance/preempted": "FALSE",
             "instance/maintenance-event": "NONE",
@@ -235,7 +235,7 @@ class SshVmHost:
             "project/project-id": self.project,
         }
 
-    def _environment(self, vm: Vm, disk: VmDisk, metadata: MetadataServer):  # type: ignore[no-untyped-def]
+    def _environment(self, vm: Machine, disk: VmDisk, metadata: MetadataServer):  # type: ignore[no-untyped-def]
         host_path = [
             d for d in os.environ.get("PATH", "/usr/bin:/bin").split(os.pathsep)
             if d and not os.path.exists(os.path.join(d, "nvidia-smi"))  # only the VM's own nvidia-smi

@@ -13,8 +13,8 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-from gcptui.remote.emulator.fleet import ApiError
-from gcptui.remote.emulator.state import NAME_PATTERN, Accelerator, AttachedDisk, Disk, Vm, valid_name
+from gcptui.remote.emulator.compute.state import NAME_PATTERN, Accelerator, AttachedDisk, Disk, Vm, valid_name
+from gcptui.remote.emulator.core.errors import ApiError
 
 API_ROOT = "https://www.googleapis.com/compute/v1"
 NAME_RULE = f"Must be a match of regex '{NAME_PATTERN}'"

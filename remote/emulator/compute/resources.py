@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from gcptui.remote.emulator.state import Disk, Operation, Vm
+from gcptui.remote.emulator.compute.state import Disk, Operation, Vm
 
 API_ROOT = "https://www.googleapis.com/compute/v1"
 

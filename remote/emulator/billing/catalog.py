@@ -15,8 +15,6 @@ from typing import Any
 
 from aiohttp import web
 
-from gcptui.remote.emulator.resources import region_of
-
 SERVICE_ID = "6F81-5844-456A"
 _GPU_NAMES = {
     "nvidia-l4": "Nvidia L4 GPU", "nvidia-tesla-t4": "Nvidia Tesla T4 GPU", "nvidia-tesla-v100": "Nvidia Tesla V100 GPU",
@@ -24,6 +22,11 @@ _GPU_NAMES = {
     "nvidia-tesla-a100": "Nvidia Tesla A100 GPU", "nvidia-a100-80gb": "Nvidia Tesla A100 80GB GPU",
     "nvidia-h100-80gb": "Nvidia H100 80GB GPU",
 }  # fmt: skip
+
+
+def region_of(zone: str) -> str:
+    """``us-central1-a`` -> ``us-central1`` (the catalog prices regions, the fleet lives in zones)."""
+    return zone.rsplit("-", 1)[0]
 
 
 def _geography(region: str) -> str:
@@ -139,7 +142,6 @@ class CatalogApi:
         following = base64.urlsafe_b64encode(str(end).encode()).decode() if end < len(skus) else ""
         return web.json_response({"skus": skus[start:end], "nextPageToken": following})
 
-
-def add_catalog_routes(app: web.Application, api: CatalogApi) -> None:
-    app.router.add_get("/v1/services", api.list_services)
-    app.router.add_get("/v1/services/{service}/skus", api.list_skus)
+    def add_routes(self, app: web.Application) -> None:
+        app.router.add_get("/v1/services", self.list_services)
+        app.router.add_get("/v1/services/{service}/skus", self.list_skus)

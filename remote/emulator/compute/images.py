@@ -16,9 +16,10 @@ from typing import Any
 from aiohttp import web
 
 from gcptui.remote.aio import within
-from gcptui.remote.emulator.fleet import ApiError, Fleet
-from gcptui.remote.emulator.inserts import API_ROOT, check_name, own_urls_as_gce, zonal
-from gcptui.remote.emulator.state import Operation, new_id, timestamp
+from gcptui.remote.emulator.compute.fleet import Fleet
+from gcptui.remote.emulator.compute.inserts import API_ROOT, check_name, own_urls_as_gce, zonal
+from gcptui.remote.emulator.compute.state import Operation, new_id, timestamp
+from gcptui.remote.emulator.core.errors import ApiError
 
 
 @dataclass(eq=False)

@@ -17,7 +17,7 @@ from typing import Any
 
 from aiohttp import web
 
-from gcptui.remote.emulator.fleet import ApiError
+from gcptui.remote.emulator.core.errors import ApiError
 
 
 @dataclass

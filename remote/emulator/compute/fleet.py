@@ -15,8 +15,9 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from gcptui.remote.aio import within
-from gcptui.remote.emulator.faults import Faults, stockout_errors
-from gcptui.remote.emulator.state import AttachedDisk, Disk, Operation, Vm, timestamp
+from gcptui.remote.emulator.compute.faults import Faults, stockout_errors
+from gcptui.remote.emulator.compute.state import AttachedDisk, Disk, Operation, Vm, timestamp
+from gcptui.remote.emulator.core.errors import ApiError
 
 PREEMPTED = "compute.instances.preempted"
 HOST_MAINTENANCE = "compute.instances.terminateOnHostMaintenance"
@@ -26,14 +27,6 @@ DEFAULT_IMAGE = (
     "https://www.googleapis.com/compute/v1/projects/debian-cloud/global/images/debian-12-bookworm-v20250101"
 )
 OPERATION_TTL = 3600.0  # GCE keeps completed operations for at least an hour, sometimes no longer
-
-
-class ApiError(Exception):
-    """An HTTP error answer: the REST layer turns it into GCE's JSON error shape."""
-
-    def __init__(self, status: int, message: str, reason: str) -> None:
-        super().__init__(message)
-        self.status, self.message, self.reason = status, message, reason
 
 
 class VmHost(Protocol):

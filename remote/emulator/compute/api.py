@@ -1,4 +1,4 @@
-"""The Compute API's REST surface, as far as gcptui uses it, over aiohttp.
+"""The Compute API's REST surface, as far as gcptui uses it, mounted on the emulator's server.
 
 Paths, query parameters and JSON shapes follow what google-cloud-compute's REST transport sends and
 parses (see its ``services/*/transports/rest_base.py``).
@@ -7,64 +7,46 @@ parses (see its ``services/*/transports/rest_base.py``).
 from __future__ import annotations
 
 import base64
-import hmac
-import json
-from collections.abc import Awaitable, Callable
 from typing import Any
 
 from aiohttp import web
 
 from gcptui.remote.aio import within
-from gcptui.remote.cloud.price_catalog import fallback_book
-from gcptui.remote.emulator.catalog import CatalogApi, add_catalog_routes
-from gcptui.remote.emulator.faults import Fault
-from gcptui.remote.emulator.filters import FilterError, parse_filter
-from gcptui.remote.emulator.fleet import ApiError, Fleet
-from gcptui.remote.emulator.images import ImagesApi, add_image_routes
-from gcptui.remote.emulator.images import operation_json as global_operation_json
-from gcptui.remote.emulator.inserts import own_urls_as_gce, vm_from_insert
-from gcptui.remote.emulator.resources import (
+from gcptui.remote.emulator.compute.filters import FilterError, parse_filter
+from gcptui.remote.emulator.compute.fleet import Fleet
+from gcptui.remote.emulator.compute.images import ImagesApi, add_image_routes
+from gcptui.remote.emulator.compute.images import operation_json as global_operation_json
+from gcptui.remote.emulator.compute.inserts import own_urls_as_gce, vm_from_insert
+from gcptui.remote.emulator.compute.project import ProjectApi, add_routes
+from gcptui.remote.emulator.compute.resources import (
     disk_json,
     guest_attributes_json,
     instance_json,
     operation_json,
     zone_url,
 )
-from gcptui.remote.emulator.rest_project import ProjectApi, add_routes
-from gcptui.remote.emulator.state import NAME_PATTERN, valid_name
+from gcptui.remote.emulator.compute.state import NAME_PATTERN, valid_name
+from gcptui.remote.emulator.core.errors import ApiError, json_response
+from gcptui.remote.emulator.core.server import Handler
 
-Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 V1 = "/compute/v1/projects/{project}"
 MAX_WAIT_SECONDS = 30.0  # GCE's operations.wait returns after at most 2 minutes; ours sooner
 
 
-def _json(body: dict[str, Any]) -> web.Response:
-    return web.Response(text=json.dumps(body), content_type="application/json")
-
-
-def _error(status: int, message: str, reason: str) -> web.Response:
-    fault = Fault("*", status, message, reason)
-    return web.Response(status=status, text=json.dumps(fault.body("")), content_type="application/json")
-
-
-UNAUTHENTICATED = (
-    "Request is missing required authentication credential. Expected OAuth 2 access token, login cookie or "
-    "other valid authentication credential. See https://developers.google.com/identity/sign-in/web/devconsole-project."
-)
+_json = json_response
 # Path parameters GCE checks against its name rule (an instance also by numeric id).
 _PATH_NAMES = {"name": "instance", "disk": "disk"}
 
 
-class RestApi:
-    """aiohttp application answering for one emulated project."""
+class ComputeApi:
+    """The Compute API's routes for one emulated project, on the emulator's application."""
 
-    def __init__(self, fleet: Fleet, page_size: int = 500, token: str = "") -> None:
+    def __init__(self, app: web.Application, fleet: Fleet, page_size: int = 500) -> None:
         self.fleet = fleet
-        self.token = token  # every call must carry ``Authorization: Bearer <token>``
+        self.app = app
         self.max_wait_seconds = MAX_WAIT_SECONDS  # 0: operations.wait answers at once, as GCE may
         self.page_size = page_size
         self.calls: dict[str, int] = {}  # method -> count, for tests asserting "one aggregated call"
-        self.app = web.Application(middlewares=[self._middleware])
         route = self.app.router
         route.add_get(
             V1 + "/aggregated/instances", self._method("instances.aggregatedList", self.aggregated_instances)
@@ -100,9 +82,6 @@ class RestApi:
         add_image_routes(self.app, self.images, self._method, V1)
         self.project_api = ProjectApi(fleet, self.images.operations)
         add_routes(self.app, self.project_api, self._method, V1)
-        # The Cloud Billing Catalog on the same endpoint (its paths start /v1/services).
-        self.catalog = CatalogApi(fleet.zones, fallback_book().rates)
-        add_catalog_routes(self.app, self.catalog)
         route.add_get(
             V1 + "/zones/{zone}/instances/{name}/getGuestAttributes",
             self._method("instances.getGuestAttributes", self.guest_attributes),
@@ -110,34 +89,12 @@ class RestApi:
 
     # -- plumbing --------------------------------------------------------------------------------------
 
-    @web.middleware
-    async def _middleware(self, request: web.Request, handler: Handler) -> web.StreamResponse:
-        if not self._authorized(request):
-            response = _error(401, UNAUTHENTICATED, "required")
-            response.headers["WWW-Authenticate"] = 'Bearer realm="https://accounts.google.com/"'
-            return response
-        try:
-            return await handler(request)
-        except ApiError as err:
-            return _error(err.status, err.message, err.reason)
-        except FilterError as err:
-            return _error(400, str(err), "invalid")
-        except web.HTTPNotFound:
-            return _error(404, f"The requested URL {request.path} was not found on this server.", "notFound")
-
-    def _authorized(self, request: web.Request) -> bool:
-        scheme, _, given = request.headers.get("Authorization", "").partition(" ")
-        return scheme.lower() == "bearer" and hmac.compare_digest(given.strip().encode(), self.token.encode())
-
     def _method(self, method: str, handler: Handler) -> Handler:
         async def call(request: web.Request) -> web.StreamResponse:
             self.calls[method] = self.calls.get(method, 0) + 1
             fault = self.fleet.faults.take(method)
             if fault is not None:
-                body = fault.body(self.fleet.project)
-                return web.Response(
-                    status=fault.status, text=json.dumps(body), content_type="application/json"
-                )
+                return _json(fault.body(self.fleet.project), fault.status)
             project = request.match_info["project"]
             if project != self.fleet.project:
                 raise ApiError(404, f"The resource 'projects/{project}' was not found", "notFound")
@@ -155,7 +112,10 @@ class RestApi:
                 raise ApiError(
                     404, f"The resource 'projects/{project}/zones/{zone}' was not found", "notFound"
                 )
-            return await handler(request)
+            try:
+                return await handler(request)
+            except FilterError as err:
+                raise ApiError(400, str(err), "invalid") from None
 
         return call
 

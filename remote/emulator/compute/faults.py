@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from gcptui.remote.emulator.core.errors import error_body
+
 # Names of the REST methods, as the Compute API's discovery document spells them.
 METHODS = (
     "instances.list", "instances.aggregatedList", "instances.get", "instances.start", "instances.stop",
@@ -35,16 +37,9 @@ class Fault:
 
     def body(self, project: str) -> dict[str, Any]:
         """GCE's JSON error shape."""
-        status_names = {400: "INVALID_ARGUMENT", 401: "UNAUTHENTICATED", 403: "PERMISSION_DENIED", 404: "NOT_FOUND", 409: "ALREADY_EXISTS",
-                        429: "RESOURCE_EXHAUSTED", 503: "UNAVAILABLE"}  # fmt: skip
-        error: dict[str, Any] = {
-            "code": self.status,
-            "message": self.message,
-            "errors": [{"message": self.message, "domain": "global", "reason": self.reason}],
-            "status": status_names.get(self.status, "UNKNOWN"),
-        }
+        details = None
         if self.error_info_reason:
-            error["details"] = [
+            details = [
                 {
                     "@type": "type.googleapis.com/google.rpc.ErrorInfo",
                     "reason": self.error_info_reason,
@@ -52,7 +47,7 @@ class Fault:
                     "metadata": {"service": "compute.googleapis.com", "consumer": f"projects/{project}"},
                 }
             ]
-        return {"error": error}
+        return error_body(self.status, self.message, self.reason, details)
 
 
 def service_disabled(project: str, method: str = "*", count: int = 1) -> Fault:
