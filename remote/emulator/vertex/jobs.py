@@ -23,6 +23,7 @@ import secrets
 import shutil
 import signal
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -266,7 +267,7 @@ class VertexJobs:
                 job.set_state("JOB_STATE_CANCELLED")
                 self._service(job, "Job was cancelled.")
 
-    async def _outcome(self, job: Job, runs: list[asyncio.Future[int]]) -> None:
+    async def _outcome(self, job: Job, runs: Sequence[asyncio.Future[int]]) -> None:
         for finished in asyncio.as_completed(runs):
             code = await finished
             if code != 0:
