@@ -119,7 +119,7 @@ class VertexJobs:
         self.project, self.number = project, number
         self.logs = logs
         self.timing = timing
-        self.env = dict(env or {})  # given to every task (e.g. STORAGE_EMULATOR_HOST)
+        self.env = env if env is not None else {}  # given to every task (e.g. STORAGE_EMULATOR_HOST)
         self.jobs: dict[str, Job] = {}
 
     def name(self, job: Job) -> str:
