@@ -14,7 +14,7 @@ import tarfile
 
 def main() -> None:
     url, command = sys.argv[1], sys.argv[2]
-    from google.cloud import storage
+    from google.cloud import storage  # type: ignore[attr-defined]
 
     if os.environ.get("STORAGE_EMULATOR_HOST"):
         from google.auth.credentials import AnonymousCredentials
