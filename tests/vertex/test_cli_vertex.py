@@ -73,6 +73,11 @@ def test_submit_runs_two_workers_whose_logs_follow_to_the_end_and_restart_resume
         assert lines[-1] == "[service] Job completed successfully."  # followed to the job's end
         assert len(lines) == len(set(lines))  # no line twice across the polls
 
+        assert main(["ls", "--json", "--config", config]) == 0
+        (listed,) = [row for row in json.loads(capsys.readouterr().out) if row["source"] == "vertex"]
+        assert listed["name"] == job_id and listed["zone"] == "us-central1" and listed["spot"]
+        assert main(["ls", "--config", config]) == 0 and job_id in capsys.readouterr().out
+
         assert main(["job", "status", job_id, "--json", "--config", config]) == 0
         status = json.loads(capsys.readouterr().out)
         assert (status["source"], status["state"], status["status"]) == (

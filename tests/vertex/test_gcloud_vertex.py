@@ -10,7 +10,11 @@ from pathlib import Path
 
 import pytest
 
+from gcptui.remote.compute.vertex.backend import VertexBackend
+from gcptui.remote.config import load_config
 from gcptui.remote.emulator.thread import EmulatorThread
+from gcptui.remote.models import State, Worker
+from gcptui.remote.services import Services
 
 pytestmark = pytest.mark.skipif(shutil.which("gcloud") is None, reason="the gcloud CLI is not installed")
 REGION = "--region=us-central1"
@@ -80,12 +84,26 @@ def test_gcloud_creates_lists_describes_follows_and_cancels_custom_jobs(tmp_path
         )
 
         emu.run(long.ended_event.wait(), timeout=30)
-        first, second, read = gcloud.together([
+        # gcptui lists the jobs gcloud made; gcloud describes the one gcptui's client submits.
+        config = emu.emulator.write_config(tmp_path / "gcptui.toml")
+        config.write_text(config.read_text() + '\n[vertex]\nregions = ["us-central1"]\n')
+        backend = Services(load_config(str(config))).compute.backends["vertex"]
+        assert isinstance(backend, VertexBackend)
+        rows = {row.name: row for row in backend.list_rows().rows}
+        assert rows[short.id].state is State.SUCCEEDED and rows[long.id].status == "JOB_STATE_CANCELLED"
+        assert rows[short.id].workers == (Worker("workerpool0-0", None, State.SUCCEEDED),)
+        body = {"displayName": "from-gcptui", "jobSpec": {"workerPoolSpecs": [
+            {"machineSpec": {"machineType": "n1-standard-4"}, "replicaCount": "1",
+             "containerSpec": {"imageUri": "i", "command": ["python3", "-c", "pass"]}}]}}  # fmt: skip
+        mine = backend.rest().create_job("us-central1", body)["name"].rsplit("/", 1)[1]
+        first, second, read, third = gcloud.together([
             ("ai", "custom-jobs", "describe", short.id, REGION, "--format=value(state,jobSpec.workerPoolSpecs[0].replicaCount)"),
             ("ai", "custom-jobs", "describe", long.id, REGION, "--format=value(state,error.code)"),
             ("logging", "read", f'resource.type="ml_job" AND resource.labels.job_id="{short.id}"',
              "--format=value(resource.labels.task_name,jsonPayload.message)"),
+            ("ai", "custom-jobs", "describe", mine, REGION, "--format=value(displayName)"),
         ])  # fmt: skip
+        assert third.strip() == "from-gcptui"
         assert first.split() == ["JOB_STATE_SUCCEEDED", "1"]
         assert second.split() == ["JOB_STATE_CANCELLED", "1"]
         assert "workerpool0-0\tstep two" in read.splitlines()
