@@ -18,6 +18,7 @@ from gcptui.remote.models import Instance, Source
 # kind -> "module:Class". The order is the fleet table's: GCE first, static hosts last.
 BACKENDS: dict[str, str] = {
     "gce": "gcptui.remote.compute.gce.backend:GceBackend",
+    "vertex": "gcptui.remote.compute.vertex.backend:VertexBackend",
     "host": "gcptui.remote.compute.hosts.backend:HostsBackend",
 }
 

@@ -18,6 +18,7 @@ from gcptui.remote.config.loader import (
     parse_config,
 )
 from gcptui.remote.config.schema import Config
+from gcptui.remote.config.vertex import VertexConfig
 from gcptui.remote.config.work import (
     AutostopConfig,
     GpuConfig,
@@ -43,6 +44,7 @@ __all__ = [
     "SshConfig",
     "StorageConfig",
     "SyncConfig",
+    "VertexConfig",
     "default_config_paths",
     "find_config",
     "load_config",

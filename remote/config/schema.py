@@ -10,6 +10,7 @@ from pydantic import Field, model_validator
 from gcptui.remote.config.base import _Section
 from gcptui.remote.config.connection import GcpConfig, HostConfig, SshConfig
 from gcptui.remote.config.groups import GroupConfig
+from gcptui.remote.config.vertex import VertexConfig
 from gcptui.remote.config.work import (
     AutostopConfig,
     GpuConfig,
@@ -38,6 +39,7 @@ class Config(_Section):
     keepalive: KeepaliveConfig = Field(default=KeepaliveConfig(), description="Preemption recovery.")
     storage: StorageConfig = Field(default=StorageConfig(), description="Checkpoints in Cloud Storage.")
     logs: LogsConfig = Field(default=LogsConfig(), description="Log following.")
+    vertex: VertexConfig = Field(default=VertexConfig(), description="Vertex AI custom jobs.")
     gpu: GpuConfig = Field(default=GpuConfig(), description="The idle-GPU warning.")
     autostop: AutostopConfig = Field(
         default=AutostopConfig(), description="Stopping VMs that idle or whose job finished."

@@ -19,6 +19,10 @@ from gcptui.tui.cli.common import ask_line
 def run_ls(args: argparse.Namespace) -> int:
     source = FleetSource(load_config(getattr(args, "config", None)))
     snapshot = source.snapshot()
+    if source.config.vertex.regions and source.gcp is not None:  # Vertex AI jobs beside the machines
+        from gcptui.tui.cli.vertex import with_vertex_rows
+
+        snapshot = with_vertex_rows(source, snapshot)
     instances = sorted(snapshot.instances, key=lambda i: i.name)  # by name, as the TUI sorts
     for note in snapshot.errors:  # e.g. an unreachable zone: what was listed still prints, exit 0
         print(f"gcptui: {note}", file=sys.stderr)
