@@ -21,6 +21,7 @@ from gcptui.remote.config.work import (
     JobConfig,
     KeepaliveConfig,
     LogsConfig,
+    NotifyConfig,
     StorageConfig,
     SyncConfig,
 )
@@ -44,6 +45,7 @@ class Config(_Section):
     storage: StorageConfig = Field(default=StorageConfig(), description="Checkpoints in Cloud Storage.")
     logs: LogsConfig = Field(default=LogsConfig(), description="Log following.")
     gpu: GpuConfig = Field(default=GpuConfig(), description="The idle-GPU warning.")
+    notify: NotifyConfig = Field(default=NotifyConfig(), description="Telling of recoveries by webhook.")
     autostop: AutostopConfig = Field(
         default=AutostopConfig(), description="Stopping VMs that idle or whose job finished."
     )
@@ -120,6 +122,7 @@ __all__ = [
     "JobConfig",
     "KeepaliveConfig",
     "LogsConfig",
+    "NotifyConfig",
     "Port",
     "SshConfig",
     "StorageConfig",
