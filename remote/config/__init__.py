@@ -25,6 +25,7 @@ from gcptui.remote.config.work import (
     JobConfig,
     KeepaliveConfig,
     LogsConfig,
+    NotifyConfig,
     StorageConfig,
     SyncConfig,
 )
@@ -40,6 +41,7 @@ __all__ = [
     "JobConfig",
     "KeepaliveConfig",
     "LogsConfig",
+    "NotifyConfig",
     "Port",
     "SshConfig",
     "StorageConfig",

@@ -17,6 +17,7 @@ from gcptui.remote.config.work import (
     JobConfig,
     KeepaliveConfig,
     LogsConfig,
+    NotifyConfig,
     StorageConfig,
     SyncConfig,
 )
@@ -41,6 +42,7 @@ class Config(_Section):
     logs: LogsConfig = Field(default=LogsConfig(), description="Log following.")
     vertex: VertexConfig = Field(default=VertexConfig(), description="Vertex AI custom jobs.")
     gpu: GpuConfig = Field(default=GpuConfig(), description="The idle-GPU warning.")
+    notify: NotifyConfig = Field(default=NotifyConfig(), description="Telling of recoveries by webhook.")
     autostop: AutostopConfig = Field(
         default=AutostopConfig(), description="Stopping VMs that idle or whose job finished."
     )
