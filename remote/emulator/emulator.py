@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import getpass
+import hashlib
 import json
 import os
 import secrets
@@ -23,7 +24,7 @@ import asyncssh
 from aiohttp import web
 
 from gcptui.remote.cloud.price_catalog import fallback_book
-from gcptui.remote.emulator.billing.catalog import CatalogApi
+from gcptui.remote.emulator.billing.catalog import CatalogApi, region_of
 from gcptui.remote.emulator.compute import faults as fault_kinds
 from gcptui.remote.emulator.compute.api import ComputeApi
 from gcptui.remote.emulator.compute.faults import Fault, Faults
@@ -32,11 +33,14 @@ from gcptui.remote.emulator.compute.state import Accelerator, Vm, valid_name
 from gcptui.remote.emulator.core.server import ApiServer
 from gcptui.remote.emulator.hosts.machine import Machine
 from gcptui.remote.emulator.hosts.vm_host import AddressOnlyHost, SshVmHost
+from gcptui.remote.emulator.logging.api import LoggingApi, LogStore
 from gcptui.remote.emulator.oslogin.api import OsLoginProfiles
 from gcptui.remote.emulator.tpu.api import TpuApi
 from gcptui.remote.emulator.tpu.nodes import TpuNodes
 from gcptui.remote.emulator.tpu.state import TpuNode
 from gcptui.remote.emulator.tpu.types import parse_type, type_with_hosts
+from gcptui.remote.emulator.vertex.api import VertexApi
+from gcptui.remote.emulator.vertex.jobs import VertexJobs, VertexTiming
 from gcptui.remote.models import SSH_PORT_LABEL
 
 DEFAULT_ZONES = [
@@ -104,6 +108,12 @@ class Emulator:
         self.oslogin = OsLoginProfiles(project)
         # The Cloud Billing Catalog on the same endpoint (its paths start /v1/services).
         self.catalog = CatalogApi(self._zones, fallback_book().rates)
+        # Vertex AI custom jobs and the Cloud Logging entries their workers write (same endpoint).
+        self.project_number = str(int(hashlib.sha256(project.encode()).hexdigest()[:12], 16) % 10**12)
+        self.logs = LogStore(project)
+        self.vertex_timing = VertexTiming()
+        self.vertex_env: dict[str, str] = {}  # given to every Vertex AI task (e.g. STORAGE_EMULATOR_HOST)
+        self.vertex: VertexJobs | None = None
         self.endpoint = ""
         self.ssh_port = 0
 
@@ -177,6 +187,10 @@ class Emulator:
         self.tpu_api = TpuApi(self.server.app, self.tpus, self._zones)
         self.oslogin.add_routes(self.server.app)
         self.catalog.add_routes(self.server.app)
+        self.vertex = VertexJobs(self.root / "vertex", project=self.project, number=self.project_number,
+                                 logs=self.logs, timing=self.vertex_timing, env=self.vertex_env)  # fmt: skip
+        VertexApi(self.vertex, {region_of(zone) for zone in self._zones}).add_routes(self.server.app)
+        LoggingApi(self.logs, self.project, self.project_number).add_routes(self.server.app)
         if isinstance(self._host, SshVmHost):
             self._host.oslogin_on = self._oslogin_on
             self._host.oslogin_allows = self.oslogin.allows
@@ -190,6 +204,8 @@ class Emulator:
         """Stop serving and power every VM off, killing all their processes; disks stay."""
         if self.tpus is not None:
             await self.tpus.close()
+        if self.vertex is not None:
+            await self.vertex.close()
         if self.fleet is not None:
             await self.fleet.close()
         if self._host is not None:
