@@ -115,7 +115,8 @@ async def test_rows_carry_the_backends_kind_and_a_neutral_state(rig: Rig) -> Non
     assert row.state.reachable and row.status
     document = row.to_json()
     assert document["state"] == str(row.state) and document["workers"] == [w.to_json() for w in row.workers]
-    assert all(w.address for w in row.workers if w.state is State.RUNNING)
+    if Capability.SHELL in rig.backend.capabilities(row):  # each running worker is reachable
+        assert all(w.address for w in row.workers if w.state is State.RUNNING)
     assert rig.services.compute.of(row) is rig.backend
 
 

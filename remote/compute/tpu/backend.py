@@ -39,9 +39,11 @@ from gcptui.remote.compute.tpu.states import PREEMPTED, READY
 from gcptui.remote.errors import CloudError, GcptuiError
 from gcptui.remote.models import Instance, Source, State, StopCause
 from gcptui.remote.safe_text import one_line as clean_line
+from gcptui.remote.ssh.target import target_for_instance
 
 if TYPE_CHECKING:
     from gcptui.remote.compute.exec_channel import ExecChannel
+    from gcptui.remote.ssh.target import SshTarget
 
 _ALWAYS = frozenset({Capability.SHELL, Capability.DELETE, Capability.RECOVER, Capability.PRICE,
                      Capability.CREATE_LIKE})  # fmt: skip
@@ -243,6 +245,16 @@ class TpuBackend(Backend):
                        internal[index] if index < len(internal) else None)
             for index in range(len(row.workers))
         ]  # fmt: skip
+
+    def ssh_target(self, row: Instance, user: str | None = None) -> SshTarget:
+        """A worker row's target (``NODE/wN``: its address, its pinned alias); a node row's is worker 0's."""
+        if row.workers:
+            workers = self.worker_rows(row)
+            if not workers:
+                raise GcptuiError(f"{row.name} has no worker hosts up (state {clean_line(row.status)})")
+            row = workers[0]
+        config = self.context.config
+        return target_for_instance(row, config.ssh, base_dir=config.base_dir, user=user)
 
     def exec_channel(self, row: Instance, worker: str | None = None) -> ExecChannel:
         if self.context.connect is None:
