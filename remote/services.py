@@ -23,7 +23,8 @@ from gcptui.remote.ssh.errors import SshConfigError, SshError, SshUnreachableErr
 from gcptui.remote.ssh.pool import SshPool
 from gcptui.remote.ssh.target import SshTarget
 from gcptui.remote.sync import BatchApplied, SyncEvent, SyncSession
-from gcptui.remote.sync.secrets import private_keys
+from gcptui.remote.sync.fanout import FanOut
+from gcptui.remote.sync.secrets import SecretGuard, private_keys
 
 if TYPE_CHECKING:
     import asyncssh
@@ -57,6 +58,7 @@ class Services:
         # after a recreation, a job start's sync), so "last sync" is the VM's, not one session's.
         self.sync_batch_listeners: list[Callable[[BatchApplied], None]] = []
         self._compute: Compute | None = None
+        self.fleet.more_rows = lambda: self.compute.rows_beyond_fleet()
 
     @property
     def compute(self) -> Compute:
@@ -135,8 +137,9 @@ class Services:
             if not source.is_dir():
                 raise ConfigError(f"[sync].source {source} is not a folder: set [sync].source in the config")
             sync = self.config.sync
-            key = self.config.resolve_local(self.config.ssh.key) if self.config.ssh.key else None
-            found = private_keys(source, exclude=sync.exclude, allow=sync.allow_secrets, own_key=key)
+            found = private_keys(
+                source, exclude=sync.exclude, allow=sync.allow_secrets, own_key=self._ssh_key()
+            )
             if found:
                 more = f" (and {len(found) - 1} more)" if len(found) > 1 else ""
                 raise ConfigError(
@@ -146,12 +149,45 @@ class Services:
             self._source_checked = source
         return source
 
+    def _ssh_key(self) -> Path | None:
+        return self.config.resolve_local(self.config.ssh.key) if self.config.ssh.key else None
+
+    def sync_guard(self) -> SecretGuard:
+        """The private-key check every file a sync session sends passes (sync_source's, per file)."""
+        return SecretGuard(allow=self.config.sync.allow_secrets, own_key=self._ssh_key())
+
     def sync_line(self, instance: Instance) -> str:
         """What sync does, for the CLI and the TUI: ``LOCAL_SOURCE → NAME:DEST``."""
         return f"{self.config.sync_source()} → {instance.name}:{self.config.sync.dest}"
 
-    def sync_session(self, instance: Instance) -> SyncSession:
-        """A live-sync session of ``[sync]`` to one machine over the shared pool."""
+    def sync_relay(self, seed: Instance) -> FanOut | None:
+        """A fan-out relay seeded on ``seed`` (fanout.py): other machines fetch the tree's bytes
+        from it at its internal address. None when it has none (a static host) or no SSH target."""
+        if not seed.internal_ip or self.target_or_none(seed) is None:
+            return None
+        sync = self.config.sync
+        return FanOut(self.getter(seed), sync.dest, seed.internal_ip, guard=self.sync_guard(), name=seed.name)
+
+    def sync_fanout(self, instances: list[Instance]) -> FanOut | None:
+        """The relay that lets several machines share one upload of the tree: the first that can
+        seed it. None for one machine, or when none can (each then gets its own copy)."""
+        if len(instances) < 2:
+            return None
+        return next((r for r in map(self.sync_relay, instances) if r is not None), None)
+
+    def sync_sessions(self, instances: list[Instance]) -> tuple[list[SyncSession], FanOut | None]:
+        """Sessions of ``[sync]`` to several machines, fanned out when they can be (close the relay
+        after the sessions)."""
+        relay = self.sync_fanout(instances)
+        sessions = [
+            self.sync_session(i, relay=relay if relay is not None and i.name != relay.name else None)
+            for i in instances
+        ]
+        return sessions, relay
+
+    def sync_session(self, instance: Instance, relay: FanOut | None = None) -> SyncSession:
+        """A live-sync session of ``[sync]`` to one machine over the shared pool (``relay``: a large
+        batch's bytes come from the fan-out's seed machine)."""
         sync = self.config.sync
         session = SyncSession(
             self.sync_source(),
@@ -161,6 +197,8 @@ class Services:
             protect=sync.protect,
             name=instance.name,
             stall_seconds=sync.stall_seconds,
+            guard=self.sync_guard(),
+            relay=relay,
         )
         session.subscribe(self._on_sync_event)
         return session
@@ -185,6 +223,35 @@ class Services:
                 if error is not None:
                     raise error
         return instances
+
+    async def machines(self, names: list[str], *, running: bool = False) -> list[Instance]:
+        """The machines ``names`` stand for, to run processes on: a row whose workers each run a shell
+        (a TPU node) is all of its workers' rows (``NODE/w0``, ``NODE/w1``, ...), ``NODE/wN`` is that
+        one; any other name is its own row (see ``resolve``)."""
+        found: list[Instance] = []
+        rows = await self.resolve([name.split("/", 1)[0] for name in names], running=running)
+        for name, row in zip(names, rows, strict=True):
+            workers = self.compute.of(row).worker_rows(row) if row.workers else ()
+            if not workers:
+                if "/" in name:
+                    raise ConfigError(
+                        f"{row.name} has no worker {name.split('/', 1)[1]!r}: see `gcptui ls --json`"
+                    )
+                found.append(row)
+                continue
+            if "/" in name:
+                chosen = [w for w in workers if w.name == name]
+                if not chosen:
+                    known = ", ".join(w.name for w in workers)
+                    raise ConfigError(
+                        f"{row.name} has no worker {name.split('/', 1)[1]!r} (its workers: {known})"
+                    )
+                workers = tuple(chosen)
+            found.extend(w for w in workers if w.name not in {f.name for f in found})
+        for worker in found:
+            if worker.parent is not None:
+                self._instances[worker.name] = worker  # a getter following it finds it by name
+        return found
 
     async def reachable(self) -> list[Instance]:
         """Every machine SSH could reach now: running VMs and the static hosts."""

@@ -18,12 +18,15 @@ from gcptui.remote.config.loader import (
     parse_config,
 )
 from gcptui.remote.config.schema import Config
+from gcptui.remote.config.tpu import TpuConfig
+from gcptui.remote.config.vertex import VertexConfig
 from gcptui.remote.config.work import (
     AutostopConfig,
     GpuConfig,
     JobConfig,
     KeepaliveConfig,
     LogsConfig,
+    NotifyConfig,
     StorageConfig,
     SyncConfig,
 )
@@ -39,10 +42,13 @@ __all__ = [
     "JobConfig",
     "KeepaliveConfig",
     "LogsConfig",
+    "NotifyConfig",
     "Port",
     "SshConfig",
     "StorageConfig",
     "SyncConfig",
+    "TpuConfig",
+    "VertexConfig",
     "default_config_paths",
     "find_config",
     "load_config",

@@ -10,12 +10,15 @@ from pydantic import Field, model_validator
 from gcptui.remote.config.base import _Section
 from gcptui.remote.config.connection import GcpConfig, HostConfig, SshConfig
 from gcptui.remote.config.groups import GroupConfig
+from gcptui.remote.config.tpu import TpuConfig
+from gcptui.remote.config.vertex import VertexConfig
 from gcptui.remote.config.work import (
     AutostopConfig,
     GpuConfig,
     JobConfig,
     KeepaliveConfig,
     LogsConfig,
+    NotifyConfig,
     StorageConfig,
     SyncConfig,
 )
@@ -38,7 +41,10 @@ class Config(_Section):
     keepalive: KeepaliveConfig = Field(default=KeepaliveConfig(), description="Preemption recovery.")
     storage: StorageConfig = Field(default=StorageConfig(), description="Checkpoints in Cloud Storage.")
     logs: LogsConfig = Field(default=LogsConfig(), description="Log following.")
+    vertex: VertexConfig = Field(default=VertexConfig(), description="Vertex AI custom jobs.")
     gpu: GpuConfig = Field(default=GpuConfig(), description="The idle-GPU warning.")
+    tpu: TpuConfig = Field(default=TpuConfig(), description="Cloud TPU nodes in the fleet.")
+    notify: NotifyConfig = Field(default=NotifyConfig(), description="Telling of recoveries by webhook.")
     autostop: AutostopConfig = Field(
         default=AutostopConfig(), description="Stopping VMs that idle or whose job finished."
     )

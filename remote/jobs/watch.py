@@ -128,6 +128,9 @@ class _Tracker:
         return events
 
 
+MAX_RECORD_LINES = 10_000  # a record is ~10 lines and its command; the rest of a longer one is dropped
+
+
 async def _records(
     get_conn: ConnectionGetter, name: str, command: str, stall_timeout: float
 ) -> AsyncGenerator[JobStatus, None]:
@@ -149,7 +152,7 @@ async def _records(
             if line == "--":
                 yield parse_record(name, lines)
                 lines = []
-            else:
+            elif len(lines) < MAX_RECORD_LINES:  # the VM's output: a record never grows without end
                 lines.append(line)
     finally:
         process.close()

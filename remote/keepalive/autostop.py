@@ -222,7 +222,11 @@ class AutoStopper:
         if instance.gpus and status.state != "running":
             conn = await within(PROBE_TIMEOUT, self.services.getter(instance)())
             result = await within(PROBE_TIMEOUT, conn.run(f"sh -c {shlex.quote(GPU_QUERY)}", check=False))
-            values = [float(v) for v in str(result.stdout or "").split() if v.replace(".", "", 1).isdigit()]
+            # The VM's text: ASCII digits only ("²".isdigit() is True, and float() refuses it).
+            words = str(result.stdout or "")[:65_536].split()
+            values = [
+                float(v) for v in words if v.isascii() and v.replace(".", "", 1).isdigit() and len(v) < 20
+            ]
             util = max(values) if values and result.exit_status == 0 else None
         return Observation(status.state, status.exit_code, status.ended_at, util, bool(instance.gpus))
 

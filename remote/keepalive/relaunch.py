@@ -28,6 +28,7 @@ from gcptui.remote.keepalive.job_ledger import JobLedger
 from gcptui.remote.keepalive.recovery import KeepAlive, RecoveryEvent, ResumePoint, StepReporter
 from gcptui.remote.models import Instance
 from gcptui.remote.services import down_error
+from gcptui.remote.ssh.capped import run_capped
 from gcptui.remote.telemetry.progress import json_records
 
 if TYPE_CHECKING:
@@ -38,13 +39,20 @@ if TYPE_CHECKING:
 # Prints the file's size, then its last lines; "0" alone when there is none. $1 is relative to $HOME.
 _TAIL = (
     'f=$1; case $f in /*) ;; *) f="$HOME/$f" ;; esac; '
-    'if [ -f "$f" ]; then wc -c < "$f"; tail -n "$2" "$f"; else echo 0; fi'
+    'if [ -f "$f" ]; then wc -c < "$f"; tail -n "$2" "$f" | cut -b 1-65536; else echo 0; fi'
 )
 # Prints the file's size, then (at most $3 bytes of) what follows byte offset $2.
 _FROM = (
     'f=$1; case $f in /*) ;; *) f="$HOME/$f" ;; esac; '
     '[ -f "$f" ] || { echo 0; exit 0; }; wc -c < "$f"; tail -c +"$(($2 + 1))" "$f" | head -c "$3"'
 )
+MAX_TAIL_BYTES = 16 << 20  # what the laptop reads of either, whatever the VM sends
+
+
+def _size(line: str) -> int:
+    """``wc -c``'s answer; 0 when it is not one (ASCII digits: ``int("²")`` raises)."""
+    text = line.strip()
+    return int(text) if text.isascii() and text.isdigit() and len(text) <= 18 else 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -148,10 +156,11 @@ class JobLauncher:
     async def mark(self, conn: asyncssh.SSHClientConnection) -> MetricsMark:
         """The metrics file's size and last step now (before the restart)."""
         script = self._home() + _TAIL
-        result = await conn.run(shlex.join(["sh", "-c", script, "tail", self.metrics_file, str(self.tail_lines)]),
-                                timeout=30)  # fmt: skip
-        lines = str(result.stdout or "").splitlines()
-        size = int(lines[0]) if lines and lines[0].strip().isdigit() else 0
+        command = shlex.join(["sh", "-c", script, "tail", self.metrics_file, str(self.tail_lines)])
+        # The VM's file: read up to a byte cap, whatever its lines' lengths (json_records skips long ones).
+        result = await run_capped(conn, command, max_bytes=MAX_TAIL_BYTES, timeout=30)
+        lines = result.stdout.splitlines()
+        size = _size(lines[0]) if lines else 0
         return MetricsMark(size, last_step_logged(lines[1:]))
 
     async def wait_resumed(
@@ -163,9 +172,9 @@ class JobLauncher:
         deadline = loop.time() + self.resume_timeout
         while loop.time() < deadline:
             command = shlex.join(["sh", "-c", script, "from", self.metrics_file, str(offset), "1048576"])
-            result = await conn.run(command, timeout=30)
-            lines = str(result.stdout or "").splitlines()
-            if lines and lines[0].strip().isdigit() and int(lines[0]) < offset:
+            result = await run_capped(conn, command, max_bytes=MAX_TAIL_BYTES, timeout=30)
+            lines = result.stdout.splitlines()
+            if lines and _size(lines[0]) < offset:
                 offset = 0  # the file was replaced or truncated: read the new one from the start
                 continue
             known, step = resumed_step(lines[1:])

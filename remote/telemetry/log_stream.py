@@ -95,10 +95,12 @@ else
   pos=$size
 fi
 echo "O $cur $pos"
+end=$size
 idle=0
 while :; do
   set -- $(stat -L -c '%i %s' /dev/fd/3 "$f" 2>/dev/null)
   size=$2; pino=${3:-}
+  if [ "$follow" != 1 ] && [ "$size" -gt "$end" ]; then size=$end; fi
   if [ "$size" -lt "$pos" ]; then pos=0; echo "T $cur"; fi
   if [ "$size" -gt "$pos" ]; then
     n=$((size - pos)); [ $n -gt "$cap" ] && n=$cap

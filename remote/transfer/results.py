@@ -105,6 +105,9 @@ def summary_line(source: str, local_dir: Path, result: PullResult) -> str:
         parts.append(f"{len(result.complete)} already complete")
     if result.vanished:
         parts.append(f"{len(result.vanished)} deleted on the VM meanwhile")
+    if result.odd:  # names that cannot be a local file (escaped: a name is the VM's text)
+        shown = ", ".join(result.odd[:3]) + (" …" if len(result.odd) > 3 else "")
+        parts.append(f"{len(result.odd)} refused for their names ({shown})")
     return f"{source} → {local_dir}: {', '.join(parts)} ({result.bytes_copied / 2**20:.1f} MiB)"
 
 

@@ -16,7 +16,15 @@ from gcptui.remote.config import GroupConfig
 from gcptui.remote.jobs.group import group_state
 from gcptui.remote.jobs.protocol import JobStatus
 from gcptui.remote.models import Instance, State
-from gcptui.tui.live.columns import Column, LiveColumn, price_cell, short_gpu, status_style, status_word
+from gcptui.tui.live.columns import (
+    Column,
+    Form,
+    LiveColumn,
+    price_cell,
+    short_gpu,
+    status_style,
+    status_word,
+)
 from gcptui.tui.live.state import JOB_STYLES, Live
 
 GROUP_KEY_PREFIX = "group:"  # row keys of group rows; instance keys never start with it
@@ -173,7 +181,7 @@ def group_live(row: GroupRow, live: Mapping[str, Live]) -> Live:
     )
 
 
-def group_live_cell(column: LiveColumn, row: GroupRow, live: Mapping[str, Live], compact: bool) -> str | Text:
+def group_live_cell(column: LiveColumn, row: GroupRow, live: Mapping[str, Live], form: Form) -> str | Text:
     """A group row's cell of a live column."""
     combined = group_live(row, live)
     if column.key == "job":
@@ -187,4 +195,4 @@ def group_live_cell(column: LiveColumn, row: GroupRow, live: Mapping[str, Live],
             )
             text.append(f" {running}/{len(row.group.vms)}", "yellow")
         return text
-    return (column.compact_cell or column.cell)(combined) if compact else column.cell(combined)
+    return column.render(combined, form)

@@ -24,6 +24,7 @@ from gcptui.remote.models import ConnectionGetter, Instance
 from gcptui.remote.services import Services
 from gcptui.remote.ssh.target import SshTarget
 from gcptui.remote.sync import BatchApplied, SyncEvent, SyncSession, SyncStateChanged, SyncWarning
+from gcptui.remote.sync.fanout import FanOut
 from gcptui.remote.telemetry.gpu import GpuHistory, GpuMonitor
 from gcptui.remote.telemetry.idle import IdleGpuDetector
 from gcptui.remote.telemetry.progress import Progress, follow_progress
@@ -91,6 +92,8 @@ class Monitors:
         self.sync_by_default = sync_by_default
         self._sync_refused: set[str] = set()  # turned off by the user: stays off
         self._sync: dict[str, tuple[SyncSession, asyncio.Task[None]]] = {}
+        self._said_local: set[str] = set()  # sync warnings about the local tree, said once for all VMs
+        self._relay: FanOut | None = None  # live sync of several VMs: one upload, relayed by the first
         services.sync_batch_listeners.append(self._on_sync_batch)
 
     def state(self, name: str) -> Live:
@@ -243,9 +246,21 @@ class Monitors:
             self._start_sync(instance)
         return True
 
+    def _relay_for(self, instance: Instance) -> FanOut | None:
+        """The first VM whose live sync starts seeds a relay; VMs started after it fetch large
+        batches from it. When the seed's own sync ends its copy goes stale: the others go direct."""
+        relay = self._relay
+        if relay is not None and relay.name not in self._sync:
+            relay.stop(f"live sync to {relay.name} ended")
+            relay = self._relay = None
+        if relay is None:
+            self._relay = self.services.sync_relay(instance)  # for the VMs that start next
+            return None
+        return relay if relay.name != instance.name else None
+
     def _open_session(self, instance: Instance) -> SyncSession | None:
         try:
-            session = self.services.sync_session(instance)
+            session = self.services.sync_session(instance, relay=self._relay_for(instance))
         except GcptuiError as err:  # e.g. the source holds a private key: refused, said once
             if self.state(instance.name).sync_state != "error":
                 self.sync_warning(instance.name, str(err))
@@ -291,7 +306,9 @@ class Monitors:
             return
         if isinstance(event, SyncStateChanged):
             self._record_sync(name, event.state, event.pending, event.reason)
-        elif isinstance(event, SyncWarning):
+        elif isinstance(event, SyncWarning) and not (event.local and event.message in self._said_local):
+            if event.local:  # about the local tree (a key held back): said once, not once per VM
+                self._said_local.add(event.message)
             self.sync_warning(name, event.message)
 
     def _on_sync_batch(self, event: BatchApplied) -> None:
@@ -325,4 +342,6 @@ class Monitors:
         tasks = [t for ts in self._tasks.values() for t in ts] + [t for _, t in self._sync.values()]
         self._tasks.clear()
         self._sync.clear()
+        if self._relay is not None:
+            self._relay.close()
         await cancel_and_wait(tasks)
