@@ -7,7 +7,6 @@ it, shared by the runner (start, restart, kill, status) and the watch stream.
 from __future__ import annotations
 
 import hashlib
-import posixpath
 import re
 import shlex
 from collections.abc import Mapping, Sequence
@@ -17,6 +16,7 @@ from typing import Any, Final, Literal
 
 from gcptui.remote.config import JobConfig
 from gcptui.remote.config.work import ENV_NAME_PATTERN
+from gcptui.remote.dest_path import in_dest
 from gcptui.remote.safe_text import sanitize, vm_field
 from gcptui.remote.vm import vm_file
 
@@ -53,10 +53,7 @@ def metrics_path(job: JobConfig, dest: str) -> str:
     override = job.env.get("GCPTUI_METRICS")
     if not override:
         return METRICS_FILE
-    if override.startswith("/"):
-        return override
-    base = dest.removeprefix("~/") if dest.startswith("~/") else dest
-    return posixpath.normpath(posixpath.join(base, override))
+    return in_dest(dest, override)
 
 
 @dataclass(frozen=True, slots=True)

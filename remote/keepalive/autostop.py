@@ -20,9 +20,10 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Literal
 
 from gcptui.remote.aio import within
+from gcptui.remote.compute.backend import Capability
 from gcptui.remote.config import AutostopConfig
 from gcptui.remote.errors import GcptuiError
-from gcptui.remote.models import Instance
+from gcptui.remote.models import Instance, State
 
 if TYPE_CHECKING:
     from gcptui.remote.keepalive.recovery import KeepAlive
@@ -183,7 +184,8 @@ class AutoStopper:
         """Probe every running VM in scope, then warn, cancel or act."""
         running = [
             i for i in instances
-            if i.source == "gce" and i.status == "RUNNING" and (self.names is None or i.name in self.names)
+            if i.state is State.RUNNING and self.services.compute.can(i, Capability.STOP)
+            and (self.names is None or i.name in self.names)
         ]  # fmt: skip
         # A warning and an idle clock belong to one run of one VM: stopped or deleted since (by its
         # user, say), or running again as a new run (a restart, a new VM of the same name, perhaps

@@ -23,7 +23,7 @@ from gcptui.remote.errors import GcptuiError
 from gcptui.remote.jobs.group import GroupJobRunner
 from gcptui.remote.jobs.group_control import run_group
 from gcptui.remote.jobs.protocol import GROUP_STOP, JobStatus, metrics_path
-from gcptui.remote.jobs.runner import gather_hosts
+from gcptui.remote.jobs.runner import JobRunner, gather_hosts
 from gcptui.remote.keepalive.job_ledger import JobLedger
 from gcptui.remote.keepalive.recovery import KeepAlive, RecoveryEvent, ResumePoint, StepReporter
 from gcptui.remote.models import Instance
@@ -32,6 +32,8 @@ from gcptui.remote.ssh.capped import run_capped
 from gcptui.remote.telemetry.progress import json_records
 
 if TYPE_CHECKING:
+    import asyncssh
+
     from gcptui.remote.services import Services
 
 # Prints the file's size, then its last lines; "0" alone when there is none. $1 is relative to $HOME.
@@ -104,9 +106,11 @@ class JobLauncher:
     started (a trainer imports torch first); past it the relaunch succeeds with the step unknown.
     """
 
-    def __init__(self, services: Services, *, resume_timeout: float = 120.0, sync_timeout: float = 600.0,
-                 tail_lines: int = 400) -> None:  # fmt: skip
+    def __init__(self, services: Services, *, jobs: JobRunner | None = None, resume_timeout: float = 120.0,
+                 sync_timeout: float = 600.0, tail_lines: int = 400) -> None:  # fmt: skip
         self.services = services
+        # The runner that restarts the job (a sweep's TrialJobRunner resumes the VM's trial instead).
+        self.jobs = jobs or services.jobs
         self.resume_timeout = resume_timeout
         self.sync_timeout = sync_timeout
         self.tail_lines = tail_lines
@@ -117,7 +121,7 @@ class JobLauncher:
         return metrics_path(config.job, config.sync.dest)
 
     def _home(self) -> str:
-        home = self.services.jobs.remote_home
+        home = self.jobs.remote_home
         return f"HOME={shlex.quote(home)}; export HOME; " if home else ""
 
     async def relaunch(self, instance: Instance, report: StepReporter | None = None) -> ResumePoint:
@@ -133,11 +137,11 @@ class JobLauncher:
         # A job still running (a relaunch asked for by hand) is stopped before the mark: else the
         # lines it writes until the restart's kill (its last steps, its checkpoint on SIGTERM) would
         # be read as the new job's, a fresh start from step 0. After a preemption nothing runs.
-        await services.jobs.kill(target)
+        await self.jobs.kill(target)
         mark = await self.mark(conn)
         await self.sync_barrier(instance)
         say("synced", "the VM holds the current tree")
-        status = await services.jobs.restart(target)
+        status = await self.jobs.restart(target)
         say("started", f"pid {status.pid}: {status.command or ''}".strip())
         step = await self.wait_resumed(conn, mark.offset)
         return ResumePoint(step=step, last_step=mark.last_step)
@@ -147,9 +151,9 @@ class JobLauncher:
     async def job_status(self, instance: Instance) -> JobStatus:
         """The job's state as the restarted VM's disk records it (did it end before the preemption?)."""
         services = self.services
-        return await services.jobs.status(services.target(instance))
+        return await self.jobs.status(services.target(instance))
 
-    async def mark(self, conn: object) -> MetricsMark:
+    async def mark(self, conn: asyncssh.SSHClientConnection) -> MetricsMark:
         """The metrics file's size and last step now (before the restart)."""
         script = self._home() + _TAIL
         command = shlex.join(["sh", "-c", script, "tail", self.metrics_file, str(self.tail_lines)])
@@ -159,7 +163,9 @@ class JobLauncher:
         size = _size(lines[0]) if lines else 0
         return MetricsMark(size, last_step_logged(lines[1:]))
 
-    async def wait_resumed(self, conn: object, offset: int, poll: float = 0.2) -> int | None:
+    async def wait_resumed(
+        self, conn: asyncssh.SSHClientConnection, offset: int, poll: float = 0.2
+    ) -> int | None:
         """The step the restarted job resumed from, read from what it appended after ``offset``."""
         script = self._home() + _FROM
         loop = asyncio.get_running_loop()
@@ -219,7 +225,7 @@ class GroupLauncher(JobLauncher):
 
     def runner(self) -> GroupJobRunner:
         services = self.services
-        return GroupJobRunner(services.pool, services.config, remote_home=services.jobs.remote_home)
+        return GroupJobRunner(services.pool, services.config, remote_home=self.jobs.remote_home)
 
     def on_event(self, event: RecoveryEvent) -> None:
         """Keep-alive's listener: a node's preemption stops the rest of its group at once."""
@@ -296,24 +302,30 @@ def build_keepalive(
     names: Iterable[str] | None = None,
     on_event: Callable[[RecoveryEvent], None] | None = None,
     recover_unwatched: bool = False,
+    launcher: JobLauncher | None = None,
+    check_jobs: bool = True,
     **options: float,
 ) -> KeepAlive:
     """A ``KeepAlive`` over the services' Compute reader (and client, built when it acts) and a ``JobLauncher``, with ``[keepalive]``'s
     ``poll_seconds``, ``max_restarts`` and ``restart_idle`` (``options`` override any ``KeepAlive`` setting).
     Job states seen go to the ``JobLedger``, which finds VMs stopped while unwatched at start-up;
-    ``recover_unwatched`` recovers those instead of only saying so."""
+    ``recover_unwatched`` recovers those instead of only saying so. ``launcher`` relaunches the job
+    (default: ``JobLauncher``, ``GroupLauncher`` with ``[[groups]]``); without ``check_jobs`` a
+    restarted VM is never left stopped because its job had ended (a sweep decides what runs next)."""
     settings = services.config.keepalive
     if services.config.gcp is None:
         raise GcptuiError("keep-alive needs [gcp] in gcptui.toml: static [[hosts]] cannot be restarted")
-    launcher = JobLauncher(services)
     listener: Callable[[RecoveryEvent], None] | None = None
-    if services.config.groups:
-        launcher = group_launcher = GroupLauncher(services)
-        listener = group_launcher.on_event
+    if launcher is None:
+        launcher = JobLauncher(services)
+        if services.config.groups:
+            launcher = group_launcher = GroupLauncher(services)
+            listener = group_launcher.on_event
     kwargs: dict[str, float] = {"poll_seconds": settings.poll_seconds, "max_restarts": settings.max_restarts}
     kwargs.update(options)
     keepalive = KeepAlive(services.fleet.reader(), gce=services.fleet.gce, relaunch=launcher, on_event=on_event,
-                          names=names, restart_idle=settings.restart_idle, job_status=launcher.job_status,
+                          names=names, restart_idle=settings.restart_idle,
+                          job_status=launcher.job_status if check_jobs else None,
                           ledger=JobLedger(), failover_after=settings.failover_after, failover_zones=settings.zones,
                           recover_unwatched=recover_unwatched, **kwargs)  # type: ignore[arg-type]  # fmt: skip
     if listener is not None:

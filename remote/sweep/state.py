@@ -26,7 +26,7 @@ from gcptui.remote.sweep.spec import NAME_PATTERN, ParamValue, SweepSpec
 from gcptui.remote.sweep.trials import TrialPlan, params_json, render
 
 SWEEPS_ENV = "GCPTUI_SWEEPS_DIR"
-TrialState = Literal["queued", "starting", "running", "finished", "failed"]
+TrialState = Literal["queued", "starting", "running", "finished", "failed", "pruned"]
 ACTIVE: tuple[TrialState, ...] = ("starting", "running")
 
 
@@ -54,6 +54,7 @@ class Trial(BaseModel):
     best_metric: float | None = None
     curve: list[tuple[int, float]] = []  # (step, metric) of every line that carried the metric
     step: int | None = None
+    pruned_at_step: int | None = None  # stopped early by the sweep's pruner at this step
     total_steps: int | None = None
     preempted: bool = False  # its VM went away under it at least once
     recovering: bool = False  # preempted, and its job not seen running again since
@@ -94,7 +95,7 @@ class SweepState(BaseModel):
 
     def counts(self) -> dict[str, int]:
         """Trials per state, every state present."""
-        out = {state: 0 for state in ("queued", "starting", "running", "finished", "failed")}
+        out = {state: 0 for state in ("queued", "starting", "running", "finished", "failed", "pruned")}
         for trial in self.trials:
             out[trial.state] += 1
         return out

@@ -18,6 +18,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from gcptui.remote.config import Config, JobConfig
+from gcptui.remote.dest_path import in_dest
 from gcptui.remote.jobs.protocol import slot_dir, supervisor_command
 from gcptui.remote.jobs.runner import JobRunner
 from gcptui.remote.safe_text import clip, sanitize
@@ -189,11 +190,8 @@ class VmReader:
         return f"HOME={shlex.quote(home)}; export HOME; " if home else ""
 
     def _in_dest(self, relative: str) -> str:
-        if relative.startswith("/"):  # an absolute run_root (a data disk): where the trial writes
-            return relative
-        dest = self.runner.dest
-        base = dest.removeprefix("~/") if dest.startswith("~/") else dest
-        return f"{base.rstrip('/')}/{relative}"
+        # An absolute run_root (a data disk) is where the trial writes; a relative one is below dest.
+        return in_dest(self.runner.dest, relative)
 
     async def metrics(self, target: SshTarget, trial: Trial, metric: str, goal: str) -> TrialMetrics:
         script = self._home() + _METRICS

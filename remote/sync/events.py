@@ -56,6 +56,7 @@ class BatchApplied:
     ms: float
     full: bool = False  # True for a full diff (start, reconnect, barrier), False for watched changes
     failed: int = 0  # operations the VM refused or failed: the batch did not bring it in sync
+    relayed: int = 0  # files whose bytes came from another VM (fan-out), not over the laptop's uplink
 
 
 @dataclass(frozen=True, slots=True)

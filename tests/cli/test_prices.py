@@ -29,7 +29,7 @@ def test_ls_json_prices_from_the_catalog_then_its_cache(
         "spot-l4", "us-central1-a", machine_type="g2-standard-8", gpus=[("nvidia-l4", 1)], spot=True
     )
     api_emulator.add_instance("odd", "us-central1-a", machine_type="n1-custom-4-8192")
-    catalog = api_emulator.emulator.api.catalog  # type: ignore[union-attr]
+    catalog = api_emulator.emulator.catalog
     api_emulator.call(catalog.rates.__setitem__, "gpu/nvidia-l4/*/Preemptible", L4_SPOT)
     config = api_emulator.write_config(tmp_path / "gcptui.toml")
     config.write_text(config.read_text() + '\n[[hosts]]\nname = "box"\naddress = "127.0.0.9"\n')
@@ -80,7 +80,7 @@ def test_the_tui_reads_a_cold_catalog_in_the_background(api_emulator: EmulatorTh
     api_emulator.add_instance(
         "spot-l4", "us-central1-a", machine_type="g2-standard-8", gpus=[("nvidia-l4", 1)], spot=True
     )
-    catalog = api_emulator.emulator.api.catalog  # type: ignore[union-attr]
+    catalog = api_emulator.emulator.catalog
     api_emulator.call(catalog.rates.__setitem__, "gpu/nvidia-l4/*/Preemptible", L4_SPOT)
     assert not cache_path(api_emulator.endpoint).exists()
     source = FleetSource(load_config(api_emulator.write_config(tmp_path / "gcptui.toml")))

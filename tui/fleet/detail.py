@@ -14,17 +14,26 @@ from textual.screen import ModalScreen
 from textual.widgets import Static
 
 from gcptui.remote.cloud.pricing import run_spend
-from gcptui.remote.models import Instance
+from gcptui.remote.models import SOURCE_TITLES, Instance
 from gcptui.tui.live.cells import checkpoint_detail, gpu_panel_text, progress_cell
 from gcptui.tui.live.columns import status_text
 from gcptui.tui.live.state import Live
 
+# Both tables' label column has this width, so the Job block lines up with the one above it (each
+# grid sized itself to its own longest label: the live block sat 2 columns left of the rest).
+LABEL_WIDTH = 13
+
+
+def _grid() -> Table:
+    table = Table.grid(padding=(0, 2))
+    table.add_column(style="bold cyan", justify="right", min_width=LABEL_WIDTH)
+    table.add_column()
+    return table
+
 
 def live_table(live: Live, usd_per_hour: float | None = None) -> Table:
-    """Job, training progress, GPUs, sync and keep-alive, as the monitors last saw them."""
-    table = Table.grid(padding=(0, 2))
-    table.add_column(style="bold cyan", justify="right")
-    table.add_column()
+    """Job, training progress, GPU use, sync and keep-alive, as the monitors last saw them."""
+    table = _grid()
     job = live.job
     table.add_row("Job", live.job_text())
     if job is not None and job.command:
@@ -47,7 +56,8 @@ def live_table(live: Live, usd_per_hour: float | None = None) -> Table:
         table.add_row("Sync route", Text(live.sync_route))
         table.add_row("Last sync", live.last_sync_text())
     table.add_row("Keep-alive", live.keepalive_text())
-    table.add_row("GPUs", gpu_panel_text(live.gpu, live.progress, idle=live.gpu_idle, width=30))
+    # "GPU use": the machine's GPUs (the hardware) are the row "GPUs" of the table above.
+    table.add_row("GPU use", gpu_panel_text(live.gpu, live.progress, idle=live.gpu_idle, width=30))
     return table
 
 
@@ -59,12 +69,10 @@ def price_text(instance: Instance) -> str:
 
 
 def detail_table(instance: Instance) -> Table:
-    table = Table.grid(padding=(0, 2))
-    table.add_column(style="bold cyan", justify="right")
-    table.add_column()
+    table = _grid()
     rows: list[tuple[str, str | Text]] = [
         ("Name", instance.name),
-        ("Source", "GCE instance" if instance.source == "gce" else "static SSH host"),
+        ("Source", SOURCE_TITLES.get(instance.source, instance.source)),
         ("Zone", instance.zone or "-"),
         ("Status", status_text(instance)),
         ("Machine type", instance.machine_type or "-"),

@@ -45,9 +45,14 @@ def known_run_dir(progress: Progress | None) -> str | None:
     return run_dir_of(checkpoint.path if checkpoint is not None else None)
 
 
-def guess_run_dir(job: JobConfig) -> str:
-    """A starting point for the question: where ``[job].env.GCPTUI_METRICS`` points (the trainer's
-    run directory holds its metrics by default), else ``runs``."""
+def guess_run_dir(job: JobConfig, progress: Progress | None = None) -> str:
+    """A starting point for the question: the folder of the newest checkpoint the job reported (in
+    another layout than ``RUN/checkpoints/``: its folder is the best guess, better than all of
+    ``runs``), else where ``[job].env.GCPTUI_METRICS`` points (the trainer's run directory holds its
+    metrics by default), else ``runs``."""
+    checkpoint = progress.last_checkpoint if progress is not None else None
+    if checkpoint is not None and posixpath.dirname(checkpoint.path.rstrip("/")):
+        return posixpath.dirname(checkpoint.path.rstrip("/"))
     metrics = job.env.get("GCPTUI_METRICS", "")
     folder = posixpath.dirname(metrics) if metrics and metrics != DEFAULT_METRICS_PATH else ""
     return folder or "runs"
@@ -117,8 +122,9 @@ def start_pull(app: App[None], services: Services, instance: Instance, live: Liv
             _confirmed.setdefault(app, set()).add((instance.name, remote))
             app.act("Pull", instance, pull_action(services, remote, say))  # type: ignore[attr-defined]
 
+    progress = live.progress if live is not None else None
     dest = services.config.sync.dest
-    if (remote := known_run_dir(live.progress if live is not None else None)) is not None:
+    if (remote := known_run_dir(progress)) is not None:
         # The path is the VM's word (its checkpoint events): pulled at once only when the user has
         # pulled it before; else asked, prefilled, so a VM never picks what lands on the laptop.
         if (instance.name, remote) in _confirmed.get(app, set()):
@@ -128,4 +134,4 @@ def start_pull(app: App[None], services: Services, instance: Instance, live: Liv
         app.push_screen(AskScreen(one_line(question), remote), go)
         return
     question = f"Pull which folder of {instance.name} into ./pulled/{instance.name}? (relative to {dest})"
-    app.push_screen(AskScreen(question, guess_run_dir(services.config.job)), go)
+    app.push_screen(AskScreen(question, guess_run_dir(services.config.job, progress)), go)
