@@ -106,7 +106,13 @@ class RowKeepAlive:
                 self.restarts[row.name] = self.restarts.get(row.name, 0) + 1
                 task = asyncio.create_task(self._recover(backend, row), name=f"recover {row.name}")
                 self._recovering[row.name] = task
-                task.add_done_callback(lambda _t, name=row.name: self._recovering.pop(name, None))
+                task.add_done_callback(self._forget(row.name))
+
+    def _forget(self, name: str) -> Callable[[asyncio.Task[None]], None]:
+        def forget(_task: asyncio.Task[None]) -> None:
+            self._recovering.pop(name, None)
+
+        return forget
 
     async def _job_running(self, backend: Backend, row: Instance) -> bool | None:
         """Whether the job runs on the row's first worker now; None when it cannot be read."""
