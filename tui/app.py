@@ -22,7 +22,7 @@ from gcptui.remote.config import Config, GroupConfig
 from gcptui.remote.errors import ConfigError, GcptuiError
 from gcptui.remote.jobs.protocol import JobStatus
 from gcptui.remote.keepalive.recovery import KeepAlive
-from gcptui.remote.models import Instance
+from gcptui.remote.models import Instance, State
 from gcptui.remote.services import Services
 from gcptui.tui.app_log import close_log, log_file, open_log
 from gcptui.tui.fleet.screen import FleetScreen
@@ -46,6 +46,7 @@ from gcptui.tui.textual_compat import install_acyclic_strips
 
 if TYPE_CHECKING:
     from gcptui.remote.keepalive.autostop import AutoStopper
+    from gcptui.remote.sweep.state import Trial
 
 REFRESH_SECONDS = 5.0
 log = logging.getLogger(__name__)
@@ -178,7 +179,7 @@ class GcptuiApp(Telling, KeepAliveControls, App[None]):
                 if instance.name in self.live:
                     live = self.live[instance.name]
                     live.keepalive = self.keepalive.enabled(instance.name) if instance.spot else None
-                    if live.outcome == "resumed" and instance.status != "RUNNING":
+                    if live.outcome == "resumed" and instance.state is not State.RUNNING:
                         live.outcome = ""  # stopped since: "resumed" would be a stale word
         self._tell_fleet(FleetRefreshed(message.snapshot))
 
@@ -242,7 +243,9 @@ class GcptuiApp(Telling, KeepAliveControls, App[None]):
         target = self.services.target(instance)
         if action in ("start", "restart"):
             await self.monitors.barrier(instance)  # the VM holds the current tree first
-        status = await getattr(self.services.jobs, action)(target)
+        jobs = self.services.jobs
+        act = {"start": jobs.start, "restart": jobs.restart, "kill": jobs.kill, "status": jobs.status}[action]
+        status = await act(target)
         await self.monitors.refresh_job(instance.name)
         return f"{instance.name}: job {status.state}" + (f" (pid {status.pid})" if status.pid else "")
 
@@ -277,7 +280,20 @@ class GcptuiApp(Telling, KeepAliveControls, App[None]):
     def open_sweep(self) -> None:
         from gcptui.tui.sweep.screen import open_newest_sweep
 
-        open_newest_sweep(self, self.open_logs)
+        open_newest_sweep(self, self.open_trial_log)
+
+    def open_trial_log(self, trial: Trial) -> None:
+        """A sweep trial's own log: the part of its job slot's log that its runs wrote."""
+        from gcptui.tui.sweep.trial_log import trial_source
+
+        snapshot = self.fleet_screen.snapshot
+        source = trial_source(self.services, snapshot, trial, self.config.logs) if snapshot else None
+        if source is None:
+            self.notify(f"{trial.vm}: not reachable over SSH", severity="warning")
+            return
+        from gcptui.tui.logs.screen import LogsScreen
+
+        self.push_screen(LogsScreen([source], buffer_lines=self.config.logs.buffer_lines))
 
     async def vm_action(self, action: str, instance: Instance) -> str | None:
         gce = await asyncio.to_thread(self.fleet.gce)

@@ -178,7 +178,7 @@ ACTIONS: tuple[Action, ...] = (
         label="Save",
     ),
     Action("logs.back", "escape", "back", "Back to the fleet", "Logs screen", screen="logs", label="Back"),
-    # The sweep screen (`w`); Enter on a trial opens its logs (the table's own select key).
+    # The sweep screen (`w`); Enter on a trial opens its own log (the table's own select key).
     Action(
         "sweep.sort",
         "s",
@@ -190,9 +190,9 @@ ACTIONS: tuple[Action, ...] = (
     ),
     Action(
         "sweep.filter",
-        "f",
-        "cycle_filter",
-        "Show trials of the next state (all, running, queued, finished, failed)",
+        "slash",
+        "open_filter",
+        "Filter trials: words that must all appear (a state, a VM, a trial, a value); Esc clears",
         "Sweep screen",
         screen="sweep",
         label="Filter",
@@ -201,7 +201,7 @@ ACTIONS: tuple[Action, ...] = (
         "sweep.plots",
         "p",
         "toggle_plots",
-        "Plots on/off: the metric per hyperparameter, the best curves",
+        "Plots on/off: the metric per hyperparameter, the best curves, history and importances",
         "Sweep screen",
         screen="sweep",
         label="Plots",

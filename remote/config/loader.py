@@ -12,7 +12,8 @@ from typing import Any, get_args
 import platformdirs
 from pydantic import BaseModel, ValidationError
 
-from gcptui.remote.config import Config, GcpConfig
+from gcptui.remote.config.connection import GcpConfig
+from gcptui.remote.config.schema import Config
 from gcptui.remote.errors import ConfigError
 
 CONFIG_NAME = "gcptui.toml"

@@ -28,6 +28,7 @@ from typing import Literal
 import asyncssh
 
 from gcptui.remote.aio import within
+from gcptui.remote.backoff import Backoff
 from gcptui.remote.models import ConnectionGetter
 from gcptui.remote.ssh.errors import SshError
 from gcptui.remote.telemetry.log_text import LineAssembler
@@ -169,12 +170,12 @@ class LogStream:
 
     async def events(self) -> AsyncIterator[LogEvent]:
         """Yield chunks and notices until the stream ends (``follow=False``) or is cancelled."""
-        delay = self.retry_delay
+        pauses = Backoff(self.retry_delay, 5.0)
         yield LogNotice("connecting", self.path)
         while True:
             try:
                 async for event in self._run_reader():
-                    delay = self.retry_delay  # data flowed: the next failure starts a fresh backoff
+                    pauses.reset()  # data flowed: the next failure starts a fresh backoff
                     yield event
                     if isinstance(event, LogNotice) and event.kind == "ended":
                         return
@@ -186,8 +187,7 @@ class LogStream:
                 yield LogNotice("reconnecting", self._moved(str(err)))
             except _ReaderFailed as err:
                 yield LogNotice("error", str(err))
-            await asyncio.sleep(delay)
-            delay = min(delay * 2, 5.0)
+            await asyncio.sleep(pauses.pause())
 
     def _moved(self, message: str) -> str:
         """``message``, led by "reconnecting to ADDRESS" once the machine has a new address."""

@@ -9,19 +9,19 @@ import pytest
 
 from gcptui.remote.cloud.fleet import FleetSnapshot
 from gcptui.remote.config import parse_config
-from gcptui.remote.models import Gpu, Instance
+from gcptui.remote.models import Gpu, Instance, State
 from gcptui.tui.app import GcptuiApp
 
 FLEET = (
     Instance("trainer-a100", "us-central1-a", "RUNNING", "a2-highgpu-1g", (Gpu("nvidia-tesla-a100", 1),),
-             spot=True, termination_action="STOP", external_ip="34.121.8.9", internal_ip="10.128.0.2",
+             state=State.RUNNING, spot=True, termination_action="STOP", external_ip="34.121.8.9", internal_ip="10.128.0.2",
              usd_per_hour=1.3317, price_source="catalog", price_as_of="2026-11-20"),
     Instance("trainer-h100", "us-central1-a", "TERMINATED", "a3-highgpu-8g", (Gpu("nvidia-h100-80gb", 8),),
-             spot=True, termination_action="STOP", internal_ip="10.128.0.3", preempted=True,
+             state=State.PREEMPTED, spot=True, termination_action="STOP", internal_ip="10.128.0.3", preempted=True,
              usd_per_hour=35.6, price_source="catalog", price_as_of="2026-11-20"),
     Instance("eval-l4", "europe-west4-b", "STOPPING", "g2-standard-8", (Gpu("nvidia-l4", 1),),
-             internal_ip="10.164.0.7"),
-    Instance("data-prep", "europe-west4-b", "PROVISIONING", "n2-standard-16"),
+             internal_ip="10.164.0.7", state=State.STOPPING),
+    Instance("data-prep", "europe-west4-b", "PROVISIONING", "n2-standard-16", state=State.PROVISIONING),
     Instance("onprem-box", "", "UNKNOWN", external_ip="192.0.2.10", source="host"),
 )  # fmt: skip
 SNAPSHOT = FleetSnapshot(

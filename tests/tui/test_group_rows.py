@@ -10,18 +10,20 @@ from pathlib import Path
 from gcptui.remote.cloud.fleet import FleetSnapshot
 from gcptui.remote.config import parse_config
 from gcptui.remote.jobs.protocol import JobStatus
-from gcptui.remote.models import Gpu, Instance
+from gcptui.remote.models import Gpu, Instance, State
 from gcptui.remote.telemetry.progress import Progress
 from gcptui.tui.app import GcptuiApp
 from gcptui.tui.fleet.groups import GroupRow, arrange
 from gcptui.tui.live.state import Live
 
-NODE = dict(machine_type="g2-standard-8", gpus=(Gpu("nvidia-l4", 1),), spot=True, usd_per_hour=0.5,
+NODE = dict(machine_type="g2-standard-8", gpus=(Gpu("nvidia-l4", 1),), spot=True, usd_per_hour=0.5, state=State.RUNNING,
             price_source="catalog", price_as_of="2026-11-20")  # fmt: skip
 FLEET = (
     Instance("big-0", "us-central1-a", "RUNNING", internal_ip="10.128.0.10", external_ip="34.1.1.10", **NODE),  # type: ignore[arg-type]
     Instance("big-1", "us-central1-a", "RUNNING", internal_ip="10.128.0.11", external_ip="34.1.1.11", **NODE),  # type: ignore[arg-type]
-    Instance("solo", "us-central1-b", "RUNNING", "n2-standard-4", external_ip="34.1.1.12"),
+    Instance(
+        "solo", "us-central1-b", "RUNNING", "n2-standard-4", external_ip="34.1.1.12", state=State.RUNNING
+    ),
 )
 SNAPSHOT = FleetSnapshot(FLEET, datetime(2026, 11, 20, 12, 0, 0, tzinfo=UTC), "project demo via test")
 CONFIG = "[gcp]\nproject = 'demo'\n[[groups]]\nname = 'big'\nvms = ['big-0', 'big-1']\n"

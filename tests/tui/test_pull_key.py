@@ -90,11 +90,20 @@ async def test_p_pulls_the_run_directory_the_checkpoints_name(
         await wait_for(pilot, lambda: "box" in app.live and known_run_dir(app.live["box"].progress) == str(remote),
                        "the checkpoint event")  # fmt: skip
         await pilot.press("p")
+        # The path is the VM's word: asked first, prefilled with it (a VM never picks what is pulled).
+        await wait_for(pilot, lambda: isinstance(app.screen, AskScreen), "the question")
+        assert app.screen.query_one(Input).value == str(remote)
+        await pilot.press("enter")
         await wait_for(pilot, lambda: any("6 copied" in m for m in notifications(app)), "the result line")
         assert tree(laptop / "pulled/box/demo") == files
         result = next(m for m in notifications(app) if "6 copied" in m)
         assert result.startswith(f"box:{remote} → pulled/box/demo: 6 copied")
         assert any("6 files" in m and "to copy" in m for m in notifications(app))
+        await pilot.press("p")  # pulled before: again at once
+        await wait_for(
+            pilot, lambda: any("6 already complete" in m for m in notifications(app)), "the 2nd pull"
+        )
+        assert not isinstance(app.screen, AskScreen)
 
 
 async def test_p_asks_for_the_folder_when_no_checkpoint_names_it(

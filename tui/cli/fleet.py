@@ -8,6 +8,8 @@ import sys
 from concurrent.futures import ThreadPoolExecutor, as_completed
 
 from gcptui.remote.cloud.fleet import FleetSource
+from gcptui.remote.compute.backend import Capability
+from gcptui.remote.compute.registry import Compute
 from gcptui.remote.config import load_config
 from gcptui.remote.errors import ConfigError, GcptuiError, NotFoundError
 from gcptui.remote.models import Instance
@@ -17,6 +19,10 @@ from gcptui.tui.cli.common import ask_line
 def run_ls(args: argparse.Namespace) -> int:
     source = FleetSource(load_config(getattr(args, "config", None)))
     snapshot = source.snapshot()
+    if source.config.vertex.regions and source.gcp is not None:  # Vertex AI jobs beside the machines
+        from gcptui.tui.cli.vertex import with_vertex_rows
+
+        snapshot = with_vertex_rows(source, snapshot)
     instances = sorted(snapshot.instances, key=lambda i: i.name)  # by name, as the TUI sorts
     for note in snapshot.errors:  # e.g. an unreachable zone: what was listed still prints, exit 0
         print(f"gcptui: {note}", file=sys.stderr)
@@ -59,9 +65,13 @@ def run_vm(args: argparse.Namespace) -> int:
     # A name given twice is one VM: acting on it twice at once makes the second call fail (a second
     # delete finds it gone).
     targets = list({i.name: i for i in targets}.values())
-    hosts = [i.name for i in targets if i.source != "gce"]
-    if hosts:
-        raise ConfigError(f"{', '.join(hosts)}: static hosts have no VM lifecycle; vm acts on GCE instances")
+    compute = Compute.over(source)
+    needs = Capability.DELETE if args.action == "delete" else Capability.STOP
+    fixed = [i.name for i in targets if not compute.can(i, needs)]
+    if fixed:
+        raise ConfigError(
+            f"{', '.join(fixed)}: no VM lifecycle (a static host, say); vm acts on GCE instances"
+        )
     if args.action == "delete" and not args.yes and not sys.stdin.isatty():
         raise ConfigError("delete needs confirmation: pass --yes to delete without asking")
     if args.action == "delete" and not _checkpoints_kept(args, targets, ask=not args.yes):

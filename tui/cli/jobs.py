@@ -41,6 +41,10 @@ def job_rows(statuses: list[JobStatus]) -> list[list[str | Text]]:
 
 def run_job(args: argparse.Namespace) -> int:
     async def body(services: Services) -> int:
+        if vertex_names(args.names):  # Vertex AI jobs: cancel, resubmit, read (tui/cli/vertex.py)
+            from gcptui.tui.cli.vertex import vertex_job
+
+            return await vertex_job(services, args)
         if args.action in ("start", "restart") and not services.config.job.command.strip():
             raise_usage(
                 "[job].command is empty: set the training command in gcptui.toml ([job] command = ...)"
@@ -166,6 +170,10 @@ def run_logs(args: argparse.Namespace) -> int:
     from gcptui.tui.cli.logs import run_logs as print_logs
 
     async def body(services: Services) -> int:
+        if vertex_names(args.names):  # Vertex AI jobs: their Cloud Logging entries
+            from gcptui.tui.cli.vertex import vertex_logs
+
+            return await vertex_logs(services, args)
         paths = (log_path(), *services.config.logs.files)
         names = expand_groups(services, args.names)
         if args.raw and (len(names) > 1 or len(paths) > 1):
@@ -202,6 +210,16 @@ def run_logs(args: argparse.Namespace) -> int:
         return code or (1 if down else 0)
 
     return with_services(args, body)
+
+
+def vertex_names(names: list[str]) -> bool:
+    """True when every name is a Vertex AI job's id or resource name (one line when mixed with VMs)."""
+    from gcptui.tui.cli.vertex import is_job_name
+
+    jobs = [name for name in names if is_job_name(name)]
+    if jobs and len(jobs) != len(names):
+        raise_usage("give either Vertex AI jobs or machines, not both, in one command")
+    return bool(jobs)
 
 
 def run_gpu(args: argparse.Namespace) -> int:

@@ -11,6 +11,7 @@ import sys
 from collections.abc import Callable, Sequence
 
 from gcptui.remote.errors import GcptuiError
+from gcptui.remote.safe_text import sanitize
 
 Handler = Callable[[argparse.Namespace], int]
 
@@ -154,6 +155,27 @@ def build_parser() -> argparse.ArgumentParser:
     )
     logs.set_defaults(handler=_lazy("gcptui.tui.cli.jobs", "run_logs"))
 
+    vertex = sub.add_parser("vertex", parents=[common], help="Vertex AI custom jobs")
+    vertex_actions = vertex.add_subparsers(dest="vertex_action", metavar="ACTION", required=True)
+    submit = vertex_actions.add_parser(
+        "submit", parents=[common], help="package [sync] source and submit a custom job"
+    )
+    submit.add_argument("--name", default="gcptui-job", help="the job's display name (and its output folder)")
+    submit.add_argument("--region", default=None, help="default: [vertex] region")
+    submit.add_argument(
+        "--machine-type", dest="machine_type", default=None, help="default: [vertex] machine_type"
+    )
+    submit.add_argument(
+        "--accelerator", default=None, metavar="TYPE:COUNT", help="default: [vertex] accelerator"
+    )
+    submit.add_argument("--replicas", type=int, default=1, help="workers: the chief and N-1 more")
+    submit.add_argument("--spot", action="store_true", help="Spot capacity (default: [vertex] spot)")
+    submit.add_argument("--image", default=None, help="default: [vertex] image")
+    submit.add_argument(
+        "--resume", default=None, metavar="NAME", help="run [job] resume in NAME's output folder"
+    )
+    submit.set_defaults(handler=_lazy("gcptui.tui.cli.vertex", "run_vertex"))
+
     gpu = sub.add_parser("gpu", parents=[common], help="GPU samples (nvidia-smi on the VM)")
     gpu.add_argument(
         "names", nargs="+", metavar="NAME", help="VMs or static hosts, as `gcptui ls` names them"
@@ -274,7 +296,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except GcptuiError as err:
         if debug:
             raise
-        print(f"gcptui: {err}", file=sys.stderr)
+        # The last guard: a message may quote a VM's or the bucket's words (the parsers sanitize
+        # where text comes in; this line never lets an escape sequence through anyway).
+        print(f"gcptui: {sanitize(str(err), colours=False)}", file=sys.stderr)
         return err.exit_code
     except KeyboardInterrupt:
         return 130

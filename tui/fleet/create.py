@@ -10,6 +10,7 @@ import logging
 from textual.app import App
 
 from gcptui.remote.cloud.create import CreateOptions
+from gcptui.remote.compute.backend import Capability
 from gcptui.remote.config import GroupConfig
 from gcptui.remote.config.record import record_group, with_group
 from gcptui.remote.errors import GcptuiError
@@ -23,7 +24,7 @@ log = logging.getLogger(__name__)
 
 def start_create(app: App[object], services: Services, base: Instance) -> None:
     """Open the form on ``base``; on Enter, create the VMs in the background."""
-    if base.source != "gce":
+    if not services.compute.can(base, Capability.CREATE_LIKE):
         app.notify(
             f"{base.name} is a static host: only GCE VMs can be copied", title="Create", severity="warning"
         )

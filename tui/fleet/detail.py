@@ -14,7 +14,7 @@ from textual.screen import ModalScreen
 from textual.widgets import Static
 
 from gcptui.remote.cloud.pricing import run_spend
-from gcptui.remote.models import Instance
+from gcptui.remote.models import SOURCE_TITLES, Instance
 from gcptui.tui.live.cells import checkpoint_detail, gpu_panel_text, progress_cell
 from gcptui.tui.live.columns import status_text
 from gcptui.tui.live.state import Live
@@ -37,8 +37,9 @@ def live_table(live: Live, usd_per_hour: float | None = None) -> Table:
     job = live.job
     table.add_row("Job", live.job_text())
     if job is not None and job.command:
-        table.add_row("Command", job.command)
-        table.add_row("Started", job.started_at or "-")
+        # The VM's words: Text, never a str (Rich would read `[@click=...]` in it as markup).
+        table.add_row("Command", Text(job.command))
+        table.add_row("Started", Text(job.started_at or "-"))
         spent = run_spend(usd_per_hour, job.started_at, job.ended_at, datetime.now(UTC))
         if spent is not None:
             table.add_row(
@@ -52,7 +53,7 @@ def live_table(live: Live, usd_per_hour: float | None = None) -> Table:
         "Sync", live.sync_text() + (Text(f"  {live.sync_reason}", "dim") if live.sync_reason else Text())
     )
     if live.sync_route:
-        table.add_row("Sync route", live.sync_route)
+        table.add_row("Sync route", Text(live.sync_route))
         table.add_row("Last sync", live.last_sync_text())
     table.add_row("Keep-alive", live.keepalive_text())
     # "GPU use": the machine's GPUs (the hardware) are the row "GPUs" of the table above.
@@ -71,7 +72,7 @@ def detail_table(instance: Instance) -> Table:
     table = _grid()
     rows: list[tuple[str, str | Text]] = [
         ("Name", instance.name),
-        ("Source", "GCE instance" if instance.source == "gce" else "static SSH host"),
+        ("Source", SOURCE_TITLES.get(instance.source, instance.source)),
         ("Zone", instance.zone or "-"),
         ("Status", status_text(instance)),
         ("Machine type", instance.machine_type or "-"),
@@ -87,7 +88,7 @@ def detail_table(instance: Instance) -> Table:
         ("Labels", ", ".join(f"{k}={v}" for k, v in sorted(instance.labels.items())) or "-"),
     ]
     for label, value in rows:
-        table.add_row(label, value)
+        table.add_row(label, Text(value) if isinstance(value, str) else value)
     return table
 
 

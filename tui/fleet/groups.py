@@ -15,14 +15,14 @@ from rich.text import Text
 from gcptui.remote.config import GroupConfig
 from gcptui.remote.jobs.group import group_state
 from gcptui.remote.jobs.protocol import JobStatus
-from gcptui.remote.models import Instance
+from gcptui.remote.models import Instance, State
 from gcptui.tui.live.columns import (
-    STATUS_STYLES,
     Column,
     Form,
     LiveColumn,
     price_cell,
     short_gpu,
+    status_style,
     status_word,
 )
 from gcptui.tui.live.state import JOB_STYLES, Live
@@ -134,8 +134,8 @@ def group_instance_cell(column: Column, row: GroupRow) -> str | Text:
     if column.key == "status":
         words = [status_word(n) for n in nodes]
         if len(set(words)) == 1 and len(nodes) == size:
-            return Text(words[0], STATUS_STYLES.get(words[0], ""))
-        running = words.count("RUNNING")
+            return Text(words[0], status_style(nodes[0]))
+        running = sum(n.state is State.RUNNING for n in nodes)
         return Text(f"{running}/{size} RUNNING", "bold yellow")
     if column.key == "machine_type":
         return _one_or([n.machine_type or "-" for n in nodes], "mixed")

@@ -12,6 +12,7 @@ from __future__ import annotations
 import posixpath
 import threading
 import time
+import weakref
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
@@ -19,6 +20,7 @@ from textual.app import App
 
 from gcptui.remote.config import JobConfig
 from gcptui.remote.models import Instance
+from gcptui.remote.safe_text import one_line
 from gcptui.remote.services import Services
 from gcptui.remote.telemetry.progress import DEFAULT_METRICS_PATH, Progress
 from gcptui.remote.transfer.results import (  # noqa: F401 - local_dir_for: this key's API too
@@ -33,6 +35,8 @@ from gcptui.remote.transfer.results import (  # noqa: F401 - local_dir_for: this
 from gcptui.tui.live.state import Live, human_bytes
 
 PROGRESS_EVERY = 3.0  # seconds between progress notifications of a long pull
+# (VM, path) pairs the user has asked for or confirmed in this app: `p` pulls those without asking.
+_confirmed: weakref.WeakKeyDictionary[App[None], set[tuple[str, str]]] = weakref.WeakKeyDictionary()
 
 
 def known_run_dir(progress: Progress | None) -> str | None:
@@ -115,12 +119,19 @@ def start_pull(app: App[None], services: Services, instance: Instance, live: Liv
 
     def go(remote: str | None) -> None:
         if remote:
+            _confirmed.setdefault(app, set()).add((instance.name, remote))
             app.act("Pull", instance, pull_action(services, remote, say))  # type: ignore[attr-defined]
 
     progress = live.progress if live is not None else None
-    if (remote := known_run_dir(progress)) is not None:
-        go(remote)
-        return
     dest = services.config.sync.dest
+    if (remote := known_run_dir(progress)) is not None:
+        # The path is the VM's word (its checkpoint events): pulled at once only when the user has
+        # pulled it before; else asked, prefilled, so a VM never picks what lands on the laptop.
+        if (instance.name, remote) in _confirmed.get(app, set()):
+            go(remote)
+            return
+        question = f"Pull {remote} (named by the job's checkpoints) of {instance.name} into ./pulled/{instance.name}?"
+        app.push_screen(AskScreen(one_line(question), remote), go)
+        return
     question = f"Pull which folder of {instance.name} into ./pulled/{instance.name}? (relative to {dest})"
     app.push_screen(AskScreen(question, guess_run_dir(services.config.job, progress)), go)

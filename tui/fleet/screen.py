@@ -66,13 +66,14 @@ class FleetScreen(GroupRowsMixin, MachineKeys):
 
     def on_key(self, event: events.Key) -> None:
         selected = self.selected_instance()
-        cancel = getattr(self.app, "cancel_autostop", None)
-        if selected is not None and cancel is not None and not isinstance(self.focused, Input):
-            cancel(selected.name)  # any key on a VM under an auto-stop countdown cancels it
+        if selected is not None and not isinstance(self.focused, Input):
+            self.actions.cancel_autostop(
+                selected.name
+            )  # any key on a VM under an auto-stop countdown cancels it
         # A key --readonly disables is hidden and refused by check_action: say so, never ignore it.
         if not self.readonly or isinstance(self.focused, Input):
             return
-        action = refused_by_readonly(event.key, "fleet", getattr(self.app, "keymap", None))
+        action = refused_by_readonly(event.key, "fleet", self.actions.keymap)
         if action is not None:
             event.stop()
             self.notify(

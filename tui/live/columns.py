@@ -11,31 +11,34 @@ from typing import Literal
 
 from rich.text import Text
 
-from gcptui.remote.models import Instance
+from gcptui.remote.models import Instance, State
 from gcptui.tui.live.state import Live
 
-STATUS_STYLES: dict[str, str] = {
-    "RUNNING": "bold green",
-    "PROVISIONING": "cyan",
-    "STAGING": "cyan",
-    "STOPPING": "yellow",
-    "SUSPENDING": "yellow",
-    "SUSPENDED": "dim",
-    "TERMINATED": "red",
-    "PREEMPTED": "bold magenta",
-    "REPAIRING": "yellow",
-    "UNKNOWN": "dim",
+# The colour of a row's status word, by its neutral state: every kind of compute alike.
+STATE_STYLES: dict[State, str] = {
+    State.RUNNING: "bold green",
+    State.PROVISIONING: "cyan",
+    State.STOPPING: "yellow",
+    State.STOPPED: "red",
+    State.PREEMPTED: "bold magenta",
+    State.SUCCEEDED: "green",
+    State.FAILED: "bold red",
+    State.DELETING: "yellow",
+    State.UNKNOWN: "dim",
 }
 
 
 def status_word(instance: Instance) -> str:
-    """GCE's word, except a preemption reads PREEMPTED so a person sees it at a glance."""
-    return "PREEMPTED" if instance.status == "TERMINATED" and instance.preempted else instance.status
+    """The backend's own word, except a preemption reads PREEMPTED so a person sees it at a glance."""
+    return "PREEMPTED" if instance.state is State.PREEMPTED else instance.status
+
+
+def status_style(instance: Instance) -> str:
+    return STATE_STYLES.get(instance.state, "")
 
 
 def status_text(instance: Instance) -> Text:
-    word = status_word(instance)
-    return Text(word, style=STATUS_STYLES.get(word, ""), justify="left")
+    return Text(status_word(instance), style=status_style(instance), justify="left")
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,7 +70,7 @@ def price_cell(i: Instance) -> str | Text:
 def fleet_cost_line(instances: tuple[Instance, ...] | list[Instance]) -> str:
     """``$12.34/h running`` for the RUNNING VMs (``~`` and the source when not the catalog's); empty
     when nothing runs or no price is known."""
-    running = [i for i in instances if i.source == "gce" and i.status == "RUNNING"]
+    running = [i for i in instances if i.state is State.RUNNING]
     priced = [i for i in running if i.usd_per_hour is not None]
     if not priced:
         return ""
