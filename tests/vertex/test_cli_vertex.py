@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from gcptui.remote.compute.vertex.submit import package
 from gcptui.remote.config import load_config
 from gcptui.remote.emulator.thread import EmulatorThread
 from gcptui.remote.errors import ConfigError
+from gcptui.remote.vertex_workflows import package
 from gcptui.tui.cli.main import main
 from tests.helpers.gcs import FakeGcs
 
@@ -19,6 +19,9 @@ TRAIN = """\
 import os, pathlib, sys, time
 print("hello from rank", os.environ["RANK"], "resume" if "--resume" in sys.argv else "fresh", flush=True)
 print("checkpoints at", os.environ["GCPTUI_CHECKPOINT_URL"], flush=True)
+if os.environ["RANK"] == "0":
+    with open(os.environ["GCPTUI_METRICS"], "a") as metrics:
+        metrics.write('{"step": 7, "total_steps": 10, "loss": 0.5, "samples_per_s": 3.0}\\n')
 gate = pathlib.Path(os.environ["GATE"])
 while os.environ["GATE"] != "none" and not gate.exists():
     time.sleep(0.05)
@@ -86,6 +89,7 @@ def test_submit_runs_two_workers_whose_logs_follow_to_the_end_and_restart_resume
             "JOB_STATE_SUCCEEDED",
         )
         assert [w["name"] for w in status["workers"]] == ["workerpool0-0", "workerpool1-0"] and status["spot"]
+        assert (status["step"], status["total_steps"], status["loss"]) == (7, 10, 0.5)  # from the log
         # The package followed sync's rules: data/ is ignored by .gitignore.
         blobs = [b.name for b in fake_gcs.client().list_blobs("runs")]
         assert len(blobs) == 1 and blobs[0].startswith("vertex/run-a/code-")
@@ -110,7 +114,7 @@ def test_job_kill_cancels_and_a_mixed_name_list_is_refused(
         assert main(["logs", "-f", job_id, "--config", config]) == 0  # ends once the job is CANCELLED
         assert capsys.readouterr().out.splitlines()[-1] == "[service] Job was cancelled."
         assert main(["job", "status", job_id, "--config", config]) == 0
-        assert capsys.readouterr().out.split() == [job_id, "JOB_STATE_CANCELLED", "stopped"]
+        assert capsys.readouterr().out.split() == [job_id, "JOB_STATE_CANCELLED", "stopped", "step", "-"]
         assert main(["job", "kill", job_id, "vm-a", "--config", config]) == 2
         assert main(["job", "kill", "123456789", "--config", config]) == 1
 

@@ -19,10 +19,10 @@ from gcptui.remote.compute.backend import SHARED_FLEET, BackendContext
 from gcptui.remote.compute.vertex.backend import VertexBackend
 from gcptui.remote.compute.vertex.jobs import ENDED, job_row
 from gcptui.remote.compute.vertex.logs import LogFollower, LogLine
-from gcptui.remote.compute.vertex.submit import SubmitOptions, prepare, resubmit_body
 from gcptui.remote.errors import ConfigError, GcptuiError
 from gcptui.remote.safe_text import one_line, sanitize
 from gcptui.remote.services import Services
+from gcptui.remote.vertex_workflows import SubmitOptions, prepare, progress_of, resubmit_body
 from gcptui.tui.cli.common import with_services
 
 _ID = re.compile(r"[0-9]{6,25}")
@@ -125,8 +125,14 @@ async def vertex_job(services: Services, args: argparse.Namespace) -> int:
             print(created["name"])
         else:
             row = job_row(await asyncio.to_thread(backend.rest().get_job, resource))
-            document = row.to_json()
-            print(json.dumps(document) if args.json else f"{row.name}\t{row.status}\t{row.state}")
+            progress = await asyncio.to_thread(progress_of, backend.rest(), resource)
+            step = "-" if progress.step is None else f"{progress.step}/{progress.total_steps or '?'}"
+            if args.json:
+                document = row.to_json() | {"step": progress.step, "total_steps": progress.total_steps,
+                                            "loss": progress.loss, "eta_seconds": progress.eta_seconds}  # fmt: skip
+                print(json.dumps(document))
+            else:
+                print(f"{row.name}\t{row.status}\t{row.state}\tstep {step}")
     return 0
 
 

@@ -1,4 +1,7 @@
-"""``gcptui vertex submit``: package ``[sync] source``, upload it, and submit a custom job running it.
+"""Vertex AI workflows above the backend: ``vertex submit``, ``job restart``'s resubmission, and a
+job's progress from its log lines.
+
+``gcptui vertex submit``: package ``[sync] source``, upload it, and submit a custom job running it.
 
 The package is the tree sync would send (its ignore rules, ``exclude``), refused when it holds a
 private key (as sync refuses), as a ``.tar.gz`` at ``BUCKET/vertex/NAME/code-STAMP.tar.gz``. The job's
@@ -19,16 +22,24 @@ import re
 import tarfile
 import time
 from dataclasses import dataclass
-from pathlib import Path
+from importlib import resources
 from typing import Any
 
+from gcptui.remote.compute.vertex.logs import LogFollower
+from gcptui.remote.compute.vertex.rest import VertexRest
 from gcptui.remote.config import Config
 from gcptui.remote.errors import ConfigError, GcptuiError
 from gcptui.remote.sync.local_tree import scan_tree
 from gcptui.remote.sync.rules import SyncRules
 from gcptui.remote.sync.secrets import private_keys
+from gcptui.remote.telemetry.progress import Progress, ProgressTracker
 
-BOOTSTRAP = (Path(__file__).with_name("bootstrap.py")).read_text
+
+def BOOTSTRAP() -> str:  # noqa: N802 - a constant read on use
+    """The worker's first program (``compute/vertex/bootstrap.py``), as source text."""
+    return (resources.files("gcptui.remote.compute.vertex") / "bootstrap.py").read_text()
+
+
 _NAME = re.compile(r"[a-z][-a-z0-9]{0,62}")
 
 
@@ -167,3 +178,16 @@ def resubmit_body(job: dict[str, Any], config: Config) -> dict[str, Any]:
         "labels": job.get("labels") or {},
         "jobSpec": {k: v for k, v in spec.items() if k != "workerPoolSpecs"} | {"workerPoolSpecs": pools},
     }
+
+
+PROGRESS_LINES = 2000  # the newest lines of the chief read for its progress (records are a line each)
+
+
+def progress_of(rest: VertexRest, job_name: str) -> Progress:
+    """Where the job's run stands: the progress records among the chief's newest log lines (the
+    trainer writes them to stdout, ``GCPTUI_METRICS=/dev/stdout``; ``vertex submit`` sets it)."""
+    follower = LogFollower(rest, job_name, task="workerpool0-0", settle_seconds=0.0)
+    tracker = ProgressTracker()
+    for line in follower.history(PROGRESS_LINES):
+        tracker.feed(line.text)
+    return tracker.progress
