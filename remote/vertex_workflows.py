@@ -120,7 +120,7 @@ def job_body(config: Config, options: SubmitOptions, code_url: str) -> dict[str,
     container = {
         "imageUri": image,
         "command": ["python3", "-c", BOOTSTRAP()],
-        "args": [code_url, command],
+        "args": [code_url, command, job.resume or job.command],
         "env": [{"name": k, "value": v} for k, v in sorted(env.items())],
     }
     pool = {"machineSpec": machine, "replicaCount": "1", "containerSpec": container,
@@ -170,9 +170,9 @@ def resubmit_body(job: dict[str, Any], config: Config) -> dict[str, Any]:
     for pool in spec.get("workerPoolSpecs") or []:
         container = dict((pool or {}).get("containerSpec") or {})
         args = list(container.get("args") or [])
-        if len(args) != 2 or not str(args[0]).startswith("gs://"):
+        if len(args) not in (2, 3) or not str(args[0]).startswith("gs://"):
             raise GcptuiError(f"{job.get('name')} was not submitted by gcptui: restart it with gcloud")
-        pools.append({**pool, "containerSpec": {**container, "args": [args[0], command]}})
+        pools.append({**pool, "containerSpec": {**container, "args": [args[0], command, command]}})
     return {
         "displayName": job.get("displayName", "job"),
         "labels": job.get("labels") or {},

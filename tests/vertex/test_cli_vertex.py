@@ -91,8 +91,10 @@ def test_submit_runs_two_workers_whose_logs_follow_to_the_end_and_restart_resume
         assert [w["name"] for w in status["workers"]] == ["workerpool0-0", "workerpool1-0"] and status["spot"]
         assert (status["step"], status["total_steps"], status["loss"]) == (7, 10, 0.5)  # from the log
         # The package followed sync's rules: data/ is ignored by .gitignore.
-        blobs = [b.name for b in fake_gcs.client().list_blobs("runs")]
-        assert len(blobs) == 1 and blobs[0].startswith("vertex/run-a/code-")
+        blobs = sorted(b.name for b in fake_gcs.client().list_blobs("runs"))
+        assert len(blobs) == 3 and blobs[2].startswith("vertex/run-a/code-")  # the package alone
+        # Each task's first start left its marker (a restart by Vertex runs [job] resume).
+        assert blobs[:2] == [f"vertex/run-a/.started/{job_id}-0", f"vertex/run-a/.started/{job_id}-1"]
 
         assert main(["job", "restart", job_id, "--config", config]) == 0
         again = capsys.readouterr().out.splitlines()[-1].rsplit("/", 1)[1]
