@@ -13,6 +13,14 @@ if TYPE_CHECKING:
 # The kind of compute a fleet row comes from: the name its backend registers under
 # (gcptui.remote.compute.registry). `ls --json` prints it as `source`.
 Source = Literal["gce", "host", "tpu", "vertex", "gke"]
+# What each kind is called in the detail pane and in one-line errors.
+SOURCE_TITLES: dict[str, str] = {
+    "gce": "GCE instance",
+    "host": "static SSH host",
+    "tpu": "Cloud TPU node",
+    "vertex": "Vertex AI custom job",
+    "gke": "GKE workload",
+}
 
 
 class State(StrEnum):
@@ -30,12 +38,18 @@ class State(StrEnum):
     SUCCEEDED = "succeeded"  # a workload that ran to its end (a Vertex AI job, a GKE Job)
     FAILED = "failed"  # a workload that ended in error, or a machine the provider could not run
     DELETING = "deleting"  # being deleted, or gone from the provider's listing
-    UNKNOWN = "unknown"  # a word the backend does not know yet: shown, never acted on
+    UNKNOWN = "unknown"  # not known: a static host until SSH answers, a word the backend does not know
 
     @property
     def up(self) -> bool:
         """A process may run there now (SSH may reach it, a job may start)."""
         return self is State.RUNNING
+
+    @property
+    def reachable(self) -> bool:
+        """Not known to be down or on its way: SSH may be tried (a running VM; a static host, whose
+        state nobody knows until SSH answers)."""
+        return self in (State.RUNNING, State.UNKNOWN)
 
     @property
     def down(self) -> bool:

@@ -7,7 +7,7 @@ RUNNING, STOPPING, STOPPED, SUSPENDING, SUSPENDED, REPAIRING, TERMINATED.
 
 from __future__ import annotations
 
-from gcptui.remote.models import State
+from gcptui.remote.models import Instance, State
 
 RUNNING = "RUNNING"
 TERMINATED = "TERMINATED"
@@ -26,6 +26,12 @@ _STATES = {
 
 # The words in which a VM has no sshd to reach (`gcptui vm start NAME` brings it back).
 DOWN_STATUSES = frozenset({"TERMINATED", "STOPPING", "STOPPED", "SUSPENDING", "SUSPENDED"})
+
+
+def deleted_when_stopped(instance: Instance) -> bool:
+    """A VM whose termination action is DELETE: GCE deletes it (and its auto-delete disks) when it
+    preempts it, so it comes back only by being recreated."""
+    return instance.termination_action == "DELETE"
 
 
 def gce_state(status: str, *, preempted: bool = False) -> State:

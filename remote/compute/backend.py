@@ -33,6 +33,7 @@ from gcptui.remote.models import Instance, Source, State, StopCause, Worker
 if TYPE_CHECKING:
     from gcptui.remote.compute.exec_channel import ExecChannel
     from gcptui.remote.config import Config
+    from gcptui.remote.ssh.target import SshTarget
 
 
 class Capability(StrEnum):
@@ -167,3 +168,8 @@ class Backend(ABC):
         """A channel that runs processes on ``row`` (``SHELL``): on the worker named ``worker``,
         or for a row with workers its first one (rank 0, where metrics and checkpoints live)."""
         raise Unsupported(row, "run a command")
+
+    def ssh_target(self, row: Instance, user: str | None = None) -> SshTarget:
+        """How to reach ``row`` (or its first worker) over SSH, for a row whose exec channel is SSH:
+        address, port, user (``user``: the one OS Login dictates), key, host key alias."""
+        raise Unsupported(row, "be reached over SSH")

@@ -10,7 +10,8 @@ from __future__ import annotations
 import importlib
 from collections.abc import Iterator
 
-from gcptui.remote.compute.backend import Backend, BackendContext, Capability, Rows
+from gcptui.remote.cloud.fleet import FleetSource
+from gcptui.remote.compute.backend import SHARED_FLEET, Backend, BackendContext, Capability, Rows
 from gcptui.remote.errors import GcptuiError
 from gcptui.remote.models import Instance, Source
 
@@ -49,6 +50,12 @@ class Compute:
             if backend is not None:
                 found[backend.kind] = backend
         return cls(found)
+
+    @classmethod
+    def over(cls, fleet: FleetSource) -> Compute:
+        """The backends of ``fleet``'s config, sharing its Google clients (no SSH: a headless command
+        that only lists and changes machines)."""
+        return cls.from_context(BackendContext(fleet.config, shared={SHARED_FLEET: fleet}))
 
     def __iter__(self) -> Iterator[Backend]:
         return iter(self.backends.values())

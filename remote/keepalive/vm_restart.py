@@ -11,8 +11,11 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
+from gcptui.remote.backoff import backoff
 from gcptui.remote.cloud.instances import DiskOrigin
 from gcptui.remote.cloud.recreate import recreate_body
+from gcptui.remote.cloud.states import deleted_when_stopped
+from gcptui.remote.compute.ready import wait_ready_async
 from gcptui.remote.errors import GcptuiError
 from gcptui.remote.keepalive.events import EventKind
 from gcptui.remote.models import Instance
@@ -22,11 +25,6 @@ if TYPE_CHECKING:
     from gcptui.remote.cloud.gce import GceClient
 
 log = logging.getLogger(__name__)
-
-
-def backoff(attempt: int, base: float, cap: float) -> float:
-    """Exponential backoff: base, 2*base, 4*base, ... capped."""
-    return float(min(cap, base * (2 ** max(0, attempt))))
 
 
 class DiskOrigins:
@@ -89,7 +87,7 @@ class VmRestarter:
         from gcptui.remote.cloud.errors import StockoutError
 
         name, zone = instance.name, instance.zone
-        if instance.termination_action == "DELETE" and not recreate:
+        if deleted_when_stopped(instance) and not recreate:
             await self.wait_gone(name, zone)  # a DELETE-action VM is deleted right after it stops
             recreate = True
         attempt = 0
@@ -153,19 +151,10 @@ class VmRestarter:
     async def wait_running(self, name: str, zone: str) -> Instance:
         from gcptui.remote.cloud.instances import instance_from_resource
 
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + self.boot_timeout
-        attempt = 0
         gce = await self.gce()
-        while loop.time() < deadline:
+
+        async def read() -> Instance | None:
             raw = await asyncio.to_thread(gce.get_raw, name, zone)
-            instance = instance_from_resource(raw) if raw is not None else None
-            if (
-                instance is not None
-                and instance.status == "RUNNING"
-                and (instance.external_ip or instance.internal_ip)
-            ):
-                return instance
-            await asyncio.sleep(self._pause(attempt))
-            attempt += 1
-        raise GcptuiError(f"{name} did not reach RUNNING within {self.boot_timeout:.0f}s: check `gcptui ls`")
+            return instance_from_resource(raw) if raw is not None else None
+
+        return await wait_ready_async(read, name, timeout=self.boot_timeout, pause=self._pause)

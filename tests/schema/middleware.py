@@ -31,22 +31,29 @@ exchanges = 0  # how many the checker saw, for the coverage script and a sanity 
 
 @web.middleware
 async def schema_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
-    global exchanges
     request_body = await request.read() if request.body_exists else b""  # cached: the handler reads it again
-    response = await handler(request)
+    query = list(request.query.items())
+    try:
+        response = await handler(request)
+    except web.HTTPException as raised:  # aiohttp answers these after every middleware: check them here
+        body = raised.text.encode() if raised.text else b""
+        _collect(request, Exchange(request.method, request.path, query, request_body, raised.status, body))
+        raise
     if not isinstance(response, web.Response):
         return response  # a stream (never a Google REST answer)
     body = response.body if isinstance(response.body, bytes) else b""
-    exchange = Exchange(
-        request.method, request.path, list(request.query.items()), request_body, response.status, body
-    )
+    _collect(request, Exchange(request.method, request.path, query, request_body, response.status, body))
+    return response
+
+
+def _collect(request: web.Request, exchange: Exchange) -> None:
+    global exchanges
     found = check(exchange)
     with _lock:
         exchanges += 1
         _violations.extend(found)
     if os.environ.get(RECORD):
         _record(Path(os.environ[RECORD]), request, exchange)
-    return response
 
 
 def _record(folder: Path, request: web.Request, exchange: Exchange) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import sys
 from typing import Any
@@ -12,6 +13,7 @@ from rich.text import Text
 
 from gcptui.remote.jobs.protocol import JobStatus, log_path
 from gcptui.remote.jobs.runner import HostResult, JobAlreadyRunningError, JobError, JobRunner
+from gcptui.remote.models import Instance
 from gcptui.remote.safe_text import one_line
 from gcptui.remote.services import Services, down_error
 from gcptui.remote.ssh.target import SshTarget
@@ -53,7 +55,7 @@ def run_job(args: argparse.Namespace) -> int:
         if names:
             instances = await services.resolve(names, running=True)
         elif args.action == "status" and not group_names:
-            instances = await services.reachable()
+            instances = await reachable_saying_the_rest(services)
         elif not group_names:
             raise_usage(f"job {args.action} needs at least one NAME (see `gcptui ls`)")
         results: list[HostResult[JobStatus]] = []
@@ -230,6 +232,21 @@ def run_gpu(args: argparse.Namespace) -> int:
         )
 
     return with_services(args, body)
+
+
+async def reachable_saying_the_rest(services: Services) -> list[Instance]:
+    """The machines ``job status`` asks (running VMs and static hosts); one line on stderr names
+    those it leaves out and why (a stopped VM was left out without a word)."""
+    from gcptui.tui.live.columns import status_word
+    from gcptui.tui.live.monitors import reachable
+
+    snapshot = await asyncio.to_thread(services.fleet.snapshot)
+    services.note_snapshot(snapshot)
+    left = [i for i in snapshot.instances if not reachable(i)]
+    if left:
+        words = ", ".join(f"{i.name} ({status_word(i)})" for i in sorted(left, key=lambda i: i.name))
+        print(f"gcptui: left out, not running: {words}", file=sys.stderr)
+    return [i for i in snapshot.instances if reachable(i)]
 
 
 def expand_groups(services: Services, names: list[str]) -> list[str]:

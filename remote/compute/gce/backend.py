@@ -9,7 +9,6 @@ Reads go through the fleet's ``ComputeReader`` (JSON, no client library import);
 from __future__ import annotations
 
 import threading
-import time
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from gcptui.remote.cloud.fleet import FleetSource, unreachable_notes
@@ -24,8 +23,10 @@ from gcptui.remote.compute.backend import (
     Rows,
     Unsupported,
 )
+from gcptui.remote.compute.ready import wait_ready
 from gcptui.remote.errors import CloudError, GcptuiError, NotFoundError
 from gcptui.remote.models import Instance, Source, State, StopCause
+from gcptui.remote.ssh.target import SshTarget, target_for_instance
 
 if TYPE_CHECKING:
     from gcptui.remote.cloud.instances import DiskOrigin
@@ -141,18 +142,17 @@ class GceBackend(Backend):
 
     def wait_running(self, name: str, zone: str) -> Instance:
         """Poll until ``name`` runs with an address (``CloudError`` when it stops or times out)."""
-        deadline = time.monotonic() + self.boot_timeout
         gce = self.fleet.gce()
-        while True:
+
+        def read() -> Instance | None:
             raw = gce.get_raw(name, zone)
-            row = instance_from_resource(raw) if raw is not None else None
-            if row is not None and row.state is State.RUNNING and (row.external_ip or row.internal_ip):
-                return row
-            if row is not None and (row.state.down or row.state is State.STOPPING):
-                raise CloudError(f"{name} stopped while starting: `gcptui vm start {name}` to try again")
-            if time.monotonic() > deadline:
-                raise CloudError(f"{name} did not start within {self.boot_timeout:.0f}s: check `gcptui ls`")
-            time.sleep(self.poll_seconds)
+            return instance_from_resource(raw) if raw is not None else None
+
+        return wait_ready(read, name, timeout=self.boot_timeout, pause=lambda _attempt: self.poll_seconds)
+
+    def ssh_target(self, row: Instance, user: str | None = None) -> SshTarget:
+        config = self.context.config
+        return target_for_instance(row, config.ssh, base_dir=config.base_dir, user=user)
 
     def exec_channel(self, row: Instance, worker: str | None = None) -> ExecChannel:
         if self.context.connect is None:

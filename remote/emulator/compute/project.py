@@ -29,7 +29,7 @@ from gcptui.remote.emulator.compute.state import (
     same_fingerprint,
     timestamp,
 )
-from gcptui.remote.emulator.core.errors import ApiError
+from gcptui.remote.emulator.core.errors import ApiError, error_body
 
 MAX_BATCH = 1000  # GCE's limit on calls in one batch request
 
@@ -172,19 +172,12 @@ class ProjectApi:
         try:
             method, target, _version = lines[0].split(" ", 2)
         except ValueError:
-            return (
-                400,
-                "Bad Request",
-                json.dumps({"error": {"code": 400, "message": "Malformed batch part."}}),
-            )
+            return 400, "Bad Request", json.dumps(error_body(400, "Malformed batch part.", "badRequest"))
         path = target.split("://", 1)[-1]
         path = path[path.index("/") :] if "://" in target else path
         if not path.startswith("/compute/v1/"):
-            return (
-                404,
-                "Not Found",
-                json.dumps({"error": {"code": 404, "message": f"{path} is not a Compute API path"}}),
-            )
+            message = f"{path} is not a Compute API path"
+            return 404, "Not Found", json.dumps(error_body(404, message, "notFound"))
         inner = dict(headers)
         for line in lines[1:]:
             name, _, value = line.partition(":")
