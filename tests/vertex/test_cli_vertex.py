@@ -102,7 +102,7 @@ def test_submit_runs_two_workers_whose_logs_follow_to_the_end_and_restart_resume
         assert "[workerpool0-0] hello from rank 0 resume" in capsys.readouterr().out.splitlines()
 
 
-def test_job_kill_cancels_and_a_mixed_name_list_is_refused(
+def test_job_kill_cancels_restart_resumes_and_a_mixed_name_list_is_refused(
     tmp_path: Path, project: Path, fake_gcs: FakeGcs, capsys: pytest.CaptureFixture[str]
 ) -> None:
     with EmulatorThread(tmp_path / "emu", ssh=False) as emu:
@@ -117,6 +117,16 @@ def test_job_kill_cancels_and_a_mixed_name_list_is_refused(
         assert capsys.readouterr().out.splitlines()[-1] == "[service] Job was cancelled."
         assert main(["job", "status", job_id, "--config", config]) == 0
         assert capsys.readouterr().out.split() == [job_id, "JOB_STATE_CANCELLED", "stopped", "step", "-"]
+        # Restarting the cancelled job resubmits it with [job] resume into the same output folder.
+        (tmp_path / "never").touch()
+        assert main(["job", "restart", job_id, "--config", config]) == 0
+        again = capsys.readouterr().out.splitlines()[-1].rsplit("/", 1)[1]
+        assert main(["logs", "-f", again, "--config", config]) == 0
+        lines = capsys.readouterr().out.splitlines()
+        assert "[workerpool0-0] hello from rank 0 resume" in lines
+        assert "[workerpool0-0] checkpoints at gs://runs/vertex/run-b/checkpoints" in lines
+        assert main(["job", "restart", again, "--config", config]) == 0  # ended: may be restarted again
+        capsys.readouterr()
         assert main(["job", "kill", job_id, "vm-a", "--config", config]) == 2
         assert main(["job", "kill", "123456789", "--config", config]) == 1
 
