@@ -327,7 +327,13 @@ class VertexJobs:
                     job, f"The replica {task.name} was preempted; Vertex AI restarts it.", "WARNING"
                 )
                 continue
-            if code != 0 and task.restarts < self.timing.max_restarts:
+            # ``scheduling.disableRetries``: a crash fails the job at once.
+            retries = (
+                0
+                if (job.body["jobSpec"].get("scheduling") or {}).get("disableRetries")
+                else self.timing.max_restarts
+            )
+            if code != 0 and task.restarts < retries:
                 task.restarts += 1
                 self._service(job, f"The replica {task.name} exited with a non-zero status of {code}; "
                               f"restarting it (restart {task.restarts}).", "WARNING")  # fmt: skip
