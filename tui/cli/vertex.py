@@ -132,7 +132,7 @@ async def vertex_job(services: Services, args: argparse.Namespace) -> int:
                                             "loss": progress.loss, "eta_seconds": progress.eta_seconds}  # fmt: skip
                 print(json.dumps(document))
             else:
-                print(f"{row.name}\t{row.status}\t{row.state}\tstep {step}")
+                print(f"{one_line(row.name)}\t{one_line(row.status)}\t{row.state}\tstep {step}")
     return 0
 
 
