@@ -58,6 +58,7 @@ class Services:
         # after a recreation, a job start's sync), so "last sync" is the VM's, not one session's.
         self.sync_batch_listeners: list[Callable[[BatchApplied], None]] = []
         self._compute: Compute | None = None
+        self.fleet.more_rows = lambda: self.compute.rows_beyond_fleet()
 
     @property
     def compute(self) -> Compute:
