@@ -11,11 +11,8 @@ import asyncio
 import json
 import re
 import sys
-from dataclasses import replace
 from typing import TextIO
 
-from gcptui.remote.cloud.fleet import FleetSnapshot, FleetSource
-from gcptui.remote.compute.backend import SHARED_FLEET, BackendContext
 from gcptui.remote.compute.vertex.backend import VertexBackend
 from gcptui.remote.compute.vertex.jobs import ENDED, job_row
 from gcptui.remote.compute.vertex.logs import LogFollower, LogLine
@@ -53,17 +50,6 @@ def resource_name(backend: VertexBackend, name: str) -> str:
     regions = ", ".join(backend.regions)
     raise GcptuiError(
         f"no Vertex AI job {name} in {regions}: see `gcptui ls` (or add its region to [vertex] regions)"
-    )
-
-
-def with_vertex_rows(source: FleetSource, snapshot: FleetSnapshot) -> FleetSnapshot:
-    """``snapshot`` with the custom jobs of ``[vertex] regions`` added (and their error lines)."""
-    backend = VertexBackend.configured(BackendContext(source.config, shared={SHARED_FLEET: source}))
-    if backend is None:
-        return snapshot
-    listed = backend.list_rows()
-    return replace(
-        snapshot, instances=snapshot.instances + listed.rows, errors=snapshot.errors + listed.errors
     )
 
 
