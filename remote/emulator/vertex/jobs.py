@@ -31,21 +31,18 @@ from typing import Any, Protocol
 
 from gcptui.remote.aio import within
 from gcptui.remote.emulator.core.errors import ApiError
+from gcptui.remote.emulator.logging.api import rfc3339  # Vertex writes into Logging: the one arrow
 from gcptui.remote.emulator.vertex.spec import duration_seconds
 
 MAX_LINE = 64 * 1024
 
 
 class LogSink(Protocol):
-    """Where task output goes: the Logging room's store (the emulator wires it; rooms stay apart)."""
+    """Where task output goes: the Logging room's ``LogStore`` (the emulator wires it)."""
 
     def write(
         self, log_id: str, resource: dict[str, Any], message: str, severity: str = "INFO"
     ) -> object: ...
-
-
-def rfc3339(moment: datetime) -> str:
-    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 FINAL = {"JOB_STATE_SUCCEEDED", "JOB_STATE_FAILED", "JOB_STATE_CANCELLED", "JOB_STATE_EXPIRED",
