@@ -17,21 +17,26 @@ beside its output and the TUI and ``gcptui logs`` fold them with the same ``Prog
 
 from __future__ import annotations
 
+import asyncio
 import io
 import re
 import tarfile
 import time
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from importlib import resources
 from typing import Any
 
-from gcptui.remote.compute.vertex.logs import LogFollower
+from gcptui.remote.compute.vertex.jobs import ENDED
+from gcptui.remote.compute.vertex.logs import LogFollower, LogLine
 from gcptui.remote.compute.vertex.rest import VertexRest
 from gcptui.remote.config import Config
 from gcptui.remote.errors import ConfigError, GcptuiError
+from gcptui.remote.safe_text import one_line, sanitize
 from gcptui.remote.sync.local_tree import scan_tree
 from gcptui.remote.sync.rules import SyncRules
 from gcptui.remote.sync.secrets import private_keys
+from gcptui.remote.telemetry.log_stream import LogChunk, LogEvent, LogNotice
 from gcptui.remote.telemetry.progress import Progress, ProgressTracker
 
 
@@ -191,3 +196,39 @@ def progress_of(rest: VertexRest, job_name: str) -> Progress:
     for line in follower.history(PROGRESS_LINES):
         tracker.feed(line.text)
     return tracker.progress
+
+
+def _display(line: LogLine) -> str:
+    """A pane's line: the task as a prefix, the job's text sanitized (colours kept)."""
+    return f"[{one_line(line.task)}] {sanitize(line.text)}"
+
+
+async def job_log_events(
+    rest: VertexRest, job_name: str, *, history_lines: int, settle_seconds: float, interval: float = 1.0
+) -> AsyncIterator[LogEvent]:
+    """A logs pane's events for a Vertex AI job: its last ``history_lines`` lines, then new ones
+    polled from Cloud Logging until the job has ended (every worker merged, task-prefixed)."""
+    from gcptui.remote.errors import GcptuiError
+
+    follower = LogFollower(rest, job_name, settle_seconds=settle_seconds)
+    shown = 0
+    yield LogNotice("connecting", "Cloud Logging")
+    try:
+        lines = await asyncio.to_thread(follower.history, history_lines)
+        shown += len(lines)
+        yield LogNotice("following", "Cloud Logging")
+        if lines:
+            yield LogChunk([_display(line) for line in lines], None, shown)
+        while True:
+            job = await asyncio.to_thread(rest.get_job, job_name)
+            ended = job.get("state") in ENDED
+            lines = await asyncio.to_thread(follower.poll, final=ended)
+            shown += len(lines)
+            if lines:
+                yield LogChunk([_display(line) for line in lines], None, shown)
+            if ended:
+                yield LogNotice("ended", str(job.get("state", "")))
+                return
+            await asyncio.sleep(interval)  # Logging has no push for REST clients: poll
+    except GcptuiError as error:
+        yield LogNotice("error", one_line(str(error)))

@@ -238,6 +238,9 @@ class MachineKeys(Screen[None]):
     def action_logs(self) -> None:
         if self.group_logs():
             return
+        if not self.marked and (row := self.selected_instance()) is not None and row.source == "vertex":
+            self.actions.open_logs([row.name])  # a Vertex AI job's logs come from Cloud Logging, not SSH
+            return
         # A stopped VM is said at once, as s and K do (its pane used to say "connecting…" for ~20 s).
         if any(self.snapshot and self.snapshot.find(n) for n in self.marked):
             names = [i.name for i in self._marked_reachable()]
