@@ -240,6 +240,10 @@ class GcptuiApp(Telling, KeepAliveControls, App[None]):
     # -- acting on machines (act, act_all: tui/telling.py) -------------------------------------------
 
     async def job_action(self, action: str, instance: Instance) -> str | None:
+        if instance.source == "vertex" and action == "kill":  # a Vertex AI job: cancel, asynchronous
+            await asyncio.to_thread(self.services.compute.of(instance).cancel, instance)  # type: ignore[attr-defined]
+            self.refresh_fleet()
+            return f"{instance.name}: cancel requested"
         target = self.services.target(instance)
         if action in ("start", "restart"):
             await self.monitors.barrier(instance)  # the VM holds the current tree first

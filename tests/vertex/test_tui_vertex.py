@@ -11,7 +11,7 @@ from gcptui.remote.emulator import Emulator
 from gcptui.remote.emulator.vertex.jobs import wait_state
 from gcptui.tui.app import GcptuiApp
 from gcptui.tui.logs.screen import LogsScreen
-from tests.tui.test_fleet_jobs import until
+from tests.tui.test_fleet_jobs import question, until
 
 
 async def test_l_on_a_vertex_job_opens_its_cloud_logging_lines(emulator: Emulator, tmp_path: Path) -> None:
@@ -41,3 +41,10 @@ async def test_l_on_a_vertex_job_opens_its_cloud_logging_lines(emulator: Emulato
             pilot,
             lambda: any("[workerpool0-0] hello from vertex" in line for line in pane.view.visible_lines()),
         )
+
+        await pilot.press("escape")
+        await until(pilot, lambda: app.screen is screen)
+        await pilot.press("K")
+        await until(pilot, lambda: "Cancel the Vertex AI job" in question(app))  # asked first
+        await pilot.press("y")
+        await until(pilot, lambda: job.state == "JOB_STATE_CANCELLED")

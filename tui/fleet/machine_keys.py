@@ -142,6 +142,11 @@ class MachineKeys(Screen[None]):
         return job.state if job is not None and job.state != "running" else None
 
     def action_job_kill(self) -> None:
+        job = self.selected_instance()
+        if not self.marked and job is not None and job.source == "vertex":  # cancelled through Vertex AI
+            ask = "Cancel the Vertex AI job {name}? (Vertex stops its workers; `job restart` resumes it)"
+            self._act("Cancel job", [job], lambda inst: self.actions.job_action("kill", inst), ask)
+            return
         grace = self.stop_grace_seconds
         question = f"Kill the job on {{name}}? (SIGTERM, SIGKILL after {grace:g}s)"
         if self.selected_group() is not None:
