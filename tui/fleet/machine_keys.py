@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 from textual.screen import Screen
 
 from gcptui.remote.cloud.fleet import FleetSnapshot
-from gcptui.remote.models import Instance
+from gcptui.remote.models import Instance, State
 from gcptui.tui.dialogs.choice import ChoiceScreen
 from gcptui.tui.dialogs.confirm import ConfirmScreen
 from gcptui.tui.fleet.actions import FleetActions
@@ -20,9 +20,6 @@ from gcptui.tui.fleet.rerun import ENDED_STATES, RERUN_ANSWERS, ended_words, rer
 from gcptui.tui.live.columns import status_word
 from gcptui.tui.live.monitors import reachable
 from gcptui.tui.live.state import Live
-
-# A VM in one of these has nothing left to stop: X says so instead of asking.
-STOPPED_STATES = frozenset({"TERMINATED", "STOPPING", "SUSPENDED", "SUSPENDING"})
 
 
 class MachineKeys(Screen[None]):
@@ -172,18 +169,15 @@ class MachineKeys(Screen[None]):
 
     def action_vm_start(self) -> None:
         instance = self.selected_instance()
-        if (
-            instance is not None
-            and instance.source == "gce"
-            and instance.status in ("RUNNING", "PROVISIONING", "STAGING")
-        ):
+        if instance is not None and instance.state in (State.RUNNING, State.PROVISIONING):
             self.notify(f"{instance.name} is already {status_word(instance)}", title="Start VM")
             return
         self._vm("Start VM", "start")
 
     def action_vm_stop(self) -> None:
         instance = self.selected_instance()
-        if instance is not None and instance.source == "gce" and instance.status in STOPPED_STATES:
+        # Down or on its way down: nothing left to stop, X says so instead of asking.
+        if instance is not None and (instance.state.down or instance.state is State.STOPPING):
             self.notify(
                 f"{instance.name} is not running ({status_word(instance)}): nothing to stop", title="Stop VM"
             )
