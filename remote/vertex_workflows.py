@@ -198,6 +198,16 @@ def progress_of(rest: VertexRest, job_name: str) -> Progress:
     return tracker.progress
 
 
+def settle_seconds(config: Config) -> float:
+    """How long the log follow leaves Logging to make entries visible: none on the emulator (its
+    entries are visible once written), gcloud's 5 s on Google."""
+    from gcptui.remote.cloud.auth import is_local_endpoint
+    from gcptui.remote.compute.vertex.logs import GOOGLE_SETTLE_SECONDS
+
+    gcp = config.gcp
+    return 0.0 if gcp is not None and is_local_endpoint(gcp.api_endpoint) else GOOGLE_SETTLE_SECONDS
+
+
 def _display(line: LogLine) -> str:
     """A pane's line: the task as a prefix, the job's text sanitized (colours kept)."""
     return f"[{one_line(line.task)}] {sanitize(line.text)}"

@@ -19,7 +19,7 @@ from gcptui.remote.compute.vertex.logs import LogFollower, LogLine
 from gcptui.remote.errors import ConfigError, GcptuiError
 from gcptui.remote.safe_text import one_line, sanitize
 from gcptui.remote.services import Services
-from gcptui.remote.vertex_workflows import SubmitOptions, prepare, progress_of, resubmit_body
+from gcptui.remote.vertex_workflows import SubmitOptions, prepare, progress_of, resubmit_body, settle_seconds
 from gcptui.tui.cli.common import with_services
 
 _ID = re.compile(r"[0-9]{6,25}")
@@ -53,14 +53,6 @@ def resource_name(backend: VertexBackend, name: str) -> str:
     )
 
 
-def _settle(services: Services) -> float:
-    from gcptui.remote.cloud.auth import is_local_endpoint
-    from gcptui.remote.compute.vertex.logs import GOOGLE_SETTLE_SECONDS
-
-    gcp = services.config.gcp
-    return 0.0 if gcp is not None and is_local_endpoint(gcp.api_endpoint) else GOOGLE_SETTLE_SECONDS
-
-
 def format_line(line: LogLine, terminal: bool) -> str:
     text = sanitize(line.text) if terminal else line.text.replace("\r", "")
     return f"[{one_line(line.task)}] {text}"
@@ -73,7 +65,9 @@ def print_job_logs(services: Services, names: list[str], *, follow: bool, lines:
     terminal = out.isatty()
     backend = backend_of(services)
     for name in names:
-        follower = LogFollower(backend.rest(), resource_name(backend, name), settle_seconds=_settle(services))
+        follower = LogFollower(
+            backend.rest(), resource_name(backend, name), settle_seconds=settle_seconds(services.config)
+        )
         shown = follower.history(lines) if not follow or lines else []
         for line in shown:
             print(format_line(line, terminal), file=out, flush=True)

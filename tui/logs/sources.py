@@ -25,15 +25,13 @@ def log_events(get: FollowingGetter, path: str, history_lines: int) -> AsyncIter
 
 def vertex_events(services: Services, instance: Instance, logs: LogsConfig) -> AsyncIterator[LogEvent]:
     """A Vertex AI job's lines from Cloud Logging (``remote/vertex_workflows.py``)."""
-    from gcptui.remote.cloud.auth import is_local_endpoint
-    from gcptui.remote.compute.vertex.logs import GOOGLE_SETTLE_SECONDS
-    from gcptui.remote.vertex_workflows import job_log_events
+    from gcptui.remote.vertex_workflows import job_log_events, settle_seconds
 
-    backend = services.compute.of(instance)
-    gcp = services.config.gcp
-    settle = 0.0 if gcp is not None and is_local_endpoint(gcp.api_endpoint) else GOOGLE_SETTLE_SECONDS
+    rest = services.compute.of(instance).rest()  # type: ignore[attr-defined]
     name = instance.instance_id or instance.name
-    return job_log_events(backend.rest(), name, history_lines=logs.history_lines, settle_seconds=settle)  # type: ignore[attr-defined]
+    return job_log_events(
+        rest, name, history_lines=logs.history_lines, settle_seconds=settle_seconds(services.config)
+    )
 
 
 def pane_sources(
