@@ -25,7 +25,7 @@ import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from importlib import resources
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gcptui.remote.compute.vertex.jobs import ENDED
 from gcptui.remote.compute.vertex.logs import LogFollower, LogLine
@@ -38,6 +38,10 @@ from gcptui.remote.sync.rules import SyncRules
 from gcptui.remote.sync.secrets import private_keys
 from gcptui.remote.telemetry.log_stream import LogChunk, LogEvent, LogNotice
 from gcptui.remote.telemetry.progress import Progress, ProgressTracker
+
+if TYPE_CHECKING:
+    from gcptui.remote.compute.registry import Compute
+    from gcptui.remote.models import Instance
 
 
 def BOOTSTRAP() -> str:  # noqa: N802 - a constant read on use
@@ -196,6 +200,14 @@ def progress_of(rest: VertexRest, job_name: str) -> Progress:
     for line in follower.history(PROGRESS_LINES):
         tracker.feed(line.text)
     return tracker.progress
+
+
+def is_vertex_job(compute: Compute, row: Instance) -> bool:
+    """Whether ``row`` is a Vertex AI job (its lines in Cloud Logging, cancelled through Vertex AI),
+    asked of the backend that listed it: faces never test a row's ``source``."""
+    from gcptui.remote.compute.vertex.backend import VertexBackend
+
+    return isinstance(compute.backends.get(row.source), VertexBackend)
 
 
 def settle_seconds(config: Config) -> float:

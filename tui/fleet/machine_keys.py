@@ -140,7 +140,9 @@ class MachineKeys(Screen[None]):
 
     def action_job_kill(self) -> None:
         job = self.selected_instance()
-        if not self.marked and job is not None and job.source == "vertex":  # cancelled through Vertex AI
+        if (
+            not self.marked and job is not None and self.actions.is_vertex_job(job)
+        ):  # cancelled through Vertex AI
             ask = "Cancel the Vertex AI job {name}? (Vertex stops its workers; `job restart` resumes it)"
             self._act("Cancel job", [job], lambda inst: self.actions.job_action("kill", inst), ask)
             return
@@ -237,7 +239,11 @@ class MachineKeys(Screen[None]):
     def action_logs(self) -> None:
         if self.group_logs():
             return
-        if not self.marked and (row := self.selected_instance()) is not None and row.source == "vertex":
+        if (
+            not self.marked
+            and (row := self.selected_instance()) is not None
+            and self.actions.is_vertex_job(row)
+        ):
             self.actions.open_logs([row.name])  # a Vertex AI job's logs come from Cloud Logging, not SSH
             return
         # A stopped VM is said at once, as s and K do (its pane used to say "connecting…" for ~20 s).

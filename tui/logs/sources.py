@@ -43,9 +43,11 @@ def pane_sources(
     """
     sources: list[PaneSource] = []
     unreachable: list[str] = []
+    from gcptui.remote.vertex_workflows import is_vertex_job
+
     for name in names:
         instance = snapshot.find(name)
-        if instance is not None and instance.source == "vertex":  # a Vertex AI job: Cloud Logging
+        if instance is not None and is_vertex_job(services.compute, instance):  # its lines: Cloud Logging
             sources.append(PaneSource(name, functools.partial(vertex_events, services, instance, logs)))
             continue
         if instance is None or services.target_or_none(instance) is None:
