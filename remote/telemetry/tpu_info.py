@@ -53,8 +53,13 @@ def parse_tpu_info(text: str) -> list[GpuSample]:
             if found and chips < MAX_CHIPS:
                 chip_type = f"TPU {found.group(1)}"
                 chips += 1
-        elif section == "TPU Runtime Utilization" and len(cells) >= 3 and cells[0].isdigit():
-            index = int(cells[0])
+        elif (
+            section == "TPU Runtime Utilization"
+            and len(cells) >= 3
+            and cells[0].isascii()
+            and cells[0].isdigit()
+        ):
+            index = int(cells[0][:6])  # ASCII digits ("²".isdigit() is True; int() refuses it)
             hbm, duty = _HBM.match(cells[1]), _PERCENT.match(cells[2])
             if index >= MAX_CHIPS or hbm is None:
                 continue
