@@ -144,6 +144,13 @@ class MachineKeys(Screen[None]):
         return job.state if job is not None and job.state != "running" else None
 
     def action_job_kill(self) -> None:
+        job = self.selected_instance()
+        if (
+            not self.marked and job is not None and self.actions.is_vertex_job(job)
+        ):  # cancelled through Vertex AI
+            ask = "Cancel the Vertex AI job {name}? (Vertex stops its workers; `job restart` resumes it)"
+            self._act("Cancel job", [job], lambda inst: self.actions.job_action("kill", inst), ask)
+            return
         grace = self.stop_grace_seconds
         question = f"Kill the job on {{name}}? (SIGTERM, SIGKILL after {grace:g}s)"
         if self.selected_group() is not None:
@@ -235,6 +242,13 @@ class MachineKeys(Screen[None]):
 
     def action_logs(self) -> None:
         if self.group_logs():
+            return
+        if (
+            not self.marked
+            and (row := self.selected_instance()) is not None
+            and self.actions.is_vertex_job(row)
+        ):
+            self.actions.open_logs([row.name])  # a Vertex AI job's logs come from Cloud Logging, not SSH
             return
         # A stopped VM is said at once, as s and K do (its pane used to say "connecting…" for ~20 s).
         if any(self.snapshot and self.snapshot.find(n) for n in self.marked):
