@@ -109,8 +109,8 @@ class ResumableTrainer(transformers.Trainer):
     Trainer's own checkpoints are not needed (and not resumed from).
     """
 
-    _RUN_OPTIONS = ("checkpoint_every", "log_every", "keep", "config", "resume", "description", "stateful",
-                    "metrics_path", "exit_on_preemption", "echo")  # fmt: skip
+    _RUN_OPTIONS = ("checkpoint_every", "log_every", "keep", "config", "config_may_change", "resume",
+                    "description", "stateful", "metrics_path", "exit_on_preemption", "echo", "artifacts")  # fmt: skip
 
     def __init__(self, *args: Any, run_dir: Path | str, **kwargs: Any) -> None:
         options = {name: kwargs.pop(name) for name in self._RUN_OPTIONS if name in kwargs}

@@ -41,7 +41,7 @@ from .portable import check_portable, portable_snapshot
 from .preemption import PreemptionSignal
 from .restore import load_for_resume
 from .rng import capture_rng_state, restore_rng_state, seed_new_rank
-from .state import apply_state, collect_state, json_normal, model_identity
+from .state import apply_state, check_name_now, collect_state, model_identity, run_config
 
 # 128 + SIGTERM: the shell's code for "ended by SIGTERM"; the run is not done, and says so.
 PREEMPTED_EXIT_CODE = 143
@@ -84,6 +84,8 @@ class ResumableRun:
         metrics_path: where protocol lines go; default `$GCPTUI_METRICS`, else run_dir/metrics.jsonl.
         exit_on_preemption: after a preemption save, raise Preempted (a SystemExit with code 143);
             when False, add_progress/check_preemption return the stop and `preempted` is True.
+        preemption_signals: the signals that mean "save and stop" (SIGTERM: GCE's notice; add e.g.
+            SIGUSR1 for a scheduler that warns with it). Ctrl-C (SIGINT) gives the handlers back.
         reshard: accept a checkpoint written by another number of processes (a resharding resume).
             Only for data parallelism where every rank holds the whole model and optimizer state
             (DDP; rank 0's copy is loaded on every rank): the step, epoch and position continue as
@@ -93,6 +95,10 @@ class ResumableRun:
             streams; new ones start streams seeded from (step, rank).
         echo: also print each progress line and event to stdout (False: only the metrics file,
             warnings still go to stderr).
+        config_may_change: names in `config` left out of the comparison, e.g. when `config` is
+            the whole argparse namespace: `config=args, config_may_change=("run_dir", "log_every")`.
+        artifacts: the names `save_artifact` will be given, checked when the run is built; a
+            name not among them is refused at its save (TrainerError).
     """
 
     def __init__(
@@ -118,6 +124,8 @@ class ResumableRun:
         preemption_signals: tuple[int, ...] = (signal.SIGTERM,),
         reshard: bool = False,
         echo: bool = True,
+        config_may_change: tuple[str, ...] = (),
+        artifacts: tuple[str, ...] | None = None,
     ) -> None:
         self.run_dir = Path(run_dir)
         self.artifacts_dir = self.run_dir / "artifacts"
@@ -131,7 +139,9 @@ class ResumableRun:
         self.exit_on_preemption = exit_on_preemption
         self._model, self._optimizer, self._scheduler, self._scaler = model, optimizer, scheduler, scaler
         self._stateful = dict(stateful or {})
-        self._config = json_normal(config or {})
+        self._config = run_config(config, config_may_change)
+        # Names declared up front are checked now, not at the first save an epoch in.
+        self._artifact_names = None if artifacts is None else {check_name_now(name) for name in artifacts}
         self._identity = model_identity(model, description)
         # Fail now, not at the first checkpoint an hour in, if the state as it is cannot be saved.
         for part, value in collect_state(model, optimizer, scheduler, scaler, self._stateful).items():
@@ -318,6 +328,11 @@ class ResumableRun:
         A reader sees the previous or the new file whole, never half of one, even after kill -9.
         Only rank 0 writes; returns the path (`artifact_path(name)`).
         """
+        if self._artifact_names is not None and name not in self._artifact_names:
+            raise TrainerError(
+                f"artifact {name!r} is not among those declared (artifacts={sorted(self._artifact_names)}): "
+                "add it there or fix the name"
+            )
         path = self.artifact_path(name)
         if self._is_writer:
             write_artifact(path, obj_or_path)
