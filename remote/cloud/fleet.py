@@ -11,13 +11,14 @@ from __future__ import annotations
 import dataclasses
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
 from gcptui.remote.config import Config, GcpConfig
 from gcptui.remote.errors import CloudError, ConfigError
-from gcptui.remote.models import Instance
+from gcptui.remote.models import Instance, State
 
 if TYPE_CHECKING:
     from gcptui.remote.cloud.compute_rest import ComputeReader
@@ -50,9 +51,12 @@ def unreachable_notes(zones: list[str]) -> tuple[str, ...]:
 
 
 def host_instances(config: Config) -> list[Instance]:
-    """Static ``[[hosts]]`` as fleet rows; their state is known only once SSH reaches them."""
+    """Static ``[[hosts]]`` as fleet rows, status UNKNOWN and state ``unknown``: gcptui neither starts
+    nor stops them, and whether one answers is known only once SSH reaches it."""
     return [
-        Instance(name=h.name, zone="", status="UNKNOWN", external_ip=h.address, source="host")
+        Instance(
+            name=h.name, zone="", status="UNKNOWN", external_ip=h.address, source="host", state=State.UNKNOWN
+        )
         for h in config.hosts
     ]
 
@@ -73,6 +77,9 @@ class FleetSource:
         # thousands of SKUs) while the table shows the old cache or the bundled table, marked.
         self.background_prices = False
         self._price_loader: threading.Thread | None = None
+        # The rows of the other kinds of compute (TPU nodes, Vertex AI jobs, GKE workloads), added to each
+        # snapshot: set by ``Services`` from the compute registry (this module sits below it).
+        self.more_rows: Callable[[], tuple[list[Instance], list[str]]] | None = None
 
     @property
     def gcp(self) -> GcpConfig | None:
@@ -172,7 +179,7 @@ class FleetSource:
             elif self._price_loader is None or not self._price_loader.is_alive():
                 from gcptui.remote.cloud.price_catalog import quick_price_book
 
-                quick, fresh = quick_price_book()
+                quick, fresh = quick_price_book(endpoint=self._catalog_endpoint())
                 if fresh:
                     self._prices, self._prices_read = quick, time.monotonic()
                 else:
@@ -184,14 +191,17 @@ class FleetSource:
                     self._price_loader.start()
         return self._prices
 
-    def _load_prices(self) -> None:
+    def _catalog_endpoint(self) -> str:
         from gcptui.remote.cloud.auth import is_local_endpoint
-        from gcptui.remote.cloud.price_catalog import load_price_book
 
         assert self.gcp is not None
         # The emulator serves the catalog on its own endpoint; a real override is Compute's alone.
-        endpoint = self.gcp.api_endpoint if is_local_endpoint(self.gcp.api_endpoint) else ""
-        book = load_price_book(endpoint, self.reader().session)
+        return self.gcp.api_endpoint if is_local_endpoint(self.gcp.api_endpoint) else ""
+
+    def _load_prices(self) -> None:
+        from gcptui.remote.cloud.price_catalog import load_price_book
+
+        book = load_price_book(self._catalog_endpoint(), self.reader().session)
         self._prices, self._prices_read = book, time.monotonic()
 
     def wait_for_prices(self, timeout: float) -> bool:
@@ -227,7 +237,12 @@ class FleetSource:
             if book is not None and book.note:
                 errors += (f"prices: {book.source} ({book.as_of}): {book.note}",)
         instances.extend(host_instances(self.config))
-        instances.sort(key=lambda i: (i.source != "gce", i.zone, i.name))
+        if self.more_rows is not None:
+            rows, notes = self.more_rows()
+            instances.extend(rows)
+            errors += tuple(notes)
+        order = {"gce": 0, "tpu": 1, "vertex": 2, "gke": 3, "host": 4}
+        instances.sort(key=lambda i: (order.get(i.source, 5), i.zone, i.name))
         return FleetSnapshot(tuple(instances), datetime.now(UTC), self.describe(), errors)
 
     def _login_notes(self, instances: list[Instance]) -> tuple[str, ...]:

@@ -2,7 +2,9 @@
 
 The SVG is drawn here (a few dozen lines of markup, no plotting dependency): scatter plots of the
 metric against each parameter (log axis for ``log_uniform`` ones), line plots of the best trials'
-metric curves, and a bar chart of trial durations.
+metric curves, and a bar chart of trial durations. The parameter importances and the optimization
+history come from Optuna's own functions over the sweep's ended trials (remote/sweep/study.py), for
+every search: ``importances.csv``/``.svg``, ``history.csv``/``.svg``, and both in ``results.json``.
 """
 
 from __future__ import annotations
@@ -11,12 +13,17 @@ import csv
 import io
 import json
 import math
+import os
+import tempfile
 from collections.abc import Sequence
 from html import escape
 from pathlib import Path
 from typing import Any
 
+from gcptui.remote.errors import ConfigError
 from gcptui.remote.sweep.state import SweepState, Trial
+from gcptui.remote.sweep.study import history, importances, study_from_state
+from gcptui.remote.sweep.trials import trial_id
 
 WIDTH, HEIGHT, PAD = 640, 400, 56
 COLORS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f"]
@@ -33,6 +40,7 @@ def rows(state: SweepState) -> list[dict[str, Any]]:
             state.spec.metric: t.metric, f"best_{state.spec.metric}": t.best_metric, "step": t.step,
             "total_steps": t.total_steps, "attempts": t.attempts, "failures": t.failures,
             "exit_code": t.exit_code, "duration_s": None if t.duration is None else round(t.duration, 3),
+            "pruned_at_step": t.pruned_at_step,
             "leader": leader is not None and t.id == leader.id, "run_dir": t.run_dir,
         })  # fmt: skip
         out.append(row)
@@ -67,15 +75,35 @@ def write_report(state: SweepState, folder: Path, best: int = 5) -> list[Path]:
     written: list[Path] = []
 
     def put(name: str, text: str) -> None:
+        # --out may be a shared folder: the part file is a new one (O_EXCL), never a planted link
+        # written through (O_NOFOLLOW); the rename replaces a link at the name, not its target.
         path = folder / name
-        tmp = path.with_suffix(path.suffix + ".part")
-        tmp.write_text(text, encoding="utf-8")
-        tmp.replace(path)
+        fd, tmp = tempfile.mkstemp(prefix=f".{name}.", suffix=".part", dir=folder)
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as file:
+                file.write(text)
+            os.chmod(tmp, 0o644)
+            os.replace(tmp, path)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
         written.append(path)
 
     put("results.csv", table_csv(state))
+    shares, best_so_far = analysis(state)
     put("results.json", json.dumps({"sweep": state.name, "metric": state.spec.metric,
-                                    "goal": state.spec.goal, "trials": rows(state)}, indent=1) + "\n")  # fmt: skip
+                                    "goal": state.spec.goal, "trials": rows(state),
+                                    "importances": shares,
+                                    "history": [{"trial": trial_id(i), "value": v, "best": b}
+                                                for i, v, b in best_so_far]}, indent=1) + "\n")  # fmt: skip
+    put("importances.csv", "parameter,importance\n" + "".join(f"{k},{v}\n" for k, v in shares.items()))
+    put("history.csv", f"trial,{state.spec.metric},best\n"
+        + "".join(f"{trial_id(i)},{v},{b}\n" for i, v, b in best_so_far))  # fmt: skip
+    put("importances.svg", bars(list(shares.items()), f"parameter importances for {state.spec.metric}",
+                                "parameter", "importance"))  # fmt: skip
+    put("history.svg", lines(
+        [("trial", [(float(i), v) for i, v, _ in best_so_far]), ("best", [(float(i), b) for i, _, b in best_so_far])],
+        "trial", state.spec.metric, "optimization history"))  # fmt: skip
     metric = state.spec.metric
     done = [t for t in state.trials if t.metric is not None]
     for name, param in state.spec.params.items():
@@ -174,11 +202,22 @@ def lines(curves: list[tuple[str, list[tuple[float, float]]]], x_label: str, y_l
     return _frame(title, body)
 
 
-def bars(values: list[tuple[str, float]], title: str) -> str:
+def analysis(state: SweepState) -> tuple[dict[str, float], list[tuple[int, float, float]]]:
+    """(parameter importances, optimization history) of the sweep; empty without Optuna."""
+    try:
+        study = study_from_state(state)
+    except ConfigError:  # Optuna not installed: the report goes on without them
+        return {}, []
+    return importances(study), history(study)
+
+
+def bars(
+    values: list[tuple[str, float]], title: str, x_label: str = "trial", y_label: str = "seconds"
+) -> str:
     """One bar per named value."""
     top, bottom = 30, HEIGHT - PAD
     y = _Axis([0.0, *(v for _, v in values)], bottom, top)
-    body = _axes(_Axis([0.0, 1.0], PAD, WIDTH - 20), y, "trial", "seconds")[:2]
+    body = _axes(_Axis([0.0, 1.0], PAD, WIDTH - 20), y, x_label, y_label)[:2]
     width = (WIDTH - 20 - PAD) / max(1, len(values))
     for k, (name, value) in enumerate(values):
         left = PAD + k * width + 2

@@ -13,6 +13,11 @@ holds its trials until it is back and synced, while the other VMs go on.
 A VM that is not RUNNING while its trial runs was preempted (or stopped): the trial stays running;
 keep-alive (or, after ``relaunch_after`` seconds, this loop) restarts its job with the trial's
 resume command once the VM is back.
+
+A model-based sweep (``search = "tpe" | "cmaes" | "gp"``) has a study (remote/sweep/study.py): a trial
+is asked from it when a slot frees (up to ``count``), told how it ended, and fed its metric at every
+step it logs; one the pruner calls a loser is killed (SIGTERM: its checkpoints stay) and recorded as
+``pruned`` in the same poll, and its slot goes to the next trial.
 """
 
 from __future__ import annotations
@@ -22,17 +27,19 @@ import time
 from collections.abc import Callable
 
 from gcptui.remote.aio import cancel_and_wait
+from gcptui.remote.compute.backend import Capability
 from gcptui.remote.config import JobConfig
 from gcptui.remote.errors import GcptuiError
 from gcptui.remote.jobs.protocol import JobStatus
 from gcptui.remote.jobs.runner import JobAlreadyRunningError
 from gcptui.remote.keepalive.resume_rule import CUT_SHORT
-from gcptui.remote.models import Instance
+from gcptui.remote.models import Instance, State
 from gcptui.remote.services import Services
 from gcptui.remote.ssh.errors import SshUnreachableError
 from gcptui.remote.ssh.target import SshTarget
 from gcptui.remote.sweep.recovery import sweep_keepalive
 from gcptui.remote.sweep.state import ACTIVE, SweepState, Trial, save_state
+from gcptui.remote.sweep.study import SweepStudy, journal_path
 from gcptui.remote.sweep.vmside import TrialJobRunner, VmReader, in_slot, pinned_devices, trial_job
 from gcptui.remote.sync import SyncError, SyncLostError
 
@@ -57,6 +64,7 @@ class Scheduler:
         relaunch_after: float = 60.0,
         on_change: Callable[[SweepState], None] | None = None,
         sync: bool = False,
+        study: SweepStudy | None = None,
     ) -> None:
         self.services = services
         self.state = state
@@ -74,6 +82,9 @@ class Scheduler:
         self.sync = sync
         self._synced: set[str] = set()  # VMs that got the tree in this run
         self._sync_locks: dict[str, asyncio.Lock] = {}
+        self.study = study
+        if study is None and self.spec.model_based:
+            self.study = SweepStudy.open(state, journal_path(state.name))
 
     # ---- the loop ---------------------------------------------------------------------------
 
@@ -108,7 +119,7 @@ class Scheduler:
             await asyncio.gather(*(self._follow(t) for t in active))
             await self._fill()
             await self._shut_down_idle()
-            if not any(t.state in (*ACTIVE, "queued") for t in self.state.trials):
+            if not any(t.state in (*ACTIVE, "queued") for t in self.state.trials) and not self._to_ask():
                 break
             idle = not any(t.state in ACTIVE for t in self.state.trials)
             if idle and not self._usable() and not any(self._coming_back(vm) for vm in self.spec.vm_names):
@@ -120,6 +131,10 @@ class Scheduler:
         self.state.finished_at = self.state.finished_at or time.time()
         self._save()
         return self.state
+
+    def _to_ask(self) -> int:
+        """Trials the study is still to be asked for (0 without a study)."""
+        return self.study.budget_left(self.state) if self.study is not None else 0
 
     def _save(self) -> None:
         save_state(self.state)
@@ -144,7 +159,7 @@ class Scheduler:
 
     def _running(self, vm: str) -> bool:
         instance = self.instances.get(vm)
-        return instance is not None and (instance.source == "host" or instance.status == "RUNNING")
+        return instance is not None and instance.state.reachable
 
     def _target(self, vm: str) -> SshTarget | None:
         instance = self.instances.get(vm)
@@ -155,7 +170,7 @@ class Scheduler:
         instance = self.instances.get(vm)
         if instance is None or vm in self.state.vms_done:
             return False
-        if instance.status in ("PROVISIONING", "STAGING", "STOPPING", "REPAIRING"):
+        if instance.state in (State.PROVISIONING, State.STOPPING):
             return True
         return instance.preempted and self.keepalive_on
 
@@ -184,6 +199,11 @@ class Scheduler:
             free.extend((vm, slot) for slot in range(self.slots(vm)) if slot not in taken)
         free.sort(key=lambda pair: pair[1])
         queued = [t for t in self.state.trials if t.state == "queued"]
+        if self.study is not None and len(free) > len(queued):
+            asked = [self.study.ask(self.state) for _ in range(min(len(free) - len(queued), self._to_ask()))]
+            queued += asked
+            if asked:
+                self._save()
         await asyncio.gather(
             *(self._start(trial, vm, slot) for trial, (vm, slot) in zip(queued, free, strict=False))
         )
@@ -312,6 +332,8 @@ class Scheduler:
                 trial.recovering = False
                 self._save()
             await self._update_metrics(trial, target)
+            if self.study is not None and self.study.report(trial):
+                await self._prune(trial, target)
         elif status.state == "exited" and status.exit_code == 0:
             await self._finish(trial, target)
         elif _preempted(status, trial):
@@ -340,7 +362,32 @@ class Scheduler:
         trial.recovering = False  # settled: nothing is waiting for its VM any more
         self.runner.trial_jobs.pop((trial.vm or "", trial.slot), None)
         self._save()
+        self._tell(trial)
         self.say(f"{trial.id} finished on {trial.vm}: {self.spec.metric} {trial.metric}")
+
+    async def _prune(self, trial: Trial, target: SshTarget) -> None:
+        """Stop a trial the pruner calls a loser: its job killed (SIGTERM, so the trainer keeps its
+        checkpoint), the trial recorded ``pruned`` at its last reported step, the study told."""
+        try:
+            await self.runner.kill(target)
+        except GcptuiError as err:
+            self.say(f"warning: {trial.id}: could not stop it on {trial.vm} ({err}): trying again")
+            return
+        trial.state, trial.ended_at = "pruned", time.time()
+        trial.pruned_at_step = trial.curve[-1][0] if trial.curve else trial.step
+        trial.recovering = False
+        self.runner.trial_jobs.pop((trial.vm or "", trial.slot), None)
+        self._save()
+        self._tell(trial)
+        self.say(
+            f"{trial.id} pruned on {trial.vm} at step {trial.pruned_at_step}: {self.spec.metric} {trial.metric}"
+        )
+
+    def _tell(self, trial: Trial) -> None:
+        # After the save: a crash between the two is told when the study is opened again (once).
+        if self.study is not None:
+            self.study.report(trial)
+            self.study.tell(trial)
 
     async def _fail(self, trial: Trial, target: SshTarget, code: int | None, why: str) -> None:
         await self._update_metrics(trial, target)
@@ -360,6 +407,7 @@ class Scheduler:
             )
         else:
             trial.state, trial.ended_at = "failed", time.time()
+            self._tell(trial)
             self.say(
                 f"{trial.id} failed on {vm} (exit code {code}, {why}): given up after {trial.failures} failure(s)"
             )
@@ -387,11 +435,13 @@ class Scheduler:
         """Stop (or delete) each VM whose last trial ended, once nothing is left in the queue."""
         if self.spec.at_end == "none" or any(t.state == "queued" for t in self.state.trials):
             return
+        if self._to_ask():
+            return
         for vm in self.spec.vm_names:
             instance = self.instances.get(vm)
             if vm in self.state.vms_done or instance is None or self.state.on_vm(vm):
                 continue
-            if instance.source != "gce":
+            if not self.services.compute.can(instance, Capability.STOP):
                 self.state.vms_done.append(vm)  # a static host cannot be stopped: just done with it
                 continue
             gce = self.services.fleet.gce()

@@ -5,7 +5,7 @@ name = "lr-bs"
 command = "python -m gcptui_trainer --run-dir {run_dir} --steps 200 --lr {lr} --batch-size {batch_size} --resume"
 metric = "val_loss"
 goal = "min"
-search = "random"        # or "grid"
+search = "random"        # or "grid"; "tpe" | "cmaes" | "gp": Optuna asks each trial as a slot frees
 seed = 0
 count = 12               # random: trials to draw; grid: at most this many (0: the whole grid)
 vms = ["vm-0", "vm-1"]
@@ -111,6 +111,33 @@ class StepParam(_Strict):
 
 
 Param = Annotated[ListParam | RangeParam | StepParam, Field(discriminator="kind")]
+Search = Literal["grid", "random", "tpe", "cmaes", "gp"]
+MODEL_BASED = ("tpe", "cmaes", "gp")  # an Optuna study picks each trial from the ones that ended
+
+
+class PruneSpec(_Strict):
+    """``[prune]``: stop a trial whose metric at a step is worse than the others' at that step
+    (Optuna's pruners, fed with the metric at every step the trial reports)."""
+
+    rule: Literal["median", "percentile", "hyperband", "none"] = "median"
+    warmup_steps: int = Field(default=0, ge=0, description="Steps a trial runs before it may be pruned.")
+    min_trials: int = Field(
+        default=5, ge=0, description="median/percentile: trials that ended before any is pruned."
+    )
+    interval_steps: int = Field(default=1, ge=1, description="Check every N steps (after the warmup).")
+    percentile: float = Field(default=25.0, gt=0, lt=100, description="percentile: the cut (best N %).")
+    min_resource: int = Field(default=1, ge=1, description="hyperband: steps of the first rung.")
+    max_resource: int | Literal["auto"] = Field(
+        default="auto", description="hyperband: a trial's full steps (auto: from the first to end)."
+    )
+    reduction_factor: int = Field(default=3, ge=2, description="hyperband: 1/N of the trials go on per rung.")
+
+    @field_validator("max_resource")
+    @classmethod
+    def _positive(cls, value: int | str) -> int | str:
+        if isinstance(value, int) and value < 1:
+            raise ValueError(f'must be at least 1 (or "auto"), not {value}')
+        return value
 
 
 class VmsFrom(_Strict):
@@ -170,9 +197,14 @@ class SweepSpec(_Strict):
         description="Template of the command that continues a trial (retry, preemption). Empty: `command`.",
     )
     params: dict[str, Param] = Field(min_length=1)
-    search: Literal["grid", "random"] = "random"
+    search: Search = "random"
     seed: int = 0
-    count: int = Field(default=0, ge=0, description="random: trials drawn; grid: the first COUNT (0: all).")
+    count: int = Field(
+        default=0, ge=0, description="random, tpe, cmaes, gp: trials run; grid: the first COUNT (0: all)."
+    )
+    prune: PruneSpec = Field(
+        default=PruneSpec(rule="none"), description="Stop losing trials early (tpe, cmaes, gp)."
+    )
     metric: str = Field(description="The progress-protocol key compared across trials, e.g. `val_loss`.")
     goal: Literal["min", "max"] = "min"
     vms: Vms = Field(
@@ -249,8 +281,12 @@ class SweepSpec(_Strict):
                 )
             if RUN_DIR not in fields:
                 raise ValueError(f"{key} must contain {{run_dir}}: each trial needs its own run directory")
-        if self.search == "random" and self.count < 1:
-            raise ValueError("a random search needs count = N (the number of trials to draw)")
+        if self.search != "grid" and self.count < 1:
+            raise ValueError(f"a {self.search} search needs count = N (the number of trials to run)")
+        if self.prune.rule != "none" and self.search not in MODEL_BASED:
+            raise ValueError(
+                f'[prune] rule = "{self.prune.rule}" needs search = "tpe", "cmaes" or "gp" (an Optuna study)'
+            )
         if isinstance(self.vms, VmsFrom):
             try:
                 self.vms.names(self.name)
@@ -270,6 +306,11 @@ class SweepSpec(_Strict):
     def identity(self) -> dict[str, Any]:
         """What makes two sweep files the same search (a changed one must not resume an old state)."""
         return self.model_dump(include={"command", "resume", "params", "search", "seed", "metric", "goal"})
+
+    @property
+    def model_based(self) -> bool:
+        """An Optuna study asks each trial (``tpe``, ``cmaes``, ``gp``): none is planned ahead."""
+        return self.search in MODEL_BASED
 
 
 def placeholders(template: str) -> set[str]:

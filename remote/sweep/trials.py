@@ -103,7 +103,10 @@ def plan_trials(spec: SweepSpec, start: int, count: int) -> list[TrialPlan]:
 
 
 def initial_trials(spec: SweepSpec) -> list[TrialPlan]:
-    """The trials a new sweep starts with: ``count`` draws, or the grid (its first ``count``)."""
+    """The trials a new sweep starts with: ``count`` draws, or the grid (its first ``count``); none
+    for a model-based search (its study asks each one when a slot frees)."""
+    if spec.model_based:
+        return []
     if spec.search == "random":
         return plan_trials(spec, 0, spec.count)
     size = grid_size(spec)
@@ -114,6 +117,8 @@ def extend_trials(spec: SweepSpec, existing: int, count: int) -> list[TrialPlan]
     """``count`` more trials after the ``existing`` ones; a grid cannot grow past its end."""
     if count < 1:
         raise ConfigError("--count must be at least 1")
+    if spec.model_based:  # its study asks them as slots free (the caller raises the budget)
+        return []
     if spec.search == "grid":
         left = grid_size(spec) - existing
         if left <= 0:

@@ -89,7 +89,14 @@ def test_status_report_and_extend_read_the_state(env: dict[str, str], tmp_path: 
     assert status.returncode == 0, status.stderr
     summary = json.loads(status.stdout)
     assert summary["leader"] == "t002"  # goal = "max"
-    assert summary["counts"] == {"queued": 0, "starting": 0, "running": 0, "finished": 3, "failed": 1}
+    assert summary["counts"] == {
+        "queued": 0,
+        "starting": 0,
+        "running": 0,
+        "finished": 3,
+        "failed": 1,
+        "pruned": 0,
+    }
     assert summary["trials"][0]["started_at"] == "1970-01-01T00:01:40+00:00"  # ISO, like all --json times
     assert summary["trials"][3]["started_at"] is None
     table = gcptui(env, "sweep", "status", "cli")  # piped: a header line, then tab-separated rows

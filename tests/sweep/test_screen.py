@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from rich.cells import cell_len
 from textual.app import App
 from textual.widgets import DataTable, Static
 
@@ -72,12 +73,14 @@ async def test_leader_first_then_sort_and_filter() -> None:
         assert "★" in str(first) and "reverse" in str(first.style)  # the leader stands out
         await pilot.press("s")  # by trial id
         assert trial_ids(screen) == [f"t00{k}" for k in range(6)]
-        await pilot.press("f")  # running only
+        await pilot.press("slash", *"running")  # `/` filters as on every screen
         assert trial_ids(screen) == ["t003"]
         row = [str(cell) for cell in screen.query_one(DataTable).get_row_at(0)]
         assert "running (preempted)" in row and "50/200" in row
-        await pilot.press("f", "f", "f")  # failed only
+        await pilot.press(*["backspace"] * 7, *"failed")
         assert trial_ids(screen) == ["t004"]
+        await pilot.press("enter", "escape")  # back to the table, then Esc clears the filter
+        assert trial_ids(screen) == [f"t00{k}" for k in range(6)] and screen.filter_text == ""
 
 
 async def test_the_screen_follows_the_state_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -131,7 +134,7 @@ def test_sparkline_spans_lowest_to_highest() -> None:
 async def test_enter_on_a_trial_opens_the_logs_of_its_vm_and_slot_and_the_leader_curve_is_drawn() -> None:
     opened: list[tuple[list[str], int]] = []
     screen = SweepScreen(
-        "screen", refresh_seconds=0, open_logs=lambda names, slot: opened.append((names, slot))
+        "screen", refresh_seconds=0, open_logs=lambda trial: opened.append(([trial.vm or ""], trial.slot))
     )
     state = sample_state()
     state.trials[1].curve = [(10, 2.6), (20, 2.2), (30, 1.9)]  # t001 leads
@@ -161,21 +164,22 @@ async def test_w_in_the_app_opens_the_newest_sweep(tmp_path: Path, monkeypatch: 
 
 
 def test_scatter_places_each_point_and_a_log_axis_spaces_by_its_logarithm() -> None:
-    plot = scatter([(1e-3, 1.0), (1e-2, 2.0), (1e-1, 3.0)], width=10, height=3, log_x=True, title="m vs lr")
+    # 13 columns: "3 ┤" and a canvas of 10
+    plot = scatter([(1e-3, 1.0), (1e-2, 2.0), (1e-1, 3.0)], width=13, height=3, log_x=True, title="m vs lr")
     lines = plot.plain.splitlines()
     assert lines[0] == "m vs lr" and lines[-1].split() == ["0.001", "0.1"]
     canvas = [line.split("┤", 1)[1] for line in lines[1:4]]
     dots = [(row, col) for row, line in enumerate(canvas) for col, ch in enumerate(line) if ch != "⠀"]
     # lowest metric bottom left, highest top right, the middle one in the middle (log spacing)
     assert dots == [(0, 9), (1, 5), (2, 0)]
-    assert "(no metric yet)" in scatter([], width=10, height=3, title="x").plain
+    assert "(no metric yet)" in scatter([], width=20, height=3, title="x").plain
 
 
 def test_curves_draw_every_series_with_a_legend_leader_first() -> None:
-    plot = curves([("t001", [(10, 2.0), (20, 1.0)]), ("t000", [(10, 3.0), (20, 2.5)])], width=8, height=4)
+    plot = curves([("t001", [(10, 2.0), (20, 1.0)]), ("t000", [(10, 3.0), (20, 2.5)])], width=14, height=4)
     assert plot.plain.splitlines()[-1] == "━ t001  ━ t000"
     assert plot.plain.splitlines()[-2].split() == ["10", "20"]
-    assert "(no curve yet)" in curves([("t0", [])], width=8, height=4).plain
+    assert "(no curve yet)" in curves([("t0", [])], width=20, height=4).plain
 
 
 def curve_state() -> SweepState:
@@ -236,7 +240,7 @@ async def test_a_trial_in_a_second_slot_shows_it_beside_its_vm() -> None:
 async def test_enter_after_a_refresh_opens_the_trial_under_the_cursor_not_the_top_one() -> None:
     opened: list[tuple[list[str], int]] = []
     screen = SweepScreen(
-        "screen", refresh_seconds=0, open_logs=lambda names, slot: opened.append((names, slot))
+        "screen", refresh_seconds=0, open_logs=lambda trial: opened.append(([trial.vm or ""], trial.slot))
     )
     state = sample_state()
     state.trials[3].slot = 1  # t003 (fourth by metric) runs in gpu-1's second slot
@@ -266,7 +270,10 @@ async def test_help_and_palette_on_the_sweep_screen_offer_its_keys_only_and_they
         assert isinstance(sweep, SweepScreen)
         titles = {command.title for command in app.get_system_commands(sweep)}
         assert "Kill job" not in titles and "Start job" not in titles  # the fleet's, on its hidden row
-        assert {"Help and keys", "Plots on/off: the metric per hyperparameter, the best curves"} <= titles
+        assert {
+            "Help and keys",
+            "Plots on/off: the metric per hyperparameter, the best curves, history and importances",
+        } <= titles
         await pilot.press("question_mark")
         assert isinstance(app.screen, HelpScreen)
         ids = {a.id for a in app.screen.actions}
@@ -296,3 +303,78 @@ async def test_a_float_parameter_is_shown_compactly_so_the_metric_and_eta_stay_o
         labels = [str(column.label) for column in table.ordered_columns]
         right = sum(column.get_render_width(table) for column in table.ordered_columns)
         assert labels[-1] == "ETA" and right <= 80  # the whole table fits 80 columns
+
+
+@pytest.mark.parametrize("columns", [80, 120, 140, 200, 250])
+async def test_the_plots_fit_their_panes_at_every_width(columns: int) -> None:
+    # Sized from each pane's own width, y labels and padding included: at 140 and 200 columns the
+    # plots used to wrap, leaving stray braille rows and x labels on lines of their own.
+    screen = SweepScreen("screen", refresh_seconds=0)
+    state = curve_state()
+    state.trials[0].params["lr"] = 0.0031622776601683794  # long labels
+    async with Host(screen).run_test(size=(columns, 50)) as pilot:
+        screen.show_state(state)
+        await pilot.press("p")
+        names = ["plot-lr", "plot-batch_size", "plot-curves", "plot-history", "plot-importances"]
+        for _ in range(50):
+            await pilot.pause(0.02)
+            if all(screen.query(f"#{n}") for n in names) and "┤" in str(
+                screen.query_one("#plot-history", Static).render()
+            ):
+                break
+        await pilot.pause()  # laid out at the drawn texts' heights
+        for name in names:
+            plot = screen.query_one(f"#{name}", Static)
+            width = plot.content_region.width
+            lines = str(plot.render()).split("\n")
+            assert width > 0 and max(cell_len(line) for line in lines) <= width, (name, width)
+            assert plot.region.height == len(lines)  # nothing wrapped onto an extra line
+        # Half the pane or more is canvas at every width (not a fixed width that wastes it).
+        lr = screen.query_one("#plot-lr", Static)
+        canvas = str(lr.render()).splitlines()[1].split("┤", 1)[1]
+        assert len(canvas) >= lr.content_region.width // 2
+
+
+async def test_the_cursor_starts_on_the_leader_and_follows_it_until_a_key_moves_it() -> None:
+    screen = SweepScreen("screen", refresh_seconds=0)
+    state = sample_state()
+    for trial in state.trials[:3]:
+        trial.state, trial.metric = "running", None  # nothing finished yet: no leader
+    async with Host(screen).run_test(size=(120, 20)) as pilot:
+        screen.show_state(state)
+        await pilot.press("s")  # by trial id: t000 on top, the leader to come ranked third
+        state = sample_state()  # t001 leads now (1.9)
+        screen.show_state(state)
+        await pilot.pause()
+        table = screen.query_one(DataTable)
+        assert table.coordinate_to_cell_key(table.cursor_coordinate).row_key.value == "t001"
+        await pilot.press("down")  # the user's choice stays
+        state.trials[2].metric = 1.0  # t002 leads
+        screen.show_state(state)
+        await pilot.pause()
+        assert table.coordinate_to_cell_key(table.cursor_coordinate).row_key.value == "t002"
+        state.trials[0].metric = 0.5  # another leader: the cursor stays where the user put it
+        screen.show_state(state)
+        await pilot.pause()
+        assert table.coordinate_to_cell_key(table.cursor_coordinate).row_key.value == "t002"
+
+
+async def test_a_pruned_trial_shows_the_step_it_was_stopped_at() -> None:
+    screen = SweepScreen("screen", refresh_seconds=0)
+    state = sample_state()
+    pruned = state.trials[5]
+    pruned.state, pruned.step, pruned.pruned_at_step, pruned.total_steps, pruned.metric = (
+        "pruned",
+        42,
+        40,
+        200,
+        3.3,
+    )
+    async with Host(screen).run_test(size=(120, 20)) as pilot:
+        screen.show_state(state)
+        await pilot.pause()
+        row = [str(c) for c in screen.query_one(DataTable).get_row("t005")]
+        assert "pruned" in row and "40/200" in row
+        assert "1 pruned" in str(screen.query_one("#sweep-summary", Static).render())
+        await pilot.press("slash", *"pruned")
+        assert trial_ids(screen) == ["t005"]

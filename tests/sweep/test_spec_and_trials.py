@@ -157,4 +157,11 @@ def test_state_round_trips_through_an_atomic_file(tmp_path: Path, monkeypatch: p
     loaded = load_state(s.name)
     assert loaded is not None and loaded == state
     assert loaded.leader() is not None and loaded.leader().id == "t004"  # type: ignore[union-attr]
-    assert loaded.counts() == {"queued": 10, "starting": 0, "running": 0, "finished": 2, "failed": 0}
+    assert loaded.counts() == {
+        "queued": 10,
+        "starting": 0,
+        "running": 0,
+        "finished": 2,
+        "failed": 0,
+        "pruned": 0,
+    }

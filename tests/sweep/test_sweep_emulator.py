@@ -204,8 +204,9 @@ def test_a_12_trial_sweep_survives_sigint_and_a_preemption_and_stops_its_vms(
     report = gcptui(config, env, "sweep", "report", "acc", "--out", str(tmp_path / "report"))
     assert report.returncode == 0, report.stderr
     names = sorted(p.name for p in (tmp_path / "report").iterdir())
-    assert names == ["best_curves.svg", "durations.svg", "results.csv", "results.json",
-                     "val_loss_vs_batch_size.svg", "val_loss_vs_lr.svg"]  # fmt: skip
+    assert names == ["best_curves.svg", "durations.svg", "history.csv", "history.svg", "importances.csv",
+                     "importances.svg", "results.csv", "results.json", "val_loss_vs_batch_size.svg",
+                     "val_loss_vs_lr.svg"]  # fmt: skip
     rows = json.loads((tmp_path / "report" / "results.json").read_text())["trials"]
     assert rows[0]["trial"] == best["id"] and rows[0]["leader"] is True
     assert (tmp_path / "report" / "results.csv").read_text().count("\n") == 13

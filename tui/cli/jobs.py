@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import sys
 from typing import Any
@@ -12,6 +13,7 @@ from rich.text import Text
 
 from gcptui.remote.jobs.protocol import JobStatus, log_path
 from gcptui.remote.jobs.runner import HostResult, JobAlreadyRunningError, JobError, JobRunner
+from gcptui.remote.models import Instance
 from gcptui.remote.safe_text import one_line
 from gcptui.remote.services import Services, down_error
 from gcptui.remote.ssh.target import SshTarget
@@ -39,6 +41,10 @@ def job_rows(statuses: list[JobStatus]) -> list[list[str | Text]]:
 
 def run_job(args: argparse.Namespace) -> int:
     async def body(services: Services) -> int:
+        if vertex_names(args.names):  # Vertex AI jobs: cancel, resubmit, read (tui/cli/vertex.py)
+            from gcptui.tui.cli.vertex import vertex_job
+
+            return await vertex_job(services, args)
         if args.action in ("start", "restart") and not services.config.job.command.strip():
             raise_usage(
                 "[job].command is empty: set the training command in gcptui.toml ([job] command = ...)"
@@ -47,9 +53,9 @@ def run_job(args: argparse.Namespace) -> int:
         names = [n for n in args.names if n not in group_names]
         instances = []
         if names:
-            instances = await services.resolve(names, running=True)
+            instances = await services.machines(names, running=True)
         elif args.action == "status" and not group_names:
-            instances = await services.reachable()
+            instances = await reachable_saying_the_rest(services)
         elif not group_names:
             raise_usage(f"job {args.action} needs at least one NAME (see `gcptui ls`)")
         results: list[HostResult[JobStatus]] = []
@@ -61,7 +67,12 @@ def run_job(args: argparse.Namespace) -> int:
             instances = [i for i in instances if i.name not in held]
             if instances:
                 await sync_before_job(services, instances)  # the VM holds the current tree first
-        results += await services.jobs.run_all(args.action, [services.target(i) for i in instances])
+        # A TPU node's workers run one job together (each told its rank): the workers' own runner.
+        workers = [i for i in instances if i.parent is not None]
+        results += await services.jobs.run_all(
+            args.action, [services.target(i) for i in instances if i.parent is None]
+        )
+        results += await run_on_workers(services, args.action, workers)
         objects = [r.value.to_json() for r in results if r.ok and r.value is not None]
         for item in objects:  # a group's node carries its group however it was named (DESIGN's JSON)
             group = next((g.name for g in services.config.groups if item["name"] in g.vms), None)
@@ -160,10 +171,35 @@ async def stop_before_sync(
     return held
 
 
+async def run_on_workers(
+    services: Services, action: str, workers: list[Instance]
+) -> list[HostResult[JobStatus]]:
+    """``action`` on the workers of each row they belong to, all of a row's workers at once."""
+    from gcptui.remote.jobs.workers import WorkerJobRunner
+
+    results: list[HostResult[JobStatus]] = []
+    for parent in dict.fromkeys(w.parent for w in workers if w.parent is not None):
+        mine = [w for w in workers if w.parent == parent]
+        node = services.latest(parent)
+        if action in ("start", "restart") and node is not None and len(mine) < len(node.workers):
+            # A slice trains only with the same program on every worker: never start a part of it.
+            raise_usage(
+                f"job {action} runs on every worker of {parent} at once: name {parent}, not one worker"
+            )
+        runner = WorkerJobRunner(services.pool, services.config)
+        runner.prepare(parent, mine)
+        results += await runner.run_all(action, [services.target(w) for w in mine])  # type: ignore[arg-type]
+    return results
+
+
 def run_logs(args: argparse.Namespace) -> int:
     from gcptui.tui.cli.logs import run_logs as print_logs
 
     async def body(services: Services) -> int:
+        if vertex_names(args.names):  # Vertex AI jobs: their Cloud Logging entries
+            from gcptui.tui.cli.vertex import vertex_logs
+
+            return await vertex_logs(services, args)
         paths = (log_path(), *services.config.logs.files)
         names = expand_groups(services, args.names)
         if args.raw and (len(names) > 1 or len(paths) > 1):
@@ -171,7 +207,7 @@ def run_logs(args: argparse.Namespace) -> int:
                 "--raw prints one file's bytes exactly: give one NAME (and no [logs] files), "
                 "or leave --raw out to merge several sources line by line"
             )
-        found = await services.resolve(names)
+        found = await services.machines(names)  # a TPU node: each worker's log, prefixed NODE/wN
         for name in args.names:  # as `job` refuses it: which one was meant is not for us to guess
             if services.config.group(name) is not None and services.latest(name) is not None:
                 raise_usage(
@@ -202,16 +238,41 @@ def run_logs(args: argparse.Namespace) -> int:
     return with_services(args, body)
 
 
+def vertex_names(names: list[str]) -> bool:
+    """True when every name is a Vertex AI job's id or resource name (one line when mixed with VMs)."""
+    from gcptui.tui.cli.vertex import is_job_name
+
+    jobs = [name for name in names if is_job_name(name)]
+    if jobs and len(jobs) != len(names):
+        raise_usage("give either Vertex AI jobs or machines, not both, in one command")
+    return bool(jobs)
+
+
 def run_gpu(args: argparse.Namespace) -> int:
     from gcptui.tui.cli.logs import run_gpu as print_gpu
 
     async def body(services: Services) -> int:
-        instances = await services.resolve(args.names, running=True)
+        instances = await services.machines(args.names, running=True)
         return await print_gpu(
             {i.name: services.follow(i) for i in instances}, json_output=args.json, once=args.once
         )
 
     return with_services(args, body)
+
+
+async def reachable_saying_the_rest(services: Services) -> list[Instance]:
+    """The machines ``job status`` asks (running VMs and static hosts); one line on stderr names
+    those it leaves out and why (a stopped VM was left out without a word)."""
+    from gcptui.tui.live.columns import status_word
+    from gcptui.tui.live.monitors import reachable
+
+    snapshot = await asyncio.to_thread(services.fleet.snapshot)
+    services.note_snapshot(snapshot)
+    left = [i for i in snapshot.instances if not reachable(i)]
+    if left:
+        words = ", ".join(f"{i.name} ({status_word(i)})" for i in sorted(left, key=lambda i: i.name))
+        print(f"gcptui: left out, not running: {words}", file=sys.stderr)
+    return [i for i in snapshot.instances if reachable(i)]
 
 
 def expand_groups(services: Services, names: list[str]) -> list[str]:

@@ -39,6 +39,7 @@ STATE_STYLES = {
     "starting": "cyan",
     "failed": "red",
     "queued": "dim",
+    "pruned": "yellow",
 }
 
 
@@ -105,7 +106,12 @@ def _spec_and_state(
             "give this sweep a new name (or move its state away: "
             f"{sweep_dir(spec.name)})"
         )
-    if spec.count != state.spec.count:
+    if spec.count != state.spec.count and spec.model_based:
+        more = spec.count - state.spec.count
+        say(f"{path}: count = {spec.count} is not applied: sweep {spec.name} runs {state.spec.count} trials"
+            + (f"; `gcptui sweep extend {spec.name} --count {more}` asks its study for the rest" if more > 0 else ""))  # fmt: skip
+        spec = spec.model_copy(update={"count": state.spec.count})
+    elif spec.count != state.spec.count:
         # The trials were drawn when the sweep was made (extend adds more): taking the new count
         # would only make the saved spec claim trials the sweep never queued.
         wanted = spec.count or (grid_size(spec) if spec.search == "grid" else 0)
@@ -147,9 +153,17 @@ def _run_locked(args: argparse.Namespace, config: Config, say: Callable[[str], N
     from gcptui.remote.sweep.provision import ensure_vms
 
     bucket = config.storage.bucket
+    before = load_state(_sweep_name(args.file))
     spec, state = _spec_and_state(args.file, bucket, say)
     if ensure_vms(config, spec, say, skip=state.vms_done):
         state.vms_done = []  # a VM made now is not one the sweep is done with
+    study, journal = None, None
+    if spec.model_based:
+        from gcptui.remote.sweep.study_store import JournalMirror, open_for_run
+
+        from_bucket = before is None or before.updated_at < state.updated_at
+        study = open_for_run(state, bucket, from_bucket, say)
+        journal = JournalMirror(bucket, spec.name, study.path, say) if bucket and study.path else None
     mirror = StateMirror(bucket, spec.name, say) if bucket else None
 
     async def body(services: Services) -> int:
@@ -158,12 +172,21 @@ def _run_locked(args: argparse.Namespace, config: Config, say: Callable[[str], N
             f"{counts['failed']} failed, {counts['running'] + counts['starting']} running) on {', '.join(spec.vm_names)}")  # fmt: skip
         if mirror is not None:
             mirror.push(state)
+
         # Each VM gets the tree before its first trial (the scheduler syncs it when it becomes usable).
-        on_change = mirror.push if mirror else None
-        final = await Scheduler(services, state, say=say, on_change=on_change, sync=not args.no_sync).run()
+        def on_change(changed: SweepState) -> None:
+            if mirror is not None:
+                mirror.push(changed)
+            if journal is not None:
+                journal.push()
+
+        final = await Scheduler(
+            services, state, say=say, on_change=on_change, sync=not args.no_sync, study=study
+        ).run()
         leader = final.leader()
         counts = final.counts()
-        say(f"sweep {spec.name} done: {counts['finished']} finished, {counts['failed']} failed"
+        pruned = f", {counts['pruned']} pruned" if counts["pruned"] else ""
+        say(f"sweep {spec.name} done: {counts['finished']} finished, {counts['failed']} failed{pruned}"
             + (f"; best {leader.id} {spec.metric} {leader.metric} ({_params(leader.params)})" if leader else ""))  # fmt: skip
         return 0
 
@@ -175,6 +198,8 @@ def _run_locked(args: argparse.Namespace, config: Config, say: Callable[[str], N
     finally:
         if mirror is not None:
             mirror.close()
+        if journal is not None:
+            journal.close()
 
 
 def _params(params: Mapping[str, object]) -> str:
@@ -236,6 +261,8 @@ def sweep_status(args: argparse.Namespace) -> int:
     for t in ranked(state):
         lead = "bold reverse " if leader is not None and t.id == leader.id else ""
         step = f"{t.step or 0}/{t.total_steps}" if t.total_steps else str(t.step or "-")
+        if t.state == "pruned":
+            step = f"pruned@{t.pruned_at_step}"
         cells = [
             t.id, *(str(t.params.get(p, "")) for p in state.spec.params), t.vm or "-", t.state, step,
             "-" if t.metric is None else f"{t.metric:.5g}", "-" if t.exit_code is None else str(t.exit_code),
@@ -270,6 +297,8 @@ def sweep_extend(args: argparse.Namespace) -> int:
         # older copy here would save it as the newest, and a run would redo what ran elsewhere since.
         bucket = _bucket(args)
         state = _read_state(args, bucket)
+        if state.spec.model_based:
+            return _extend_study(state, bucket, args.count)
         added = state.add(extend_trials(state.spec, len(state.trials), args.count))
         save_state(state)
         if bucket:  # so a `sweep run` on another machine finds the new trials
@@ -277,6 +306,25 @@ def sweep_extend(args: argparse.Namespace) -> int:
     print(
         f"sweep {state.name}: queued {len(added)} more trials ({added[0].id}..{added[-1].id}): "
         f"`gcptui sweep run {state.name}` runs them",
+        file=sys.stderr,
+    )
+    return 0
+
+
+def _extend_study(state: SweepState, bucket: str, count: int) -> int:
+    """A model-based sweep grows its budget: the run asks the study for each new trial as a slot
+    frees (asking now, before the running trials end, would only make it guess)."""
+    if count < 1:
+        raise ConfigError("--count must be at least 1")
+    state.spec = state.spec.model_copy(update={"count": state.spec.count + count})
+    state.finished_at = None
+    state.vms_done = []  # the new trials need the VMs again
+    save_state(state)
+    if bucket:
+        _put_in_bucket(bucket, state)
+    print(
+        f"sweep {state.name}: {count} more trials ({state.spec.count} in all), asked from its "
+        f"{state.spec.search} study as slots free: `gcptui sweep run {state.name}` runs them",
         file=sys.stderr,
     )
     return 0

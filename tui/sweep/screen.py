@@ -2,8 +2,10 @@
 
 It reads the sweep's state file, which `gcptui sweep run` keeps current (progress at most once a
 second), so the screen shows a sweep run by any process on this laptop. The leader (best finished
-metric) is highlighted; `s` cycles the sort column, `f` the state filter; `p` shows in-terminal
-plots (tui/sweep/plots.py): the metric against each hyperparameter and the best trials' curves.
+metric) is highlighted and the cursor stays on it until a key moves it; `s` cycles the sort column,
+`/` filters (words that must all appear in a row: a state, a VM, a trial, a value); `p` shows
+in-terminal plots (tui/sweep/panel.py), each drawn to its pane's real width; Enter opens the chosen
+trial's own log (tui/sweep/trial_log.py). A pruned trial shows the step it was stopped at.
 """
 
 from __future__ import annotations
@@ -12,30 +14,28 @@ from collections.abc import Callable
 from typing import ClassVar
 
 from rich.text import Text
+from textual import on
 from textual.app import App, ComposeResult
 from textual.binding import BindingType
-from textual.containers import Horizontal
+from textual.containers import Horizontal, Vertical
 from textual.screen import Screen
-from textual.widgets import DataTable, Static
+from textual.widgets import DataTable, Input, Static
 
 from gcptui.remote.errors import GcptuiError
 from gcptui.remote.sweep.report import ranked
 from gcptui.remote.sweep.state import SweepState, Trial, load_state
 from gcptui.tui.footer import KeysFooter
 from gcptui.tui.keys import bindings_for
-from gcptui.tui.sweep.plots import curves, scatter
+from gcptui.tui.sweep.panel import Analysis, plot_texts, plot_titles
 
 SORTS = ("metric", "trial", "state")
-FILTERS = ("all", "running", "queued", "finished", "failed")
-BEST_CURVES = 3  # curves drawn: the best trials by metric
-PLOT_ROWS = 6  # character rows of each plot's canvas
-MAX_PARAM_PLOTS = 3
 STATE_STYLES = {
     "finished": "green",
     "running": "bold cyan",
     "starting": "cyan",
     "failed": "red",
     "queued": "dim",
+    "pruned": "yellow",
 }
 
 
@@ -59,12 +59,6 @@ def sparkline(values: list[float], width: int = 40) -> str:
     if span == 0:
         return BARS[0] * len(values)
     return "".join(BARS[min(len(BARS) - 1, int((v - low) / span * len(BARS)))] for v in values)
-
-
-def _numeric(state: SweepState, param: str) -> bool:
-    """Every trial's value of ``param`` is a number (a list of names cannot be placed on an axis)."""
-    values = [t.params.get(param) for t in state.trials]
-    return all(isinstance(v, int | float) and not isinstance(v, bool) for v in values)
 
 
 def _where(trial: Trial) -> str:
@@ -91,7 +85,10 @@ class SweepScreen(Screen[None]):
     DEFAULT_CSS = """
     SweepScreen #sweep-plots { height: auto; display: none; }
     SweepScreen #sweep-plots.shown { display: block; }
-    SweepScreen .sweep-plot { width: 1fr; height: auto; padding: 0 1; }
+    SweepScreen .sweep-plot-row { height: auto; }
+    SweepScreen .sweep-plot { width: 1fr; height: auto; padding: 0 1; text-wrap: nowrap; text-overflow: clip; }
+    SweepScreen #sweep-filter { display: none; dock: bottom; }
+    SweepScreen #sweep-filter.shown { display: block; }
     """
 
     def __init__(
@@ -99,23 +96,30 @@ class SweepScreen(Screen[None]):
         name: str,
         *,
         refresh_seconds: float = 1.0,
-        open_logs: Callable[[list[str], int], None] | None = None,
+        open_logs: Callable[[Trial], None] | None = None,
     ) -> None:
         super().__init__()
         self.sweep_name = name
         self.refresh_seconds = refresh_seconds
-        self.open_logs = open_logs  # Enter on a trial: the log of the VM and job slot it runs (or ran) in
+        self.open_logs = open_logs  # Enter on a trial: its own log (the slice of its slot's log)
         self.state: SweepState | None = None
         self.sort = SORTS[0]
-        self.filter = FILTERS[0]
+        self.filter_text = ""
+        self.analysis = Analysis()
+        self._placed: str | None = None  # the trial the last rebuild left the cursor on
+        self._on_leader = True  # the cursor follows the leader until a key (or a click) moves it
 
     def compose(self) -> ComposeResult:
         yield Static(id="sweep-summary")
-        yield Horizontal(id="sweep-plots")
+        with Vertical(id="sweep-plots"):
+            yield Horizontal(id="sweep-plots-top", classes="sweep-plot-row")
+            yield Horizontal(id="sweep-plots-study", classes="sweep-plot-row")
         yield DataTable(id="sweep-trials", cursor_type="row", zebra_stripes=True)
+        yield Input(placeholder="filter: words that must all appear (Esc clears)", id="sweep-filter")
         yield KeysFooter()
 
     def on_mount(self) -> None:
+        self.query_one("#sweep-trials", DataTable).focus()
         if self.refresh_seconds > 0:
             self.reload()
             self.set_interval(self.refresh_seconds, self.reload)
@@ -140,7 +144,10 @@ class SweepScreen(Screen[None]):
         summary = (
             f"sweep {state.name}: {state.spec.metric} ({state.spec.goal})  "
             f"{counts['finished']} finished, {counts['running'] + counts['starting']} running, "
-            f"{counts['queued']} queued, {counts['failed']} failed   sort: {self.sort}  filter: {self.filter}"
+            f"{counts['queued']} queued, {counts['failed']} failed"
+            + (f", {counts['pruned']} pruned" if counts["pruned"] else "")
+            + f"   sort: {self.sort}"
+            + (f"  filter: {self.filter_text}" if self.filter_text else "")
         )
         if leader is not None:
             summary += f"\nleader {leader.id}: {state.spec.metric} {_number(leader.metric)}"
@@ -152,6 +159,10 @@ class SweepScreen(Screen[None]):
             self._draw_plots(state)
         table = self.query_one("#sweep-trials", DataTable)
         chosen = self._chosen_trial(table)
+        if chosen is not None and self._placed is not None and chosen != self._placed:
+            self._on_leader = False  # the user chose a trial: it stays chosen
+        if self._on_leader and leader is not None:
+            chosen = leader.id
         table.clear(columns=True)
         params = list(state.spec.params)
         table.add_columns("Trial", *params, "VM", "State", "Step", state.spec.metric, "Best", "ETA")
@@ -159,6 +170,9 @@ class SweepScreen(Screen[None]):
             lead = leader is not None and trial.id == leader.id
             style = "bold reverse" if lead else ""
             step = f"{trial.step or 0}/{trial.total_steps}" if trial.total_steps else str(trial.step or "-")
+            if trial.state == "pruned":  # the step it was stopped at
+                at = trial.pruned_at_step
+                step = f"{at}/{trial.total_steps}" if trial.total_steps else str(at)
             cells = [
                 Text(("★ " if lead else "  ") + trial.id, style=style),
                 *(Text(_param(trial.params.get(p, "")), style=style) for p in params),
@@ -176,6 +190,7 @@ class SweepScreen(Screen[None]):
         # the rebuild (every second) would put the cursor back on the top row: keep it on its trial
         if chosen is not None and chosen in table.rows:
             table.move_cursor(row=table.get_row_index(chosen), animate=False)
+        self._placed = self._chosen_trial(table)
 
     @staticmethod
     def _chosen_trial(table: DataTable[Text]) -> str | None:
@@ -188,14 +203,14 @@ class SweepScreen(Screen[None]):
         if self.sort == "metric":
             trials = ranked(state)
         elif self.sort == "state":
-            order = {"running": 0, "starting": 0, "queued": 1, "finished": 2, "failed": 3}
+            order = {"running": 0, "starting": 0, "queued": 1, "finished": 2, "pruned": 3, "failed": 4}
             trials = sorted(state.trials, key=lambda t: (order[t.state], t.index))
         else:
             trials = sorted(state.trials, key=lambda t: t.index)
-        if self.filter == "all":
+        words = self.filter_text.lower().split()
+        if not words:
             return trials
-        wanted = ("running", "starting") if self.filter == "running" else (self.filter,)
-        return [t for t in trials if t.state in wanted]
+        return [t for t in trials if all(w in _row_words(t) for w in words)]
 
     def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
         trial = next(
@@ -206,41 +221,37 @@ class SweepScreen(Screen[None]):
         if trial.vm is None:
             self.notify(f"{trial.id} has not run on a VM yet", title="Sweep")
             return
-        self.open_logs([trial.vm], trial.slot)
+        self.open_logs(trial)
 
     @property
     def plots_shown(self) -> bool:
         return self.query_one("#sweep-plots").has_class("shown")
 
     def _draw_plots(self, state: SweepState) -> None:
-        """One scatter per numeric hyperparameter (the first few) and the best trials' curves."""
-        panel = self.query_one("#sweep-plots", Horizontal)
-        params = [p for p in state.spec.params if _numeric(state, p)][:MAX_PARAM_PLOTS]
-        wanted = [f"plot-{p}" for p in params] + ["plot-curves"]
-        if [w.id for w in panel.children] != wanted:
-            panel.remove_children()
-            panel.mount_all([Static(id=name, classes="sweep-plot") for name in wanted])
-            self.call_after_refresh(self._draw_plots, state)  # sized once mounted
+        """Each plot drawn to the width its pane has now (labels included: none wraps)."""
+        titles = plot_titles(state)
+        rows = (
+            self.query_one("#sweep-plots-top", Horizontal),
+            self.query_one("#sweep-plots-study", Horizontal),
+        )
+        for row, wanted in zip(rows, titles, strict=True):
+            if [w.id for w in row.children] != [f"plot-{name}" for name in wanted]:
+                row.remove_children()
+                row.mount_all([Static(id=f"plot-{name}", classes="sweep-plot") for name in wanted])
+                self.call_after_refresh(self._draw_plots, state)  # drawn once laid out, at its width
+                return
+        widths = {w.id: w.content_region.width for row in rows for w in row.children if w.id}
+        if not all(widths.values()):
+            self.call_after_refresh(self._draw_plots, state)
             return
-        width = max(12, (self.size.width or 120) // len(wanted) - 10)
-        metric = state.spec.metric
-        scored = [t for t in state.trials if t.metric is not None]
-        leader = state.leader()
-        for name in params:
-            log_x = "log" in state.spec.params[name].kind
-            points = [(float(t.params[name]), float(t.metric)) for t in scored]  # type: ignore[arg-type]
-            lead = (
-                (float(leader.params[name]), float(leader.metric))
-                if leader and leader.metric is not None
-                else None
-            )  # type: ignore[arg-type]
-            text = scatter(points, width=width, height=PLOT_ROWS, log_x=log_x, highlight=lead,
-                           title=f"{metric} vs {name}{' (log)' if log_x else ''}")  # fmt: skip
-            panel.query_one(f"#plot-{name}", Static).update(text)
-        best = [t for t in ranked(state) if t.curve][:BEST_CURVES]
-        title = f"{metric} of the best {len(best)}" if best else f"{metric} curves"
-        drawn = curves([(t.id, t.curve) for t in best], width=width, height=PLOT_ROWS, title=title)
-        panel.query_one("#plot-curves", Static).update(drawn)
+        for name, text in plot_texts(
+            state, self.analysis, {k.removeprefix("plot-"): v for k, v in widths.items()}
+        ).items():
+            self.query_one(f"#plot-{name}", Static).update(text)
+
+    def on_resize(self) -> None:
+        if self.state is not None and self.plots_shown:
+            self.call_after_refresh(self._draw_plots, self.state)
 
     def action_toggle_plots(self) -> None:
         self.query_one("#sweep-plots").toggle_class("shown")
@@ -248,6 +259,15 @@ class SweepScreen(Screen[None]):
             self._draw_plots(self.state)
 
     def action_back(self) -> None:
+        """Esc: clears the filter first (as the fleet's), then back to the fleet."""
+        box = self.query_one("#sweep-filter", Input)
+        if box.has_class("shown") or self.filter_text:
+            box.value, self.filter_text = "", ""
+            box.remove_class("shown")
+            self.query_one("#sweep-trials", DataTable).focus()
+            if self.state is not None:
+                self.show_state(self.state)
+            return
         self.dismiss()
 
     def action_cycle_sort(self) -> None:
@@ -255,13 +275,29 @@ class SweepScreen(Screen[None]):
         if self.state is not None:
             self.show_state(self.state)
 
-    def action_cycle_filter(self) -> None:
-        self.filter = FILTERS[(FILTERS.index(self.filter) + 1) % len(FILTERS)]
+    def action_open_filter(self) -> None:
+        box = self.query_one("#sweep-filter", Input)
+        box.add_class("shown")
+        box.focus()
+
+    @on(Input.Changed, "#sweep-filter")
+    def _filter_changed(self, event: Input.Changed) -> None:
+        self.filter_text = event.value.strip()
         if self.state is not None:
             self.show_state(self.state)
 
+    @on(Input.Submitted, "#sweep-filter")
+    def _filter_done(self) -> None:
+        self.query_one("#sweep-trials", DataTable).focus()
 
-def open_newest_sweep(app: App[None], open_logs: Callable[[list[str], int], None]) -> None:
+
+def _row_words(trial: Trial) -> str:
+    """What ``/`` matches a trial against: its id, state, VM and parameter values, lowercased."""
+    values = " ".join(f"{k}={_param(v)} {_param(v)}" for k, v in trial.params.items())
+    return f"{trial.id} {trial.state} {_where(trial)} {values}".lower()
+
+
+def open_newest_sweep(app: App[None], open_logs: Callable[[Trial], None]) -> None:
     """The sweep screen of the newest sweep (``gcptui sweep run`` keeps their states locally)."""
     from gcptui.remote.sweep.state import newest_sweep
 

@@ -1,0 +1,87 @@
+"""A sweep trial's own log: the part of its job slot's log (``~/.gcptui/job[-N]/output.log``) that
+its runs wrote.
+
+Every trial of a slot appends to the same file; each run starts with the supervisor's banner
+(``==== gcptui: ... job started in DIR ====``) and, after any setup, ``==== gcptui: command: CMD``.
+A run is the trial's when CMD is its command or its resume command (each names the trial's own run
+directory); its lines go on until the next run's banner. The slice is cut from a stream of the slot's
+log (one pane of the logs screen), so a running trial's lines keep coming.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import AsyncIterator
+
+from gcptui.remote.cloud.fleet import FleetSnapshot
+from gcptui.remote.config import LogsConfig
+from gcptui.remote.jobs.protocol import log_path
+from gcptui.remote.services import FollowingGetter, Services
+from gcptui.remote.sweep.state import Trial
+from gcptui.remote.sweep.vmside import BANNER
+from gcptui.remote.telemetry.log_stream import LogChunk, LogEvent
+from gcptui.tui.logs.screen import PaneSource
+from gcptui.tui.logs.sources import log_events
+
+COMMAND_LINE = f"{BANNER}command: "
+HISTORY_LINES = 20_000  # the slot's log from well before the trial's start (trials before it share it)
+MAX_PREAMBLE = 2_000  # lines kept between a banner and its command line (a long setup's output)
+
+
+class TrialSlice:
+    """Feeds on the slot log's lines; passes on those of the trial's runs."""
+
+    def __init__(self, commands: tuple[str, ...]) -> None:
+        self.commands = {c for c in commands if c}
+        self.inside = False
+        self._pending: list[str] | None = None  # a run's first lines, until its command line tells whose
+
+    def feed(self, lines: list[str]) -> list[str]:
+        out: list[str] = []
+        for line in lines:
+            if line.startswith(BANNER) and "job started" in line:
+                self.inside, self._pending = False, [line]
+            elif self._pending is not None:
+                self._pending.append(line)
+                if line.startswith(COMMAND_LINE):
+                    if line.removeprefix(COMMAND_LINE).strip() in self.commands:
+                        out.extend(self._pending)
+                        self.inside = True
+                    self._pending = None
+                elif len(self._pending) > MAX_PREAMBLE:
+                    self._pending = None  # no command line after all that: not a run to show
+            elif self.inside:
+                out.append(line)
+        return out
+
+
+async def trial_events(events: AsyncIterator[LogEvent], commands: tuple[str, ...]) -> AsyncIterator[LogEvent]:
+    """``events`` of the slot's log with only the trial's lines (notices pass as they are)."""
+    cut = TrialSlice(commands)
+    async for event in events:
+        if not isinstance(event, LogChunk) or event.data:
+            yield event
+            continue
+        lines = cut.feed(event.lines)
+        partial = event.partial if cut.inside else None
+        if lines or partial is not None:
+            yield LogChunk(lines, partial, event.offset)
+
+
+def _open(
+    get: FollowingGetter, path: str, commands: tuple[str, ...], history: int
+) -> AsyncIterator[LogEvent]:
+    return trial_events(log_events(get, path, history), commands)
+
+
+def trial_source(
+    services: Services, snapshot: FleetSnapshot, trial: Trial, logs: LogsConfig
+) -> PaneSource | None:
+    """The pane of ``trial``'s own log; None when its VM is not known or not reachable over SSH."""
+    instance = snapshot.find(trial.vm or "")
+    if instance is None or services.target_or_none(instance) is None:
+        return None
+    get = services.follow(instance)
+    history = max(logs.history_lines, HISTORY_LINES)
+    opener = functools.partial(_open, get, log_path(trial.slot), (trial.command, trial.resume), history)
+    return PaneSource(f"{trial.id} on {trial.vm}", opener)
