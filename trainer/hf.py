@@ -142,8 +142,9 @@ class ResumableTrainer(transformers.Trainer):
         folder = self._rebuild_folder()
         try:
             result = super().train(resume_from_checkpoint=folder, **kwargs)
-        except KeyboardInterrupt:
-            self.run.close()  # the signal handlers go back; in-flight saves finish
+        except BaseException:
+            if not self.run.preempted:
+                self.run.close()  # Ctrl-C or a crash: the signal handlers go back, in-flight saves finish
             raise
         self.run.finished()
         return result
