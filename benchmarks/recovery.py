@@ -359,8 +359,7 @@ async def group_rounds(
 
 async def tpu_rounds(emu: Emulator, root: Path, args: argparse.Namespace) -> list[dict[str, object]]:
     """Rounds on a Spot TPU node of two workers, the trainer on both, a checkpoint bucket."""
-    from gcptui.remote.emulator.storage import fake_gcs_binary
-    from gcptui.remote.emulator.storage.fake_gcs import FakeGcsServer
+    from gcptui.remote.emulator.storage.fake_gcs import FakeGcsServer, fake_gcs_binary
     from gcptui.remote.jobs.workers import WorkerJobRunner
     from gcptui.remote.keepalive.service import build_service
 
