@@ -368,9 +368,12 @@ class Scheduler:
         """Stop a trial the pruner calls a loser: its job killed (SIGTERM, so the trainer keeps its
         checkpoint), the trial recorded ``pruned`` at its last reported step, the study told."""
         try:
-            await self.runner.kill(target)
+            status = await self.runner.kill(target)
         except GcptuiError as err:
             self.say(f"warning: {trial.id}: could not stop it on {trial.vm} ({err}): trying again")
+            return
+        if status.state == "exited" and status.exit_code == 0:  # it reached its end first
+            await self._finish(trial, target)
             return
         trial.state, trial.ended_at = "pruned", time.time()
         trial.pruned_at_step = trial.curve[-1][0] if trial.curve else trial.step
