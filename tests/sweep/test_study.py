@@ -189,3 +189,23 @@ def test_the_report_adds_importances_and_the_optimization_history(tmp_path: Path
     assert bests == sorted(bests, reverse=True) and data["history"][0]["trial"] == "t000"
     pruned = [row for row in data["trials"] if row["state"] == "pruned"]
     assert all(row["pruned_at_step"] for row in pruned)
+
+
+@pytest.mark.parametrize(("search", "rule"), [("cmaes", "percentile"), ("gp", "hyperband"), ("tpe", "none")])
+def test_every_search_and_prune_rule_asks_trials_inside_the_space(
+    search: str, rule: str, tmp_path: Path
+) -> None:
+    text = TPE.replace('search = "tpe"', f'search = "{search}"').replace(
+        'rule = "median"', f'rule = "{rule}"'
+    )
+    state = new_state(text)
+    study = SweepStudy.open(state, tmp_path / "study.journal")
+    for k in range(6):
+        run_trial(study, state, loss=float(k % 2))
+    dists = distributions(state.spec)
+    assert len(state.trials) == 6 and all(
+        inside(dists[n], v) for t in state.trials for n, v in t.params.items()
+    )
+    assert {t.state for t in state.trials} <= {"finished", "pruned"}
+    ended = study.study.get_trials(states=(TrialState.COMPLETE, TrialState.PRUNED))
+    assert len(ended) == 6
