@@ -3,6 +3,9 @@
 Run: ``python benchmarks/sync.py [--files 7000] [--mb 180] [--edits 200]``. Progress goes to stderr;
 the last line of stdout is one JSON object with every figure. See docs/BENCHMARKS.md.
 
+``--wan --vms N`` syncs to N VMs behind one shared uplink (benchmarks/sync_fleet.py).
+``--noop-ignored FILES`` times a cold no-op resync of a tree whose data/ (95%) is excluded.
+
 ``--wan`` puts a WAN link in front of the sshd (tests/helpers/wan.py, in its own process: 25 ms
 each way and 50 Mbit/s per direction unless ``--delay-ms``/``--mbit`` say otherwise); gcptui and the
 baseline, then ``rsync -az --delete`` (compression on, as users run it over a WAN), both go through it.
@@ -168,6 +171,80 @@ async def initial_rounds(link: Link, source: Path, vm: Path, rounds: int, ledger
     }
 
 
+def generate_ignored_tree(root: Path, files: int, ignored_share: float = 0.95) -> int:
+    """``files`` small files, ``ignored_share`` of them under ``data/`` (which ``data/**`` ignores):
+    a project beside its dataset. Returns how many are synced."""
+    ignored = int(files * ignored_share)
+    for i in range(files):
+        # The dataset flat in data/, as downloaded shards often are: a nested one was skipped
+        # already (data/** excludes each subfolder whole), a flat one was listed file by file.
+        rel = f"data/part{i}.bin" if i < ignored else f"src/pkg{i % 50}/file{i}.py"
+        path = root / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(b"%d\n" % i)
+    return files - ignored
+
+
+async def noop_ignored(link: Link, work: Path, files: int, ledgers: list[str], rounds: int = 5) -> dict:
+    """A cold no-op resync (a new session, as the next ``gcptui sync``) of a tree whose dataset
+    ``data/**`` excludes, against ``rsync -a[z]`` with the same exclude; medians, alternating."""
+    source, vm = work / "ignored-source", work / "ignored-vm"
+    log(f"generating {files} files, 95% under data/ ...")
+    synced = generate_ignored_tree(source, files)
+    vm.mkdir()
+    exclude = ["data/**"]
+    flags = ["-az", "--delete", "--exclude", "data/**"]  # the issue's baseline: rsync -az, same exclude
+
+    def rsync_once() -> float:
+        started = time.perf_counter()
+        subprocess.run(
+            ["rsync", *flags, "-e", link.ssh_command(), f"{source}/", f"{link.sshd.user}@{link.host}:{vm / 'rsync'}/"],
+            check=True,
+        )  # fmt: skip
+        return time.perf_counter() - started
+
+    async def ours_once() -> float:
+        started = time.perf_counter()
+        conn = await connect(link)
+        session = SyncSession(source, str(vm / "gcptui"), lambda: _ready(conn), exclude=exclude)
+        result = await session.full_sync()
+        elapsed = time.perf_counter() - started
+        if session._agent is not None:
+            ledgers.append(session._agent.ledger_path)
+        await session.close()
+        conn.close()
+        if result.bytes and rounds_done:
+            raise AssertionError("a no-op resync sent file data")
+        return elapsed
+
+    rounds_done = 0
+    rsync_once()
+    await ours_once()  # the first syncs: both trees land
+    rounds_done = 1
+    ours, theirs = [], []
+    for i in range(rounds):
+        for who in ("rsync", "gcptui") if i % 2 == 0 else ("gcptui", "rsync"):
+            if who == "rsync":
+                theirs.append(rsync_once())
+            else:
+                ours.append(await ours_once())
+        log(f"  gcptui {ours[-1]:.3f} s  rsync {theirs[-1]:.3f} s")
+    mine, base = statistics.median(ours), statistics.median(theirs)
+    return {
+        "benchmark": "sync-noop-ignored",
+        "tree_files": files,
+        "synced_files": synced,
+        "exclude": exclude,
+        "baseline": f"rsync {' '.join(flags)}",
+        "noop_s": round(mine, 3),
+        "rsync_noop_s": round(base, 3),
+        "noop_ratio": round(mine / base, 3),
+        "noop_runs_s": [round(x, 3) for x in ours],
+        "rsync_noop_runs_s": [round(x, 3) for x in theirs],
+        "load": _load(),
+    }
+
+
 async def main(args: argparse.Namespace) -> dict:
     work = Path(tempfile.mkdtemp(prefix="gcptui-sync-bench-"))
     ledgers: list[str] = []  # the VM-side ledgers sync wrote (loopback: this machine's home)
@@ -176,7 +253,7 @@ async def main(args: argparse.Namespace) -> dict:
     sshd.setup()
     sshd.start()
     proxy = None
-    if args.wan:
+    if args.wan and not args.vms:  # --vms puts its own shared-uplink proxy in front (sync_fleet.py)
         proxy = spawn_wan_proxy(
             sshd.host, sshd.port, host="127.0.0.78", delay_ms=args.delay_ms, mbit=args.mbit
         )
@@ -185,6 +262,19 @@ async def main(args: argparse.Namespace) -> dict:
     else:
         link = Link(sshd, sshd.host, sshd.port, "-a")
     try:
+        if args.noop_ignored:
+            return await noop_ignored(link, work, args.noop_ignored, ledgers)
+        if args.vms:
+            from benchmarks.sync_fleet import fleet
+
+            source = work / "source"
+            log(f"generating {args.files} files / {args.mb} MB ...")
+            n_files, n_bytes = generate_tree(source, args.files, args.mb, text=args.text)
+            vm = Path(tempfile.mkdtemp(prefix="vm-", dir=args.vm_dir)) if args.vm_dir else work / "vm"
+            vm.mkdir(exist_ok=True)
+            figures = await fleet(args, sshd, source, vm, ledgers)
+            return {"benchmark": "sync-wan-fleet", "tree_files": n_files, "tree_mb": round(n_bytes / 1e6, 1),
+                    "text": args.text, **figures, "load": _load()}  # fmt: skip
         source = work / "source"
         log(f"generating {args.files} files / {args.mb} MB ...")
         n_files, n_bytes = generate_tree(source, args.files, args.mb, text=args.text)
@@ -344,6 +434,16 @@ if __name__ == "__main__":
     parser.add_argument("--vm-dir", default="", help="where VM-side trees go (e.g. /dev/shm)")
     parser.add_argument(
         "--text", action="store_true", help="small files hold source-like text, not random bytes"
+    )
+    parser.add_argument(
+        "--noop-ignored", type=int, default=0, metavar="FILES",
+        help="only: a cold no-op resync of FILES files, 95%% under data/ (excluded), vs rsync with the same exclude",
+    )  # fmt: skip
+    parser.add_argument(
+        "--vms",
+        type=int,
+        default=0,
+        help="with --wan: N VMs behind one shared uplink, fanned out (sync_fleet.py)",
     )
     parser.add_argument("--wan", action="store_true", help="through the WAN proxy; baseline rsync -az")
     parser.add_argument("--delay-ms", type=float, default=25.0, help="--wan: one-way delay per direction")

@@ -4,12 +4,85 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import TYPE_CHECKING, Any, Literal
 
 if TYPE_CHECKING:
     import asyncssh
 
-Source = Literal["gce", "host"]
+# The kind of compute a fleet row comes from: the name its backend registers under
+# (gcptui.remote.compute.registry). `ls --json` prints it as `source`.
+Source = Literal["gce", "host", "tpu", "vertex", "gke"]
+# What each kind is called in the detail pane and in one-line errors.
+SOURCE_TITLES: dict[str, str] = {
+    "gce": "GCE instance",
+    "host": "static SSH host",
+    "tpu": "Cloud TPU node",
+    "vertex": "Vertex AI custom job",
+    "gke": "GKE workload",
+}
+
+
+class State(StrEnum):
+    """A fleet row's neutral state, the same words for every kind of compute.
+
+    Each backend maps its own status word onto one of these (GCE's RUNNING and TPU's READY are both
+    ``running``); workflows and faces decide on these, never on a backend's word, which is shown beside.
+    """
+
+    PROVISIONING = "provisioning"  # asked for, not yet up (GCE PROVISIONING/STAGING, a pending pod)
+    RUNNING = "running"  # up: a process can run on it now
+    STOPPING = "stopping"  # on its way down
+    STOPPED = "stopped"  # down, can be started again; not by a preemption (or none is known)
+    PREEMPTED = "preempted"  # down because the provider took it back (Spot, preemptible)
+    SUCCEEDED = "succeeded"  # a workload that ran to its end (a Vertex AI job, a GKE Job)
+    FAILED = "failed"  # a workload that ended in error, or a machine the provider could not run
+    DELETING = "deleting"  # being deleted, or gone from the provider's listing
+    UNKNOWN = "unknown"  # not known: a static host until SSH answers, a word the backend does not know
+
+    @property
+    def up(self) -> bool:
+        """A process may run there now (SSH may reach it, a job may start)."""
+        return self is State.RUNNING
+
+    @property
+    def reachable(self) -> bool:
+        """Not known to be down or on its way: SSH may be tried (a running VM; a static host, whose
+        state nobody knows until SSH answers)."""
+        return self in (State.RUNNING, State.UNKNOWN)
+
+    @property
+    def down(self) -> bool:
+        """Nothing runs there and nothing will until someone acts (start, recover, resubmit)."""
+        return self in _DOWN
+
+
+_DOWN = frozenset({State.STOPPED, State.PREEMPTED, State.SUCCEEDED, State.FAILED})
+
+
+class StopCause(StrEnum):
+    """Why a row stopped, as its backend found out (``Backend.why_stopped``)."""
+
+    PREEMPTED = "preempted"  # the provider reclaimed a Spot/preemptible machine
+    HOST_MAINTENANCE = "host-maintenance"  # the provider stopped or restarted it for its host
+    USER = "user"  # someone stopped or deleted it (a person, a script, gcptui itself)
+    UNKNOWN = "unknown"  # nothing says why (a provider's record of it may have expired)
+
+
+@dataclass(frozen=True, slots=True)
+class Worker:
+    """One worker of a row: a TPU node's host, a Vertex AI job's task, a GKE workload's pod.
+
+    A plain VM has none (the row is its own single machine). ``state`` is neutral.
+    """
+
+    name: str
+    address: str | None = None
+    state: State = State.UNKNOWN
+
+    def to_json(self) -> dict[str, Any]:
+        return {"name": self.name, "address": self.address, "state": str(self.state)}
+
 
 # An instance label naming the port its sshd listens on, when not [ssh] port (22 on GCE). The
 # emulator sets it where all VMs share 127.0.0.1 (macOS); users may set it on their own VMs.
@@ -31,8 +104,10 @@ class Gpu:
 class Instance:
     """One machine of the fleet: a GCE instance or a static ``[[hosts]]`` entry.
 
-    ``status`` is GCE's own word (RUNNING, TERMINATED, ...); static hosts read RUNNING.
-    ``preempted`` is True when the last stop of a TERMINATED VM was a preemption.
+    ``status`` is the backend's own word (GCE's RUNNING, TERMINATED, ...; UNKNOWN for static
+    hosts); ``state`` is the neutral one every workflow and face decides on (set by the backend
+    that made the row). ``preempted`` is True when the last stop of a TERMINATED VM was a preemption.
+    ``workers`` are the row's workers (none for a VM or a host).
     """
 
     name: str
@@ -50,6 +125,8 @@ class Instance:
     last_stop: str | None = None
     preempted: bool = False
     source: Source = "gce"
+    state: State = State.UNKNOWN
+    workers: tuple[Worker, ...] = ()
     # The instance's own enable-oslogin metadata (None: not set, the project's decides).
     oslogin: bool | None = None
     # USD per hour while it runs (machine + GPUs; no disks), and where that price came from:
@@ -85,6 +162,8 @@ class Instance:
             "last_start": self.last_start,
             "last_stop": self.last_stop,
             "source": self.source,
+            "state": str(self.state),
+            "workers": [w.to_json() for w in self.workers],
             "usd_per_hour": self.usd_per_hour,
             "price_source": self.price_source,
             "price_as_of": self.price_as_of,

@@ -16,11 +16,12 @@ from typing import TYPE_CHECKING, Any
 
 from gcptui.remote.cloud.create import CreateError, CreateOptions, boot_disk, boot_source, create_body
 from gcptui.remote.cloud.instances import DiskOrigin, instance_from_resource, short_name
+from gcptui.remote.compute.ready import wait_ready
 from gcptui.remote.config import Config
-from gcptui.remote.errors import CloudError, GcptuiError
+from gcptui.remote.errors import GcptuiError
 from gcptui.remote.models import Instance
 from gcptui.remote.ssh.host_keys import matching_lines, pin_host_keys
-from gcptui.remote.ssh.target import target_for
+from gcptui.remote.ssh.target import target_for_instance
 
 if TYPE_CHECKING:
     from gcptui.remote.cloud.gce import GceClient
@@ -130,28 +131,16 @@ class VmCreator:
         return Created(instance, state != "none", time.monotonic() - began)
 
     def _wait_running(self, name: str, zone: str) -> Instance:
-        deadline = time.monotonic() + self.boot_timeout
-        while True:
+        def read() -> Instance | None:
             raw = self.gce.get_raw(name, zone)
-            instance = instance_from_resource(raw) if raw is not None else None
-            if (
-                instance is not None
-                and instance.status == "RUNNING"
-                and (instance.external_ip or instance.internal_ip)
-            ):
-                return instance
-            if instance is not None and instance.status in ("TERMINATED", "STOPPING"):
-                raise CloudError(f"{name} stopped while starting: `gcptui vm start {name}` to try again")
-            if time.monotonic() > deadline:
-                raise CloudError(
-                    f"{name} did not reach RUNNING within {self.boot_timeout:.0f}s: check `gcptui ls`"
-                )
-            time.sleep(self.poll_seconds)
+            return instance_from_resource(raw) if raw is not None else None
+
+        return wait_ready(read, name, timeout=self.boot_timeout, pause=lambda _attempt: self.poll_seconds)
 
     def _pin(self, instance: Instance) -> str:
         """File the keys the VM's guest agent publishes (a few seconds after boot on GCE): "pinned",
         "known" (the file already had a key for the new VM's id) or "none" (none published in time)."""
-        target = target_for(self.config, instance)
+        target = target_for_instance(instance, self.config.ssh, base_dir=self.config.base_dir)
         if not target.host_key_alias:
             return "none"
         deadline = time.monotonic() + self.host_key_timeout

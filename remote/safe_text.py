@@ -40,3 +40,30 @@ def sanitize(text: str, *, colours: bool = True) -> str:
 def one_line(text: str) -> str:
     """``sanitize`` without colours, newlines and tabs as spaces: for a status cell or a message."""
     return sanitize(text, colours=False).replace("\n", " ").replace("\t", " ")
+
+
+def clip(text: str, limit: int) -> str:
+    """``text`` cut to ``limit`` characters, an ellipsis marking a cut."""
+    return text if len(text) <= limit else text[: max(0, limit - 1)] + "…"
+
+
+def vm_field(text: str, limit: int = 300) -> str:
+    """A short field from a VM (a GPU name, a job's start time, a checkpoint path): ``one_line``,
+    runs of spaces folded, bounded."""
+    return clip(" ".join(one_line(text).split()), limit)
+
+
+MAX_NAME_BYTES = 255  # the longest file name Linux file systems allow
+
+
+def plain_name(name: str) -> bool:
+    """Whether ``name`` (one component of a path from a VM or the bucket) may name a local file:
+    printable (no control, no escape sequence, so it can be shown as is), not empty, ``.`` or
+    ``..``, no separator, and short enough for a local file system."""
+    return (
+        name not in ("", ".", "..")
+        and "/" not in name
+        and "\\" not in name
+        and name.isprintable()
+        and len(name.encode("utf-8", errors="replace")) <= MAX_NAME_BYTES
+    )

@@ -12,28 +12,30 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from gcptui.remote.cloud.fleet import FleetSnapshot, FleetSource
+from gcptui.remote.compute.backend import SHARED_FLEET, BackendContext
+from gcptui.remote.compute.registry import Compute
+from gcptui.remote.compute.ssh_exec import SshExecChannel
 from gcptui.remote.config import Config
 from gcptui.remote.errors import CloudError, ConfigError, GcptuiError, NotFoundError
 from gcptui.remote.jobs.runner import JobRunner
-from gcptui.remote.models import ConnectionGetter, Instance
+from gcptui.remote.models import ConnectionGetter, Instance, State
 from gcptui.remote.ssh.errors import SshConfigError, SshError, SshUnreachableError
 from gcptui.remote.ssh.pool import SshPool
-from gcptui.remote.ssh.target import SshTarget, target_for
+from gcptui.remote.ssh.target import SshTarget
 from gcptui.remote.sync import BatchApplied, SyncEvent, SyncSession
-from gcptui.remote.sync.secrets import private_keys
+from gcptui.remote.sync.fanout import FanOut
+from gcptui.remote.sync.secrets import SecretGuard, private_keys
 
 if TYPE_CHECKING:
     import asyncssh
 
-# Statuses in which a VM has no sshd to reach: say so before trying SSH (`gcptui vm start NAME`).
-DOWN_STATUSES = frozenset({"TERMINATED", "STOPPING", "STOPPED", "SUSPENDING", "SUSPENDED"})
 # A getter that lost its machine re-reads the fleet at most this often (one listing shared by all).
 FLEET_REREAD_SECONDS = 2.0
 
 
 def down_error(instance: Instance) -> SshUnreachableError | None:
-    """The one-line error for a VM that is not running (None when SSH may reach it)."""
-    if instance.source == "gce" and instance.status in DOWN_STATUSES:
+    """The one-line error for a machine that is down or stopping (None when SSH may reach it)."""
+    if instance.state.down or instance.state is State.STOPPING:
         return SshUnreachableError(
             instance.name, f"{instance.name} is {instance.status}: `gcptui vm start {instance.name}`"
         )
@@ -55,6 +57,22 @@ class Services:
         # Told of every batch any sync session of this process lands (live sync, keep-alive's barrier
         # after a recreation, a job start's sync), so "last sync" is the VM's, not one session's.
         self.sync_batch_listeners: list[Callable[[BatchApplied], None]] = []
+        self._compute: Compute | None = None
+
+    @property
+    def compute(self) -> Compute:
+        """The configured backends (``gcptui.remote.compute``), built on first use."""
+        if self._compute is None:
+            context = BackendContext(
+                self.config, connect=self.exec_channel, shared={SHARED_FLEET: self.fleet}
+            )
+            self._compute = Compute.from_context(context)
+        return self._compute
+
+    def exec_channel(self, instance: Instance) -> SshExecChannel:
+        """An exec channel over the shared SSH pool that follows ``instance`` across restarts."""
+        getter = self.follow(instance)
+        return SshExecChannel(getter, lambda: getter.where)
 
     def note_snapshot(self, snapshot: FleetSnapshot) -> None:
         """Remember the fleet as last read: getters from ``follow`` use the newest address."""
@@ -98,7 +116,7 @@ class Services:
             user = self.fleet.login_user(instance)
         except CloudError as err:
             raise SshConfigError(instance.name, str(err)) from None
-        return target_for(self.config, instance, user)
+        return self.compute.of(instance).ssh_target(instance, user)
 
     def target_or_none(self, instance: Instance) -> SshTarget | None:
         """The SSH target, or None when the machine cannot be reached (no address, bad settings)."""
@@ -118,8 +136,9 @@ class Services:
             if not source.is_dir():
                 raise ConfigError(f"[sync].source {source} is not a folder: set [sync].source in the config")
             sync = self.config.sync
-            key = self.config.resolve_local(self.config.ssh.key) if self.config.ssh.key else None
-            found = private_keys(source, exclude=sync.exclude, allow=sync.allow_secrets, own_key=key)
+            found = private_keys(
+                source, exclude=sync.exclude, allow=sync.allow_secrets, own_key=self._ssh_key()
+            )
             if found:
                 more = f" (and {len(found) - 1} more)" if len(found) > 1 else ""
                 raise ConfigError(
@@ -129,12 +148,45 @@ class Services:
             self._source_checked = source
         return source
 
+    def _ssh_key(self) -> Path | None:
+        return self.config.resolve_local(self.config.ssh.key) if self.config.ssh.key else None
+
+    def sync_guard(self) -> SecretGuard:
+        """The private-key check every file a sync session sends passes (sync_source's, per file)."""
+        return SecretGuard(allow=self.config.sync.allow_secrets, own_key=self._ssh_key())
+
     def sync_line(self, instance: Instance) -> str:
         """What sync does, for the CLI and the TUI: ``LOCAL_SOURCE → NAME:DEST``."""
         return f"{self.config.sync_source()} → {instance.name}:{self.config.sync.dest}"
 
-    def sync_session(self, instance: Instance) -> SyncSession:
-        """A live-sync session of ``[sync]`` to one machine over the shared pool."""
+    def sync_relay(self, seed: Instance) -> FanOut | None:
+        """A fan-out relay seeded on ``seed`` (fanout.py): other machines fetch the tree's bytes
+        from it at its internal address. None when it has none (a static host) or no SSH target."""
+        if not seed.internal_ip or self.target_or_none(seed) is None:
+            return None
+        sync = self.config.sync
+        return FanOut(self.getter(seed), sync.dest, seed.internal_ip, guard=self.sync_guard(), name=seed.name)
+
+    def sync_fanout(self, instances: list[Instance]) -> FanOut | None:
+        """The relay that lets several machines share one upload of the tree: the first that can
+        seed it. None for one machine, or when none can (each then gets its own copy)."""
+        if len(instances) < 2:
+            return None
+        return next((r for r in map(self.sync_relay, instances) if r is not None), None)
+
+    def sync_sessions(self, instances: list[Instance]) -> tuple[list[SyncSession], FanOut | None]:
+        """Sessions of ``[sync]`` to several machines, fanned out when they can be (close the relay
+        after the sessions)."""
+        relay = self.sync_fanout(instances)
+        sessions = [
+            self.sync_session(i, relay=relay if relay is not None and i.name != relay.name else None)
+            for i in instances
+        ]
+        return sessions, relay
+
+    def sync_session(self, instance: Instance, relay: FanOut | None = None) -> SyncSession:
+        """A live-sync session of ``[sync]`` to one machine over the shared pool (``relay``: a large
+        batch's bytes come from the fan-out's seed machine)."""
         sync = self.config.sync
         session = SyncSession(
             self.sync_source(),
@@ -144,6 +196,8 @@ class Services:
             protect=sync.protect,
             name=instance.name,
             stall_seconds=sync.stall_seconds,
+            guard=self.sync_guard(),
+            relay=relay,
         )
         session.subscribe(self._on_sync_event)
         return session
@@ -172,7 +226,7 @@ class Services:
     async def reachable(self) -> list[Instance]:
         """Every machine SSH could reach now: running VMs and the static hosts."""
         snapshot = await asyncio.to_thread(self.fleet.snapshot)
-        return [i for i in snapshot.instances if i.source == "host" or i.status == "RUNNING"]
+        return [i for i in snapshot.instances if i.state.reachable]
 
     async def close(self) -> None:
         await self.pool.close()

@@ -12,12 +12,31 @@ import pytest
 from tests.helpers.emulator import api_emulator, emulator, emulator_thread
 from tests.helpers.gcs import fake_gcs
 from tests.helpers.sshd import Sshd, make_client_key, sshd_available
+from tests.schema import middleware as schema_check
 
 # The emulators' fixtures (a Compute API with SSH-reachable VMs, Cloud Storage) serve every test folder.
 __all__ = ["api_emulator", "emulator", "emulator_thread", "fake_gcs"]
 
 # Keep google-auth from probing a metadata server during tests.
 os.environ.setdefault("NO_GCE_CHECK", "true")
+
+# Every emulator a test starts checks each exchange against Google's discovery documents.
+schema_check.install()
+
+
+@pytest.fixture(autouse=True)
+def emulator_speaks_google() -> Iterator[None]:
+    """Fail the test during which the emulator (or the product through it) left Google's documents."""
+    schema_check.take()  # what an earlier test's stragglers left
+    yield
+    found = schema_check.take()
+    if found:
+        shown = "\n".join(f"  {v}" for v in found[:20])
+        more = f"\n  ... and {len(found) - 20} more" if len(found) > 20 else ""
+        pytest.fail(
+            f"{len(found)} exchange(s) off Google's discovery documents:\n{shown}{more}", pytrace=False
+        )
+
 
 # Each sshd gets its own 127.0.0.x address so tests can tell hosts apart.
 _addresses = (f"127.0.0.{n}" for n in itertools.count(20))

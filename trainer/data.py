@@ -53,6 +53,9 @@ class DeterministicBatchSampler(Sampler[list[int]]):
             )
         self._epoch = 0
         self._start = 0
+        # (epoch, start) of a resume, kept until iteration begins: a framework that calls
+        # set_epoch(epoch) itself (Lightning, accelerate) must not reset a resumed epoch's position.
+        self._resume: tuple[int, int] | None = None
 
     def order(self, epoch: int) -> torch.Tensor:
         """The epoch's permutation of all sample indices."""
@@ -67,13 +70,27 @@ class DeterministicBatchSampler(Sampler[list[int]]):
             first = position * global_batch + self.rank * self.batch_size
             yield order[first : first + self.batch_size]
 
-    def set_epoch(self, epoch: int, start: int = 0) -> None:
-        """Choose what the next `iter()` yields: `epoch`'s batches from batch `start` on."""
+    def resume_at(self, epoch: int, start: int) -> None:
+        """Make the next iteration of `epoch` begin at batch `start`, even through a `set_epoch(epoch)`."""
+        self._resume = (epoch, start)
+        self._epoch, self._start = epoch, start
+
+    def set_epoch(self, epoch: int, start: int | None = None) -> None:
+        """Choose what the next `iter()` yields: `epoch`'s batches from batch `start` on.
+
+        Without `start`: from the position `resume_at` gave for this epoch, else from its first batch.
+        """
+        if start is None:
+            start = self._resume[1] if self._resume is not None and self._resume[0] == epoch else 0
         self._epoch, self._start = epoch, start
 
     def __iter__(self) -> Iterator[list[int]]:
+        # The body runs at the first next(), after the framework's set_epoch: the resume is used up.
+        self._resume = None
         for batch in self.batches(self._epoch, self._start):
             yield batch.tolist()
 
     def __len__(self) -> int:
-        return self.steps_per_epoch - self._start
+        # The whole epoch, whatever the start: frameworks take len() as the epoch's length and count
+        # a resumed epoch's batches from its position (a shorter len() would end every epoch early).
+        return self.steps_per_epoch

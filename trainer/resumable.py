@@ -91,6 +91,8 @@ class ResumableRun:
             the checkpoint was trained with, which the loop must keep (split over the new ranks) for
             the global sample order to continue exactly. Ranks the checkpoint had keep their RNG
             streams; new ones start streams seeded from (step, rank).
+        echo: also print each progress line and event to stdout (False: only the metrics file,
+            warnings still go to stderr).
     """
 
     def __init__(
@@ -115,6 +117,7 @@ class ResumableRun:
         exit_on_preemption: bool = True,
         preemption_signals: tuple[int, ...] = (signal.SIGTERM,),
         reshard: bool = False,
+        echo: bool = True,
     ) -> None:
         self.run_dir = Path(run_dir)
         self.artifacts_dir = self.run_dir / "artifacts"
@@ -138,7 +141,7 @@ class ResumableRun:
 
         self.store = CheckpointStore(self.run_dir / "checkpoints", keep=keep)
         path = Path(metrics_path) if metrics_path is not None else default_metrics_path(self.run_dir)
-        self.metrics = MetricsLog(path if self._is_writer else None)
+        self.metrics = MetricsLog(path if self._is_writer else None, echo=echo)
         self._writer = BackgroundCheckpointWriter(
             self.store, self._report_written, self.metrics.checkpoint_failed
         )

@@ -9,24 +9,22 @@ import asyncio
 import contextlib
 import logging
 import signal
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from textual import work
 from textual.app import App, SystemCommand
 from textual.message import Message
-from textual.notifications import SeverityLevel
 from textual.screen import Screen
-from textual.worker import Worker, WorkerState
 
 from gcptui.remote.config import Config, GroupConfig
-from gcptui.remote.errors import GcptuiError
+from gcptui.remote.errors import ConfigError, GcptuiError
 from gcptui.remote.jobs.protocol import JobStatus
 from gcptui.remote.keepalive.recovery import KeepAlive
-from gcptui.remote.models import Instance
-from gcptui.remote.safe_text import one_line, sanitize
+from gcptui.remote.models import Instance, State
 from gcptui.remote.services import Services
+from gcptui.tui.app_log import close_log, log_file, open_log
 from gcptui.tui.fleet.screen import FleetScreen
 from gcptui.tui.hangup import Handler, quit_on_hangup
 from gcptui.tui.keepalive_controls import KeepAliveControls
@@ -39,10 +37,11 @@ from gcptui.tui.keys import (
     validate_keymap,
 )
 from gcptui.tui.live.monitors import Monitors
-from gcptui.tui.live.notices import Notice, gpu_idle_notice, job_ended_notice
+from gcptui.tui.live.notices import gpu_idle_notice, job_ended_notice
 from gcptui.tui.live.state import Live
 from gcptui.tui.messages import FleetRefreshed, FleetRefreshFailed, LiveChanged
 from gcptui.tui.palette import help_order, palette_commands
+from gcptui.tui.telling import Telling
 from gcptui.tui.textual_compat import install_acyclic_strips
 
 if TYPE_CHECKING:
@@ -53,7 +52,7 @@ REFRESH_SECONDS = 5.0
 log = logging.getLogger(__name__)
 
 
-class GcptuiApp(KeepAliveControls, App[None]):
+class GcptuiApp(Telling, KeepAliveControls, App[None]):
     """``gcptui``: the fleet table first; everything else is one key away."""
 
     CSS_PATH = Path(__file__).with_name("app.tcss")  # absolute: subclasses live elsewhere
@@ -80,6 +79,8 @@ class GcptuiApp(KeepAliveControls, App[None]):
         self.poll_fleet = poll_fleet
         self._dirty: set[str] = set()
         self._hangup_before: Handler = None
+        self.log_path = log_file()
+        self._log_handler: logging.Handler | None = None
         self.keepalive: KeepAlive | None = None
         self._keepalive_due = False  # set at mount; keep-alive starts after the first fleet list
         self.autostopper: AutoStopper | None = None
@@ -113,6 +114,7 @@ class GcptuiApp(KeepAliveControls, App[None]):
             fleet.hold(message)  # covered: no repaint of it (and the whole terminal) per message
 
     def on_mount(self) -> None:
+        self.log_path, self._log_handler = open_log()
         # A closed terminal (SIGHUP) or a plain kill (SIGTERM) quits like `q`: the demo's emulator,
         # its VMs' processes and its temp dir go, and SSH connections close.
         with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):  # not the main thread
@@ -127,6 +129,7 @@ class GcptuiApp(KeepAliveControls, App[None]):
                 readonly=self.readonly,
                 demo=self.demo,
                 groups=self.config.groups,
+                refresh_seconds=self.refresh_seconds,
             ),
             name="fleet",
         )
@@ -149,11 +152,23 @@ class GcptuiApp(KeepAliveControls, App[None]):
         try:
             snapshot = self.fleet.snapshot()
         except GcptuiError as err:
-            self.post_message(FleetRefreshFailed(str(err)))
+            self.post_message(FleetRefreshFailed(str(err), self._setup_problems(str(err))))
         except Exception as err:  # noqa: BLE001 - any surprise is shown, never a crash
             self.post_message(FleetRefreshFailed(f"{type(err).__name__}: {err}"))
         else:
             self.post_message(FleetRefreshed(snapshot))
+
+    def _setup_problems(self, error: str) -> tuple[str, ...]:
+        """``error`` and, when it hid one, a missing project too: a first launch without a login
+        learns both at once rather than one per fix."""
+        problems = [error]
+        if self.config.gcp is not None:
+            try:
+                self.fleet.project()
+            except ConfigError as err:
+                if str(err) != error:
+                    problems.append(str(err))
+        return tuple(problems)
 
     def on_fleet_refreshed(self, message: FleetRefreshed) -> None:
         self.call_after_refresh(self._start_keep_alive)
@@ -164,7 +179,7 @@ class GcptuiApp(KeepAliveControls, App[None]):
                 if instance.name in self.live:
                     live = self.live[instance.name]
                     live.keepalive = self.keepalive.enabled(instance.name) if instance.spot else None
-                    if live.outcome == "resumed" and instance.status != "RUNNING":
+                    if live.outcome == "resumed" and instance.state is not State.RUNNING:
                         live.outcome = ""  # stopped since: "resumed" would be a stale word
         self._tell_fleet(FleetRefreshed(message.snapshot))
 
@@ -213,59 +228,8 @@ class GcptuiApp(KeepAliveControls, App[None]):
     def _sync_warning(self, name: str, message: str) -> None:
         self.notify(f"{name}: {message}", title="Sync", severity="warning")
 
-    def _say(self, notice: Notice | None) -> None:
-        if notice is not None:
-            self.notify(notice.message, title=notice.title, severity=notice.severity, timeout=notice.timeout)
-
-    def notify(
-        self,
-        message: str,
-        *,
-        title: str = "",
-        severity: SeverityLevel = "information",
-        timeout: float | None = None,
-        markup: bool = True,
-    ) -> None:
-        """Every notification (screens' too end here): its text may hold VM, file or API strings,
-        so it is sanitized and never read as markup (``[@click=app.quit]`` stays text)."""
-        del markup
-        kwargs = {} if timeout is None else {"timeout": timeout}
-        super().notify(
-            sanitize(message, colours=False), title=one_line(title), severity=severity, markup=False, **kwargs
-        )
-
-    # -- nothing fails silently ------------------------------------------------------------------
-
-    def background_failed(self, name: str, error: BaseException) -> None:
-        """A background task or worker died of an unexpected exception: log it and say so on screen."""
-        log.error("%s failed", name, exc_info=(type(error), error, error.__traceback__))
-        self.notify(
-            f"{name} stopped: {type(error).__name__}: {error} (details in the log)",
-            title="Background task failed",
-            severity="error",
-            timeout=15,
-            markup=False,
-        )
-
-    def monitor_failed(self, name: str, error: BaseException) -> None:
-        """A monitor died of an unexpected exception: logged, shown once, and restarted (Monitors)."""
-        log.error(
-            "monitor %s failed; restarting it", name, exc_info=(type(error), error, error.__traceback__)
-        )
-        self.notify(
-            f"{name} failed: {type(error).__name__}: {error}; restarting it with backoff (details in the log)",
-            title="Monitor failed",
-            severity="error",
-            timeout=15,
-        )
-
-    def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
-        # The one handler for every worker (exit_on_error=False keeps the app alive; this keeps the
-        # error visible). Expected failures are caught inside the workers and told as notifications.
-        if event.state == WorkerState.ERROR and event.worker.error is not None:
-            self.background_failed(f"worker {event.worker.name or event.worker.group}", event.worker.error)
-
     async def on_unmount(self) -> None:
+        close_log(self._log_handler)
         if self._hangup_before is not None:
             with contextlib.suppress(ValueError):
                 signal.signal(signal.SIGHUP, self._hangup_before)
@@ -273,29 +237,15 @@ class GcptuiApp(KeepAliveControls, App[None]):
         await self.monitors.close()
         await self.services.close()
 
-    # -- acting on machines ------------------------------------------------------------------------
-
-    def act(
-        self, label: str, instance: Instance, action: Callable[[Instance], Awaitable[str | None]]
-    ) -> None:
-        """Run ``action`` in a worker; its result or its one-line error becomes a notification."""
-
-        async def run() -> None:
-            try:
-                message = await action(instance)
-            except GcptuiError as err:
-                self.notify(str(err), title=f"{label} failed", severity="error", timeout=10)
-            else:
-                if message:
-                    self.notify(message, title=label)
-
-        self.run_worker(run(), group=f"act-{instance.name}", exit_on_error=False)
+    # -- acting on machines (act, act_all: tui/telling.py) -------------------------------------------
 
     async def job_action(self, action: str, instance: Instance) -> str | None:
         target = self.services.target(instance)
         if action in ("start", "restart"):
             await self.monitors.barrier(instance)  # the VM holds the current tree first
-        status = await getattr(self.services.jobs, action)(target)
+        jobs = self.services.jobs
+        act = {"start": jobs.start, "restart": jobs.restart, "kill": jobs.kill, "status": jobs.status}[action]
+        status = await act(target)
         await self.monitors.refresh_job(instance.name)
         return f"{instance.name}: job {status.state}" + (f" (pid {status.pid})" if status.pid else "")
 
@@ -353,8 +303,9 @@ class GcptuiApp(KeepAliveControls, App[None]):
         return f"{instance.name}: {action} done"
 
     def on_fleet_refresh_failed(self, message: FleetRefreshFailed) -> None:
-        self._start_keep_alive()
-        self._tell_fleet(FleetRefreshFailed(message.error))
+        # Keep-alive waits for a list that worked: without a login or a project it could only fail
+        # too, and say so in a second, less clear message.
+        self._tell_fleet(FleetRefreshFailed(message.error, message.problems))
 
     # -- keys, help, palette ----------------------------------------------------------------------
 
@@ -366,7 +317,8 @@ class GcptuiApp(KeepAliveControls, App[None]):
         screen's own: help or the palette on the sweep screen offered the fleet's keys, and ran
         them on the fleet's hidden selection."""
         own = self._screen_actions_name(screen) if screen is not None else "fleet"
-        names = ("app",) if own is None else ("app", own)
+        moves = {"fleet": ("rows",), "logs": ("lines",)}.get(own or "", ())
+        names = ("app",) if own is None else ("app", own, *moves)
         return [a for s in names for a in actions_for(s, readonly=self.readonly, demo=self.demo)]
 
     def _screen_actions_name(self, screen: Screen[object]) -> str | None:

@@ -23,12 +23,12 @@ from textual.screen import Screen
 from textual.widget import Widget
 from textual.widgets import Footer
 
-from gcptui.tui.live.columns import COMPACT_BELOW
 from gcptui.tui.textual_compat import FooterKey
 
 # Actions the footer always shows: without them a person cannot find help or leave. On the logs and
 # sweep screens that includes Back (escape): with only Quit left, the way out looked like quitting.
 ESSENTIAL_ACTIONS = frozenset({"help", "quit", "app.help", "app.quit", "back"})
+COMPACT_BELOW = 120  # terminal columns
 
 
 def key_width(key: FooterKey, compact: bool) -> int:

@@ -54,7 +54,7 @@ ACTIONS: tuple[Action, ...] = (
     Action("fleet.clear_marks", "c", "clear_marks", "Clear marks", "Fleet", show=False),
     Action(
         "fleet.group",
-        "g",
+        "z",
         "toggle_group",
         "Expand or fold a group's row into its nodes (Enter too)",
         "Fleet",
@@ -207,7 +207,41 @@ ACTIONS: tuple[Action, ...] = (
         label="Plots",
     ),
     Action("sweep.back", "escape", "back", "Back to the fleet", "Sweep screen", screen="sweep", label="Back"),
+    # Moving in a table of rows (the fleet's; tui/rows.py binds them on the table itself, so the
+    # filter box keeps j, k, g and Home/End as text). Home/End move rows, never sideways.
+    Action("rows.down", "j", "cursor_down", "Next row (down too)", "Move", screen="rows", show=False),
+    Action("rows.up", "k", "cursor_up", "Previous row (up too)", "Move", screen="rows", show=False),
+    Action("rows.first", "g,home", "scroll_top", "First row", "Move", screen="rows", show=False),
+    Action("rows.last", "G,end", "scroll_bottom", "Last row", "Move", screen="rows", show=False),
+    # The same keys in a log pane (bound on the pane: LogView).
+    Action(
+        "lines.down", "j", "scroll_down", "Scroll down a line (down too)", "Move", screen="lines", show=False
+    ),
+    Action("lines.up", "k", "scroll_up", "Scroll up a line (up too)", "Move", screen="lines", show=False),
+    Action(
+        "lines.first", "g,home", "scroll_home", "The oldest line kept", "Move", screen="lines", show=False
+    ),
+    Action(
+        "lines.last",
+        "G,end",
+        "scroll_end",
+        "The newest line (follows again)",
+        "Move",
+        screen="lines",
+        show=False,
+    ),
 )
+
+# Keys that mean different things on different screens: `?` lists them, so a habit from one
+# screen is not a surprise on another.
+KEY_NOTES: tuple[tuple[str, str], ...] = (
+    ("s", "starts a job on the fleet; in the logs screen it turns following on/off; sorts trials in the sweep screen"),
+    ("w", "opens the sweep screen from the fleet; wraps long lines in the logs screen"),
+    ("f", "fullscreen pane in the logs screen; in the sweep screen it steps through trial states"),
+    ("p", "pulls the run directory on the fleet; plots on/off in the sweep screen"),
+    ("z", "expands or folds a group's row (Enter too); g is the first row, as in less and vim"),
+    ("Esc", "clears the fleet's filter; goes back from the logs and sweep screens"),
+)  # fmt: skip
 
 
 def actions_for(screen: str, *, readonly: bool = False, demo: bool = False) -> list[Action]:
@@ -261,5 +295,12 @@ def validate_keymap(keymap: Mapping[str, str], known: Iterable[Action] = ACTIONS
 
 def key_label(key: str) -> str:
     """A key as a person reads it in help."""
-    names = {"question_mark": "?", "slash": "/", "enter": "Enter", "escape": "Esc"}
+    names = {
+        "question_mark": "?",
+        "slash": "/",
+        "enter": "Enter",
+        "escape": "Esc",
+        "home": "Home",
+        "end": "End",
+    }
     return ",".join(names.get(k.strip(), k.strip()) for k in key.split(","))

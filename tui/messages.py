@@ -16,11 +16,13 @@ class FleetRefreshed(Message, bubble=False):  # the app forwards it to the scree
 
 
 class FleetRefreshFailed(Message, bubble=False):
-    """The fleet could not be listed; ``error`` is the one line to show."""
+    """The fleet could not be listed; ``error`` is the one line to show, ``problems`` every setup
+    problem found (the error, and a missing project behind a missing login) for the first-launch panel."""
 
-    def __init__(self, error: str) -> None:
+    def __init__(self, error: str, problems: tuple[str, ...] = ()) -> None:
         super().__init__()
         self.error = error
+        self.problems = problems or (error,)
 
 
 class LiveChanged(Message, bubble=False):

@@ -166,8 +166,10 @@ class ComputeReader:
         return self.operations_of_type("compute.instances.terminateOnHostMaintenance")
 
     def user_stop_operations(self) -> list[Preemption]:
-        """Users' ``stop`` and ``delete`` operations still listed (two aggregated calls), newest last."""
-        return _by_time(self.operations_of_type("stop") + self.operations_of_type("delete"))
+        """Users' ``stop``, ``suspend`` and ``delete`` operations still listed (three aggregated calls),
+        newest last."""
+        kinds = ("stop", "suspend", "delete")
+        return _by_time([op for kind in kinds for op in self.operations_of_type(kind)])
 
     def operations_of_type(self, kind: str, since: datetime | None = None) -> list[Preemption]:
         """Zone operations of ``operationType`` ``kind`` (one aggregated call, all pages), newest last."""

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 from gcptui.remote.config import Config, GcpConfig
 from gcptui.remote.errors import CloudError, ConfigError
-from gcptui.remote.models import Instance
+from gcptui.remote.models import Instance, State
 
 if TYPE_CHECKING:
     from gcptui.remote.cloud.compute_rest import ComputeReader
@@ -50,9 +50,12 @@ def unreachable_notes(zones: list[str]) -> tuple[str, ...]:
 
 
 def host_instances(config: Config) -> list[Instance]:
-    """Static ``[[hosts]]`` as fleet rows; their state is known only once SSH reaches them."""
+    """Static ``[[hosts]]`` as fleet rows, status UNKNOWN and state ``unknown``: gcptui neither starts
+    nor stops them, and whether one answers is known only once SSH reaches it."""
     return [
-        Instance(name=h.name, zone="", status="UNKNOWN", external_ip=h.address, source="host")
+        Instance(
+            name=h.name, zone="", status="UNKNOWN", external_ip=h.address, source="host", state=State.UNKNOWN
+        )
         for h in config.hosts
     ]
 
@@ -172,7 +175,7 @@ class FleetSource:
             elif self._price_loader is None or not self._price_loader.is_alive():
                 from gcptui.remote.cloud.price_catalog import quick_price_book
 
-                quick, fresh = quick_price_book()
+                quick, fresh = quick_price_book(endpoint=self._catalog_endpoint())
                 if fresh:
                     self._prices, self._prices_read = quick, time.monotonic()
                 else:
@@ -184,14 +187,17 @@ class FleetSource:
                     self._price_loader.start()
         return self._prices
 
-    def _load_prices(self) -> None:
+    def _catalog_endpoint(self) -> str:
         from gcptui.remote.cloud.auth import is_local_endpoint
-        from gcptui.remote.cloud.price_catalog import load_price_book
 
         assert self.gcp is not None
         # The emulator serves the catalog on its own endpoint; a real override is Compute's alone.
-        endpoint = self.gcp.api_endpoint if is_local_endpoint(self.gcp.api_endpoint) else ""
-        book = load_price_book(endpoint, self.reader().session)
+        return self.gcp.api_endpoint if is_local_endpoint(self.gcp.api_endpoint) else ""
+
+    def _load_prices(self) -> None:
+        from gcptui.remote.cloud.price_catalog import load_price_book
+
+        book = load_price_book(self._catalog_endpoint(), self.reader().session)
         self._prices, self._prices_read = book, time.monotonic()
 
     def wait_for_prices(self, timeout: float) -> bool:

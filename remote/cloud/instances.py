@@ -6,10 +6,12 @@ Works on the proto-plus messages by attribute (note the mangled names ``nat_i_p`
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from gcptui.remote.cloud.states import gce_state
 from gcptui.remote.models import Gpu, Instance
 
 PREEMPTED_OPERATION = "compute.instances.preempted"
@@ -63,6 +65,7 @@ def instance_from_resource(raw: Any, *, preempted: bool = False) -> Instance:
         name=raw.name,
         zone=short_name(raw.zone),
         status=raw.status,
+        state=gce_state(raw.status, preempted=preempted),
         machine_type=short_name(raw.machine_type),
         gpus=gpus,
         spot=is_spot(raw),
@@ -110,3 +113,22 @@ class DiskOrigin:
     source_image: str | None = None
     source_snapshot: str | None = None
     labels: dict[str, str] = field(default_factory=dict)
+
+
+def since_last_start(
+    operations: Iterable[Preemption], instances: Iterable[Instance]
+) -> dict[str, datetime | None]:
+    """Instance name -> time of its newest operation in ``operations`` at or after its last start."""
+    ops = list(operations)
+    found: dict[str, datetime | None] = {}
+    for instance in instances:
+        started = parse_timestamp(instance.last_start)
+        for op in ops:
+            same = (
+                op.instance_id == instance.instance_id
+                if op.instance_id and instance.instance_id
+                else (op.instance == instance.name and op.zone == instance.zone)
+            )
+            if same and (started is None or op.time is None or op.time >= started):
+                found[instance.name] = op.time
+    return found

@@ -10,6 +10,7 @@ from datetime import datetime
 from typing import Any
 
 from gcptui.remote.cloud.instances import DiskOrigin, Preemption, metadata_flag, parse_timestamp, short_name
+from gcptui.remote.cloud.states import gce_state
 from gcptui.remote.models import Gpu, Instance
 
 
@@ -39,6 +40,7 @@ def instance_from_json(raw: dict[str, Any], *, preempted: bool = False) -> Insta
         name=str(raw.get("name", "")),
         zone=short_name(str(raw.get("zone", ""))),
         status=str(raw.get("status", "")),
+        state=gce_state(str(raw.get("status", "")), preempted=preempted),
         machine_type=short_name(str(raw.get("machineType", ""))),
         gpus=gpus,
         spot=is_spot_json(raw),

@@ -158,20 +158,6 @@ def rates_from_skus(skus: Iterable[dict[str, Any]]) -> dict[str, float]:
     return rates
 
 
-def fleet_total(book: PriceBook, instances: Iterable[Instance]) -> tuple[float, int]:
-    """USD per hour of the RUNNING VMs, and how many of them have no price."""
-    total, unpriced = 0.0, 0
-    for instance in instances:
-        if instance.source != "gce" or instance.status != "RUNNING":
-            continue
-        price = book.hourly(instance)
-        if price is None:
-            unpriced += 1
-        else:
-            total += price
-    return round(total, 2), unpriced
-
-
 def run_spend(
     usd_per_hour: float | None, started_at: str | None, ended_at: str | None, now: datetime
 ) -> float | None:

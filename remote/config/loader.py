@@ -2,16 +2,18 @@
 
 from __future__ import annotations
 
+import difflib
 import os
 import re
 import tomllib
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 
 import platformdirs
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
-from gcptui.remote.config import Config, GcpConfig
+from gcptui.remote.config.connection import GcpConfig
+from gcptui.remote.config.schema import Config
 from gcptui.remote.errors import ConfigError
 
 CONFIG_NAME = "gcptui.toml"
@@ -72,15 +74,36 @@ def parse_config(text: str, path: Path) -> Config:
         line = _line_of(text, ["path"])
         raise ConfigError(
             f"{path}:{line or 1}: unknown key 'path': remove it or check its spelling "
-            "(allowed keys in the top level are listed in docs/REFERENCE.md)"
+            f"(the top level takes: {', '.join(allowed_keys(Config, []))})"
         )
     try:
         return Config.model_validate({**data, "path": path})
     except ValidationError as err:
-        raise ConfigError(describe_error(first_error(err), text, path)) from None
+        raise ConfigError(describe_error(first_error(err), text, path, Config)) from None
 
 
-def describe_error(error: Any, text: str, path: Path) -> str:
+def _model_in(annotation: Any) -> type[BaseModel] | None:
+    """The pydantic model an annotation holds (``X``, ``X | None``, ``list[X]``), if any."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    return next((m for arg in get_args(annotation) if (m := _model_in(arg)) is not None), None)
+
+
+def allowed_keys(model: type[BaseModel], loc: list[Any]) -> list[str]:
+    """The keys the section at ``loc`` takes (the names a file writes), read from the model: the
+    error then says them, rather than pointing at docs/REFERENCE.md, which a pip install lacks."""
+    current: type[BaseModel] | None = model
+    for part in loc:
+        if isinstance(part, int) or current is None:
+            continue
+        field = current.model_fields.get(str(part))
+        current = _model_in(field.annotation) if field is not None else None
+    if current is None:
+        return []
+    return sorted((f.alias or name) for name, f in current.model_fields.items() if name != "path")
+
+
+def describe_error(error: Any, text: str, path: Path, model: type[BaseModel] | None = None) -> str:
     """One pydantic error as a line naming ``path:line``, the dotted key and what to do (the sweep file uses it too)."""
     loc = [part for part in error["loc"] if part != "path"]
     dotted = _dotted(loc)
@@ -88,8 +111,18 @@ def describe_error(error: Any, text: str, path: Path) -> str:
     where = f"{path}:{line}" if line else str(path)
     kind = error["type"]
     if kind == "extra_forbidden":
-        section = _dotted(loc[:-1]) or "the top level"
-        return f"{where}: unknown key '{dotted}': remove it or check its spelling (allowed keys in {section} are listed in docs/REFERENCE.md)"
+        names = [str(part) for part in loc[:-1] if not isinstance(part, int)]
+        listed = any(isinstance(part, int) for part in loc[:-1])
+        section = (
+            (f"[[{'.'.join(names)}]]" if listed else f"[{'.'.join(names)}]") if names else "the top level"
+        )
+        said = f"{where}: unknown key '{dotted}': remove it or check its spelling"
+        allowed = allowed_keys(model, loc[:-1]) if model is not None else []
+        if not allowed:
+            return said
+        close = difflib.get_close_matches(str(loc[-1]), allowed, n=1)
+        guess = f"did you mean '{close[0]}'? " if close else ""
+        return f"{said} ({guess}{section} takes: {', '.join(allowed)})"
     message = str(error["msg"]).removeprefix("Value error, ")
     if kind == "missing":
         return f"{where}: '{dotted}' is required: add it"

@@ -73,8 +73,10 @@ class SyncConfig(_Section):
         default=[],
         description=(
             "Paths, relative to `source`, of private-key files that may be synced anyway. Without them sync "
-            "refuses a source holding the config's own SSH key or any file that looks like a private key "
-            "(`-----BEGIN ... PRIVATE KEY-----`, `id_*` without `.pub`), naming the file."
+            "refuses a source holding the config's own SSH key (or a copy of it) or any file that looks like a "
+            "private key (`-----BEGIN ... PRIVATE KEY-----`, `id_*` without `.pub`, `*.pem`, `*.p12`, `*.pfx`), "
+            "naming the file; one that appears or changes while live sync runs is held back and named once, "
+            "and the rest keeps syncing."
         ),
     )
     stall_seconds: float = Field(
@@ -304,3 +306,22 @@ class AutostopConfig(_Section):
     @property
     def active(self) -> bool:
         return self.idle_minutes > 0 or self.after_job != "none"
+
+
+class NotifyConfig(_Section):
+    """Where keep-alive tells of recoveries when nobody watches (the laptop closed, the keeper alone)."""
+
+    webhook: str = Field(
+        default="",
+        description=(
+            "An http(s) URL: each recovery done, failed or given up is POSTed to it as a JSON object "
+            "(`event`, `outcome`, `machine`, `at`, `detail`, and a `text` line that chat webhooks show). Empty: off."
+        ),
+    )
+
+    @field_validator("webhook")
+    @classmethod
+    def _http_url(cls, value: str) -> str:
+        if value and not value.startswith(("https://", "http://")):
+            raise ValueError("must start with https:// (or http://)")
+        return value

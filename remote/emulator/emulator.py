@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import getpass
+import hashlib
 import json
 import os
 import secrets
@@ -22,13 +23,20 @@ from pathlib import Path
 import asyncssh
 from aiohttp import web
 
-from gcptui.remote.emulator import faults as fault_kinds
-from gcptui.remote.emulator.faults import Fault, Faults
-from gcptui.remote.emulator.fleet import OPERATION_TTL, Fleet, Timing
-from gcptui.remote.emulator.oslogin import OsLoginProfiles
-from gcptui.remote.emulator.rest import RestApi
-from gcptui.remote.emulator.state import Accelerator, Vm, valid_name
-from gcptui.remote.emulator.vm_host import AddressOnlyHost, SshVmHost
+from gcptui.remote.cloud.price_catalog import fallback_book
+from gcptui.remote.emulator.billing.catalog import CatalogApi, region_of
+from gcptui.remote.emulator.compute import faults as fault_kinds
+from gcptui.remote.emulator.compute.api import ComputeApi
+from gcptui.remote.emulator.compute.faults import Fault, Faults
+from gcptui.remote.emulator.compute.fleet import OPERATION_TTL, Fleet, Timing
+from gcptui.remote.emulator.compute.state import Accelerator, Vm, valid_name
+from gcptui.remote.emulator.core.server import ApiServer
+from gcptui.remote.emulator.hosts.machine import Machine
+from gcptui.remote.emulator.hosts.vm_host import AddressOnlyHost, SshVmHost
+from gcptui.remote.emulator.logging.api import LoggingApi, LogStore
+from gcptui.remote.emulator.oslogin.api import OsLoginProfiles
+from gcptui.remote.emulator.vertex.api import VertexApi
+from gcptui.remote.emulator.vertex.jobs import VertexJobs, VertexTiming
 from gcptui.remote.models import SSH_PORT_LABEL
 
 DEFAULT_ZONES = [
@@ -89,7 +97,17 @@ class Emulator:
         self._runner: web.AppRunner | None = None
         self._host: SshVmHost | AddressOnlyHost | None = None
         self.fleet: Fleet | None = None
-        self.api: RestApi | None = None
+        self.server: ApiServer | None = None
+        self.api: ComputeApi | None = None
+        self.oslogin = OsLoginProfiles(project)
+        # The Cloud Billing Catalog on the same endpoint (its paths start /v1/services).
+        self.catalog = CatalogApi(self._zones, fallback_book().rates)
+        # Vertex AI custom jobs and the Cloud Logging entries their workers write (same endpoint).
+        self.project_number = str(int(hashlib.sha256(project.encode()).hexdigest()[:12], 16) % 10**12)
+        self.logs = LogStore(project)
+        self.vertex_timing = VertexTiming()
+        self.vertex_env: dict[str, str] = {}  # given to every Vertex AI task (e.g. STORAGE_EMULATOR_HOST)
+        self.vertex: VertexJobs | None = None
         self.endpoint = ""
         self.ssh_port = 0
 
@@ -127,7 +145,7 @@ class Emulator:
 
     # -- lifecycle -------------------------------------------------------------------------------------
 
-    def _oslogin_on(self, vm: Vm) -> bool:
+    def _oslogin_on(self, vm: Machine) -> bool:
         """``enable-oslogin`` of the VM's own metadata, else of the project's (read at each login)."""
         project = self.fleet.project_metadata if self.fleet is not None else {}
         value = vm.metadata.get("enable-oslogin", project.get("enable-oslogin"))
@@ -153,13 +171,19 @@ class Emulator:
             self.project, self._host, self.faults, self.timing, self._zones, self.operation_ttl
         )
         self.fleet.project_metadata.update(self._project_metadata)
-        self.api = RestApi(self.fleet, page_size=self._page_size, token=self.token)
-        self.oslogin = OsLoginProfiles(self.project)
-        self.oslogin.add_routes(self.api.app)
+        # One server, each Google API's routes under its own prefix.
+        self.server = ApiServer(self.token)
+        self.api = ComputeApi(self.server.app, self.fleet, page_size=self._page_size)
+        self.oslogin.add_routes(self.server.app)
+        self.catalog.add_routes(self.server.app)
+        self.vertex = VertexJobs(self.root / "vertex", project=self.project, number=self.project_number,
+                                 logs=self.logs, timing=self.vertex_timing, env=self.vertex_env)  # fmt: skip
+        VertexApi(self.vertex, {region_of(zone) for zone in self._zones}).add_routes(self.server.app)
+        LoggingApi(self.logs, self.project, self.project_number).add_routes(self.server.app)
         if isinstance(self._host, SshVmHost):
             self._host.oslogin_on = self._oslogin_on
             self._host.oslogin_allows = self.oslogin.allows
-        self._runner = web.AppRunner(self.api.app, access_log=None, shutdown_timeout=0.5)
+        self._runner = web.AppRunner(self.server.app, access_log=None, shutdown_timeout=0.5)
         await self._runner.setup()
         await web.TCPSite(self._runner, "127.0.0.1", self._api_port).start()
         port = self._runner.addresses[0][1]
@@ -167,6 +191,8 @@ class Emulator:
 
     async def close(self) -> None:
         """Stop serving and power every VM off, killing all their processes; disks stay."""
+        if self.vertex is not None:
+            await self.vertex.close()
         if self.fleet is not None:
             await self.fleet.close()
         if self._host is not None:
@@ -300,8 +326,7 @@ class Emulator:
 
     def catalog_unreachable(self, down: bool = True) -> None:
         """The price catalog answers 503 (prices fall back to the bundled table) until called with False."""
-        assert self.api is not None
-        self.api.catalog.down = down
+        self.catalog.down = down
 
     def calls(self, method: str) -> int:
         """How many times a REST method (e.g. ``globalOperations.aggregatedList``) was called."""

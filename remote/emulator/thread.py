@@ -9,10 +9,10 @@ from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import Any, TypeVar
 
+from gcptui.remote.emulator.compute.fleet import Timing
+from gcptui.remote.emulator.compute.state import Vm
 from gcptui.remote.emulator.demo import InstanceSpec, add_fleet
 from gcptui.remote.emulator.emulator import Emulator
-from gcptui.remote.emulator.fleet import Timing
-from gcptui.remote.emulator.state import Vm
 
 T = TypeVar("T")
 

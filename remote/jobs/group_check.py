@@ -18,6 +18,8 @@ import asyncssh
 from gcptui.remote.aio import within
 from gcptui.remote.errors import GcptuiError
 from gcptui.remote.jobs.group import GroupNode, node_address
+from gcptui.remote.safe_text import vm_field
+from gcptui.remote.ssh.capped import run_capped
 from gcptui.remote.ssh.pool import SshPool
 from gcptui.remote.ssh.target import SshTarget
 
@@ -159,7 +161,8 @@ async def connect_probe(
     """From ``target``, open a TCP connection to ``address:port``: None when it opens, else why not."""
     conn = await pool.connection(target)
     command = _python(_CONNECT, address, str(port), str(timeout), remote_home=remote_home)
-    result = await conn.run(command, timeout=timeout + 30)
+    result = await run_capped(conn, command, max_bytes=65_536, timeout=timeout + 30)
     if result.exit_status == 0:
         return None
-    return str(result.stdout or result.stderr or "").strip() or f"exit {result.exit_status}"
+    # The VM's words, quoted in a one-line error: sanitized and bounded here.
+    return vm_field(str(result.stdout or result.stderr or ""), 300) or f"exit {result.exit_status}"

@@ -7,7 +7,6 @@ it, shared by the runner (start, restart, kill, status) and the watch stream.
 from __future__ import annotations
 
 import hashlib
-import posixpath
 import re
 import shlex
 from collections.abc import Mapping, Sequence
@@ -17,6 +16,8 @@ from typing import Any, Final, Literal
 
 from gcptui.remote.config import JobConfig
 from gcptui.remote.config.work import ENV_NAME_PATTERN
+from gcptui.remote.dest_path import in_dest
+from gcptui.remote.safe_text import sanitize, vm_field
 from gcptui.remote.vm import vm_file
 
 # ---- the VM-side layout (paths relative to the remote home, as SFTP and a login shell see them) ----
@@ -52,10 +53,7 @@ def metrics_path(job: JobConfig, dest: str) -> str:
     override = job.env.get("GCPTUI_METRICS")
     if not override:
         return METRICS_FILE
-    if override.startswith("/"):
-        return override
-    base = dest.removeprefix("~/") if dest.startswith("~/") else dest
-    return posixpath.normpath(posixpath.join(base, override))
+    return in_dest(dest, override)
 
 
 @dataclass(frozen=True, slots=True)
@@ -156,19 +154,31 @@ def supervisor_command(
     return shlex.join(["sh", "-c", script, "gcptui-job", op, *args])
 
 
+MAX_STATUS_CHARS = 262_144  # the state files are a few lines; the command at most a long script
+MAX_FIELD = 200
+
+
 def parse_status(name: str, text: str) -> JobStatus:
-    """Parse the supervisor's ``key=value`` lines, then ``command:`` and the raw command."""
+    """Parse the supervisor's ``key=value`` lines, then ``command:`` and the raw command.
+
+    Every file of the job's state directory is the VM's: the text is bounded, sanitized here (it
+    reaches the terminal from `job status`, `sweep run` and the TUI) and numbers range-checked."""
+    text = text[:MAX_STATUS_CHARS]
     head, sep, command = text.partition("\ncommand:\n")
     if not sep and text.startswith("command:\n"):
         head, command = "", text.removeprefix("command:\n")
-    fields = dict(line.split("=", 1) for line in head.splitlines() if "=" in line)
+    fields = {
+        key: vm_field(value, MAX_FIELD)
+        for key, value in (line.split("=", 1) for line in head.splitlines() if "=" in line)
+    }
     state = fields.get("state", "none")
     if state not in ("running", "exited", "killed", "none"):
         state = "none"
 
     def number(key: str) -> int | None:
         value = fields.get(key, "").strip()
-        return int(value) if value.lstrip("-").isdigit() else None
+        digits = value.removeprefix("-")
+        return int(value) if digits.isdigit() and digits.isascii() and len(digits) <= 18 else None
 
     return JobStatus(
         name=name,
@@ -178,7 +188,7 @@ def parse_status(name: str, text: str) -> JobStatus:
         exit_code=number("exit_code"),
         started_at=fields.get("started_at") or None,
         ended_at=fields.get("ended_at") or None,
-        command=command.removesuffix("\n") if sep or command else None,
+        command=sanitize(command.removesuffix("\n"), colours=False) if sep or command else None,
         phase=fields.get("phase") or None,
         detail=fields.get("detail") or None,
         preempted_at=fields.get("preempted_at") or None,

@@ -24,6 +24,7 @@ from typing import Literal
 import asyncssh
 
 from gcptui.remote.aio import within
+from gcptui.remote.backoff import Backoff
 from gcptui.remote.jobs.protocol import JobStatus, parse_status, supervisor_command, supervisor_script
 from gcptui.remote.models import ConnectionGetter
 from gcptui.remote.ssh.errors import SshError
@@ -79,7 +80,7 @@ async def watch_job(
         "watch", [f"{interval:g}", str(polls)], install=True, remote_home=remote_home
     )
     tracker = _Tracker(name)
-    delay = retry_delay
+    pauses = Backoff(retry_delay, retry_max)
     outage = False
     while True:
         reason = "the watch ended on the VM"
@@ -88,7 +89,8 @@ async def watch_job(
             # aclosing: a consumer that stops mid-record closes the remote command at once, not at GC.
             async with aclosing(_records(get_conn, name, command, stall_timeout)) as records:
                 async for status in records:
-                    delay, outage = retry_delay, False
+                    outage = False
+                    pauses.reset()
                     for event in tracker.update(status):
                         yield event
         except _DROPS as err:
@@ -96,8 +98,7 @@ async def watch_job(
         if not outage:
             outage = True
             yield JobEvent(name, "lost", tracker.last, _now(), reason)
-        await asyncio.sleep(delay)
-        delay = min(delay * 2, retry_max)
+        await asyncio.sleep(pauses.pause())
 
 
 class _Tracker:
@@ -127,6 +128,9 @@ class _Tracker:
         return events
 
 
+MAX_RECORD_LINES = 10_000  # a record is ~10 lines and its command; the rest of a longer one is dropped
+
+
 async def _records(
     get_conn: ConnectionGetter, name: str, command: str, stall_timeout: float
 ) -> AsyncGenerator[JobStatus, None]:
@@ -148,7 +152,7 @@ async def _records(
             if line == "--":
                 yield parse_record(name, lines)
                 lines = []
-            else:
+            elif len(lines) < MAX_RECORD_LINES:  # the VM's output: a record never grows without end
                 lines.append(line)
     finally:
         process.close()

@@ -20,9 +20,10 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Literal
 
 from gcptui.remote.aio import within
+from gcptui.remote.compute.backend import Capability
 from gcptui.remote.config import AutostopConfig
 from gcptui.remote.errors import GcptuiError
-from gcptui.remote.models import Instance
+from gcptui.remote.models import Instance, State
 
 if TYPE_CHECKING:
     from gcptui.remote.keepalive.recovery import KeepAlive
@@ -183,7 +184,8 @@ class AutoStopper:
         """Probe every running VM in scope, then warn, cancel or act."""
         running = [
             i for i in instances
-            if i.source == "gce" and i.status == "RUNNING" and (self.names is None or i.name in self.names)
+            if i.state is State.RUNNING and self.services.compute.can(i, Capability.STOP)
+            and (self.names is None or i.name in self.names)
         ]  # fmt: skip
         # A warning and an idle clock belong to one run of one VM: stopped or deleted since (by its
         # user, say), or running again as a new run (a restart, a new VM of the same name, perhaps
@@ -220,7 +222,11 @@ class AutoStopper:
         if instance.gpus and status.state != "running":
             conn = await within(PROBE_TIMEOUT, self.services.getter(instance)())
             result = await within(PROBE_TIMEOUT, conn.run(f"sh -c {shlex.quote(GPU_QUERY)}", check=False))
-            values = [float(v) for v in str(result.stdout or "").split() if v.replace(".", "", 1).isdigit()]
+            # The VM's text: ASCII digits only ("²".isdigit() is True, and float() refuses it).
+            words = str(result.stdout or "")[:65_536].split()
+            values = [
+                float(v) for v in words if v.isascii() and v.replace(".", "", 1).isdigit() and len(v) < 20
+            ]
             util = max(values) if values and result.exit_status == 0 else None
         return Observation(status.state, status.exit_code, status.ended_at, util, bool(instance.gpus))
 

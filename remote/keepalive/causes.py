@@ -8,42 +8,21 @@ stopped for an unknown cause, unless a user's stop or delete is still listed.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterable
 from dataclasses import replace
 from datetime import datetime
 from typing import TYPE_CHECKING
 
-from gcptui.remote.cloud.instances import parse_timestamp
+from gcptui.remote.cloud.instances import since_last_start
 from gcptui.remote.models import Instance
 
 if TYPE_CHECKING:
     from gcptui.remote.cloud.compute_rest import ComputeReader
-    from gcptui.remote.cloud.instances import Preemption
     from gcptui.remote.keepalive.job_ledger import JobLedger
 
 UNKNOWN_CAUSE = "GCE: stopped, cause unknown (no operation says why; a preemption's record may have expired)"
 UNWATCHED_CAUSE = (
     "stopped while unwatched, its job running: cause unknown (a preemption's record may have expired)"
 )
-
-
-def since_last_start(
-    operations: Iterable[Preemption], instances: Iterable[Instance]
-) -> dict[str, datetime | None]:
-    """Instance name -> time of its newest operation in ``operations`` at or after its last start."""
-    ops = list(operations)
-    found: dict[str, datetime | None] = {}
-    for instance in instances:
-        started = parse_timestamp(instance.last_start)
-        for op in ops:
-            same = (
-                op.instance_id == instance.instance_id
-                if op.instance_id and instance.instance_id
-                else (op.instance == instance.name and op.zone == instance.zone)
-            )
-            if same and (started is None or op.time is None or op.time >= started):
-                found[instance.name] = op.time
-    return found
 
 
 class Causes:

@@ -25,6 +25,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from gcptui.remote.aio import within
+from gcptui.remote.cloud.states import deleted_when_stopped
 from gcptui.remote.errors import GcptuiError
 from gcptui.remote.keepalive.causes import UNKNOWN_CAUSE, UNWATCHED_CAUSE, Causes
 from gcptui.remote.keepalive.event_log import EventLog
@@ -43,7 +44,7 @@ from gcptui.remote.keepalive.events import (
 from gcptui.remote.keepalive.relaunch_retry import relaunch_until
 from gcptui.remote.keepalive.resume_rule import nothing_to_resume
 from gcptui.remote.keepalive.vm_restart import DiskOrigins, VmRestarter, backoff, recreate_body
-from gcptui.remote.models import Instance
+from gcptui.remote.models import Instance, State
 
 if TYPE_CHECKING:
     from gcptui.remote.cloud.compute_rest import ComputeReader
@@ -198,7 +199,7 @@ class KeepAlive(EventLog):
             return False
         self._given_up.discard(name)
         self.restarts[name] = 0
-        gone = name in self._records and instance.status == "GONE"
+        gone = name in self._records and instance.state is State.DELETING
         self._begin(instance, "manual", "relaunch requested", None, recreate=gone)
         return True
 
@@ -267,17 +268,17 @@ class KeepAlive(EventLog):
         self.polls += 1
         current = {str(r.get("name", "")): (r, instance_from_json(r)) for r in raws}
         for name, (raw, instance) in current.items():
-            if instance.spot and instance.termination_action == "DELETE" and instance.status == "RUNNING":
+            if instance.spot and deleted_when_stopped(instance) and instance.state is State.RUNNING:
                 self._records[name] = raw
                 await self._origins.record(name, raw)
             self._known[name] = instance
-            if instance.status == "RUNNING" and self.watched(instance):
+            if instance.state is State.RUNNING and self.watched(instance):
                 self._causes.saw_running(name)
                 if not instance.spot:
                     await self._after_restart_by_gce(instance)
             if (
                 instance.spot
-                and instance.status == "STOPPING"
+                and instance.state is State.STOPPING
                 and self.enabled(name)
                 and name not in self._suspects
             ):
@@ -290,7 +291,7 @@ class KeepAlive(EventLog):
                 del self._known[name]
         candidates = [
             i for i in self._known.values()
-            if i.status in ("TERMINATED", "GONE") and self.watched(i)
+            if i.state in _STOPPED_OR_GONE and self.watched(i)
             and i.name not in self._recovering and i.name not in self._given_up and _run_of(i) not in self._left
         ]  # fmt: skip
         if candidates:
@@ -298,20 +299,26 @@ class KeepAlive(EventLog):
             for instance in candidates:
                 if instance.name in preempted:
                     when = preempted[instance.name]
-                    recreate = instance.status == "GONE"
+                    recreate = instance.state is State.DELETING
                     cause = "a preemption" if instance.spot else "host maintenance"
                     self._begin(instance, "preempted", f"GCE: {'deleted' if recreate else 'stopped'} by {cause}",
                                 when, recreate=recreate)  # fmt: skip
                     self._causes.explained(instance.name)
             unexplained = [i for i in candidates if i.name not in preempted]
             for instance in await self._causes.unexplained(unexplained) if unexplained else []:
-                self._begin(instance, "preempted", UNKNOWN_CAUSE, None, recreate=instance.status == "GONE")
+                self._begin(
+                    instance, "preempted", UNKNOWN_CAUSE, None, recreate=instance.state is State.DELETING
+                )
             unexplained = [i for i in unexplained if i.name not in self._recovering]
             if self.ledger is not None and unexplained:
                 for instance in await self._causes.stopped_unwatched(unexplained, self.ledger):
                     if self.recover_unwatched:
                         self._begin(
-                            instance, "preempted", UNWATCHED_CAUSE, None, recreate=instance.status == "GONE"
+                            instance,
+                            "preempted",
+                            UNWATCHED_CAUSE,
+                            None,
+                            recreate=instance.state is State.DELETING,
                         )
                     else:  # the user decides: relaunch_now() (the TUI's key, keepalive --recover-unwatched)
                         self._event(instance.name, "unwatched", f"{UNWATCHED_CAUSE}: relaunch it to resume")
@@ -371,7 +378,7 @@ class KeepAlive(EventLog):
         """Why a stopped VM stays stopped (its job had nothing to resume), or None to recover it."""
         seen = self._jobs.get(instance.name)
         reason = nothing_to_resume(seen) if seen is not None else None
-        if reason is None or self.restart_idle or manual or instance.status == "RUNNING":
+        if reason is None or self.restart_idle or manual or instance.state is State.RUNNING:
             return None
         return reason
 
@@ -380,7 +387,7 @@ class KeepAlive(EventLog):
         manual = self.timelines[name].detected_by == "manual"
         try:
             seen = self._jobs.get(name)
-            if instance.status != "RUNNING":
+            if instance.state is not State.RUNNING:
                 origins = self._origins.get(name)
                 zone = await self._vms.restart(
                     instance, self._records.get(name), recreate=recreate, origins=origins
@@ -450,5 +457,9 @@ def _run_of(instance: Instance) -> tuple[str, str | None, str | None]:
 
 
 def _gone(instance: Instance) -> Instance:
-    """The last known record of a VM that vanished (status ``GONE``, which GCE never reports)."""
-    return replace(instance, status="GONE", external_ip=None, internal_ip=None)
+    """The last known record of a VM that vanished from the listing (deleted: ``deleting``)."""
+    return replace(instance, state=State.DELETING, external_ip=None, internal_ip=None)
+
+
+# A watched VM in one of these is a candidate for recovery (stopped, preempted, or deleted).
+_STOPPED_OR_GONE = frozenset({State.STOPPED, State.PREEMPTED, State.DELETING})

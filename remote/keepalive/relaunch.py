@@ -23,26 +23,36 @@ from gcptui.remote.errors import GcptuiError
 from gcptui.remote.jobs.group import GroupJobRunner
 from gcptui.remote.jobs.group_control import run_group
 from gcptui.remote.jobs.protocol import GROUP_STOP, JobStatus, metrics_path
-from gcptui.remote.jobs.runner import gather_hosts
+from gcptui.remote.jobs.runner import JobRunner, gather_hosts
 from gcptui.remote.keepalive.job_ledger import JobLedger
 from gcptui.remote.keepalive.recovery import KeepAlive, RecoveryEvent, ResumePoint, StepReporter
 from gcptui.remote.models import Instance
 from gcptui.remote.services import down_error
+from gcptui.remote.ssh.capped import run_capped
 from gcptui.remote.telemetry.progress import json_records
 
 if TYPE_CHECKING:
+    import asyncssh
+
     from gcptui.remote.services import Services
 
 # Prints the file's size, then its last lines; "0" alone when there is none. $1 is relative to $HOME.
 _TAIL = (
     'f=$1; case $f in /*) ;; *) f="$HOME/$f" ;; esac; '
-    'if [ -f "$f" ]; then wc -c < "$f"; tail -n "$2" "$f"; else echo 0; fi'
+    'if [ -f "$f" ]; then wc -c < "$f"; tail -n "$2" "$f" | cut -b 1-65536; else echo 0; fi'
 )
 # Prints the file's size, then (at most $3 bytes of) what follows byte offset $2.
 _FROM = (
     'f=$1; case $f in /*) ;; *) f="$HOME/$f" ;; esac; '
     '[ -f "$f" ] || { echo 0; exit 0; }; wc -c < "$f"; tail -c +"$(($2 + 1))" "$f" | head -c "$3"'
 )
+MAX_TAIL_BYTES = 16 << 20  # what the laptop reads of either, whatever the VM sends
+
+
+def _size(line: str) -> int:
+    """``wc -c``'s answer; 0 when it is not one (ASCII digits: ``int("²")`` raises)."""
+    text = line.strip()
+    return int(text) if text.isascii() and text.isdigit() and len(text) <= 18 else 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,9 +106,11 @@ class JobLauncher:
     started (a trainer imports torch first); past it the relaunch succeeds with the step unknown.
     """
 
-    def __init__(self, services: Services, *, resume_timeout: float = 120.0, sync_timeout: float = 600.0,
-                 tail_lines: int = 400) -> None:  # fmt: skip
+    def __init__(self, services: Services, *, jobs: JobRunner | None = None, resume_timeout: float = 120.0,
+                 sync_timeout: float = 600.0, tail_lines: int = 400) -> None:  # fmt: skip
         self.services = services
+        # The runner that restarts the job (a sweep's TrialJobRunner resumes the VM's trial instead).
+        self.jobs = jobs or services.jobs
         self.resume_timeout = resume_timeout
         self.sync_timeout = sync_timeout
         self.tail_lines = tail_lines
@@ -109,7 +121,7 @@ class JobLauncher:
         return metrics_path(config.job, config.sync.dest)
 
     def _home(self) -> str:
-        home = self.services.jobs.remote_home
+        home = self.jobs.remote_home
         return f"HOME={shlex.quote(home)}; export HOME; " if home else ""
 
     async def relaunch(self, instance: Instance, report: StepReporter | None = None) -> ResumePoint:
@@ -125,11 +137,11 @@ class JobLauncher:
         # A job still running (a relaunch asked for by hand) is stopped before the mark: else the
         # lines it writes until the restart's kill (its last steps, its checkpoint on SIGTERM) would
         # be read as the new job's, a fresh start from step 0. After a preemption nothing runs.
-        await services.jobs.kill(target)
+        await self.jobs.kill(target)
         mark = await self.mark(conn)
         await self.sync_barrier(instance)
         say("synced", "the VM holds the current tree")
-        status = await services.jobs.restart(target)
+        status = await self.jobs.restart(target)
         say("started", f"pid {status.pid}: {status.command or ''}".strip())
         step = await self.wait_resumed(conn, mark.offset)
         return ResumePoint(step=step, last_step=mark.last_step)
@@ -139,27 +151,30 @@ class JobLauncher:
     async def job_status(self, instance: Instance) -> JobStatus:
         """The job's state as the restarted VM's disk records it (did it end before the preemption?)."""
         services = self.services
-        return await services.jobs.status(services.target(instance))
+        return await self.jobs.status(services.target(instance))
 
-    async def mark(self, conn: object) -> MetricsMark:
+    async def mark(self, conn: asyncssh.SSHClientConnection) -> MetricsMark:
         """The metrics file's size and last step now (before the restart)."""
         script = self._home() + _TAIL
-        result = await conn.run(shlex.join(["sh", "-c", script, "tail", self.metrics_file, str(self.tail_lines)]),  # type: ignore[attr-defined]
-                                timeout=30)  # fmt: skip
-        lines = str(result.stdout or "").splitlines()
-        size = int(lines[0]) if lines and lines[0].strip().isdigit() else 0
+        command = shlex.join(["sh", "-c", script, "tail", self.metrics_file, str(self.tail_lines)])
+        # The VM's file: read up to a byte cap, whatever its lines' lengths (json_records skips long ones).
+        result = await run_capped(conn, command, max_bytes=MAX_TAIL_BYTES, timeout=30)
+        lines = result.stdout.splitlines()
+        size = _size(lines[0]) if lines else 0
         return MetricsMark(size, last_step_logged(lines[1:]))
 
-    async def wait_resumed(self, conn: object, offset: int, poll: float = 0.2) -> int | None:
+    async def wait_resumed(
+        self, conn: asyncssh.SSHClientConnection, offset: int, poll: float = 0.2
+    ) -> int | None:
         """The step the restarted job resumed from, read from what it appended after ``offset``."""
         script = self._home() + _FROM
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.resume_timeout
         while loop.time() < deadline:
             command = shlex.join(["sh", "-c", script, "from", self.metrics_file, str(offset), "1048576"])
-            result = await conn.run(command, timeout=30)  # type: ignore[attr-defined]
-            lines = str(result.stdout or "").splitlines()
-            if lines and lines[0].strip().isdigit() and int(lines[0]) < offset:
+            result = await run_capped(conn, command, max_bytes=MAX_TAIL_BYTES, timeout=30)
+            lines = result.stdout.splitlines()
+            if lines and _size(lines[0]) < offset:
                 offset = 0  # the file was replaced or truncated: read the new one from the start
                 continue
             known, step = resumed_step(lines[1:])
@@ -210,7 +225,7 @@ class GroupLauncher(JobLauncher):
 
     def runner(self) -> GroupJobRunner:
         services = self.services
-        return GroupJobRunner(services.pool, services.config, remote_home=services.jobs.remote_home)
+        return GroupJobRunner(services.pool, services.config, remote_home=self.jobs.remote_home)
 
     def on_event(self, event: RecoveryEvent) -> None:
         """Keep-alive's listener: a node's preemption stops the rest of its group at once."""
@@ -287,24 +302,30 @@ def build_keepalive(
     names: Iterable[str] | None = None,
     on_event: Callable[[RecoveryEvent], None] | None = None,
     recover_unwatched: bool = False,
+    launcher: JobLauncher | None = None,
+    check_jobs: bool = True,
     **options: float,
 ) -> KeepAlive:
     """A ``KeepAlive`` over the services' Compute reader (and client, built when it acts) and a ``JobLauncher``, with ``[keepalive]``'s
     ``poll_seconds``, ``max_restarts`` and ``restart_idle`` (``options`` override any ``KeepAlive`` setting).
     Job states seen go to the ``JobLedger``, which finds VMs stopped while unwatched at start-up;
-    ``recover_unwatched`` recovers those instead of only saying so."""
+    ``recover_unwatched`` recovers those instead of only saying so. ``launcher`` relaunches the job
+    (default: ``JobLauncher``, ``GroupLauncher`` with ``[[groups]]``); without ``check_jobs`` a
+    restarted VM is never left stopped because its job had ended (a sweep decides what runs next)."""
     settings = services.config.keepalive
     if services.config.gcp is None:
         raise GcptuiError("keep-alive needs [gcp] in gcptui.toml: static [[hosts]] cannot be restarted")
-    launcher = JobLauncher(services)
     listener: Callable[[RecoveryEvent], None] | None = None
-    if services.config.groups:
-        launcher = group_launcher = GroupLauncher(services)
-        listener = group_launcher.on_event
+    if launcher is None:
+        launcher = JobLauncher(services)
+        if services.config.groups:
+            launcher = group_launcher = GroupLauncher(services)
+            listener = group_launcher.on_event
     kwargs: dict[str, float] = {"poll_seconds": settings.poll_seconds, "max_restarts": settings.max_restarts}
     kwargs.update(options)
     keepalive = KeepAlive(services.fleet.reader(), gce=services.fleet.gce, relaunch=launcher, on_event=on_event,
-                          names=names, restart_idle=settings.restart_idle, job_status=launcher.job_status,
+                          names=names, restart_idle=settings.restart_idle,
+                          job_status=launcher.job_status if check_jobs else None,
                           ledger=JobLedger(), failover_after=settings.failover_after, failover_zones=settings.zones,
                           recover_unwatched=recover_unwatched, **kwargs)  # type: ignore[arg-type]  # fmt: skip
     if listener is not None:

@@ -8,10 +8,10 @@ from typing import TYPE_CHECKING
 
 import asyncssh
 
+from gcptui.remote.backoff import backoff
 from gcptui.remote.errors import GcptuiError
 from gcptui.remote.keepalive.events import EventKind, Relaunch, ResumePoint
 from gcptui.remote.keepalive.resume_rule import nothing_to_resume
-from gcptui.remote.keepalive.vm_restart import backoff
 from gcptui.remote.models import Instance
 
 if TYPE_CHECKING:

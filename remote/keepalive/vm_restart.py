@@ -11,7 +11,11 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
+from gcptui.remote.backoff import backoff
 from gcptui.remote.cloud.instances import DiskOrigin
+from gcptui.remote.cloud.recreate import recreate_body
+from gcptui.remote.cloud.states import deleted_when_stopped
+from gcptui.remote.compute.ready import wait_ready_async
 from gcptui.remote.errors import GcptuiError
 from gcptui.remote.keepalive.events import EventKind
 from gcptui.remote.models import Instance
@@ -21,91 +25,6 @@ if TYPE_CHECKING:
     from gcptui.remote.cloud.gce import GceClient
 
 log = logging.getLogger(__name__)
-
-
-def backoff(attempt: int, base: float, cap: float) -> float:
-    """Exponential backoff: base, 2*base, 4*base, ... capped."""
-    return float(min(cap, base * (2 ** max(0, attempt))))
-
-
-# Output-only fields of an instance GET: an insert must not carry them (GCE assigns new ones).
-_OUTPUT_ONLY = (
-    "id", "status", "status_message", "self_link", "creation_timestamp", "last_start_timestamp",
-    "last_stop_timestamp", "last_suspended_timestamp", "cpu_platform", "fingerprint", "label_fingerprint",
-    "kind", "start_restricted", "satisfies_pzs", "satisfies_pzi", "resource_status",
-)  # fmt: skip
-_DISK_OUTPUT_ONLY = (
-    "index", "licenses", "guest_os_features", "architecture", "disk_size_gb", "kind",
-    "shielded_instance_initial_state",
-)  # fmt: skip
-
-
-def _clear(message: Any, names: tuple[str, ...]) -> None:
-    for name in names:
-        try:
-            message.ClearField(name)
-        except ValueError:
-            pass  # a field this library version does not know
-
-
-def relocate(url: str, old_zone: str, new_zone: str) -> str:
-    """A zonal or regional resource URL of ``old_zone`` moved to ``new_zone`` (same name)."""
-    old_region, new_region = old_zone.rsplit("-", 1)[0], new_zone.rsplit("-", 1)[0]
-    url = url.replace(f"zones/{old_zone}/", f"zones/{new_zone}/")
-    return url.replace(f"regions/{old_region}/", f"regions/{new_region}/")
-
-
-def recreate_body(raw: Any, origins: dict[str, DiskOrigin] | None = None, zone: str | None = None) -> Any:
-    """The insert body that recreates a (DELETE-action) VM from its recorded ``compute_v1.Instance``.
-
-    Output-only fields go, so GCE assigns new ones. Disks that auto-delete are gone with the VM: each
-    becomes a new disk made from what the old one was made from (``origins``, by device name, from
-    ``disks.get`` while the VM ran): same image or snapshot, type (as a zonal URL) and size. So the new
-    VM starts from a FRESH disk: what the job wrote there is gone. Kept disks are attached again.
-    With ``zone`` (a failover), the VM is placed there: its machine type, accelerator types and disk
-    types move to that zone, its subnetwork to the same name in that zone's region.
-    Raises ``GcptuiError`` when a disk's origin is unknown: GCE refuses a boot disk without a source.
-    """
-    origins = origins or {}
-    body = type(raw)()
-    body._pb.CopyFrom(raw._pb)
-    _clear(body._pb, _OUTPUT_ONLY)
-    old_zone = raw.zone.rstrip("/").rsplit("/", 1)[-1]
-    zone = zone or old_zone
-    if zone != old_zone:
-        body._pb.zone = relocate(body._pb.zone, old_zone, zone)
-        body._pb.machine_type = relocate(body._pb.machine_type, old_zone, zone)
-        for accelerator in body._pb.guest_accelerators:
-            accelerator.accelerator_type = relocate(accelerator.accelerator_type, old_zone, zone)
-        for nic in body._pb.network_interfaces:
-            nic.subnetwork = relocate(nic.subnetwork, old_zone, zone)
-    if body._pb.HasField("metadata"):
-        _clear(body._pb.metadata, ("fingerprint", "kind"))
-    for nic in body._pb.network_interfaces:
-        _clear(nic, ("network_i_p", "fingerprint", "kind"))  # the internal address went with the VM
-        for access in nic.access_configs:
-            access.ClearField("nat_i_p")  # ephemeral external address
-    for disk in body._pb.disks:
-        if not (disk.auto_delete and disk.HasField("source")):
-            _clear(disk, _DISK_OUTPUT_ONLY)
-            continue
-        origin = origins.get(disk.device_name)
-        if origin is None or not (origin.source_image or origin.source_snapshot):
-            raise GcptuiError(
-                f"cannot recreate {raw.name}: what its disk {disk.device_name!r} was made from is unknown "
-                "(keep-alive reads it with disks.get while the VM runs): recreate it by hand"
-            )
-        _clear(disk, (*_DISK_OUTPUT_ONLY, "source"))
-        params = disk.initialize_params
-        params.disk_name = origin.name
-        params.disk_size_gb = origin.size_gb
-        params.disk_type = f"zones/{zone}/diskTypes/{origin.type}"  # an insert needs a zonal URL
-        if origin.source_image:
-            params.source_image = origin.source_image
-        else:
-            params.source_snapshot = origin.source_snapshot or ""
-        params.labels.update(origin.labels)
-    return body
 
 
 class DiskOrigins:
@@ -168,7 +87,7 @@ class VmRestarter:
         from gcptui.remote.cloud.errors import StockoutError
 
         name, zone = instance.name, instance.zone
-        if instance.termination_action == "DELETE" and not recreate:
+        if deleted_when_stopped(instance) and not recreate:
             await self.wait_gone(name, zone)  # a DELETE-action VM is deleted right after it stops
             recreate = True
         attempt = 0
@@ -232,19 +151,10 @@ class VmRestarter:
     async def wait_running(self, name: str, zone: str) -> Instance:
         from gcptui.remote.cloud.instances import instance_from_resource
 
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + self.boot_timeout
-        attempt = 0
         gce = await self.gce()
-        while loop.time() < deadline:
+
+        async def read() -> Instance | None:
             raw = await asyncio.to_thread(gce.get_raw, name, zone)
-            instance = instance_from_resource(raw) if raw is not None else None
-            if (
-                instance is not None
-                and instance.status == "RUNNING"
-                and (instance.external_ip or instance.internal_ip)
-            ):
-                return instance
-            await asyncio.sleep(self._pause(attempt))
-            attempt += 1
-        raise GcptuiError(f"{name} did not reach RUNNING within {self.boot_timeout:.0f}s: check `gcptui ls`")
+            return instance_from_resource(raw) if raw is not None else None
+
+        return await wait_ready_async(read, name, timeout=self.boot_timeout, pause=self._pause)

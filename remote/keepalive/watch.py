@@ -17,7 +17,7 @@ from gcptui.remote.aio import log_failure, report_failure
 from gcptui.remote.errors import GcptuiError
 from gcptui.remote.jobs.watch import watch_job
 from gcptui.remote.keepalive.recovery import KeepAlive, RecoveryEvent
-from gcptui.remote.models import Instance
+from gcptui.remote.models import Instance, State
 from gcptui.remote.ssh.pool import HostState, HostStatus
 
 if TYPE_CHECKING:
@@ -67,7 +67,7 @@ class NoticeWatchers:
         """Start watchers for watched running VMs (again after an address change); stop the rest."""
         wanted = {
             i.name: i for i in instances
-            if i.source == "gce" and i.spot and i.status in ("RUNNING", "STOPPING") and self.keepalive.enabled(i.name)
+            if i.spot and i.state in (State.RUNNING, State.STOPPING) and self.keepalive.enabled(i.name)
             and (i.external_ip or i.internal_ip)
         }  # fmt: skip
         for name in list(self._tasks):
@@ -76,7 +76,7 @@ class NoticeWatchers:
                 wanted[name].external_ip or wanted[name].internal_ip
             ):
                 self._tasks.pop(name)[1].cancel()
-        wanted = {name: i for name, i in wanted.items() if i.status == "RUNNING"}
+        wanted = {name: i for name, i in wanted.items() if i.state is State.RUNNING}
         for name, instance in wanted.items():
             if name not in self._tasks and not self.keepalive.recovering(name):
                 address = instance.external_ip or instance.internal_ip or ""

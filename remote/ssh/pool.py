@@ -20,6 +20,7 @@ from typing import Any
 import asyncssh
 from asyncssh.encryption import get_default_encryption_algs
 
+from gcptui.remote.backoff import Backoff
 from gcptui.remote.config import SshConfig
 from gcptui.remote.models import ConnectionGetter
 from gcptui.remote.ssh.errors import HostKeyUnknownError, SshAuthError, SshError, SshUnreachableError
@@ -249,7 +250,7 @@ class SshPool:
 
     async def _maintain(self, slot: _Slot) -> None:
         """Connect, wait for the connection to end, reconnect with backoff; stop on fatal errors."""
-        delay = self.backoff_initial
+        pauses = Backoff(self.backoff_initial, self.backoff_max)
         self._fresh_outcome(slot)
         while not slot.stopping:
             self._publish(slot, HostState.CONNECTING)
@@ -258,22 +259,21 @@ class SshPool:
             except SshError as err:
                 if slot.stopping:
                     return
-                retry_in = delay if err.retryable else None
+                retry_in = pauses.pause() if err.retryable else None
                 self._publish(slot, HostState.DOWN, str(err), retry_in=retry_in, error=err)
                 if not slot.outcome.done():
                     slot.outcome.set_exception(err)
                     _quiet(slot.outcome)
                 self._fresh_outcome(slot)
-                if not err.retryable:
+                if retry_in is None:
                     return
-                await asyncio.sleep(delay)
-                delay = min(delay * 2, self.backoff_max)
+                await asyncio.sleep(retry_in)
                 continue
             if slot.stopping:
                 conn.abort()
                 return
             slot.conn = conn
-            delay = self.backoff_initial
+            pauses.reset()
             self._publish(slot, HostState.UP)
             if not slot.outcome.done():
                 slot.outcome.set_result(conn)

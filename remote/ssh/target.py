@@ -11,7 +11,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from gcptui.remote.config import Config, HostConfig, SshConfig
+from gcptui.remote.config import HostConfig, SshConfig
 from gcptui.remote.models import SSH_PORT_LABEL, Instance
 from gcptui.remote.ssh.errors import SshConfigError
 
@@ -85,7 +85,8 @@ def target_for_instance(
                 f"`gcptui vm start {instance.name}`, or set [ssh].proxy_command to reach it through IAP",
             )
         address = instance.name  # the proxy command does the routing; the address is only a label
-    alias = f"compute.{instance.instance_id}" if instance.source == "gce" and instance.instance_id else None
+    # gcloud files a VM's host key under compute.<id>: the address changes across restarts, the id does not.
+    alias = f"compute.{instance.instance_id}" if instance.instance_id else None
     return SshTarget(
         name=instance.name,
         address=address,
@@ -114,13 +115,3 @@ def target_for_host(host: HostConfig, ssh: SshConfig, *, base_dir: Path | None =
         # host says so in ~/.ssh/config, which asyncssh reads.
         proxy_command=None,
     )
-
-
-def target_for(config: Config, instance: Instance, user: str | None = None) -> SshTarget:
-    """The target of any fleet member: static hosts by their ``[[hosts]]`` entry, VMs by ``[ssh]``
-    (``user``: the one OS Login dictates)."""
-    if instance.source == "host":
-        for host in config.hosts:
-            if host.name == instance.name:
-                return target_for_host(host, config.ssh, base_dir=config.base_dir)
-    return target_for_instance(instance, config.ssh, base_dir=config.base_dir, user=user)

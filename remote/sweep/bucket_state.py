@@ -5,19 +5,87 @@ never meets a VM's checkpoints at ``<bucket>/<VM>/``). ``StateMirror`` uploads f
 own: the scheduler hands it each new version and goes on; versions that arrive while an upload is
 in flight are coalesced into the newest. A state read back is the one saved last (``updated_at``),
 the laptop's or the bucket's.
+
+Trust: every VM that mirrors checkpoints can write this bucket, and a state holds what runs (trial
+commands, VMs, ``at_end``) and names that become local paths. So each copy is signed: an HMAC-SHA256
+with a key that never leaves the laptops (``<sweeps folder>/.bucket-key``, made on the first upload,
+mode 0600; the project tree a VM gets never holds it), over the sweep's name and the exact state
+bytes. A copy that is unsigned, signed with another key, for another sweep name, or over
+``MAX_STATE_BYTES`` is refused before it is parsed; this machine's own state is used instead. A VM can
+still delete the object or put back an older signed copy of the same sweep (that only re-runs the
+user's own trials); it cannot make one. To resume a sweep on another laptop, copy the key file there.
 """
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
+import hmac
 import json
+import os
+import re
+import secrets
+import tempfile
 import threading
 from collections.abc import Callable
+from pathlib import Path
 
 from gcptui.remote.errors import GcptuiError
-from gcptui.remote.sweep.state import SweepState, parse_state
+from gcptui.remote.sweep.state import SweepState, parse_state, sweeps_dir
 from gcptui.remote.transfer.bucket import storage_client
 
 STATE_FOLDER = ".gcptui-sweeps"
+KEY_NAME = ".bucket-key"  # in the sweeps folder: no sweep name starts with a dot
+HEADER = b"gcptui-sweep-state/1 "  # then the hex HMAC, a newline, the state's JSON
+MAX_STATE_BYTES = 64 << 20  # a larger object is refused unread (thousands of trials fit)
+
+
+class UntrustedState(GcptuiError):
+    """The bucket's copy is not one a laptop with this machine's key wrote: it is not used."""
+
+
+def key_path() -> Path:
+    return sweeps_dir() / KEY_NAME
+
+
+def state_key(*, create: bool) -> bytes | None:
+    """This machine's signing key; made (``create``) when there is none yet, else None then."""
+    path = key_path()
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+    except FileNotFoundError:
+        if not create:
+            return None
+        return _make_key(path)
+    except OSError as err:
+        raise GcptuiError(f"cannot read the sweep key {path}: {err.strerror}: move it away") from None
+    with os.fdopen(fd, "r", encoding="ascii", errors="replace") as file:
+        text = file.read(200).strip()
+    if not re.fullmatch(r"[0-9a-f]{64}", text):
+        raise GcptuiError(f"{path} is not a gcptui sweep key (64 hex digits): move it away")
+    return bytes.fromhex(text)
+
+
+def _make_key(path: Path) -> bytes:
+    # Written whole into a private temp file, then linked into place: a second process making one
+    # at the same moment reads the winner's, never a half-written file.
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=".key.", dir=path.parent)  # mode 0600
+    try:
+        with os.fdopen(fd, "w", encoding="ascii") as file:
+            file.write(secrets.token_hex(32) + "\n")
+        with contextlib.suppress(FileExistsError):
+            os.link(tmp, path)
+    finally:
+        Path(tmp).unlink(missing_ok=True)
+    key = state_key(create=False)
+    assert key is not None
+    return key
+
+
+def _mac(key: bytes, name: str, payload: bytes) -> str:
+    message = b"gcptui sweep state\0" + name.encode() + b"\0" + payload
+    return hmac.new(key, message, hashlib.sha256).hexdigest()
 
 
 def state_object(bucket: str, name: str) -> tuple[str, str]:
@@ -33,8 +101,38 @@ def state_url(bucket: str, name: str) -> str:
 
 
 def encode_state(state: SweepState) -> bytes:
-    """One version of the state as it is written to the bucket."""
-    return json.dumps(state.to_json(), indent=1).encode()
+    """One version of the state as it is written to the bucket: signed with this machine's key."""
+    key = state_key(create=True)
+    assert key is not None
+    payload = json.dumps(state.to_json(), indent=1).encode()
+    return HEADER + _mac(key, state.name, payload).encode() + b"\n" + payload
+
+
+def decode_state(data: bytes, name: str, where: str) -> SweepState:
+    """The state in a bucket object's bytes, after its signature is checked (``UntrustedState`` when
+    it fails: nothing of an unsigned copy is parsed)."""
+    key = state_key(create=False)
+    if key is None:
+        raise UntrustedState(
+            f"{where} is not used: this machine has no sweep key to check it with "
+            f"(copy {key_path()} from the machine that runs the sweep)"
+        )
+    head, newline, payload = data.partition(b"\n")
+    mac = head.removeprefix(HEADER)
+    if (
+        not newline
+        or not head.startswith(HEADER)
+        or not hmac.compare_digest(mac, _mac(key, name, payload).encode())
+    ):
+        raise UntrustedState(
+            f"{where} is not used: it is not signed with this machine's sweep key {key_path()} "
+            "(anything a VM writes to the bucket is refused; copy the key from the machine "
+            "that runs the sweep if it is yours)"
+        )
+    state = parse_state(payload.decode("utf-8", errors="replace"), where)
+    if state.name != name or state.spec.name != name:
+        raise UntrustedState(f"{where} is not used: it holds another sweep")  # never: the MAC has the name
+    return state
 
 
 def upload_state(bucket: str, name: str, data: bytes) -> None:
@@ -61,7 +159,12 @@ def download_state(bucket: str, name: str) -> SweepState | None:
     try:
         # The newest generation, whatever it is when the read starts: a writer elsewhere may replace
         # the object at any moment (a generation pinned by a first lookup could be gone by then).
-        data: bytes | None = client.bucket(bucket_name).blob(blob).download_as_bytes()
+        # Raw bytes (a gzip-encoded object is not expanded) and at most one byte over the cap.
+        data: bytes | None = (
+            client.bucket(bucket_name)
+            .blob(blob)
+            .download_as_bytes(end=MAX_STATE_BYTES, raw_download=True, checksum=None)
+        )
     except NotFound:
         data = None
     except GcptuiError:
@@ -70,7 +173,9 @@ def download_state(bucket: str, name: str) -> SweepState | None:
         raise GcptuiError(f"cannot read {state_url(bucket, name)}: {exc.__class__.__name__}: {exc}") from None
     if data is None:
         return None
-    return parse_state(data.decode(), state_url(bucket, name))
+    if len(data) > MAX_STATE_BYTES:
+        raise UntrustedState(f"{state_url(bucket, name)} is not used: it is over {MAX_STATE_BYTES >> 20} MiB")
+    return decode_state(data, name, state_url(bucket, name))
 
 
 def newer(local: SweepState | None, remote: SweepState | None) -> SweepState | None:

@@ -11,6 +11,8 @@ from collections.abc import Callable
 
 from gcptui.remote.cloud.create import CreateOptions, parse_gpus
 from gcptui.remote.cloud.fleet import FleetSource
+from gcptui.remote.compute.backend import Capability
+from gcptui.remote.compute.registry import Compute
 from gcptui.remote.config import Config
 from gcptui.remote.errors import ConfigError, GcptuiError
 from gcptui.remote.provision import Created, VmCreator, plan_create
@@ -45,7 +47,7 @@ def ensure_vms(
     if not missing:
         return []
     base = snapshot.find(spec.vms.base)
-    if base is None or base.source != "gce":
+    if base is None or not Compute.over(source).can(base, Capability.CREATE_LIKE):
         raise ConfigError(
             f"sweep {spec.name}: vms.from = {spec.vms.base!r}: no GCE VM of that name (see `gcptui ls`)"
         )

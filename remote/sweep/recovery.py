@@ -1,9 +1,9 @@
 """Keep-alive for a sweep's VMs: a preempted VM is restarted and its trial resumed, not restarted.
 
-The sweep runs the ordinary ``KeepAlive`` over its own VMs with a launcher that resumes the trial the
-VM was running: the shared services' job runner is the sweep's ``TrialJobRunner`` (its ``restart``
-runs the trial's resume command with the trial's environment), and the steps-lost bookkeeping reads
-the trial's own metrics file.
+The sweep runs the one keep-alive service (``keepalive/service.py``) over its own VMs with a launcher
+that resumes the trial the VM was running: its job runner is the sweep's ``TrialJobRunner`` (whose
+``restart`` runs the trial's resume command with the trial's environment), and the steps-lost
+bookkeeping reads the trial's own metrics file.
 """
 
 from __future__ import annotations
@@ -12,8 +12,9 @@ import contextvars
 from collections.abc import Callable
 
 from gcptui.remote.jobs.protocol import metrics_path
-from gcptui.remote.keepalive.recovery import KeepAlive, RecoveryEvent, ResumePoint, StepReporter
+from gcptui.remote.keepalive.recovery import RecoveryEvent, ResumePoint, StepReporter
 from gcptui.remote.keepalive.relaunch import JobLauncher
+from gcptui.remote.keepalive.service import KeepAliveService, build_service
 from gcptui.remote.models import Instance
 from gcptui.remote.services import Services
 from gcptui.remote.sweep.vmside import TrialJobRunner, current_slot, in_slot
@@ -26,7 +27,7 @@ class TrialLauncher(JobLauncher):
     """``JobLauncher`` that reads the metrics file of the trial on the VM being relaunched."""
 
     def __init__(self, services: Services, runner: TrialJobRunner) -> None:
-        super().__init__(services)
+        super().__init__(services, jobs=runner)
         self.runner = runner
 
     @property
@@ -67,17 +68,12 @@ def sweep_keepalive(
     runner: TrialJobRunner,
     vms: list[str],
     on_event: Callable[[RecoveryEvent], None] | None = None,
-) -> KeepAlive:
-    """A ``KeepAlive`` over ``vms`` that resumes each VM's trial; ``services.jobs`` becomes ``runner``
-    (so the relaunch, which restarts through ``services.jobs``, runs the trial's resume command)."""
-    services.jobs = runner
-    settings = services.config.keepalive
-    return KeepAlive(
-        services.fleet.reader(),
-        gce=services.fleet.gce,
-        relaunch=TrialLauncher(services, runner),
-        on_event=on_event,
-        names=vms,
-        poll_seconds=settings.poll_seconds,
-        max_restarts=settings.max_restarts,
-    )
+) -> KeepAliveService:
+    """The one keep-alive service over ``vms``, resuming each VM's trial through ``runner`` (its
+    ``restart`` runs the trial's resume command). Failover and the ledger as everywhere; no notice
+    watchers (trials run in job slots), no auto-stop and no "job ended, stop it again" check: the
+    sweep's scheduler decides what a VM runs next."""
+    return build_service(
+        services, names=vms, on_event=on_event, launcher=TrialLauncher(services, runner), check_jobs=False,
+        notices=False, autostop=False,
+    )  # fmt: skip

@@ -13,6 +13,8 @@ import csv
 import io
 import json
 import math
+import os
+import tempfile
 from collections.abc import Sequence
 from html import escape
 from pathlib import Path
@@ -73,10 +75,18 @@ def write_report(state: SweepState, folder: Path, best: int = 5) -> list[Path]:
     written: list[Path] = []
 
     def put(name: str, text: str) -> None:
+        # --out may be a shared folder: the part file is a new one (O_EXCL), never a planted link
+        # written through (O_NOFOLLOW); the rename replaces a link at the name, not its target.
         path = folder / name
-        tmp = path.with_suffix(path.suffix + ".part")
-        tmp.write_text(text, encoding="utf-8")
-        tmp.replace(path)
+        fd, tmp = tempfile.mkstemp(prefix=f".{name}.", suffix=".part", dir=folder)
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as file:
+                file.write(text)
+            os.chmod(tmp, 0o644)
+            os.replace(tmp, path)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
         written.append(path)
 
     put("results.csv", table_csv(state))

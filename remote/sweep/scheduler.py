@@ -27,12 +27,13 @@ import time
 from collections.abc import Callable
 
 from gcptui.remote.aio import cancel_and_wait
+from gcptui.remote.compute.backend import Capability
 from gcptui.remote.config import JobConfig
 from gcptui.remote.errors import GcptuiError
 from gcptui.remote.jobs.protocol import JobStatus
 from gcptui.remote.jobs.runner import JobAlreadyRunningError
 from gcptui.remote.keepalive.resume_rule import CUT_SHORT
-from gcptui.remote.models import Instance
+from gcptui.remote.models import Instance, State
 from gcptui.remote.services import Services
 from gcptui.remote.ssh.errors import SshUnreachableError
 from gcptui.remote.ssh.target import SshTarget
@@ -158,7 +159,7 @@ class Scheduler:
 
     def _running(self, vm: str) -> bool:
         instance = self.instances.get(vm)
-        return instance is not None and (instance.source == "host" or instance.status == "RUNNING")
+        return instance is not None and instance.state.reachable
 
     def _target(self, vm: str) -> SshTarget | None:
         instance = self.instances.get(vm)
@@ -169,7 +170,7 @@ class Scheduler:
         instance = self.instances.get(vm)
         if instance is None or vm in self.state.vms_done:
             return False
-        if instance.status in ("PROVISIONING", "STAGING", "STOPPING", "REPAIRING"):
+        if instance.state in (State.PROVISIONING, State.STOPPING):
             return True
         return instance.preempted and self.keepalive_on
 
@@ -443,7 +444,7 @@ class Scheduler:
             instance = self.instances.get(vm)
             if vm in self.state.vms_done or instance is None or self.state.on_vm(vm):
                 continue
-            if instance.source != "gce":
+            if not self.services.compute.can(instance, Capability.STOP):
                 self.state.vms_done.append(vm)  # a static host cannot be stopped: just done with it
                 continue
             gce = self.services.fleet.gce()

@@ -11,6 +11,7 @@ import contextlib
 import fcntl
 import json
 import os
+import re
 import tempfile
 import time
 from collections.abc import Iterator
@@ -18,10 +19,10 @@ from pathlib import Path
 from typing import Any, Literal
 
 import platformdirs
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
 
 from gcptui.remote.errors import ConfigError, GcptuiError
-from gcptui.remote.sweep.spec import ParamValue, SweepSpec
+from gcptui.remote.sweep.spec import NAME_PATTERN, ParamValue, SweepSpec
 from gcptui.remote.sweep.trials import TrialPlan, params_json, render
 
 SWEEPS_ENV = "GCPTUI_SWEEPS_DIR"
@@ -84,6 +85,14 @@ class SweepState(BaseModel):
     finished_at: float | None = None
     updated_at: float = 0.0  # when it was saved last: of the laptop's and the bucket's, the newer wins
 
+    @field_validator("name")
+    @classmethod
+    def _name_is_a_file_name(cls, value: str) -> str:
+        # It names the sweep's folder (save_state): never a path of its own.
+        if not re.fullmatch(NAME_PATTERN, value):
+            raise ValueError(f"{value[:80]!r} is not a sweep name (it names a folder)")
+        return value
+
     def counts(self) -> dict[str, int]:
         """Trials per state, every state present."""
         out = {state: 0 for state in ("queued", "starting", "running", "finished", "failed", "pruned")}
@@ -133,8 +142,18 @@ def sweeps_dir() -> Path:
     return Path(override).expanduser() if override else platformdirs.user_state_path("gcptui") / "sweeps"
 
 
+def check_name(name: str) -> str:
+    """``name`` when it can name a sweep's folder; ``ConfigError`` (one line) when it cannot."""
+    if not re.fullmatch(NAME_PATTERN, name):
+        raise ConfigError(
+            f"{name[:80]!r} is not a sweep name: letters, digits, '_', '.' or '-' (it names a folder)"
+        )
+    return name
+
+
 def sweep_dir(name: str) -> Path:
-    return sweeps_dir() / name
+    """The folder of sweep ``name``: always one directly inside ``sweeps_dir()``."""
+    return sweeps_dir() / check_name(name)
 
 
 def state_path(name: str) -> Path:

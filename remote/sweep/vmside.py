@@ -18,8 +18,11 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from gcptui.remote.config import Config, JobConfig
+from gcptui.remote.dest_path import in_dest
 from gcptui.remote.jobs.protocol import slot_dir, supervisor_command
 from gcptui.remote.jobs.runner import JobRunner
+from gcptui.remote.safe_text import clip, sanitize
+from gcptui.remote.ssh.capped import run_capped
 from gcptui.remote.ssh.pool import SshPool
 from gcptui.remote.ssh.target import SshTarget
 from gcptui.remote.sweep.spec import SweepSpec
@@ -61,11 +64,15 @@ def pinned_devices(slot: int, slots: int, gpus: int) -> str | None:
 
 
 # Lines of the trial's metrics file that name the metric, then its last line. $1 relative to $HOME.
+# Every line is cut to MAX_LINE bytes on the VM (a longer one is no record: its JSON no longer
+# parses) and the laptop reads at most MAX_OUTPUT bytes whatever the VM sends (run_capped).
+MAX_LINE = 65_536
+MAX_OUTPUT = 16 << 20
 _METRICS = (
     'f=$1; case $f in /*) ;; *) f="$HOME/$f" ;; esac; [ -f "$f" ] || exit 0; '
-    'grep -F -e "\\"$2\\"" "$f" | tail -n 5000; echo ---; tail -n 1 "$f"'
+    f'{{ grep -F -e "\\"$2\\"" "$f" | tail -n 5000; echo ---; tail -n 1 "$f"; }} | cut -b 1-{MAX_LINE}'
 )
-_TAIL = 'f="$HOME/$1"; [ -f "$f" ] && tail -n "$2" "$f"; exit 0'
+_TAIL = f'f="$HOME/$1"; [ -f "$f" ] && tail -n "$2" "$f" | cut -b 1-{MAX_LINE}; exit 0'
 
 
 def trial_job(
@@ -167,7 +174,9 @@ def log_tail(text: str) -> list[str]:
         if lines[k].startswith(BANNER) and "job started" in lines[k]:
             lines = lines[k + 1 :]
             break
-    return [line for line in lines if not line.startswith(BANNER)][-LOG_TAIL_LINES:]
+    kept = [line for line in lines if not line.startswith(BANNER)][-LOG_TAIL_LINES:]
+    # The job's own output: kept in the state, shown by `sweep status` and the sweep screen.
+    return [clip(sanitize(line, colours=False), 500) for line in kept]
 
 
 class VmReader:
@@ -181,22 +190,21 @@ class VmReader:
         return f"HOME={shlex.quote(home)}; export HOME; " if home else ""
 
     def _in_dest(self, relative: str) -> str:
-        if relative.startswith("/"):  # an absolute run_root (a data disk): where the trial writes
-            return relative
-        dest = self.runner.dest
-        base = dest.removeprefix("~/") if dest.startswith("~/") else dest
-        return f"{base.rstrip('/')}/{relative}"
+        # An absolute run_root (a data disk) is where the trial writes; a relative one is below dest.
+        return in_dest(self.runner.dest, relative)
 
     async def metrics(self, target: SshTarget, trial: Trial, metric: str, goal: str) -> TrialMetrics:
         script = self._home() + _METRICS
         path = self._in_dest(f"{trial.run_dir}/metrics.jsonl")
         conn = await self.runner.pool.connection(target)
-        result = await conn.run(shlex.join(["sh", "-c", script, "metrics", path, metric]), timeout=60)
-        return parse_metrics(str(result.stdout or ""), metric, goal)
+        command = shlex.join(["sh", "-c", script, "metrics", path, metric])
+        result = await run_capped(conn, command, max_bytes=MAX_OUTPUT, timeout=60)
+        return parse_metrics(result.stdout, metric, goal)
 
     async def log_tail(self, target: SshTarget) -> list[str]:
         script = self._home() + _TAIL
         conn = await self.runner.pool.connection(target)
         log = f"{slot_dir(current_slot())}/output.log"
-        result = await conn.run(shlex.join(["sh", "-c", script, "tail", log, "400"]), timeout=60)
-        return log_tail(str(result.stdout or ""))
+        command = shlex.join(["sh", "-c", script, "tail", log, "400"])
+        result = await run_capped(conn, command, max_bytes=MAX_OUTPUT, timeout=60)
+        return log_tail(result.stdout)

@@ -1,4 +1,4 @@
-"""The client end of the VM-side agent (``vm_agent.py``): one exec channel per session.
+"""The client end of the VM-side agent (``vm/sync_agent.py``): one exec channel per session.
 
 One round trip lists the remote tree and its ledger; writes are pipelined (headers and file
 data stream back to back, results come back with one ``flush``), so thousands of small files
@@ -7,44 +7,46 @@ cost one round trip, not thousands.
 
 from __future__ import annotations
 
-import asyncio
 import errno
-import hashlib
-import json
 import os
 import shlex
 import struct
-import zlib
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 import asyncssh
 
-from gcptui.remote.aio import within
+from gcptui.remote.safe_text import vm_field
+from gcptui.remote.sync.agent_channel import (
+    REPLY_TIMEOUT_S,
+    STALL_TIMEOUT_S,
+    TRANSPORT_ERRORS,
+    AgentChannel,
+    AgentLost,
+)
 from gcptui.remote.sync.manifest import Entry
+from gcptui.remote.sync.wire import Packer, content_digest, view_digest
+
+__all__ = [
+    "AGENT_SOURCE",
+    "AgentLost",
+    "AgentRefused",
+    "RemoteAgent",
+    "Packer",
+    "content_digest",
+    "view_digest",
+]
 from gcptui.remote.vm import vm_file
 
 AGENT_SOURCE = vm_file("sync_agent.py").decode("utf-8")
-# Buffer small files into one channel write: per-write overhead, not bandwidth, bounds small files.
-WRITE_BATCH = 1 << 20
 READ_CHUNK = 1 << 20
-# Replies bigger than this are not the agent's (a listing of a million paths is ~100 MB).
-MAX_REPLY = 256 << 20
-# How long a reply may take to start (a flush waits for every queued write on the VM's disk) and
-# how long it may then stall between chunks before the agent counts as lost.
-REPLY_TIMEOUT_S = 300.0
-STALL_TIMEOUT_S = 30.0
-
-
-# Requests answered at once, not operations whose results a flush collects.
-CONTROL_OPS = frozenset({"init", "scan", "flush"})
+# How a fetch's error begins when the agent cannot reach its relay at all (sync_agent's).
+RELAY_UNREACHABLE = "relay unreachable: "
+# Files per fetch frame: the agent keeps its requests to the relay going within one frame.
+FETCH_BATCH = 512
 # What dest holds as the client sees it: entries by path, and the ledger.
 View = tuple[dict[str, Entry], dict[str, list]]
-
-
-class AgentLost(ConnectionError):
-    """The agent's channel or connection went away; reconnect and run a full diff."""
 
 
 class AgentRefused(Exception):
@@ -61,32 +63,6 @@ class OpResult:
     error: str | None
 
 
-# Errors that mean the transport is gone rather than one operation failed.
-TRANSPORT_ERRORS = (
-    OSError,
-    EOFError,
-    asyncio.IncompleteReadError,
-    asyncssh.Error,
-    BrokenPipeError,
-)
-
-
-def view_digest(entries: dict[str, Entry], ledger: dict[str, list]) -> str:
-    """The digest the agent computes over its listing and ledger (sync_agent.view_digest)."""
-    rows = sorted(
-        f"{len(rel)}:{rel}{e.kind}.{e.size}.{e.mtime_ns}.{e.mode}.{len(e.target)}:{e.target}"
-        for rel, e in entries.items()
-    )
-    held = sorted(f"{len(rel)}:{rel}" + ".".join(map(str, value)) for rel, value in ledger.items())
-    text = "\n".join(rows) + "\n\n" + "\n".join(held)
-    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
-
-
-def content_digest(data: bytes) -> bytes:
-    """What identifies a small file's bytes (to tell, without sending, whether they changed)."""
-    return hashlib.blake2b(data, digest_size=16).digest()
-
-
 @dataclass(frozen=True)
 class Sent:
     """What ``put_file`` did: the bytes queued, whether the file changed while read (nothing of it
@@ -97,6 +73,11 @@ class Sent:
     changed: bool
     fingerprint: tuple[int, int, bytes] | None = None
     error: str | None = None
+    refused: str | None = None  # why the screen held the file back (nothing of it was queued)
+
+
+# Screens a small file's bytes before they are queued: (path, data, size) -> why it may not go, or None.
+Screen = Callable[[str, bytes, int], str | None]
 
 
 # A large file goes in chunks, each after its 4-byte length; a zero length commits the file (the
@@ -107,55 +88,7 @@ CHUNK_ABORT = struct.pack(">I", 0xFFFFFFFF)
 REPLACED = (errno.ENOENT, errno.ELOOP)
 
 
-class Packer:
-    """Decides, per file, whether its data travels compressed, and compresses it.
-
-    Source code shrinks 3-5x, which over a WAN is most of a first sync's time. Compressed data
-    goes through one deflate stream per agent (level 4, each file ended by a sync flush), as
-    rsync's ``-z`` does: small sources then compress against the ones sent before them (a 1 KB
-    file alone hardly shrinks), and level 4 on a stream shrinks a source tree as much as level 6
-    per file for half the CPU. The agent inflates the same stream in the same order.
-
-    Kinds of file (by suffix) are learnt over their first 256 KiB with a cheap level-1 probe of
-    each file: a kind whose data did not shrink by a tenth is not tried again (a tree of random
-    or already-compressed ``.npy``, ``.pt`` or images costs a few milliseconds of probes), and one
-    that did goes to the stream without probes. Files over 1 MiB always go raw (checkpoints,
-    datasets, archives: rarely worth it).
-    """
-
-    MIN_SIZE = 256  # below this the attempt is not worth it
-    LEARN_BYTES = 256 << 10
-    WORTH = 0.9
-    LEVEL = 4
-
-    def __init__(self) -> None:
-        self._tried: dict[str, list[int]] = {}  # suffix -> [bytes probed, bytes they became]
-        self._stream = zlib.compressobj(self.LEVEL)
-
-    def pack(self, rel: str, data: bytes) -> bytes | None:
-        """``data`` as the stream's next piece when it is worth compressing; else None.
-
-        What this returns must reach the agent, in order, as a ``zs`` put: the stream's state
-        includes it.
-        """
-        if len(data) < self.MIN_SIZE:
-            return None
-        name = rel.rpartition("/")[2]
-        suffix = name.rpartition(".")[2].lower() if "." in name else ""
-        seen = self._tried.setdefault(suffix, [0, 0])
-        if seen[0] >= self.LEARN_BYTES:
-            if seen[1] > self.WORTH * seen[0]:
-                return None
-        else:
-            probe = len(zlib.compress(data, 1))
-            seen[0] += len(data)
-            seen[1] += min(probe, len(data))
-            if probe >= self.WORTH * len(data):
-                return None
-        return self._stream.compress(data) + self._stream.flush(zlib.Z_SYNC_FLUSH)
-
-
-class RemoteAgent:
+class RemoteAgent(AgentChannel):
     """A running agent bound to one destination directory on the VM."""
 
     def __init__(
@@ -165,18 +98,16 @@ class RemoteAgent:
         reply_timeout: float = REPLY_TIMEOUT_S,
         stall_timeout: float = STALL_TIMEOUT_S,
     ) -> None:
-        self._process = process
-        self.reply_timeout = reply_timeout
-        self.stall_timeout = stall_timeout
-        self._pending = bytearray()
-        self._request_id = 0  # each request carries the next id; its reply must carry it back
+        super().__init__(process, reply_timeout=reply_timeout, stall_timeout=stall_timeout)
         self.home = ""
         self.dest = ""
         self.ledger_path = ""
         self._prefetched_scan = 0  # the id of a scan request that already went out with init
-        self._queued_ops = 0  # operations sent since the last flush
         self._packer = Packer()
-        self._broken = False  # a put was cut off mid-stream: the agent cannot be spoken to again
+        # Fan-out: the relay this agent fetches from (host, port, token), and whether it could not
+        # reach it (then this agent gets every file directly).
+        self.relay_target: tuple[str, int, str] | None = None
+        self.relay_dead = False
 
     @classmethod
     async def start(
@@ -186,13 +117,15 @@ class RemoteAgent:
         *,
         scan_digest: Awaitable[str | None] | None = None,
         stall_timeout: float = STALL_TIMEOUT_S,
+        ledger: bool = True,
     ) -> RemoteAgent:
         """Start the agent over ``conn`` and bind it to ``dest`` (resolved against the remote home).
 
         ``scan_digest``: also ask for a scan (see :meth:`scan`) in the same round trip, with the
         digest this yields (awaited once the agent runs, so working it out overlaps the start);
         the caller's next call must then be ``scan()``. ``stall_timeout``: how long a transfer may
-        make no progress either way before the agent counts as lost.
+        make no progress either way before the agent counts as lost. Without ``ledger`` the agent
+        may only read dest (a relay): it leaves the ledger to the session's agent.
         """
         source = shlex.quote(AGENT_SOURCE)
         # The system interpreter first: a version manager's shim (pyenv, asdf) found on PATH costs
@@ -214,117 +147,12 @@ class RemoteAgent:
             await agent._send(force=True)
             reply = await agent.reply(init)
         else:
-            reply = await agent.request({"op": "init", "dest": dest})
+            reply = await agent.request({"op": "init", "dest": dest, **({} if ledger else {"ledger": False})})
         if not reply.get("ok"):
             agent.close()
-            raise AgentRefused(reply.get("error", "the VM refused the destination"))
+            raise AgentRefused(vm_field(str(reply.get("error", "the VM refused the destination"))))
         agent.home, agent.dest, agent.ledger_path = reply["home"], reply["dest"], reply["ledger"]
         return agent
-
-    # -- framing ---------------------------------------------------------------------------------
-    def _queue(self, header: dict, data: bytes = b"") -> int:
-        """Queue one frame; a request's id (0 for an operation)."""
-        request_id = 0
-        if header["op"] in CONTROL_OPS:
-            self._request_id += 1
-            request_id = self._request_id
-            header = {**header, "id": request_id}
-        else:
-            self._queued_ops += 1
-        raw = json.dumps(header, separators=(",", ":")).encode()
-        self._pending += struct.pack(">I", len(raw))
-        self._pending += raw
-        if data:
-            self._pending += data
-        return request_id
-
-    async def _send(self, force: bool = False) -> None:
-        if self._broken:
-            raise AgentLost("a transfer to the sync agent was cut off mid-file; starting it again")
-        if self._pending and (force or len(self._pending) >= WRITE_BATCH):
-            data, self._pending = bytes(self._pending), bytearray()
-            try:
-                self._process.stdin.write(data)
-                # A stopped agent stops reading: once the channel's window is full, drain waits for
-                # ever. No progress within the stall timeout means the agent is lost.
-                await within(self.stall_timeout, self._process.stdin.drain())
-            except TimeoutError:
-                raise AgentLost(
-                    f"the sync agent stopped taking data: nothing moved for {self.stall_timeout:g}s"
-                ) from None
-            except TRANSPORT_ERRORS as err:
-                raise AgentLost(f"connection to the VM lost: {err}") from err
-
-    async def request(self, header: dict) -> dict:
-        """Send ``header`` (after everything queued) and wait for the agent's reply frame."""
-        request_id = self._queue(header)
-        try:
-            await self._send(force=True)
-        except asyncio.CancelledError:
-            # Cancelled while the request waited to go out: it may still reach the agent, whose
-            # reply the next request would then read as its own.
-            self._broken = True
-            raise
-        return await self.reply(request_id)
-
-    async def reply(self, request_id: int) -> dict:
-        """The agent's next reply frame, decoded: the one to request ``request_id``, already sent.
-
-        Any other (the reply to a request whose wait was cancelled) means the conversation is out
-        of step: AgentLost, never a reply misread as another's.
-        """
-        try:
-            raw = await self._read_reply()
-            if raw[:1] == b"z":  # a compressed reply (a listing)
-                inflate = zlib.decompressobj()
-                raw = inflate.decompress(raw[1:], MAX_REPLY)
-                if inflate.unconsumed_tail:
-                    raise ValueError(f"a reply inflates past the {MAX_REPLY >> 20} MiB limit")
-            decoded = json.loads(raw)
-        except asyncio.CancelledError:
-            self._broken = True  # the reply still comes, and the next request would read it as its own
-            raise
-        except TimeoutError as err:
-            raise AgentLost(f"the sync agent stopped answering: {err}") from err
-        except (ValueError, zlib.error) as err:
-            raise AgentLost(f"the sync agent sent a garbled reply: {err}") from err
-        except TRANSPORT_ERRORS as err:
-            stderr = ""
-            try:
-                stderr = (await within(0.2, self._process.stderr.read(4096))).decode(errors="replace")
-            except (TimeoutError, Exception):  # noqa: BLE001 - best effort detail only
-                pass
-            raise AgentLost(f"the sync agent stopped: {stderr.strip() or err}") from err
-        if not isinstance(decoded, dict) or decoded.get("id") != request_id:
-            self._broken = True
-            raise AgentLost(
-                f"the sync agent's reply is out of step (request {request_id}); starting it again"
-            )
-        return decoded
-
-    async def _read_reply(self) -> bytes:
-        """One reply frame, within the timeouts and the size cap (TimeoutError, ValueError)."""
-        stdout = self._process.stdout
-        try:
-            head = await within(self.reply_timeout, stdout.readexactly(4))
-        except TimeoutError:
-            raise TimeoutError(f"no reply within {self.reply_timeout:g}s") from None
-        (size,) = struct.unpack(">I", head)
-        if size > MAX_REPLY:
-            raise ValueError(f"a {size}-byte frame exceeds the {MAX_REPLY >> 20} MiB limit")
-        body = bytearray()
-        while len(body) < size:
-            want = min(READ_CHUNK, size - len(body))
-            try:
-                chunk = await within(self.stall_timeout, stdout.read(want))
-            except TimeoutError:
-                raise TimeoutError(
-                    f"a reply stalled after {len(body)} of {size} bytes for {self.stall_timeout:g}s"
-                ) from None
-            if not chunk:
-                raise asyncio.IncompleteReadError(bytes(body), size)
-            body += chunk
-        return bytes(body)
 
     # -- operations ------------------------------------------------------------------------------
     @staticmethod
@@ -346,19 +174,20 @@ class RemoteAgent:
         else:
             reply = await self.request(self._scan_header(digest))
         if reply.get("error"):
-            raise AgentRefused(reply["error"])
+            raise AgentRefused(vm_field(str(reply["error"])))  # the VM's words: inert, one line
         if reply.get("same"):
             return None
         entries = {row[0]: Entry.from_wire(row[1:]) for row in reply["entries"] if row[1] in "fdl"}
         return entries, reply["ledger"]
 
-    async def put_file(self, rel: str, path: Path) -> Sent:
+    async def put_file(self, rel: str, path: Path, screen: Screen | None = None) -> Sent:
         """Queue the local file ``path`` for the VM's ``rel``.
 
         Nothing torn ever lands: a small file is checked (stat after the read) before it is
         queued; a large one streams in chunks and ends in an abort when its stat changed, it
         shrank, or a read failed. A changed file comes back ``changed`` (the caller sends it again),
-        an unreadable one with ``error``.
+        an unreadable one with ``error``. ``screen`` sees a small file's bytes, the very ones that
+        would go, and may hold it back (``refused``): the private-key check.
         """
         try:
             fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
@@ -369,12 +198,12 @@ class RemoteAgent:
         try:
             before = os.fstat(fd)
             if before.st_size <= READ_CHUNK:
-                return await self._put_small(rel, fd, before)
+                return await self._put_small(rel, fd, before, screen)
             return await self._put_streamed(rel, fd, before)
         finally:
             os.close(fd)
 
-    async def _put_small(self, rel: str, fd: int, before: os.stat_result) -> Sent:
+    async def _put_small(self, rel: str, fd: int, before: os.stat_result, screen: Screen | None) -> Sent:
         size = before.st_size
         try:
             data = os.read(fd, size + 1) if size else b""
@@ -383,6 +212,8 @@ class RemoteAgent:
             return Sent(0, False, error=err.strerror or str(err))
         if len(data) != size or (after.st_size, after.st_mtime_ns) != (size, before.st_mtime_ns):
             return Sent(0, True)  # changed while read: nothing queued, the caller sends it again
+        if screen is not None and (reason := screen(rel, data, size)) is not None:
+            return Sent(0, False, refused=reason)
         digest = content_digest(data)
         header = {"op": "put", "p": rel, "s": size, "m": before.st_mode & 0o7777, "t": before.st_mtime_ns}
         packed = self._packer.pack(rel, data)
@@ -451,6 +282,25 @@ class RemoteAgent:
         self._queue(header)
         await self._send()
 
+    async def serve(self, host: str, token: str) -> int:
+        """Make this agent a relay listening on ``host`` for agents holding ``token``; its port."""
+        reply = await self.request({"op": "serve", "host": host, "token": token})
+        if reply.get("error"):
+            raise AgentRefused(reply["error"])
+        return int(reply["port"])
+
+    async def relay(self, host: str, port: int, token: str) -> None:
+        """Fetch from the relay at ``host:port`` from now on (``fetch``)."""
+        await self.request({"op": "relay", "host": host, "port": port, "token": token})
+        self.relay_target, self.relay_dead = (host, port, token), False
+
+    async def fetch(self, files: list[tuple[str, int, int, int, str]]) -> None:
+        """Queue files (path, size, mode, mtime_ns, sha256) whose bytes the agent takes from its
+        relay, landing each only if it hashes to its digest; each result comes back as a ``fetch``."""
+        for start in range(0, len(files), FETCH_BATCH):
+            self._queue({"op": "fetch", "f": files[start : start + FETCH_BATCH]})
+            await self._send()
+
     async def remove(self, rel: str) -> None:
         """Delete ``rel`` on the VM if the ledger has it and it is unchanged since sync wrote it."""
         self._queue({"op": "rm", "p": rel})
@@ -477,7 +327,9 @@ class RemoteAgent:
         self._queued_ops = 0
         reply = await self.request({"op": "flush"})
         return [
-            OpResult(op, path, Entry.from_wire(entry) if entry else None, error)
+            OpResult(
+                op, path, Entry.from_wire(entry) if entry else None, vm_field(str(error)) if error else error
+            )
             for op, path, entry, error in reply["results"]
         ]
 

@@ -8,9 +8,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from gcptui.remote.sync.agent_client import RemoteAgent, content_digest
+from gcptui.remote.sync.agent_client import RELAY_UNREACHABLE, RemoteAgent, content_digest
+from gcptui.remote.sync.fanout import RELAY_MIN_BATCH, RELAY_MIN_FILE, FanOut, Hashed
 from gcptui.remote.sync.manifest import Entry, parent_of
 from gcptui.remote.sync.plan import Plan
+from gcptui.remote.sync.secrets import SecretGuard
 
 PROGRESS_EVERY_S = 0.1
 LARGE_FILE = 1 << 20  # sent after the small files (see apply_plan)
@@ -41,6 +43,9 @@ class Applied:
     resend: set[str] = field(default_factory=set)  # files that changed while they were sent
     # op, path, message; op "read": the local file could not be read (nothing of it was sent)
     errors: list[tuple[str, str, str]] = field(default_factory=list)
+    # path, why: files the secret check held back (never queued; the VM keeps what it had)
+    refused: list[tuple[str, str]] = field(default_factory=list)
+    relayed: int = 0  # files whose bytes came from the fan-out's seed VM, not over the uplink
 
 
 async def apply_plan(
@@ -49,10 +54,15 @@ async def apply_plan(
     plan: Plan,
     view: RemoteView,
     progress: Callable[[int, int], None] | None = None,
+    guard: SecretGuard | None = None,
+    relay: FanOut | None = None,
 ) -> Applied:
     """Send every operation of ``plan``, wait for the results and fold them into ``view``.
 
     ``progress(files_done, bytes_done)`` is called as files stream out (at most every 0.1 s).
+    ``guard`` checks each file's name and the bytes about to go: a private key stays behind.
+    ``relay``: a large batch's files go as fetches from the fan-out's seed VM (a fetch that fails
+    is sent directly after, in the same call).
     """
     started = time.perf_counter()
     out = Applied()
@@ -76,10 +86,22 @@ async def apply_plan(
     # (a few ms each on a slow disk), so the link carries the large files' data meanwhile.
     puts = sorted(plan.puts, key=lambda item: item[1] > LARGE_FILE)
     fingerprints: dict[str, tuple[int, int, bytes]] = {}
+    screen = guard.by_content if guard is not None else None
+    fetches = await _relayed(agent, source, plan, relay)
+    if fetches:  # their bytes come from the seed VM: only these headers cross the uplink
+        await agent.fetch([(rel, h.size, h.mode, h.mtime_ns, h.sha256) for rel, h in fetches.items()])
     for done, (rel, _) in enumerate(puts, start=1):
-        sent = await agent.put_file(rel, source / rel)
+        reason = guard.by_name(rel) if guard is not None else None
+        if reason is not None:
+            out.refused.append((rel, reason))
+            continue
+        if rel in fetches:
+            continue
+        sent = await agent.put_file(rel, source / rel, screen)
         out.bytes += sent.size
-        if sent.error is not None:
+        if sent.refused is not None:
+            out.refused.append((rel, sent.refused))
+        elif sent.error is not None:
             out.errors.append(("read", rel, sent.error))  # a local read failed: nothing of it landed
         elif sent.changed:
             out.resend.add(rel)
@@ -98,6 +120,24 @@ async def apply_plan(
             await agent.mkdir(rel, mode)
     # Nothing sent (a no-op resync): skip the flush and its round trip.
     results = [] if agent.idle else await agent.flush()
+    refetch = [r.path for r in results if r.op == "fetch" and r.error is not None]
+    if refetch:
+        # The relay withheld or garbled them, or could not be reached: the laptop sends them.
+        if any(r.error.startswith(RELAY_UNREACHABLE) for r in results if r.op == "fetch" and r.error):
+            agent.relay_dead = True  # this VM cannot reach the seed: direct from now on
+        for rel in refetch:
+            sent = await agent.put_file(rel, source / rel, screen)
+            out.bytes += sent.size
+            if sent.refused is not None:
+                out.refused.append((rel, sent.refused))
+            elif sent.error is not None:
+                out.errors.append(("read", rel, sent.error))
+            elif sent.changed:
+                out.resend.add(rel)
+            elif sent.fingerprint is not None:
+                fingerprints[rel] = sent.fingerprint
+        results = [r for r in results if not (r.op == "fetch" and r.error is not None)]
+        results += await agent.flush()
     unsent = out.resend | {rel for op, rel, _ in out.errors if op == "read"}
     written: set[str] = set()  # a read-only directory is made, then closed: one path written
     for result in results:
@@ -118,11 +158,35 @@ async def apply_plan(
                 view.sent[result.path] = fingerprints[result.path]
             if result.op != "own":
                 written.add(result.path)
+            if result.op == "fetch":
+                out.relayed += 1
     out.written = len(written - (opened.keys() - made))  # reopening a directory writes nothing
     if progress is not None:
         progress(len(plan.puts), out.bytes)
     out.ms = (time.perf_counter() - started) * 1000
     return out
+
+
+async def _relayed(agent: RemoteAgent, source: Path, plan: Plan, relay: FanOut | None) -> dict[str, Hashed]:
+    """The files of ``plan`` that go by relay (none for a small batch, or when the relay cannot
+    be reached): the agent is told of the relay first, once."""
+    if relay is None or agent.relay_dead or plan.bytes < RELAY_MIN_BATCH:
+        return {}
+    # In the order the seed gets them (small files first, as apply_plan sends): each arrives there
+    # just before this VM asks for it.
+    big = [
+        rel
+        for rel, size in sorted(plan.puts, key=lambda item: item[1] > LARGE_FILE)
+        if size >= RELAY_MIN_FILE
+    ]
+    if not big:
+        return {}
+    endpoint = await relay.endpoint()
+    if endpoint is None:
+        return {}
+    if agent.relay_target != endpoint:
+        await agent.relay(*endpoint)
+    return await relay.hashes(source, big)
 
 
 def _closed_parents(plan: Plan, view: RemoteView) -> dict[str, int]:

@@ -56,15 +56,21 @@ class BatchApplied:
     ms: float
     full: bool = False  # True for a full diff (start, reconnect, barrier), False for watched changes
     failed: int = 0  # operations the VM refused or failed: the batch did not bring it in sync
+    relayed: int = 0  # files whose bytes came from another VM (fan-out), not over the laptop's uplink
 
 
 @dataclass(frozen=True, slots=True)
 class SyncWarning:
-    """Something the user should know once: a link leading out of the tree, a remote path kept."""
+    """Something the user should know once: a link leading out of the tree, a remote path kept.
+
+    ``local``: it is about the local tree (a private key held back), so every session to every VM
+    says the same; a face showing several sessions says it once.
+    """
 
     name: str
     message: str
     path: str = ""
+    local: bool = False
 
 
 SyncEvent = SyncStateChanged | FullSyncProgress | BatchApplied | SyncWarning

@@ -1,6 +1,7 @@
 """Scan the local tree into a manifest: tree-relative POSIX path -> :class:`Entry`.
 
-Only synced paths are listed and ignored directories are never entered. Symbolic links are
+Only synced paths are listed and ignored directories are never entered, nor are directories
+whose every name is ignored (``data/**``). Symbolic links are
 recorded as links, never followed; a link whose target leads out of the tree is left out and
 reported in ``links_out`` (the VM would get a link into nowhere, or into somewhere else).
 Sockets, FIFOs and devices are left out silently. A directory that cannot be listed (or an
@@ -111,7 +112,8 @@ def scan_tree(root: Path, rules: SyncRules, start: str = "") -> LocalScan:
                     _unreadable(out, rel, err)
                     continue
                 if _add(out, root, rules, rel, st) and stat.S_ISDIR(st.st_mode):
-                    stack.append(rel)
+                    if not rules.contents_ignored(rel):  # data/**: synced, empty; never listed
+                        stack.append(rel)
     return out
 
 

@@ -44,10 +44,18 @@ class _Patterns:
     def __init__(self, lines: list[str]) -> None:
         # (include, regex, dir_marker): include True ignores, False re-includes ("!").
         self._rules: list[tuple[bool, re.Pattern[str], bool]] = []
+        # Patterns whose last segment is "*" or "**" (``data/**``, ``/x/*``): they match every name
+        # in a directory they reach, so a scan need not list it (``SyncRules.contents_ignored``).
+        self._every_name: list[re.Pattern[str]] = []
+        self.negates = False  # a "!" pattern: a name below an ignored one may come back
         for pattern in GitIgnoreSpec.from_lines([_git_globstar_dir(line) for line in lines]).patterns:
             regex = getattr(pattern, "regex", None)
             if pattern.include is None or regex is None:
                 continue
+            self.negates = self.negates or not pattern.include
+            text = str(getattr(pattern, "pattern", "")).rstrip(" ")
+            if pattern.include and text.rpartition("/")[2] in ("*", "**"):
+                self._every_name.append(regex)
             if "ps_d" in regex.groupindex:
                 # The name matched, then either the end or a "/" (a directory): anchored at the end,
                 # only the path itself counts, as a directory when it ends in the "/" we append.
@@ -73,6 +81,12 @@ class _Patterns:
             # Only the "/" appended to a directory completed the match ("x/**" on x): it matches
             # what is inside x, not x itself.
         return None
+
+    def ignores_every_name_in(self, rel_dir: str) -> bool:
+        """True when a pattern ignores any name at all directly in ``rel_dir`` (a name no pattern
+        names: a NUL, which no file name holds, so only a ``*`` or ``**`` segment matches it)."""
+        probe = f"{rel_dir}/\x00" if rel_dir else "\x00"
+        return any(regex.search(probe) and regex.search(probe + "/") for regex in self._every_name)
 
 
 def _git_globstar_dir(line: str) -> str:
@@ -160,6 +174,24 @@ class SyncRules:
             cached = self.dir_excluded(parent_of(rel_dir)) or self.ignores(rel_dir, True)
             self._dir_ignored[rel_dir] = cached
         return cached
+
+    def contents_ignored(self, rel_dir: str) -> bool:
+        """True when nothing below the directory ``rel_dir`` can be synced, so a scan need not list
+        it (``data/**`` over 95,000 files): a pattern ignores every name in it, and no ``!``
+        pattern that applies there could bring one back. Without "!" patterns, any matching
+        pattern ignores; so the check is per file of patterns, never by precedence."""
+        specs = [self._exclude, self._info, *(spec for _, spec in self._chain(rel_dir))]
+        if any(spec is not None and spec.negates for spec in specs):
+            return False
+        if self._exclude is not None and self._exclude.ignores_every_name_in(rel_dir):
+            return True
+        if self._info is not None and self._info.ignores_every_name_in(rel_dir):
+            return True
+        # Each .gitignore sees the path relative to its own folder ("" for the directory's own).
+        return any(
+            spec.ignores_every_name_in(rel_dir[len(base) + 1 :] if base else rel_dir)
+            for base, spec in self._chain(rel_dir)
+        )
 
     def synced(self, rel: str, is_dir: bool) -> bool:
         """True when ``rel`` is synced: neither it nor a directory above it is excluded."""

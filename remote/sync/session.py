@@ -1,6 +1,6 @@
 """``SyncSession``: mirror one local tree to one VM directory, once or while the user edits.
 
-One session per VM. It holds one agent (``vm_agent.py``) on a pooled SSH connection, the local
+One session per VM. It holds one agent (``vm/sync_agent.py``) on a pooled SSH connection, the local
 manifest, and its picture of the VM (last listing + every applied result). Full diffs list both
 trees (the VM's in one round trip); watched changes re-stat only the paths named, so an edit
 reaches the VM in one pipelined round trip. A dropped connection queues changes and ends in a
@@ -12,38 +12,35 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-from collections.abc import AsyncIterator, Callable, Iterable
+from collections.abc import Iterable
 from pathlib import Path
-
-import asyncssh
 
 from gcptui.remote.aio import within
 from gcptui.remote.errors import GcptuiError
 from gcptui.remote.models import ConnectionGetter
 from gcptui.remote.ssh.errors import HostKeyError, SshAuthError
-from gcptui.remote.sync import saved_view
 from gcptui.remote.sync.agent_client import (
     STALL_TIMEOUT_S,
     TRANSPORT_ERRORS,
     AgentLost,
     AgentRefused,
     RemoteAgent,
-    view_digest,
 )
-from gcptui.remote.sync.applier import RemoteView, apply_plan, unchanged_since_sent
+from gcptui.remote.sync.applier import RemoteView, apply_plan
 from gcptui.remote.sync.events import (
     BatchApplied,
     FullSyncProgress,
-    SyncEvent,
-    SyncStateChanged,
-    SyncStateName,
-    SyncWarning,
 )
-from gcptui.remote.sync.local_tree import LocalScan, scan_tree
-from gcptui.remote.sync.manifest import is_under, same_content
+from gcptui.remote.sync.failures import failure_line, incomplete, kept_on_vm
+from gcptui.remote.sync.fanout import FanOut
+from gcptui.remote.sync.local_tree import scan_tree
 from gcptui.remote.sync.plan import Plan, make_plan
 from gcptui.remote.sync.rules import PathSet, SyncRules
-from gcptui.remote.sync.tracker import Change, LocalTracker
+from gcptui.remote.sync.secrets import FIX, SecretGuard
+from gcptui.remote.sync.session_events import SessionEvents
+from gcptui.remote.sync.session_plans import Planning
+from gcptui.remote.sync.session_view import ViewKeeping
+from gcptui.remote.sync.tracker import LocalTracker
 from gcptui.remote.sync.watcher import TreeWatcher
 
 # How many times a file that changed while it was read is sent again within one batch.
@@ -53,8 +50,6 @@ EMPTY_SETTLE_SECONDS = 0.5
 # Backoff between failed reconnects while following (doubling from the first to the most).
 RETRY_FIRST_S = 0.05
 RETRY_MAX_S = 2.0
-# How the agent's refusal to change an existing directory's mode begins (sync_agent.KEPT_MODE).
-KEPT_MODE = "kept the mode of "
 
 log = logging.getLogger(__name__)
 
@@ -68,13 +63,14 @@ class SyncLostError(SyncError):
     unlike other ``SyncError``s, this may pass on its own."""
 
 
-class SyncSession:
+class SyncSession(ViewKeeping, Planning):
     """Mirror ``source`` to ``dest`` on one VM.
 
     ``dest`` is relative to the remote home unless absolute (``~/x`` is home-relative); the
     VM refuses ``/``, the home and its parents. ``exclude`` adds gitignore-style patterns to the
     tree's own ``.gitignore`` files; ``protect`` names remote paths (gitignore-style, relative to
-    dest) that sync never writes or deletes.
+    dest) that sync never writes or deletes. ``guard`` checks every file about to go (its name and
+    the bytes read to send): a private key is held back and named once, the rest syncs.
     """
 
     def __init__(
@@ -90,81 +86,28 @@ class SyncSession:
         debounce_ms: int = 300,
         reconcile_seconds: float = 30.0,
         stall_seconds: float = STALL_TIMEOUT_S,
+        guard: SecretGuard | None = None,
+        relay: FanOut | None = None,
     ) -> None:
         self.source = Path(source).expanduser().resolve()
         self.dest = dest
-        self.name = name
         self.rules = SyncRules(self.source, exclude)
         self.protect = PathSet(protect)
         self.reconcile_seconds = reconcile_seconds
         self.stall_seconds = stall_seconds
+        self.guard = guard if guard is not None else SecretGuard()
+        self.relay = relay  # fan-out: a large batch's bytes come from the seed VM (fanout.py)
         self.view = RemoteView()
         self._get_conn = get_conn
         self._agent: RemoteAgent | None = None
         self._lock = asyncio.Lock()  # one exchange with the agent at a time
-        self._state: SyncStateName = "connecting"
-        self._reason = ""
-        self._subscribers: list[asyncio.Queue[SyncEvent]] = []
-        self._callbacks: list[Callable[[SyncEvent], None]] = []
-        self._warned: set[tuple[str, str]] = set()
+        SessionEvents.__init__(self, name)
         self._paused = False
         self._watcher = TreeWatcher(self.source, step_ms=step_ms, debounce_ms=debounce_ms)
         self.tracker = LocalTracker(self.source, self.rules, self._watcher)
         self._following = False
         self._failure = ""  # the last batch's first failed operation, with how many more
-        # The view kept on local disk between sessions (saved_view): its key (set once connected:
-        # the VM's host key names it), the one offered to the VM with a new agent's scan, whether
-        # this view changed since it was last saved, and the write under way.
-        self._view_key = ""
-        # The saved view offered with a new agent's first scan: its digest, and its reading.
-        self._offered: tuple[str, asyncio.Task[saved_view.SavedView | None]] | None = None
-        self._view_dirty = False
-        self._saving: asyncio.Task[None] | None = None
-
-    # -- events ----------------------------------------------------------------------------------
-    @property
-    def state(self) -> SyncStateName:
-        """The current state (the last :class:`SyncStateChanged` sent)."""
-        return self._state
-
-    def subscribe(self, callback: Callable[[SyncEvent], None]) -> None:
-        """Call ``callback`` with every event, synchronously, in the session's event loop."""
-        self._callbacks.append(callback)
-
-    async def events(self) -> AsyncIterator[SyncEvent]:
-        """Every event from now on, starting with the current state, until the consumer stops."""
-        queue: asyncio.Queue[SyncEvent] = asyncio.Queue()
-        self._subscribers.append(queue)
-        try:
-            yield SyncStateChanged(self.name, self._state, 0, self._reason)
-            while True:
-                yield await queue.get()
-        finally:
-            self._subscribers.remove(queue)
-
-    def _emit(self, event: SyncEvent) -> None:
-        for queue in self._subscribers:
-            queue.put_nowait(event)
-        for callback in self._callbacks:
-            callback(event)
-
-    def _set_state(self, state: SyncStateName, pending: int = 0, reason: str = "") -> None:
-        if (state, reason) != (self._state, self._reason) or state == "syncing":
-            self._state, self._reason = state, reason
-            self._emit(SyncStateChanged(self.name, state, pending, reason))
-
-    def _warn(self, message: str, path: str = "") -> None:
-        if (message, path) not in self._warned:  # each warning once per session
-            self._warned.add((message, path))
-            self._emit(SyncWarning(self.name, message, path))
-
-    def _report_links(self, scan: LocalScan) -> None:
-        for rel, target in scan.links_out.items():
-            self._warn(f"not synced: the link {rel} -> {target} leads out of the tree", rel)
-        for rel, reason in scan.unlisted.items():
-            self._warn(
-                f"cannot read {rel or 'the source'} ({reason}): not synced; the VM keeps its copy", rel
-            )
+        ViewKeeping.__init__(self)
 
     # -- public API ------------------------------------------------------------------------------
     async def full_sync(self, *, complete: bool = False) -> BatchApplied:
@@ -274,17 +217,9 @@ class SyncSession:
     # -- internals -------------------------------------------------------------------------------
     def _require_complete(self, event: BatchApplied) -> None:
         """Raise when ``event`` left the VM short of the tree: a job must not start on part of it."""
-        where = self.name or self.dest
-        if event.failed:
-            raise SyncError(f"sync to {where} is incomplete: {self._failure}")
-        if self.tracker.unlisted:
-            # A local folder that could not be read: the VM holds an unknown, maybe older, copy.
-            unread = sorted(self.tracker.unlisted.items())
-            rel, reason = unread[0]
-            more = f" (and {len(unread) - 1} more)" if len(unread) > 1 else ""
-            raise SyncError(
-                f"sync to {where} is incomplete: cannot read {rel or 'the source'} ({reason}){more}"
-            )
+        why = incomplete(event, self._failure, self.tracker.unlisted)
+        if why:
+            raise SyncError(f"sync to {self.name or self.dest} is incomplete: {why}")
 
     def _drop_agent(self) -> None:
         if self._agent is not None:
@@ -321,56 +256,6 @@ class SyncSession:
                 if digest is not None and not digest.done():
                     digest.cancel()
         return self._agent
-
-    def _key_for(self, conn: asyncssh.SSHClientConnection) -> str:
-        """The saved view's key for ``conn``'s VM and this dest ("" when it cannot be named)."""
-        host_key = conn.get_server_host_key()
-        if host_key is None:  # GSS key exchange: no host key to name the VM by
-            return ""
-        username = conn.get_extra_info("username") or ""
-        return saved_view.view_key(host_key.get_fingerprint(), username, self.dest)
-
-    def _memory_digest(self) -> str | None:
-        """The digest of the view this session holds (None: it holds none yet)."""
-        if not self.view.entries and not self.view.ledger:
-            return None
-        return view_digest(self.view.entries, self.view.ledger)
-
-    async def _offer_digest(self) -> str | None:
-        """The digest to send with a new agent's first scan: of the view in memory, else the one
-        an earlier session saved on disk claims (``self._offered``: read and checked in the
-        background, off the round trip's path), else none (the listing)."""
-        self._forget_offer()
-        digest = self._memory_digest()
-        if digest is not None or not self._view_key:
-            return digest
-        digest = saved_view.peek(self._view_key)  # one small read
-        if digest is not None:
-            self._offered = (digest, asyncio.create_task(asyncio.to_thread(saved_view.load, self._view_key)))
-        return digest
-
-    def _forget_offer(self) -> None:
-        if self._offered is not None:
-            self._offered[1].cancel()  # the thread finishes on its own; its result is dropped
-            self._offered = None
-
-    def _save_view_soon(self) -> None:
-        """Write the view to local disk in the background if it changed since last written."""
-        if not self._view_dirty or not self._view_key:
-            return
-        self._view_dirty = False
-        key, entries, ledger = self._view_key, dict(self.view.entries), dict(self.view.ledger)
-        previous = self._saving
-
-        async def write() -> None:
-            if previous is not None:
-                await asyncio.gather(previous, return_exceptions=True)  # in order, one at a time
-            try:
-                await asyncio.to_thread(saved_view.save, key, entries, ledger)
-            except (OSError, ValueError) as err:  # a cache: without it the next session lists the VM once
-                log.debug("could not save the sync view: %s", err)
-
-        self._saving = asyncio.create_task(write())
 
     async def _full_sync_locked(self) -> BatchApplied:
         if not self.source.is_dir():
@@ -447,32 +332,40 @@ class SyncSession:
 
         if plan.changes or plan.owns:
             self._view_dirty = True  # the results below change the view
-        result = await apply_plan(agent, self.source, plan, self.view, progress if total_files else None)
+        result = await apply_plan(
+            agent, self.source, plan, self.view, progress if total_files else None, self.guard, self.relay
+        )
         rounds = 0
         while result.resend and rounds < RESEND_ROUNDS:  # files that changed while read: send again
             rounds += 1
             retry = self._change_plan(self.tracker.restat(result.resend))
-            extra = await apply_plan(agent, self.source, retry, self.view)
+            extra = await apply_plan(agent, self.source, retry, self.view, guard=self.guard)
             result.written += extra.written
             result.deleted += extra.deleted
             result.bytes += extra.bytes
             result.resend = extra.resend
             result.errors += extra.errors
+            result.refused += extra.refused
+            result.relayed += extra.relayed
+        for rel, reason in result.refused:  # held back on purpose: not a failure, said once
+            self._warn(f"not synced: {rel} {reason}; {FIX}", rel, local=True)
         for rel in sorted(result.resend):  # still changing: the VM keeps its older copy for now
             result.errors.append(
                 ("put", rel, f"it changed while being read, {RESEND_ROUNDS + 1} times in a row")
             )
         for op, path, message in result.errors:
-            self._warn(_failure_line(op, path, message), path)
+            self._warn(failure_line(op, path, message), path)
         # What the VM keeps beyond the tree (a folder holding the job's outputs, another user's
         # folder mode) stays a warning: the VM still holds all of the tree.
-        failures = [error for error in result.errors if not _kept_on_vm(*error)]
+        failures = [error for error in result.errors if not kept_on_vm(*error)]
         failed = len(failures)
         if failed:
             op, path, message = failures[0]
             more = f" (and {failed - 1} more)" if failed > 1 else ""
             self._failure = f"{op} {path}: {message}{more}"
-        event = BatchApplied(self.name, result.written, result.deleted, result.bytes, result.ms, full, failed)
+        event = BatchApplied(
+            self.name, result.written, result.deleted, result.bytes, result.ms, full, failed, result.relayed
+        )
         if plan.changes or full:
             self._emit(event)
         if self._paused:
@@ -519,66 +412,3 @@ class SyncSession:
                 await self._apply(plan, full=False)
             for message in self._watcher.errors:
                 self._warn(message)
-
-    async def _unforce_sent(self, change: Change) -> None:
-        """Drop from ``change.force`` the files whose bytes are those this session last sent.
-
-        A watched write is forced through even when size and mtime agree (a write within one
-        coarse timestamp tick); but events also come late or twice (a burst written while sync
-        was paused, one write seen across two batches), and resending thousands of unchanged
-        files over a WAN cost seconds. A local read and a hash of each such file decide instead.
-        """
-        entries, remote, sent = self.tracker.entries, self.view.entries, self.view.sent
-        candidates = []
-        for rel in change.force:
-            mine, theirs, fingerprint = entries.get(rel), remote.get(rel), sent.get(rel)
-            if mine is None or theirs is None or fingerprint is None:
-                continue
-            if same_content(mine, theirs) and fingerprint[:2] == (mine.size, mine.mtime_ns):
-                candidates.append((rel, fingerprint))
-        if candidates:
-            change.force -= await asyncio.to_thread(unchanged_since_sent, self.source, candidates)
-
-    def _change_plan(self, change: Change) -> Plan:
-        """Compare the paths a batch touched, and what the VM holds below any directory among them."""
-        scope = set(change.scope)
-        roots = set(change.subtrees)
-        roots.update(
-            rel for rel in change.scope if (e := self.view.entries.get(rel)) is not None and e.kind == "d"
-        )
-        if roots:
-            scope.update(rel for rel in self.view.entries if any(is_under(rel, root) for root in roots))
-        return make_plan(
-            self.tracker.entries, self.view.entries, self.view.ledger,
-            rules=self.rules, protect=self.protect, scope=scope, force=change.force,
-            keep=self.tracker.unlisted,
-        )  # fmt: skip
-
-    async def _reconcile_plan(self) -> Plan:
-        """Rescan the whole local tree and compare it with the VM as last seen."""
-        self.rules.reload()
-        self.tracker.clear_dirty()
-        scan = await asyncio.to_thread(scan_tree, self.source, self.rules)
-        self.tracker.reset(scan)
-        self._report_links(scan)
-        self._report_links(await self.tracker.watch_new_dirs())
-        return make_plan(
-            self.tracker.entries, self.view.entries, self.view.ledger,
-            rules=self.rules, protect=self.protect, keep=self.tracker.unlisted,
-        )  # fmt: skip
-
-
-def _kept_on_vm(op: str, path: str, message: str) -> bool:
-    """True for a refusal that leaves the VM holding more than the tree, none of it less: a delete
-    the agent refused (the path holds what the VM wrote, or changed there since sync wrote it), or
-    the mode of a directory the VM already had and sync may not change (another user's)."""
-    return (op == "rm" and message.startswith("kept ")) or (op == "mkdir" and message.startswith(KEPT_MODE))
-
-
-def _failure_line(op: str, path: str, message: str) -> str:
-    """The warning for one failed operation (a refusal's text already names its path)."""
-    if op == "rm":
-        return message
-    if op == "read":
-        return f"not synced: cannot read {path} ({message}); the VM keeps its copy"
-    return f"could not {op} {path} on the VM: {message}"

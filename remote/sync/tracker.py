@@ -98,9 +98,6 @@ class LocalTracker:
         self._dirty.clear()
         self._rescan = False
 
-    def request_rescan(self) -> None:
-        self._rescan = True
-
     def needs_rescan(self) -> bool:
         """True when a rule file changed or the batch is too large to follow path by path."""
         return self._rescan or "" in self._dirty or len(self._dirty) > RESCAN_ABOVE

@@ -9,6 +9,7 @@ beside it in the same session, a slow loop that lists the processes holding GPU 
 from __future__ import annotations
 
 import asyncio
+import math
 import shlex
 import time
 from collections import deque
@@ -20,6 +21,7 @@ import asyncssh
 
 from gcptui.remote.aio import within
 from gcptui.remote.models import ConnectionGetter
+from gcptui.remote.safe_text import vm_field
 
 GPU_FIELDS = "index,name,utilization.gpu,memory.used,memory.total,temperature.gpu,power.draw"
 PROCESS_FIELDS = "pid,process_name,used_memory"
@@ -89,12 +91,25 @@ class GpuSnapshot:
         return max(utils) if utils else None
 
 
+MAX_READING = 1e9  # MiB, W, °C, %: far above any GPU; a larger number (or inf, nan) is no reading
+MAX_NAME = 120
+
+
 def _number(text: str) -> float | None:
     text = text.strip()
+    if len(text) > 32:
+        return None
     try:
-        return float(text)
+        number = float(text)
     except ValueError:
         return None  # "[N/A]", "[Not Supported]", ...
+    return number if math.isfinite(number) and abs(number) <= MAX_READING else None
+
+
+def _index(text: str) -> int | None:
+    """A GPU index or a pid: ASCII digits, at most 9 of them."""
+    text = text.strip()
+    return int(text) if text.isascii() and text.isdigit() and len(text) <= 9 else None
 
 
 def parse_gpu_line(line: str) -> GpuSample | None:
@@ -102,12 +117,12 @@ def parse_gpu_line(line: str) -> GpuSample | None:
     parts = [p.strip() for p in line.split(",")]
     if len(parts) < 7:
         return None
-    try:
-        index = int(parts[0])
-    except ValueError:
+    index = _index(parts[0])
+    if index is None:
         return None
-    # A GPU name could in theory hold a comma: the numbers are always the last five fields.
-    name = ",".join(parts[1:-5]).strip()
+    # A GPU name could in theory hold a comma: the numbers are always the last five fields. The
+    # name is the VM's text (it reaches `gpu --once` and the TUI): sanitized here.
+    name = vm_field(",".join(parts[1:-5]), MAX_NAME)
     util, used, total, temp, power = (_number(p) for p in parts[-5:])
     return GpuSample(index, name, util, used, total, temp, power)
 
@@ -117,11 +132,10 @@ def parse_process_line(line: str) -> GpuProcess | None:
     parts = [p.strip() for p in line.split(",")]
     if len(parts) < 3:
         return None
-    try:
-        pid = int(parts[0])
-    except ValueError:
+    pid = _index(parts[0])
+    if pid is None:
         return None
-    return GpuProcess(pid, ",".join(parts[1:-1]).strip(), _number(parts[-1]))
+    return GpuProcess(pid, vm_field(",".join(parts[1:-1]), MAX_NAME), _number(parts[-1]))
 
 
 _MONITOR = r"""
@@ -241,7 +255,9 @@ class GpuMonitor:
                     break
                 line = line.rstrip("\n")
                 if line.startswith("NOGPU"):
-                    yield GpuSnapshot(time=time.time(), state="no_gpu", message=line[6:].strip() or "no GPU")
+                    yield GpuSnapshot(
+                        time=time.time(), state="no_gpu", message=vm_field(line[6:]) or "no GPU"
+                    )
                     return
                 if line.startswith("P,"):
                     if (proc := parse_process_line(line[2:])) is not None and len(
@@ -256,7 +272,7 @@ class GpuMonitor:
                         round_ = []
                     round_.append(sample)
                 elif line.strip() and len(other) < MAX_OTHER_LINES:
-                    other.append(line.strip())  # only the first few: they explain a failure
+                    other.append(vm_field(line))  # only the first few: they explain a failure
             if round_:
                 yield self._snapshot(round_)
             await within(2.0, process.wait_closed())

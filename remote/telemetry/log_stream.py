@@ -28,6 +28,7 @@ from typing import Literal
 import asyncssh
 
 from gcptui.remote.aio import within
+from gcptui.remote.backoff import Backoff
 from gcptui.remote.models import ConnectionGetter
 from gcptui.remote.ssh.errors import SshError
 from gcptui.remote.telemetry.log_text import LineAssembler
@@ -94,10 +95,12 @@ else
   pos=$size
 fi
 echo "O $cur $pos"
+end=$size
 idle=0
 while :; do
   set -- $(stat -L -c '%i %s' /dev/fd/3 "$f" 2>/dev/null)
   size=$2; pino=${3:-}
+  if [ "$follow" != 1 ] && [ "$size" -gt "$end" ]; then size=$end; fi
   if [ "$size" -lt "$pos" ]; then pos=0; echo "T $cur"; fi
   if [ "$size" -gt "$pos" ]; then
     n=$((size - pos)); [ $n -gt "$cap" ] && n=$cap
@@ -167,12 +170,12 @@ class LogStream:
 
     async def events(self) -> AsyncIterator[LogEvent]:
         """Yield chunks and notices until the stream ends (``follow=False``) or is cancelled."""
-        delay = self.retry_delay
+        pauses = Backoff(self.retry_delay, 5.0)
         yield LogNotice("connecting", self.path)
         while True:
             try:
                 async for event in self._run_reader():
-                    delay = self.retry_delay  # data flowed: the next failure starts a fresh backoff
+                    pauses.reset()  # data flowed: the next failure starts a fresh backoff
                     yield event
                     if isinstance(event, LogNotice) and event.kind == "ended":
                         return
@@ -184,8 +187,7 @@ class LogStream:
                 yield LogNotice("reconnecting", self._moved(str(err)))
             except _ReaderFailed as err:
                 yield LogNotice("error", str(err))
-            await asyncio.sleep(delay)
-            delay = min(delay * 2, 5.0)
+            await asyncio.sleep(pauses.pause())
 
     def _moved(self, message: str) -> str:
         """``message``, led by "reconnecting to ADDRESS" once the machine has a new address."""

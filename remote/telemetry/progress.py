@@ -18,7 +18,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from gcptui.remote.models import ConnectionGetter
-from gcptui.remote.safe_text import one_line
+from gcptui.remote.safe_text import vm_field
 from gcptui.remote.telemetry.log_stream import LogNotice, LogStream
 
 DEFAULT_METRICS_PATH = "~/.gcptui/job/metrics.jsonl"
@@ -75,19 +75,18 @@ class ProgressTracker:
 
     def feed(self, line: str) -> bool:
         """Apply one line; True when the progress changed."""
-        line = line.strip()
-        if not line.startswith("{"):
-            return False
-        try:
-            record = json.loads(line)
-        except ValueError:
-            return False
-        if not isinstance(record, dict):
+        record = json_object(line)
+        if record is None:
             return False
         event = record.get("event")
+        if event is not None and not isinstance(event, str):
+            return False  # `"event": []` once raised (unhashable) in the set lookup below
         if event == "checkpoint":
+            path = record.get("path")
             checkpoint = Checkpoint(
-                _int(record.get("step")), str(record.get("path", "")), _float(record.get("time"))
+                _int(record.get("step")),
+                vm_field(path, MAX_PATH) if isinstance(path, str) else "",
+                _float(record.get("time")),
             )
             self._progress = replace(self._progress, last_checkpoint=checkpoint)
             return True
@@ -200,20 +199,32 @@ MAX_COUNT = 10**15  # steps, total steps
 MAX_MAGNITUDE = 1e18  # loss, rates, times
 
 
+MAX_JSON_LINE = 65_536  # a longer line is no record: skipped unparsed (a 150 MiB one took 1.4 GB)
+MAX_PATH = 1024
+MAX_INT_DIGITS = 18  # a longer integer is read as a float (inf past 1e308): range checks drop it
+
+
+def _bounded_int(text: str) -> int | float:
+    # A 400-digit integer is a valid JSON number: as an int it overflowed float() in every reader.
+    return int(text) if len(text.lstrip("-")) <= MAX_INT_DIGITS else float(text)
+
+
+def json_object(line: str) -> dict[str, Any] | None:
+    """The JSON object on one line from a VM, or None: a line that is no object, too long, cut
+    short, or nested too deep (RecursionError) is skipped, never raised."""
+    line = line.strip()
+    if not line.startswith("{") or len(line) > MAX_JSON_LINE:
+        return None
+    try:
+        record = json.loads(line, parse_int=_bounded_int, parse_constant=lambda _c: math.nan)
+    except (ValueError, RecursionError):
+        return None
+    return record if isinstance(record, dict) else None
+
+
 def json_records(lines: Iterable[str]) -> list[dict[str, Any]]:
     """The JSON objects among ``lines`` of a progress file (other lines, and a line cut short, skipped)."""
-    found = []
-    for line in lines:
-        line = line.strip()
-        if not line.startswith("{"):
-            continue
-        try:
-            record = json.loads(line)
-        except ValueError:
-            continue
-        if isinstance(record, dict):
-            found.append(record)
-    return found
+    return [record for line in lines if (record := json_object(line)) is not None]
 
 
 MIRROR_EVENTS = frozenset({"mirrored", "mirror_failed", "mirror_off"})
@@ -222,10 +233,7 @@ MAX_TEXT = 300  # a reason or URL shown in one table row
 
 def _text(value: object) -> str:
     """A string field, on one line and bounded (anything else: empty)."""
-    if not isinstance(value, str):
-        return ""
-    line = " ".join(one_line(value).split())
-    return line if len(line) <= MAX_TEXT else line[: MAX_TEXT - 1] + "…"
+    return vm_field(value, MAX_TEXT) if isinstance(value, str) else ""
 
 
 def _int(value: object) -> int | None:

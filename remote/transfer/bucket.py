@@ -11,7 +11,17 @@ from pathlib import Path
 from typing import Any
 
 from gcptui.remote.errors import GcptuiError
-from gcptui.remote.transfer.pull import PullResult, local_state, part_path, resume_offset
+from gcptui.remote.safe_text import one_line, plain_name
+from gcptui.remote.transfer.pull import (
+    MAX_ODD,
+    PullResult,
+    inside,
+    local_base,
+    local_state,
+    open_part,
+    part_path,
+    resume_offset,
+)
 
 MICROSECOND_NS = 1000  # Cloud Storage times are microseconds
 CHUNK = 8 * 1024 * 1024  # one ranged request: a stop (Ctrl-C) waits for at most this much
@@ -69,21 +79,24 @@ def pull_from_bucket(
     """
     bucket_name, _, prefix = url.removeprefix("gs://").partition("/")
     prefix = prefix.strip("/") + "/"
-    base = local_dir / prefix.rstrip("/").rsplit("/", 1)[-1]
+    base = local_base(local_dir, prefix)  # `..` as the run folder's name is refused
     bucket = _client().bucket(bucket_name)
     try:
         blobs = [b for b in bucket.list_blobs(prefix=prefix) if not b.name.endswith("/")]
     except Exception as exc:  # noqa: BLE001 - one line for any refusal (missing bucket, denied)
-        raise GcptuiError(f"cannot list {url}: {exc.__class__.__name__}: {exc}") from None
+        raise GcptuiError(f"cannot list {url}: {exc.__class__.__name__}: {one_line(str(exc))}") from None
+    result = PullResult()
     if not blobs:
         raise NothingMirrored(f"nothing under {url}: the run may never have mirrored a checkpoint there")
-    result = PullResult()
     todo = []
     for blob in blobs:
         relative = blob.name[len(prefix) :]
-        # Names come from a shared bucket: 'demo//home/me/.bashrc' must not write /home/me/.bashrc.
-        if ".." in Path(relative).parts or Path(relative).is_absolute():
-            raise GcptuiError(f"refusing the object name {blob.name!r}: it leaves {local_dir}")
+        # Names come from a shared bucket (any VM writes it): 'demo//home/me/.bashrc' must not write
+        # /home/me/.bashrc, and a name with an escape sequence is never shown or used.
+        if not all(plain_name(part) for part in relative.split("/")):
+            if len(result.odd) < MAX_ODD:
+                result.odd.append(ascii(relative)[:200])
+            continue
         target = base / relative
         # Compared to the microsecond (the object's own precision): a file may be rewritten within
         # the second it was pulled.
@@ -99,6 +112,7 @@ def pull_from_bucket(
     planned(len(todo), result.total_bytes)
     for blob, target, relative, offset in todo:
         target.parent.mkdir(parents=True, exist_ok=True)
+        inside(local_dir, target.parent)
         part = part_path(target)
         try:
             _download(blob, part, offset, progress, stop or threading.Event())
@@ -110,7 +124,8 @@ def pull_from_bucket(
             if part.exists() and part.stat().st_size == 0:
                 part.unlink()  # nothing landed; a part with bytes stays: the next pull resumes it
             raise GcptuiError(
-                f"cannot download gs://{bucket_name}/{blob.name}: {exc.__class__.__name__}: {exc}; pull again"
+                f"cannot download gs://{bucket_name}/{blob.name}: {exc.__class__.__name__}: "
+                f"{one_line(str(exc))[:500]}; pull again"
             ) from None
         os.replace(part, target)
         (result.resumed if offset else result.copied).append(relative)
@@ -127,7 +142,7 @@ def _download(
     prefix of this version of the object, which is what lets a later pull resume it.
     """
     size = blob.size or 0
-    with open(part, "r+b" if offset else "w+b") as file:
+    with os.fdopen(open_part(part, offset, read=True), "r+b") as file:
         try:
             file.seek(offset)
             while offset < size:
@@ -135,8 +150,11 @@ def _download(
                     raise PullStopped(f"stopped while downloading {blob.name}: pull again, it resumes")
                 end = min(offset + CHUNK, size)
                 # A range of one generation (the listed one): checked as a whole below, not per range.
-                blob.download_to_file(file, start=offset, end=end - 1, checksum=None)
+                # Raw: the object's stored bytes, never a gzip-encoded one expanded (1000x) as it
+                # streams; so the file is exactly the size the listing declared.
+                blob.download_to_file(file, start=offset, end=end - 1, checksum=None, raw_download=True)
                 if file.tell() != end:
+                    file.truncate(0)  # what came is not this range: nothing of it is kept
                     raise OSError(f"{end - offset} bytes asked, {file.tell() - offset} received")
                 progress(end - offset)
                 offset = end
@@ -147,7 +165,7 @@ def _download(
             os.fsync(file.fileno())  # durable before it counts as complete
         finally:
             file.flush()
-            os.utime(part, ns=(_updated_ns(blob), _updated_ns(blob)))
+            os.utime(file.fileno(), ns=(_updated_ns(blob), _updated_ns(blob)))
 
 
 def _crc32c(file: Any) -> str:

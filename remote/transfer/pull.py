@@ -25,6 +25,7 @@ import asyncssh
 
 from gcptui.remote.errors import GcptuiError
 from gcptui.remote.models import ConnectionGetter
+from gcptui.remote.safe_text import one_line, plain_name
 
 BLOCK = 1024 * 1024  # asyncssh splits a read into the server's largest requests, in parallel
 WINDOW = 8  # reads in flight per file
@@ -50,6 +51,7 @@ class PullResult:
     complete: list[str] = field(default_factory=list)
     kept: list[str] = field(default_factory=list)
     vanished: list[str] = field(default_factory=list)
+    odd: list[str] = field(default_factory=list)  # names refused (controls, '..', too long): shown escaped
     bytes_copied: int = 0
     total_bytes: int = 0
 
@@ -61,9 +63,14 @@ class PullError(GcptuiError):
     """The remote path cannot be copied (missing, unreadable, a special file)."""
 
 
-async def list_remote(sftp: asyncssh.SFTPClient, remote: str) -> list[RemoteFile]:
+async def list_remote(
+    sftp: asyncssh.SFTPClient, remote: str, odd: list[str] | None = None
+) -> list[RemoteFile]:
     """Every regular file at or below ``remote`` (links below it are not followed: they may point
-    anywhere; ``remote`` itself is, as the user named it: a run folder linked to a bigger disk)."""
+    anywhere; ``remote`` itself is, as the user named it: a run folder linked to a bigger disk).
+
+    Names are the VM's: one that could not name a local file as is (a control or escape sequence,
+    ``..``, a separator, over 255 bytes) is skipped, and listed escaped in ``odd``."""
     try:
         attrs = await sftp.stat(remote)
     except asyncssh.SFTPNoSuchFile:
@@ -71,10 +78,10 @@ async def list_remote(sftp: asyncssh.SFTPClient, remote: str) -> list[RemoteFile
             f"{remote} does not exist on the VM: check the path (`gcptui ssh NAME -- ls`)"
         ) from None
     except asyncssh.SFTPError as exc:
-        raise PullError(f"cannot read {remote} on the VM: {exc.reason}") from None
+        raise PullError(f"cannot read {remote} on the VM: {one_line(exc.reason)}") from None
     mode = attrs.permissions or 0
     if stat.S_ISREG(mode):
-        return [RemoteFile(remote, "", attrs.size or 0, int(attrs.mtime or 0))]
+        return [RemoteFile(remote, "", attrs.size or 0, _mtime(attrs.mtime))]
     if not stat.S_ISDIR(mode):
         raise PullError(f"{remote} on the VM is neither a file nor a directory")
     found: list[RemoteFile] = []
@@ -88,30 +95,76 @@ async def list_remote(sftp: asyncssh.SFTPClient, remote: str) -> list[RemoteFile
         except asyncssh.SFTPConnectionLost:
             raise
         except asyncssh.SFTPError as exc:
-            raise PullError(f"cannot read {folder} on the VM: {exc.reason}") from None
+            raise PullError(f"cannot read {folder} on the VM: {one_line(exc.reason)}") from None
         for entry in entries:
             name = (
                 entry.filename if isinstance(entry.filename, str) else entry.filename.decode(errors="replace")
             )
             if name in (".", ".."):
                 continue
+            if not plain_name(name):
+                if odd is not None and len(odd) < MAX_ODD:
+                    odd.append(ascii(posixpath.join(prefix, name) if prefix else name)[:200])
+                continue
             kind = entry.attrs.permissions or 0
             path, relative = posixpath.join(folder, name), posixpath.join(prefix, name) if prefix else name
             if stat.S_ISDIR(kind):
                 folders.append((path, relative))
             elif stat.S_ISREG(kind):
-                found.append(RemoteFile(path, relative, entry.attrs.size or 0, int(entry.attrs.mtime or 0)))
+                found.append(RemoteFile(path, relative, entry.attrs.size or 0, _mtime(entry.attrs.mtime)))
     return sorted(found, key=lambda f: f.relative)
 
 
+MAX_ODD = 100
+MAX_MTIME = 1 << 40  # far beyond any real time; os.utime overflows on the largest the protocol allows
+
+
+def _mtime(value: object) -> int:
+    return value if isinstance(value, int) and 0 <= value <= MAX_MTIME else 0
+
+
+def local_base(local_dir: Path, remote: str) -> Path:
+    """``LOCAL_DIR/<last name of remote>``; ``PullError`` when that name is no plain file name
+    (``runs/x/..`` from a VM's checkpoint path once landed in ``pulled/OTHER-VM``)."""
+    name = posixpath.basename(remote.rstrip("/"))
+    if not plain_name(name):
+        raise PullError(
+            f"refusing to pull {ascii(remote)[:200]}: its last part {ascii(name)[:80]} cannot name a "
+            f"folder in {local_dir}; give the run folder's own path"
+        )
+    return local_dir / name
+
+
 def local_target(local_dir: Path, remote: str, item: RemoteFile) -> Path:
-    """Where ``item`` lands: ``LOCAL_DIR/<basename of remote>/<relative>``."""
-    base = local_dir / posixpath.basename(remote.rstrip("/"))
-    target = base / item.relative if item.relative else base
-    # Names come from the VM: refuse anything that would climb out of LOCAL_DIR.
-    if ".." in Path(item.relative).parts or Path(item.relative).is_absolute():
-        raise PullError(f"refusing the remote name {item.relative!r}: it leaves {local_dir}")
-    return target
+    """Where ``item`` lands: ``LOCAL_DIR/<basename of remote>/<relative>``; names from the VM that
+    would not stay inside (``..``, absolute, odd) are refused."""
+    base = local_base(local_dir, remote)
+    if not item.relative:
+        return base
+    if not all(plain_name(part) for part in item.relative.split("/")):
+        raise PullError(f"refusing the remote name {ascii(item.relative)[:200]}: it leaves {local_dir}")
+    return base / item.relative
+
+
+def inside(local_dir: Path, folder: Path) -> None:
+    """``PullError`` unless ``folder``, its links resolved, is inside ``local_dir``: a planted link
+    on the way (``pulled/vm/run -> /home/me``) must not carry the writes elsewhere."""
+    if not folder.resolve().is_relative_to(local_dir.resolve()):
+        raise PullError(f"refusing to write into {folder}: a link there leads out of {local_dir}")
+
+
+def open_part(part: Path, offset: int, *, read: bool = False) -> int:
+    """The part file, opened for writing without following a link: made anew (``O_EXCL``) when the
+    copy starts over, reopened as is only to resume, and only when it is a plain file."""
+    mode = os.O_RDWR if read else os.O_WRONLY
+    if offset == 0:
+        part.unlink(missing_ok=True)
+        return os.open(part, mode | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
+    fd = os.open(part, mode | os.O_NOFOLLOW)
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise PullError(f"{part} is not a plain file: move it away and pull again")
+    return fd
 
 
 def part_path(target: Path) -> Path:
@@ -136,10 +189,10 @@ async def pull(
         return await _pull(get, remote, local_dir, force, planned, progress)
     except (asyncssh.DisconnectError, asyncssh.SFTPConnectionLost) as exc:  # preempted, the link dropped
         raise PullError(
-            f"the connection to the VM was lost during the pull ({exc.reason}): pull again, it resumes"
+            f"the connection to the VM was lost during the pull ({one_line(exc.reason)}): pull again, it resumes"
         ) from None
     except asyncssh.Error as exc:  # e.g. no SFTP server on the VM
-        raise PullError(f"SFTP to the VM failed: {exc.reason}") from None
+        raise PullError(f"SFTP to the VM failed: {one_line(exc.reason)}") from None
 
 
 async def _pull(
@@ -152,8 +205,9 @@ async def _pull(
 ) -> PullResult:
     conn = await get()
     async with conn.start_sftp_client() as sftp:
-        files = await list_remote(sftp, remote)
+        local_base(local_dir, remote)  # refused before anything is read
         result = PullResult()
+        files = await list_remote(sftp, remote, result.odd)
         todo: list[tuple[RemoteFile, Path, int]] = []
         for item in files:
             target = local_target(local_dir, remote, item)
@@ -173,7 +227,7 @@ async def _pull(
         async def one(item: RemoteFile, target: Path, offset: int) -> None:
             async with slots:
                 try:
-                    await _copy(sftp, item, target, offset, progress)
+                    await _copy(sftp, item, local_dir, target, offset, progress)
                 except asyncssh.SFTPNoSuchFile:
                     # Deleted on the VM since the listing (a live run prunes old checkpoints): not an
                     # error, the rest of the run still comes; said in the summary.
@@ -183,7 +237,7 @@ async def _pull(
                 except asyncssh.SFTPConnectionLost:
                     raise
                 except asyncssh.SFTPError as exc:  # e.g. a file of another user (a container's root)
-                    raise PullError(f"cannot read {item.path} on the VM: {exc.reason}") from None
+                    raise PullError(f"cannot read {item.path} on the VM: {one_line(exc.reason)}") from None
             (result.resumed if offset else result.copied).append(item.relative or target.name)
             result.bytes_copied += item.size - offset
 
@@ -231,24 +285,28 @@ def local_state(target: Path, size: int, remote_ns: int, tick_ns: int) -> str:
 
 
 async def _copy(
-    sftp: asyncssh.SFTPClient, item: RemoteFile, target: Path, offset: int, progress: Progress
+    sftp: asyncssh.SFTPClient,
+    item: RemoteFile,
+    local_dir: Path,
+    target: Path,
+    offset: int,
+    progress: Progress,
 ) -> None:
     target.parent.mkdir(parents=True, exist_ok=True)
+    inside(local_dir, target.parent)
     part = part_path(target)
-    fd = os.open(part, os.O_WRONLY | os.O_CREAT, 0o644)
+    fd = open_part(part, offset)
     try:
-        if offset == 0:
-            os.ftruncate(fd, 0)
-        pending: list[tuple[int, asyncio.Future[bytes]]] = []
+        pending: list[tuple[int, int, asyncio.Future[bytes]]] = []
         async with sftp.open(item.path, "rb") as remote_file:
             position = offset
             while position < item.size or pending:
                 while position < item.size and len(pending) < WINDOW:
                     size = min(BLOCK, item.size - position)
-                    pending.append((position, asyncio.ensure_future(remote_file.read(size, position))))
+                    pending.append((position, size, asyncio.ensure_future(remote_file.read(size, position))))
                     position += size
-                at, task = pending.pop(0)
-                data = await task
+                at, asked, task = pending.pop(0)
+                data = (await task)[:asked]  # never more than asked for, whatever the server sends
                 if not data and at < item.size:
                     raise PullError(f"{item.path} shrank on the VM while it was copied: pull again")
                 os.pwrite(fd, data, at)
@@ -257,8 +315,11 @@ async def _copy(
         await asyncio.to_thread(os.fsync, fd)
     finally:
         if pending:  # a failed read or write: let the window's reads end before the file closes
-            await asyncio.gather(*(task for _, task in pending), return_exceptions=True)
-        os.close(fd)
-        # The VM's time on the part, complete or not: a later pull resumes it only for that version.
-        os.utime(part, (item.mtime, item.mtime))
+            await asyncio.gather(*(task for _, _, task in pending), return_exceptions=True)
+        try:
+            # The VM's time on the part, complete or not: a later pull resumes it only for that
+            # version. Set through the open file: the name could be a link by now.
+            os.utime(fd, (item.mtime, item.mtime))
+        finally:
+            os.close(fd)
     os.replace(part, target)

@@ -11,6 +11,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from gcptui.remote.config import Config
+from gcptui.remote.dest_path import in_dest
 from gcptui.remote.errors import GcptuiError
 from gcptui.remote.models import ConnectionGetter, Instance
 from gcptui.remote.transfer.bucket import NothingMirrored, pull_from_bucket
@@ -22,12 +23,7 @@ PULLED = Path("pulled")  # below the directory gcptui runs in
 def sftp_path(remote: str, dest: str) -> str:
     """REMOTE_PATH as SFTP reads it (relative to the remote home): `~/x` and `/x` as written, a
     relative path below `[sync].dest`, the project folder the job runs in."""
-    if remote.startswith("/"):
-        return remote
-    if remote == "~" or remote.startswith("~/"):
-        return remote[2:] or "."
-    base = dest[2:] if dest.startswith("~/") else dest
-    return posixpath.normpath(posixpath.join(base, remote))
+    return in_dest(dest, remote)
 
 
 def bucket_urls(config: Config, name: str) -> list[str]:
@@ -51,8 +47,8 @@ def mirror_folders(url: str, remote: str) -> list[str]:
 
 
 def reachable(instance: Instance) -> bool:
-    """Whether the VM itself can be read (a static host, or a RUNNING instance)."""
-    return instance.source == "host" or instance.status == "RUNNING"
+    """Whether the VM itself can be read (a running instance, or a static host: SSH tells)."""
+    return instance.state.reachable
 
 
 async def pull_results(
@@ -109,6 +105,9 @@ def summary_line(source: str, local_dir: Path, result: PullResult) -> str:
         parts.append(f"{len(result.complete)} already complete")
     if result.vanished:
         parts.append(f"{len(result.vanished)} deleted on the VM meanwhile")
+    if result.odd:  # names that cannot be a local file (escaped: a name is the VM's text)
+        shown = ", ".join(result.odd[:3]) + (" …" if len(result.odd) > 3 else "")
+        parts.append(f"{len(result.odd)} refused for their names ({shown})")
     return f"{source} → {local_dir}: {', '.join(parts)} ({result.bytes_copied / 2**20:.1f} MiB)"
 
 

@@ -20,6 +20,13 @@ never followed, whatever the VM's processes rename meanwhile. It replaces an ent
 kind (a file by a directory, a directory by a file) only when its ledger holds that entry as sync
 left it, so a file the VM wrote is never deleted to make room.
 
+Fan-out (one laptop uplink, many VMs): ``serve`` makes an agent a relay, listening on the VM's
+internal address for other VMs' agents, which then take a ``fetch`` instead of a ``put``: the
+laptop names the path, size, mode, mtime and SHA-256, the bytes come from the relay, and the
+fetching agent lands them (same checks, same ledger) only if they hash to that digest. The relay
+serves only regular files below its dest, to holders of the session's token, that hash to the
+digest asked for; it decides nothing about what lands elsewhere.
+
 The ledger lives beside the home, not in ``dest``: ``~/.gcptui/sync/<sha256(dest)[:16]>.json``
 plus an append-only ``.journal`` of changes since, replayed on load and folded in by ``compact``.
 """
@@ -27,12 +34,15 @@ plus an append-only ``.journal`` of changes since, replayed on load and folded i
 import collections
 import errno
 import hashlib
+import hmac
 import json
 import os
+import socket
 import stat
 import struct
 import sys
 import threading
+import time
 import zlib
 from typing import IO
 
@@ -44,7 +54,7 @@ READ_AHEAD = 32 << 20  # stdin read ahead of the file writes: ~5 s of a 50 Mbit/
 F_SETPIPE_SZ = 1031  # fcntl.F_SETPIPE_SZ, named only from Python 3.10 on
 # A request frame larger than this is not from gcptui's client (its headers are small JSON).
 MAX_FRAME = 16 << 20
-# An existing directory whose mode the agent may not change (session.KEPT_MODE: a warning).
+# An existing directory whose mode the agent may not change (failures.KEPT_MODE: a warning).
 KEPT_MODE = "kept the mode of "
 CHUNK_ABORT = 0xFFFFFFFF  # a chunked put's abort mark (the client's CHUNK_ABORT)
 ABORTED = "the local file changed while it was read; not written"
@@ -53,6 +63,14 @@ LINK_KEY = ["l", 0, 0]
 MAX_CACHED_DIRS = 256  # open directory descriptors kept per batch, well under any fd limit
 DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
 FILE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
+READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
+# Fan-out: how long a relay waits for a file that has not landed on it yet (the laptop's link
+# brings it), how long a fetching agent waits to connect, and the most one relayed line may hold.
+RELAY_WAIT_S = 60.0
+RELAY_CONNECT_S = 5.0
+RELAY_LINE = 64 << 10
+RELAY_WINDOW = 64  # fetch requests ahead of the file being written (a few KiB: never blocks)
+RELAY_UNREACHABLE = "relay unreachable: "  # a fetch's error when the relay cannot be reached at all
 
 
 class Input:
@@ -129,6 +147,16 @@ class Input:
         return out
 
 
+def resolve_dest(dest, home):
+    """[sync] dest on this machine: ``~`` the home, ``~/x`` below it, ``/x`` as is, else below the home
+    (the laptop's gcptui.remote.dest_path.absolute; tests/unit/test_dest_path.py holds them equal)."""
+    if dest == "~" or dest.startswith("~/"):
+        dest = home + dest[1:]
+    elif not dest.startswith("/"):
+        dest = os.path.join(home, dest)
+    return os.path.normpath(dest)
+
+
 class Refused(OSError):
     """An operation the agent will not do: the message says why (sent back as the result's error)."""
 
@@ -152,6 +180,11 @@ class Agent:
         # Descriptors of directories (dest-relative) opened in the current batch: saves an openat
         # per path component per file. Closed at every flush and scan, and on any doubt.
         self.dirs: dict = {}
+        # Fan-out, as a fetching agent: the relay's (host, port, token), the open connection to
+        # it, and why it could not be reached (every later fetch fails at once: direct sync).
+        self.relay: tuple[str, int, str] | None = None
+        self.relay_sock: socket.socket | None = None
+        self.relay_dead = ""
 
     # -- framing ---------------------------------------------------------------------------------
     def read_frame(self):
@@ -374,18 +407,16 @@ class Agent:
 
     def op_init(self, msg) -> None:
         home = os.path.realpath(os.path.expanduser("~"))
-        dest = msg["dest"].strip()
-        if dest == "~" or dest.startswith("~/"):
-            dest = home + dest[1:]
-        elif not dest.startswith("/"):
-            dest = os.path.join(home, dest)
-        self.dest, self.home = os.path.normpath(dest), home
+        self.dest, self.home = resolve_dest(msg["dest"].strip(), home), home
         try:
             error = self.open_dest()
         except OSError as err:
             error = f"cannot use dest {self.dest!r} on the VM: {err.strerror or err}"
         if error:
             self.reply({"id": msg.get("id"), "ok": False, "error": error})
+            return
+        if msg.get("ledger") is False:  # a relay only reads dest: the session's agent owns the ledger
+            self.reply({"id": msg.get("id"), "ok": True, "home": home, "dest": self.dest, "ledger": ""})
             return
         state = os.path.join(home, ".gcptui")
         ledger_dir = os.path.join(state, "sync")
@@ -555,6 +586,12 @@ class Agent:
                 self.break_stream(rel, f"held {written} of {size} bytes")
             if error is None:
                 error = ValueError(f"{rel}: compressed data held {written} of {size} bytes")
+        self.land("put", msg, parent, name, tmp, fd, error)
+
+    def land(self, op: str, msg, parent: int, name, tmp, fd: int, error) -> None:
+        """Give the temp file its mode and mtime and rename it to its path (or discard it, after
+        ``error``); the result goes to the client as ``op``'s."""
+        rel = msg["p"]
         try:
             if error is not None:
                 raise error
@@ -568,11 +605,209 @@ class Agent:
             e = ["f", st.st_size, st.st_mtime_ns, stat.S_IMODE(st.st_mode), ""]
             self.landing(rel, e, lambda: os.rename(tmp, name, src_dir_fd=parent, dst_dir_fd=parent))
             tmp = None
-            self.results.append(["put", rel, e, None])
+            self.results.append([op, rel, e, None])
         except (OSError, ValueError) as err:
-            self.results.append(["put", rel, None, _describe(err)])
+            self.results.append([op, rel, None, _describe(err)])
         finally:
             self.discard_tmp(fd, parent, tmp)  # nothing left once the file landed (fd -1, tmp None)
+
+    # -- fan-out: fetching from a relay VM ---------------------------------------------------------
+    def op_relay(self, msg) -> None:
+        """Fetch from this relay from now on (a new one replaces the old)."""
+        self.drop_relay()
+        self.relay, self.relay_dead = (str(msg["host"]), int(msg["port"]), str(msg["token"])), ""
+        self.reply({"id": msg.get("id"), "ok": True})
+
+    def drop_relay(self) -> None:
+        if self.relay_sock is not None:
+            self.relay_sock.close()
+            self.relay_sock = None
+
+    def relay_conn(self) -> socket.socket:
+        if self.relay_dead or self.relay is None:
+            raise ConnectionError(RELAY_UNREACHABLE + (self.relay_dead or "no relay named"))
+        if self.relay_sock is None:
+            host, port, token = self.relay
+            try:
+                sock = socket.create_connection((host, port), timeout=RELAY_CONNECT_S)
+            except OSError as err:
+                self.relay_dead = f"{host}:{port}: {_describe(err)}"
+                raise ConnectionError(RELAY_UNREACHABLE + self.relay_dead) from None
+            sock.settimeout(RELAY_WAIT_S + 10)
+            # Small request and reply writes back to back: without this, Nagle's algorithm and the
+            # peer's delayed ACK hold each reply ~40 ms (a thousand small files: 40 s).
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            sock.sendall(token.encode() + b"\n")
+            self.relay_sock = sock
+        return self.relay_sock
+
+    def op_fetch(self, msg) -> None:
+        """Files whose bytes come from the relay (``f``: [path, size, mode, mtime_ns, sha256] each),
+        each landing like a put, and only if its bytes hash to its digest. Requests run up to
+        RELAY_WINDOW ahead of the file being written: the relay streams them back to back instead
+        of one round trip (and, on a busy machine, a few thread wake-ups) per file."""
+        files = msg["f"]
+        try:
+            sock: socket.socket | None = self.relay_conn()
+        except OSError as err:
+            sock, lost = None, str(err)
+        asked = 0
+        for i, (rel, size, mode, mtime_ns, digest) in enumerate(files):
+            while sock is not None and asked < len(files) and asked - i < RELAY_WINDOW:
+                p, s, _, t, h = files[asked]
+                try:
+                    sock.sendall(json.dumps({"p": p, "s": s, "t": t, "h": h}).encode() + b"\n")
+                except OSError as err:
+                    sock, lost = None, f"relay connection lost: {_describe(err)}"
+                    self.drop_relay()
+                    break
+                asked += 1
+            one = {"p": rel, "s": size, "m": mode, "t": mtime_ns}
+            parent = fd = -1
+            name = tmp = None
+            error: Exception | None = None
+            try:
+                parent, name, tmp, fd = self.create_tmp(rel)
+            except (OSError, ValueError) as err:
+                error = err  # its reply still comes: read and dropped below, to stay in step
+            if sock is None or i >= asked:
+                error = error or ConnectionError(lost)
+            else:
+                try:
+                    self.take_relayed(sock, fd if error is None else -1, size, digest)
+                except ValueError as err:  # a refusal or other bytes: the stream is still in step
+                    error = error or err
+                except OSError as err:  # gone, or out of step: the rest go direct
+                    error, lost = error or err, f"relay connection lost: {_describe(err)}"
+                    sock = None
+                    self.drop_relay()
+            self.land("fetch", one, parent, name, tmp, fd, error)
+
+    @staticmethod
+    def take_relayed(sock: socket.socket, fd: int, size: int, digest: str) -> None:
+        """One reply's file into ``fd`` (-1: read and dropped). ValueError: refused, or other bytes
+        (the stream stays in step); OSError: the connection is gone or out of step."""
+        (n,) = struct.unpack(">q", _recv_exact(sock, 8))
+        if n < 0:
+            raise ValueError("the relay refused: " + _recv_exact(sock, -n).decode("utf-8", "replace"))
+        if n != size:
+            raise ConnectionError(f"the relay offered {n} bytes, not {size}")
+        h = hashlib.sha256()
+        left, failed = n, None
+        while left:
+            chunk = sock.recv(min(left, READ_SIZE))
+            if not chunk:
+                raise ConnectionError("the relay hung up mid-file")
+            h.update(chunk)
+            left -= len(chunk)
+            if fd >= 0 and failed is None:
+                try:
+                    _write_all(fd, chunk)
+                except OSError as err:
+                    failed = err  # the rest is still read: the stream stays in step
+        if failed is not None:
+            raise ValueError(_describe(failed))
+        if not hmac.compare_digest(h.hexdigest(), digest):
+            raise ValueError("the relayed bytes do not match the laptop's digest")
+
+    # -- fan-out: serving as the relay -------------------------------------------------------------
+    def op_serve(self, msg) -> None:
+        """Listen on ``host`` (the VM's internal address) for fetching agents holding ``token``."""
+        try:
+            family = socket.getaddrinfo(str(msg["host"]), 0, type=socket.SOCK_STREAM)[0][0]
+            server = socket.socket(family, socket.SOCK_STREAM)
+            server.bind((str(msg["host"]), 0))
+            server.listen(64)
+        except OSError as err:
+            self.reply({"id": msg.get("id"), "error": f"cannot listen on {msg['host']}: {_describe(err)}"})
+            return
+        token = str(msg["token"]).encode()
+        threading.Thread(target=self.accept_loop, args=(server, token), name="relay", daemon=True).start()
+        self.reply({"id": msg.get("id"), "port": server.getsockname()[1]})
+
+    def accept_loop(self, server: socket.socket, token: bytes) -> None:
+        while True:
+            conn, _ = server.accept()
+            threading.Thread(target=self.serve_conn, args=(conn, token), daemon=True).start()
+
+    def serve_conn(self, conn: socket.socket, token: bytes) -> None:
+        hashed: dict = {}  # (size, mtime_ns, inode) -> sha256: a file asked for twice is read once
+        with conn:
+            try:
+                conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)  # see relay_conn
+                conn.settimeout(RELAY_WAIT_S + 10)  # a silent peer (no token, gone) frees its thread
+                reader = conn.makefile("rb")
+                if not hmac.compare_digest(reader.readline(RELAY_LINE).rstrip(b"\n"), token):
+                    return
+                while True:
+                    line = reader.readline(RELAY_LINE)
+                    if not line:
+                        return
+                    ask = json.loads(line)
+                    self.serve_one(
+                        conn, str(ask["p"]), int(ask["s"]), int(ask.get("t", -1)), str(ask["h"]), hashed
+                    )
+            except (OSError, ValueError, KeyError, TypeError):
+                return  # a client out of step, or gone: it falls back to the laptop
+
+    def serve_one(
+        self, conn: socket.socket, rel: str, size: int, mtime_ns: int, digest: str, hashed: dict
+    ) -> None:
+        """Send ``rel`` once it is a regular file of ``size`` bytes hashing to ``digest`` (waiting
+        for the laptop's copy to land, up to RELAY_WAIT_S), else a refusal. A file with the size and
+        mtime the laptop gave it is sent without hashing it first: the fetcher checks the digest."""
+        deadline, delay = time.monotonic() + RELAY_WAIT_S, 0.002
+        while True:
+            try:
+                fd = self.open_below(rel)
+            except ValueError as err:  # never servable: say so at once
+                why = str(err).encode()
+                conn.sendall(struct.pack(">q", -len(why)) + why)
+                return
+            if fd >= 0:
+                try:
+                    st = os.fstat(fd)
+                    if stat.S_ISREG(st.st_mode) and st.st_size == size:
+                        key = (st.st_size, st.st_mtime_ns, st.st_ino)
+                        if st.st_mtime_ns == mtime_ns:
+                            hashed[key] = digest  # as the laptop sent it; the fetcher verifies
+                        elif key not in hashed:
+                            hashed[key] = _sha256_fd(fd)
+                        if hashed[key] == digest:
+                            os.lseek(fd, 0, os.SEEK_SET)
+                            _send_fd(conn, fd, size, struct.pack(">q", size))
+                            return
+                finally:
+                    os.close(fd)
+            if time.monotonic() > deadline:
+                why = f"{rel} did not arrive with the laptop's bytes".encode()
+                conn.sendall(struct.pack(">q", -len(why)) + why)
+                return
+            time.sleep(delay)
+            delay = min(delay * 1.5, 0.02)
+
+    def open_below(self, rel: str) -> int:
+        """A read descriptor of the regular file ``rel`` below dest, never through a link; -1 when
+        it is not there (yet); ValueError for a path that leaves dest or passes a link. Thread-safe:
+        it shares no cached descriptor with the main thread."""
+        parts = rel.split("/")
+        if not rel or "\0" in rel or any(p in ("", ".", "..") for p in parts):
+            raise ValueError(f"unsafe path {rel!r}")
+        fd = self.root
+        try:
+            for part in parts[:-1]:
+                child = os.open(part, DIR_FLAGS, dir_fd=fd)
+                if fd != self.root:
+                    os.close(fd)
+                fd = child
+            return os.open(parts[-1], READ_FLAGS, dir_fd=fd)
+        except OSError as err:
+            if err.errno in (errno.ELOOP, errno.ENOTDIR, errno.EMLINK):
+                raise ValueError(f"{rel} passes a link or a file on the relay: not served") from None
+            return -1
+        finally:
+            if fd != self.root:
+                os.close(fd)
 
     @staticmethod
     def discard_tmp(fd: int, parent: int, tmp) -> None:
@@ -738,6 +973,7 @@ class Agent:
         handlers = {
             "init": self.op_init, "scan": self.op_scan, "put": self.op_put, "link": self.op_link,
             "mkdir": self.op_mkdir, "own": self.op_own, "rm": self.op_rm, "flush": self.op_flush,
+            "serve": self.op_serve, "relay": self.op_relay, "fetch": self.op_fetch,
         }  # fmt: skip
         while True:
             try:
@@ -841,6 +1077,41 @@ def _private_open(path: str) -> IO[str]:
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_APPEND, 0o600)
     os.fchmod(fd, 0o600)
     return os.fdopen(fd, "w", buffering=1)
+
+
+def _recv_exact(sock: socket.socket, n: int) -> bytes:
+    data = b""
+    while len(data) < n:
+        chunk = sock.recv(n - len(data))
+        if not chunk:
+            raise ConnectionError("the relay hung up")
+        data += chunk
+    return data
+
+
+def _sha256_fd(fd: int) -> str:
+    h = hashlib.sha256()
+    os.lseek(fd, 0, os.SEEK_SET)
+    while True:
+        chunk = os.read(fd, READ_SIZE)
+        if not chunk:
+            return h.hexdigest()
+        h.update(chunk)
+
+
+def _send_fd(conn: socket.socket, fd: int, size: int, head: bytes) -> None:
+    """Send ``head`` and then ``size`` bytes of ``fd`` from where it is (a small file in one write;
+    a file that shrank meanwhile breaks the connection: the fetcher sees it)."""
+    left = size
+    while True:
+        chunk = os.read(fd, min(left, READ_SIZE)) if left else b""
+        if left and not chunk:
+            raise ConnectionError("the file shrank while relayed")
+        conn.sendall(head + chunk)
+        head = b""
+        left -= len(chunk)
+        if not left:
+            return
 
 
 def _write_all(fd: int, data: "bytes | memoryview") -> None:

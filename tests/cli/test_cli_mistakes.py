@@ -114,7 +114,7 @@ def test_a_refused_token_file_says_to_renew_that_file(api_emulator: EmulatorThre
 
 
 def test_a_vm_action_error_keeps_its_bracketed_words(api_emulator: EmulatorThread, tmp_path: Path) -> None:
-    from gcptui.remote.emulator.faults import Fault
+    from gcptui.remote.emulator.compute.faults import Fault
 
     api_emulator.add_instance("vm-b", "us-central1-a")
     config = str(api_emulator.write_config(tmp_path / "gcptui.toml"))

@@ -79,3 +79,17 @@ def test_raw_with_several_sources_is_a_usage_error(vm: tuple[Path, Path]) -> Non
     )
     assert result.returncode == 2
     assert result.stderr.count("\n") == 1 and "--raw" in result.stderr
+
+
+def test_logs_of_a_vm_that_never_ran_a_job_says_how_to_start_one(vm: tuple[Path, Path]) -> None:
+    config, _ = vm
+    result = subprocess.run(
+        [sys.executable, "-c", CLI, "--config", str(config), "logs", "vm-1", "-n", "5"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 1, result  # the operation failed: there is no log to print
+    assert result.stdout == ""
+    assert "vm-1: no job has run here yet" in result.stderr
+    assert "`gcptui job start vm-1` starts one" in result.stderr

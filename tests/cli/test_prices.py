@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from gcptui.remote.cloud.price_catalog import cache_path, fallback_book
+from gcptui.remote.cloud.price_catalog import cache_path, fallback_book, quick_price_book
 from gcptui.remote.emulator.thread import EmulatorThread
 from gcptui.tui.cli.main import main
 
@@ -29,7 +29,7 @@ def test_ls_json_prices_from_the_catalog_then_its_cache(
         "spot-l4", "us-central1-a", machine_type="g2-standard-8", gpus=[("nvidia-l4", 1)], spot=True
     )
     api_emulator.add_instance("odd", "us-central1-a", machine_type="n1-custom-4-8192")
-    catalog = api_emulator.emulator.api.catalog  # type: ignore[union-attr]
+    catalog = api_emulator.emulator.catalog
     api_emulator.call(catalog.rates.__setitem__, "gpu/nvidia-l4/*/Preemptible", L4_SPOT)
     config = api_emulator.write_config(tmp_path / "gcptui.toml")
     config.write_text(config.read_text() + '\n[[hosts]]\nname = "box"\naddress = "127.0.0.9"\n')
@@ -40,11 +40,14 @@ def test_ls_json_prices_from_the_catalog_then_its_cache(
     assert rows["spot-l4"]["usd_per_hour"] == pytest.approx(expected, abs=1e-3)
     assert rows["spot-l4"]["price_source"] == "catalog" and err == ""
     assert rows["odd"]["usd_per_hour"] is None and rows["box"]["usd_per_hour"] is None
-    assert catalog.calls == 1 and cache_path().is_file()
+    assert catalog.calls == 1 and cache_path(api_emulator.endpoint).is_file()
 
     again, _ = _ls(config, capsys)  # a second command reads the cache, not the catalog
     assert again["spot-l4"]["price_source"] == "cache"
     assert again["spot-l4"]["usd_per_hour"] == rows["spot-l4"]["usd_per_hour"] and catalog.calls == 1
+    # The emulator's prices are its own: never the cache of Google's catalog (they were shown as
+    # the real catalog's for a day).
+    assert not cache_path().exists() and quick_price_book()[0].source == "fallback"
 
 
 def test_catalog_unreachable_uses_the_bundled_table_and_says_so(
@@ -65,7 +68,7 @@ def test_catalog_unreachable_uses_the_bundled_table_and_says_so(
     assert rows["od-a100"]["usd_per_hour"] == pytest.approx(expected, abs=1e-3)
     assert rows["od-a100"]["price_source"] == "fallback" and rows["od-a100"]["price_as_of"] == "2025-01-15"
     assert "prices: fallback (2025-01-15): catalog unreachable" in err and len(err.splitlines()) == 1
-    assert not cache_path().exists()  # a fallback is never cached as if it were the catalog's
+    assert not cache_path(api_emulator.endpoint).exists()  # a fallback is never cached as the catalog's
 
 
 def test_the_tui_reads_a_cold_catalog_in_the_background(api_emulator: EmulatorThread, tmp_path: Path) -> None:
@@ -77,9 +80,9 @@ def test_the_tui_reads_a_cold_catalog_in_the_background(api_emulator: EmulatorTh
     api_emulator.add_instance(
         "spot-l4", "us-central1-a", machine_type="g2-standard-8", gpus=[("nvidia-l4", 1)], spot=True
     )
-    catalog = api_emulator.emulator.api.catalog  # type: ignore[union-attr]
+    catalog = api_emulator.emulator.catalog
     api_emulator.call(catalog.rates.__setitem__, "gpu/nvidia-l4/*/Preemptible", L4_SPOT)
-    assert not cache_path().exists()
+    assert not cache_path(api_emulator.endpoint).exists()
     source = FleetSource(load_config(api_emulator.write_config(tmp_path / "gcptui.toml")))
     source.background_prices = True
     first = {i.name: i for i in source.snapshot().instances}["spot-l4"]
@@ -87,4 +90,4 @@ def test_the_tui_reads_a_cold_catalog_in_the_background(api_emulator: EmulatorTh
     assert source.wait_for_prices(timeout=60)
     then = {i.name: i for i in source.snapshot().instances}["spot-l4"]
     assert then.price_source == "catalog" and then.usd_per_hour != first.usd_per_hour
-    assert cache_path().exists()  # and the next start is warm
+    assert cache_path(api_emulator.endpoint).exists()  # and the next start is warm

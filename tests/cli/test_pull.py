@@ -453,6 +453,9 @@ def test_an_object_name_that_leads_out_of_local_dir_is_refused(fake_gcs: FakeGcs
     outside.parent.mkdir()
     outside.write_text("mine\n")
     bucket.blob(f"vm-1/demo/{outside}").upload_from_string(b"evil\n")  # 'demo//tmp/...': an absolute path
-    with pytest.raises(GcptuiError, match="refusing the object name"):
-        pull_from_bucket("gs://team-runs/vm-1/demo", tmp_path / "laptop")
+    bucket.blob("vm-1/demo/ok.txt").upload_from_string(b"fine\n")
+    # Skipped, and said (escaped): the rest of the run still comes.
+    result = pull_from_bucket("gs://team-runs/vm-1/demo", tmp_path / "laptop")
     assert outside.read_text() == "mine\n"
+    assert result.copied == ["ok.txt"] and len(result.odd) == 1 and str(outside) in result.odd[0]
+    assert "1 refused" in summary_line("here", tmp_path / "laptop", result)

@@ -41,3 +41,20 @@ def test_job_start_without_a_job_section_is_a_config_error(
     result = gcptui("--config", str(config), "job", "start", "vm-j", cwd=tmp_path)
     assert result.returncode == 2
     assert "[job].command is empty" in result.stderr and len(result.stderr.strip().splitlines()) == 1
+
+
+def test_job_status_names_the_stopped_vms_it_leaves_out_and_ls_sorts_by_name(
+    emulator_thread: EmulatorThread, tmp_path: Path
+) -> None:
+    emulator_thread.add_instance("zz-run", "us-central1-a")
+    emulator_thread.add_instance("aa-off", "us-east1-b", status="TERMINATED")
+    emulator_thread.wait_for_status("zz-run", "RUNNING")
+    config = emulator_thread.write_config(tmp_path / "gcptui.toml")
+    result = gcptui("--config", str(config), "job", "status", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert "gcptui: left out, not running: aa-off (TERMINATED)" in result.stderr
+    assert "zz-run" in result.stdout and "aa-off" not in result.stdout
+
+    listed = gcptui("--config", str(config), "ls", cwd=tmp_path)
+    names = [line.split("\t")[0] for line in listed.stdout.splitlines()[1:]]
+    assert names == ["aa-off", "zz-run"]  # by name (the zone order put zz-run first), as the TUI sorts

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from gcptui.remote.config import load_config
-from gcptui.remote.emulator.storage import DEMO_BUCKET, FakeGcsServer, fake_gcs_binary
+from gcptui.remote.emulator.storage.fake_gcs import DEMO_BUCKET, FakeGcsServer, fake_gcs_binary
 from gcptui.tui.cli.demo_project import write_demo_project
 
 

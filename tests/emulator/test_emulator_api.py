@@ -16,10 +16,10 @@ import psutil
 
 from gcptui.remote.config import parse_config
 from gcptui.remote.emulator import Emulator
+from gcptui.remote.emulator.compute.filters import parse_filter
 from gcptui.remote.emulator.demo import demo_fleet, large_fleet
-from gcptui.remote.emulator.filters import parse_filter
+from gcptui.remote.emulator.hosts.vm_processes import vm_processes
 from gcptui.remote.emulator.thread import EmulatorThread
-from gcptui.remote.emulator.vm_processes import vm_processes
 from tests.helpers.emulator import FAST, connect, gce_for, wait_until
 
 

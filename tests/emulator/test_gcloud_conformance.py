@@ -31,10 +31,11 @@ class Gcloud:
             "CLOUDSDK_CORE_DISABLE_USAGE_REPORTING": "1",
             "CLOUDSDK_COMPONENT_MANAGER_DISABLE_UPDATE_CHECK": "1",
         }
-        self.env.pop("CLOUDSDK_CORE_PROJECT", None)
-        self("config", "set", "api_endpoint_overrides/compute", f"{emu.endpoint}/compute/v1/")
-        self("config", "set", "auth/access_token_file", str(emu.token_file))
-        self("config", "set", "core/project", emu.project)
+        # gcloud reads every property from CLOUDSDK_<SECTION>_<NAME> too: no `gcloud config set` runs
+        # (each costs a cold gcloud start).
+        self.env["CLOUDSDK_API_ENDPOINT_OVERRIDES_COMPUTE"] = f"{emu.endpoint}/compute/v1/"
+        self.env["CLOUDSDK_AUTH_ACCESS_TOKEN_FILE"] = str(emu.token_file)
+        self.env["CLOUDSDK_CORE_PROJECT"] = emu.project
 
     def __call__(self, *args: str) -> str:
         result = subprocess.run(["gcloud", *args], env=self.env, capture_output=True, text=True, timeout=120)
@@ -109,3 +110,58 @@ def test_gcloud_creates_a_vm_from_a_public_image_family(tmp_path: Path) -> None:
         gcloud("compute", "images", "create", "from-gcloud", "--source-disk", "made-by-gcloud",
                "--source-disk-zone", ZONE, "--force")  # fmt: skip
         assert emu.emulator.api.images.images["from-gcloud"].status == "READY"  # type: ignore[union-attr]
+
+
+def test_gcloud_creates_spot_gpu_vms_waits_on_operations_and_describes_every_kind(tmp_path: Path) -> None:
+    """What a user of gcptui runs beside it: a Spot VM with GPUs made by gcloud, an --async create
+    whose operation is listed and described, and ``describe`` of each kind of row the fleet shows
+    (on-demand, Spot, GPU, stopped, preempted, Spot that deletes itself)."""
+    with EmulatorThread(tmp_path / "emu", ssh=False, **FAST) as emu:
+        emu.add_instance("od-stopped", ZONE, status="TERMINATED")
+        emu.add_instance("spot-gone", ZONE, spot=True, termination_action="DELETE")
+        emu.add_instance(
+            "spot-preempted", ZONE, spot=True, gpus=[("nvidia-l4", 1)], machine_type="g2-standard-4"
+        )
+        emu.wait_for_status("spot-preempted", "RUNNING")
+        emu.preempt("spot-preempted")
+        emu.wait_for_status("spot-preempted", "TERMINATED")
+        gcloud = Gcloud(emu, tmp_path)
+        waits = emu.calls("zoneOperations.wait")
+
+        gcloud("compute", "instances", "create", "spot-t4", "--zone", ZONE, "--machine-type", "n1-standard-8",
+               "--accelerator=type=nvidia-tesla-t4,count=2", "--provisioning-model=SPOT",
+               "--instance-termination-action=STOP", "--maintenance-policy=TERMINATE",
+               "--image-family", "debian-12", "--image-project", "debian-cloud")  # fmt: skip
+        assert emu.calls("zoneOperations.wait") > waits  # gcloud waits on the insert's operation
+        made = emu.instance("spot-t4")
+        assert made.status == "RUNNING" and made.spot and made.termination_action == "STOP"
+        assert [(g.type, g.count) for g in made.gpus] == [("nvidia-tesla-t4", 2)]
+
+        started = gcloud("compute", "instances", "create", "od-async", "--zone", ZONE, "--async",
+                         "--machine-type", "n1-standard-4", "--image-family", "debian-12",
+                         "--image-project", "debian-cloud", "--format=value(name)")  # fmt: skip
+        operation = started.split()[0]
+        emu.wait_for_status("od-async", "RUNNING")
+        described = gcloud("compute", "operations", "describe", operation, "--zone", ZONE,
+                           "--format=value(operationType,status,targetLink.basename())")  # fmt: skip
+        assert described.split() == ["insert", "DONE", "od-async"]
+        listed = gcloud("compute", "operations", "list", f"--zones={ZONE}",
+                        "--format=value(operationType,targetLink.basename())")  # fmt: skip
+        operations = {tuple(line.split("\t")) for line in listed.splitlines()}
+        assert {
+            ("insert", "od-async"),
+            ("insert", "spot-t4"),
+            ("compute.instances.preempted", "spot-preempted"),
+        } <= operations
+
+        fields = "value(status,scheduling.provisioningModel,scheduling.instanceTerminationAction,guestAccelerators[0].acceleratorCount)"  # fmt: skip
+        rows = {
+            name: gcloud(
+                "compute", "instances", "describe", name, "--zone", ZONE, f"--format={fields}"
+            ).split("\t")
+            for name in ("od-stopped", "spot-gone", "spot-preempted", "spot-t4")
+        }
+        assert [cell.strip() for cell in rows["od-stopped"]] == ["TERMINATED", "STANDARD", "", ""]
+        assert [cell.strip() for cell in rows["spot-gone"]] == ["RUNNING", "SPOT", "DELETE", ""]
+        assert [cell.strip() for cell in rows["spot-preempted"]] == ["TERMINATED", "SPOT", "STOP", "1"]
+        assert [cell.strip() for cell in rows["spot-t4"]] == ["RUNNING", "SPOT", "STOP", "2"]

@@ -7,7 +7,7 @@ import asyncio
 import aiohttp
 
 from gcptui.remote.aio import within
-from gcptui.remote.emulator.metadata import MetadataServer
+from gcptui.remote.emulator.hosts.metadata import MetadataServer
 
 URL = "http://{}/computeMetadata/v1/instance/preempted"
 

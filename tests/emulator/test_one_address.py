@@ -7,7 +7,7 @@ from pathlib import Path
 from gcptui.remote.config import load_config
 from gcptui.remote.emulator import Emulator
 from gcptui.remote.models import SSH_PORT_LABEL, Instance
-from gcptui.remote.ssh.target import target_for
+from gcptui.remote.ssh.target import target_for_instance
 from tests.helpers.emulator import FAST
 
 
@@ -26,7 +26,10 @@ async def test_vms_share_127_0_0_1_on_their_own_ports_and_gcptui_follows_the_lab
         for name in ("a", "b"):
             await emulator.wait_for_status(name, "RUNNING")
         config = load_config(emulator.write_config())
-        targets = [target_for(config, as_instance(emulator, n)) for n in ("a", "b")]
+        targets = [
+            target_for_instance(as_instance(emulator, n), config.ssh, base_dir=config.base_dir)
+            for n in ("a", "b")
+        ]
 
         assert {t.address for t in targets} == {"127.0.0.1"}
         assert targets[0].port != targets[1].port

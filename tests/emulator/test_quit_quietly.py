@@ -13,7 +13,7 @@ import threading
 import pytest
 
 from gcptui.remote.aio import within
-from gcptui.remote.emulator.vm_ssh import GOODBYE_WARNING, quiet_goodbyes
+from gcptui.remote.emulator.hosts.vm_ssh import GOODBYE_WARNING, quiet_goodbyes
 
 
 class Lost(asyncio.Protocol):

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from gcptui.remote.emulator.storage import fake_gcs_binary
+from gcptui.remote.emulator.storage.fake_gcs import fake_gcs_binary
 
 
 @dataclass

@@ -35,11 +35,24 @@ class LinkStats:
 
 
 @dataclass
+class Uplink:
+    """One link's transmit queue per direction, shared by every connection that crosses it.
+
+    A home uplink carries all of the laptop's connections: eight SSH connections to eight VMs
+    share its 50 Mbit/s, not 50 Mbit/s each. Each direction's ``tx_free`` is when that direction
+    finishes transmitting what any connection already queued on it.
+    """
+
+    tx_free: dict[str, float] = field(default_factory=lambda: {"up": 0.0, "down": 0.0})
+
+
+@dataclass
 class WanProxy:
     """Listen on ``host:port`` (0: a free port) and relay each connection to ``target``.
 
     ``delay_ms`` is one way (the round trip is twice it); ``mbit`` caps each direction
-    separately (0: no cap).
+    separately (0: no cap). Proxies given the same ``uplink`` share one bandwidth budget per
+    direction (one home link in front of several VMs); by default each has its own.
     """
 
     target_host: str
@@ -50,6 +63,7 @@ class WanProxy:
     mbit: float = 50.0
     queue_bytes: int = 256 << 10
     stats: LinkStats = field(default_factory=LinkStats)
+    uplink: Uplink = field(default_factory=Uplink)
     _server: asyncio.Server | None = None
     _tasks: set[asyncio.Task[None]] = field(default_factory=set)
 
@@ -112,7 +126,7 @@ class WanProxy:
         in_flight: collections.deque[tuple[float, bytes]] = collections.deque()
         arrived = asyncio.Event()
         closed = False
-        tx_free = 0.0  # when the link finishes transmitting what it already holds
+        link = self.uplink.tx_free  # when the link finishes transmitting what it already holds
 
         async def deliver() -> None:
             while True:
@@ -137,14 +151,14 @@ class WanProxy:
                 if not data:
                     break
                 now = time.monotonic()
-                tx_done = max(now, tx_free) + (len(data) / rate if rate else 0.0)
-                tx_free = tx_done
+                tx_done = max(now, link[direction]) + (len(data) / rate if rate else 0.0)
+                link[direction] = tx_done
                 in_flight.append((tx_done + delay, data))
                 arrived.set()
                 # Back-pressure: stop reading while the link's send queue (bytes whose transmission
                 # has not started, not those already on the wire) holds more than queue_bytes.
                 if rate:
-                    backlog_s = tx_free - time.monotonic() - self.queue_bytes / rate
+                    backlog_s = link[direction] - time.monotonic() - self.queue_bytes / rate
                     if backlog_s > 0:
                         await asyncio.sleep(backlog_s)
             closed = True
@@ -175,11 +189,14 @@ def add_known_host(
 @dataclass
 class WanLinkProcess:
     """A :class:`WanProxy` in its own process, so neither end's CPU work on this machine's event
-    loop (or GIL) slows the link: what a benchmark wants. ``stop()`` ends it."""
+    loop (or GIL) slows the link: what a benchmark wants. ``stop()`` ends it. With several
+    targets (:func:`spawn_shared_uplink`), ``ports`` lists one port per target, all behind one
+    shared uplink; ``port`` is the first."""
 
     process: subprocess.Popen[str]
     host: str
     port: int
+    ports: list[int] = field(default_factory=list)
 
     def stop(self) -> None:
         if self.process.poll() is None:
@@ -205,22 +222,54 @@ def spawn_wan_proxy(
     return WanLinkProcess(process, host, int(line))
 
 
+def spawn_shared_uplink(
+    targets: list[tuple[str, int]], *, host: str = "127.0.0.1", delay_ms: float = 25.0, mbit: float = 50.0
+) -> WanLinkProcess:
+    """One process relaying to each of ``targets`` on its own port, every connection through one
+    shared uplink (``mbit`` per direction for all of them together, ``delay_ms`` one way): a
+    laptop's home link in front of a fleet. Machine-to-machine traffic stays off it: the machines
+    reach each other at their own addresses, never through these ports."""
+    root = Path(__file__).resolve().parents[2]
+    extra = [f"{h}:{p}" for h, p in targets[1:]]
+    process = subprocess.Popen(
+        [sys.executable, "-m", "tests.helpers.wan", targets[0][0], str(targets[0][1]), *extra,
+         "--host", host, "--delay-ms", str(delay_ms), "--mbit", str(mbit)],
+        cwd=root, stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    assert process.stdout is not None
+    line = process.stdout.readline().split()  # "<port> <port> ...\n" once listening; "" if it died
+    if len(line) != len(targets) or not all(p.isdigit() for p in line):
+        process.kill()
+        raise RuntimeError(f"the WAN proxy did not start (exit {process.wait()})")
+    ports = [int(p) for p in line]
+    return WanLinkProcess(process, host, ports[0], ports)
+
+
 async def _serve(args: argparse.Namespace) -> None:
-    proxy = await WanProxy(args.target_host, args.target_port, host=args.host, delay_ms=args.delay_ms,
-                           mbit=args.mbit).start()  # fmt: skip
-    print(proxy.port, flush=True)
+    uplink = Uplink()  # every target's connections share it
+    targets = [(args.target_host, args.target_port)]
+    targets += [(t.rpartition(":")[0], int(t.rpartition(":")[2])) for t in args.more]
+    proxies = [
+        await WanProxy(h, p, host=args.host, delay_ms=args.delay_ms, mbit=args.mbit, uplink=uplink).start()
+        for h, p in targets
+    ]
+    print(" ".join(str(proxy.port) for proxy in proxies), flush=True)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
     await stop.wait()
-    await proxy.stop()
+    for proxy in proxies:
+        await proxy.stop()
 
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description="Relay TCP with a one-way delay and a bandwidth cap.")
     parser.add_argument("target_host")
     parser.add_argument("target_port", type=int)
+    parser.add_argument(
+        "more", nargs="*", metavar="HOST:PORT", help="more targets, one port each, one uplink"
+    )
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--delay-ms", type=float, default=25.0, help="one way, per direction")
     parser.add_argument("--mbit", type=float, default=50.0, help="per direction; 0: no cap")

@@ -167,3 +167,30 @@ async def test_resume_from_a_saved_offset_sends_only_newer_bytes(
     append(log, "three\n")
     again = LogStream(get_conn, str(log), follow=False, inode=first.inode, offset=first.offset)
     assert [line async for e in again if isinstance(e, LogChunk) for line in e.lines] == ["three"]
+
+
+async def test_history_without_follow_is_exactly_n_lines_while_the_file_grows(
+    get_conn: ReconnectingGetter, remote_dir: Path
+) -> None:
+    # `gcptui logs NAME -n 5` printed 6 lines (and -n 20 gave 18-22) while a job wrote: the reader
+    # counted back from the size it saw first, then read on to the size it saw next.
+    log = remote_dir / "output.log"
+    log.write_text("".join(f"old {i}\n" for i in range(50)))
+    stop = asyncio.Event()
+
+    def write() -> None:
+        with open(log, "a", encoding="utf-8", buffering=1) as fh:
+            n = 0
+            while not stop.is_set():
+                fh.write(f"new {n}\n")
+                n += 1
+
+    writer = asyncio.get_running_loop().run_in_executor(None, write)
+    try:
+        for _ in range(6):
+            events = [e async for e in LogStream(get_conn, str(log), history_lines=5, follow=False)]
+            lines = [line for e in events if isinstance(e, LogChunk) for line in e.lines]
+            assert len(lines) == 5, lines
+    finally:
+        stop.set()
+        await writer

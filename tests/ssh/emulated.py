@@ -17,7 +17,7 @@ from gcptui.remote.config import Config, load_config
 from gcptui.remote.emulator import Emulator
 from gcptui.remote.jobs.watch import JobEvent, JobEventKind
 from gcptui.remote.models import Instance
-from gcptui.remote.ssh.target import SshTarget, target_for
+from gcptui.remote.ssh.target import SshTarget, target_for_instance
 from tests.helpers.emulator import FAST, gce_for
 
 ZONE = "us-central1-a"
@@ -72,7 +72,7 @@ async def target(emulator: Emulator, name: str, *, via_api: bool = False) -> Ssh
             name=vm.name, zone=vm.zone, status=vm.status, spot=vm.spot, external_ip=vm.nat_ip,
             internal_ip=vm.network_ip or None, instance_id=str(vm.id), labels=dict(vm.labels), source="gce",
         )  # fmt: skip
-    return target_for(config, instance)
+    return target_for_instance(instance, config.ssh, base_dir=config.base_dir)
 
 
 async def start_vm(emulator: Emulator, name: str) -> None:

@@ -12,7 +12,7 @@ import pytest
 
 from gcptui.remote.config import Config, GroupConfig, JobConfig, SyncConfig
 from gcptui.remote.emulator import Emulator
-from gcptui.remote.emulator.vm_processes import vm_processes
+from gcptui.remote.emulator.hosts.vm_processes import vm_processes
 from gcptui.remote.jobs.group import GroupJobRunner, group_state
 from gcptui.remote.jobs.group_check import RendezvousUnreachableError
 from gcptui.remote.jobs.group_control import run_group

@@ -17,7 +17,7 @@ import pytest
 
 from gcptui.remote.config import JobConfig
 from gcptui.remote.emulator import Emulator
-from gcptui.remote.emulator.metadata import MetadataServer
+from gcptui.remote.emulator.hosts.metadata import MetadataServer
 from gcptui.remote.jobs.runner import JobRunner
 from gcptui.remote.ssh.pool import SshPool
 from gcptui.remote.ssh.target import SshTarget

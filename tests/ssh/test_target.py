@@ -7,11 +7,13 @@ from pathlib import Path
 
 import pytest
 
+from gcptui.remote.compute.backend import BackendContext
+from gcptui.remote.compute.registry import Compute
 from gcptui.remote.config import Config, HostConfig, SshConfig
 from gcptui.remote.models import Instance
 from gcptui.remote.ssh.errors import SshConfigError
 from gcptui.remote.ssh.host_keys import lookup_name
-from gcptui.remote.ssh.target import target_for, target_for_host, target_for_instance
+from gcptui.remote.ssh.target import target_for_host, target_for_instance
 
 
 def vm(**changes: object) -> Instance:
@@ -62,11 +64,12 @@ def test_static_host_overrides_ssh_section_and_is_filed_under_its_address(tmp_pa
     assert target.host_key_alias is None and lookup_name(target) == "[192.168.1.7]:2200"
 
 
-def test_target_for_picks_the_hosts_entry_for_static_hosts(tmp_path: Path) -> None:
+def test_the_hosts_backend_picks_the_hosts_entry_for_static_hosts(tmp_path: Path) -> None:
     config = Config(
         hosts=[HostConfig(name="box", address="127.0.0.5", user="root")], path=tmp_path / "gcptui.toml"
     )
-    member = Instance(name="box", zone="", status="RUNNING", external_ip="127.0.0.5", source="host")
-    target = target_for(config, member)
+    compute = Compute.from_context(BackendContext(config))
+    member = compute.list_rows().rows[0]
+    target = compute.of(member).ssh_target(member)
     assert (target.address, target.user, target.host_key_alias) == ("127.0.0.5", "root", None)
     assert lookup_name(target) == "127.0.0.5"

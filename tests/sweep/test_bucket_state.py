@@ -5,13 +5,14 @@ that ran already."""
 from __future__ import annotations
 
 import json
+import shutil
 import signal
 import subprocess
 import sys
 from pathlib import Path
 
 from gcptui.remote.emulator.thread import EmulatorThread
-from gcptui.remote.sweep.bucket_state import state_object
+from gcptui.remote.sweep.bucket_state import KEY_NAME, state_object
 from tests.helpers.emulator import wait_until
 from tests.helpers.gcs import FakeGcs
 from tests.sweep.test_sweep_emulator import ROOT, setup_fleet, starts
@@ -33,6 +34,12 @@ values = [1, 2, 3, 4]
 """
 
 
+def _copy_key(sweeps: Path, other: Path) -> None:
+    """What the user does once per laptop to resume its sweeps elsewhere: copy the signing key."""
+    other.mkdir(parents=True, exist_ok=True)
+    shutil.copy2(sweeps / KEY_NAME, other / KEY_NAME)
+
+
 def test_state_objects_sit_beside_the_vms_checkpoints() -> None:
     assert state_object("gs://b", "s") == ("b", ".gcptui-sweeps/s/state.json")
     assert state_object("gs://b/runs/x", "s") == ("b", "runs/x/.gcptui-sweeps/s/state.json")
@@ -50,7 +57,10 @@ def test_another_laptop_resumes_the_sweep_from_the_bucket(
 
     def in_bucket() -> dict:  # type: ignore[type-arg]
         found = bucket.get_blob("runs/.gcptui-sweeps/bk/state.json")  # the newest generation
-        return json.loads(found.download_as_bytes()) if found is not None else {"trials": []}
+        # A signed copy: one header line (the HMAC), then the state's JSON.
+        return (
+            json.loads(found.download_as_bytes().partition(b"\n")[2]) if found is not None else {"trials": []}
+        )
 
     command = [sys.executable, "-m", "gcptui.tui", "sweep", "run", str(sweep), "--config", str(config)]
     laptop_a = subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
@@ -64,8 +74,10 @@ def test_another_laptop_resumes_the_sweep_from_the_bucket(
         _, err_a = laptop_a.communicate(timeout=60)
     assert laptop_a.returncode == 130, err_a
 
-    # Laptop C has never seen it either: `sweep status` and `sweep report` read it from the bucket.
+    # Laptop C has never seen it either: `sweep status` and `sweep report` read it from the bucket,
+    # once the user copied laptop A's key there (it signs every copy in the bucket).
     env_c = {**env, "HOME": str(tmp_path / "home-c"), "GCPTUI_SWEEPS_DIR": str(tmp_path / "sweeps-c")}
+    _copy_key(tmp_path / "sweeps", tmp_path / "sweeps-c")
     status = subprocess.run([*command[:4], "status", "bk", "--json", "--config", str(config)],
                             cwd=ROOT, env=env_c, capture_output=True, text=True, timeout=120)  # fmt: skip
     assert status.returncode == 0, status.stderr
@@ -76,6 +88,7 @@ def test_another_laptop_resumes_the_sweep_from_the_bucket(
 
     # Laptop B has never seen this sweep: its own HOME and an empty state folder.
     env_b = {**env, "HOME": str(tmp_path / "home-b"), "GCPTUI_SWEEPS_DIR": str(tmp_path / "sweeps-b")}
+    _copy_key(tmp_path / "sweeps", tmp_path / "sweeps-b")
     laptop_b = subprocess.run(command, cwd=ROOT, env=env_b, capture_output=True, text=True, timeout=300)
     assert laptop_b.returncode == 0, laptop_b.stderr
     assert "resuming from gs://sweep-state/runs/.gcptui-sweeps/bk/state.json" in laptop_b.stderr
@@ -109,6 +122,7 @@ def test_extend_on_another_laptop_extends_the_bucket_state(
     # Laptop B has no state of its own: extend works on the bucket's (status there does too) and
     # puts the extended state back, so laptop A's next run finds the new trials.
     env_b = {**env, "HOME": str(tmp_path / "home-b"), "GCPTUI_SWEEPS_DIR": str(tmp_path / "sweeps-b")}
+    _copy_key(tmp_path / "sweeps", tmp_path / "sweeps-b")
     extend = sweep_cli(env_b, "extend", "bk", "--count", "2")
     assert extend.returncode == 0, extend.stderr
     assert "queued 2 more trials (t002..t003)" in extend.stderr

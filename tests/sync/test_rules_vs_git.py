@@ -107,3 +107,31 @@ def test_random_ignore_files_select_what_git_selects(tmp_path: Path) -> None:
 def _ups(rel: str) -> list[str]:
     parts = rel.split("/")
     return ["/".join(parts[: i + 1]) for i in range(len(parts))]
+
+
+@pytest.mark.parametrize(
+    ("exclude", "ignores", "rel_dir", "skipped"),
+    [
+        (["data/**"], {}, "data", True),  # the tree: 95,000 files never listed
+        (["data/**"], {}, "src", False),
+        (["/x/*"], {}, "x", True),
+        ([], {"sub/.gitignore": "*\n"}, "sub", True),  # a folder's own .gitignore ignoring all of it
+        ([], {".gitignore": "a/**\n"}, "a/b", True),  # below a listed-but-emptied folder too
+        (["data/**", "!data/keep.csv"], {}, "data", False),  # a "!" may bring a name back: list it
+        (["data/**"], {"data/.gitignore": "!keep.csv\n"}, "data", False),
+        (["data/*.csv"], {}, "data", False),  # only some names
+        (["data/*e"], {}, "data", False),
+        (["data/**/"], {}, "data", False),  # directories only: its files are synced
+    ],
+)
+def test_a_folder_whose_every_name_is_ignored_is_not_listed(
+    tmp_path: Path, exclude: list[str], ignores: dict[str, str], rel_dir: str, skipped: bool
+) -> None:
+    root = tmp_path / "tree"
+    for rel, text in ignores.items():
+        write(root, rel, text)
+    write(root, f"{rel_dir}/keep.csv", "x")
+    rules = SyncRules(root, exclude)
+    assert rules.contents_ignored(rel_dir) is skipped
+    if skipped:  # and what the scan leaves out is what the rules would have left out anyway
+        assert not rules.synced(f"{rel_dir}/keep.csv", False) and not rules.synced(f"{rel_dir}/d", True)

@@ -18,7 +18,7 @@ from gcptui.remote.sync import SyncSession
 from gcptui.remote.sync.agent_client import view_digest
 from gcptui.remote.sync.manifest import Entry
 from tests.helpers.sshd import Sshd
-from tests.helpers.wan import WanProxy, add_known_host
+from tests.helpers.wan import Uplink, WanProxy, add_known_host
 from tests.sync.trees import snapshot, wait_equal, wait_for, write
 
 
@@ -258,3 +258,55 @@ def test_the_packer_learns_which_kinds_do_not_compress() -> None:
     calls = packer._tried["npy"][0]
     assert packer.pack("w9.npy", noise) is None and packer._tried["npy"][0] == calls  # not tried again
     assert packer.pack("b/eval.py", b"y = 2\n" * 100) is not None  # other kinds still compress
+
+
+async def test_proxies_on_one_uplink_share_its_bandwidth() -> None:
+    """Two VMs behind one home link: two connections sending at once through proxies that share an
+    :class:`Uplink` take twice as long as one alone would (a lower bound: the wire cannot be faster),
+    while proxies with their own links do not wait for each other."""
+    got: dict[int, int] = {}
+    done = asyncio.Event()
+    payload = b"z" * 250_000  # 2 Mbit each: 0.25 s alone at 8 Mbit/s, 0.5 s for both on one link
+
+    async def sink(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        port = writer.get_extra_info("sockname")[1]
+        while data := await reader.read(1 << 16):
+            got[port] = got.get(port, 0) + len(data)
+            if sum(got.values()) >= 2 * len(payload):
+                done.set()
+        writer.close()
+
+    servers = [await asyncio.start_server(sink, "127.0.0.1", 0) for _ in range(2)]
+    ports = [s.sockets[0].getsockname()[1] for s in servers]
+
+    async def send_both(shared: bool) -> float:
+        got.clear()
+        done.clear()
+        uplink = Uplink()
+        links = [
+            await WanProxy(
+                "127.0.0.1", p, delay_ms=5, mbit=8, **({"uplink": uplink} if shared else {})
+            ).start()
+            for p in ports
+        ]
+        try:
+            writers = [(await asyncio.open_connection(link.host, link.port))[1] for link in links]
+            started = time.monotonic()
+            for writer in writers:
+                writer.write(payload)
+            await within(20, done.wait())
+            elapsed = time.monotonic() - started
+            for writer in writers:
+                writer.close()
+            return elapsed
+        finally:
+            for link in links:
+                await link.stop()
+
+    try:
+        assert await send_both(shared=True) >= 2 * 0.25 + 0.005 - 0.03  # 4 Mbit through one 8 Mbit/s link
+        assert await send_both(shared=False) < 2 * 0.25  # each on its own link: in parallel
+    finally:
+        for server in servers:
+            server.close()
+            await server.wait_closed()

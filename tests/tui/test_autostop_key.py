@@ -37,9 +37,12 @@ async def test_idle_vm_warned_with_a_countdown_and_a_key_cancels(emulator: Emula
             pilot, lambda: app.autostopper is not None and "idle-gpu" in app.autostopper.rules.pending
         )
         await until(pilot, lambda: "auto-stop at" in str(app.live["idle-gpu"].keepalive_text()))
-        assert any("idle-gpu" in n and "any key on it cancels" in n for n in notices(app))
+        # Told with the other notices of its poll (tui/telling.py), within a second.
+        await until(
+            pilot, lambda: any("idle-gpu" in n and "any key on it cancels" in n for n in notices(app))
+        )
         await until(pilot, lambda: app.fleet_screen.selected_instance() is not None)
-        await pilot.press("z")  # no binding: any key on the selected VM
+        await pilot.press("x")  # no binding: any key on the selected VM
         assert app.autostopper is not None and "idle-gpu" not in app.autostopper.rules.pending
         await until(pilot, lambda: "auto-stop at" not in str(app.live["idle-gpu"].keepalive_text()))
         assert app.keepalive is not None

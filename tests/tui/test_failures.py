@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from gcptui.remote.models import ConnectionGetter
+from gcptui.tui.app_log import home_relative
 from tests.tui.test_fleet_hosts import make_app, wait_rows
 
 
@@ -42,8 +43,10 @@ async def test_a_monitor_killed_by_an_unexpected_exception_is_logged_shown_once_
             await until(pilot, lambda: runs.get("alpha", 0) >= 3 and runs.get("beta", 0) >= 3)
             shown = [n for n in notifications(app) if "parser bug on alpha" in n]
             assert len(shown) == 1, shown  # restarted again and again, told once
-            assert shown[0].startswith("Monitor failed: gpu alpha failed: RuntimeError: parser bug on alpha")
-            assert "restarting it with backoff" in shown[0]
+            assert shown[0].startswith(
+                "Monitor failed: The GPU watch of alpha failed: RuntimeError: parser bug on alpha"
+            )
+            assert "(details in ~/.local/state/gcptui/log/gcptui.log); restarting it" in shown[0]
             assert app.monitors.restarts["gpu alpha"] >= 2
     assert any("gpu alpha" in r.getMessage() and r.exc_info for r in caplog.records)
 
@@ -78,5 +81,8 @@ async def test_a_worker_that_raises_is_shown_not_swallowed(tmp_path: Path) -> No
         app.run_worker(work(), name="surprise", exit_on_error=False)
         await until(pilot, lambda: any("ValueError" in n for n in notifications(app)))
         shown = next(n for n in notifications(app) if "ValueError" in n)
-        assert "worker surprise stopped" in shown and "[bold]not markup[/bold]" in shown
+        assert "A background task stopped" in shown and "[bold]not markup[/bold]" in shown
+        assert "worker" not in shown and "surprise" not in shown  # no internal name
+        assert shown.endswith(f"(details in {home_relative(app.log_path)})"), shown
         assert app.is_running  # the app lives on
+    assert "ValueError" in app.log_path.read_text()  # the traceback is where the message says

@@ -10,18 +10,20 @@ from pathlib import Path
 from gcptui.remote.cloud.fleet import FleetSnapshot
 from gcptui.remote.config import parse_config
 from gcptui.remote.jobs.protocol import JobStatus
-from gcptui.remote.models import Gpu, Instance
+from gcptui.remote.models import Gpu, Instance, State
 from gcptui.remote.telemetry.progress import Progress
 from gcptui.tui.app import GcptuiApp
 from gcptui.tui.fleet.groups import GroupRow, arrange
 from gcptui.tui.live.state import Live
 
-NODE = dict(machine_type="g2-standard-8", gpus=(Gpu("nvidia-l4", 1),), spot=True, usd_per_hour=0.5,
+NODE = dict(machine_type="g2-standard-8", gpus=(Gpu("nvidia-l4", 1),), spot=True, usd_per_hour=0.5, state=State.RUNNING,
             price_source="catalog", price_as_of="2026-11-20")  # fmt: skip
 FLEET = (
     Instance("big-0", "us-central1-a", "RUNNING", internal_ip="10.128.0.10", external_ip="34.1.1.10", **NODE),  # type: ignore[arg-type]
     Instance("big-1", "us-central1-a", "RUNNING", internal_ip="10.128.0.11", external_ip="34.1.1.11", **NODE),  # type: ignore[arg-type]
-    Instance("solo", "us-central1-b", "RUNNING", "n2-standard-4", external_ip="34.1.1.12"),
+    Instance(
+        "solo", "us-central1-b", "RUNNING", "n2-standard-4", external_ip="34.1.1.12", state=State.RUNNING
+    ),
 )
 SNAPSHOT = FleetSnapshot(FLEET, datetime(2026, 11, 20, 12, 0, 0, tzinfo=UTC), "project demo via test")
 CONFIG = "[gcp]\nproject = 'demo'\n[[groups]]\nname = 'big'\nvms = ['big-0', 'big-1']\n"
@@ -63,11 +65,11 @@ async def test_a_group_is_one_row_that_expands_into_its_nodes(tmp_path: Path) ->
         assert "120/200" in cell(app, "group:big", "progress")  # rank 0's progress
         assert cell(app, "group:big", "gpus") == "2x L4" and cell(app, "group:big", "price") == "1.00"
 
-        await pilot.press("g")  # the cursor starts on the group row
+        await pilot.press("z")  # the cursor starts on the group row
         assert keys(app) == ["group:big", "big-0", "big-1", "solo"]
         assert "▾ big" in cell(app, "group:big", "name")
         assert cell(app, "big-0", "name") == " ├ big-0" and cell(app, "big-1", "name") == " └ big-1"
-        await pilot.press("down", "g")  # from a node, the same key folds its group
+        await pilot.press("down", "z")  # from a node, the same key folds its group
         assert keys(app) == ["group:big", "solo"]
         assert app.fleet_screen.table.selected_key() == "group:big"
         await pilot.press("enter")  # Enter on a group row expands it (no detail view)
@@ -116,13 +118,13 @@ def test_group_rows_snapshot(snap_compare, tmp_path: Path, monkeypatch) -> None:
         app.live["big-1"] = replace(node_live("big-1", "running"), recovery="")
         app.fleet_screen.show_snapshot(SNAPSHOT)
         await pilot.pause()
-        await pilot.press("g")
+        await pilot.press("z")
         await pilot.pause()
 
     assert snap_compare(make_app(tmp_path), terminal_size=(150, 12), run_before=feed)
 
 
-async def test_g_without_a_group_says_so(tmp_path: Path) -> None:
+async def test_z_without_a_group_says_so(tmp_path: Path) -> None:
     from tests.tui.test_failures import notifications
     from tests.tui.test_fleet_hosts import make_app as hosts_app
 
@@ -130,12 +132,12 @@ async def test_g_without_a_group_says_so(tmp_path: Path) -> None:
     async with app.run_test(size=(120, 20)) as pilot:
         app.fleet_screen.show_snapshot(SNAPSHOT)
         await pilot.pause()
-        await pilot.press("g")
+        await pilot.press("z")
         assert any("no groups: add [[groups]] to gcptui.toml" in n for n in notifications(app))
     app = make_app(tmp_path)  # a group, but the cursor is on a VM outside it
     async with app.run_test(size=(180, 14)) as pilot:
         app.fleet_screen.show_snapshot(SNAPSHOT)
         await pilot.pause()
-        await pilot.press("down", "g")
+        await pilot.press("down", "z")
         assert keys(app) == ["group:big", "solo"]
-        assert any("not on a group: g expands" in n for n in notifications(app))
+        assert any("not on a group: z expands" in n for n in notifications(app))

@@ -31,6 +31,8 @@ def test_the_run_directory_is_the_checkpoints_folders_parent() -> None:
     assert known_run_dir(Progress()) is None and known_run_dir(None) is None
     assert guess_run_dir(JobConfig()) == "runs"
     assert guess_run_dir(JobConfig(env={"GCPTUI_METRICS": "runs/exp1/metrics.jsonl"})) == "runs/exp1"
+    # A checkpoint in another layout: its folder is the guess, not the whole `runs`.
+    assert guess_run_dir(JobConfig(), at("runs/exp2/model-100.pt")) == "runs/exp2"
     assert local_dir_for("box") == Path("pulled/box")
 
 
@@ -88,11 +90,20 @@ async def test_p_pulls_the_run_directory_the_checkpoints_name(
         await wait_for(pilot, lambda: "box" in app.live and known_run_dir(app.live["box"].progress) == str(remote),
                        "the checkpoint event")  # fmt: skip
         await pilot.press("p")
+        # The path is the VM's word: asked first, prefilled with it (a VM never picks what is pulled).
+        await wait_for(pilot, lambda: isinstance(app.screen, AskScreen), "the question")
+        assert app.screen.query_one(Input).value == str(remote)
+        await pilot.press("enter")
         await wait_for(pilot, lambda: any("6 copied" in m for m in notifications(app)), "the result line")
         assert tree(laptop / "pulled/box/demo") == files
         result = next(m for m in notifications(app) if "6 copied" in m)
         assert result.startswith(f"box:{remote} → pulled/box/demo: 6 copied")
         assert any("6 files" in m and "to copy" in m for m in notifications(app))
+        await pilot.press("p")  # pulled before: again at once
+        await wait_for(
+            pilot, lambda: any("6 already complete" in m for m in notifications(app)), "the 2nd pull"
+        )
+        assert not isinstance(app.screen, AskScreen)
 
 
 async def test_p_asks_for_the_folder_when_no_checkpoint_names_it(
@@ -110,6 +121,8 @@ async def test_p_asks_for_the_folder_when_no_checkpoint_names_it(
         await wait_for(pilot, lambda: isinstance(app.screen, AskScreen), "the question")
         field = app.screen.query_one(Input)
         assert field.value == "runs"  # the best guess, prefilled
+        box = app.screen.query_one("#confirm")
+        assert box.region.y > 1 and box.region.x > 1  # centred, not over the header at the top left
         field.value = str(remote)
         await pilot.press("enter")
         await wait_for(pilot, lambda: any("6 copied" in m for m in notifications(app)), "the result line")

@@ -6,9 +6,10 @@ from __future__ import annotations
 import json
 
 from gcptui.remote.telemetry.progress import ProgressTracker
+from gcptui.tui.fleet.bands import KEPT, band_for
 from gcptui.tui.fleet.detail import live_table
 from gcptui.tui.live.cells import checkpoint_detail, short_age
-from gcptui.tui.live.columns import LIVE_COLUMNS, table_columns
+from gcptui.tui.live.columns import LIVE_COLUMNS
 from gcptui.tui.live.state import Live
 
 
@@ -105,7 +106,34 @@ def test_short_age_uses_one_unit() -> None:
     assert [short_age(s) for s in (-3, 45, 125, 7200, 200000)] == ["0s", "45s", "2m", "2h", "2d"]
 
 
-def test_checkpoint_column_is_wide_layout_only() -> None:
-    assert "checkpoint" in {c.key for c in LIVE_COLUMNS}
-    assert "checkpoint" in {c.key for c in table_columns(compact=False)[1]}
-    assert "checkpoint" not in {c.key for c in table_columns(compact=True)[1]}
+def test_checkpoint_column_is_the_first_extra_to_join() -> None:
+    assert "checkpoint" in {c.key for c in LIVE_COLUMNS} and "checkpoint" not in KEPT
+    assert all(band_for(w).extras[0] == "checkpoint" for w in (80, 120, 160, 240))
+
+
+def test_a_fresh_run_does_not_show_the_last_runs_checkpoint() -> None:
+    # The metrics file is appended across starts: run 1 ended at step 3000 with its checkpoint, run 2
+    # starts at 0. Until run 2's own first checkpoint its cell says none, not "ckpt 3000".
+    tracker = ProgressTracker()
+    for line in (
+        {"step": 3000, "total_steps": 3000},
+        {"event": "checkpoint", "step": 3000, "path": "runs/a/ckpt-3000"},
+        {"event": "mirrored", "step": 3000, "url": "gs://b/runs/a/ckpt-3000"},
+        {"step": 10, "total_steps": 3000},
+    ):
+        tracker.feed(json.dumps(line))
+    live = Live(progress=tracker.progress)
+    assert live.checkpoint_text(now=0).plain == "—"
+    tracker.feed(json.dumps({"event": "checkpoint", "step": 500, "path": "runs/b/ckpt-500"}))
+    tracker.feed(json.dumps({"step": 510}))
+    assert Live(progress=tracker.progress).checkpoint_text(now=0).plain == "ckpt 500"
+
+    # A resumed run continues from its checkpoint: it stays on screen.
+    resumed = ProgressTracker()
+    for line in (
+        {"event": "checkpoint", "step": 1200, "path": "runs/a/ckpt-1200"},
+        {"event": "resumed", "step": 1200, "path": "runs/a/ckpt-1200"},
+        {"step": 1201, "total_steps": 3000},
+    ):
+        resumed.feed(json.dumps(line))
+    assert Live(progress=resumed.progress).checkpoint_text(now=0).plain == "ckpt 1200"

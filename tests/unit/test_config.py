@@ -143,3 +143,12 @@ def test_a_sweep_file_that_is_not_utf8_or_has_a_typo_is_one_line(tmp_path: Path)
         load_sweep(sweep)
     with pytest.raises(ConfigError, match="unknown key 'nmae'"):
         parse_sweep('nmae = "s"\n', sweep)
+
+
+def test_an_unknown_key_names_the_keys_its_section_takes_not_a_doc_a_pip_user_lacks(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError) as caught:
+        parse_config("[job]\ncomand = 'python train.py'\n", tmp_path / "typo.toml")
+    said = str(caught.value)
+    assert "typo.toml:2: unknown key 'job.comand'" in said
+    assert "did you mean 'command'?" in said and "[job] takes: command, env, resume" in said
+    assert "REFERENCE" not in said and "docs/" not in said

@@ -9,7 +9,7 @@ import pytest
 
 from gcptui.remote.cloud.price_catalog import fallback_book
 from gcptui.remote.cloud.pricing import PriceBook, machine_shape, rates_from_skus, run_spend
-from gcptui.remote.models import Gpu, Instance
+from gcptui.remote.models import Gpu, Instance, State
 from gcptui.tui.live.columns import fleet_cost_line, price_cell
 
 
@@ -110,10 +110,11 @@ def test_the_bundled_fallback_is_dated_and_prices_every_region() -> None:
     assert price is not None and 3.0 < price < 5.0
 
 
-def test_price_cell_and_fleet_total_mark_where_prices_came_from() -> None:
+def test_price_cell_and_fleet_cost_line_mark_where_prices_came_from() -> None:
     def vm(name: str, status: str, price: float | None, source: str = "catalog") -> Instance:
+        state = State.RUNNING if status == "RUNNING" else State.STOPPED
         return Instance(name, "us-central1-a", status, "g2-standard-8", usd_per_hour=price, price_source=source,
-                        price_as_of="2026-11-22")  # fmt: skip
+                        price_as_of="2026-11-22", state=state)  # fmt: skip
 
     assert price_cell(vm("a", "RUNNING", 1.234)) == "1.23"
     assert str(price_cell(vm("a", "RUNNING", 1.234, "fallback"))) == "~1.23"

@@ -13,6 +13,8 @@ from gcptui.remote.cloud.create import CreateOptions, check_group, check_vm_name
 from gcptui.remote.cloud.fleet import FleetSource
 from gcptui.remote.cloud.images import image_from_disk, image_name
 from gcptui.remote.cloud.instances import DiskOrigin, short_name
+from gcptui.remote.compute.backend import Capability
+from gcptui.remote.compute.registry import Compute
 from gcptui.remote.config import Config, find_config, load_config
 from gcptui.remote.config.record import record_group, with_group
 from gcptui.remote.errors import ConfigError
@@ -98,7 +100,7 @@ def run_create(args: argparse.Namespace) -> int:
         raise ConfigError(unlisted)
     snapshot = source.snapshot()
     base = snapshot.find(args.base)
-    if base is None or base.source != "gce":
+    if base is None or not Compute.over(source).can(base, Capability.CREATE_LIKE):
         raise ConfigError(f"--from {args.base}: no GCE VM of that name (see `gcptui ls`)")
     if options.group and snapshot.find(options.group) is not None:
         raise ConfigError(f"--group {options.group}: a VM has that name: pick another group name")

@@ -19,7 +19,7 @@ from rich.console import Console
 from gcptui.remote.aio import within
 from gcptui.remote.errors import GcptuiError
 from gcptui.remote.jobs.protocol import metrics_path
-from gcptui.remote.models import Instance
+from gcptui.remote.models import Instance, State
 from gcptui.remote.services import Services
 from gcptui.remote.telemetry.progress import Progress, follow_progress
 from gcptui.remote.transfer.results import (
@@ -80,7 +80,7 @@ async def find_unsaved(
     services: Services, targets: list[Instance], say: Callable[[str], None]
 ) -> list[Unsaved]:
     """The RUNNING targets whose disks hold checkpoints the bucket lacks (one read per VM, at once)."""
-    running = [i for i in targets if i.status == "RUNNING"]
+    running = [i for i in targets if i.state is State.RUNNING]
 
     async def one(instance: Instance) -> Unsaved | None:
         bucket = services.config.storage.checkpoint_url(instance.name) is not None

@@ -22,7 +22,7 @@ def _local_storage(directory: Path, stack: contextlib.ExitStack) -> tuple[str, s
     when ``stack`` closes: (bucket URL, STORAGE_EMULATOR_HOST); None (no mirroring) otherwise."""
     import importlib.util
 
-    from gcptui.remote.emulator.storage import FakeGcsServer, fake_gcs_binary
+    from gcptui.remote.emulator.storage.fake_gcs import FakeGcsServer, fake_gcs_binary
 
     binary = fake_gcs_binary()
     if binary is None or importlib.util.find_spec("google.cloud.storage") is None:

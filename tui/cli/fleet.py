@@ -8,6 +8,8 @@ import sys
 from concurrent.futures import ThreadPoolExecutor, as_completed
 
 from gcptui.remote.cloud.fleet import FleetSource
+from gcptui.remote.compute.backend import Capability
+from gcptui.remote.compute.registry import Compute
 from gcptui.remote.config import load_config
 from gcptui.remote.errors import ConfigError, GcptuiError, NotFoundError
 from gcptui.remote.models import Instance
@@ -17,17 +19,22 @@ from gcptui.tui.cli.common import ask_line
 def run_ls(args: argparse.Namespace) -> int:
     source = FleetSource(load_config(getattr(args, "config", None)))
     snapshot = source.snapshot()
+    if source.config.vertex.regions and source.gcp is not None:  # Vertex AI jobs beside the machines
+        from gcptui.tui.cli.vertex import with_vertex_rows
+
+        snapshot = with_vertex_rows(source, snapshot)
+    instances = sorted(snapshot.instances, key=lambda i: i.name)  # by name, as the TUI sorts
     for note in snapshot.errors:  # e.g. an unreachable zone: what was listed still prints, exit 0
         print(f"gcptui: {note}", file=sys.stderr)
     if args.json:
         # One write: json.dump writes each token on its own (85,000 writes for 1,000 VMs, 0.5 s).
-        sys.stdout.write(json.dumps([i.to_json() for i in snapshot.instances], indent=2) + "\n")
+        sys.stdout.write(json.dumps([i.to_json() for i in instances], indent=2) + "\n")
         return 0
     # The table's columns pull in the live state (asyncssh & co.): not on the --json path.
     from gcptui.tui.cli.tables import print_table
     from gcptui.tui.live.columns import COLUMNS, fleet_cost_line
 
-    rows = [[column.cell(instance) for column in COLUMNS] for instance in snapshot.instances]
+    rows = [[column.cell(instance) for column in COLUMNS] for instance in instances]
     print_table([column.label for column in COLUMNS], rows, title=snapshot.source)
     cost = fleet_cost_line(snapshot.instances)
     if cost:  # piped, stdout stays one line per row: the total goes to stderr
@@ -58,9 +65,13 @@ def run_vm(args: argparse.Namespace) -> int:
     # A name given twice is one VM: acting on it twice at once makes the second call fail (a second
     # delete finds it gone).
     targets = list({i.name: i for i in targets}.values())
-    hosts = [i.name for i in targets if i.source != "gce"]
-    if hosts:
-        raise ConfigError(f"{', '.join(hosts)}: static hosts have no VM lifecycle; vm acts on GCE instances")
+    compute = Compute.over(source)
+    needs = Capability.DELETE if args.action == "delete" else Capability.STOP
+    fixed = [i.name for i in targets if not compute.can(i, needs)]
+    if fixed:
+        raise ConfigError(
+            f"{', '.join(fixed)}: no VM lifecycle (a static host, say); vm acts on GCE instances"
+        )
     if args.action == "delete" and not args.yes and not sys.stdin.isatty():
         raise ConfigError("delete needs confirmation: pass --yes to delete without asking")
     if args.action == "delete" and not _checkpoints_kept(args, targets, ask=not args.yes):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import sys
 from typing import Any
@@ -12,6 +13,7 @@ from rich.text import Text
 
 from gcptui.remote.jobs.protocol import JobStatus, log_path
 from gcptui.remote.jobs.runner import HostResult, JobAlreadyRunningError, JobError, JobRunner
+from gcptui.remote.models import Instance
 from gcptui.remote.safe_text import one_line
 from gcptui.remote.services import Services, down_error
 from gcptui.remote.ssh.target import SshTarget
@@ -39,6 +41,10 @@ def job_rows(statuses: list[JobStatus]) -> list[list[str | Text]]:
 
 def run_job(args: argparse.Namespace) -> int:
     async def body(services: Services) -> int:
+        if vertex_names(args.names):  # Vertex AI jobs: cancel, resubmit, read (tui/cli/vertex.py)
+            from gcptui.tui.cli.vertex import vertex_job
+
+            return await vertex_job(services, args)
         if args.action in ("start", "restart") and not services.config.job.command.strip():
             raise_usage(
                 "[job].command is empty: set the training command in gcptui.toml ([job] command = ...)"
@@ -49,7 +55,7 @@ def run_job(args: argparse.Namespace) -> int:
         if names:
             instances = await services.resolve(names, running=True)
         elif args.action == "status" and not group_names:
-            instances = await services.reachable()
+            instances = await reachable_saying_the_rest(services)
         elif not group_names:
             raise_usage(f"job {args.action} needs at least one NAME (see `gcptui ls`)")
         results: list[HostResult[JobStatus]] = []
@@ -164,6 +170,10 @@ def run_logs(args: argparse.Namespace) -> int:
     from gcptui.tui.cli.logs import run_logs as print_logs
 
     async def body(services: Services) -> int:
+        if vertex_names(args.names):  # Vertex AI jobs: their Cloud Logging entries
+            from gcptui.tui.cli.vertex import vertex_logs
+
+            return await vertex_logs(services, args)
         paths = (log_path(), *services.config.logs.files)
         names = expand_groups(services, args.names)
         if args.raw and (len(names) > 1 or len(paths) > 1):
@@ -202,6 +212,16 @@ def run_logs(args: argparse.Namespace) -> int:
     return with_services(args, body)
 
 
+def vertex_names(names: list[str]) -> bool:
+    """True when every name is a Vertex AI job's id or resource name (one line when mixed with VMs)."""
+    from gcptui.tui.cli.vertex import is_job_name
+
+    jobs = [name for name in names if is_job_name(name)]
+    if jobs and len(jobs) != len(names):
+        raise_usage("give either Vertex AI jobs or machines, not both, in one command")
+    return bool(jobs)
+
+
 def run_gpu(args: argparse.Namespace) -> int:
     from gcptui.tui.cli.logs import run_gpu as print_gpu
 
@@ -212,6 +232,21 @@ def run_gpu(args: argparse.Namespace) -> int:
         )
 
     return with_services(args, body)
+
+
+async def reachable_saying_the_rest(services: Services) -> list[Instance]:
+    """The machines ``job status`` asks (running VMs and static hosts); one line on stderr names
+    those it leaves out and why (a stopped VM was left out without a word)."""
+    from gcptui.tui.live.columns import status_word
+    from gcptui.tui.live.monitors import reachable
+
+    snapshot = await asyncio.to_thread(services.fleet.snapshot)
+    services.note_snapshot(snapshot)
+    left = [i for i in snapshot.instances if not reachable(i)]
+    if left:
+        words = ", ".join(f"{i.name} ({status_word(i)})" for i in sorted(left, key=lambda i: i.name))
+        print(f"gcptui: left out, not running: {words}", file=sys.stderr)
+    return [i for i in snapshot.instances if reachable(i)]
 
 
 def expand_groups(services: Services, names: list[str]) -> list[str]:

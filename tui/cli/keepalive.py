@@ -15,12 +15,11 @@ from collections.abc import Callable
 from datetime import datetime
 
 from gcptui.remote.aio import cancel_and_wait
+from gcptui.remote.compute.backend import Capability
 from gcptui.remote.config import load_config
 from gcptui.remote.errors import ConfigError
-from gcptui.remote.keepalive.autostop import AutoStopper
 from gcptui.remote.keepalive.recovery import KeepAlive, RecoveryEvent, Timeline
-from gcptui.remote.keepalive.relaunch import build_keepalive
-from gcptui.remote.keepalive.watch import NoticeWatchers
+from gcptui.remote.keepalive.service import build_service
 from gcptui.remote.services import Services
 
 
@@ -59,9 +58,11 @@ async def keep_alive(
     if names:
         found = await services.resolve(names)  # an unknown name is one clear error
         # On-demand VMs too: host maintenance stops GPU VMs; a stop their user asked for is left alone.
-        not_gce = [i.name for i in found if i.source != "gce"]
-        if not_gce:
-            raise ConfigError(f"not a GCE VM, so GCE never stops it: {', '.join(not_gce)} (see `gcptui ls`)")
+        fixed = [i.name for i in found if not services.compute.can(i, Capability.RECOVER)]
+        if fixed:
+            raise ConfigError(
+                f"nothing for keep-alive to recover (not a VM the cloud stops): {', '.join(fixed)} (see `gcptui ls`)"
+            )
     keepalive: KeepAlive | None = None
 
     def on_event(event: RecoveryEvent) -> None:
@@ -69,15 +70,13 @@ async def keep_alive(
         if event.kind in ("resumed", "gave_up") and keepalive is not None:
             write(summary(keepalive.timelines[event.name]))
 
-    keepalive = build_keepalive(
-        services, names=names or None, on_event=on_event, recover_unwatched=recover_unwatched, **options
-    )
-    watchers = NoticeWatchers(services, keepalive)
-    keepalive.on_poll(watchers.track)
+    service = build_service(
+        services, names=names or None, on_event=on_event, recover_unwatched=recover_unwatched,
+        autostop_names=names or None, **options,
+    )  # fmt: skip
+    keepalive, watchers = service.keepalive, service.watchers
     autostop = services.config.autostop
-    autostopper = AutoStopper(services, autostop, keepalive, names=names or None) if autostop.active else None
-    if autostopper is not None:
-        keepalive.on_poll(autostopper.track)
+    if service.autostopper is not None:
         write(
             f"auto-stop: {', '.join(names) if names else 'every running VM'}: "
             + (f"idle {autostop.idle_minutes:g} min -> stop" if autostop.idle_minutes else "no idle rule")
@@ -87,7 +86,7 @@ async def keep_alive(
     write(
         f"keep-alive: watching {', '.join(names) if names else 'every Spot VM'}; polling every "
         f"{keepalive.poll_seconds:g}s, at most {keepalive.max_restarts} restarts per VM; VM notices "
-        f"{'on' if watchers.notices else 'off (no gcptui.remote.jobs.watch)'}"
+        f"{'on' if watchers is not None and watchers.notices else 'off (no gcptui.remote.jobs.watch)'}"
         f"{'' if settings.enabled else '; [keepalive] enabled = false only affects the TUI'}; Ctrl-C stops"
     )
     runner = asyncio.create_task(keepalive.run(), name="keep-alive")
@@ -98,10 +97,7 @@ async def keep_alive(
             runner.result()  # a bug in the loop: let it surface
     finally:
         await cancel_and_wait(runner, stopper)
-        await watchers.close()
-        if autostopper is not None:
-            await autostopper.close()
-        await keepalive.close()
+        await service.close()
     write("keep-alive: stopped")
     return 0
 

@@ -76,13 +76,13 @@ async def run_logs(
         get = targets[name]
         stream = LogStream(get, path, history_lines=lines, follow=follow, where=where_of(get), raw=exact)
         try:
-            await show(stream, label, prefix, path)
+            await show(stream, name, label, prefix, path)
         except (GcptuiError, OSError) as error:  # this source is lost; the others still print
             notice = f"{label}: {error}"
             print(one_line(notice) if _is_tty(err) else notice, file=err, flush=True)
             failed.append(label)
 
-    async def show(stream: LogStream, label: str, prefix: str, path: str) -> None:
+    async def show(stream: LogStream, name: str, label: str, prefix: str, path: str) -> None:
         async for event in stream:
             if isinstance(event, LogChunk):
                 if exact:
@@ -105,6 +105,16 @@ async def run_logs(
                 if gives_up:
                     failed.append(label)
                     return
+            elif event.kind == "waiting" and not follow and path == paths[0]:
+                # The job's own log is missing: no job ran there. Exit 1, with the way to start one.
+                print(
+                    f"{label}: no job has run here yet ({path} does not exist): "
+                    f"`gcptui job start {name}` starts one",
+                    file=err,
+                    flush=True,
+                )
+                failed.append(label)
+                return
             elif event.kind == "waiting" and not follow:
                 print(f"{label}: {path} does not exist (yet)", file=err, flush=True)
 

@@ -11,6 +11,7 @@ import sys
 from collections.abc import Callable, Sequence
 
 from gcptui.remote.errors import GcptuiError
+from gcptui.remote.safe_text import sanitize
 
 Handler = Callable[[argparse.Namespace], int]
 
@@ -42,6 +43,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.set_defaults(handler=_run_tui)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    _describe_by_help(sub)
 
     demo = sub.add_parser(
         "demo", parents=[common], help="the TUI on a local emulated fleet (no cloud account)"
@@ -79,7 +81,7 @@ def build_parser() -> argparse.ArgumentParser:
         ),
     )
     vm.add_argument("action", choices=["create", "start", "stop", "delete", "preempt"])
-    vm.add_argument("names", nargs="*", metavar="NAME")
+    vm.add_argument("names", nargs="*", metavar="NAME", help="VM names, as `gcptui ls` lists them")
     vm.add_argument("--yes", action="store_true", help="do not ask before delete")
     vm.add_argument("--from", dest="base", metavar="BASE", help="create: the VM whose settings to copy")
     vm.add_argument("--zone", metavar="Z", help="create: another zone than the base's")
@@ -117,7 +119,8 @@ def build_parser() -> argparse.ArgumentParser:
         "names",
         nargs="*",
         metavar="NAME",
-        help="instances, hosts or [[groups]] names (every node of the group; status: default all running)",
+        help="VMs, static hosts or [[groups]] names (a group: every node), as `gcptui ls` lists them; "
+        "status: default every running one",
     )
     job.add_argument("--json", action="store_true", help="print JSON objects")
     job.add_argument("--no-sync", action="store_true", help="start without syncing the tree first")
@@ -126,7 +129,7 @@ def build_parser() -> argparse.ArgumentParser:
     pull = sub.add_parser(
         "pull", parents=[common], help="copy files from a VM (or from the bucket when it is gone), resumable"
     )
-    pull.add_argument("name", metavar="NAME")
+    pull.add_argument("name", metavar="NAME", help="the VM (or static host), as `gcptui ls` names it")
     pull.add_argument(
         "remote_path", metavar="REMOTE_PATH", help="a file or folder; relative paths are below [sync].dest"
     )
@@ -135,7 +138,7 @@ def build_parser() -> argparse.ArgumentParser:
     pull.set_defaults(handler=_lazy("gcptui.tui.cli.pull", "run_pull"))
 
     logs = sub.add_parser("logs", parents=[common], help="job output; several names merged with a prefix")
-    logs.add_argument("names", nargs="+", metavar="NAME")
+    logs.add_argument("names", nargs="+", metavar="NAME", help=NAME_HELP)
     logs.add_argument("-f", "--follow", dest="f", action="store_true", help="keep following new lines")
     logs.add_argument(
         "-n",
@@ -152,8 +155,31 @@ def build_parser() -> argparse.ArgumentParser:
     )
     logs.set_defaults(handler=_lazy("gcptui.tui.cli.jobs", "run_logs"))
 
+    vertex = sub.add_parser("vertex", parents=[common], help="Vertex AI custom jobs")
+    vertex_actions = vertex.add_subparsers(dest="vertex_action", metavar="ACTION", required=True)
+    submit = vertex_actions.add_parser(
+        "submit", parents=[common], help="package [sync] source and submit a custom job"
+    )
+    submit.add_argument("--name", default="gcptui-job", help="the job's display name (and its output folder)")
+    submit.add_argument("--region", default=None, help="default: [vertex] region")
+    submit.add_argument(
+        "--machine-type", dest="machine_type", default=None, help="default: [vertex] machine_type"
+    )
+    submit.add_argument(
+        "--accelerator", default=None, metavar="TYPE:COUNT", help="default: [vertex] accelerator"
+    )
+    submit.add_argument("--replicas", type=int, default=1, help="workers: the chief and N-1 more")
+    submit.add_argument("--spot", action="store_true", help="Spot capacity (default: [vertex] spot)")
+    submit.add_argument("--image", default=None, help="default: [vertex] image")
+    submit.add_argument(
+        "--resume", default=None, metavar="NAME", help="run [job] resume in NAME's output folder"
+    )
+    submit.set_defaults(handler=_lazy("gcptui.tui.cli.vertex", "run_vertex"))
+
     gpu = sub.add_parser("gpu", parents=[common], help="GPU samples (nvidia-smi on the VM)")
-    gpu.add_argument("names", nargs="+", metavar="NAME")
+    gpu.add_argument(
+        "names", nargs="+", metavar="NAME", help="VMs or static hosts, as `gcptui ls` names them"
+    )
     gpu.add_argument("--json", action="store_true", help="print JSON")
     gpu.add_argument("--once", action="store_true", help="one sample per VM, then exit")
     gpu.set_defaults(handler=_lazy("gcptui.tui.cli.jobs", "run_gpu"))
@@ -185,6 +211,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     sweep = sub.add_parser("sweep", parents=[common], help="hyperparameter sweeps across VMs")
     sweep_actions = sweep.add_subparsers(dest="sweep_action", metavar="ACTION", required=True)
+    _describe_by_help(sweep_actions)
     sweep_run = sweep_actions.add_parser("run", parents=[common], help="run (or resume) a sweep")
     sweep_run.add_argument("file", metavar="FILE", help="the sweep file (or a sweep's name, to resume)")
     sweep_run.add_argument("--no-sync", action="store_true", help="do not sync the tree to the VMs first")
@@ -204,6 +231,22 @@ def build_parser() -> argparse.ArgumentParser:
     sweep_extend.add_argument("--count", type=int, required=True, help="how many trials to add")
     sweep.set_defaults(handler=_lazy("gcptui.tui.cli.sweep", "run_sweep_command"))
     return parser
+
+
+NAME_HELP = "VMs, static hosts or [[groups]] names (a group: every node), as `gcptui ls` lists them"
+
+
+def _describe_by_help(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    """Each command's ``--help`` opens with its one-line ``help`` (argparse shows it only in the
+    parent's list otherwise, leaving ``gcptui logs --help`` without a word of what it does)."""
+    add = subparsers.add_parser
+
+    def add_parser(name: str, **kwargs: object) -> argparse.ArgumentParser:
+        if "help" in kwargs and "description" not in kwargs:
+            kwargs["description"] = str(kwargs["help"])[:1].upper() + str(kwargs["help"])[1:] + "."
+        return add(name, **kwargs)  # type: ignore[arg-type]
+
+    subparsers.add_parser = add_parser  # type: ignore[method-assign]
 
 
 def _count(text: str) -> int:
@@ -253,7 +296,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except GcptuiError as err:
         if debug:
             raise
-        print(f"gcptui: {err}", file=sys.stderr)
+        # The last guard: a message may quote a VM's or the bucket's words (the parsers sanitize
+        # where text comes in; this line never lets an escape sequence through anyway).
+        print(f"gcptui: {sanitize(str(err), colours=False)}", file=sys.stderr)
         return err.exit_code
     except KeyboardInterrupt:
         return 130

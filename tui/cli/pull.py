@@ -22,6 +22,7 @@ from rich.progress import (
 )
 
 from gcptui.remote.errors import ConfigError
+from gcptui.remote.safe_text import one_line
 from gcptui.remote.services import Services
 from gcptui.remote.transfer.pull import PullResult
 from gcptui.remote.transfer.results import bucket_urls, kept_line, pull_results, sftp_path, summary_line
@@ -39,11 +40,12 @@ def run_pull(args: argparse.Namespace) -> int:
     async def body(services: Services) -> int:
         (instance,) = await services.resolve([args.name])
         remote = sftp_path(args.remote_path, services.config.sync.dest)
+        shown = one_line(f"{instance.name}:{remote}")
         with _bar(err) as bar:
-            task = bar.add_task(f"{instance.name}:{remote}", total=None)
+            task = bar.add_task(shown, total=None)
 
             def planned(files: int, size: int) -> None:
-                bar.update(task, total=size, description=f"{instance.name}:{remote} ({files} files)")
+                bar.update(task, total=size, description=f"{shown} ({files} files)")
 
             def progress(n: int) -> None:
                 bar.advance(task, n)
@@ -70,7 +72,7 @@ def run_pull(args: argparse.Namespace) -> int:
 
 def _bar(console: Console) -> Progress:
     return Progress(
-        TextColumn("{task.description}"), BarColumn(), DownloadColumn(), TransferSpeedColumn(), TimeRemainingColumn(),
+        TextColumn("{task.description}", markup=False), BarColumn(), DownloadColumn(), TransferSpeedColumn(), TimeRemainingColumn(),
         console=console, transient=True, disable=not console.is_terminal,
     )  # fmt: skip
 

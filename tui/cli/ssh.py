@@ -36,7 +36,7 @@ def run_ssh(args: argparse.Namespace) -> int:
 
     async def body(services: Services) -> list[str]:
         (instance,) = await services.resolve([name])
-        if instance.source != "host" and instance.status != "RUNNING":
+        if not instance.state.reachable:
             raise GcptuiError(f"{name} is {instance.status}: `gcptui vm start {name}` first")
         return ssh_argv(services.target(instance), command, tty=not command and sys.stdin.isatty())
 

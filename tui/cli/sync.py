@@ -35,7 +35,7 @@ def human_bytes(count: float) -> str:
 
 async def sync_before_job(services: Services, instances: list[Instance]) -> None:
     """The barrier of ``job start|restart``: each VM holds the current tree before the job runs."""
-    sessions = [services.sync_session(i) for i in instances]
+    sessions, relay = services.sync_sessions(instances)
     for instance in instances:
         print(f"sync {services.sync_line(instance)}", file=sys.stderr, flush=True)
     try:
@@ -43,6 +43,8 @@ async def sync_before_job(services: Services, instances: list[Instance]) -> None
         await asyncio.gather(*(s.full_sync(complete=True) for s in sessions))
     finally:
         await asyncio.gather(*(s.close() for s in sessions), return_exceptions=True)
+        if relay is not None:
+            relay.close()
 
 
 def run_sync(args: argparse.Namespace) -> int:
@@ -55,7 +57,8 @@ def run_sync(args: argparse.Namespace) -> int:
         if not instances:
             console.print("nothing to sync to: no running VM and no static host (see `gcptui ls`)")
             return 1
-        sessions = {i.name: services.sync_session(i) for i in instances}
+        fleet, relay = services.sync_sessions(instances)  # one upload for all when they can share it
+        sessions = {i.name: s for i, s in zip(instances, fleet, strict=True)}
         for instance in instances:  # what goes where, before anything moves
             console.print(services.sync_line(instance), highlight=False, markup=False)
         with Progress(
@@ -63,6 +66,7 @@ def run_sync(args: argparse.Namespace) -> int:
             console=console, transient=not args.once,
         ) as progress:  # fmt: skip
             bars: dict[str, TaskID] = {name: progress.add_task(name, total=None) for name in sessions}
+            said: set[str] = set()  # warnings about the local tree: every session has them, said once
 
             def on_event(event: SyncEvent) -> None:
                 if isinstance(event, FullSyncProgress):
@@ -78,6 +82,10 @@ def run_sync(args: argparse.Namespace) -> int:
                         f"{f', {event.deleted} deleted' if event.deleted else ''}, "
                         f"{human_bytes(event.bytes)}, {event.ms:.0f} ms"
                     )
+                elif isinstance(event, SyncWarning) and event.local:
+                    if event.message not in said:
+                        said.add(event.message)
+                        progress.console.print(f"[yellow]![/] {escape(event.message)}")
                 elif isinstance(event, SyncWarning):
                     progress.console.print(f"[yellow]![/] {escape(f'{event.name}: {event.message}')}")
                 elif isinstance(event, SyncStateChanged) and event.state in PROBLEM_STATES:
@@ -90,7 +98,11 @@ def run_sync(args: argparse.Namespace) -> int:
             for session in sessions.values():
                 session.subscribe(on_event)
             work = [(s.full_sync() if args.once else s.follow()) for s in sessions.values()]
-            results = await _gather_closing(list(sessions.values()), work)
+            try:
+                results = await _gather_closing(list(sessions.values()), work)
+            finally:
+                if relay is not None:
+                    relay.close()
         failed: list[tuple[str, object]] = [
             (name, r) for name, r in zip(sessions, results, strict=True) if isinstance(r, BaseException)
         ]
@@ -102,7 +114,9 @@ def run_sync(args: argparse.Namespace) -> int:
         for name, error in failed:
             console.print(f"[red]✗[/] {escape(f'{name}: {error}')}", highlight=False)  # [gcp] is text
         if args.once and not failed:
-            console.print(f"[green]✓[/] {len(sessions)} in sync")
+            relayed = sum(r.relayed for r in results if isinstance(r, BatchApplied))
+            via = f" ({relayed} files machine-to-machine from {relay.name})" if relay and relayed else ""
+            console.print(f"[green]✓[/] {len(sessions)} in sync{via}", highlight=False)
         return 1 if failed else 0
 
     return with_services(args, body)

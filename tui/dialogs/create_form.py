@@ -12,9 +12,10 @@ from dataclasses import dataclass
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Vertical
+from textual.containers import Horizontal, Vertical
 from textual.screen import ModalScreen
-from textual.widgets import Checkbox, Input, Static
+from textual.widget import Widget
+from textual.widgets import Checkbox, Input, Label, Static
 
 from gcptui.remote.cloud.create import check_group, expand_names
 from gcptui.remote.errors import ConfigError
@@ -27,6 +28,13 @@ class CreateRequest:
     zone: str
     spot: bool
     group: str | None = None  # recorded as a [[groups]] entry (its VMs in name order) once they exist
+
+
+def _row(label: str, field: Widget) -> ComposeResult:
+    """A field with its label on the left: placeholders vanish as one types, and one was cut off."""
+    with Horizontal(classes="form-row"):
+        yield Label(label, classes="form-label")
+        yield field
 
 
 class CreateFormScreen(ModalScreen[CreateRequest | None]):
@@ -45,15 +53,22 @@ class CreateFormScreen(ModalScreen[CreateRequest | None]):
             yield Static(
                 Text(f"New VMs like {base.name} ({base.machine_type}, {base.gpu_summary})", style="bold")
             )
-            yield Input(
-                placeholder="names: a b c, or one name with a count (NAME-0, NAME-1, ...; none: GROUP-i or "
-                f"{base.name}-i)",
-                id="create-names",
+            yield from _row(
+                "Names",
+                Input(
+                    placeholder="a b c, or one name and a count (none: GROUP-i or BASE-i)", id="create-names"
+                ),
             )
-            yield Input(value="1", placeholder="count", id="create-count", type="integer")
-            yield Input(value=base.zone, placeholder="zone", id="create-zone")
-            yield Checkbox("Spot", value=base.spot, id="create-spot")
-            yield Input(placeholder="group (optional): run them as one multi-node job", id="create-group")
+            yield from _row(
+                "Count", Input(value="1", placeholder="how many", id="create-count", type="integer")
+            )
+            yield from _row("Zone", Input(value=base.zone, placeholder="zone", id="create-zone"))
+            yield from _row(
+                "Spot", Checkbox("Spot VMs (preemptible, cheaper)", value=base.spot, id="create-spot")
+            )
+            yield from _row(
+                "Group", Input(placeholder="optional: run them as one multi-node job", id="create-group")
+            )
             yield Static("", id="create-error")
             yield Static(Text("Enter: create   Esc: cancel", style="dim"))
 

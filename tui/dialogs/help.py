@@ -12,7 +12,7 @@ from textual.containers import VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Static
 
-from gcptui.tui.keys import Action, key_label
+from gcptui.tui.keys import KEY_NOTES, Action, key_label
 
 
 def help_table(actions: list[Action], keymap: dict[str, str]) -> Table:
@@ -36,7 +36,8 @@ def help_table(actions: list[Action], keymap: dict[str, str]) -> Table:
 # How the denser cells read (the table has no room for legends).
 LEGEND = (
     ("GPU util", "mean over the VM's GPUs: utilization sparkline, utilization now, then mNN% = memory in use"
-     " (percent of total, averaged); IDLE: idle too long. Below 120 columns: no sparklines"),
+     " (percent of total, averaged); IDLE: idle too long. Up to 140 columns: no sparklines; up to 100: the"
+     " figures alone (Progress: percent and ETA), the rest in the detail view (Enter)"),
     ("Sync", "off, syncing N, in sync HH:MM:SS (the last batch), or a brief 'synced N files' after a save"),
     ("Keep-alive", "the setting (on/off/- for non-Spot), then the step of a recovery in progress or how the last"
      " one ended: resumed, idle (restarted, nothing to resume), left stopped, failed, gave up"),
@@ -49,11 +50,11 @@ LEGEND = (
 )  # fmt: skip
 
 
-def legend_table() -> Table:
+def legend_table(rows: tuple[tuple[str, str], ...] = LEGEND) -> Table:
     table = Table.grid(padding=(0, 2))
     table.add_column(justify="right", style="bold cyan", min_width=10)
     table.add_column()
-    for name, text in LEGEND:
+    for name, text in rows:
         table.add_row(name, text)
     return table
 
@@ -71,6 +72,8 @@ class HelpScreen(ModalScreen[None]):
             yield Static(Text("gcptui keys", style="bold"))
             yield Static(help_table(self.actions, self.keymap))
             yield Static(Text("Rebind any key in [keys] of gcptui.toml by its action id.", style="dim"))
+            yield Static(Text("\nKeys that differ by screen", style="bold"))
+            yield Static(legend_table(KEY_NOTES))
             yield Static(Text("\nReading the table", style="bold"))
             yield Static(legend_table())
 

@@ -17,6 +17,12 @@ class FleetActions(Protocol):
         self, label: str, instance: Instance, action: Callable[[Instance], Awaitable[str | None]]
     ) -> None: ...
 
+    def act_all(
+        self, label: str, instances: list[Instance], action: Callable[[Instance], Awaitable[str | None]]
+    ) -> None:
+        """``act`` on every instance at once, its results folded into one notification."""
+        ...
+
     async def job_action(self, action: str, instance: Instance) -> str | None: ...
 
     async def group_job_action(self, action: str, group: str) -> str | None:
@@ -48,3 +54,12 @@ class FleetActions(Protocol):
         ...
 
     def open_sweep(self) -> None: ...
+
+    def cancel_autostop(self, name: str) -> None:
+        """The user pressed a key on ``name``: an auto-stop countdown on it is cancelled."""
+        ...
+
+    @property
+    def keymap(self) -> dict[str, str]:
+        """The user's ``[keys]`` overrides (action id -> keys)."""
+        ...

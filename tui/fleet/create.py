@@ -1,13 +1,16 @@
 """Create VMs like a selected base VM from the TUI: the form, then ``VmCreator`` in a worker thread,
-each VM's steps as notifications (and the new rows appear with their status at the next refresh).
+one notification when it is done (the new rows appear with their status at the next refresh).
 With a group, the VMs are recorded as a ``[[groups]]`` entry in the config file, as
 ``vm create --group`` does, and the fleet shows its group row at once."""
 
 from __future__ import annotations
 
+import logging
+
 from textual.app import App
 
 from gcptui.remote.cloud.create import CreateOptions
+from gcptui.remote.compute.backend import Capability
 from gcptui.remote.config import GroupConfig
 from gcptui.remote.config.record import record_group, with_group
 from gcptui.remote.errors import GcptuiError
@@ -16,10 +19,12 @@ from gcptui.remote.provision import Created, VmCreator, plan_create, zone_unlist
 from gcptui.remote.services import Services
 from gcptui.tui.dialogs.create_form import CreateFormScreen, CreateRequest
 
+log = logging.getLogger(__name__)
+
 
 def start_create(app: App[object], services: Services, base: Instance) -> None:
     """Open the form on ``base``; on Enter, create the VMs in the background."""
-    if base.source != "gce":
+    if not services.compute.can(base, Capability.CREATE_LIKE):
         app.notify(
             f"{base.name} is a static host: only GCE VMs can be copied", title="Create", severity="warning"
         )
@@ -35,8 +40,11 @@ def start_create(app: App[object], services: Services, base: Instance) -> None:
 
 
 def _create(app: App[object], services: Services, base: Instance, request: CreateRequest) -> None:
+    """Make the VMs; one notification says how it went (each VM's steps go to the log: five
+    toasts per create stacked over the table while the new rows said the same)."""
+
     def say(message: str, severity: str = "information") -> None:
-        app.call_from_thread(app.notify, message, title="Create", severity=severity)  # type: ignore[arg-type]
+        app.call_from_thread(app.notify, message, title="Create", severity=severity, timeout=15)  # type: ignore[arg-type]
 
     options = CreateOptions(
         zone=request.zone if request.zone != base.zone else None, spot=request.spot, group=request.group
@@ -53,26 +61,29 @@ def _create(app: App[object], services: Services, base: Instance, request: Creat
     except GcptuiError as err:
         say(str(err), "error")
         return
-    say(f"creating {', '.join(request.names)} like {base.name} in {plan.zone}")
-    creator = VmCreator(gce, services.config, lambda name, step: say(f"{name}: {step}"))
+    creator = VmCreator(gce, services.config, lambda name, step: log.info("create %s: %s", name, step))
     results = creator.create_many(plan, request.names)
     made = [name for name, result in results.items() if isinstance(result, Created)]
-    failed = {name: result for name, result in results.items() if not isinstance(result, Created)}
-    for name, error in failed.items():
-        say(f"{name}: {error}", "error")
-    say(
-        f"{len(made)}/{len(request.names)} created like {base.name}",
-        "information" if not failed else "warning",
-    )
+    lines = [f"{len(made)}/{len(request.names)} created like {base.name} in {plan.zone}"]
+    for name, result in results.items():
+        if not isinstance(result, Created):
+            lines.append(f"{name}: {result}")
+        elif not result.pinned:
+            lines.append(f"{name}: no host key published yet: `gcptui ssh accept {name}` to trust it")
+    severity = "information" if len(made) == len(request.names) else "warning" if made else "error"
     if request.group is not None and path is not None and made:
         nodes = [name for name in request.names if name in made]
         try:
             config = record_group(path, request.group, nodes)
         except (GcptuiError, OSError) as err:
-            say(f"group {request.group} not recorded in {path}: {err}", "error")
+            lines.append(f"group {request.group} not recorded in {path}: {err}")
+            severity = "error"
         else:
             app.call_from_thread(_show_groups, app, services, config.groups)
-            say(f"group {request.group}: {', '.join(nodes)} recorded in {path} (s on its row starts it)")
+            lines.append(
+                f"group {request.group}: {', '.join(nodes)} recorded in {path} (s on its row starts it)"
+            )
+    say("\n".join(lines), severity)
     refresh = getattr(app, "refresh_fleet", None)
     if refresh is not None:
         app.call_from_thread(refresh)

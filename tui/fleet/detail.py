@@ -14,22 +14,32 @@ from textual.screen import ModalScreen
 from textual.widgets import Static
 
 from gcptui.remote.cloud.pricing import run_spend
-from gcptui.remote.models import Instance
+from gcptui.remote.models import SOURCE_TITLES, Instance
 from gcptui.tui.live.cells import checkpoint_detail, gpu_panel_text, progress_cell
 from gcptui.tui.live.columns import status_text
 from gcptui.tui.live.state import Live
 
+# Both tables' label column has this width, so the Job block lines up with the one above it (each
+# grid sized itself to its own longest label: the live block sat 2 columns left of the rest).
+LABEL_WIDTH = 13
+
+
+def _grid() -> Table:
+    table = Table.grid(padding=(0, 2))
+    table.add_column(style="bold cyan", justify="right", min_width=LABEL_WIDTH)
+    table.add_column()
+    return table
+
 
 def live_table(live: Live, usd_per_hour: float | None = None) -> Table:
-    """Job, training progress, GPUs, sync and keep-alive, as the monitors last saw them."""
-    table = Table.grid(padding=(0, 2))
-    table.add_column(style="bold cyan", justify="right")
-    table.add_column()
+    """Job, training progress, GPU use, sync and keep-alive, as the monitors last saw them."""
+    table = _grid()
     job = live.job
     table.add_row("Job", live.job_text())
     if job is not None and job.command:
-        table.add_row("Command", job.command)
-        table.add_row("Started", job.started_at or "-")
+        # The VM's words: Text, never a str (Rich would read `[@click=...]` in it as markup).
+        table.add_row("Command", Text(job.command))
+        table.add_row("Started", Text(job.started_at or "-"))
         spent = run_spend(usd_per_hour, job.started_at, job.ended_at, datetime.now(UTC))
         if spent is not None:
             table.add_row(
@@ -43,10 +53,11 @@ def live_table(live: Live, usd_per_hour: float | None = None) -> Table:
         "Sync", live.sync_text() + (Text(f"  {live.sync_reason}", "dim") if live.sync_reason else Text())
     )
     if live.sync_route:
-        table.add_row("Sync route", live.sync_route)
+        table.add_row("Sync route", Text(live.sync_route))
         table.add_row("Last sync", live.last_sync_text())
     table.add_row("Keep-alive", live.keepalive_text())
-    table.add_row("GPUs", gpu_panel_text(live.gpu, live.progress, idle=live.gpu_idle, width=30))
+    # "GPU use": the machine's GPUs (the hardware) are the row "GPUs" of the table above.
+    table.add_row("GPU use", gpu_panel_text(live.gpu, live.progress, idle=live.gpu_idle, width=30))
     return table
 
 
@@ -58,12 +69,10 @@ def price_text(instance: Instance) -> str:
 
 
 def detail_table(instance: Instance) -> Table:
-    table = Table.grid(padding=(0, 2))
-    table.add_column(style="bold cyan", justify="right")
-    table.add_column()
+    table = _grid()
     rows: list[tuple[str, str | Text]] = [
         ("Name", instance.name),
-        ("Source", "GCE instance" if instance.source == "gce" else "static SSH host"),
+        ("Source", SOURCE_TITLES.get(instance.source, instance.source)),
         ("Zone", instance.zone or "-"),
         ("Status", status_text(instance)),
         ("Machine type", instance.machine_type or "-"),
@@ -79,7 +88,7 @@ def detail_table(instance: Instance) -> Table:
         ("Labels", ", ".join(f"{k}={v}" for k, v in sorted(instance.labels.items())) or "-"),
     ]
     for label, value in rows:
-        table.add_row(label, value)
+        table.add_row(label, Text(value) if isinstance(value, str) else value)
     return table
 
 

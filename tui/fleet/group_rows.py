@@ -80,7 +80,7 @@ class GroupRowsMixin:
         if not name:
             # Say why nothing happens (a key that does nothing looks broken).
             cast(Widget, self).notify(
-                "not on a group: g expands or folds a group's row, from it or from one of its nodes"
+                "not on a group: z expands or folds a group's row, from it or from one of its nodes"
                 if self.groups
                 else "no groups: add [[groups]] to gcptui.toml, or give a group name in C's form",
                 title="Groups",

@@ -15,8 +15,16 @@ from rich.text import Text
 from gcptui.remote.config import GroupConfig
 from gcptui.remote.jobs.group import group_state
 from gcptui.remote.jobs.protocol import JobStatus
-from gcptui.remote.models import Instance
-from gcptui.tui.live.columns import STATUS_STYLES, Column, LiveColumn, price_cell, short_gpu, status_word
+from gcptui.remote.models import Instance, State
+from gcptui.tui.live.columns import (
+    Column,
+    Form,
+    LiveColumn,
+    price_cell,
+    short_gpu,
+    status_style,
+    status_word,
+)
 from gcptui.tui.live.state import JOB_STYLES, Live
 
 GROUP_KEY_PREFIX = "group:"  # row keys of group rows; instance keys never start with it
@@ -126,8 +134,8 @@ def group_instance_cell(column: Column, row: GroupRow) -> str | Text:
     if column.key == "status":
         words = [status_word(n) for n in nodes]
         if len(set(words)) == 1 and len(nodes) == size:
-            return Text(words[0], STATUS_STYLES.get(words[0], ""))
-        running = words.count("RUNNING")
+            return Text(words[0], status_style(nodes[0]))
+        running = sum(n.state is State.RUNNING for n in nodes)
         return Text(f"{running}/{size} RUNNING", "bold yellow")
     if column.key == "machine_type":
         return _one_or([n.machine_type or "-" for n in nodes], "mixed")
@@ -173,7 +181,7 @@ def group_live(row: GroupRow, live: Mapping[str, Live]) -> Live:
     )
 
 
-def group_live_cell(column: LiveColumn, row: GroupRow, live: Mapping[str, Live], compact: bool) -> str | Text:
+def group_live_cell(column: LiveColumn, row: GroupRow, live: Mapping[str, Live], form: Form) -> str | Text:
     """A group row's cell of a live column."""
     combined = group_live(row, live)
     if column.key == "job":
@@ -187,4 +195,4 @@ def group_live_cell(column: LiveColumn, row: GroupRow, live: Mapping[str, Live],
             )
             text.append(f" {running}/{len(row.group.vms)}", "yellow")
         return text
-    return (column.compact_cell or column.cell)(combined) if compact else column.cell(combined)
+    return column.render(combined, form)

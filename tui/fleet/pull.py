@@ -12,6 +12,7 @@ from __future__ import annotations
 import posixpath
 import threading
 import time
+import weakref
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
@@ -19,6 +20,7 @@ from textual.app import App
 
 from gcptui.remote.config import JobConfig
 from gcptui.remote.models import Instance
+from gcptui.remote.safe_text import one_line
 from gcptui.remote.services import Services
 from gcptui.remote.telemetry.progress import DEFAULT_METRICS_PATH, Progress
 from gcptui.remote.transfer.results import (  # noqa: F401 - local_dir_for: this key's API too
@@ -33,6 +35,8 @@ from gcptui.remote.transfer.results import (  # noqa: F401 - local_dir_for: this
 from gcptui.tui.live.state import Live, human_bytes
 
 PROGRESS_EVERY = 3.0  # seconds between progress notifications of a long pull
+# (VM, path) pairs the user has asked for or confirmed in this app: `p` pulls those without asking.
+_confirmed: weakref.WeakKeyDictionary[App[None], set[tuple[str, str]]] = weakref.WeakKeyDictionary()
 
 
 def known_run_dir(progress: Progress | None) -> str | None:
@@ -41,9 +45,14 @@ def known_run_dir(progress: Progress | None) -> str | None:
     return run_dir_of(checkpoint.path if checkpoint is not None else None)
 
 
-def guess_run_dir(job: JobConfig) -> str:
-    """A starting point for the question: where ``[job].env.GCPTUI_METRICS`` points (the trainer's
-    run directory holds its metrics by default), else ``runs``."""
+def guess_run_dir(job: JobConfig, progress: Progress | None = None) -> str:
+    """A starting point for the question: the folder of the newest checkpoint the job reported (in
+    another layout than ``RUN/checkpoints/``: its folder is the best guess, better than all of
+    ``runs``), else where ``[job].env.GCPTUI_METRICS`` points (the trainer's run directory holds its
+    metrics by default), else ``runs``."""
+    checkpoint = progress.last_checkpoint if progress is not None else None
+    if checkpoint is not None and posixpath.dirname(checkpoint.path.rstrip("/")):
+        return posixpath.dirname(checkpoint.path.rstrip("/"))
     metrics = job.env.get("GCPTUI_METRICS", "")
     folder = posixpath.dirname(metrics) if metrics and metrics != DEFAULT_METRICS_PATH else ""
     return folder or "runs"
@@ -110,11 +119,19 @@ def start_pull(app: App[None], services: Services, instance: Instance, live: Liv
 
     def go(remote: str | None) -> None:
         if remote:
+            _confirmed.setdefault(app, set()).add((instance.name, remote))
             app.act("Pull", instance, pull_action(services, remote, say))  # type: ignore[attr-defined]
 
-    if (remote := known_run_dir(live.progress if live is not None else None)) is not None:
-        go(remote)
-        return
+    progress = live.progress if live is not None else None
     dest = services.config.sync.dest
+    if (remote := known_run_dir(progress)) is not None:
+        # The path is the VM's word (its checkpoint events): pulled at once only when the user has
+        # pulled it before; else asked, prefilled, so a VM never picks what lands on the laptop.
+        if (instance.name, remote) in _confirmed.get(app, set()):
+            go(remote)
+            return
+        question = f"Pull {remote} (named by the job's checkpoints) of {instance.name} into ./pulled/{instance.name}?"
+        app.push_screen(AskScreen(one_line(question), remote), go)
+        return
     question = f"Pull which folder of {instance.name} into ./pulled/{instance.name}? (relative to {dest})"
-    app.push_screen(AskScreen(question, guess_run_dir(services.config.job)), go)
+    app.push_screen(AskScreen(question, guess_run_dir(services.config.job, progress)), go)

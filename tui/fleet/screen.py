@@ -2,41 +2,36 @@
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
 from rich.text import Text
 from textual import events, on
 from textual.app import ComposeResult
 from textual.containers import Vertical
 from textual.message import Message
-from textual.screen import Screen
 from textual.widgets import DataTable, Header, Input, Static
 
 from gcptui.remote.cloud.fleet import FleetSnapshot
 from gcptui.remote.config import GroupConfig
 from gcptui.remote.models import Instance
-from gcptui.tui.dialogs.choice import ChoiceScreen
-from gcptui.tui.dialogs.confirm import ConfirmScreen
 from gcptui.tui.fleet.actions import FleetActions
+from gcptui.tui.fleet.first_launch import first_launch_text
 from gcptui.tui.fleet.group_rows import GroupRowsMixin
-from gcptui.tui.fleet.rerun import ENDED_STATES, RERUN_ANSWERS, ended_words, rerun_label
+from gcptui.tui.fleet.machine_keys import MachineKeys
 from gcptui.tui.fleet.table import FleetTable, SortOrder
 from gcptui.tui.footer import KeysFooter
 from gcptui.tui.keys import action_allowed, bindings_for, refused_by_readonly
 from gcptui.tui.live.columns import (
-    COMPACT_BELOW,
     LIVE_COLUMNS,
     SORTABLE,
     fleet_cost_line,
     matches,
-    status_word,
 )
-from gcptui.tui.live.monitors import reachable
 from gcptui.tui.live.state import Live
 from gcptui.tui.messages import FleetRefreshed, FleetRefreshFailed, LiveChanged
 
 
-class FleetScreen(GroupRowsMixin, Screen[None]):
+class FleetScreen(GroupRowsMixin, MachineKeys):
     """Fleet table, filter box and a status line saying where the data comes from.
 
     Data arrives as messages (``FleetRefreshed``, ``FleetRefreshFailed``, ``LiveChanged``) posted by
@@ -47,8 +42,9 @@ class FleetScreen(GroupRowsMixin, Screen[None]):
 
     def __init__(self, actions: FleetActions, live: Mapping[str, Live], *, banner: str | None = None,
                  stop_grace_seconds: float = 30.0, readonly: bool = False, demo: bool = False,
-                 groups: Sequence[GroupConfig] = ()) -> None:  # fmt: skip
+                 groups: Sequence[GroupConfig] = (), refresh_seconds: float = 5.0) -> None:  # fmt: skip
         super().__init__()
+        self.refresh_seconds = refresh_seconds
         self.groups = list(groups)
         self.expanded: set[str] = set()  # groups shown with their nodes below them
         self.actions = actions
@@ -70,13 +66,14 @@ class FleetScreen(GroupRowsMixin, Screen[None]):
 
     def on_key(self, event: events.Key) -> None:
         selected = self.selected_instance()
-        cancel = getattr(self.app, "cancel_autostop", None)
-        if selected is not None and cancel is not None and not isinstance(self.focused, Input):
-            cancel(selected.name)  # any key on a VM under an auto-stop countdown cancels it
+        if selected is not None and not isinstance(self.focused, Input):
+            self.actions.cancel_autostop(
+                selected.name
+            )  # any key on a VM under an auto-stop countdown cancels it
         # A key --readonly disables is hidden and refused by check_action: say so, never ignore it.
         if not self.readonly or isinstance(self.focused, Input):
             return
-        action = refused_by_readonly(event.key, "fleet", getattr(self.app, "keymap", None))
+        action = refused_by_readonly(event.key, "fleet", self.actions.keymap)
         if action is not None:
             event.stop()
             self.notify(
@@ -90,7 +87,8 @@ class FleetScreen(GroupRowsMixin, Screen[None]):
         yield Header(show_clock=False)
         with Vertical(id="fleet-body"):
             yield Input(placeholder="filter: words that must all appear (Esc clears)", id="filter")
-            yield FleetTable(id="fleet", compact=self.app.size.width < COMPACT_BELOW)
+            yield FleetTable(id="fleet", width=self.app.size.width)
+            yield Static(id="first-launch")  # instead of the table while no list ever worked
             yield Static("Loading fleet…", id="status-line")
         yield KeysFooter()
 
@@ -106,6 +104,10 @@ class FleetScreen(GroupRowsMixin, Screen[None]):
     @property
     def status_line(self) -> Static:
         return self.query_one("#status-line", Static)
+
+    @property
+    def first_launch(self) -> Static:
+        return self.query_one("#first-launch", Static)
 
     def on_mount(self) -> None:
         self.filter_input.display = False
@@ -133,10 +135,20 @@ class FleetScreen(GroupRowsMixin, Screen[None]):
     def show_snapshot(self, snapshot: FleetSnapshot) -> None:
         self.snapshot = snapshot
         self.error = None
+        if self.first_launch.display:
+            self.first_launch.display = False
+            self.table.display = True
+            self.table.focus()
         self._render_rows()
 
-    def show_error(self, error: str) -> None:
+    def show_error(self, error: str, problems: Sequence[str] = ()) -> None:
+        """A list failed: on the status line once there is a table; before any list worked, the
+        first-launch panel says what is missing and how to fix it instead of an empty table."""
         self.error = error
+        if self.snapshot is None:
+            self.first_launch.update(first_launch_text(problems or (error,), self.refresh_seconds))
+            self.first_launch.display = True
+            self.table.display = False
         self._render_status()
 
     def visible_instances(self) -> list[Instance]:
@@ -181,6 +193,10 @@ class FleetScreen(GroupRowsMixin, Screen[None]):
             text.append(f" · sorted by {self.sort.label.lower()}{arrow}", style="dim")
             for note in self.snapshot.errors:
                 text.append(f" · {note}", style="bold yellow")
+        elif self.first_launch.display:
+            text.append("No fleet listed yet: see above")
+            self.status_line.update(text)
+            return
         else:
             text.append("Loading fleet…")
         if self.error:
@@ -217,180 +233,18 @@ class FleetScreen(GroupRowsMixin, Screen[None]):
         self._render_rows()
 
     def on_resize(self, event: events.Resize) -> None:
-        # Narrow terminals get the compact layout (Job, Progress and GPU util stay on screen).
-        if self.table.set_compact(event.size.width < COMPACT_BELOW):
-            self._render_rows()
+        # The columns that fit the new width (fleet/bands.py); the table chooses them as it shows.
+        self.call_after_refresh(self._render_rows)
 
     def action_detail(self) -> None:
         if self.selected_group() is not None:
-            self.action_toggle_group()  # Enter on a group row expands or folds it
+            self.action_toggle_group()  # Enter on a group row expands or folds it (z too)
             return
         instance = self.selected_instance()
         if instance is not None:
             from gcptui.tui.fleet.detail import DetailScreen
 
             self.app.push_screen(DetailScreen(instance, self.live.get(instance.name)))
-
-    # -- machine actions: the app owns the services; the screen picks the machine ---------------
-
-    def _selected_or_tell(self) -> Instance | None:
-        instance = self.selected_instance()
-        if instance is None:
-            self.notify("no machine selected", severity="warning")
-        return instance
-
-    def _reachable_or_tell(self) -> Instance | None:
-        instance = self._selected_or_tell()
-        if instance is not None and not reachable(instance):
-            self.notify(
-                f"{instance.name} is {status_word(instance)}: start it first (U), then try again",
-                severity="warning",
-            )
-            return None
-        return instance
-
-    def _job(self, label: str, action: str, question: str | None = None) -> None:
-        """Run a job action on the marked machines (any marked) or the selected one; ask first when
-        ``question`` is given or when it acts on several machines, naming them."""
-        if self.group_job(label, action, question):
-            return
-        if not self.marked:
-            if (instance := self._reachable_or_tell()) is not None:
-                self._act(label, [instance], lambda inst: self.actions.job_action(action, inst), question)
-            return
-        targets = self._marked_reachable()
-        if targets:
-            ask = question or f"{label} on {{name}}?"
-            self._act(label, targets, lambda inst: self.actions.job_action(action, inst), ask)
-
-    def _marked_reachable(self) -> list[Instance]:
-        """The marked machines that exist and answer SSH; says which ones are left out and why."""
-        found = [i for n in sorted(self.marked) if self.snapshot and (i := self.snapshot.find(n))]
-        left_out = [i for i in found if not reachable(i)]
-        if left_out:
-            words = ", ".join(f"{i.name} ({status_word(i)})" for i in left_out)
-            self.notify(f"left out, not running: {words}", severity="warning")
-        return [i for i in found if reachable(i)]
-
-    def _vm(self, label: str, action: str, question: str | None = None) -> None:
-        if (instance := self._selected_or_tell()) is not None:
-            self._act(label, [instance], lambda inst: self.actions.vm_action(action, inst), question)
-
-    def _act(
-        self,
-        label: str,
-        instances: list[Instance],
-        run: Callable[[Instance], Awaitable[str | None]],
-        question: str | None,
-    ) -> None:
-        def go() -> None:
-            for instance in instances:
-                self.actions.act(label, instance, run)
-
-        if question is None:
-            go()
-            return
-
-        def answered(yes: bool | None) -> None:
-            if yes:
-                go()
-
-        names = ", ".join(i.name for i in instances)
-        self.app.push_screen(ConfirmScreen(question.format(name=names)), answered)
-
-    def action_job_start(self) -> None:
-        if self.group_job_start():
-            return
-        # A job that ran and ended: offer a fresh run or a resume, as either can be meant.
-        instance = None if self.marked else self.selected_instance()
-        live = self.live.get(instance.name) if instance is not None else None
-        job = live.job if live is not None else None
-        if instance is None or job is None or job.state not in ENDED_STATES or not reachable(instance):
-            self._job("Start job", "start")
-            return
-
-        def chosen(action: str | None) -> None:
-            if action is not None:
-                self.actions.act(
-                    rerun_label(action), instance, lambda inst: self.actions.job_action(action, inst)
-                )
-
-        question = f"The job on {instance.name} ended ({ended_words(job)}). Run it again how?"
-        self.app.push_screen(ChoiceScreen(question, RERUN_ANSWERS), chosen)
-
-    def action_job_restart(self) -> None:
-        self._job("Restart job", "restart")
-
-    def action_job_kill(self) -> None:
-        grace = self.stop_grace_seconds
-        self._job("Kill job", "kill", f"Kill the job on {{name}}? (SIGTERM, SIGKILL after {grace:g}s)")
-
-    def action_vm_start(self) -> None:
-        self._vm("Start VM", "start")
-
-    def action_vm_stop(self) -> None:
-        self._vm("Stop VM", "stop", "Stop the VM {name}? Its job ends.")
-
-    def action_preempt(self) -> None:
-        self._vm("Preempt (demo)", "preempt")
-
-    def action_sync_toggle(self) -> None:
-        if (i := self._selected_or_tell()) is not None:
-            on = self.actions.toggle_sync(i)
-            self.notify(f"{i.name}: live sync {'on' if on else 'off'}", title="Sync")
-
-    def action_keepalive_toggle(self) -> None:
-        if (i := self._selected_or_tell()) is not None:
-            self.actions.toggle_keepalive(i)
-
-    def action_autostop_toggle(self) -> None:
-        if (i := self._selected_or_tell()) is not None:
-            self.actions.toggle_autostop(i)
-
-    def action_relaunch(self) -> None:
-        if (i := self._selected_or_tell()) is not None:
-            self.actions.relaunch_now(i)
-
-    def action_create_from(self) -> None:
-        if (i := self._selected_or_tell()) is not None:
-            self.actions.create_from(i)
-
-    def action_shell(self) -> None:
-        if (i := self._selected_or_tell()) is not None:
-            self.actions.open_shell(i)
-
-    def action_timeline(self) -> None:
-        if (i := self._selected_or_tell()) is not None:
-            self.actions.show_timeline(i)
-
-    def action_pull(self) -> None:
-        if (i := self._selected_or_tell()) is not None:
-            self.actions.pull_run_dir(i)
-
-    def action_mark(self) -> None:
-        if (i := self._selected_or_tell()) is not None:
-            self.marked ^= {i.name}
-            self._render_rows()
-
-    def action_clear_marks(self) -> None:
-        if self.marked:
-            self.marked = set()
-            self._render_rows()
-            self.notify("marks cleared: s, K, R and l act on the selected machine again", title="Marks")
-
-    def action_sweeps(self) -> None:
-        self.actions.open_sweep()
-
-    def action_logs(self) -> None:
-        if self.group_logs():
-            return
-        # A stopped VM is said at once, as s and K do (its pane used to say "connecting…" for ~20 s).
-        if any(self.snapshot and self.snapshot.find(n) for n in self.marked):
-            names = [i.name for i in self._marked_reachable()]
-        else:
-            names = [i.name] if (i := self._reachable_or_tell()) else []
-        if names:
-            self.actions.open_logs(sorted(names)[:8])
 
     @on(Input.Changed, "#filter")
     def _filter_changed(self, event: Input.Changed) -> None:
@@ -431,7 +285,7 @@ class FleetScreen(GroupRowsMixin, Screen[None]):
         self.show_snapshot(message.snapshot)
 
     def on_fleet_refresh_failed(self, message: FleetRefreshFailed) -> None:
-        self.show_error(message.error)
+        self.show_error(message.error, message.problems)
 
     def on_live_changed(self, message: LiveChanged) -> None:
         if self._live_sorted():
@@ -439,3 +293,5 @@ class FleetScreen(GroupRowsMixin, Screen[None]):
             return
         for name in message.names:
             self.show_live(name)
+        if self.table.overflowing():
+            self._render_rows()  # a cell grew past the width: fewer extra columns

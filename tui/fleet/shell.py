@@ -20,7 +20,7 @@ from gcptui.remote.ssh.openssh import ssh_argv
 def open_shell(app: App[object], services: Services, instance: Instance) -> int | None:
     """Run an interactive ssh session to ``instance``; its exit code, or None when none could start."""
     name = instance.name
-    if instance.source != "host" and instance.status != "RUNNING":
+    if not instance.state.reachable:
         app.notify(f"{name} is {instance.status}: start it first (U)", title="Shell", severity="warning")
         return None
     try:

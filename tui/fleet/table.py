@@ -1,5 +1,5 @@
-"""The fleet table widget: rows keyed by instance (a group row by ``group:NAME``), a wide and a
-compact column layout, sorting."""
+"""The fleet table widget: rows keyed by instance (a group row by ``group:NAME``), a column layout
+that fits the terminal's width (fleet/bands.py), sorting."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from rich.text import Text
-from textual.widgets import DataTable
 
 from gcptui.remote.models import Instance
+from gcptui.tui.fleet.bands import choose
 from gcptui.tui.fleet.groups import GroupRow, Row, group_instance_cell, group_live_cell, node_prefix
 from gcptui.tui.live.columns import (
     COLUMNS,
@@ -17,10 +17,11 @@ from gcptui.tui.live.columns import (
     SORTABLE,
     UNWATCHED,
     Column,
+    Form,
     LiveColumn,
-    table_columns,
 )
 from gcptui.tui.live.state import Live
+from gcptui.tui.rows import RowTable
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,28 +59,36 @@ class SortOrder:
         return ordered + unknown
 
 
-class FleetTable(DataTable[str | Text]):
+class FleetTable(RowTable[str | Text]):
     """Rows keyed by instance key; cells updated in place so the cursor never jumps.
 
-    The name column stays put while the rest scrolls sideways (``fixed_columns``); ``set_compact``
-    switches to the narrow layout.
+    The columns are those that fit the width (``layout``, chosen again whenever rows, width or a
+    cell's width change); the name column stays put if the rest scrolls sideways (``fixed_columns``).
     """
 
     marked: set[str] = set()
     prefixes: dict[str, str] = {}  # an expanded group's tree drawing before its nodes' names
 
-    def __init__(self, *, compact: bool = False, id: str | None = None) -> None:  # noqa: A002 - Textual's name
+    def __init__(self, *, width: int = 0, id: str | None = None) -> None:  # noqa: A002 - Textual's name
         super().__init__(id=id)
-        self.compact = compact
+        self.column_layout = choose(width or 200, lambda key, form: len(self._label(key)))
         self.fixed_columns = 1  # the name: which row is which, however far one scrolls right
 
     @property
+    def compact(self) -> bool:
+        return self.column_layout.compact
+
+    @property
     def instance_columns(self) -> tuple[Column, ...]:
-        return table_columns(self.compact)[0]
+        return tuple(c for c in COLUMNS if c.key in self.column_layout.keys)
 
     @property
     def live_columns(self) -> tuple[LiveColumn, ...]:
-        return table_columns(self.compact)[1]
+        return tuple(c for c in LIVE_COLUMNS if c.key in self.column_layout.keys)
+
+    @staticmethod
+    def _label(key: str) -> str:
+        return dict(SORTABLE)[key]
 
     def on_mount(self) -> None:
         self.cursor_type = "row"
@@ -92,16 +101,49 @@ class FleetTable(DataTable[str | Text]):
         for live_column in self.live_columns:
             self.add_column(live_column.label, key=live_column.key)
 
-    def set_compact(self, compact: bool) -> bool:
-        """Switch layouts; True when it changed (the caller then shows the rows again)."""
-        if compact == self.compact:
+    def available_width(self) -> int:
+        """The columns the rows may take: the table's width less a vertical scrollbar's when the
+        rows are more than fit (before the first layout: the terminal's)."""
+        width = self.size.width or self.app.size.width
+        if self.row_count > max(0, self.size.height - 1):
+            width -= self.styles.scrollbar_size_vertical
+        return width
+
+    def overflowing(self) -> bool:
+        """The rows are wider than the table (a live cell grew): time to choose the layout again."""
+        return self.virtual_size.width > self.available_width()
+
+    def fit(self, rows: Sequence[Row], live: Mapping[str, Live]) -> bool:
+        """Choose the layout for the width and ``rows``; True when it changed (the columns were
+        replaced: the caller shows the rows again)."""
+        cache: dict[tuple[str, Form], int] = {}
+
+        def measure(key: str, form: Form) -> int:
+            if (key, form) not in cache:
+                cells = [self._cell_for(key, form, row, live) for row in rows]
+                widths = [c.cell_len if isinstance(c, Text) else Text(c).cell_len for c in cells]
+                cache[key, form] = max([len(self._label(key)), *widths])
+            return cache[key, form]
+
+        layout = choose(self.available_width(), measure, self.cell_padding)
+        if layout == self.column_layout:
             return False
-        self.compact = compact
+        self.column_layout = layout
         selected = self.selected_key()
         self.clear(columns=True)
         self._add_columns()
         self._reselect = selected
         return True
+
+    def _cell_for(self, key: str, form: Form, row: Row, live: Mapping[str, Live]) -> str | Text:
+        column = next((c for c in COLUMNS if c.key == key), None)
+        if column is not None:
+            return group_instance_cell(column, row) if isinstance(row, GroupRow) else self._cell(column, row)
+        live_column = next(c for c in LIVE_COLUMNS if c.key == key)
+        if isinstance(row, GroupRow):
+            return group_live_cell(live_column, row, live, form)
+        state = live.get(row.name)
+        return live_column.render(state, form) if state else UNWATCHED
 
     _reselect: str | None = None
     _gone: tuple[str, str] | None = None  # (selected machine that left the list, row standing in for it)
@@ -136,9 +178,10 @@ class FleetTable(DataTable[str | Text]):
         only what changed."""
         self.marked = marked or set()
         self.prefixes = node_prefix(rows)
+        relaid = self.fit(rows, live)
         wanted = [row.key for row in rows]
         current = [str(row.value) for row in self.ordered_rows_keys()]
-        if wanted != current:
+        if wanted != current or relaid:
             selected = self.selected_key() or self._reselect
             if self._gone is not None and selected == self._gone[1] and self._gone[0] in wanted:
                 selected = self._gone[0]  # the machine it stood in for is back (a VM recreated)
@@ -170,7 +213,7 @@ class FleetTable(DataTable[str | Text]):
     def _cells(self, row: Row, live: Mapping[str, Live]) -> list[str | Text]:
         if isinstance(row, GroupRow):
             return [group_instance_cell(c, row) for c in self.instance_columns] + [
-                group_live_cell(c, row, live, self.compact) for c in self.live_columns
+                group_live_cell(c, row, live, self.column_layout.form) for c in self.live_columns
             ]
         state = live.get(row.name)
         return [self._cell(c, row) for c in self.instance_columns] + [
@@ -184,7 +227,9 @@ class FleetTable(DataTable[str | Text]):
         for column in self.instance_columns:
             self._set(row.key, column.key, group_instance_cell(column, row))
         for live_column in self.live_columns:
-            self._set(row.key, live_column.key, group_live_cell(live_column, row, live, self.compact))
+            self._set(
+                row.key, live_column.key, group_live_cell(live_column, row, live, self.column_layout.form)
+            )
 
     def _cell(self, column: Column, instance: Instance) -> str | Text:
         value = column.cell(instance)
@@ -202,7 +247,7 @@ class FleetTable(DataTable[str | Text]):
             self._set(instance.key, column.key, self._live_cell(column, state))
 
     def _live_cell(self, column: LiveColumn, state: Live) -> str | Text:
-        return (column.compact_cell or column.cell)(state) if self.compact else column.cell(state)
+        return column.render(state, self.column_layout.form)
 
     def _set(self, row: str, column: str, value: str | Text) -> None:
         if self.get_cell(row, column) != value:

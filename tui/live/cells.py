@@ -7,11 +7,12 @@ them in a ``DataTable`` with ``update_cell`` on each sample without building wid
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 
 from rich.text import Text
 
 from gcptui.remote.telemetry.gpu import GpuHistory
-from gcptui.remote.telemetry.progress import Progress
+from gcptui.remote.telemetry.progress import Checkpoint, Progress
 
 _BLOCKS = " ▁▂▃▄▅▆▇█"
 
@@ -28,8 +29,10 @@ def sparkline(values: Sequence[float], width: int = 10, maximum: float | None = 
     return "".join(_BLOCKS[max(1, min(steps, round((v - bottom) / span * steps)))] for v in tail)
 
 
-def _util_style(util: float) -> str:
-    return "green" if util >= 70 else "yellow" if util >= 20 else "red"
+def util_style(util: float) -> str:
+    """Busy green, part-used yellow, low dim: a low figure is an idle GPU, not an error (red read
+    as one; the IDLE tag is the alarm for GPUs left idle too long)."""
+    return "green" if util >= 70 else "yellow" if util >= 20 else "dim"
 
 
 def format_duration(seconds: float | None) -> str:
@@ -55,10 +58,31 @@ def short_age(seconds: float) -> str:
     return f"{s}s"
 
 
+def this_runs(progress: Progress | None) -> Progress | None:
+    """``progress`` without checkpoints ahead of its step: those are an earlier run's (the metrics
+    file is appended across starts), and a fresh run showed the last run's ``ckpt 3000`` until its
+    own first checkpoint. A running job never has a checkpoint beyond the step it is at; a resumed
+    one continues from (at or above) the checkpoint it restored."""
+    if progress is None or progress.step is None:
+        return progress
+
+    def ahead(checkpoint: Checkpoint | None) -> bool:
+        return checkpoint is not None and checkpoint.step is not None and checkpoint.step > step
+
+    step = progress.step
+
+    disk = None if ahead(progress.last_checkpoint) else progress.last_checkpoint
+    mirrored = None if ahead(progress.mirrored) else progress.mirrored
+    if disk is progress.last_checkpoint and mirrored is progress.mirrored:
+        return progress
+    return replace(progress, last_checkpoint=disk, mirrored=mirrored)
+
+
 def checkpoint_cell(progress: Progress | None, now: float) -> Text:
     """Fleet-table cell: the newest checkpoint step on the VM's disk, the newest in the bucket and
     how long ago it was mirrored (``ckpt 1200 · ☁ 1100 2m``); ``☁ off`` when the trainer turned
-    mirroring off, a ``!`` when the last upload failed; ``—`` before any checkpoint."""
+    mirroring off, a ``!`` when the last upload failed; ``—`` before any checkpoint (of this run)."""
+    progress = this_runs(progress)
     if progress is None or (
         progress.last_checkpoint is None and progress.mirrored is None and not progress.mirror_off
     ):
@@ -88,6 +112,7 @@ def checkpoint_cell(progress: Progress | None, now: float) -> Text:
 
 def checkpoint_detail(progress: Progress | None, now: float) -> Text:
     """The detail view's line: each copy with its step and place, and the last mirror problem."""
+    progress = this_runs(progress)
     if progress is None or (
         progress.last_checkpoint is None and progress.mirrored is None and not progress.mirror_problem
     ):
@@ -131,8 +156,8 @@ def gpu_cell(history: GpuHistory, width: int = 8, idle: bool = False) -> Text:
         if number:
             text.append(" ")
         util = gpu.util or 0.0
-        text.append(sparkline(history.util.get(gpu.index, ()), width), _util_style(util))
-        text.append(f"{util:3.0f}%", _util_style(util))
+        text.append(sparkline(history.util.get(gpu.index, ()), width), util_style(util))
+        text.append(f"{util:3.0f}%", util_style(util))
         if gpu.mem_percent is not None:
             text.append(f" {gpu.mem_percent:2.0f}%m", "cyan")
     return text
@@ -200,8 +225,8 @@ def gpu_panel_text(
         text.append(f"GPU {gpu.index}  ", "bold")
         text.append(f"{gpu.name}\n", "dim")
         text.append("  util ")
-        text.append(sparkline(history.util.get(gpu.index, ()), width).ljust(width), _util_style(util))
-        text.append(f" {util:3.0f}%", _util_style(util))
+        text.append(sparkline(history.util.get(gpu.index, ()), width).ljust(width), util_style(util))
+        text.append(f" {util:3.0f}%", util_style(util))
         text.append("\n  mem  ")
         text.append(sparkline(history.mem.get(gpu.index, ()), width).ljust(width), "cyan")
         if gpu.mem_used_mib is not None and gpu.mem_total_mib:

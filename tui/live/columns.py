@@ -7,34 +7,38 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Literal
 
 from rich.text import Text
 
-from gcptui.remote.models import Instance
+from gcptui.remote.models import Instance, State
 from gcptui.tui.live.state import Live
 
-STATUS_STYLES: dict[str, str] = {
-    "RUNNING": "bold green",
-    "PROVISIONING": "cyan",
-    "STAGING": "cyan",
-    "STOPPING": "yellow",
-    "SUSPENDING": "yellow",
-    "SUSPENDED": "dim",
-    "TERMINATED": "red",
-    "PREEMPTED": "bold magenta",
-    "REPAIRING": "yellow",
-    "UNKNOWN": "dim",
+# The colour of a row's status word, by its neutral state: every kind of compute alike.
+STATE_STYLES: dict[State, str] = {
+    State.RUNNING: "bold green",
+    State.PROVISIONING: "cyan",
+    State.STOPPING: "yellow",
+    State.STOPPED: "red",
+    State.PREEMPTED: "bold magenta",
+    State.SUCCEEDED: "green",
+    State.FAILED: "bold red",
+    State.DELETING: "yellow",
+    State.UNKNOWN: "dim",
 }
 
 
 def status_word(instance: Instance) -> str:
-    """GCE's word, except a preemption reads PREEMPTED so a person sees it at a glance."""
-    return "PREEMPTED" if instance.status == "TERMINATED" and instance.preempted else instance.status
+    """The backend's own word, except a preemption reads PREEMPTED so a person sees it at a glance."""
+    return "PREEMPTED" if instance.state is State.PREEMPTED else instance.status
+
+
+def status_style(instance: Instance) -> str:
+    return STATE_STYLES.get(instance.state, "")
 
 
 def status_text(instance: Instance) -> Text:
-    word = status_word(instance)
-    return Text(word, style=STATUS_STYLES.get(word, ""), justify="left")
+    return Text(status_word(instance), style=status_style(instance), justify="left")
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,7 +70,7 @@ def price_cell(i: Instance) -> str | Text:
 def fleet_cost_line(instances: tuple[Instance, ...] | list[Instance]) -> str:
     """``$12.34/h running`` for the RUNNING VMs (``~`` and the source when not the catalog's); empty
     when nothing runs or no price is known."""
-    running = [i for i in instances if i.source == "gce" and i.status == "RUNNING"]
+    running = [i for i in instances if i.state is State.RUNNING]
     priced = [i for i in running if i.usd_per_hour is not None]
     if not priced:
         return ""
@@ -94,6 +98,11 @@ INSTANCE_COLUMNS: tuple[Column, ...] = (
 )
 
 
+# How much a live cell says: everything (wide), no sparklines (compact), the bare figures (narrow:
+# 80-100 columns, where the step count, loss and GPU memory wait in the detail view).
+Form = Literal["wide", "compact", "narrow"]
+
+
 @dataclass(frozen=True, slots=True)
 class LiveColumn:
     """A column that reads the live state (job, progress, GPUs, sync) rather than the Compute API."""
@@ -102,7 +111,16 @@ class LiveColumn:
     label: str
     cell: Callable[[Live], str | Text]
     sort_key: Callable[[Live], object]
-    compact_cell: Callable[[Live], str | Text] | None = None  # narrow terminals: no sparklines
+    compact_cell: Callable[[Live], str | Text] | None = None  # no sparklines
+    narrow_cell: Callable[[Live], str | Text] | None = None  # the bare figures
+
+    def render(self, live: Live, form: Form) -> str | Text:
+        """This column's cell of ``live`` in ``form`` (the wider form where none is narrower)."""
+        if form == "narrow" and self.narrow_cell is not None:
+            return self.narrow_cell(live)
+        if form != "wide" and self.compact_cell is not None:
+            return self.compact_cell(live)
+        return self.cell(live)
 
 
 # What a machine's live cells read before anything is known (not reachable, not watched).
@@ -135,24 +153,43 @@ def _gpu_key(live: Live) -> object:
 
 
 LIVE_COLUMNS: tuple[LiveColumn, ...] = (
-    LiveColumn("job", "Job", lambda live: live.job_text(), _job_key),
+    LiveColumn(
+        "job",
+        "Job",
+        lambda live: live.job_text(),
+        _job_key,
+        narrow_cell=lambda live: live.job_text(narrow=True),
+    ),
     LiveColumn(
         "progress",
         "Progress",
         lambda live: live.progress_text(),
         _progress_key,
         lambda live: live.progress_text(compact=True),
+        lambda live: live.progress_text(narrow=True),
     ),
     LiveColumn(
-        "gpu", "GPU util", lambda live: live.gpu_text(), _gpu_key, lambda live: live.gpu_text(compact=True)
+        "gpu",
+        "GPU util",
+        lambda live: live.gpu_text(),
+        _gpu_key,
+        lambda live: live.gpu_text(compact=True),
+        lambda live: live.gpu_text(narrow=True),
     ),
     LiveColumn("checkpoint", "Checkpoint", lambda live: live.checkpoint_text(), _checkpoint_key),
-    LiveColumn("sync", "Sync", lambda live: live.sync_text(), lambda live: live.sync_state or "~"),
+    LiveColumn(
+        "sync",
+        "Sync",
+        lambda live: live.sync_text(),
+        lambda live: live.sync_state or "~",
+        narrow_cell=lambda live: live.sync_text(narrow=True),
+    ),
     LiveColumn(
         "keepalive",
         "Keep-alive",
         lambda live: live.keepalive_text(),
         lambda live: live.keepalive_text().plain,
+        narrow_cell=lambda live: live.keepalive_text(narrow=True),
     ),
 )
 
@@ -163,23 +200,6 @@ COLUMNS = INSTANCE_COLUMNS
 SORTABLE: tuple[tuple[str, str], ...] = tuple((c.key, c.label) for c in INSTANCE_COLUMNS) + tuple(
     (c.key, c.label) for c in LIVE_COLUMNS
 )
-
-# Below this many terminal columns the fleet table drops the columns that matter least while
-# training (zone, machine type, GPU types, Spot, address, checkpoints: all in the detail view), so
-# Job, Progress and GPU util stay on screen; the name column never scrolls away.
-COMPACT_BELOW = 120
-COMPACT_INSTANCE_KEYS = ("name", "status")
-COMPACT_LEFT_OUT = ("checkpoint",)
-
-
-def table_columns(compact: bool) -> tuple[tuple[Column, ...], tuple[LiveColumn, ...]]:
-    """The fleet table's columns in a wide or a compact (narrow terminal) layout."""
-    if not compact:
-        return INSTANCE_COLUMNS, LIVE_COLUMNS
-    return (
-        tuple(c for c in INSTANCE_COLUMNS if c.key in COMPACT_INSTANCE_KEYS),
-        tuple(c for c in LIVE_COLUMNS if c.key not in COMPACT_LEFT_OUT),
-    )
 
 
 def matches(instance: Instance, query: str) -> bool:

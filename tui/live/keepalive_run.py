@@ -20,23 +20,13 @@ async def run_keepalive(
 ) -> None:
     """Watch for preemptions and recover: every Spot VM from the start when ``[keepalive] enabled``,
     else none until switched on per VM. ``started`` hears the objects once they exist."""
-    from gcptui.remote.keepalive.relaunch import build_keepalive
-    from gcptui.remote.keepalive.watch import NoticeWatchers
+    from gcptui.remote.keepalive.service import build_service
 
     await asyncio.to_thread(services.fleet.reader)  # google-auth's import, off the UI thread
     names: set[str] | None = None if config.keepalive.enabled else set()
-    keepalive = build_keepalive(services, names=names, on_event=on_event)
-    watchers = NoticeWatchers(services, keepalive)
-    keepalive.on_poll(watchers.track)
-    autostopper: AutoStopper | None = None
-    if config.autostop.active:
-        autostopper = AutoStopper(services, config.autostop, keepalive)
-        keepalive.on_poll(autostopper.track)
-    started(keepalive, autostopper)
+    service = build_service(services, names=names, on_event=on_event)
+    started(service.keepalive, service.autostopper)
     try:
-        await keepalive.run()
+        await service.run()
     finally:
-        await watchers.close()
-        if autostopper is not None:
-            await autostopper.close()
-        await keepalive.close()
+        await service.close()

@@ -15,6 +15,7 @@ from collections.abc import Callable, Coroutine
 from typing import Any
 
 from gcptui.remote.aio import report_failure, within
+from gcptui.remote.backoff import Backoff
 from gcptui.remote.cloud.fleet import FleetSnapshot
 from gcptui.remote.errors import GcptuiError
 from gcptui.remote.jobs.protocol import JobStatus, metrics_path
@@ -23,6 +24,7 @@ from gcptui.remote.models import ConnectionGetter, Instance
 from gcptui.remote.services import Services
 from gcptui.remote.ssh.target import SshTarget
 from gcptui.remote.sync import BatchApplied, SyncEvent, SyncSession, SyncStateChanged, SyncWarning
+from gcptui.remote.sync.fanout import FanOut
 from gcptui.remote.telemetry.gpu import GpuHistory, GpuMonitor
 from gcptui.remote.telemetry.idle import IdleGpuDetector
 from gcptui.remote.telemetry.progress import Progress, follow_progress
@@ -53,10 +55,8 @@ async def cancel_and_wait(tasks: list[asyncio.Task[None]], timeout: float = 3.0)
 
 
 def reachable(instance: Instance) -> bool:
-    """SSH can be tried: a running VM with an address, or a static host."""
-    return instance.source == "host" or (
-        instance.status == "RUNNING" and bool(instance.external_ip or instance.internal_ip)
-    )
+    """SSH can be tried: a running VM with an address, or a static host (state unknown until SSH answers)."""
+    return instance.state.reachable and bool(instance.external_ip or instance.internal_ip)
 
 
 class Monitors:
@@ -92,6 +92,8 @@ class Monitors:
         self.sync_by_default = sync_by_default
         self._sync_refused: set[str] = set()  # turned off by the user: stays off
         self._sync: dict[str, tuple[SyncSession, asyncio.Task[None]]] = {}
+        self._said_local: set[str] = set()  # sync warnings about the local tree, said once for all VMs
+        self._relay: FanOut | None = None  # live sync of several VMs: one upload, relayed by the first
         services.sync_batch_listeners.append(self._on_sync_batch)
 
     def state(self, name: str) -> Live:
@@ -163,7 +165,7 @@ class Monitors:
         traceback and shown, once per distinct error) and run it again after a growing delay, so a
         parser bug on one odd line does not leave a column frozen for the rest of the session.
         Expected failures (SSH down, a VM restarting) are handled inside the watchers themselves."""
-        delay = self.restart_delay
+        pauses = Backoff(self.restart_delay, RESTART_MAX_S)
         told: set[str] = set()
         loop = asyncio.get_running_loop()
         while True:
@@ -173,16 +175,15 @@ class Monitors:
                 return  # its stream ended on its own
             except Exception as err:  # noqa: BLE001 - a surprise: reported, then the watcher restarts
                 if loop.time() - started >= HEALTHY_S:
-                    delay = self.restart_delay
+                    pauses.reset()
                 said = f"{type(err).__name__}: {err}"
                 if said in told:
-                    log.warning("monitor %r failed again (%s); restarting in %gs", label, said, delay)
+                    log.warning("monitor %r failed again (%s); restarting in %.3gs", label, said, pauses.step)
                 else:
                     told.add(said)
                     self.failed(label, err)
-            await asyncio.sleep(delay)
+            await asyncio.sleep(pauses.pause())
             self.restarts[label] = self.restarts.get(label, 0) + 1
-            delay = min(delay * 2, RESTART_MAX_S)
 
     @staticmethod
     def _log_failure(name: str, error: BaseException) -> None:
@@ -210,13 +211,13 @@ class Monitors:
                 self.state(name).job = await self.services.jobs.status(target)
                 self.changed(name)
 
-    async def _watch_progress(self, name: str, get: Any, path: str) -> None:
+    async def _watch_progress(self, name: str, get: ConnectionGetter, path: str) -> None:
         async for item in follow_progress(get, path):
             if isinstance(item, Progress):
                 self.state(name).progress = item
                 self.changed(name)
 
-    async def _watch_gpu(self, name: str, get: Any) -> None:
+    async def _watch_gpu(self, name: str, get: ConnectionGetter) -> None:
         live = self.state(name)
         async for snapshot in GpuMonitor(get):
             live.gpu.add(snapshot)
@@ -228,9 +229,6 @@ class Monitors:
             self.changed(name)
 
     # -- live sync ---------------------------------------------------------------------------------
-
-    def sync_on(self, name: str) -> bool:
-        return name in self.sync_wanted
 
     def toggle_sync(self, instance: Instance) -> bool:
         """Turn live sync on or off for ``instance``; returns the new setting."""
@@ -248,9 +246,21 @@ class Monitors:
             self._start_sync(instance)
         return True
 
+    def _relay_for(self, instance: Instance) -> FanOut | None:
+        """The first VM whose live sync starts seeds a relay; VMs started after it fetch large
+        batches from it. When the seed's own sync ends its copy goes stale: the others go direct."""
+        relay = self._relay
+        if relay is not None and relay.name not in self._sync:
+            relay.stop(f"live sync to {relay.name} ended")
+            relay = self._relay = None
+        if relay is None:
+            self._relay = self.services.sync_relay(instance)  # for the VMs that start next
+            return None
+        return relay if relay.name != instance.name else None
+
     def _open_session(self, instance: Instance) -> SyncSession | None:
         try:
-            session = self.services.sync_session(instance)
+            session = self.services.sync_session(instance, relay=self._relay_for(instance))
         except GcptuiError as err:  # e.g. the source holds a private key: refused, said once
             if self.state(instance.name).sync_state != "error":
                 self.sync_warning(instance.name, str(err))
@@ -296,7 +306,9 @@ class Monitors:
             return
         if isinstance(event, SyncStateChanged):
             self._record_sync(name, event.state, event.pending, event.reason)
-        elif isinstance(event, SyncWarning):
+        elif isinstance(event, SyncWarning) and not (event.local and event.message in self._said_local):
+            if event.local:  # about the local tree (a key held back): said once, not once per VM
+                self._said_local.add(event.message)
             self.sync_warning(name, event.message)
 
     def _on_sync_batch(self, event: BatchApplied) -> None:
@@ -330,4 +342,6 @@ class Monitors:
         tasks = [t for ts in self._tasks.values() for t in ts] + [t for _, t in self._sync.values()]
         self._tasks.clear()
         self._sync.clear()
+        if self._relay is not None:
+            self._relay.close()
         await cancel_and_wait(tasks)

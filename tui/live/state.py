@@ -15,7 +15,7 @@ from gcptui.remote.jobs.protocol import JobStatus
 from gcptui.remote.telemetry.gpu import GpuHistory
 from gcptui.remote.telemetry.idle import IdleGpuDetector
 from gcptui.remote.telemetry.progress import Progress
-from gcptui.tui.live.cells import checkpoint_cell, format_duration, gpu_cell, sparkline
+from gcptui.tui.live.cells import checkpoint_cell, format_duration, gpu_cell, sparkline, util_style
 
 JOB_STYLES = {"running": "bold green", "exited": "cyan", "killed": "yellow", "none": "dim"}
 SYNC_STYLES = {
@@ -56,7 +56,9 @@ class Live:
     outcome: str = ""  # how the last recovery ended ("resumed", "left stopped", ...); "" when stale
     watched: bool = False  # monitors are reading it now (a stopped VM keeps its last progress)
 
-    def job_text(self) -> Text:
+    def job_text(self, narrow: bool = False) -> Text:
+        """The job's state, its exit code and a preemption; ``narrow``: ``exit 1`` for ``exited (1)``,
+        a preemption alone."""
         if not self.watched:
             return Text("-", "dim")
         if self.job_error and self.job is None:
@@ -64,6 +66,10 @@ class Live:
         if self.job is None:
             return Text("…", "dim")
         job = self.job
+        if narrow and job.detail == "preempted":
+            return Text("preempted", "magenta")
+        if narrow and job.state == "exited" and job.exit_code is not None:
+            return Text(f"exit {job.exit_code}", "bold red" if job.exit_code else "green")
         text = Text(job.state, JOB_STYLES.get(job.state, ""))
         if job.state == "exited" and job.exit_code is not None:
             text.append(f" ({job.exit_code})", "bold red" if job.exit_code else "green")
@@ -71,14 +77,17 @@ class Live:
             text.append(" preempted", "magenta")
         return text
 
-    def progress_text(self, compact: bool = False) -> Text:
+    def progress_text(self, compact: bool = False, narrow: bool = False) -> Text:
         """``step/total pct ETA`` and a loss sparkline, narrow enough for the table (the rate and
-        per-GPU detail are in the detail view); ``compact`` (narrow terminals) leaves the sparkline out."""
+        per-GPU detail are in the detail view); ``compact`` leaves the sparkline out, ``narrow``
+        (80-100 columns) the step count and the loss too: ``50% 12m``."""
         progress = self.progress
         if progress is None or progress.step is None:
             return Text("—", "dim")
         text = Text()
-        if progress.total_steps:
+        if progress.total_steps and narrow and progress.fraction is not None:
+            text.append(f"{progress.fraction * 100:3.0f}%", "bold")
+        elif progress.total_steps:
             text.append(f"{progress.step}/{progress.total_steps}", "bold")
             text.append(f" {progress.fraction * 100:3.0f}%" if progress.fraction is not None else "")
         else:
@@ -86,9 +95,9 @@ class Live:
         running = self.job is not None and self.job.state == "running"
         if running and progress.eta_seconds is not None:
             text.append(f" {format_duration(progress.eta_seconds)}", "magenta")
-        if progress.losses and not compact:
+        if progress.losses and not (compact or narrow):
             text.append(f" {sparkline(progress.losses, 6, maximum=None)}", "yellow")
-        if progress.loss is not None:
+        if progress.loss is not None and not narrow:
             text.append(f" {progress.loss:.3g}", "yellow")
         if not running:
             text.stylize("dim")  # the last run's figures, not a live one
@@ -98,9 +107,10 @@ class Live:
         """The newest checkpoint on disk, in the bucket, and the mirrored one's age."""
         return checkpoint_cell(self.progress, time.time() if now is None else now)
 
-    def gpu_text(self, compact: bool = False) -> Text:
-        """Mean utilization over the VM's GPUs as a sparkline (not when ``compact``), and memory in
-        use (``m`` and a percentage: memory used over total, averaged over the GPUs)."""
+    def gpu_text(self, compact: bool = False, narrow: bool = False) -> Text:
+        """Mean utilization over the VM's GPUs as a sparkline (not when ``compact`` or ``narrow``),
+        and memory in use (``m`` and a percentage: memory used over total, averaged over the GPUs;
+        not when ``narrow``)."""
         if not self.watched:
             return Text("-", "dim")
         latest = self.gpu.latest
@@ -110,20 +120,20 @@ class Live:
         means = [sum(point) / len(point) for point in series]
         util = means[-1] if means else 0.0
         mems = [g.mem_percent for g in latest.gpus if g.mem_percent is not None]
-        style = "green" if util >= 70 else "yellow" if util >= 20 else "red"
+        style = util_style(util)
         text = Text()
         if self.gpu_idle:
             text.append("IDLE ", "bold white on red")
-        if not compact:
+        if not (compact or narrow):
             text.append(sparkline(means, 6) + " ", style)
-        text.append(f"{util:3.0f}%", style)
-        if mems:
+        text.append(f"{util:.0f}%" if narrow else f"{util:3.0f}%", style)
+        if mems and not narrow:
             text.append(f" m{sum(mems) / len(mems):2.0f}%", "cyan")
         return text
 
-    def sync_text(self, now: float | None = None) -> Text:
+    def sync_text(self, now: float | None = None, narrow: bool = False) -> Text:
         """The sync state; for a few seconds after a batch landed "synced N files" (a flash), then
-        "in sync" with the time of the last sync."""
+        "in sync" with the time of the last sync (not when ``narrow``)."""
         if not self.sync_state:
             return Text("off", "dim")
         now = time.time() if now is None else now
@@ -138,7 +148,7 @@ class Live:
             self.sync_state, self.sync_state
         )
         text = Text(word, SYNC_STYLES.get(self.sync_state, ""))
-        if self.sync_state == "in_sync" and self.last_sync_at:
+        if self.sync_state == "in_sync" and self.last_sync_at and not narrow:
             text.append(" " + time.strftime("%H:%M:%S", time.localtime(self.last_sync_at)), "dim")
         return text
 
@@ -150,17 +160,24 @@ class Live:
         stamp = time.strftime("%H:%M:%S", time.localtime(self.last_sync_at))
         return f"{stamp} · {files} file{'s' if files != 1 else ''} · {human_bytes(self.last_sync_bytes)}"
 
-    def keepalive_text(self) -> Text:
-        """The setting now (on/off), then the recovery in progress or the last one's outcome."""
+    def keepalive_text(self, narrow: bool = False) -> Text:
+        """The setting now (on/off), then the recovery in progress or the last one's outcome;
+        ``narrow``: the recovery or the outcome alone when there is one."""
+        if narrow and (self.recovery or self.outcome):
+            return self._recovery_text(Text())
         if self.keepalive is None:
             text = Text("-", "dim")
         else:
             text = Text("on", "green") if self.keepalive else Text("off", "dim")
+        return self._recovery_text(text)
+
+    def _recovery_text(self, text: Text) -> Text:
+        lead = " " if text else ""
         if self.recovery:
-            text.append(f" {self.recovery}…", "bold magenta")
+            text.append(f"{lead}{self.recovery}…", "bold magenta")
         elif self.outcome:
             style = {"resumed": "green", "left stopped": "yellow", "idle": "yellow"}.get(
                 self.outcome, "bold red"
             )
-            text.append(f" · {self.outcome}", style)
+            text.append(f"{' · ' if text else ''}{self.outcome}", style)
         return text

@@ -36,6 +36,7 @@ from textual.strip import Strip
 from textual.widget import Widget
 
 from gcptui.remote.telemetry.log_text import looks_like_error, strip_ansi
+from gcptui.tui.keys import bindings_for
 from gcptui.tui.logs.buffer import LogLines
 from gcptui.tui.logs.gauge import GAUGE_WIDTH, ScrollGauge
 from gcptui.tui.logs.row_cache import RowCache
@@ -45,6 +46,8 @@ from gcptui.tui.textual_compat import plain_box, set_scroll_y_quietly, set_virtu
 
 class LogView(ScrollView, can_focus=True):
     """A log of display lines (see ``remote.log_text``), bounded to ``max_lines``."""
+
+    BINDINGS = bindings_for("lines")  # type: ignore[assignment]  # j/k, g/G: the registry in keys.py
 
     # No Textual scrollbars. The vertical one is the view's own gauge, drawn in its last column as
     # part of each row: Textual's ScrollBar widgets (one per pane, styled row by row, cut apart from

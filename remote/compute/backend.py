@@ -1,0 +1,175 @@
+"""The protocol every kind of compute implements: ``Backend``.
+
+How to write one (a TPU backend, say), in ``remote/compute/tpu/``:
+
+1. ``backend.py``: ``class TpuBackend(Backend)`` with ``kind = "tpu"`` (add the name to
+   ``gcptui.remote.models.Source``). Its constructor takes the ``BackendContext`` and builds nothing
+   expensive: clients are made on first use (the TUI starts before any Google library is imported).
+2. Map the provider's status words to ``State`` in one module of the folder (``states.py``); set
+   ``Instance.state`` on every row ``list_rows`` returns, keep the provider's word in ``status``.
+3. Say per row what it can do (``capabilities``); leave out what the kind cannot do, and the faces
+   hide or refuse it in one line. Methods for a capability a row lacks raise ``Unsupported``.
+4. Register it in ``registry.py`` (``BACKENDS``: kind -> "module:Class", imported only when needed)
+   and return ``None`` from ``configured`` when the config does not ask for it.
+5. Pass ``tests/compute/test_conformance.py`` by adding a fixture that brings up its emulated form.
+
+All methods except the exec channel's are blocking (plain HTTP calls, or waits on a provider's
+operation): callers run them in a worker thread (``asyncio.to_thread``). Errors are
+``gcptui.remote.errors.GcptuiError`` subclasses with one line that says what to do
+(``NotFoundError`` for a row that is gone, ``CloudError`` for a provider's refusal).
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import TYPE_CHECKING, ClassVar
+
+from gcptui.remote.errors import GcptuiError
+from gcptui.remote.models import Instance, Source, State, StopCause, Worker
+
+if TYPE_CHECKING:
+    from gcptui.remote.compute.exec_channel import ExecChannel
+    from gcptui.remote.config import Config
+    from gcptui.remote.ssh.target import SshTarget
+
+
+class Capability(StrEnum):
+    """What a face or a workflow may ask of a row (``Backend.capabilities``)."""
+
+    SHELL = "shell"  # it runs processes gcptui starts: exec channel, jobs, sync, logs, GPU telemetry
+    START = "start"  # a stopped row can be started again
+    STOP = "stop"  # a running row can be stopped (and keeps its disk)
+    DELETE = "delete"  # it can be deleted
+    RECOVER = "recover"  # a preempted row can be brought back (restarted or recreated)
+    CREATE_LIKE = "create-like"  # new rows can be made like this one
+    PRICE = "price"  # it has an hourly price (``price``)
+    PREEMPTIBLE = "preemptible"  # the provider may take it back (Spot): keep-alive watches it
+    DISK_OUTLIVES = "disk-outlives"  # its files survive a stop (a VM's disk; not a pod's)
+
+
+class Recovery(StrEnum):
+    """How ``Backend.recover`` brought a row back."""
+
+    RESTARTED = "restarted"  # the same machine started again, its disk as it was
+    RECREATED = "recreated"  # a new machine made like the old one (its files from the disk's origin)
+
+
+# BackendContext.shared key: the process's ``FleetSource`` (the Google project, credentials, prices),
+# shared by the backends of Google's APIs so each process authenticates and prices once.
+SHARED_FLEET = "fleet"
+
+
+class Unsupported(GcptuiError):
+    """A row was asked for something its kind of compute cannot do."""
+
+    def __init__(self, row: Instance, what: str) -> None:
+        super().__init__(f"{row.name} is a {row.source} row: it cannot {what}")
+
+
+@dataclass(frozen=True, slots=True)
+class BackendContext:
+    """What a backend is built with: the loaded config and the process's shared services.
+
+    ``connect`` hands out an exec channel over SSH for a row whose machine runs sshd (the shared
+    pool: one connection per host, host keys verified); a backend without sshd ignores it.
+    ``shared`` holds objects several backends of one provider share (Google credentials, the
+    project, the price book), keyed by a name the backends agree on.
+    """
+
+    config: Config
+    connect: Callable[[Instance], ExecChannel] | None = None
+    shared: dict[str, object] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class Rows:
+    """One listing of a backend: its rows, and one line per part it could not read (never dropped
+    silently: "zone us-east1-b unreachable ...")."""
+
+    rows: tuple[Instance, ...]
+    errors: tuple[str, ...] = ()
+
+
+class Backend(ABC):
+    """One kind of compute. Every row it lists carries ``source == kind``.
+
+    The registry builds one instance per process (``registry.Compute``); it may keep caches and
+    clients between calls and must be safe to call from two worker threads at once.
+    """
+
+    kind: ClassVar[Source]
+
+    @classmethod
+    @abstractmethod
+    def configured(cls, context: BackendContext) -> Backend | None:
+        """This backend built for ``context``; None when the config does not ask for this kind
+        (no ``[gcp]``, no ``[[hosts]]``). Cheap: no client is built, no library imported."""
+
+    @abstractmethod
+    def list_rows(self) -> Rows:
+        """Every row of this kind the config names (machines or workloads), each with its neutral
+        ``state``, its own ``status`` word, ``workers`` and (where ``PRICE``) ``usd_per_hour``."""
+
+    @abstractmethod
+    def capabilities(self, row: Instance) -> frozenset[Capability]:
+        """What ``row`` can do. May depend on the row (a Spot VM is ``PREEMPTIBLE``, an on-demand
+        one is not) but not on its current state: a stopped VM still has ``SHELL``."""
+
+    def can(self, row: Instance, capability: Capability) -> bool:
+        return capability in self.capabilities(row)
+
+    def get(self, row: Instance) -> Instance | None:
+        """``row`` as the provider reports it now (None when it is gone). Default: one listing."""
+        return next((r for r in self.list_rows().rows if r.name == row.name and r.zone == row.zone), None)
+
+    # Lifecycle: each returns once the provider accepted and finished the change.
+    def start(self, row: Instance) -> None:
+        """Start a stopped row (``START``)."""
+        raise Unsupported(row, "be started")
+
+    def stop(self, row: Instance) -> None:
+        """Stop a running row, keeping its disk (``STOP``)."""
+        raise Unsupported(row, "be stopped")
+
+    def delete(self, row: Instance) -> None:
+        """Delete the row (``DELETE``)."""
+        raise Unsupported(row, "be deleted")
+
+    def why_stopped(self, row: Instance) -> StopCause:
+        """Why a row in a down state (``State.down``) stopped, from what the provider still records.
+        ``UNKNOWN`` when nothing says (records expire: GCE keeps operations about an hour)."""
+        if row.state is State.PREEMPTED:
+            return StopCause.PREEMPTED
+        return StopCause.UNKNOWN
+
+    def recover(self, row: Instance, *, zone: str | None = None) -> Recovery:
+        """Bring a preempted (or stopped) row back (``RECOVER``): restart it where its disk
+        outlives the stop, recreate it like itself otherwise (in ``zone`` when given: failover).
+        Returns once it is ``running``; stock-outs raise ``CloudError`` (the caller backs off)."""
+        raise Unsupported(row, "be recovered")
+
+    def create_like(self, base: Instance, name: str, *, zone: str | None = None) -> Instance:
+        """Make a new row ``name`` like ``base`` (``CREATE_LIKE``) and return it once ``running``."""
+        raise Unsupported(base, "be copied")
+
+    def price(self, row: Instance) -> float | None:
+        """USD per hour while it runs (``PRICE``); None when unknown."""
+        return row.usd_per_hour
+
+    def workers(self, row: Instance) -> tuple[Worker, ...]:
+        """The row's workers (a TPU node's hosts, a Vertex AI job's tasks, a workload's pods);
+        empty for a single machine. Default: those the listing put on the row."""
+        return row.workers
+
+    def exec_channel(self, row: Instance, worker: str | None = None) -> ExecChannel:
+        """A channel that runs processes on ``row`` (``SHELL``): on the worker named ``worker``,
+        or for a row with workers its first one (rank 0, where metrics and checkpoints live)."""
+        raise Unsupported(row, "run a command")
+
+    def ssh_target(self, row: Instance, user: str | None = None) -> SshTarget:
+        """How to reach ``row`` (or its first worker) over SSH, for a row whose exec channel is SSH:
+        address, port, user (``user``: the one OS Login dictates), key, host key alias."""
+        raise Unsupported(row, "be reached over SSH")

@@ -1,0 +1,106 @@
+"""The exec channel: how gcptui runs a process on a machine, whatever reaches it.
+
+Jobs, sync, log following, telemetry and pulls need only this: start a command, write its stdin,
+read its stdout and stderr, learn its exit status. SSH is one implementation (``ssh_exec.py``);
+Kubernetes exec (GKE) is another. The shapes below are the subset of asyncssh's process API that
+gcptui uses, in bytes, so an asyncssh process opened with ``encoding=None`` already is an
+``ExecProcess``; another implementation adapts its own streams to the same few methods.
+
+Rules every implementation keeps:
+- the command is one POSIX ``sh`` command line, already quoted by the caller (``shlex.quote``);
+- nothing secret travels in the command line (secrets go over stdin);
+- errors reaching the machine raise ``gcptui.remote.errors.GcptuiError`` subclasses with one line
+  saying what to do (SSH raises ``SshError``, whose ``retryable`` says whether to try again);
+- closing a process ends the remote command's session (for SSH: the channel; the supervisor kills
+  only the job's own process group, never more).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol, runtime_checkable
+
+
+class ExecStdin(Protocol):
+    """The process's standard input."""
+
+    def write(self, data: bytes) -> None: ...
+
+    async def drain(self) -> None:
+        """Wait until the written data is accepted (flow control)."""
+
+    def write_eof(self) -> None:
+        """Close stdin: the command reads end of file."""
+
+
+class ExecOutput(Protocol):
+    """The process's standard output or error."""
+
+    async def read(self, n: int = -1) -> bytes:
+        """Up to ``n`` bytes (all until end of file when -1); b"" at end of file."""
+        ...
+
+    async def readline(self) -> bytes:
+        """One line with its newline; the partial rest (or b"") at end of file."""
+        ...
+
+    async def readexactly(self, n: int) -> bytes:
+        """Exactly ``n`` bytes, or ``asyncio.IncompleteReadError`` at end of file."""
+        ...
+
+    def at_eof(self) -> bool: ...
+
+
+@dataclass(frozen=True, slots=True)
+class ExecResult:
+    """A finished command: its exit status (None when it died of a signal) and its output."""
+
+    exit_status: int | None
+    stdout: bytes
+    stderr: bytes
+
+    @property
+    def ok(self) -> bool:
+        return self.exit_status == 0
+
+
+@runtime_checkable
+class ExecProcess(Protocol):
+    """One running command on the machine."""
+
+    @property
+    def stdin(self) -> ExecStdin: ...
+
+    @property
+    def stdout(self) -> ExecOutput: ...
+
+    @property
+    def stderr(self) -> ExecOutput: ...
+
+    @property
+    def exit_status(self) -> int | None:
+        """The exit status once it ended (None while it runs, or when a signal ended it)."""
+        ...
+
+    def close(self) -> None:
+        """End the session (the command sees its stdin closed and a hangup)."""
+
+
+@runtime_checkable
+class ExecChannel(Protocol):
+    """A way to run processes on one machine (one row, or one worker of a row).
+
+    ``where`` names what it reaches now (an address, a pod), for "reconnecting to ..." lines.
+    """
+
+    @property
+    def where(self) -> str: ...
+
+    async def start(self, command: str) -> ExecProcess:
+        """Start ``command`` and return at once; the caller reads and writes, then closes it."""
+        ...
+
+    async def run(self, command: str, *, input: bytes = b"", timeout: float | None = None) -> ExecResult:
+        """Run ``command`` to its end with ``input`` on stdin and collect its output; a command
+        still running after ``timeout`` seconds is closed and raises ``TimeoutError``."""
+        ...

@@ -1,0 +1,1 @@
+"""Static SSH hosts (``[[hosts]]``): machines gcptui reaches over SSH but neither starts nor stops."""

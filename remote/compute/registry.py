@@ -1,0 +1,83 @@
+"""The registry: every kind of compute gcptui knows, and the one object workflows and faces use.
+
+Backends are named here by module path and imported only when the config asks for them, as
+Harlequin lists its adapters without importing them: ``gcptui ls`` on a hosts-only config never
+imports a Google library. Adding a kind of compute adds one line to ``BACKENDS``.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Iterator
+
+from gcptui.remote.cloud.fleet import FleetSource
+from gcptui.remote.compute.backend import SHARED_FLEET, Backend, BackendContext, Capability, Rows
+from gcptui.remote.errors import GcptuiError
+from gcptui.remote.models import Instance, Source
+
+# kind -> "module:Class". The order is the fleet table's: GCE first, static hosts last.
+BACKENDS: dict[str, str] = {
+    "gce": "gcptui.remote.compute.gce.backend:GceBackend",
+    "vertex": "gcptui.remote.compute.vertex.backend:VertexBackend",
+    "host": "gcptui.remote.compute.hosts.backend:HostsBackend",
+}
+
+
+def backend_class(kind: str) -> type[Backend]:
+    """The class registered for ``kind`` (imported now)."""
+    module, _, name = BACKENDS[kind].partition(":")
+    cls = getattr(importlib.import_module(module), name)
+    assert issubclass(cls, Backend) and cls.kind == kind, f"{BACKENDS[kind]} is not the {kind} backend"
+    return cls
+
+
+def configured(kind: str, context: BackendContext) -> Backend | None:
+    """The backend for ``kind`` when the config asks for it (None otherwise)."""
+    return backend_class(kind).configured(context)
+
+
+class Compute:
+    """The configured backends of one process, and what the faces ask of a row."""
+
+    def __init__(self, backends: dict[Source, Backend]) -> None:
+        self.backends = backends
+
+    @classmethod
+    def from_context(cls, context: BackendContext) -> Compute:
+        found: dict[Source, Backend] = {}
+        for kind in BACKENDS:
+            backend = configured(kind, context)
+            if backend is not None:
+                found[backend.kind] = backend
+        return cls(found)
+
+    @classmethod
+    def over(cls, fleet: FleetSource) -> Compute:
+        """The backends of ``fleet``'s config, sharing its Google clients (no SSH: a headless command
+        that only lists and changes machines)."""
+        return cls.from_context(BackendContext(fleet.config, shared={SHARED_FLEET: fleet}))
+
+    def __iter__(self) -> Iterator[Backend]:
+        return iter(self.backends.values())
+
+    def of(self, row: Instance) -> Backend:
+        """The backend that listed ``row``; a one-line error when its kind is not configured."""
+        backend = self.backends.get(row.source)
+        if backend is None:
+            raise GcptuiError(f"{row.name}: no {row.source} backend is configured for this row")
+        return backend
+
+    def can(self, row: Instance, capability: Capability) -> bool:
+        """Whether ``row`` can do ``capability`` (False for a kind not configured)."""
+        backend = self.backends.get(row.source)
+        return backend is not None and backend.can(row, capability)
+
+    def list_rows(self) -> Rows:
+        """Every configured backend's rows, in registry order, with all their error lines."""
+        rows: list[Instance] = []
+        errors: list[str] = []
+        for backend in self:
+            listed = backend.list_rows()
+            rows.extend(listed.rows)
+            errors.extend(listed.errors)
+        return Rows(tuple(rows), tuple(errors))

@@ -1,0 +1,50 @@
+"""The exec channel over SSH, for every backend whose machines run sshd (GCE VMs, static hosts,
+TPU VM workers).
+
+It wraps a ``ConnectionGetter`` (the shared pool's, or ``Services.follow``'s, which follows a VM
+across restarts), so each call gets a live connection and reconnects after a drop.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from gcptui.remote.aio import within
+from gcptui.remote.compute.exec_channel import ExecProcess, ExecResult
+
+if TYPE_CHECKING:
+    from gcptui.remote.models import ConnectionGetter
+
+
+def _as_bytes(data: object) -> bytes:
+    if isinstance(data, bytes):
+        return data
+    return str(data or "").encode()
+
+
+class SshExecChannel:
+    """``ExecChannel`` over an asyncssh connection: processes in bytes (``encoding=None``)."""
+
+    def __init__(self, get: ConnectionGetter, where: Callable[[], str]) -> None:
+        self._get = get
+        self._where = where
+
+    @property
+    def where(self) -> str:
+        return self._where()
+
+    async def start(self, command: str) -> ExecProcess:
+        conn = await self._get()
+        process = await conn.create_process(command, encoding=None)
+        return process  # asyncssh's SSHClientProcess in bytes mode is an ExecProcess
+
+    async def run(self, command: str, *, input: bytes = b"", timeout: float | None = None) -> ExecResult:
+        conn = await self._get()
+        process = await conn.create_process(command, encoding=None)
+        try:
+            stdout, stderr = await within(timeout, process.communicate(input or None))
+            await process.wait_closed()
+        finally:
+            process.close()
+        return ExecResult(process.exit_status, _as_bytes(stdout), _as_bytes(stderr))

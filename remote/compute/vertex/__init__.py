@@ -1,0 +1,1 @@
+"""Vertex AI custom jobs as fleet rows: listing, cancel, logs from Cloud Logging, submit."""

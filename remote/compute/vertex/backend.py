@@ -1,0 +1,89 @@
+"""The Vertex AI backend: the custom jobs of ``[vertex] regions`` as fleet rows.
+
+A job has no shell: what a face can do with it is list it, follow its logs (Cloud Logging, see
+``logs.py``), cancel it (``cancel``, what ``job kill`` does) and delete it once ended. Vertex itself
+restarts a crashed or preempted worker, so the keep-alive has nothing to recover: a Spot job is
+``PREEMPTIBLE`` for the faces to say so, not ``RECOVER``.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import ClassVar
+
+from gcptui.remote.cloud.fleet import FleetSource
+from gcptui.remote.compute.backend import SHARED_FLEET, Backend, BackendContext, Capability, Rows
+from gcptui.remote.compute.vertex.jobs import ENDED, job_row
+from gcptui.remote.compute.vertex.rest import VertexRest
+from gcptui.remote.errors import GcptuiError, NotFoundError
+from gcptui.remote.models import Instance, Source, State, StopCause
+
+
+class VertexBackend(Backend):
+    kind: ClassVar[Source] = "vertex"
+
+    def __init__(self, context: BackendContext, fleet: FleetSource) -> None:
+        self.context = context
+        self.fleet = fleet
+        self.regions = list(context.config.vertex.regions)
+        self._rest: VertexRest | None = None
+        self._lock = threading.Lock()
+
+    @classmethod
+    def configured(cls, context: BackendContext) -> VertexBackend | None:
+        if context.config.gcp is None or not context.config.vertex.regions:
+            return None
+        fleet = context.shared.get(SHARED_FLEET)
+        return cls(context, fleet if isinstance(fleet, FleetSource) else FleetSource(context.config))
+
+    def rest(self) -> VertexRest:
+        """The JSON client, built on first use with the fleet's project and credentials."""
+        with self._lock:
+            if self._rest is None:
+                reader = self.fleet.reader()  # the credentials every Google call of the process shares
+                gcp = self.context.config.gcp
+                assert gcp is not None
+                self._rest = VertexRest(self.fleet.project(), gcp.api_endpoint, reader.api.credentials,
+                                        reader.token_file)  # fmt: skip
+            return self._rest
+
+    def list_rows(self) -> Rows:
+        rows: list[Instance] = []
+        errors: list[str] = []
+        for region in self.regions:
+            try:
+                rows += [job_row(job) for job in self.rest().list_jobs(region)]
+            except GcptuiError as error:
+                errors.append(f"Vertex AI {region}: {error}")
+        return Rows(tuple(rows), tuple(errors))
+
+    def capabilities(self, row: Instance) -> frozenset[Capability]:
+        return frozenset({Capability.DELETE, *([Capability.PREEMPTIBLE] if row.spot else [])})
+
+    def get(self, row: Instance) -> Instance | None:
+        try:
+            return job_row(self.rest().get_job(self._name(row)))
+        except NotFoundError:
+            return None
+
+    def _name(self, row: Instance) -> str:
+        return (
+            row.instance_id or f"projects/{self.fleet.project()}/locations/{row.zone}/customJobs/{row.name}"
+        )
+
+    def cancel(self, row: Instance) -> None:
+        """Ask Vertex to cancel the job (asynchronous: it reads CANCELLING, then CANCELLED)."""
+        self.rest().cancel_job(self._name(row))
+
+    def why_stopped(self, row: Instance) -> StopCause:
+        if row.status == "JOB_STATE_CANCELLED":
+            return StopCause.USER
+        return super().why_stopped(row)
+
+    def delete(self, row: Instance) -> None:
+        if row.status not in ENDED:
+            raise GcptuiError(f"{row.name} is {row.status}: cancel it first (`gcptui job kill {row.name}`)")
+        self.rest().delete_job(self._name(row))
+
+    def ended(self, row: Instance) -> bool:
+        return row.status in ENDED or row.state in (State.SUCCEEDED, State.FAILED)

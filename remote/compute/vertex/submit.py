@@ -1,0 +1,169 @@
+"""``gcptui vertex submit``: package ``[sync] source``, upload it, and submit a custom job running it.
+
+The package is the tree sync would send (its ignore rules, ``exclude``), refused when it holds a
+private key (as sync refuses), as a ``.tar.gz`` at ``BUCKET/vertex/NAME/code-STAMP.tar.gz``. The job's
+workers run ``bootstrap.py`` (fetch, unpack into ./project, exec ``[job] command`` there) in the
+configured image. Each job of a name writes under one output directory, ``BUCKET/vertex/NAME``
+(``baseOutputDirectory``): the trainer mirrors its checkpoints to ``GCPTUI_CHECKPOINT_URL`` =
+``…/checkpoints`` there, so a restart (``--resume``, ``job restart``) restores from the bucket.
+
+Progress comes from the job's log lines: the workers get ``GCPTUI_METRICS=/dev/stdout`` (unless
+``[job] env`` names another path), so the trainer's progress protocol records reach Cloud Logging
+beside its output and the TUI and ``gcptui logs`` fold them with the same ``ProgressTracker``.
+"""
+
+from __future__ import annotations
+
+import io
+import re
+import tarfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from gcptui.remote.config import Config
+from gcptui.remote.errors import ConfigError, GcptuiError
+from gcptui.remote.sync.local_tree import scan_tree
+from gcptui.remote.sync.rules import SyncRules
+from gcptui.remote.sync.secrets import private_keys
+
+BOOTSTRAP = (Path(__file__).with_name("bootstrap.py")).read_text
+_NAME = re.compile(r"[a-z][-a-z0-9]{0,62}")
+
+
+@dataclass(frozen=True, slots=True)
+class SubmitOptions:
+    """What ``vertex submit`` asks for; ``None``: the ``[vertex]`` default."""
+
+    name: str
+    region: str | None = None
+    machine_type: str | None = None
+    accelerator: str | None = None
+    replicas: int = 1
+    spot: bool | None = None
+    image: str | None = None
+    resume: bool = False
+
+
+def package(config: Config) -> bytes:
+    """The ``[sync] source`` tree as a gzip'd tar (regular files and folders, sync's rules)."""
+    source = config.sync_source()
+    if not source.is_dir():
+        raise ConfigError(f"[sync].source {source} is not a folder: set [sync].source in the config")
+    sync = config.sync
+    key = config.resolve_local(config.ssh.key) if config.ssh.key else None
+    found = private_keys(source, exclude=sync.exclude, allow=sync.allow_secrets, own_key=key)
+    if found:
+        raise ConfigError(
+            f"refusing to package {source}: it holds a private key, {source / found[0]}: set [sync].source "
+            "to your project, exclude the file, or list it in [sync].allow_secrets"
+        )
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w:gz") as archive:
+        for rel, entry in sorted(scan_tree(source, SyncRules(source, sync.exclude)).entries.items()):
+            if entry.kind in ("f", "d"):
+                archive.add(source / rel, arcname=rel, recursive=False)
+    return buffer.getvalue()
+
+
+def upload(url: str, data: bytes) -> None:
+    """Write ``data`` to ``gs://BUCKET/KEY`` (one-line errors)."""
+    from gcptui.remote.transfer.bucket import storage_client
+
+    bucket, _, key = url[len("gs://") :].partition("/")
+    try:
+        storage_client().bucket(bucket).blob(key).upload_from_string(data, content_type="application/gzip")
+    except GcptuiError:
+        raise
+    except Exception as error:  # noqa: BLE001 - google's and network errors: one line
+        raise GcptuiError(
+            f"could not upload the package to {url}: {error.__class__.__name__}: {error}"
+        ) from None
+
+
+def output_dir(config: Config, name: str) -> str:
+    return f"{config.storage.bucket}/vertex/{name}"
+
+
+def job_body(config: Config, options: SubmitOptions, code_url: str) -> dict[str, Any]:
+    """The ``CustomJob`` to create (``--replicas N``: the chief pool of 1 and a pool of N − 1)."""
+    vertex, job = config.vertex, config.job
+    command = (job.resume or job.command) if options.resume else job.command
+    if not command:
+        raise ConfigError("[job] command is empty: set the command the job runs in the config")
+    image = options.image or vertex.image
+    if not image:
+        raise ConfigError(
+            "no image for the job's workers: set [vertex] image (a prebuilt PyTorch training image)"
+        )
+    machine: dict[str, Any] = {"machineType": options.machine_type or vertex.machine_type}
+    accelerator = options.accelerator if options.accelerator is not None else vertex.accelerator
+    if accelerator:
+        kind, _, count = accelerator.partition(":")
+        if not kind or not count.isdigit() or int(count) < 1:
+            raise ConfigError(f"--accelerator {accelerator!r} is not TYPE:COUNT (e.g. NVIDIA_L4:1)")
+        machine.update(acceleratorType=kind, acceleratorCount=int(count))
+    out = output_dir(config, options.name)
+    env = {"GCPTUI_METRICS": "/dev/stdout", "GCPTUI_CHECKPOINT_URL": f"{out}/checkpoints", **job.env}
+    container = {
+        "imageUri": image,
+        "command": ["python3", "-c", BOOTSTRAP()],
+        "args": [code_url, command],
+        "env": [{"name": k, "value": v} for k, v in sorted(env.items())],
+    }
+    pool = {"machineSpec": machine, "replicaCount": "1", "containerSpec": container,
+            "diskSpec": {"bootDiskType": "pd-ssd", "bootDiskSizeGb": 100}}  # fmt: skip
+    pools = [pool] + ([{**pool, "replicaCount": str(options.replicas - 1)}] if options.replicas > 1 else [])
+    spot = options.spot if options.spot is not None else vertex.spot
+    return {
+        "displayName": options.name,
+        "labels": {"gcptui": "vertex-submit"},
+        "jobSpec": {
+            "workerPoolSpecs": pools,
+            "scheduling": {"strategy": "SPOT" if spot else "STANDARD"},
+            "baseOutputDirectory": {"outputUriPrefix": out},
+        },
+    }
+
+
+def prepare(config: Config, options: SubmitOptions) -> tuple[str, dict[str, Any]]:
+    """Check, package and upload; the region and the job body to create."""
+    if config.gcp is None:
+        raise ConfigError("vertex submit needs [gcp] (the project and its credentials)")
+    if not _NAME.fullmatch(options.name):
+        raise ConfigError(
+            f"--name {options.name!r}: use lowercase letters, digits and hyphens, a letter first"
+        )
+    if not config.storage.bucket:
+        raise ConfigError("vertex submit uploads the tree to [storage] bucket: set it (gs://BUCKET)")
+    if options.replicas < 1:
+        raise ConfigError("--replicas must be 1 or more")
+    region = options.region or config.vertex.submit_region()
+    if not region:
+        raise ConfigError("no region: set [vertex] region (or regions), or pass --region")
+    code_url = f"{output_dir(config, options.name)}/code-{time.strftime('%Y%m%dT%H%M%S')}.tar.gz"
+    body = job_body(config, options, code_url)  # before uploading: a config mistake costs nothing
+    upload(code_url, package(config))
+    return region, body
+
+
+def resubmit_body(job: dict[str, Any], config: Config) -> dict[str, Any]:
+    """The body of ``job restart``: the same job with ``[job] resume`` instead of its command,
+    writing under the same output directory (so the trainer restores from the bucket)."""
+    command = config.job.resume or config.job.command
+    if not command:
+        raise ConfigError("[job] resume and command are empty: set the command that continues the run")
+    spec = job.get("jobSpec") or {}
+    pools = []
+    for pool in spec.get("workerPoolSpecs") or []:
+        container = dict((pool or {}).get("containerSpec") or {})
+        args = list(container.get("args") or [])
+        if len(args) != 2 or not str(args[0]).startswith("gs://"):
+            raise GcptuiError(f"{job.get('name')} was not submitted by gcptui: restart it with gcloud")
+        pools.append({**pool, "containerSpec": {**container, "args": [args[0], command]}})
+    return {
+        "displayName": job.get("displayName", "job"),
+        "labels": job.get("labels") or {},
+        "jobSpec": {k: v for k, v in spec.items() if k != "workerPoolSpecs"} | {"workerPoolSpecs": pools},
+    }

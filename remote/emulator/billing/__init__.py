@@ -1,0 +1,1 @@
+"""The Cloud Billing Catalog API (``cloudbilling.googleapis.com``): the prices gcptui shows."""

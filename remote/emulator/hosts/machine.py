@@ -1,0 +1,26 @@
+"""What the hosts need of an emulated machine, whichever API made it (a GCE instance today, a TPU
+VM's worker next): its identity, GPUs, labels and where its disk lives."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Protocol
+
+from gcptui.remote.emulator.core.names import Accelerator
+
+
+class Machine(Protocol):
+    name: str
+    zone: str
+    machine_type: str
+    labels: dict[str, str]  # the hosts keep the SSH port label of one-address mode here
+    metadata: dict[str, str]  # its own metadata items (enable-oslogin, ...)
+    network_ip: str  # the hosts move it to 127.0.0.1 where the OS routes only that address
+    disk: Path | None  # set by the host: DIR/vms/NAME
+
+    @property
+    def id(self) -> int: ...
+    @property
+    def uid(self) -> str: ...  # unique per machine, marks its processes
+    @property
+    def gpus(self) -> tuple[Accelerator, ...]: ...

@@ -1,0 +1,1 @@
+"""Cloud Storage for the demo: fake-gcs-server (not ours) on loopback."""

@@ -1,0 +1,1 @@
+"""Vertex AI custom jobs (``aiplatform.googleapis.com`` v1): each worker a local process."""

@@ -1,0 +1,201 @@
+"""One actor per recovery: a lease in Cloud Storage that every keep-alive of a project honours.
+
+The laptop's keep-alive and the keeper in the cloud (``gcptui keeper``) may both watch the same VMs;
+only the lease's holder recovers them. The lease is one object, ``<bucket>/.gcptui-keeper/lease``,
+changed only by conditional writes (``ifGenerationMatch``): taking it when absent needs generation 0,
+renewing or taking over needs the generation the writer last read. Two writers that read the same
+generation race, and Cloud Storage lets exactly one through (412 to the other): no home-made consensus.
+
+No clocks are compared across machines. A holder renews on every poll, so a live holder's generation
+keeps changing; an observer calls a lease lapsed once it has seen the same generation for ``ttl``
+seconds of its own monotonic clock. A laptop that wakes from sleep therefore waits a full ``ttl``
+before it takes over from a keeper it has not seen renew, whatever the wall clocks say.
+
+Trust: every VM that mirrors checkpoints can write this bucket. The object is signed (HMAC-SHA256 with
+a key only the laptop and the keeper hold, over the object's path and bytes); an unsigned or
+foreign-signed object names no holder: nobody defers to it, and it is replaced by the same
+conditional write. A VM can make the holders contend (a denial of service), not hold the lease.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import hmac
+import json
+import os
+import secrets
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from gcptui.remote.errors import GcptuiError
+
+LEASE_OBJECT = ".gcptui-keeper/lease"
+HEADER = b"gcptui-lease/1 "  # then the hex HMAC, a newline, the JSON body
+MAX_LEASE_BYTES = 4096  # a larger object is no lease of ours and is not read further
+DEFAULT_TTL = 60.0
+
+
+@dataclass(frozen=True, slots=True)
+class LeaseView:
+    """The lease as one observer sees it now.
+
+    ``holder`` is None when there is no valid lease (absent, unsigned, another key's, unreadable).
+    ``generation`` is the object's (0: absent), the token the next conditional write must name.
+    ``lapsed``: the holder has not renewed for ``ttl`` by this observer's clock (or there is none).
+    """
+
+    holder: str | None
+    generation: int
+    lapsed: bool
+
+
+def lease_key(path: Path) -> bytes:
+    """The signing key in ``path`` (made once, 0600, 32 random bytes, hex): the laptop's and, copied
+    there by ``keeper deploy``, the keeper's. Never synced (it is not in the project tree)."""
+    with contextlib.suppress(FileNotFoundError):
+        return bytes.fromhex(path.read_text().strip())
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    key = secrets.token_bytes(32)
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+    except FileExistsError:
+        return bytes.fromhex(path.read_text().strip())  # another process made it first
+    with os.fdopen(fd, "w") as handle:
+        handle.write(key.hex() + "\n")
+    return key
+
+
+def split_bucket(url: str) -> tuple[str, str]:
+    """``gs://bucket/some/prefix`` -> (``bucket``, ``some/prefix/``)."""
+    if not url.startswith("gs://") or not url[5:].split("/", 1)[0]:
+        raise GcptuiError(f"{url!r} is not a gs://BUCKET[/PREFIX] URL: fix [storage] bucket in gcptui.toml")
+    bucket, _, prefix = url[5:].partition("/")
+    return bucket, (prefix.strip("/") + "/") if prefix.strip("/") else ""
+
+
+class Lease:
+    """This process's side of the lease: look, hold (take or renew), release.
+
+    ``holder`` names this actor in the object (e.g. ``keeper:gcptui-keeper`` or ``laptop:HOST``);
+    ``client`` is a google-cloud-storage client (built on first use otherwise). Blocking: callers run
+    it in a worker thread, once per poll.
+    """
+
+    def __init__(
+        self,
+        bucket_url: str,
+        holder: str,
+        key: bytes,
+        *,
+        ttl: float = DEFAULT_TTL,
+        client: Any = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.bucket_name, prefix = split_bucket(bucket_url)
+        self.path = prefix + LEASE_OBJECT
+        self.holder = holder
+        self.ttl = ttl
+        self._key = key
+        self._client = client
+        self._clock = clock
+        self._seen: tuple[int, float] | None = None  # (generation, when this process first saw it)
+        self.generation = 0  # of our own last successful write (0: we do not hold it)
+
+    # -- the object --------------------------------------------------------------------------------------
+
+    def _blob(self) -> Any:
+        if self._client is None:
+            from gcptui.remote.transfer.bucket import storage_client
+
+            self._client = storage_client()
+        return self._client.bucket(self.bucket_name).blob(self.path)
+
+    def _sign(self, body: bytes) -> bytes:
+        return hmac.new(self._key, self.path.encode() + b"\n" + body, hashlib.sha256).hexdigest().encode()
+
+    def _encode(self) -> bytes:
+        body = json.dumps({"holder": self.holder, "ttl": self.ttl, "renewed": time.time()}).encode()
+        return HEADER + self._sign(body) + b"\n" + body
+
+    def _holder_in(self, data: bytes) -> str | None:
+        """The holder a signed object names; None for anything else (never trusted further)."""
+        if len(data) > MAX_LEASE_BYTES or not data.startswith(HEADER):
+            return None
+        signature, _, body = data[len(HEADER) :].partition(b"\n")
+        if not hmac.compare_digest(signature, self._sign(body)):
+            return None
+        try:
+            holder = json.loads(body).get("holder")
+        except (ValueError, AttributeError, RecursionError):
+            return None
+        return holder if isinstance(holder, str) and 0 < len(holder) <= 200 else None
+
+    # -- the protocol --------------------------------------------------------------------------------------
+
+    def look(self) -> LeaseView:
+        """Read the lease (one GET); ``GcptuiError`` when the bucket cannot be read."""
+        from google.api_core import exceptions as api
+
+        blob = self._blob()
+        try:
+            blob.reload()
+            generation = int(blob.generation or 0)
+            data = blob.download_as_bytes(if_generation_match=generation, end=MAX_LEASE_BYTES)
+        except api.NotFound:
+            self._seen = None
+            return LeaseView(None, 0, True)
+        except api.PreconditionFailed:
+            return self.look()  # it changed between the two reads: read the new one
+        except api.GoogleAPICallError as err:
+            raise GcptuiError(
+                f"cannot read the keep-alive lease in gs://{self.bucket_name}: {err.code}"
+            ) from None
+        now = self._clock()
+        if self._seen is None or self._seen[0] != generation:
+            self._seen = (generation, now)
+        holder = self._holder_in(data)
+        lapsed = holder is None or now - self._seen[1] >= self.ttl
+        return LeaseView(holder, generation, lapsed)
+
+    def claim(self, view: LeaseView) -> bool:
+        """Take or renew the lease seen as ``view``; True when this process holds it now.
+
+        Never taken from a live holder; written only if the object is still at ``view.generation``
+        (another writer in between wins, and this one does not hold it)."""
+        from google.api_core import exceptions as api
+
+        if view.holder not in (None, self.holder) and not view.lapsed:
+            self.generation = 0
+            return False
+        blob = self._blob()
+        try:
+            blob.upload_from_string(self._encode(), content_type="application/octet-stream",
+                                    if_generation_match=view.generation)  # fmt: skip
+        except api.PreconditionFailed:
+            self.generation = 0
+            return False
+        except api.GoogleAPICallError as err:
+            raise GcptuiError(
+                f"cannot write the keep-alive lease in gs://{self.bucket_name}: {err.code}"
+            ) from None
+        self.generation = int(blob.generation or 0)
+        self._seen = (self.generation, self._clock())
+        return True
+
+    def hold(self) -> bool:
+        """Look, then take or renew: once per poll. True while this process holds the lease."""
+        return self.claim(self.look())
+
+    def release(self) -> None:
+        """Give the lease up (at a clean exit), so another actor takes over at once."""
+        from google.api_core import exceptions as api
+
+        if not self.generation:
+            return
+        with contextlib.suppress(api.NotFound, api.PreconditionFailed):
+            self._blob().delete(if_generation_match=self.generation)
+        self.generation = 0

@@ -1,0 +1,84 @@
+"""``[notify] webhook``: recoveries done, failed or given up, POSTed as JSON where a user will see them.
+
+For the hours the laptop is closed and the keeper recovers alone. One small JSON object per event,
+with a ``text`` line too, so a chat channel's incoming webhook (which reads ``text``) shows it as is.
+Sent from one background thread through a bounded queue: a slow or dead endpoint never delays a
+recovery, and its failures are logged (without the URL, which often holds a token), never raised.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+from typing import Any
+
+from gcptui.remote.keepalive.events import RecoveryEvent
+from gcptui.remote.safe_text import one_line
+
+log = logging.getLogger(__name__)
+
+# The events a user wants to hear of when nobody watches: the end of each recovery.
+OUTCOMES = {"resumed": "recovered", "failed": "recovery failed", "gave_up": "gave up"}
+MAX_QUEUED = 100
+TIMEOUT = 10.0
+
+
+class WebhookNotifier:
+    """Call it with every ``RecoveryEvent``; it POSTs the outcomes to ``url``."""
+
+    def __init__(self, url: str, *, sender: str = "gcptui keep-alive") -> None:
+        if not url.startswith(("https://", "http://")):
+            raise ValueError("[notify] webhook must be an http(s) URL")
+        self.url = url
+        self.sender = sender
+        self.sent = 0
+        self.failed = 0
+        self._queue: queue.Queue[dict[str, Any] | None] = queue.Queue(maxsize=MAX_QUEUED)
+        self._thread = threading.Thread(target=self._run, name="gcptui-notify", daemon=True)
+        self._thread.start()
+
+    def __call__(self, event: RecoveryEvent) -> None:
+        outcome = OUTCOMES.get(event.kind)
+        if outcome is None:
+            return
+        detail = one_line(event.detail).strip()[:500]
+        body = {
+            "event": event.kind,
+            "outcome": outcome,
+            "machine": event.name,
+            "at": event.at.isoformat(),
+            "detail": detail,
+            "sender": self.sender,
+            "text": f"{self.sender}: {event.name} {outcome}{': ' + detail if detail else ''}",
+        }
+        try:
+            self._queue.put_nowait(body)
+        except queue.Full:
+            log.warning(
+                "notify: %d events waiting for the webhook; dropped one for %s", MAX_QUEUED, event.name
+            )
+
+    def close(self, timeout: float = TIMEOUT) -> None:
+        """Send what is queued (up to ``timeout``), then stop the thread."""
+        try:
+            self._queue.put(None, timeout=timeout)
+        except queue.Full:
+            return
+        self._thread.join(timeout)
+
+    def _run(self) -> None:
+        import requests
+
+        session = requests.Session()
+        while (body := self._queue.get()) is not None:
+            try:
+                response = session.post(self.url, json=body, timeout=TIMEOUT)
+                if response.status_code >= 400:
+                    raise OSError(f"HTTP {response.status_code}")
+                self.sent += 1
+            except (OSError, requests.RequestException) as err:
+                self.failed += 1
+                log.warning(
+                    "notify: the webhook refused %s's event (%s)", body["machine"], type(err).__name__
+                )

@@ -1,0 +1,72 @@
+"""The one keep-alive service: built here for the TUI, `gcptui keepalive` and sweeps alike.
+
+``KeepAlive`` (detection and recovery, with failover, idle restarts and the job ledger), the VM
+notice watchers that tell it of a preemption before the API does, and, with ``[autostop]``, the
+auto-stopper that runs after each poll. The three faces differ only in the arguments they pass.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+
+from gcptui.remote.keepalive.autostop import AutoStopper
+from gcptui.remote.keepalive.recovery import KeepAlive, RecoveryEvent
+from gcptui.remote.keepalive.relaunch import JobLauncher, build_keepalive
+from gcptui.remote.keepalive.watch import NoticeWatchers
+from gcptui.remote.services import Services
+
+
+@dataclass
+class KeepAliveService:
+    """A running keep-alive's parts; ``run()`` until cancelled, then ``close()``."""
+
+    keepalive: KeepAlive
+    watchers: NoticeWatchers | None
+    autostopper: AutoStopper | None
+
+    async def run(self) -> None:
+        await self.keepalive.run()
+
+    async def close(self) -> None:
+        if self.watchers is not None:
+            await self.watchers.close()
+        if self.autostopper is not None:
+            await self.autostopper.close()
+        await self.keepalive.close()
+
+
+def build_service(
+    services: Services,
+    *,
+    names: Iterable[str] | None = None,
+    on_event: Callable[[RecoveryEvent], None] | None = None,
+    recover_unwatched: bool = False,
+    launcher: JobLauncher | None = None,
+    check_jobs: bool = True,
+    notices: bool = True,
+    autostop: bool = True,
+    autostop_names: Iterable[str] | None = None,
+    **options: float,
+) -> KeepAliveService:
+    """Keep-alive over ``names`` (None: every Spot VM; an empty set: none until switched on per VM).
+
+    ``notices``: VM notice watchers (a sweep's VMs run trials in job slots the watchers do not
+    follow); ``autostop``: the auto-stopper when ``[autostop]`` is active (over ``autostop_names``,
+    default every running VM). The rest goes to ``build_keepalive``.
+    """
+    keepalive = build_keepalive(
+        services, names=names, on_event=on_event, recover_unwatched=recover_unwatched, launcher=launcher,
+        check_jobs=check_jobs, **options,
+    )  # fmt: skip
+    watchers: NoticeWatchers | None = None
+    if notices:
+        watchers = NoticeWatchers(services, keepalive)
+        keepalive.on_poll(watchers.track)
+    autostopper: AutoStopper | None = None
+    settings = services.config.autostop
+    if autostop and settings.active:
+        scope = list(autostop_names) if autostop_names else None
+        autostopper = AutoStopper(services, settings, keepalive, names=scope)
+        keepalive.on_poll(autostopper.track)
+    return KeepAliveService(keepalive, watchers, autostopper)

@@ -1,0 +1,180 @@
+"""One set of tests every registered backend passes: its rows, their neutral states, lifecycle,
+why a row stopped, recovery, and the exec channel where rows have a shell.
+
+Each backend brings itself up in its emulated form (``RIGS``): GCE through the emulator's REST
+server and its asyncssh VMs, static hosts as a real OpenSSH sshd. A new backend adds a rig.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TypeVar
+
+import pytest
+
+from gcptui.remote.compute.backend import Backend, Capability, Recovery, Unsupported
+from gcptui.remote.compute.registry import BACKENDS
+from gcptui.remote.config import load_config
+from gcptui.remote.emulator.thread import EmulatorThread
+from gcptui.remote.emulator.vertex.jobs import wait_state
+from gcptui.remote.models import Instance, State, StopCause
+from gcptui.remote.services import Services
+from tests.helpers.sshd import Sshd
+
+
+@dataclass
+class Rig:
+    """A backend brought up with one row ``name``; ``take_back`` preempts it (None: it cannot be)."""
+
+    services: Services
+    backend: Backend
+    name: str
+    take_back: Callable[[str], None] | None
+
+    def row(self) -> Instance:
+        rows = {r.name: r for r in self.backend.list_rows().rows}
+        return rows[self.name]
+
+
+def gce_rig(request: pytest.FixtureRequest, tmp_path: Path) -> Rig:
+    emu: EmulatorThread = request.getfixturevalue("emulator_thread")
+    emu.add_instance("vm-0", spot=True)
+    emu.wait_for_status("vm-0", "RUNNING")
+    services = Services(load_config(str(emu.write_config(tmp_path / "gcptui.toml"))))
+    return Rig(services, services.compute.backends["gce"], "vm-0", emu.preempt)
+
+
+def hosts_rig(request: pytest.FixtureRequest, tmp_path: Path) -> Rig:
+    server: Sshd = request.getfixturevalue("sshd")
+    q = json.dumps
+    config = tmp_path / "gcptui.toml"
+    config.write_text(
+        f"[ssh]\nkey = {q(str(server.client_key))}\nknown_hosts = {q(str(server.known_hosts))}\n\n"
+        f'[[hosts]]\nname = "box"\naddress = {q(server.host)}\nport = {server.port}\nuser = {q(server.user)}\n'
+    )
+    services = Services(load_config(str(config)))
+    return Rig(services, services.compute.backends["host"], "box", None)
+
+
+def vertex_rig(request: pytest.FixtureRequest, tmp_path: Path) -> Rig:
+    emu: EmulatorThread = request.getfixturevalue("api_emulator")
+    config = emu.write_config(tmp_path / "gcptui.toml")
+    config.write_text(config.read_text() + '\n[vertex]\nregions = ["us-central1"]\n')
+    services = Services(load_config(str(config)))
+    backend = services.compute.backends["vertex"]
+    container = {"imageUri": "i", "command": ["python3", "-c", "import time; time.sleep(600)"]}
+    pool = {"machineSpec": {"machineType": "n1-standard-4"}, "replicaCount": "1", "containerSpec": container}
+    body = {"displayName": "job", "jobSpec": {"workerPoolSpecs": [pool]}}
+    created = backend.rest().create_job("us-central1", body)  # type: ignore[attr-defined]
+    job = emu.emulator.vertex.jobs[created["name"].rsplit("/", 1)[1]]  # type: ignore[union-attr]
+    emu.run(wait_state(job, "JOB_STATE_RUNNING"), timeout=30)
+    return Rig(services, backend, job.id, None)
+
+
+T = TypeVar("T")
+RIGS = {"gce": gce_rig, "host": hosts_rig, "vertex": vertex_rig}
+
+
+def test_every_registered_backend_has_a_rig() -> None:
+    assert set(RIGS) == set(BACKENDS)
+
+
+@pytest.fixture(params=sorted(RIGS))
+async def rig(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Rig]:
+    made = RIGS[request.param](request, tmp_path)
+    try:
+        yield made
+    finally:
+        await made.services.close()
+
+
+async def in_thread(call: Callable[[], T]) -> T:
+    return await asyncio.to_thread(call)
+
+
+async def test_rows_carry_the_backends_kind_and_a_neutral_state(rig: Rig) -> None:
+    listed = await in_thread(rig.backend.list_rows)
+    assert listed.errors == ()
+    assert {r.source for r in listed.rows} == {rig.backend.kind}
+    row = rig.row()
+    # Up (or, for a row with no lifecycle such as a static host, not known to be down), with the
+    # backend's own word kept beside the neutral state.
+    assert row.state.reachable and row.status
+    document = row.to_json()
+    assert document["state"] == str(row.state) and document["workers"] == [w.to_json() for w in row.workers]
+    assert rig.services.compute.of(row) is rig.backend
+
+
+async def test_lifecycle_follows_capabilities(rig: Rig) -> None:
+    row = rig.row()
+    capable = rig.backend.capabilities(row)
+    if Capability.STOP not in capable:
+        with pytest.raises(Unsupported, match=f"{row.name} is a {row.source} row: it cannot be stopped"):
+            rig.backend.stop(row)
+        with pytest.raises(Unsupported):
+            rig.backend.start(row)
+        return
+    await in_thread(lambda: rig.backend.stop(row))
+    stopped = await in_thread(lambda: rig.backend.get(row))
+    assert stopped is not None and stopped.state is State.STOPPED
+    assert await in_thread(lambda: rig.backend.why_stopped(stopped)) is StopCause.USER
+    await in_thread(lambda: rig.backend.start(stopped))
+    running = await in_thread(lambda: rig.backend.get(row))
+    assert running is not None and running.state in (State.PROVISIONING, State.RUNNING)
+    await in_thread(lambda: rig.backend.delete(row))
+    assert await in_thread(lambda: rig.backend.get(row)) is None
+
+
+async def test_a_preempted_row_says_why_and_recovers(rig: Rig) -> None:
+    row = rig.row()
+    if rig.take_back is None:
+        assert Capability.PREEMPTIBLE not in rig.backend.capabilities(row)
+        with pytest.raises(Unsupported):
+            rig.backend.recover(row)
+        return
+    assert {Capability.PREEMPTIBLE, Capability.RECOVER} <= rig.backend.capabilities(row)
+    rig.take_back(row.name)
+
+    down = await until_state(rig, State.PREEMPTED)
+    assert down.state.down
+    assert await in_thread(lambda: rig.backend.why_stopped(down)) is StopCause.PREEMPTED
+    assert await in_thread(lambda: rig.backend.recover(down)) is Recovery.RESTARTED
+    assert rig.row().state is State.RUNNING
+    assert not rig.row().state.down
+
+
+async def until_state(rig: Rig, state: State, timeout: float = 20.0) -> Instance:
+    """The rig's row once its listing reads ``state`` (polled; the provider records it when it will)."""
+    deadline = asyncio.get_running_loop().time() + timeout
+    while True:
+        row = await in_thread(rig.row)
+        if row.state is state:
+            return row
+        assert asyncio.get_running_loop().time() < deadline, f"{row.name} stayed {row.state}, not {state}"
+        await asyncio.sleep(0.05)
+
+
+async def test_the_exec_channel_runs_a_process_with_stdin_stdout_stderr_and_status(rig: Rig) -> None:
+    row = rig.row()
+    if Capability.SHELL not in rig.backend.capabilities(
+        row
+    ):  # a Vertex AI job: no process of ours runs there
+        with pytest.raises(Unsupported):
+            rig.backend.exec_channel(row)
+        return
+    channel = rig.backend.exec_channel(row)
+    result = await channel.run("cat; echo oops >&2; exit 3", input=b"hello\n", timeout=30)
+    assert (result.exit_status, result.stdout, result.stderr, result.ok) == (3, b"hello\n", b"oops\n", False)
+    assert channel.where not in ("", "?")
+
+    process = await channel.start('read line; echo "got $line"')
+    try:
+        process.stdin.write(b"ping\n")
+        await process.stdin.drain()
+        assert await process.stdout.readline() == b"got ping\n"
+    finally:
+        process.close()

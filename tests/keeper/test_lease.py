@@ -1,0 +1,84 @@
+"""The keep-alive lease on a real Cloud Storage emulator (fake-gcs-server through google-cloud-storage):
+one holder at a time, renewal, take-over after the holder lapses, hostile timing, forged objects."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from gcptui.remote.keepalive.lease import LEASE_OBJECT, Lease, lease_key
+from tests.helpers.gcs import FakeGcs
+
+BUCKET = "gs://runs/exp"
+TTL = 30.0
+
+
+class Clock:
+    """A monotonic clock the test moves (each side of the lease has its own)."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def pair(fake_gcs: FakeGcs, key: bytes = b"k" * 32) -> tuple[Lease, Lease, Clock, Clock]:
+    fake_gcs.make_bucket("runs")
+    laptop_clock, keeper_clock = Clock(), Clock()
+    laptop = Lease(BUCKET, "laptop:box", key, ttl=TTL, client=fake_gcs.client(), clock=laptop_clock)
+    keeper = Lease(BUCKET, "keeper:gcptui-keeper", key, ttl=TTL, client=fake_gcs.client(), clock=keeper_clock)
+    return laptop, keeper, laptop_clock, keeper_clock
+
+
+def test_one_holder_at_a_time_renewing_on_every_poll(fake_gcs: FakeGcs) -> None:
+    laptop, keeper, laptop_clock, _ = pair(fake_gcs)
+    assert keeper.hold()
+    first = keeper.generation
+    assert not laptop.hold()
+    seen = laptop.look()
+    assert (seen.holder, seen.lapsed) == ("keeper:gcptui-keeper", False)
+    assert keeper.hold() and keeper.generation != first  # a renewal is a new generation
+    laptop_clock.now += TTL - 1
+    assert not laptop.hold()  # the keeper renewed meanwhile: the laptop saw a new generation
+
+
+def test_a_holder_that_stops_renewing_is_taken_over_after_the_ttl_and_cannot_come_back(
+    fake_gcs: FakeGcs,
+) -> None:
+    laptop, keeper, laptop_clock, keeper_clock = pair(fake_gcs)
+    assert keeper.hold()
+    assert not laptop.hold()
+    laptop_clock.now += TTL  # the keeper VM stopped: nothing renews for a whole ttl
+    assert laptop.hold() and laptop.look().holder == "laptop:box"
+    # The keeper comes back: the laptop's lease is live to it, so it waits (no double relaunch).
+    keeper_clock.now += 5
+    assert not keeper.hold()
+    # The laptop closes cleanly: it gives the lease back, and the keeper takes it at once.
+    laptop.release()
+    assert keeper.hold()
+
+
+def test_two_writers_that_read_the_same_generation_let_exactly_one_through(fake_gcs: FakeGcs) -> None:
+    laptop, keeper, _, _ = pair(fake_gcs)
+    # Hostile timing: the laptop's write is delayed past the keeper's read and write.
+    laptop_view, keeper_view = laptop.look(), keeper.look()
+    assert laptop_view.generation == keeper_view.generation == 0
+    assert keeper.claim(keeper_view)
+    assert not laptop.claim(laptop_view) and laptop.generation == 0
+    assert laptop.look().holder == "keeper:gcptui-keeper"
+
+
+def test_a_forged_or_foreign_lease_names_no_holder_and_is_replaced(fake_gcs: FakeGcs, tmp_path: Path) -> None:
+    laptop, keeper, _, _ = pair(fake_gcs)
+    blob = fake_gcs.client().bucket("runs").blob("exp/" + LEASE_OBJECT)
+    # A VM writes the bucket: an unsigned lease, then one signed with another key.
+    blob.upload_from_string(b'{"holder": "laptop:box"}')
+    assert laptop.look().holder is None
+    stranger = Lease(BUCKET, "vm:trainer-1", b"x" * 32, client=fake_gcs.client())
+    assert stranger.hold()
+    assert keeper.look().holder is None and keeper.hold()
+    assert laptop.look().holder == "keeper:gcptui-keeper"
+    # The key lives in a 0600 file, made once and read back.
+    path = tmp_path / "keys" / "lease.key"
+    assert lease_key(path) == lease_key(path) and len(lease_key(path)) == 32
+    assert path.stat().st_mode & 0o777 == 0o600

@@ -1,0 +1,98 @@
+"""The Lightning and Hugging Face Trainer examples resume exactly after SIGKILL and a SIGTERM in validation.
+
+Each example runs once uninterrupted; another run of it is SIGKILLed mid-epoch (it resumes from its
+last periodic checkpoint), relaunched and SIGTERMed while it validates (it saves the step it stopped
+at and exits 143 within 30 s), and relaunched to its end. Every per-step loss, every evaluation, the
+final weights (artifacts/final.pt) must equal the uninterrupted run's, bit for bit.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from tests.test_trainer_support import assert_same_tensors, events, losses_by_step, read_records
+from tests.trainer.support import run_example, start_example
+
+pytest.importorskip("lightning")
+pytest.importorskip("transformers")
+
+
+@dataclass(frozen=True)
+class FrameworkExample:
+    script: str
+    steps: int
+    kill_at: int  # SIGKILL once this step is logged: mid-epoch, past a periodic checkpoint
+    term_at: int  # SIGTERM once this step is logged: a validation starts right after it
+    args: tuple[str, ...] = ()
+
+
+EXAMPLES = {
+    # 32 batches an epoch, 2 per optimizer step: epochs end at steps 16, 32, 48; validation every
+    # 10 steps, checkpoints every 8. Killed at step 19 (epoch 1, batch 6), a run resumes from step
+    # 16, an epoch's last step; SIGTERMed in step 40's validation, from epoch 2, batch 16.
+    "lightning": FrameworkExample("lightning_classifier.py", 60, kill_at=19, term_at=40),
+    "hf": FrameworkExample("hf_classifier.py", 60, kill_at=19, term_at=40),
+}
+
+
+def _final_weights(run_dir: Path) -> dict[str, object]:
+    import torch
+
+    return torch.load(run_dir / "artifacts" / "final.pt", weights_only=True)
+
+
+def _evaluations(run_dir: Path) -> dict[int, dict[str, object]]:
+    found: dict[int, dict[str, object]] = {}
+    for record in events(read_records(run_dir), "evaluation"):
+        fields = {k: v for k, v in record.items() if k not in ("time", "event")}
+        assert found.setdefault(record["step"], fields) == fields, (
+            f"step {record['step']} evaluated twice, differently"
+        )
+    return found
+
+
+@pytest.mark.timeout(240)
+@pytest.mark.parametrize("name", sorted(EXAMPLES))
+def test_framework_example_resumes_exactly(name: str, tmp_path: Path) -> None:
+    example = EXAMPLES[name]
+    common = ("--steps", str(example.steps), *example.args)
+    env = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+    reference = tmp_path / "reference"
+    code, output = run_example(example.script, reference, *common)
+    assert code == 0, output
+
+    run_dir = tmp_path / "run"
+    process = start_example(example.script, run_dir, *common, env=env)
+    assert process.wait_for_step(example.kill_at), process.output()
+    process.popen.kill()
+    assert process.finish() == -signal.SIGKILL, process.output()
+
+    # A slow validation (0.5 s a batch): the SIGTERM lands inside it.
+    process = start_example(example.script, run_dir, *common, "--eval-delay", "0.5", env=env)
+    assert process.wait_for_step(example.term_at), process.output()
+    os.kill(process.popen.pid, signal.SIGTERM)
+    signalled = time.monotonic()
+    assert process.finish() == 143, process.output()
+    assert time.monotonic() - signalled < 30.0
+    records = process.new_records()
+    (preempted,) = events(records, "preempted")
+    assert preempted["step"] == example.term_at and preempted["saved"] is True
+    assert not [r for r in events(records, "evaluation") if r["step"] == example.term_at]  # stopped inside it
+    manifests = sorted((run_dir / "checkpoints").glob("step-*.json"))
+    assert manifests[-1].name == f"step-{example.term_at:09d}.json"
+
+    final = start_example(example.script, run_dir, *common, env=env)
+    assert final.finish() == 0, final.output()
+
+    expected, got = losses_by_step(read_records(reference)), losses_by_step(read_records(run_dir))
+    assert sorted(got) == list(range(1, example.steps + 1)), "the interrupted run did not log every step"
+    mismatched = [(s, expected[s], got[s]) for s in got if got[s] != expected[s]]
+    assert not mismatched, f"losses differ (step, reference, resumed): {mismatched[:5]}"
+    assert _evaluations(run_dir) == _evaluations(reference)
+    assert_same_tensors(_final_weights(reference), _final_weights(run_dir), "final.pt")

@@ -1,0 +1,84 @@
+"""Workflows and faces decide on the neutral state and a row's capabilities, never on GCE's own
+status words, its operation types or ``source ==`` tests: those live in the GCE backend
+(remote/cloud/, remote/compute/gce/), the emulator, the demo that drives it, and tests.
+
+Reads the code's syntax trees, so docstrings and comments may still name GCE's words.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+ALLOWED = (
+    "remote/cloud/",
+    "remote/compute/gce/",
+    "remote/emulator/",
+    "tui/cli/demo.py",
+    "tui/cli/demo_app.py",
+)
+GCE_WORDS = frozenset(
+    {"RUNNING", "TERMINATED", "STOPPING", "STOPPED", "SUSPENDING", "SUSPENDED", "PROVISIONING", "STAGING",
+     "REPAIRING"}
+)  # fmt: skip
+
+
+def _docstring_ids(tree: ast.AST) -> set[int]:
+    """The string constants that stand alone as statements (docstrings and bare strings)."""
+    return {
+        id(node.value)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant)
+    }
+
+
+KINDS = frozenset({"gce", "host", "tpu", "vertex", "gke"})
+
+
+def _source_test(node: ast.Compare) -> bool:
+    """``x.source == "gce"`` and kin (not ``[sync].source``, which is a folder)."""
+    sides = (node.left, *node.comparators)
+    return any(isinstance(n, ast.Attribute) and n.attr == "source" for n in sides) and any(
+        isinstance(n, ast.Constant) and n.value in KINDS for n in sides
+    )
+
+
+def offences(path: Path, where: str) -> list[str]:
+    """``where:line: what`` for each GCE word, operation type or ``source`` comparison in ``path``."""
+    tree = ast.parse(path.read_text(), str(path))
+    skip = _docstring_ids(tree)
+    found: list[str] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in skip:
+            word = node.value
+            if word in GCE_WORDS or word.startswith("compute.instances.") or word == "DELETE":
+                found.append(f"{where}:{node.lineno}: GCE's word {word!r}")
+        elif isinstance(node, ast.Compare) and _source_test(node):
+            found.append(f"{where}:{node.lineno}: a test of .source")
+    return found
+
+
+def product_files() -> list[Path]:
+    files = sorted([*(ROOT / "remote").rglob("*.py"), *(ROOT / "tui").rglob("*.py")])
+    return [p for p in files if not str(p.relative_to(ROOT)).startswith(ALLOWED)]
+
+
+def test_no_gce_status_word_operation_type_or_source_test_outside_the_gce_backend() -> None:
+    found = [line for path in product_files() for line in offences(path, str(path.relative_to(ROOT)))]
+    assert found == [], "\n".join(found)
+
+
+def test_the_check_sees_what_it_forbids(tmp_path: Path) -> None:
+    sample = tmp_path / "sample.py"
+    sample.write_text(
+        '"""RUNNING in a docstring is fine."""\n'
+        "def f(i, config):\n"
+        '    if config.sync.source == "x" or i.source != "host":\n'
+        '        return i.status == "TERMINATED" or "compute.instances.preempted"\n'
+    )
+    assert sorted(line.split(": ", 1)[1] for line in offences(sample, "sample.py")) == [
+        "GCE's word 'TERMINATED'",
+        "GCE's word 'compute.instances.preempted'",
+        "a test of .source",
+    ]

@@ -1,0 +1,127 @@
+"""``gcptui vertex submit``, ``logs``, ``job kill|restart|status`` against the emulator's Vertex AI and
+Cloud Logging, the tree packaged into fake-gcs-server and fetched from there by the job's workers."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from gcptui.remote.compute.vertex.submit import package
+from gcptui.remote.config import load_config
+from gcptui.remote.emulator.thread import EmulatorThread
+from gcptui.remote.errors import ConfigError
+from gcptui.tui.cli.main import main
+from tests.helpers.gcs import FakeGcs
+
+TRAIN = """\
+import os, pathlib, sys, time
+print("hello from rank", os.environ["RANK"], "resume" if "--resume" in sys.argv else "fresh", flush=True)
+print("checkpoints at", os.environ["GCPTUI_CHECKPOINT_URL"], flush=True)
+gate = pathlib.Path(os.environ["GATE"])
+while os.environ["GATE"] != "none" and not gate.exists():
+    time.sleep(0.05)
+"""
+
+
+@pytest.fixture
+def project(tmp_path: Path, fake_gcs: FakeGcs) -> tuple[EmulatorThread, Path]:
+    fake_gcs.make_bucket("runs")
+    source = tmp_path / "src"
+    source.mkdir()
+    (source / "train.py").write_text(TRAIN)
+    (source / ".gitignore").write_text("data/\n")
+    (source / "data").mkdir()
+    (source / "data" / "big.bin").write_bytes(b"x" * 10)
+    return source
+
+
+def _config(emu: EmulatorThread, tmp_path: Path, source: Path, gate: str) -> Path:
+    config = emu.emulator.write_config(tmp_path / "gcptui.toml", sync_source=source)
+    q = json.dumps
+    extra = (
+        '\n[storage]\nbucket = "gs://runs"\n\n[vertex]\nregions = ["us-central1"]\n'
+        'image = "us-docker.pkg.dev/vertex-ai/training/pytorch-xla.2-4.py310:latest"\n\n'
+        f'[job]\ncommand = "python3 train.py"\nresume = "python3 train.py --resume"\nenv = {{GATE = {q(gate)}}}\n'
+    )
+    text = config.read_text().replace("# [job]\n", "").replace('# command = "python train.py"\n', "")
+    config.write_text(text.replace('# resume = "python train.py --resume"\n', "") + extra)
+    return config
+
+
+def test_submit_runs_two_workers_whose_logs_follow_to_the_end_and_restart_resumes(
+    tmp_path: Path, project: Path, fake_gcs: FakeGcs, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with EmulatorThread(tmp_path / "emu", ssh=False) as emu:
+        assert emu.emulator.vertex is not None
+        emu.emulator.vertex.env["STORAGE_EMULATOR_HOST"] = fake_gcs.host
+        config = str(_config(emu, tmp_path, project, "none"))
+        assert (
+            main(["vertex", "submit", "--name", "run-a", "--replicas", "2", "--spot", "--config", config])
+            == 0
+        )
+        name = capsys.readouterr().out.splitlines()[-1]
+        assert name.startswith(f"projects/{emu.emulator.project_number}/locations/us-central1/customJobs/")
+        job_id = name.rsplit("/", 1)[1]
+
+        assert main(["logs", "-f", job_id, "--config", config]) == 0
+        lines = capsys.readouterr().out.splitlines()
+        assert "[workerpool0-0] hello from rank 0 fresh" in lines
+        assert "[workerpool1-0] hello from rank 1 fresh" in lines
+        assert "[workerpool0-0] checkpoints at gs://runs/vertex/run-a/checkpoints" in lines
+        assert lines[-1] == "[service] Job completed successfully."  # followed to the job's end
+        assert len(lines) == len(set(lines))  # no line twice across the polls
+
+        assert main(["ls", "--json", "--config", config]) == 0
+        (listed,) = [row for row in json.loads(capsys.readouterr().out) if row["source"] == "vertex"]
+        assert listed["name"] == job_id and listed["zone"] == "us-central1" and listed["spot"]
+        assert main(["ls", "--config", config]) == 0 and job_id in capsys.readouterr().out
+
+        assert main(["job", "status", job_id, "--json", "--config", config]) == 0
+        status = json.loads(capsys.readouterr().out)
+        assert (status["source"], status["state"], status["status"]) == (
+            "vertex",
+            "succeeded",
+            "JOB_STATE_SUCCEEDED",
+        )
+        assert [w["name"] for w in status["workers"]] == ["workerpool0-0", "workerpool1-0"] and status["spot"]
+        # The package followed sync's rules: data/ is ignored by .gitignore.
+        blobs = [b.name for b in fake_gcs.client().list_blobs("runs")]
+        assert len(blobs) == 1 and blobs[0].startswith("vertex/run-a/code-")
+
+        assert main(["job", "restart", job_id, "--config", config]) == 0
+        again = capsys.readouterr().out.splitlines()[-1].rsplit("/", 1)[1]
+        assert main(["logs", "-f", again, "--config", config]) == 0
+        assert "[workerpool0-0] hello from rank 0 resume" in capsys.readouterr().out.splitlines()
+
+
+def test_job_kill_cancels_and_a_mixed_name_list_is_refused(
+    tmp_path: Path, project: Path, fake_gcs: FakeGcs, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with EmulatorThread(tmp_path / "emu", ssh=False) as emu:
+        assert emu.emulator.vertex is not None
+        emu.emulator.vertex.env["STORAGE_EMULATOR_HOST"] = fake_gcs.host
+        emu.emulator.vertex_timing.kill_grace_seconds = 0.5
+        config = str(_config(emu, tmp_path, project, str(tmp_path / "never")))
+        assert main(["vertex", "submit", "--name", "run-b", "--config", config]) == 0
+        job_id = capsys.readouterr().out.splitlines()[-1].rsplit("/", 1)[1]
+        assert main(["job", "kill", job_id, "--config", config]) == 0
+        assert main(["logs", "-f", job_id, "--config", config]) == 0  # ends once the job is CANCELLED
+        assert capsys.readouterr().out.splitlines()[-1] == "[service] Job was cancelled."
+        assert main(["job", "status", job_id, "--config", config]) == 0
+        assert capsys.readouterr().out.split() == [job_id, "JOB_STATE_CANCELLED", "stopped"]
+        assert main(["job", "kill", job_id, "vm-a", "--config", config]) == 2
+        assert main(["job", "kill", "123456789", "--config", config]) == 1
+
+
+def test_package_refuses_a_private_key(tmp_path: Path) -> None:
+    source = tmp_path / "src"
+    source.mkdir()
+    (source / "id_rsa").write_text(
+        "-----BEGIN OPENSSH PRIVATE KEY-----\nabc\n-----END OPENSSH PRIVATE KEY-----\n"
+    )
+    config = tmp_path / "gcptui.toml"
+    config.write_text(f"[sync]\nsource = {json.dumps(str(source))}\n")
+    with pytest.raises(ConfigError, match="refusing to package .* private key"):
+        package(load_config(str(config)))
