@@ -254,16 +254,16 @@ class SweepStudy:
         from optuna.trial import TrialState
 
         wanted = {t.index: t.params for t in state.trials}
-        for frozen in self.study.get_trials(deepcopy=False):
-            index = frozen.user_attrs.get(INDEX_ATTR)
+        for held in self.study.get_trials(deepcopy=False):
+            index = held.user_attrs.get(INDEX_ATTR)
             if (
                 isinstance(index, int)
                 and not isinstance(index, bool)
                 and index in wanted
                 and index not in self._numbers
-                and frozen.params == wanted[index]
+                and held.params == wanted[index]
             ):
-                self._numbers[index] = frozen.number
+                self._numbers[index] = held.number
         mine = set(self._numbers.values())
         for asked in self.study.get_trials(deepcopy=False, states=(TrialState.RUNNING, TrialState.WAITING)):
             if asked.number not in mine:  # asked, and no sweep trial ever held it: never run
