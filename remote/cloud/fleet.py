@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
@@ -76,6 +77,9 @@ class FleetSource:
         # thousands of SKUs) while the table shows the old cache or the bundled table, marked.
         self.background_prices = False
         self._price_loader: threading.Thread | None = None
+        # The rows of the other kinds of compute (TPU nodes, Vertex AI jobs, GKE workloads), added to each
+        # snapshot: set by ``Services`` from the compute registry (this module sits below it).
+        self.more_rows: Callable[[], tuple[list[Instance], list[str]]] | None = None
 
     @property
     def gcp(self) -> GcpConfig | None:
@@ -233,7 +237,12 @@ class FleetSource:
             if book is not None and book.note:
                 errors += (f"prices: {book.source} ({book.as_of}): {book.note}",)
         instances.extend(host_instances(self.config))
-        instances.sort(key=lambda i: (i.source != "gce", i.zone, i.name))
+        if self.more_rows is not None:
+            rows, notes = self.more_rows()
+            instances.extend(rows)
+            errors += tuple(notes)
+        order = {"gce": 0, "tpu": 1, "vertex": 2, "gke": 3, "host": 4}
+        instances.sort(key=lambda i: (order.get(i.source, 5), i.zone, i.name))
         return FleetSnapshot(tuple(instances), datetime.now(UTC), self.describe(), errors)
 
     def _login_notes(self, instances: list[Instance]) -> tuple[str, ...]:

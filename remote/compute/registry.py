@@ -18,6 +18,7 @@ from gcptui.remote.models import Instance, Source
 # kind -> "module:Class". The order is the fleet table's: GCE first, static hosts last.
 BACKENDS: dict[str, str] = {
     "gce": "gcptui.remote.compute.gce.backend:GceBackend",
+    "tpu": "gcptui.remote.compute.tpu.backend:TpuBackend",
     "vertex": "gcptui.remote.compute.vertex.backend:VertexBackend",
     "host": "gcptui.remote.compute.hosts.backend:HostsBackend",
 }
@@ -81,3 +82,20 @@ class Compute:
             rows.extend(listed.rows)
             errors.extend(listed.errors)
         return Rows(tuple(rows), tuple(errors))
+
+    def rows_beyond_fleet(self) -> tuple[list[Instance], list[str]]:
+        """The rows of every configured kind that ``FleetSource.snapshot`` does not read itself (it
+        lists GCE instances and static hosts): ``FleetSource.more_rows`` in every process."""
+        rows: list[Instance] = []
+        notes: list[str] = []
+        for backend in self:
+            if backend.kind in FLEET_SOURCE_KINDS:
+                continue
+            listed = backend.list_rows()
+            rows.extend(listed.rows)
+            notes.extend(listed.errors)
+        return rows, notes
+
+
+# What ``FleetSource.snapshot`` reads itself (GCE instances, priced, and the static hosts).
+FLEET_SOURCE_KINDS = frozenset({"gce", "host"})

@@ -18,6 +18,7 @@ from gcptui.remote.config.loader import (
     parse_config,
 )
 from gcptui.remote.config.schema import Config
+from gcptui.remote.config.tpu import TpuConfig
 from gcptui.remote.config.vertex import VertexConfig
 from gcptui.remote.config.work import (
     AutostopConfig,
@@ -46,6 +47,7 @@ __all__ = [
     "SshConfig",
     "StorageConfig",
     "SyncConfig",
+    "TpuConfig",
     "VertexConfig",
     "default_config_paths",
     "find_config",

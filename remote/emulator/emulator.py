@@ -35,6 +35,10 @@ from gcptui.remote.emulator.hosts.machine import Machine
 from gcptui.remote.emulator.hosts.vm_host import AddressOnlyHost, SshVmHost
 from gcptui.remote.emulator.logging.api import LoggingApi, LogStore
 from gcptui.remote.emulator.oslogin.api import OsLoginProfiles
+from gcptui.remote.emulator.tpu.api import TpuApi
+from gcptui.remote.emulator.tpu.nodes import TpuNodes
+from gcptui.remote.emulator.tpu.state import TpuNode
+from gcptui.remote.emulator.tpu.types import parse_type, type_with_hosts
 from gcptui.remote.emulator.vertex.api import VertexApi
 from gcptui.remote.emulator.vertex.jobs import VertexJobs, VertexTiming
 from gcptui.remote.models import SSH_PORT_LABEL
@@ -99,6 +103,8 @@ class Emulator:
         self.fleet: Fleet | None = None
         self.server: ApiServer | None = None
         self.api: ComputeApi | None = None
+        self.tpus: TpuNodes | None = None  # the Cloud TPU API's nodes (``/v2/``)
+        self.tpu_api: TpuApi | None = None
         self.oslogin = OsLoginProfiles(project)
         # The Cloud Billing Catalog on the same endpoint (its paths start /v1/services).
         self.catalog = CatalogApi(self._zones, fallback_book().rates)
@@ -174,6 +180,11 @@ class Emulator:
         # One server, each Google API's routes under its own prefix.
         self.server = ApiServer(self.token)
         self.api = ComputeApi(self.server.app, self.fleet, page_size=self._page_size)
+        self.tpus = TpuNodes(
+            self.project, self._host, boot_seconds=self.timing.boot_seconds,
+            stop_seconds=self.timing.stop_seconds, preempt_grace_seconds=self.timing.preempt_grace_seconds,
+        )  # fmt: skip
+        self.tpu_api = TpuApi(self.server.app, self.tpus, self._zones)
         self.oslogin.add_routes(self.server.app)
         self.catalog.add_routes(self.server.app)
         self.vertex = VertexJobs(self.root / "vertex", project=self.project, number=self.project_number,
@@ -191,6 +202,8 @@ class Emulator:
 
     async def close(self) -> None:
         """Stop serving and power every VM off, killing all their processes; disks stay."""
+        if self.tpus is not None:
+            await self.tpus.close()
         if self.vertex is not None:
             await self.vertex.close()
         if self.fleet is not None:
@@ -284,6 +297,52 @@ class Emulator:
         """Preempt ``name`` now as GCE does (any provisioning model); returns at once."""
         self._fleet().preempt(self.instance(name))
 
+    # -- TPU nodes -------------------------------------------------------------------------------------
+
+    def add_tpu(
+        self,
+        name: str,
+        zone: str = "us-central2-b",
+        *,
+        accelerator_type: str | None = None,
+        workers: int | None = None,
+        runtime_version: str = "tpu-ubuntu2204-base",
+        spot: bool = False,
+        labels: dict[str, str] | None = None,
+    ) -> TpuNode:
+        """Add a READY TPU node (it boots in the background: ``await wait_for_tpu(name, "READY")``).
+
+        ``accelerator_type`` (e.g. ``v4-16``) decides its worker hosts; ``workers`` alone picks a v4
+        type with that many."""
+        if accelerator_type is not None:
+            tpu = parse_type(accelerator_type)
+            if tpu is None:
+                raise ValueError(f"{accelerator_type!r} is not an accelerator type the emulator offers")
+        else:
+            tpu = type_with_hosts(workers or 1)
+        if zone not in self._zones:
+            self._zones.append(zone)
+        node = TpuNode(name=name, zone=zone, type=tpu, runtime_version=runtime_version, spot=spot,
+                       labels=dict(labels or {}))  # fmt: skip
+        return self._tpus().add(node)
+
+    def _tpus(self) -> TpuNodes:
+        if self.tpus is None:
+            raise RuntimeError("Emulator.start() first")
+        return self.tpus
+
+    def tpu(self, name: str) -> TpuNode:
+        """The record of TPU node ``name`` (KeyError when there is none)."""
+        return self._tpus().by_name(name)
+
+    async def wait_for_tpu(self, name: str, state: str | None, timeout: float = 30.0) -> None:
+        """Until TPU node ``name`` reads ``state``; ``None`` waits until it is gone."""
+        await self._tpus().wait_for(name, state, timeout)
+
+    def preempt_tpu(self, name: str) -> None:
+        """Preempt TPU node ``name`` now, as a Spot TPU goes (returns at once)."""
+        self._tpus().preempt(self.tpu(name))
+
     # -- faults ----------------------------------------------------------------------------------------
 
     def fail_next(self, fault: Fault) -> None:
@@ -355,6 +414,9 @@ class Emulator:
                 f"port = {self.ssh_port}",
                 "",
             ]
+        tpu_zones = sorted({node.zone for node in self.tpus.nodes.values()}) if self.tpus else []
+        if tpu_zones:
+            lines += ["[tpu]", f"zones = {q(tpu_zones)}", ""]
         if sync_source is not None:
             lines += ["[sync]", f"source = {q(str(sync_source))}", 'dest = "~/project"', ""]
             lines += ["# [job]", '# command = "python train.py"', '# resume = "python train.py --resume"', ""]

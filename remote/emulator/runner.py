@@ -24,6 +24,8 @@ async def serve_emulator(
     out: TextIO | None = None,
     stop: asyncio.Event | None = None,
     spot_action: str = "stop",
+    tpus: int = 0,
+    tpu_workers: int = 1,
 ) -> None:
     """Serve until ``stop`` is set (or SIGINT/SIGTERM); writes ``directory/gcptui.toml``."""
     out = out or sys.stdout
@@ -45,10 +47,13 @@ async def serve_emulator(
     await emulator.start()
     try:
         add_fleet(emulator, demo_fleet(vms, spot_action))
+        for n in range(tpus):  # Spot TPU VM nodes of ``tpu_workers`` hosts each, in a TPU v4 zone
+            emulator.add_tpu(f"tpu-{n + 1}", "us-central2-b", workers=tpu_workers, spot=True)
         project = directory / "project"  # what sync sends: never the emulator's state (its SSH key)
         project.mkdir(parents=True, exist_ok=True)
         config = emulator.write_config(sync_source=project)
-        print(f"emulator ready: {vms} VMs, config {config}, API {emulator.endpoint}, token file {emulator.token_file}",
+        tpu_note = f", {tpus} TPU nodes of {tpu_workers} workers" if tpus else ""
+        print(f"emulator ready: {vms} VMs{tpu_note}, config {config}, API {emulator.endpoint}, token file {emulator.token_file}",
               file=out, flush=True)  # fmt: skip
         await stop.wait()
     finally:

@@ -13,6 +13,7 @@ from gcptui.remote.emulator.compute.fleet import Timing
 from gcptui.remote.emulator.compute.state import Vm
 from gcptui.remote.emulator.demo import InstanceSpec, add_fleet
 from gcptui.remote.emulator.emulator import Emulator
+from gcptui.remote.emulator.tpu.state import TpuNode
 
 T = TypeVar("T")
 
@@ -123,6 +124,19 @@ class EmulatorThread:
 
     def preempt(self, name: str) -> None:
         self.call(self.emulator.preempt, name)
+
+    def add_tpu(self, name: str, zone: str = "us-central2-b", **options: Any) -> TpuNode:
+        """See ``Emulator.add_tpu``."""
+        return self.call(self.emulator.add_tpu, name, zone, **options)
+
+    def tpu(self, name: str) -> TpuNode:
+        return self.call(self.emulator.tpu, name)
+
+    def wait_for_tpu(self, name: str, state: str | None, timeout: float = 30.0) -> None:
+        self.run(self.emulator.wait_for_tpu(name, state, timeout), timeout + 5)
+
+    def preempt_tpu(self, name: str) -> None:
+        self.call(self.emulator.preempt_tpu, name)
 
     def disable_service(self, method: str = "*", count: int = 1) -> None:
         self.call(self.emulator.disable_service, method, count)

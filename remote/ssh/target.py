@@ -85,8 +85,9 @@ def target_for_instance(
                 f"`gcptui vm start {instance.name}`, or set [ssh].proxy_command to reach it through IAP",
             )
         address = instance.name  # the proxy command does the routing; the address is only a label
-    # gcloud files a VM's host key under compute.<id>: the address changes across restarts, the id does not.
-    alias = f"compute.{instance.instance_id}" if instance.instance_id else None
+    # gcloud files a VM's host key under compute.<id>: the address changes across restarts, the id does
+    # not. A backend that names its own alias (a TPU worker: tpu.<id>-<worker>-<key suffix>) sets it.
+    alias = instance.host_key_alias or (f"compute.{instance.instance_id}" if instance.instance_id else None)
     return SshTarget(
         name=instance.name,
         address=address,
@@ -96,7 +97,9 @@ def target_for_instance(
         known_hosts=_path(ssh.known_hosts, base_dir),
         host_key_alias=alias,
         proxy_command=proxy,
-        zone=instance.zone if alias else None,
+        # Only a GCE VM's keys are read from Compute's guest attributes; a backend that names the alias
+        # pins its keys itself (a TPU node's, from the TPU API's).
+        zone=instance.zone if alias and not instance.host_key_alias else None,
     )
 
 

@@ -140,6 +140,10 @@ def parse_process_line(line: str) -> GpuProcess | None:
 
 _MONITOR = r"""
 smi=$1; iv=$2; piv=$3; gf=$4; pf=$5
+if ! command -v "$smi" >/dev/null 2>&1 && command -v tpu-info >/dev/null 2>&1; then
+  # A TPU VM: tpu-info's tables, each round's lines prefixed T, and closed by TEND.
+  while :; do tpu-info 2>&1 | head -c 65536 | sed 's/^/T,/'; echo TEND; sleep "$iv"; done
+fi
 command -v "$smi" >/dev/null 2>&1 || { echo "NOGPU $smi not found"; exit 0; }
 ( while :; do
     out=$("$smi" --query-compute-apps="$pf" --format=csv,noheader,nounits 2>/dev/null) || exit 0
@@ -156,6 +160,7 @@ MAX_LINE_CHARS = 4096
 MAX_QUEUED_LINES = 1000
 MAX_PROCESSES = 1024
 MAX_OTHER_LINES = 20
+MAX_TPU_LINES = 400  # one round of tpu-info's tables (a few dozen lines on an 8-chip host)
 READ_CHUNK = 65536
 
 
@@ -239,6 +244,7 @@ class GpuMonitor:
         round_: list[GpuSample] = []
         pending_procs: list[GpuProcess] = []
         other: list[str] = []
+        tpu_lines: list[str] = []
         try:
             while True:
                 try:
@@ -259,6 +265,22 @@ class GpuMonitor:
                         time=time.time(), state="no_gpu", message=vm_field(line[6:]) or "no GPU"
                     )
                     return
+                if line.startswith("T,"):
+                    if len(tpu_lines) < MAX_TPU_LINES:
+                        tpu_lines.append(line[2:])
+                    continue
+                if line == "TEND":
+                    from gcptui.remote.telemetry.tpu_info import parse_tpu_info
+
+                    chips = parse_tpu_info("\n".join(tpu_lines))
+                    tpu_lines = []
+                    if chips:
+                        yield self._snapshot(chips)
+                    else:
+                        yield GpuSnapshot(
+                            time=time.time(), state="no_gpu", message="tpu-info lists no TPU chip"
+                        )
+                    continue
                 if line.startswith("P,"):
                     if (proc := parse_process_line(line[2:])) is not None and len(
                         pending_procs

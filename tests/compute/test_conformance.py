@@ -60,6 +60,15 @@ def hosts_rig(request: pytest.FixtureRequest, tmp_path: Path) -> Rig:
     return Rig(services, services.compute.backends["host"], "box", None)
 
 
+def tpu_rig(request: pytest.FixtureRequest, tmp_path: Path) -> Rig:
+    """A Spot v4-16 node: two worker hosts, each an SSH server of the emulator."""
+    emu: EmulatorThread = request.getfixturevalue("emulator_thread")
+    emu.add_tpu("tpu-0", accelerator_type="v4-16", spot=True)
+    emu.wait_for_tpu("tpu-0", "READY")
+    services = Services(load_config(str(emu.write_config(tmp_path / "gcptui.toml"))))
+    return Rig(services, services.compute.backends["tpu"], "tpu-0", emu.preempt_tpu)
+
+
 def vertex_rig(request: pytest.FixtureRequest, tmp_path: Path) -> Rig:
     emu: EmulatorThread = request.getfixturevalue("api_emulator")
     config = emu.write_config(tmp_path / "gcptui.toml")
@@ -76,7 +85,7 @@ def vertex_rig(request: pytest.FixtureRequest, tmp_path: Path) -> Rig:
 
 
 T = TypeVar("T")
-RIGS = {"gce": gce_rig, "host": hosts_rig, "vertex": vertex_rig}
+RIGS = {"gce": gce_rig, "host": hosts_rig, "tpu": tpu_rig, "vertex": vertex_rig}
 
 
 def test_every_registered_backend_has_a_rig() -> None:
@@ -106,6 +115,8 @@ async def test_rows_carry_the_backends_kind_and_a_neutral_state(rig: Rig) -> Non
     assert row.state.reachable and row.status
     document = row.to_json()
     assert document["state"] == str(row.state) and document["workers"] == [w.to_json() for w in row.workers]
+    if Capability.SHELL in rig.backend.capabilities(row):  # each running worker is reachable
+        assert all(w.address for w in row.workers if w.state is State.RUNNING)
     assert rig.services.compute.of(row) is rig.backend
 
 
@@ -142,7 +153,13 @@ async def test_a_preempted_row_says_why_and_recovers(rig: Rig) -> None:
     down = await until_state(rig, State.PREEMPTED)
     assert down.state.down
     assert await in_thread(lambda: rig.backend.why_stopped(down)) is StopCause.PREEMPTED
-    assert await in_thread(lambda: rig.backend.recover(down)) is Recovery.RESTARTED
+    # A row whose disk outlives a stop is started again; another (a Spot TPU node) is made anew.
+    expected = (
+        Recovery.RESTARTED
+        if Capability.DISK_OUTLIVES in rig.backend.capabilities(row)
+        else Recovery.RECREATED
+    )
+    assert await in_thread(lambda: rig.backend.recover(down)) is expected
     assert rig.row().state is State.RUNNING
     assert not rig.row().state.down
 

@@ -63,6 +63,10 @@ def run_emulator_command(args: argparse.Namespace) -> int:
     from gcptui.remote.emulator.runner import run_emulator
 
     _check_vms(args.vms)
+    if not 0 <= args.tpus <= 16 or not 1 <= args.tpu_workers <= 8:
+        raise ConfigError(
+            f"--tpus {args.tpus} --tpu-workers {args.tpu_workers}: choose 0-16 nodes of 1-8 workers"
+        )
     directory = Path(args.dir) if args.dir else Path(tempfile.mkdtemp(prefix="gcptui-emulator-"))
     if directory.exists() and not directory.is_dir():
         raise ConfigError(f"--dir {directory} is a file: give a folder (it is made if missing)")
@@ -71,7 +75,9 @@ def run_emulator_command(args: argparse.Namespace) -> int:
     except OSError as err:
         raise ConfigError(f"cannot make --dir {directory}: {err.strerror}") from None
     with _only_emulator_in(directory):
-        return run_emulator(directory, args.vms, spot_action=args.spot_action)
+        return run_emulator(
+            directory, args.vms, spot_action=args.spot_action, tpus=args.tpus, tpu_workers=args.tpu_workers
+        )
 
 
 @contextlib.contextmanager
@@ -145,6 +151,10 @@ def run_demo(args: argparse.Namespace) -> int:
     from gcptui.tui.cli.demo_start import HeadStart
 
     _check_vms(args.vms)
+    if not 0 <= args.tpus <= 16 or not 1 <= args.tpu_workers <= 8:
+        raise ConfigError(
+            f"--tpus {args.tpus} --tpu-workers {args.tpu_workers}: choose 0-16 nodes of 1-8 workers"
+        )
     directory = Path(tempfile.mkdtemp(prefix="gcptui-demo-"))
     try:
         with (

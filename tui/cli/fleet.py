@@ -8,7 +8,7 @@ import sys
 from concurrent.futures import ThreadPoolExecutor, as_completed
 
 from gcptui.remote.cloud.fleet import FleetSource
-from gcptui.remote.compute.backend import Capability
+from gcptui.remote.compute.backend import SHARED_FLEET, BackendContext, Capability
 from gcptui.remote.compute.registry import Compute
 from gcptui.remote.config import load_config
 from gcptui.remote.errors import ConfigError, GcptuiError, NotFoundError
@@ -17,12 +17,13 @@ from gcptui.tui.cli.common import ask_line
 
 
 def run_ls(args: argparse.Namespace) -> int:
-    source = FleetSource(load_config(getattr(args, "config", None)))
+    config = load_config(getattr(args, "config", None))
+    source = FleetSource(config)
+    # Every configured kind of compute beside the VMs (TPU nodes, Vertex AI jobs, ...), through the seam.
+    source.more_rows = Compute.from_context(
+        BackendContext(config, shared={SHARED_FLEET: source})
+    ).rows_beyond_fleet
     snapshot = source.snapshot()
-    if source.config.vertex.regions and source.gcp is not None:  # Vertex AI jobs beside the machines
-        from gcptui.tui.cli.vertex import with_vertex_rows
-
-        snapshot = with_vertex_rows(source, snapshot)
     instances = sorted(snapshot.instances, key=lambda i: i.name)  # by name, as the TUI sorts
     for note in snapshot.errors:  # e.g. an unreachable zone: what was listed still prints, exit 0
         print(f"gcptui: {note}", file=sys.stderr)

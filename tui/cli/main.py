@@ -66,6 +66,10 @@ def build_parser() -> argparse.ArgumentParser:
         default="stop",
         help="the Spot VMs' termination action (delete: a preemption takes the VM and its disk)",
     )
+    emu.add_argument("--tpus", type=int, default=0, help="how many emulated Spot TPU VM nodes (default 0)")
+    emu.add_argument(
+        "--tpu-workers", type=int, default=1, metavar="W", help="worker hosts per TPU node (default 1)"
+    )
     emu.set_defaults(handler=_lazy("gcptui.tui.cli.demo", "run_emulator_command"))
 
     ls = sub.add_parser("ls", parents=[common], help="instances and static hosts")

@@ -130,6 +130,9 @@ class Vm:
     def key(self) -> tuple[str, str]:
         return (self.zone, self.name)
 
+    def host_alias(self, host_key: str) -> str:
+        return f"compute.{self.id}"
+
 
 @dataclass(eq=False)
 class Operation:

@@ -24,3 +24,8 @@ class Machine(Protocol):
     def uid(self) -> str: ...  # unique per machine, marks its processes
     @property
     def gpus(self) -> tuple[Accelerator, ...]: ...
+    def host_alias(self, host_key: str) -> str:
+        """The name gcloud pins this machine's host key under in ``google_compute_known_hosts``
+        (``host_key``: the base64 ed25519 key): ``compute.<id>`` for a VM, ``tpu.<id>-<w>-<suffix>``
+        for a TPU worker."""
+        ...

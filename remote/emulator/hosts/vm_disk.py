@@ -106,3 +106,20 @@ class VmDisk:
             return
         _inside(self.root.parent, self.root)
         shutil.rmtree(self.root, ignore_errors=True)
+
+
+# HBM per chip, GiB, as tpu-info reports it (v2's two cores share 16 GiB).
+TPU_HBM_GIB = {"v2": 16.0, "v3": 32.0, "v4": 31.25, "v5p": 95.74, "v5litepod": 15.75, "v6e": 31.25}
+
+
+def install_tpu_info(disk: Path, generation: str, chips: int) -> None:
+    """Put the ``tpu-info`` stand-in on a TPU worker's disk (its chips in ``tpus.json`` beside it)."""
+    bin_dir = VmDisk(disk).bin
+    bin_dir.mkdir(parents=True, exist_ok=True)
+    label = "v5e" if generation == "v5litepod" else generation
+    spec = {"generation": label, "chips": chips, "hbm_gib": TPU_HBM_GIB.get(generation, 16.0)}
+    (bin_dir / "tpus.json").write_text(json.dumps(spec))
+    target = bin_dir / "tpu-info"
+    source = (Path(__file__).parent / "fake_tpu_info.py").read_text()
+    target.write_text(f"#!{sys.executable} -IS\n{source}")
+    target.chmod(0o755)

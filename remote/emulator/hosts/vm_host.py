@@ -213,11 +213,11 @@ class SshVmHost:
             await self.shutdown(vm, 0.0)
 
     def _write_known_hosts(self) -> None:
-        # gcloud's format: the alias compute.<id> stands for the host, whatever its current address.
-        lines = [
-            f"compute.{vm.id} {self._machines[uid].host_key.export_public_key('openssh').decode().strip()}\n"
-            for uid, vm in self._vms.items()
-        ]
+        # gcloud's format: an alias (compute.<id>, tpu.<id>-<w>-<suffix>) stands for the host, whatever its address.
+        lines = []
+        for uid, vm in self._vms.items():
+            algorithm, key = self._machines[uid].host_key.export_public_key("openssh").decode().split()[:2]
+            lines.append(f"{vm.host_alias(key)} {algorithm} {key}\n")
         self.known_hosts.parent.mkdir(parents=True, exist_ok=True)
         temporary = self.known_hosts.with_suffix(".tmp")
         temporary.write_text("".join(lines))

@@ -1,0 +1,75 @@
+"""TPU telemetry: what ``tpu-info`` prints on a TPU VM, read into the same samples as GPUs.
+
+``tpu-info`` (Google's tool over libtpu's runtime metrics) prints tables: ``TPU Chips`` (device,
+type) and, only while a workload runs, ``TPU Runtime Utilization`` (per chip: HBM used / total,
+duty cycle). Its versions draw the tables with ``|`` or with box-drawing characters; both are read.
+Each chip becomes a ``GpuSample`` (util = duty cycle, memory = HBM), so the GPU column, panel and
+``gpu --json`` show TPU chips unchanged. The output is the VM's: bounded and total, like every parser
+of VM output (a line or a number out of range is skipped, never trusted).
+"""
+
+from __future__ import annotations
+
+import re
+
+from gcptui.remote.telemetry.gpu import GpuSample
+
+MAX_CHIPS = 64  # a TPU host has at most 8 chips; more rows are not believed
+MAX_OUTPUT_CHARS = 64 * 1024
+_CELLS = re.compile(r"[|│┃]")
+_HBM = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*GiB\s*/\s*(\d+(?:\.\d+)?)\s*GiB\s*$")
+_PERCENT = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*%\s*$")
+_LETTER = re.compile(r"[A-Za-z]")
+_TYPE = re.compile(r"^TPU (v\d+[a-z]*) chip$")
+
+
+def _cells(line: str) -> list[str]:
+    parts = [p.strip() for p in _CELLS.split(line)]
+    return parts[1:-1] if len(parts) >= 3 else []
+
+
+def _gib_to_mib(value: str) -> float | None:
+    number = float(value)
+    return number * 1024 if 0 <= number <= 4096 else None
+
+
+def parse_tpu_info(text: str) -> list[GpuSample]:
+    """The chips ``tpu-info`` reported, in chip order; HBM and duty cycle None when it had no runtime
+    metrics (no workload runs). An output with no chip table gives no samples."""
+    chip_type = "TPU"
+    chips = 0
+    usage: dict[int, tuple[float | None, float | None, float | None]] = {}
+    section = ""
+    for line in text[:MAX_OUTPUT_CHARS].splitlines():
+        stripped = line.strip()
+        if not _CELLS.search(stripped) and _LETTER.search(stripped):
+            section = stripped  # a table's title line (borders have no letters)
+            continue
+        cells = _cells(line)
+        if not cells or cells[0].lower() in ("chip", "core id") or set("".join(cells)) <= set("-─━=: "):
+            continue
+        if section == "TPU Chips" and len(cells) >= 2:
+            found = _TYPE.match(cells[1])
+            if found and chips < MAX_CHIPS:
+                chip_type = f"TPU {found.group(1)}"
+                chips += 1
+        elif section == "TPU Runtime Utilization" and len(cells) >= 3 and cells[0].isdigit():
+            index = int(cells[0])
+            hbm, duty = _HBM.match(cells[1]), _PERCENT.match(cells[2])
+            if index >= MAX_CHIPS or hbm is None:
+                continue
+            util = float(duty.group(1)) if duty else None
+            usage[index] = (
+                _gib_to_mib(hbm.group(1)),
+                _gib_to_mib(hbm.group(2)),
+                util if util is not None and 0 <= util <= 100 else None,
+            )
+    if chips and not set(usage) <= set(range(chips)):
+        # Some versions number the chips globally across the slice (8, 9, 12, 13): keep their order.
+        usage = dict(enumerate(value for _, value in sorted(usage.items())))
+    indexes = sorted(set(range(chips)) | set(usage))[:MAX_CHIPS]
+    samples = []
+    for index in indexes:
+        used, total, util = usage.get(index, (None, None, None))
+        samples.append(GpuSample(index, chip_type, util, used, total, None, None))
+    return samples
