@@ -294,16 +294,15 @@ class GcptuiApp(Telling, KeepAliveControls, App[None]):
 
     def open_trial_log(self, trial: Trial) -> None:
         """A sweep trial's own log: the part of its job slot's log that its runs wrote."""
-        from gcptui.tui.sweep.trial_log import trial_source
+        from gcptui.tui.logs.screen import LogsScreen, PaneSource
+        from gcptui.tui.sweep.trial_log import trial_log
 
         snapshot = self.fleet_screen.snapshot
-        source = trial_source(self.services, snapshot, trial, self.config.logs) if snapshot else None
-        if source is None:
+        found = trial_log(self.services, snapshot, trial, self.config.logs) if snapshot else None
+        if found is None:
             self.notify(f"{trial.vm}: not reachable over SSH", severity="warning")
             return
-        from gcptui.tui.logs.screen import LogsScreen
-
-        self.push_screen(LogsScreen([source], buffer_lines=self.config.logs.buffer_lines))
+        self.push_screen(LogsScreen([PaneSource(*found)], buffer_lines=self.config.logs.buffer_lines))
 
     async def vm_action(self, action: str, instance: Instance) -> str | None:
         gce = await asyncio.to_thread(self.fleet.gce)
