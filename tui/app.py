@@ -154,7 +154,8 @@ class GcptuiApp(Telling, KeepAliveControls, App[None]):
         except GcptuiError as err:
             self.post_message(FleetRefreshFailed(str(err), self._setup_problems(str(err))))
         except Exception as err:  # noqa: BLE001 - any surprise is shown, never a crash
-            self.post_message(FleetRefreshFailed(f"{type(err).__name__}: {err}"))
+            log.error("listing the fleet failed", exc_info=(type(err), err, err.__traceback__))
+            self.post_message(FleetRefreshFailed(f"listing the fleet failed: {self._details(err)}"))
         else:
             self.post_message(FleetRefreshed(snapshot))
 

@@ -32,12 +32,15 @@ from gcptui.remote.jobs.protocol import (
     supervisor_script,
 )
 from gcptui.remote.jobs.watch import JobEvent, watch_job
+from gcptui.remote.safe_text import vm_field
+from gcptui.remote.ssh.capped import run_capped
 from gcptui.remote.ssh.errors import SshUnreachableError
 from gcptui.remote.ssh.pool import SshPool
 from gcptui.remote.ssh.target import SshTarget
 
 JobAction = Literal["start", "restart", "kill", "status"]
 T = TypeVar("T")
+MAX_ANSWER_BYTES = 1 << 20  # the supervisor's answer: a status and the command, far below this
 
 
 class JobError(GcptuiError):
@@ -206,7 +209,10 @@ class JobRunner:
             if install:
                 stdin += supervisor_script()[0].decode()
             try:
-                result = await conn.run(command, input=stdin or None, timeout=timeout)
+                # The VM's answer is read up to a cap: its state files (the command) are its to fill.
+                result = await run_capped(
+                    conn, command, input=stdin or None, max_bytes=MAX_ANSWER_BYTES, timeout=timeout
+                )
             except asyncssh.ChannelOpenError:
                 # The session never opened (a connection that just died): nothing ran, so try again.
                 if attempt == 2:
@@ -214,7 +220,7 @@ class JobRunner:
                         target.name, f"{target.name}: SSH connection lost: try again"
                     ) from None
                 continue
-            except asyncssh.TimeoutError:
+            except TimeoutError:  # asyncio's (run_capped) and asyncssh's alike
                 raise JobError(
                     f"{target.name}: `job {op}` got no answer within {timeout:g}s: "
                     f"check `gcptui job status {target.name}`"
@@ -230,10 +236,10 @@ class JobRunner:
                 self._installed.discard(conn)  # someone removed ~/.gcptui: install again
                 continue
             self._installed.add(conn)
-            output = str(result.stdout or "")
+            output = result.stdout
             if rc == 0 or (rc is not None and rc in allowed):
                 return rc, parse_status(target.name, output), output
-            raise JobError(_failure(target, op, rc, output, str(result.stderr or "")))
+            raise JobError(_failure(target, op, rc, output, result.stderr))
         raise JobError(f"{target.name}: could not install the job supervisor under ~/{BIN_DIR}")
 
 
@@ -241,11 +247,11 @@ def _failure(target: SshTarget, op: str, rc: int | None, output: str, stderr: st
     """One line for a failed supervisor call: its own ``error=`` line, else the tail of stderr."""
     for line in output.splitlines():
         if line.startswith("error="):
-            reason = line.removeprefix("error=")
+            reason = vm_field(line.removeprefix("error="), 500)  # the VM's words: one inert line
             if rc == 5:
                 reason += f" (`gcptui sync {target.name} --once`)"
             return f"{target.name}: job {op} failed: {reason}"
-    tail = stderr.strip().splitlines()[-1] if stderr.strip() else f"exit status {rc}"
+    tail = vm_field(stderr.strip().splitlines()[-1], 500) if stderr.strip() else f"exit status {rc}"
     return f"{target.name}: job {op} failed on the VM: {tail}"
 
 

@@ -43,11 +43,16 @@ async def _read(stream: Any, limit: int, *, drain: bool = False) -> tuple[bytes,
     return b"".join(chunks), cut
 
 
-async def run_capped(conn: Any, command: str, *, max_bytes: int, timeout: float) -> CappedRun:
-    """Run ``command`` on ``conn`` (an asyncssh connection); at most ``max_bytes`` of its stdout is
-    kept. ``TimeoutError`` past ``timeout`` seconds, as ``conn.run(timeout=...)``."""
+async def run_capped(
+    conn: Any, command: str, *, max_bytes: int, timeout: float, input: str | None = None
+) -> CappedRun:
+    """Run ``command`` on ``conn`` (an asyncssh connection), ``input`` on its stdin; at most
+    ``max_bytes`` of its stdout is kept. ``TimeoutError`` past ``timeout`` seconds."""
     process = await conn.create_process(command, encoding=None)
     try:
+        if input is not None:
+            process.stdin.write(input.encode())
+        process.stdin.write_eof()
         async with asyncio.timeout(timeout):
             errors = asyncio.ensure_future(
                 _read(process.stderr, MAX_STDERR, drain=True)

@@ -10,7 +10,7 @@ import math
 import re
 import tracemalloc
 
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from gcptui.remote.jobs.protocol import parse_status
@@ -20,6 +20,7 @@ from gcptui.remote.sweep.vmside import log_tail, parse_metrics
 from gcptui.remote.telemetry.gpu import parse_gpu_line, parse_process_line
 from gcptui.remote.telemetry.log_text import LineAssembler
 from gcptui.remote.telemetry.progress import MAX_COUNT, MAX_MAGNITUDE, ProgressTracker, json_records
+from gcptui.remote.telemetry.tpu_info import parse_tpu_info
 
 ESCAPES = [
     "\x1b]0;t\x07",
@@ -159,6 +160,26 @@ def test_log_lines_and_text(chunks: list[bytes]) -> None:
     _inert(sanitize(text))
     for cleaned in (one_line(text), vm_field(text), sanitize(text, colours=False)):
         assert "\x1b" not in cleaned
+
+
+tpu_cells = st.one_of(
+    st.text(max_size=12),
+    st.sampled_from(["²", "٣", "9" * 400, "1 GiB / 2 GiB", "1e999 GiB / 2 GiB", "50%", "TPU v5e chip"]),
+)
+tpu_lines = st.one_of(
+    st.sampled_from(["TPU Chips", "TPU Runtime Utilization", "| Chip | Type |", "+----+"]),
+    st.lists(tpu_cells, min_size=2, max_size=4).map(lambda cells: "│ " + " │ ".join(cells) + " │"),
+)
+
+
+@FUZZ
+@given(st.lists(tpu_lines, max_size=12))
+@example(["TPU Runtime Utilization", "│ ² │ 1 GiB / 2 GiB │ 5% │"])  # "²".isdigit(), int() refuses it
+def test_tpu_info_tables(lines: list[str]) -> None:
+    for sample in parse_tpu_info("\n".join(lines)):
+        _inert(sample.name)
+        for value in (sample.util, sample.mem_used_mib, sample.mem_total_mib):
+            assert value is None or math.isfinite(value)
 
 
 def test_a_huge_line_is_skipped_without_being_parsed() -> None:

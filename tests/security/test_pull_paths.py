@@ -13,6 +13,7 @@ import pytest
 
 from gcptui.remote.sweep.report import write_report
 from gcptui.remote.transfer.bucket import pull_from_bucket
+from gcptui.remote.transfer.pull import PullError, local_base
 from tests.cli.test_pull import config_for
 from tests.helpers.gcs import FakeGcs
 from tests.helpers.sshd import Sshd
@@ -37,15 +38,20 @@ def _vm_runs(tmp_path: Path) -> Path:
 
 def test_a_run_folder_named_dot_dot_never_lands_beside_its_folder(sshd: Sshd, tmp_path: Path) -> None:
     """A checkpoint path `runs/x/..` (the VM's word) once pulled into `pulled/VM/..`, over another
-    VM's results."""
+    VM's results: now it is normalised (`runs`) and lands inside `pulled/VM`, and a name that stays
+    `..` or empty (`~/..`, `/`) is refused before anything is listed."""
     runs = _vm_runs(tmp_path)
     pulled = tmp_path / "laptop" / "pulled"
     (pulled / "other-vm").mkdir(parents=True)
     (pulled / "other-vm" / "mine.txt").write_text("mine\n")
     result = _pull(config_for(sshd, tmp_path), f"{runs}/x/..", pulled / "box")
-    assert result.returncode != 0 and "cannot name a folder" in result.stderr, result.stderr
+    assert result.returncode == 0, result.stderr
     assert sorted(p.name for p in pulled.iterdir()) == ["box", "other-vm"]
     assert [p.name for p in (pulled / "other-vm").iterdir()] == ["mine.txt"]
+    assert (pulled / "box" / "runs" / "other-vm" / "checkpoints" / "s.pt").read_bytes() == b"other-vm"
+    for remote in ("..", "/", "runs/.", "a/\x1b]0;t\x07"):
+        with pytest.raises(PullError, match="cannot name a folder"):
+            local_base(pulled / "box", remote)
 
 
 def test_links_planted_on_the_laptop_are_not_written_through(sshd: Sshd, tmp_path: Path) -> None:

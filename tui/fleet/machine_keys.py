@@ -21,6 +21,11 @@ from gcptui.tui.live.columns import status_word
 from gcptui.tui.live.monitors import reachable
 from gcptui.tui.live.state import Live
 
+# A machine in one of these has nothing left to stop (X says so instead of asking), or is already
+# up or on its way (U says so). Neutral states: a static host's is unknown, so both keys go on.
+NOTHING_TO_STOP = frozenset({State.STOPPING, State.STOPPED, State.PREEMPTED, State.SUCCEEDED, State.FAILED})
+ALREADY_STARTED = frozenset({State.RUNNING, State.PROVISIONING})
+
 
 class MachineKeys(Screen[None]):
     """The machine keys of ``FleetScreen``, which supplies the attributes declared here."""
@@ -164,15 +169,14 @@ class MachineKeys(Screen[None]):
 
     def action_vm_start(self) -> None:
         instance = self.selected_instance()
-        if instance is not None and instance.state in (State.RUNNING, State.PROVISIONING):
+        if instance is not None and instance.state in ALREADY_STARTED:
             self.notify(f"{instance.name} is already {status_word(instance)}", title="Start VM")
             return
         self._vm("Start VM", "start")
 
     def action_vm_stop(self) -> None:
         instance = self.selected_instance()
-        # Down or on its way down: nothing left to stop, X says so instead of asking.
-        if instance is not None and (instance.state.down or instance.state is State.STOPPING):
+        if instance is not None and instance.state in NOTHING_TO_STOP:
             self.notify(
                 f"{instance.name} is not running ({status_word(instance)}): nothing to stop", title="Stop VM"
             )
