@@ -154,7 +154,8 @@ class GcptuiApp(Telling, KeepAliveControls, App[None]):
         except GcptuiError as err:
             self.post_message(FleetRefreshFailed(str(err), self._setup_problems(str(err))))
         except Exception as err:  # noqa: BLE001 - any surprise is shown, never a crash
-            self.post_message(FleetRefreshFailed(f"{type(err).__name__}: {err}"))
+            log.error("listing the fleet failed", exc_info=(type(err), err, err.__traceback__))
+            self.post_message(FleetRefreshFailed(f"listing the fleet failed: {self._details(err)}"))
         else:
             self.post_message(FleetRefreshed(snapshot))
 
@@ -239,7 +240,16 @@ class GcptuiApp(Telling, KeepAliveControls, App[None]):
 
     # -- acting on machines (act, act_all: tui/telling.py) -------------------------------------------
 
+    def is_vertex_job(self, instance: Instance) -> bool:
+        from gcptui.remote.vertex_workflows import is_vertex_job
+
+        return is_vertex_job(self.services.compute, instance)
+
     async def job_action(self, action: str, instance: Instance) -> str | None:
+        if action == "kill" and self.is_vertex_job(instance):  # a Vertex AI job: cancel, asynchronous
+            await asyncio.to_thread(self.services.compute.of(instance).cancel, instance)  # type: ignore[attr-defined]
+            self.refresh_fleet()
+            return f"{instance.name}: cancel requested"
         target = self.services.target(instance)
         if action in ("start", "restart"):
             await self.monitors.barrier(instance)  # the VM holds the current tree first

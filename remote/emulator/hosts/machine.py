@@ -10,12 +10,10 @@ from gcptui.remote.emulator.core.names import Accelerator
 
 
 class Machine(Protocol):
-    # What the hosts change: the disk's place, the address in one-address mode, the SSH port label.
-    labels: dict[str, str]
+    labels: dict[str, str]  # the hosts keep the SSH port label of one-address mode here
     network_ip: str  # the hosts move it to 127.0.0.1 where the OS routes only that address
     disk: Path | None  # set by the host: DIR/vms/NAME
 
-    # What they only read (a TPU worker derives these from its node).
     @property
     def name(self) -> str: ...
     @property
