@@ -20,6 +20,7 @@ from gcptui.remote.emulator.thread import EmulatorThread
 from gcptui.tui.sweep.trial_log import TrialSlice
 from tests.helpers.emulator import wait_until
 from tests.helpers.gcs import FakeGcs
+from tests.sweep.test_bucket_state import _copy_key
 from tests.sweep.test_sweep_emulator import ROOT, setup_fleet
 
 STEPS = 20
@@ -82,6 +83,7 @@ def test_a_pruned_tpe_sweep_resumes_on_another_laptop_telling_nothing_twice(
     assert 3 <= asked_on_a < 8
 
     env_b = {**env, "HOME": str(tmp_path / "home-b"), "GCPTUI_SWEEPS_DIR": str(tmp_path / "sweeps-b")}
+    _copy_key(tmp_path / "sweeps", tmp_path / "sweeps-b")  # the bucket's state is signed with it
     laptop_b = subprocess.run(command, cwd=ROOT, env=env_b, capture_output=True, text=True, timeout=300)
     assert laptop_b.returncode == 0, laptop_b.stderr
     assert "study from gs://sweep-state/.gcptui-sweeps/opt/study.journal" in laptop_b.stderr
