@@ -130,6 +130,8 @@ class Instance:
     # The name its SSH host key is filed under in known_hosts when the backend decides it (a TPU
     # worker: gcloud's ``tpu.<id>-<worker>-<key suffix>``); None: the SSH layer's rule.
     host_key_alias: str | None = None
+    # Set on a worker's own row (``NODE/w1``, from ``Backend.worker_rows``): the row it belongs to.
+    parent: str | None = None
     # The instance's own enable-oslogin metadata (None: not set, the project's decides).
     oslogin: bool | None = None
     # USD per hour while it runs (machine + GPUs; no disks), and where that price came from:

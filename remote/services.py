@@ -224,6 +224,35 @@ class Services:
                     raise error
         return instances
 
+    async def machines(self, names: list[str], *, running: bool = False) -> list[Instance]:
+        """The machines ``names`` stand for, to run processes on: a row whose workers each run a shell
+        (a TPU node) is all of its workers' rows (``NODE/w0``, ``NODE/w1``, ...), ``NODE/wN`` is that
+        one; any other name is its own row (see ``resolve``)."""
+        found: list[Instance] = []
+        rows = await self.resolve([name.split("/", 1)[0] for name in names], running=running)
+        for name, row in zip(names, rows, strict=True):
+            workers = self.compute.of(row).worker_rows(row) if row.workers else ()
+            if not workers:
+                if "/" in name:
+                    raise ConfigError(
+                        f"{row.name} has no worker {name.split('/', 1)[1]!r}: see `gcptui ls --json`"
+                    )
+                found.append(row)
+                continue
+            if "/" in name:
+                chosen = [w for w in workers if w.name == name]
+                if not chosen:
+                    known = ", ".join(w.name for w in workers)
+                    raise ConfigError(
+                        f"{row.name} has no worker {name.split('/', 1)[1]!r} (its workers: {known})"
+                    )
+                workers = tuple(chosen)
+            found.extend(w for w in workers if w.name not in {f.name for f in found})
+        for worker in found:
+            if worker.parent is not None:
+                self._instances[worker.name] = worker  # a getter following it finds it by name
+        return found
+
     async def reachable(self) -> list[Instance]:
         """Every machine SSH could reach now: running VMs and the static hosts."""
         snapshot = await asyncio.to_thread(self.fleet.snapshot)

@@ -164,6 +164,12 @@ def translate(
             f"Project {project} not found or not visible to you: check [gcp] project in gcptui.toml, "
             "GOOGLE_CLOUD_PROJECT or `gcloud config set project`"
         )
+    if "protected against deletion" in message and instance:
+        where = f" --zone {zone}" if zone else ""
+        return CloudError(
+            f"{instance} is protected against deletion: turn that off first with "
+            f"`gcloud compute instances update {instance}{where} --no-deletion-protection`, then delete it again"
+        )
     return CloudError(f"Compute API refused to {action}: {err.code} {message}")
 
 

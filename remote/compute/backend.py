@@ -164,6 +164,12 @@ class Backend(ABC):
         empty for a single machine. Default: those the listing put on the row."""
         return row.workers
 
+    def worker_rows(self, row: Instance) -> tuple[Instance, ...]:
+        """For a row whose workers each run a shell (a TPU node's hosts): one row per worker, in rank
+        order, named ``ROW/WORKER`` with ``parent`` set, that jobs, sync, logs and telemetry reach like
+        any machine. Empty (the default) for a single machine, or workers without a shell."""
+        return ()
+
     def exec_channel(self, row: Instance, worker: str | None = None) -> ExecChannel:
         """A channel that runs processes on ``row`` (``SHELL``): on the worker named ``worker``,
         or for a row with workers its first one (rank 0, where metrics and checkpoints live)."""

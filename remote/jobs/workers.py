@@ -35,14 +35,14 @@ class WorkerJobRunner(JobRunner):
         self.worker_jobs: dict[str, JobConfig] = {}
         self.worker_rows: dict[str, str] = {}  # worker row name (NODE/wN) -> its row's name
 
-    def prepare(self, row: Instance, workers: Sequence[Instance]) -> None:
-        """Fix the job of every worker of ``row`` (``workers`` in rank order, worker 0 first)."""
+    def prepare(self, row: str, workers: Sequence[Instance]) -> None:
+        """Fix the job of every worker of row ``row`` (``workers`` in rank order, worker 0 first)."""
         if not workers:
-            raise ConfigError(f"{row.name} has no workers up: wait until `gcptui ls` shows it running")
+            raise ConfigError(f"{row} has no workers up: wait until `gcptui ls` shows it running")
         addresses = [w.internal_ip or w.external_ip or "" for w in workers]
         if not all(addresses):
             missing = [w.name for w, a in zip(workers, addresses, strict=True) if not a]
-            raise ConfigError(f"{row.name}: no address yet for {', '.join(missing)}: wait until it runs")
+            raise ConfigError(f"{row}: no address yet for {', '.join(missing)}: wait until it runs")
         for rank, worker in enumerate(workers):
             env = {
                 WORKER_ID_ENV: str(rank),
@@ -50,7 +50,7 @@ class WorkerJobRunner(JobRunner):
                 RANK_ENV: str(rank),
                 WORKERS_ENV: str(len(workers)),
                 COORDINATOR_ENV: f"{addresses[0]}:{COORDINATOR_PORT}",
-                ROW_ENV: row.name,
+                ROW_ENV: row,
                 **self.job.env,
             }
             self.worker_jobs[worker.name] = JobConfig(
@@ -60,7 +60,7 @@ class WorkerJobRunner(JobRunner):
                 env=env,
                 stop_grace_seconds=self.job.stop_grace_seconds,
             )
-            self.worker_rows[worker.name] = row.name
+            self.worker_rows[worker.name] = row
 
     def job_for(self, target: SshTarget) -> JobConfig:
         return self.worker_jobs.get(target.name, self.job)

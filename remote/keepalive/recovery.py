@@ -41,8 +41,8 @@ from gcptui.remote.keepalive.events import (
     now,
     steps_lost,
 )
-from gcptui.remote.keepalive.relaunch_retry import relaunch_until
-from gcptui.remote.keepalive.resume_rule import nothing_to_resume
+from gcptui.remote.keepalive.machines import Machine, Phase, run_of
+from gcptui.remote.keepalive.recovery_steps import RecoverySteps
 from gcptui.remote.keepalive.vm_restart import DiskOrigins, VmRestarter, backoff, recreate_body
 from gcptui.remote.models import Instance, State
 
@@ -60,7 +60,7 @@ __all__ = [
 ]  # fmt: skip
 
 
-class KeepAlive(EventLog):
+class KeepAlive(RecoverySteps, EventLog):
     """Watches the fleet and recovers preempted VMs, one task per VM, bounded by ``max_restarts``.
 
     ``names`` limits keep-alive to those VMs (None: every Spot VM); ``enable``/``disable`` change it
@@ -115,22 +115,12 @@ class KeepAlive(EventLog):
         self.backoff_cap = backoff_cap
         self.boot_timeout = boot_timeout
         self.relaunch_timeout = relaunch_timeout
-        self.restarts: dict[str, int] = {}  # recoveries started per VM (max_restarts bounds it)
         self.polls = 0
         self._poll_listeners: list[Callable[[list[Instance]], None]] = []
         self._names: set[str] | None = set(names) if names is not None else None
-        self._disabled: set[str] = set()
-        self._known: dict[str, Instance] = {}
-        self._jobs: dict[str, JobStatus] = {}  # the job's last state seen before a preemption
-        self._records: dict[str, dict[str, Any]] = {}  # JSON of DELETE-action VMs, to recreate them
+        # One record per machine, its phase and what keep-alive knows of it (machines.py).
+        self.machines: dict[str, Machine] = {}
         self._origins = DiskOrigins(reader)  # what their disks were made from (disks.get), by VM name
-        self._recovering: dict[str, asyncio.Task[None]] = {}
-        self._suspects: dict[str, float] = {}  # name -> loop time until which it is polled fast
-        self._dropped: set[str] = set()  # suspects because their connection dropped (detected_by "lost")
-        self._given_up: set[str] = set()
-        # Stops handled by leaving the VM stopped (its job had nothing to resume), by (name, instance
-        # id, last start): the stop stays listed poll after poll, and is decided once.
-        self._left: set[tuple[str, str | None, str | None]] = set()
         self._causes = Causes(reader)
         self._wake = asyncio.Event()
         self._vms = VmRestarter(
@@ -154,10 +144,31 @@ class KeepAlive(EventLog):
             # A failed warm-up is reported by the call that needs the client (library() raises it).
             self._warming.add_done_callback(lambda task: task.cancelled() or task.exception())
 
-    def _suspect(self, name: str) -> None:
-        """Poll ``name`` fast for a while; a recovery may follow, so the client library gets ready."""
-        self._suspects[name] = asyncio.get_running_loop().time() + self.suspect_seconds
+    def machine(self, name: str) -> Machine:
+        """The record of ``name`` (made on first mention)."""
+        found = self.machines.get(name)
+        if found is None:
+            found = self.machines[name] = Machine(name)
+        return found
+
+    def _suspect(self, name: str, *, dropped: bool = False) -> bool:
+        """Poll ``name`` fast for a while; a recovery may follow, so the client library gets ready.
+        True when it was not suspect before."""
+        fresh = self.machine(name).suspect(
+            asyncio.get_running_loop().time() + self.suspect_seconds, dropped=dropped
+        )
         self._warm()
+        return fresh
+
+    @property
+    def restarts(self) -> dict[str, int]:
+        """Recoveries started per machine (``max_restarts`` bounds them)."""
+        return {name: m.restarts for name, m in self.machines.items() if m.restarts}
+
+    def job_seen(self, name: str) -> JobStatus | None:
+        """The job's last state seen on ``name`` (``note_job``)."""
+        found = self.machines.get(name)
+        return found.job if found is not None else None
 
     # -- the faces' API --------------------------------------------------------------------------
 
@@ -167,7 +178,9 @@ class KeepAlive(EventLog):
 
     def enabled(self, name: str) -> bool:
         """Whether keep-alive watches ``name`` (a Spot VM, named or all, and not disabled)."""
-        return name not in self._disabled and (self._names is None or name in self._names)
+        found = self.machines.get(name)
+        disabled = found is not None and found.disabled
+        return not disabled and (self._names is None or name in self._names)
 
     def watched(self, instance: Instance) -> bool:
         """Spot VMs when enabled; on-demand VMs only when named: host maintenance stops GPU VMs too."""
@@ -176,62 +189,58 @@ class KeepAlive(EventLog):
 
     def enable(self, name: str) -> None:
         """Watch ``name`` again (and forget an earlier give-up); polls at once."""
-        self._disabled.discard(name)
+        self.machine(name).enable()
         if self._names is not None:
             self._names.add(name)
-        self._given_up.discard(name)
-        self.restarts.pop(name, None)
         self.poke()
 
     def disable(self, name: str) -> None:
         """Stop watching ``name``; a recovery in flight is cancelled (the user takes over)."""
-        self._disabled.add(name)
-        self._suspects.pop(name, None)
-        task = self._recovering.get(name)
+        task = self.machine(name).disable()
         if task is not None:
             task.cancel()
 
     def relaunch_now(self, name: str) -> bool:
         """Recover ``name`` now, whatever its state: start it if stopped, recreate it if gone, then
         relaunch the job. Resets its restart count. False when one is in flight or the VM is unknown."""
-        instance = self._known.get(name)
-        if instance is None or name in self._recovering:
+        machine = self.machine(name)
+        instance = machine.instance
+        if instance is None or machine.busy:
             return False
-        self._given_up.discard(name)
-        self.restarts[name] = 0
-        gone = name in self._records and instance.state is State.DELETING
+        machine.reset()
+        gone = machine.record is not None and instance.state is State.DELETING
         self._begin(instance, "manual", "relaunch requested", None, recreate=gone)
         return True
 
     def note_job(self, name: str, status: JobStatus) -> None:
         """The job's state as last seen on the VM: a preemption resumes only a job that had not ended."""
-        self._jobs[name] = status
-        known = self._known.get(name)
+        machine = self.machine(name)
+        machine.job = status
+        known = machine.instance
         if self.ledger is not None and known is not None and known.instance_id:
             self.ledger.record(name, known.instance_id, status.state)
 
     def instances(self) -> list[Instance]:
         """The fleet as of the last poll, with recovered VMs' fresh records."""
-        return list(self._known.values())
+        return [m.instance for m in self.machines.values() if m.instance is not None]
 
     def recovering(self, name: str) -> bool:
-        return name in self._recovering
+        found = self.machines.get(name)
+        return found is not None and found.busy
 
     # -- detection -------------------------------------------------------------------------------
 
     def poke(self, name: str | None = None) -> None:
         """Poll now; with a name (its connection dropped), keep polling it fast for a while."""
-        if name is not None and self.enabled(name) and name not in self._recovering:
-            if name not in self._suspects:
+        if name is not None and self.enabled(name) and not self.recovering(name):
+            if self._suspect(name, dropped=True):
                 # Not part of a timeline: most dropped connections are network hiccups, not preemptions.
                 self._emit(RecoveryEvent(name, "suspect", now(), "connection lost: checking with GCE"))
-            self._suspect(name)
-            self._dropped.add(name)
         self._wake.set()
 
     def notice(self, name: str, at: datetime | None = None) -> None:
         """The VM's supervisor saw the metadata ``preempted`` flag: the fastest signal there is."""
-        if not self.enabled(name) or name in self._recovering:
+        if not self.enabled(name) or self.recovering(name):
             return
         timeline = self.timelines.get(name)
         if timeline is None or timeline.outcome != "recovering" or timeline.detected_by is not None:
@@ -251,9 +260,10 @@ class KeepAlive(EventLog):
                 log.warning("keep-alive poll failed: %s", err)
             if loop.time() >= warm_at:
                 self._warm()  # the app has settled: a first recovery need not wait for the import
-            self._suspects = {n: t for n, t in self._suspects.items() if t > loop.time()}
-            self._dropped &= set(self._suspects)
-            interval = self.fast_poll_seconds if self._suspects else self.poll_seconds
+            for machine in self.machines.values():
+                machine.calm(loop.time())
+            suspects = any(m.phase is Phase.SUSPECT for m in self.machines.values())
+            interval = self.fast_poll_seconds if suspects else self.poll_seconds
             try:
                 await within(interval, self._wake.wait())
             except TimeoutError:
@@ -268,10 +278,11 @@ class KeepAlive(EventLog):
         self.polls += 1
         current = {str(r.get("name", "")): (r, instance_from_json(r)) for r in raws}
         for name, (raw, instance) in current.items():
+            machine = self.machine(name)
             if instance.spot and deleted_when_stopped(instance) and instance.state is State.RUNNING:
-                self._records[name] = raw
+                machine.record = raw
                 await self._origins.record(name, raw)
-            self._known[name] = instance
+            machine.instance = instance
             if instance.state is State.RUNNING and self.watched(instance):
                 self._causes.saw_running(name)
                 if not instance.spot:
@@ -280,19 +291,21 @@ class KeepAlive(EventLog):
                 instance.spot
                 and instance.state is State.STOPPING
                 and self.enabled(name)
-                and name not in self._suspects
+                and machine.phase is Phase.WATCHING
             ):
                 # GCE shows STOPPING during the soft-off of a preemption: poll fast until it is over.
                 self._suspect(name)
-        for name in [n for n in self._known if n not in current]:
-            if name in self._records and name not in self._recovering:
-                self._known[name] = _gone(self._known[name])
-            elif name not in self._records:
-                del self._known[name]
+        for machine in self.machines.values():
+            if machine.instance is None or machine.name in current:
+                continue
+            if machine.record is not None and not machine.busy:
+                machine.instance = _gone(machine.instance)
+            elif machine.record is None:
+                machine.instance = None
         candidates = [
-            i for i in self._known.values()
-            if i.state in _STOPPED_OR_GONE and self.watched(i)
-            and i.name not in self._recovering and i.name not in self._given_up and _run_of(i) not in self._left
+            m.instance for m in self.machines.values()
+            if m.instance is not None and m.instance.state in _STOPPED_OR_GONE and self.watched(m.instance)
+            and not m.busy and m.phase is not Phase.GAVE_UP and run_of(m.instance) not in m.left
         ]  # fmt: skip
         if candidates:
             preempted = await self._causes.preempted_since_last_start(candidates)
@@ -309,7 +322,7 @@ class KeepAlive(EventLog):
                 self._begin(
                     instance, "preempted", UNKNOWN_CAUSE, None, recreate=instance.state is State.DELETING
                 )
-            unexplained = [i for i in unexplained if i.name not in self._recovering]
+            unexplained = [i for i in unexplained if not self.recovering(i.name)]
             if self.ledger is not None and unexplained:
                 for instance in await self._causes.stopped_unwatched(unexplained, self.ledger):
                     if self.recover_unwatched:
@@ -330,7 +343,8 @@ class KeepAlive(EventLog):
     async def _after_restart_by_gce(self, instance: Instance) -> None:
         """An on-demand VM that GCE restarted after host maintenance (automaticRestart): relaunch its job."""
         name = instance.name
-        check = name not in self._recovering and name not in self._given_up
+        machine = self.machine(name)
+        check = not machine.busy and machine.phase is not Phase.GAVE_UP
         restarted, when = await self._causes.restarted_by_gce(instance, check=check)
         if restarted:
             self._begin(instance, "preempted", "GCE: host maintenance stopped it, and GCE restarted it",
@@ -341,9 +355,8 @@ class KeepAlive(EventLog):
     def _begin(self, instance: Instance, kind: EventKind, detail: str, gce_time: datetime | None, *,
                recreate: bool) -> None:  # fmt: skip
         name = instance.name
-        self._suspects.pop(name, None)
-        dropped = name in self._dropped
-        self._dropped.discard(name)
+        machine = self.machine(name)
+        dropped = machine.end_suspicion()
         timeline = self.timelines.get(name)
         if (
             timeline is None
@@ -355,9 +368,9 @@ class KeepAlive(EventLog):
             timeline.preempted_at = gce_time
         leave = self._nothing_here(instance, manual=kind == "manual" or timeline.detected_by == "manual")
         if leave is None:  # a left-stopped VM counts no restart: max_restarts is for real recoveries
-            self.restarts[name] = self.restarts.get(name, 0) + 1
-        if leave is None and self.restarts[name] > self.max_restarts:
-            self._given_up.add(name)
+            machine.restarts += 1
+        if leave is None and machine.restarts > self.max_restarts:
+            machine.give_up()
             self._event(name, kind, detail)
             self._event(name, "gave_up", f"max_restarts ({self.max_restarts}) reached: relaunch by hand")
             return
@@ -367,93 +380,21 @@ class KeepAlive(EventLog):
         if leave is not None:
             # Said once per stop: the stop stays listed poll after poll, and a later preemption (after
             # the user started the VM again) must still be recovered.
-            self._left.add(_run_of(instance))
+            machine.left.add(run_of(instance))
             self._event(name, "left_stopped", f"{leave}: nothing to resume (`gcptui vm start {name}`)")
             return
-        task = asyncio.create_task(self._recover(instance, recreate=recreate), name=f"recover {name}")
-        self._recovering[name] = task
-        task.add_done_callback(lambda _t: self._recovering.pop(name, None))
-
-    def _nothing_here(self, instance: Instance, *, manual: bool) -> str | None:
-        """Why a stopped VM stays stopped (its job had nothing to resume), or None to recover it."""
-        seen = self._jobs.get(instance.name)
-        reason = nothing_to_resume(seen) if seen is not None else None
-        if reason is None or self.restart_idle or manual or instance.state is State.RUNNING:
-            return None
-        return reason
-
-    async def _recover(self, instance: Instance, *, recreate: bool) -> None:
-        name, zone = instance.name, instance.zone
-        manual = self.timelines[name].detected_by == "manual"
-        try:
-            seen = self._jobs.get(name)
-            if instance.state is not State.RUNNING:
-                origins = self._origins.get(name)
-                zone = await self._vms.restart(
-                    instance, self._records.get(name), recreate=recreate, origins=origins
-                )
-            fresh = await self._vms.wait_running(name, zone)
-            self._known[name] = fresh
-            # Else the next poll takes this start for GCE's own restart and recovers the job again.
-            self._causes.started(fresh)
-            self._event(name, "running", f"address {fresh.external_ip or fresh.internal_ip}")
-            # Unknown before the preemption: the job's record on the kept disk decides (a recreated
-            # VM has a fresh disk; its job resumes from the bucket).
-            check = self.job_status if seen is None and not recreate else None
-            point = await self._relaunch(fresh, check)
-            if point.nothing is not None:
-                await self._idle(fresh, point.nothing, stop=not (self.restart_idle or manual))
-                return
-            timeline = self.timelines[name]
-            timeline.resumed_step = point.step
-            if point.last_step is not None:
-                timeline.last_step = point.last_step
-            lost = timeline.steps_lost
-            self._event(name, "resumed", (f"from step {point.step}" if point.step is not None else "step unknown")
-                        + (f", {lost} steps lost" if lost is not None else ""))  # fmt: skip
-        except GcptuiError as err:
-            self._event(name, "failed", str(err))
-        except Exception as err:  # a bug, not a cloud answer: logged, and said in the timeline
-            log.exception("recovery of %s failed", name)
-            self._event(name, "failed", f"unexpected {type(err).__name__}: {err}")
-        except asyncio.CancelledError:
-            self._event(name, "failed", "cancelled (keep-alive disabled or closed)")
-            raise
-
-    async def _idle(self, instance: Instance, reason: str, *, stop: bool) -> None:
-        """Nothing to resume on a restarted VM: stop it again unless idle restarts are wanted."""
-        self._jobs.pop(instance.name, None)
-        if stop:
-            gce = await self.library()
-            await asyncio.to_thread(gce.stop, instance.name, instance.zone)
-            self._event(instance.name, "left_stopped", f"{reason}: nothing to resume; stopped it again")
-        else:
-            self._event(instance.name, "nothing_to_resume", reason)
-
-    async def _relaunch(
-        self, instance: Instance, check: Callable[[Instance], Awaitable[JobStatus]] | None = None
-    ) -> ResumePoint:
-        def report(kind: EventKind, detail: str) -> None:
-            self._event(instance.name, kind, detail)
-
-        return await relaunch_until(
-            instance, self.relaunch, report, check=check, timeout=self.relaunch_timeout,
-            backoff_base=min(self.backoff_base, 0.5), backoff_cap=min(self.backoff_cap, 5.0),
-        )  # fmt: skip
+        machine.start(asyncio.create_task(self._recover(instance, recreate=recreate), name=f"recover {name}"))
 
     async def close(self) -> None:
         """Cancel the recoveries in flight."""
-        tasks: list[asyncio.Task[Any]] = list(self._recovering.values())
+        tasks: list[asyncio.Task[Any]] = [
+            m.task for m in self.machines.values() if m.task is not None and m.busy
+        ]
         if self._warming is not None and not self._warming.done():
             tasks.append(self._warming)
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
-
-
-def _run_of(instance: Instance) -> tuple[str, str | None, str | None]:
-    """One run of a VM: a new start (or a recreated VM) is a new run, whose stop is decided anew."""
-    return instance.name, instance.instance_id, instance.last_start
 
 
 def _gone(instance: Instance) -> Instance:

@@ -7,7 +7,7 @@ auto-stopper that runs after each poll. The three faces differ only in the argum
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
 from gcptui.remote.keepalive.autostop import AutoStopper
@@ -47,17 +47,18 @@ def build_service(
     notices: bool = True,
     autostop: bool = True,
     autostop_names: Iterable[str] | None = None,
-    **options: float,
+    tuning: Mapping[str, float] | None = None,
 ) -> KeepAliveService:
     """Keep-alive over ``names`` (None: every Spot VM; an empty set: none until switched on per VM).
 
     ``notices``: VM notice watchers (a sweep's VMs run trials in job slots the watchers do not
     follow); ``autostop``: the auto-stopper when ``[autostop]`` is active (over ``autostop_names``,
-    default every running VM). The rest goes to ``build_keepalive``.
+    default every running VM); ``tuning`` overrides ``KeepAlive``'s timings (``poll_seconds``, ...).
+    The rest goes to ``build_keepalive``.
     """
     keepalive = build_keepalive(
         services, names=names, on_event=on_event, recover_unwatched=recover_unwatched, launcher=launcher,
-        check_jobs=check_jobs, **options,
+        check_jobs=check_jobs, **dict(tuning or {}),  # type: ignore[arg-type]  # timings only: floats
     )  # fmt: skip
     watchers: NoticeWatchers | None = None
     if notices:

@@ -14,7 +14,7 @@ from pathlib import Path
 from gcptui.remote.emulator.thread import EmulatorThread
 from gcptui.remote.models import Instance
 from gcptui.remote.telemetry.progress import Checkpoint, Progress
-from gcptui.tui.cli.delete_guard import unsaved
+from gcptui.tui.cli.delete_guard import READ_TIMEOUT, unsaved
 from tests.cli.test_ls import gcptui
 
 RUN = "runs/x"
@@ -93,3 +93,20 @@ def test_at_a_terminal_the_run_directory_is_pulled_before_the_delete(
     pulled = work / "pulled" / "vm-d" / "x" / "checkpoints" / "step-000000100.pt"
     assert pulled.read_bytes() == b"weights" * 1000
     emulator_thread.wait_for_status("vm-d", None)  # deleted
+
+
+def test_delete_yes_of_a_running_vm_whose_ssh_is_down_says_why_at_once(
+    api_emulator: EmulatorThread, tmp_path: Path
+) -> None:
+    # The API emulator's VMs run with addresses but no SSH server: a VM whose sshd is down.
+    api_emulator.add_instance("dark")
+    api_emulator.wait_for_status("dark", "RUNNING")
+    config = str(api_emulator.write_config(tmp_path / "gcptui.toml"))
+    began = time.monotonic()
+    result = gcptui("vm", "delete", "dark", "--yes", "--config", config)
+    assert result.returncode == 0, result.stderr
+    assert "dark: could not read its checkpoints before deleting (dark (" in result.stderr
+    assert "connection refused" in result.stderr  # the reason, not an empty "()"
+    # One connection attempt, not the progress follower's retries for READ_TIMEOUT (20 s).
+    assert time.monotonic() - began < READ_TIMEOUT
+    api_emulator.wait_for_status("dark", None)

@@ -27,5 +27,7 @@ def test_a_protected_instance_is_not_deleted(api_emulator: EmulatorThread, tmp_p
     config = str(api_emulator.write_config(tmp_path / "gcptui.toml"))
     result = gcptui("vm", "delete", "keep", "--yes", "--config", config)
     assert result.returncode == 1 and "protected against deletion" in result.stderr, result.stderr
+    # The next step, whole: the command that lifts the protection.
+    assert f"`gcloud compute instances update keep --zone {ZONE} --no-deletion-protection`" in result.stderr
     assert "Traceback" not in result.stderr
     assert api_emulator.instance("keep").status == "TERMINATED"

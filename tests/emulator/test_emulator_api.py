@@ -115,6 +115,18 @@ def test_filter_expressions() -> None:
     assert not parse_filter('status != "RUNNING"')(resource)
     assert parse_filter("name eq trainer-.*")(resource) and parse_filter("name = trainer-*")(resource)
     assert parse_filter("")(resource)
+    # OR, which GCE accepts and binds tighter than AND (AIP-160); the emulator answered 400 to it.
+    either = parse_filter('(name = "trainer-1") OR (name = "trainer-2") AND (status = RUNNING)')
+    assert either(resource) and either({**resource, "name": "trainer-2"})
+    assert not either({**resource, "name": "trainer-3"}) and not either({**resource, "status": "TERMINATED"})
+
+
+def test_an_or_filter_selects_either_over_rest(api_emulator: EmulatorThread) -> None:
+    for name in ("a", "b", "c"):
+        api_emulator.add_instance(name, "us-central1-a")
+    base = f"{api_emulator.endpoint}/compute/v1/projects/gcptui-demo/zones/us-central1-a/instances"
+    query = urllib.parse.urlencode({"filter": '(name = "a") OR (name = "c")'})
+    assert sorted(i["name"] for i in json.loads(_get(api_emulator, f"{base}?{query}"))["items"]) == ["a", "c"]
 
 
 def test_run_emulator_serves_until_sigint_then_cleans_up(tmp_path: Path) -> None:

@@ -82,7 +82,7 @@ async def test_a_node_stopped_for_its_group_then_preempted_still_brings_the_grou
     watching = asyncio.create_task(keepalive.run())
     try:
         await eventually(
-            lambda: (job := keepalive._jobs.get("n0")) is not None and job.state == "running", timeout=30
+            lambda: (job := keepalive.job_seen("n0")) is not None and job.state == "running", timeout=30
         )
         # n1 comes back slowly here: n0's job then stays stopped for the group for seconds. A quick
         # recovery restarted the group between two of keep-alive's polls, which never saw the stop
@@ -93,7 +93,7 @@ async def test_a_node_stopped_for_its_group_then_preempted_still_brings_the_grou
         # Keep-alive stops n0's job for the lost n1, and says whose kill it was.
         await eventually(
             lambda: (
-                (job := keepalive._jobs.get("n0")) is not None
+                (job := keepalive.job_seen("n0")) is not None
                 and (job.state, job.detail) == ("killed", "group-stop")
             ),
             timeout=60,

@@ -40,7 +40,7 @@ async def _recover(fleet, name: str, *, watchers: bool, **options: object):  # t
     runner = asyncio.create_task(keepalive.run())
     try:
         if notice is not None:  # the watcher reports the job's state before the preemption
-            await eventually(lambda: name in keepalive._jobs, timeout=30)
+            await eventually(lambda: keepalive.job_seen(name) is not None, timeout=30)
         fleet.emu.preempt(name)
         await eventually(
             lambda: (t := keepalive.timelines.get(name)) is not None and t.outcome != "recovering", timeout=60
@@ -118,7 +118,7 @@ async def test_a_finished_jobs_stop_is_decided_once_and_a_later_preemption_still
     task = asyncio.create_task(keepalive.run())
     try:
         await eventually(
-            lambda: (job := keepalive._jobs.get("sp")) is not None and job.state == "exited", timeout=30
+            lambda: (job := keepalive.job_seen("sp")) is not None and job.state == "exited", timeout=30
         )
         fleet.emu.preempt("sp")
         await eventually(lambda: any(e.kind == "left_stopped" for e in events), timeout=60)
@@ -134,7 +134,7 @@ async def test_a_finished_jobs_stop_is_decided_once_and_a_later_preemption_still
         (fleet.emu.instance("sp").disk / "home" / "long").write_text("")
         await fleet.start_job("sp")
         await eventually(
-            lambda: (job := keepalive._jobs.get("sp")) is not None and job.state == "running", timeout=30
+            lambda: (job := keepalive.job_seen("sp")) is not None and job.state == "running", timeout=30
         )
         fleet.emu.preempt("sp")
         try:

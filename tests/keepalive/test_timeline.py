@@ -98,7 +98,10 @@ async def test_relaunch_by_hand_of_a_running_job_reads_where_it_resumed(fleet_fa
     keepalive = build_keepalive(fleet.services, on_event=events.append, poll_seconds=0.3, backoff_base=0.2)
     runner = asyncio.create_task(keepalive.run())
     try:
-        await eventually(lambda: fleet.steps("spot-l") >= 20 and "spot-l" in keepalive._known, timeout=90)
+        await eventually(
+            lambda: fleet.steps("spot-l") >= 20 and any(i.name == "spot-l" for i in keepalive.instances()),
+            timeout=90,
+        )
         assert keepalive.relaunch_now("spot-l")  # the TUI's L, on a job that runs
         await eventually(lambda: keepalive.timelines["spot-l"].outcome != "recovering", timeout=120)
         await eventually(

@@ -39,3 +39,40 @@ def test_ls_json_lists_a_tpu_node_with_its_workers(
     (tpu,) = [row for row in json.loads(capsys.readouterr().out) if row["name"] == "tpu-a"]
     assert (tpu["status"], tpu["state"], tpu["preempted"]) == ("PREEMPTED", "preempted", True)
     assert all(w["address"] is None for w in tpu["workers"])
+
+
+def test_one_key_runs_the_job_on_both_workers_and_logs_show_both(
+    emulator_thread: EmulatorThread, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    emulator_thread.add_tpu("tpu-a", accelerator_type="v4-16", spot=True)
+    emulator_thread.wait_for_tpu("tpu-a", "READY")
+    node = emulator_thread.tpu("tpu-a")
+    for worker in node.workers:
+        (Path(worker.disk or "") / "home" / "project").mkdir(parents=True)
+    config_path = emulator_thread.write_config(tmp_path / "gcptui.toml")
+    command = 'echo "worker $TPU_WORKER_ID of $GCPTUI_WORKERS up"; sleep 60'
+    config_path.write_text(config_path.read_text() + f"\n[job]\ncommand = {json.dumps(command)}\n")
+    config = str(config_path)
+
+    assert main(["job", "start", "tpu-a", "--no-sync", "--config", config]) == 0
+    capsys.readouterr()
+    assert main(["job", "status", "tpu-a", "--json", "--config", config]) == 0
+    statuses = json.loads(capsys.readouterr().out)
+    assert [(s["name"], s["state"]) for s in statuses] == [("tpu-a/w0", "running"), ("tpu-a/w1", "running")]
+
+    # Starting one worker of a slice alone is refused (it would wait for the others for ever).
+    assert main(["job", "restart", "tpu-a/w1", "--no-sync", "--config", config]) == 2
+    assert "runs on every worker of tpu-a at once" in capsys.readouterr().err
+
+    for _ in range(100):  # both workers' first line, merged with a worker prefix
+        assert main(["logs", "tpu-a", "-n", "5", "--config", config]) == 0
+        out = capsys.readouterr().out
+        if "worker 0 of 2 up" in out and "worker 1 of 2 up" in out:
+            break
+    assert any(line.startswith("tpu-a/w0") and "worker 0 of 2 up" in line for line in out.splitlines())
+    assert any(line.startswith("tpu-a/w1") and "worker 1 of 2 up" in line for line in out.splitlines())
+
+    assert main(["job", "kill", "tpu-a", "--config", config]) == 0
+    capsys.readouterr()
+    assert main(["job", "status", "tpu-a", "--json", "--config", config]) == 0
+    assert [s["state"] for s in json.loads(capsys.readouterr().out)] == ["killed", "killed"]

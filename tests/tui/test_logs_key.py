@@ -6,11 +6,14 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
+from gcptui.remote.models import State
 from gcptui.tui.logs.screen import LogsScreen
 from tests.tui.test_failures import notifications
 from tests.tui.test_group_rows import FLEET, SNAPSHOT, make_app
 
-STOPPED = replace(SNAPSHOT, instances=(*FLEET, replace(FLEET[2], name="parked", status="TERMINATED")))
+STOPPED = replace(
+    SNAPSHOT, instances=(*FLEET, replace(FLEET[2], name="parked", status="TERMINATED", state=State.STOPPED))
+)
 
 
 async def test_l_on_a_terminated_vm_says_start_it_first(tmp_path: Path) -> None:

@@ -85,9 +85,13 @@ async def find_unsaved(
     async def one(instance: Instance) -> Unsaved | None:
         bucket = services.config.storage.checkpoint_url(instance.name) is not None
         try:
+            # One connection attempt first: a VM whose SSH is down is said at once, not retried for
+            # READ_TIMEOUT (the progress follower would keep reconnecting).
+            await services.pool.connection(services.target(instance))
             progress = await within(READ_TIMEOUT, _read_progress(services, instance))
-        except (GcptuiError, OSError) as err:
-            say(f"{instance.name}: could not read its checkpoints before deleting ({err})")
+        except (GcptuiError, OSError, TimeoutError) as err:
+            why = str(err) or type(err).__name__
+            say(f"{instance.name}: could not read its checkpoints before deleting ({why})")
             return None
         return unsaved(progress, instance, bucket)
 

@@ -53,7 +53,7 @@ def run_job(args: argparse.Namespace) -> int:
         names = [n for n in args.names if n not in group_names]
         instances = []
         if names:
-            instances = await services.resolve(names, running=True)
+            instances = await services.machines(names, running=True)
         elif args.action == "status" and not group_names:
             instances = await reachable_saying_the_rest(services)
         elif not group_names:
@@ -67,7 +67,12 @@ def run_job(args: argparse.Namespace) -> int:
             instances = [i for i in instances if i.name not in held]
             if instances:
                 await sync_before_job(services, instances)  # the VM holds the current tree first
-        results += await services.jobs.run_all(args.action, [services.target(i) for i in instances])
+        # A TPU node's workers run one job together (each told its rank): the workers' own runner.
+        workers = [i for i in instances if i.parent is not None]
+        results += await services.jobs.run_all(
+            args.action, [services.target(i) for i in instances if i.parent is None]
+        )
+        results += await run_on_workers(services, args.action, workers)
         objects = [r.value.to_json() for r in results if r.ok and r.value is not None]
         for item in objects:  # a group's node carries its group however it was named (DESIGN's JSON)
             group = next((g.name for g in services.config.groups if item["name"] in g.vms), None)
@@ -166,6 +171,27 @@ async def stop_before_sync(
     return held
 
 
+async def run_on_workers(
+    services: Services, action: str, workers: list[Instance]
+) -> list[HostResult[JobStatus]]:
+    """``action`` on the workers of each row they belong to, all of a row's workers at once."""
+    from gcptui.remote.jobs.workers import WorkerJobRunner
+
+    results: list[HostResult[JobStatus]] = []
+    for parent in dict.fromkeys(w.parent for w in workers if w.parent is not None):
+        mine = [w for w in workers if w.parent == parent]
+        node = services.latest(parent)
+        if action in ("start", "restart") and node is not None and len(mine) < len(node.workers):
+            # A slice trains only with the same program on every worker: never start a part of it.
+            raise_usage(
+                f"job {action} runs on every worker of {parent} at once: name {parent}, not one worker"
+            )
+        runner = WorkerJobRunner(services.pool, services.config)
+        runner.prepare(parent, mine)
+        results += await runner.run_all(action, [services.target(w) for w in mine])  # type: ignore[arg-type]
+    return results
+
+
 def run_logs(args: argparse.Namespace) -> int:
     from gcptui.tui.cli.logs import run_logs as print_logs
 
@@ -181,7 +207,7 @@ def run_logs(args: argparse.Namespace) -> int:
                 "--raw prints one file's bytes exactly: give one NAME (and no [logs] files), "
                 "or leave --raw out to merge several sources line by line"
             )
-        found = await services.resolve(names)
+        found = await services.machines(names)  # a TPU node: each worker's log, prefixed NODE/wN
         for name in args.names:  # as `job` refuses it: which one was meant is not for us to guess
             if services.config.group(name) is not None and services.latest(name) is not None:
                 raise_usage(
@@ -226,7 +252,7 @@ def run_gpu(args: argparse.Namespace) -> int:
     from gcptui.tui.cli.logs import run_gpu as print_gpu
 
     async def body(services: Services) -> int:
-        instances = await services.resolve(args.names, running=True)
+        instances = await services.machines(args.names, running=True)
         return await print_gpu(
             {i.name: services.follow(i) for i in instances}, json_output=args.json, once=args.once
         )

@@ -72,7 +72,7 @@ async def keep_alive(
 
     service = build_service(
         services, names=names or None, on_event=on_event, recover_unwatched=recover_unwatched,
-        autostop_names=names or None, **options,
+        autostop_names=names or None, tuning=options,
     )  # fmt: skip
     keepalive, watchers = service.keepalive, service.watchers
     autostop = services.config.autostop

@@ -35,7 +35,8 @@ def run_ssh(args: argparse.Namespace) -> int:
     name, command = words[0], [*words[1:], *args.remote_command]
 
     async def body(services: Services) -> list[str]:
-        (instance,) = await services.resolve([name])
+        # A TPU node's shell is its worker 0's; NODE/w1 names another worker.
+        instance = (await services.machines([name]))[0]
         if not instance.state.reachable:
             raise GcptuiError(f"{name} is {instance.status}: `gcptui vm start {name}` first")
         return ssh_argv(services.target(instance), command, tty=not command and sys.stdin.isatty())
@@ -53,7 +54,7 @@ def run_accept(args: argparse.Namespace, names: list[str]) -> int:
 
     async def body(services: Services) -> int:
         failed = 0
-        for instance in await services.resolve(names):
+        for instance in await services.machines(names):
             target = services.target(instance)
             try:
                 key = await fetch_host_key(target)

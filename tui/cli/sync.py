@@ -52,7 +52,7 @@ def run_sync(args: argparse.Namespace) -> int:
 
     async def body(services: Services) -> int:
         instances = (
-            await services.resolve(args.names, running=True) if args.names else await services.reachable()
+            await services.machines(args.names, running=True) if args.names else await services.reachable()
         )
         if not instances:
             console.print("nothing to sync to: no running VM and no static host (see `gcptui ls`)")

@@ -234,17 +234,17 @@ class TpuBackend(Backend):
 
     # -- workers ---------------------------------------------------------------------------------------
 
-    def worker_rows(self, row: Instance) -> list[Instance]:
+    def worker_rows(self, row: Instance) -> tuple[Instance, ...]:
         """One SSH-reachable row per worker host (``NODE/w0``, ``NODE/w1``, ...), rank order."""
         keys = self._keys.get(row.instance_id or "", [])
         with self._lock:
             raw = self._raw.get((row.zone, row.name), {})
         internal = internal_addresses(raw)
-        return [
+        return tuple(
             worker_row(row, index, keys[index][1] if index < len(keys) else None,
                        internal[index] if index < len(internal) else None)
             for index in range(len(row.workers))
-        ]  # fmt: skip
+        )  # fmt: skip
 
     def ssh_target(self, row: Instance, user: str | None = None) -> SshTarget:
         """A worker row's target (``NODE/wN``: its address, its pinned alias); a node row's is worker 0's."""

@@ -94,6 +94,7 @@ def worker_row(node: Instance, index: int, key: str | None, internal_ip: str | N
         name=f"{node.name}/{worker.name}",
         external_ip=worker.address,
         internal_ip=internal_ip,
+        parent=node.name,
         workers=(),
         host_key_alias=worker_alias(node.instance_id or "", index, key) if key and node.instance_id else None,
         state=worker.state if worker.address else State.PROVISIONING,

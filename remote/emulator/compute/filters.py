@@ -1,7 +1,9 @@
 """The subset of GCE's list ``filter`` syntax the emulator understands.
 
 ``field = "value"``, ``field != value``, ``field eq regex``, ``field ne regex``, terms joined by
-``AND`` (or juxtaposed) and optionally parenthesised; fields may be dotted (``scheduling.preemptible``).
+``AND`` (or juxtaposed) or ``OR`` and optionally parenthesised; fields may be dotted
+(``scheduling.preemptible``). ``OR`` binds tighter than ``AND``, as in Google's filter grammar
+(AIP-160): ``(a = 1) OR (a = 2) AND (b = 3)`` is ``(a = 1 OR a = 2) AND b = 3``.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ Predicate = Callable[[dict[str, Any]], bool]
 
 _TERM = re.compile(
     r"""\s*\(?\s*(?P<field>[A-Za-z_][\w.]*)\s*(?P<op>!=|=|\beq\b|\bne\b|:)\s*
-        (?P<value>"(?:[^"\\]|\\.)*"|'[^']*'|[^\s)]+)\s*\)?\s*(?:\bAND\b)?""",
+        (?P<value>"(?:[^"\\]|\\.)*"|'[^']*'|[^\s)]+)\s*\)?\s*(?:\b(?P<join>AND|OR)\b)?""",
     re.VERBOSE,
 )
 
@@ -25,7 +27,8 @@ class FilterError(ValueError):
 
 def parse_filter(expression: str) -> Predicate:
     """A predicate over a resource's JSON; an empty expression matches everything."""
-    terms: list[tuple[str, str, str]] = []
+    clauses: list[list[tuple[str, str, str]]] = []  # ANDed clauses, each of ORed terms
+    joined_by_or = False
     position = 0
     text = expression.strip()
     while position < len(text):
@@ -37,11 +40,23 @@ def parse_filter(expression: str) -> Predicate:
         value = match.group("value")
         if value[:1] in "\"'":
             value = value[1:-1].replace('\\"', '"')
-        terms.append((match.group("field"), match.group("op"), value))
+        term = (match.group("field"), match.group("op"), value)
+        if joined_by_or and clauses:
+            clauses[-1].append(term)
+        else:
+            clauses.append([term])
+        joined_by_or = match.group("join") == "OR"
         position = match.end()
+    if joined_by_or:  # a trailing OR joins nothing
+        raise FilterError(
+            f"Invalid value for field 'filter': '{expression}'. Invalid list filter expression."
+        )
 
     def predicate(resource: dict[str, Any]) -> bool:
-        return all(_matches(_lookup(resource, field), op, value) for field, op, value in terms)
+        return all(
+            any(_matches(_lookup(resource, field), op, value) for field, op, value in clause)
+            for clause in clauses
+        )
 
     return predicate
 

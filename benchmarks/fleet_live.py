@@ -1,0 +1,221 @@
+"""What watching many machines costs the TUI: 8, 16, 32, 64 emulated VMs, every one running a job.
+
+For each fleet size N, an emulator (its own process: its SSH servers, VM processes and stand-in
+``nvidia-smi`` streams are the machines' cost, not the TUI's) runs N Spot VMs with one L4 each; every
+VM runs a job that logs the progress protocol twice a second. The real ``GcptuiApp`` then watches
+them headless in this process (Textual's pilot, 200x60): per machine a job watch, a progress
+follower and a 1 Hz GPU stream over one pooled SSH connection. Once every row shows its job running
+and its GPU, for ``--duration`` seconds:
+
+- ``key_ms_p95`` / ``_p50``: a key (``j``/``k``, the cursor moving a row) sent through the driver as
+  a keyboard's would be, until the first frame drawn with the cursor on its new row;
+- ``tui_cpu_percent``: this process's CPU time over the window, in % of one core;
+- ``rss_mib``: this process's resident memory at the end of the window.
+
+Prints one line per N, then one JSON object as the last line: ``runs`` (one object per N), and
+``machines_max``, ``key_ms_p95_at_max``, ``tui_cpu_percent_at_max``, ``cpu_per_machine_growth`` (CPU
+per machine at the largest N over CPU per machine at the smallest: ≤ 1 is no faster than linear) and
+the load average before and after.
+
+    python benchmarks/fleet_live.py [--machines 8,16,32,64] [--duration 20]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import psutil  # noqa: E402
+from textual import events  # noqa: E402
+
+from gcptui.remote.aio import within  # noqa: E402
+from gcptui.remote.config import load_config  # noqa: E402
+from gcptui.tui.app import GcptuiApp  # noqa: E402
+
+# The emulated fleet, in a process of its own: N RUNNING Spot VMs with one L4 each.
+EMULATOR = r"""
+import asyncio, sys
+from pathlib import Path
+from gcptui.remote.emulator import Emulator
+
+async def main(n, root):
+    emu = Emulator(Path(root), boot_seconds=0.5, stop_seconds=0.5, preempt_grace_seconds=5.0)
+    await emu.start()
+    for i in range(n):
+        emu.add_instance(f"vm-{i:02d}", "us-central1-a", machine_type="g2-standard-8",
+                         gpus=[("nvidia-l4", 1)], spot=True)
+    await asyncio.gather(*(emu.wait_for_status(f"vm-{i:02d}", "RUNNING", 120) for i in range(n)))
+    for i in range(n):
+        (Path(emu.instance(f"vm-{i:02d}").disk) / "home" / "project").mkdir(parents=True, exist_ok=True)
+    emu.write_config(Path(root) / "gcptui.toml")
+    print("ready", flush=True)
+    try:
+        await asyncio.Event().wait()
+    finally:
+        await emu.close()
+
+asyncio.run(main(int(sys.argv[1]), sys.argv[2]))
+"""
+
+# Each VM's job: the progress protocol twice a second, and a log line.
+JOB = (
+    "python -c 'import json, os, time\n"
+    'p = os.environ["GCPTUI_METRICS"]\n'
+    "i = 0\n"
+    "while True:\n"
+    "    i += 1\n"
+    '    open(p, "a").write(json.dumps({"step": i, "total_steps": 10**6, "loss": 1 / i, '
+    '"samples_per_s": 100.0, "time": time.time()}) + "\\n")\n'
+    '    print("step", i, flush=True)\n'
+    "    time.sleep(0.5)\n'"
+)
+
+
+def percentile(values: list[float], q: float) -> float | None:
+    if not values:
+        return None
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(q / 100 * (len(ordered) - 1)))]
+
+
+def start_emulator(n: int, root: Path) -> subprocess.Popen[str]:
+    process = subprocess.Popen(
+        [sys.executable, "-c", EMULATOR, str(n), str(root)], stdout=subprocess.PIPE, text=True
+    )
+    assert process.stdout is not None
+    line = process.stdout.readline()
+    if line.strip() != "ready":
+        process.kill()
+        raise SystemExit(f"the emulator did not start ({line!r})")
+    return process
+
+
+def start_jobs(config: Path, n: int) -> None:
+    config.write_text(config.read_text() + f"\n[job]\ncommand = {json.dumps(JOB)}\n")
+    names = [f"vm-{i:02d}" for i in range(n)]
+    result = subprocess.run(
+        [sys.executable, "-m", "gcptui.tui", "job", "start", *names, "--no-sync", "--config", str(config)],
+        capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    if result.returncode != 0:
+        raise SystemExit(f"job start failed: {result.stderr.strip()[-500:]}")
+
+
+async def watch(config: Path, n: int, duration: float) -> dict[str, object]:
+    app = GcptuiApp(load_config(str(config)), refresh_seconds=10.0)
+    me = psutil.Process()
+    latencies: list[float] = []
+    async with app.run_test(size=(200, 60)) as pilot:
+        # Every machine listed, its job seen running and its GPU streaming.
+        deadline = time.monotonic() + 120 + 2 * n
+        while time.monotonic() < deadline:
+            live = [app.live.get(f"vm-{i:02d}") for i in range(n)]
+            if all(x is not None and x.job is not None and x.job.state == "running"
+                   and x.gpu.latest is not None and x.gpu.latest.gpus for x in live):  # fmt: skip
+                break
+            await pilot.pause(0.2)
+        else:
+            raise SystemExit(f"{n} machines: not every job and GPU stream was seen within the deadline")
+        await pilot.pause(3.0)  # steady state
+        table = app.fleet_screen.table
+        shown_at: list[float] = []
+        shown = asyncio.Event()
+        expect = [-1]
+        display = app._display
+
+        def timed_display(screen: object, renderable: object) -> None:
+            display(screen, renderable)  # type: ignore[arg-type]
+            if expect[0] >= 0 and table.cursor_row == expect[0] and not shown_at:
+                shown_at.append(time.perf_counter())
+                shown.set()
+
+        app._display = timed_display  # type: ignore[method-assign,assignment]
+        cpu0 = sum(me.cpu_times()[:2])
+        wall0 = time.monotonic()
+        k = 0
+        while time.monotonic() - wall0 < duration:
+            await asyncio.sleep(0.3)
+            key = "j" if k % 2 == 0 else "k"
+            expect[0] = table.cursor_row + (1 if key == "j" else -1)
+            shown_at.clear()
+            shown.clear()
+            t0 = time.perf_counter()
+            app._driver.send_message(events.Key(key, key))  # type: ignore[union-attr]
+            try:
+                await within(10, shown.wait())
+            except TimeoutError:
+                pass
+            expect[0] = -1
+            if shown_at:
+                latencies.append((shown_at[0] - t0) * 1000)
+            k += 1
+        wall = time.monotonic() - wall0
+        cpu = sum(me.cpu_times()[:2]) - cpu0
+        rss = me.memory_info().rss / 2**20
+        app._display = display  # type: ignore[method-assign]
+    return {
+        "machines": n,
+        "key_ms_p50": round(statistics.median(latencies), 1) if latencies else None,
+        "key_ms_p95": round(percentile(latencies, 95) or 0, 1) if latencies else None,
+        "keys": len(latencies),
+        "tui_cpu_percent": round(100 * cpu / wall, 1),
+        "rss_mib": round(rss, 1),
+        "loadavg_1m": round(os.getloadavg()[0], 2),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--machines", default="8,16,32,64", help="fleet sizes, comma-separated")
+    parser.add_argument("--duration", type=float, default=20.0, help="seconds measured per size")
+    args = parser.parse_args()
+    sizes = [int(x) for x in args.machines.split(",")]
+    load_before = os.getloadavg()[0]
+    runs = []
+    for n in sizes:
+        root = Path(tempfile.mkdtemp(prefix=f"gcptui-fleet-live-{n}-"))
+        emulator = start_emulator(n, root)
+        try:
+            start_jobs(root / "gcptui.toml", n)
+            run = asyncio.run(watch(root / "gcptui.toml", n, args.duration))
+        finally:
+            emulator.terminate()
+            try:
+                emulator.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                emulator.kill()
+        runs.append(run)
+        print(json.dumps(run), flush=True)
+    first, last = runs[0], runs[-1]
+    growth = None
+    if first["tui_cpu_percent"] and last["machines"] != first["machines"]:
+        per_first = float(first["tui_cpu_percent"]) / int(first["machines"])  # type: ignore[arg-type]
+        per_last = float(last["tui_cpu_percent"]) / int(last["machines"])  # type: ignore[arg-type]
+        growth = round(per_last / per_first, 2) if per_first else None
+    print(json.dumps({
+        "benchmark": "fleet_live",
+        "runs": runs,
+        "machines_max": last["machines"],
+        "key_ms_p95_at_max": last["key_ms_p95"],
+        "tui_cpu_percent_at_max": last["tui_cpu_percent"],
+        "rss_mib_at_max": last["rss_mib"],
+        "cpu_per_machine_growth": growth,
+        "cpus": os.cpu_count(),
+        "loadavg_1m_before_after": [round(load_before, 2), round(os.getloadavg()[0], 2)],
+    }))  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()
