@@ -12,6 +12,7 @@ import ast
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
+BACKENDS = "remote/compute/"  # each backend's own folder below it may name its provider's words
 ALLOWED = (
     "remote/cloud/",
     "remote/compute/gce/",
