@@ -5,6 +5,8 @@ A machine moves between these phases, and only through the methods below:
     WATCHING ──suspect()──► SUSPECT ──calm() (time up)──► WATCHING
         │                      │
         └──────start()─────────┴──► RECOVERING ──finished()──► WATCHING
+                                        │  ▲
+                      (stopped again after up()) supersede() + start(): a new recovery
                                         │
     give_up() (max_restarts) ──► GAVE_UP ──reset() / enable()──► WATCHING
 
@@ -13,7 +15,8 @@ the recovery in flight to cancel; a relaunch by hand still works on a disabled m
 
 SUSPECT means "polled fast until ``suspect_until``" (a preemption notice, a dropped connection, a
 VM seen STOPPING); RECOVERING that a recovery task runs (``busy`` while it has not ended, even after
-a ``disable()`` cancelled it); GAVE_UP that ``max_restarts`` was reached. Beside the phase, the
+a ``disable()`` cancelled it; ``up`` once the recovery brought the VM back, so that a stop seen
+from then on is a new preemption, whose recovery supersedes this one); GAVE_UP that ``max_restarts`` was reached. Beside the phase, the
 record keeps the machine as last listed, the job last seen on it, the settings to recreate it and
 the runs already left stopped.
 """
@@ -59,6 +62,7 @@ class Machine:
     suspect_until: float | None = None  # SUSPECT: polled fast until this loop time
     dropped: bool = False  # SUSPECT because its connection dropped (detected_by "lost")
     task: asyncio.Task[None] | None = None  # the recovery in flight
+    up: Run | None = None  # the run the recovery in flight brought back: its stop is a new preemption
     left: set[Run] = field(default_factory=set)  # stops decided by leaving the VM stopped
 
     @property
@@ -100,9 +104,29 @@ class Machine:
     def finished(self, task: asyncio.Task[None]) -> None:
         """RECOVERING -> WATCHING when ``task`` (the current one) ended."""
         if self.task is task:
-            self.task = None
+            self.task, self.up = None, None
             if self.phase is Phase.RECOVERING:
                 self.phase = Phase.WATCHING
+
+    def running(self, task: asyncio.Task[None] | None, instance: Instance) -> None:
+        """The recovery ``task`` (when current) brought the VM back: this run of it."""
+        if task is not None and self.task is task:
+            self.up = run_of(instance)
+
+    def interruptible(self) -> bool:
+        """No recovery in flight, or one whose VM is back up in the run last listed: a stop seen
+        now is a new one (a listing older than the recovery's start still shows the previous run)."""
+        if not self.busy:
+            return True
+        return self.up is not None and self.instance is not None and run_of(self.instance) == self.up
+
+    def supersede(self) -> asyncio.Task[None] | None:
+        """Preempted again after the recovery brought it back: returns that recovery, no longer the
+        current one, for the caller to cancel before ``start`` begins the next (still RECOVERING)."""
+        task = self.task if self.busy and self.up else None
+        if task is not None:
+            self.task, self.up = None, None
+        return task
 
     def give_up(self) -> None:
         """-> GAVE_UP: max_restarts reached; only ``reset`` or ``enable`` bring it back."""

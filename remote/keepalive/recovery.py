@@ -298,14 +298,14 @@ class KeepAlive(RecoverySteps, EventLog):
         for machine in self.machines.values():
             if machine.instance is None or machine.name in current:
                 continue
-            if machine.record is not None and not machine.busy:
+            if machine.record is not None and machine.interruptible():
                 machine.instance = _gone(machine.instance)
             elif machine.record is None:
                 machine.instance = None
         candidates = [
             m.instance for m in self.machines.values()
             if m.instance is not None and m.instance.state in _STOPPED_OR_GONE and self.watched(m.instance)
-            and not m.busy and m.phase is not Phase.GAVE_UP and run_of(m.instance) not in m.left
+            and m.interruptible() and m.phase is not Phase.GAVE_UP and run_of(m.instance) not in m.left
         ]  # fmt: skip
         if candidates:
             preempted = await self._causes.preempted_since_last_start(candidates)
@@ -322,7 +322,7 @@ class KeepAlive(RecoverySteps, EventLog):
                 self._begin(
                     instance, "preempted", UNKNOWN_CAUSE, None, recreate=instance.state is State.DELETING
                 )
-            unexplained = [i for i in unexplained if not self.recovering(i.name)]
+            unexplained = [i for i in unexplained if self.machine(i.name).interruptible()]
             if self.ledger is not None and unexplained:
                 for instance in await self._causes.stopped_unwatched(unexplained, self.ledger):
                     if self.recover_unwatched:
@@ -356,6 +356,12 @@ class KeepAlive(RecoverySteps, EventLog):
                recreate: bool) -> None:  # fmt: skip
         name = instance.name
         machine = self.machine(name)
+        # Stopped again after its recovery brought it back (e.g. while that waits for the job's first
+        # progress line): that recovery's VM is gone, so it ends here and a new one starts from scratch.
+        superseded = machine.supersede()
+        if superseded is not None:
+            self._event(name, "failed", "preempted again before its job resumed: recovering it anew")
+            superseded.cancel()
         dropped = machine.end_suspicion()
         timeline = self.timelines.get(name)
         if (
@@ -383,7 +389,8 @@ class KeepAlive(RecoverySteps, EventLog):
             machine.left.add(run_of(instance))
             self._event(name, "left_stopped", f"{leave}: nothing to resume (`gcptui vm start {name}`)")
             return
-        machine.start(asyncio.create_task(self._recover(instance, recreate=recreate), name=f"recover {name}"))
+        recovery = self._recover(instance, recreate=recreate, after=superseded)
+        machine.start(asyncio.create_task(recovery, name=f"recover {name}"))
 
     async def close(self) -> None:
         """Cancel the recoveries in flight."""

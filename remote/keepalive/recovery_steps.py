@@ -63,10 +63,15 @@ class RecoverySteps:
             return None
         return reason
 
-    async def _recover(self, instance: Instance, *, recreate: bool) -> None:
+    async def _recover(
+        self, instance: Instance, *, recreate: bool, after: asyncio.Task[None] | None = None
+    ) -> None:
+        """``after``: the recovery this one supersedes (cancelled), ended before this one acts."""
         name, zone = instance.name, instance.zone
         manual = self.timelines[name].detected_by == "manual"
         machine = self.machines[name]
+        if after is not None:
+            await asyncio.gather(after, return_exceptions=True)
         try:
             seen = machine.job
             if instance.state is not State.RUNNING:
@@ -74,6 +79,7 @@ class RecoverySteps:
                 zone = await self._vms.restart(instance, machine.record, recreate=recreate, origins=origins)
             fresh = await self._vms.wait_running(name, zone)
             machine.instance = fresh
+            machine.running(asyncio.current_task(), fresh)  # a stop from now on is a new preemption
             # Else the next poll takes this start for GCE's own restart and recovers the job again.
             self._causes.started(fresh)
             self._event(name, "running", f"address {fresh.external_ip or fresh.internal_ip}")
@@ -97,7 +103,8 @@ class RecoverySteps:
             log.exception("recovery of %s failed", name)
             self._event(name, "failed", f"unexpected {type(err).__name__}: {err}")
         except asyncio.CancelledError:
-            self._event(name, "failed", "cancelled (keep-alive disabled or closed)")
+            if machine.task is asyncio.current_task():  # else superseded: its end was said already
+                self._event(name, "failed", "cancelled (keep-alive disabled or closed)")
             raise
 
     async def _idle(self, instance: Instance, reason: str, *, stop: bool) -> None:
