@@ -134,13 +134,14 @@ class JobLauncher:
         target = services.target(instance)  # built from the fresh Instance: its new address
         conn = await services.pool.connection(target)  # the pool replaces a slot whose address changed
         say("connected", target.where)
-        # A job still running (a relaunch asked for by hand) is stopped before the mark: else the
-        # lines it writes until the restart's kill (its last steps, its checkpoint on SIGTERM) would
-        # be read as the new job's, a fresh start from step 0. After a preemption nothing runs.
-        await self.jobs.kill(target)
-        mark = await self.mark(conn)
+        # The sync first: when it fails, a job still running (a relaunch asked for by hand) is left
+        # running, as it was. That job is then stopped before the mark: else the lines it writes
+        # until the restart's kill (its last steps, its checkpoint on SIGTERM) would be read as the
+        # new job's, a fresh start from step 0. After a preemption nothing runs.
         await self.sync_barrier(instance)
         say("synced", "the VM holds the current tree")
+        await self.jobs.kill(target)
+        mark = await self.mark(conn)
         status = await self.jobs.restart(target)
         say("started", f"pid {status.pid}: {status.command or ''}".strip())
         step = await self.wait_resumed(conn, mark.offset)
@@ -275,11 +276,12 @@ class GroupLauncher(JobLauncher):
         targets = [services.target(i) for i in instances]
         first = await services.pool.connection(targets[0])
         say("connected", services.target(instance).where)
-        # Nodes still running (a relaunch by hand) stop before the mark: see JobLauncher.relaunch.
-        await self.runner().run_all("kill", targets)
-        mark = await self.mark(first)  # rank 0 writes the metrics, on node 0
+        # The sync first, then nodes still running (a relaunch by hand) stop before the mark: see
+        # JobLauncher.relaunch.
         await self.sync_barrier(instance)
         say("synced", "the VM holds the current tree")
+        await self.runner().run_all("kill", targets)
+        mark = await self.mark(first)  # rank 0 writes the metrics, on node 0
         results = await run_group("restart", self.runner(), group, instances, targets)
         failed = [r for r in results if not r.ok]
         if failed:
