@@ -305,8 +305,13 @@ async def _copy(
                     size = min(BLOCK, item.size - position)
                     pending.append((position, size, asyncio.ensure_future(remote_file.read(size, position))))
                     position += size
-                at, asked, task = pending.pop(0)
-                data = (await task)[:asked]  # never more than asked for, whatever the server sends
+                at, asked, task = pending[0]
+                # Shielded: a cancelled read (another file's copy failed: the group cancels this
+                # one) stops asyncssh's read amid its split requests, whose tasks then fail unseen
+                # ("Task exception was never retrieved"). A read left to run ends by itself (a lost
+                # connection fails it at once), and ``finally`` collects it with the others.
+                data = (await asyncio.shield(task))[:asked]  # never more than asked for
+                pending.pop(0)
                 if not data and at < item.size:
                     raise PullError(f"{item.path} shrank on the VM while it was copied: pull again")
                 os.pwrite(fd, data, at)
@@ -315,7 +320,8 @@ async def _copy(
         await asyncio.to_thread(os.fsync, fd)
     finally:
         if pending:  # a failed read or write: let the window's reads end before the file closes
-            await asyncio.gather(*(task for _, _, task in pending), return_exceptions=True)
+            reads = asyncio.gather(*(task for _, _, task in pending), return_exceptions=True)
+            await asyncio.shield(reads)  # see above: they end by themselves, never cancelled
         try:
             # The VM's time on the part, complete or not: a later pull resumes it only for that
             # version. Set through the open file: the name could be a link by now.
