@@ -26,7 +26,7 @@ from gcptui.remote.jobs.protocol import GROUP_STOP, JobStatus, metrics_path
 from gcptui.remote.jobs.runner import JobRunner, gather_hosts
 from gcptui.remote.keepalive.job_ledger import JobLedger
 from gcptui.remote.keepalive.recovery import KeepAlive, RecoveryEvent, ResumePoint, StepReporter
-from gcptui.remote.models import Instance
+from gcptui.remote.models import Instance, State
 from gcptui.remote.services import down_error
 from gcptui.remote.ssh.capped import run_capped
 from gcptui.remote.telemetry.progress import json_records
@@ -273,6 +273,14 @@ class GroupLauncher(JobLauncher):
         services = self.services
         instances = await services.resolve(list(group.vms), running=True)  # all nodes up, or retry
         instances = [instance if i.name == instance.name else i for i in instances]
+        # RUNNING, not just reachable: a node still STAGING answers SSH before GCE records its start.
+        # Restarted then, its own recovery would not find that start covered (and restart the group
+        # again), or would read the kill below as the user's and leave the node stopped.
+        booting = [i for i in instances if i.state is not State.RUNNING]
+        if booting:
+            raise GcptuiError(
+                f"group {group.name}: {booting[0].name} is {booting[0].status}, not running yet"
+            )
         targets = [services.target(i) for i in instances]
         first = await services.pool.connection(targets[0])
         say("connected", services.target(instance).where)

@@ -111,3 +111,31 @@ async def test_a_node_stopped_for_its_group_then_preempted_still_brings_the_grou
     assert fleet.emu.instance("n0").status == fleet.emu.instance("n1").status == "RUNNING"
     status = await services.jobs.status(services.target((await services.resolve(["n0"]))[0]))
     assert status.state == "running", lines
+
+
+@pytest.mark.timeout(240)
+async def test_a_node_still_booting_is_not_restarted_with_its_group_before_it_runs(fleet_factory) -> None:  # type: ignore[no-untyped-def]
+    fleet = await _group(fleet_factory)
+    events: list[RecoveryEvent] = []
+    keepalive = build_keepalive(fleet.services, on_event=events.append, poll_seconds=0.3, backoff_base=0.1)
+    watching = asyncio.create_task(keepalive.run())
+    timing = fleet.emu.fleet.timing
+    try:
+        await eventually(lambda: keepalive.polls >= 2, timeout=30)
+        # A slow boot: a VM's SSH answers for its last third, while GCE still says STAGING.
+        boot, timing.boot_seconds = timing.boot_seconds, 4.5
+        fleet.emu.preempt("n0")
+        # n1 goes down just after n0: n0 runs again while n1 still boots.
+        await eventually(lambda: fleet.emu.instance("n0").status == "PROVISIONING", timeout=30)
+        fleet.emu.preempt("n1")
+        await eventually(lambda: _settled(keepalive), timeout=60)
+    finally:
+        timing.boot_seconds = boot
+        watching.cancel()
+        await keepalive.close()
+    lines = [e.line() for e in events]
+    assert [keepalive.timelines[n].outcome for n in ("n0", "n1")] == ["resumed", "resumed"], lines
+    # n0's relaunch restarted the group on n1 while n1 was STAGING (its SSH up, its start not yet
+    # recorded): n1's own recovery then read the relaunch's kill as the user's and left n1 stopped
+    # (or, not knowing that start as its own, restarted the group again).
+    assert (_starts(fleet, "n0"), _starts(fleet, "n1")) == (2, 2), lines
