@@ -5,13 +5,20 @@ pull's download error. Each hostile text carries OSC 0, OSC 52 and CSI 2J."""
 
 from __future__ import annotations
 
+import os
+import pty
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 from gcptui.remote.emulator.thread import EmulatorThread
 from tests.cli.test_job_group import free_port
-from tests.cli.test_terminal_injection import EVIL
+from tests.cli.test_terminal_injection import CLI, EVIL
 from tests.helpers.emulator import wait_until
 from tests.security.test_vm_text_on_terminal import assert_only_colours, run_on_pty
+from tests.sweep.test_sweep_emulator import setup_fleet
 
 
 def test_the_group_checks_answer_from_a_vm_is_inert(emulator_thread: EmulatorThread, tmp_path: Path) -> None:
@@ -32,3 +39,74 @@ def test_the_group_checks_answer_from_a_vm_is_inert(emulator_thread: EmulatorThr
     code, said = run_on_pty(["--config", str(config), "job", "start", "pair", "--no-sync"], tmp_path)
     assert code != 0 and b"g0 cannot listen on" in said and b"click me" in said, said
     assert_only_colours(said)
+
+
+SWEEP = """
+name = "busy"
+command = "echo {lr} > {run_dir}.txt"
+metric = "val_loss"
+goal = "min"
+count = 1
+vms = ["sw-0"]
+poll_seconds = 0.2
+
+[params.lr]
+kind = "list"
+values = [0.1]
+"""
+
+
+def test_sweep_runs_another_job_line_quotes_the_vms_command_inert(
+    emulator_thread: EmulatorThread, tmp_path: Path
+) -> None:
+    """The VM already runs a job whose state file names a command with escape sequences: `sweep
+    run` says its trials wait, quoting that command inert, then stops on Ctrl-C."""
+    config, sweep, env = setup_fleet(
+        emulator_thread, tmp_path, ["sw-0"], SWEEP, extra_config='command = "sleep 600"\n'
+    )
+    home: Path = emulator_thread.instance("sw-0").disk / "home"  # type: ignore[operator]
+    (home / "project").mkdir()
+    started = run_on_pty(["--config", str(config), "job", "start", "sw-0", "--no-sync"], tmp_path)
+    assert started[0] == 0, started
+    (home / ".gcptui" / "job" / "command").write_text(f"sleep 600 # {EVIL}\n")
+    try:
+        code, said = converse(
+            ["--config", str(config), "sweep", "run", str(sweep)], tmp_path, b"its trials wait", env=env
+        )
+        assert b"sw-0 runs another job (sleep 600 # a" in said, said
+        assert_only_colours(said)
+    finally:
+        run_on_pty(["--config", str(config), "job", "kill", "sw-0"], tmp_path)
+
+
+def converse(args: list[str], cwd: Path, until: bytes, env: dict[str, str]) -> tuple[int, bytes]:
+    """The CLI on a pseudo-terminal until it has written ``until``, then Ctrl-C (SIGINT): its exit
+    code and every byte it wrote."""
+    leader, follower = pty.openpty()
+    env = {**env, "COLUMNS": "300", "TERM": "xterm-256color"}
+    env.pop("NO_COLOR", None)
+    process = subprocess.Popen(
+        [sys.executable, "-c", CLI, *args], stdin=subprocess.DEVNULL, stdout=follower, stderr=follower,
+        env=env, cwd=cwd,
+    )  # fmt: skip
+    os.close(follower)
+    seen = bytearray()
+    deadline = time.monotonic() + 90
+    try:
+        while True:
+            if until in seen and process.poll() is None:
+                process.send_signal(signal.SIGINT)
+                until = b"\0never"
+            assert time.monotonic() < deadline, bytes(seen)
+            try:
+                chunk = os.read(leader, 65536)
+            except OSError:  # the child closed the terminal
+                break
+            if not chunk:
+                break
+            seen += chunk
+        return process.wait(timeout=60), bytes(seen)
+    finally:
+        os.close(leader)
+        if process.poll() is None:
+            process.kill()
