@@ -11,12 +11,16 @@ import signal
 import subprocess
 import sys
 import time
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
+
+import pytest
 
 from gcptui.remote.emulator.thread import EmulatorThread
 from tests.cli.test_job_group import free_port
 from tests.cli.test_terminal_injection import CLI, EVIL
 from tests.helpers.emulator import wait_until
+from tests.helpers.gcs import FakeGcs
 from tests.security.test_vm_text_on_terminal import assert_only_colours, run_on_pty
 from tests.sweep.test_sweep_emulator import setup_fleet
 
@@ -110,3 +114,29 @@ def converse(args: list[str], cwd: Path, until: bytes, env: dict[str, str]) -> t
         os.close(leader)
         if process.poll() is None:
             process.kill()
+
+
+def test_a_bucket_pulls_download_error_names_the_object_inert(
+    emulator_thread: EmulatorThread, fake_gcs: FakeGcs, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A stopped VM's sweep trial is pulled from the bucket, whose object is named (in its sweep's
+    folder) with escape sequences; the laptop's part file of it is not a prefix of the object, so
+    the download fails its CRC32C check: the one-line error names the object inert."""
+    emulator_thread.add_instance("vm-1", "us-central1-a", spot=True, status="TERMINATED")
+    fake_gcs.make_bucket("team-runs")
+    sweep = "s\x1b]0;pwned\x07\x1b]52;c;eA==\x07\x1b[2J"  # OSC 0, OSC 52, CSI 2J; no slash
+    fake_gcs.client().bucket("team-runs").blob(f"x/vm-1/{sweep}/t001/w.pt").upload_from_string(b"w" * 4096)
+    blob = fake_gcs.client().bucket("team-runs").get_blob(f"x/vm-1/{sweep}/t001/w.pt")
+    config = emulator_thread.write_config(tmp_path / "gcptui.toml")
+    config.write_text(config.read_text() + '\n[storage]\nbucket = "gs://team-runs/x"\n')
+    part = tmp_path / "laptop" / "t001" / ".w.pt.gcptui-part"
+    part.parent.mkdir(parents=True)
+    part.write_bytes(b"not the object's head")  # resumed (same version's time), then the whole checked
+    stamp = (blob.updated - datetime.fromtimestamp(0, UTC)) // timedelta(microseconds=1) * 1000
+    os.utime(part, ns=(stamp, stamp))
+    for key, value in fake_gcs.env().items():
+        monkeypatch.setenv(key, value)
+    args = ["--config", str(config), "pull", "vm-1", f"runs/{sweep}/t001", str(tmp_path / "laptop")]
+    code, said = run_on_pty(args, tmp_path)
+    assert code != 0 and b"cannot download gs://team-runs/x/vm-1/s" in said and b"CRC32C" in said, said
+    assert_only_colours(said)
