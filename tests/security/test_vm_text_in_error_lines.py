@@ -5,12 +5,16 @@ pull's download error. Each hostile text carries OSC 0, OSC 52 and CSI 2J."""
 
 from __future__ import annotations
 
+import ctypes
 import os
 import pty
+import select
 import signal
 import subprocess
 import sys
+import threading
 import time
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -18,9 +22,11 @@ import pytest
 
 from gcptui.remote.emulator.thread import EmulatorThread
 from tests.cli.test_job_group import free_port
+from tests.cli.test_pull import config_for
 from tests.cli.test_terminal_injection import CLI, EVIL
 from tests.helpers.emulator import wait_until
 from tests.helpers.gcs import FakeGcs
+from tests.helpers.sshd import Sshd
 from tests.security.test_vm_text_on_terminal import assert_only_colours, run_on_pty
 from tests.sweep.test_sweep_emulator import setup_fleet
 
@@ -140,3 +146,57 @@ def test_a_bucket_pulls_download_error_names_the_object_inert(
     code, said = run_on_pty(args, tmp_path)
     assert code != 0 and b"cannot download gs://team-runs/x/vm-1/s" in said and b"CRC32C" in said, said
     assert_only_colours(said)
+
+
+HOSTILE = "\x1b]0;pwned\x07\x1b]52;c;eA==\x07\x1b[2J"  # OSC 0, OSC 52 (clipboard), CSI 2J; no slash
+
+
+def shrink_when_read(path: Path) -> Callable[[], None]:
+    """Truncate ``path`` as soon as something reads it (inotify's IN_ACCESS: the VM's sftp-server
+    sending its first block), as a VM rewriting a file during a pull does. Returns the stopper."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    fd = libc.inotify_init1(os.O_CLOEXEC)
+    assert fd >= 0 and libc.inotify_add_watch(fd, str(path).encode(), 0x1) >= 0  # IN_ACCESS
+    stop = threading.Event()
+
+    def watch() -> None:
+        while not stop.is_set():
+            if select.select([fd], [], [], 0.1)[0]:
+                os.read(fd, 4096)
+                os.truncate(path, 0)
+                return
+
+    thread = threading.Thread(target=watch, daemon=True)
+    thread.start()
+
+    def stopper() -> None:
+        stop.set()
+        thread.join()
+        os.close(fd)
+
+    return stopper
+
+
+def test_an_sftp_pulls_shrank_error_names_the_file_inert(sshd: Sshd, tmp_path: Path) -> None:
+    """A file that shrinks on the VM while it is copied ends the pull with a one-line error naming
+    it: inert whether the escape sequences are in the run folder's path or in the file's own name
+    (a VM's name: refused before anything is read)."""
+    config = config_for(sshd, tmp_path)
+    run = tmp_path / "vm" / f"r{HOSTILE}" / "run"  # sshd runs here: the VM's files are this machine's
+    run.mkdir(parents=True)
+    for name in (f"w{HOSTILE}.pt", "w.pt"):
+        with open(run / name, "wb") as file:
+            file.truncate(64 << 20)  # past the pull's window of reads in flight
+        stop = shrink_when_read(run / name)
+        try:
+            code, said = run_on_pty(
+                ["--config", config, "pull", "box", str(run), str(tmp_path / "laptop")], tmp_path
+            )
+        finally:
+            stop()
+        assert_only_colours(said)
+        if name == "w.pt":
+            assert code == 1 and b"/run/w.pt shrank on the VM" in said, said
+        else:  # never read: no shrinking, only the refusal, escaped
+            assert code == 0 and b"1 refused for their names" in said, said
+        (run / name).unlink()
