@@ -12,6 +12,7 @@ import copy
 import hmac
 import json
 import re
+import uuid
 from typing import Any
 
 from aiohttp import web
@@ -36,6 +37,13 @@ class KubeError(Exception):
 
 def _json(body: dict[str, Any], code: int = 200) -> web.Response:
     return web.Response(status=code, text=json.dumps(body), content_type="application/json")
+
+
+def _answer(body: Any) -> Any:
+    async def handler(request: web.Request) -> web.Response:
+        return _json(body(request))
+
+    return handler
 
 
 def not_found(resource: Resource, name: str) -> KubeError:
@@ -64,11 +72,11 @@ class KubeApi:
         self.token = token
         self.app = web.Application(middlewares=[self._middleware])
         r = self.app.router
-        r.add_get("/version", lambda _: _json(KUBE_VERSION))
+        r.add_get("/version", _answer(lambda _: KUBE_VERSION))
         r.add_get("/api", self._api_versions)
-        r.add_get("/apis", lambda _: _json(group_list()))
-        r.add_get("/api/v1", lambda _: _json(resource_list("")))
-        r.add_get("/apis/{group:apps|batch}/v1", lambda q: _json(resource_list(q.match_info["group"])))
+        r.add_get("/apis", _answer(lambda _: group_list()))
+        r.add_get("/api/v1", _answer(lambda _: resource_list("")))
+        r.add_get("/apis/{group:apps|batch}/v1", _answer(lambda q: resource_list(q.match_info["group"])))
         for prefix in ("/api/v1/", "/apis/{group:apps|batch}/v1/"):
             r.add_route("*", prefix + "{rest:.+}", self._resource)
 
@@ -304,6 +312,13 @@ class KubeApi:
             spec.setdefault("completions", 1)
             spec.setdefault("parallelism", 1)
             spec["template"].setdefault("spec", {}).setdefault("restartPolicy", "Never")
+            # The API server's own selector (manualSelector unset): the job's pods by its uid.
+            uid = body["metadata"]["uid"] = str(uuid.uuid4())
+            own = {"batch.kubernetes.io/controller-uid": uid, "controller-uid": uid}
+            spec["selector"] = {"matchLabels": own}
+            meta = spec["template"].setdefault("metadata", {})
+            meta["labels"] = {**(meta.get("labels") or {}), **own, "job-name": body["metadata"]["name"],
+                              "batch.kubernetes.io/job-name": body["metadata"]["name"]}  # fmt: skip
         body["status"] = {}
         return _json(self.store.create(resource.name, namespace, body), 201)
 

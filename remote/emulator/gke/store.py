@@ -58,7 +58,7 @@ class Store:
             meta["name"] = meta["generateName"] + secrets.token_hex(3)[:5]
         if namespace:
             meta["namespace"] = namespace
-        meta["uid"] = str(uuid.uuid4())
+        meta["uid"] = meta.get("uid") or str(uuid.uuid4())  # a controller may pick it first
         meta["creationTimestamp"] = now_rfc3339()
         meta.setdefault("generation", 1)
         self.version += 1
