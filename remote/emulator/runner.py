@@ -26,6 +26,7 @@ async def serve_emulator(
     spot_action: str = "stop",
     tpus: int = 0,
     tpu_workers: int = 1,
+    gke_nodes: int = 0,
 ) -> None:
     """Serve until ``stop`` is set (or SIGINT/SIGTERM); writes ``directory/gcptui.toml``."""
     out = out or sys.stdout
@@ -49,10 +50,14 @@ async def serve_emulator(
         add_fleet(emulator, demo_fleet(vms, spot_action))
         for n in range(tpus):  # Spot TPU VM nodes of ``tpu_workers`` hosts each, in a TPU v4 zone
             emulator.add_tpu(f"tpu-{n + 1}", "us-central2-b", workers=tpu_workers, spot=True)
+        if gke_nodes:  # one cluster of Spot L4 nodes; DIR/kubeconfig reaches its API server
+            await emulator.add_gke_cluster("training", "us-central1-a", nodes=gke_nodes)
         project = directory / "project"  # what sync sends: never the emulator's state (its SSH key)
         project.mkdir(parents=True, exist_ok=True)
         config = emulator.write_config(sync_source=project)
         tpu_note = f", {tpus} TPU nodes of {tpu_workers} workers" if tpus else ""
+        if gke_nodes:
+            tpu_note += f", a GKE cluster of {gke_nodes} nodes (kubeconfig {emulator.kubeconfig})"
         print(f"emulator ready: {vms} VMs{tpu_note}, config {config}, API {emulator.endpoint}, token file {emulator.token_file}",
               file=out, flush=True)  # fmt: skip
         await stop.wait()
