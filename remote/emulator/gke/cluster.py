@@ -110,7 +110,7 @@ class Cluster:
         for container in spec.get("containers") or []:
             container.setdefault("terminationMessagePolicy", "File")
             container.setdefault("imagePullPolicy", "IfNotPresent")
-        nodes = [n["metadata"]["name"] for n in self.store.list("nodes")]
+        nodes = [n["metadata"]["name"] for n in self.store.select("nodes")]
         if nodes and not spec.get("nodeName"):
             spec["nodeName"] = nodes[self._next_node % len(nodes)]
             self._next_node += 1
@@ -154,15 +154,15 @@ class Cluster:
     async def _control(self) -> None:
         while True:
             changed = self.store.changed
-            for sts in self.store.list("statefulsets"):
+            for sts in self.store.select("statefulsets"):
                 self._statefulset(sts)
-            for job in self.store.list("jobs"):
+            for job in self.store.select("jobs"):
                 self._job(job)
             await changed.wait()
 
     def _owned(self, owner: dict[str, Any]) -> list[dict[str, Any]]:
         uid = owner["metadata"]["uid"]
-        return [p for p in self.store.list("pods", owner["metadata"]["namespace"])
+        return [p for p in self.store.select("pods", owner["metadata"]["namespace"])
                 if any(r.get("uid") == uid for r in p["metadata"].get("ownerReferences") or [])]  # fmt: skip
 
     def _pod_from(
@@ -250,7 +250,7 @@ class Cluster:
         node = self.store.get("nodes", "", node_name)
         if node is None:
             raise KeyError(node_name)
-        for pod in self.store.list("pods"):
+        for pod in self.store.select("pods"):
             if pod["spec"].get("nodeName") != node_name or pod["status"]["phase"] in ("Succeeded", "Failed"):
                 continue
             key = (pod["metadata"]["namespace"], pod["metadata"]["name"])

@@ -162,7 +162,7 @@ class KubeApi:
 
     def _list(self, request: web.Request, resource: Resource, namespace: str) -> web.Response:
         match = self._matcher(request, namespace)
-        items = [o for o in self.store.list(resource.name, namespace or None) if match(o)]
+        items = [o for o in self.store.select(resource.name, namespace or None) if match(o)]
         version = str(self.store.version)
         after = ""
         if token := request.query.get("continue"):
@@ -208,7 +208,7 @@ class KubeApi:
             else:
                 backlog = [
                     Event("ADDED", resource.name, copy.deepcopy(o), 0)
-                    for o in self.store.list(resource.name, namespace or None)
+                    for o in self.store.select(resource.name, namespace or None)
                 ]
             response = web.StreamResponse(headers={"Content-Type": "application/json"})
             await response.prepare(request)
@@ -250,7 +250,11 @@ class KubeApi:
             raise KubeError(400, "BadRequest", f"the API version in the data ({body.get('apiVersion')}) does not match "
                             f"the expected API version ({resource.api_version})")  # fmt: skip
         meta = body.get("metadata")
-        name = meta.get("name") if isinstance(meta, dict) else None
+        if not isinstance(meta, dict):
+            raise self._invalid(
+                resource, "", "metadata.name", "Required value: name or generateName is required"
+            )
+        name = meta.get("name")
         if not isinstance(name, str) or not NAME.match(name) or len(name) > 253:
             raise self._invalid(resource, str(name), "metadata.name", "a lowercase RFC 1123 subdomain must consist of "
                                 "lower case alphanumeric characters, '-' or '.'")  # fmt: skip

@@ -42,6 +42,34 @@ def labels(obj: dict[str, Any]) -> dict[str, str]:
     return found
 
 
+def _equals(key: str, value: str, negate: bool) -> Match:
+    def test(obj: dict[str, Any]) -> bool:
+        return (labels(obj).get(key) == value) != negate
+
+    return test
+
+
+def _member(key: str, choices: set[str], negate: bool) -> Match:
+    def test(obj: dict[str, Any]) -> bool:
+        return (labels(obj).get(key) in choices) != negate
+
+    return test
+
+
+def _exists(key: str, negate: bool) -> Match:
+    def test(obj: dict[str, Any]) -> bool:
+        return (key in labels(obj)) != negate
+
+    return test
+
+
+def _field_equals(key: str, value: str, negate: bool) -> Match:
+    def test(obj: dict[str, Any]) -> bool:
+        return (_field(obj, key) == value) != negate
+
+    return test
+
+
 def label_selector(text: str) -> Match:
     tests: list[Match] = []
     for term in _terms(text):
@@ -52,19 +80,19 @@ def label_selector(text: str) -> Match:
         if negate and (set_op or op):
             raise SelectorError(f"unable to parse requirement: {term!r}")
         if negate:
-            tests.append(lambda o, k=key: k not in labels(o))
+            tests.append(_exists(key, True))
         elif set_op:
             choices = {v.strip() for v in values.split(",") if v.strip()}
             if set_op == "in":
-                tests.append(lambda o, k=key, c=choices: labels(o).get(k) in c)
+                tests.append(_member(key, choices, False))
             else:
-                tests.append(lambda o, k=key, c=choices: labels(o).get(k) not in c)
+                tests.append(_member(key, choices, True))
         elif op == "!=":
-            tests.append(lambda o, k=key, v=value: labels(o).get(k) != v)
+            tests.append(_equals(key, value, True))
         elif op:
-            tests.append(lambda o, k=key, v=value: labels(o).get(k) == v)
+            tests.append(_equals(key, value, False))
         else:
-            tests.append(lambda o, k=key: k in labels(o))
+            tests.append(_exists(key, False))
     return lambda o: all(test(o) for test in tests)
 
 
@@ -89,7 +117,7 @@ def field_selector(text: str) -> Match:
                 f'"{key}" is not a known field selector: only "metadata.name", "metadata.namespace"'
             )
         if op == "!=":
-            tests.append(lambda o, k=key, v=value: _field(o, k) != v)
+            tests.append(_field_equals(key, value, True))
         else:
-            tests.append(lambda o, k=key, v=value: _field(o, k) == v)
+            tests.append(_field_equals(key, value, False))
     return lambda o: all(test(o) for test in tests)

@@ -47,7 +47,7 @@ class Store:
     def get(self, resource: str, namespace: str, name: str) -> dict[str, Any] | None:
         return self.objects.get((resource, namespace, name))
 
-    def list(self, resource: str, namespace: str | None = None) -> list[dict[str, Any]]:
+    def select(self, resource: str, namespace: str | None = None) -> list[dict[str, Any]]:
         """Sorted by namespace then name, as etcd's keys sort."""
         return [obj for (r, ns, _), obj in sorted(self.objects.items()) if r == resource
                 and (namespace is None or ns == namespace)]  # fmt: skip
