@@ -7,17 +7,27 @@ reach pods; recovery of a bare pod or Job lost to a Spot node (a StatefulSet rep
 
 from __future__ import annotations
 
+import asyncio
 import re
 import threading
+import time
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from gcptui.remote.compute.backend import SHARED_FLEET, Backend, BackendContext, Capability, Rows, Unsupported
+from gcptui.remote.compute.backend import (
+    SHARED_FLEET,
+    Backend,
+    BackendContext,
+    Capability,
+    Recovery,
+    Rows,
+    Unsupported,
+)
 from gcptui.remote.compute.gke.kube import COLLECTIONS, KubeCluster
 from gcptui.remote.compute.gke.workloads import pod_row, workload_rows
 from gcptui.remote.errors import CloudError, GcptuiError, NotFoundError
-from gcptui.remote.models import Instance, Source
+from gcptui.remote.models import Instance, Source, State
 
 if TYPE_CHECKING:
     from kubernetes_asyncio.client import ApiClient
@@ -39,6 +49,8 @@ class GkeBackend(Backend):
         self._nodes: dict[str, dict[str, dict[str, str]]] = {}  # cluster label -> node -> labels
         self._pods: dict[tuple[str, str], list[dict[str, Any]]] = {}  # row key -> its pods as listed
         self._lock = threading.Lock()
+        self.boot_timeout = 600.0  # a node pool may have to scale up for the new pod
+        self.poll_seconds = 0.2
 
     @classmethod
     def configured(cls, context: BackendContext) -> GkeBackend | None:
@@ -174,6 +186,8 @@ class GkeBackend(Backend):
         found = {Capability.DELETE}
         if row.spot:
             found.add(Capability.PREEMPTIBLE)
+        if row.labels.get("gke-kind") in ("Pod", "StatefulSet"):
+            found.add(Capability.RECOVER)  # a Job that failed on a lost node: not yet
         return frozenset(found)
 
     def pod_rows(self, row: Instance) -> tuple[Instance, ...]:
@@ -208,6 +222,52 @@ class GkeBackend(Backend):
             await cluster.request(api, "DELETE", path, body=body)
 
         cluster.run(delete)
+
+    def recover(self, row: Instance, *, zone: str | None = None) -> Recovery:
+        """A StatefulSet replaces its own pods: wait for it. A bare pod nothing will bring back is
+        made anew from its spec (its node left out: the scheduler picks one), once the old one is gone."""
+        kind = row.labels.get("gke-kind")
+        if kind not in ("Pod", "StatefulSet"):
+            raise Unsupported(row, "be recovered (a Job is not recreated yet)")
+        if kind == "Pod":
+            index, path = self._entry_of(row), self._path(row)
+            cluster = self.cluster(index)
+
+            async def recreate(api: ApiClient) -> None:
+                old = await cluster.request(api, "GET", path)
+                meta = old.get("metadata") if isinstance(old, dict) else None
+                spec = old.get("spec") if isinstance(old, dict) else None
+                if not isinstance(meta, dict) or not isinstance(spec, dict):
+                    raise CloudError(f"{row.name}: the pod's object cannot be read: recreate it by hand")
+                spec = {k: v for k, v in spec.items() if k != "nodeName"}
+                fresh = {"apiVersion": "v1", "kind": "Pod", "spec": spec, "metadata": {
+                    k: meta[k] for k in ("name", "labels", "annotations") if k in meta}}  # fmt: skip
+                await cluster.request(api, "DELETE", path, body={"apiVersion": "v1", "kind": "DeleteOptions",
+                                                                 "gracePeriodSeconds": 0})  # fmt: skip
+                deadline = time.monotonic() + self.boot_timeout
+                while True:  # until the API server has let the old pod go (its name is then free)
+                    try:
+                        await cluster.request(api, "GET", path)
+                    except NotFoundError:
+                        break
+                    if time.monotonic() > deadline:
+                        raise CloudError(
+                            f"{row.name}: the old pod did not go within {self.boot_timeout:.0f} s"
+                        )
+                    await asyncio.sleep(self.poll_seconds)
+                await cluster.request(api, "POST", path.rsplit("/", 1)[0], body=fresh)
+
+            cluster.run(recreate)
+        deadline = time.monotonic() + self.boot_timeout
+        while True:
+            now = self.get(row)
+            if now is not None and now.state is State.RUNNING:
+                return Recovery.RECREATED
+            if time.monotonic() > deadline:
+                raise CloudError(
+                    f"{row.name} is not running {self.boot_timeout:.0f} s after its recovery: check `kubectl describe`"
+                )
+            time.sleep(self.poll_seconds)
 
     def restart(self, row: Instance) -> None:
         """Recreate a StatefulSet's pods through its controller, as ``kubectl rollout restart`` does."""

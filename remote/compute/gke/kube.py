@@ -11,6 +11,7 @@ event loop in the calling thread."""
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import json
 import tempfile
 from collections.abc import Awaitable, Callable
@@ -82,7 +83,14 @@ class KubeCluster:
                 return await work(api)
 
         try:
-            return asyncio.run(main())
+            try:
+                asyncio.get_running_loop()
+            except RuntimeError:
+                return asyncio.run(main())
+            # Called on an event loop's thread (a blocking call, as the other backends' HTTP is):
+            # its own loop in a helper thread.
+            with concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="gcptui-gke") as pool:
+                return pool.submit(asyncio.run, main()).result()
         except CloudError:
             raise
         except (OSError, TimeoutError) as err:
