@@ -103,6 +103,15 @@ def test_apply_get_describe_logs(cluster: Cluster) -> None:
     stamped = cluster.kubectl("logs", "trainer-0", "--tail=1", "--timestamps").stdout.strip()
     assert stamped.split(" ", 1)[0].endswith("Z") and stamped.split(" ", 1)[1].startswith("step ")
 
+    # exec over WebSocket (v5.channel.k8s.io): stdout, stderr, stdin to its end of file, exit status.
+    done = cluster.kubectl(
+        "exec", "trainer-0", "--", "sh", "-c", "echo $HOSTNAME; nvidia-smi -L >/dev/null; echo err >&2"
+    )
+    assert (done.stdout, done.stderr) == ("trainer-0\n", "err\n")
+    piped = subprocess.run(["kubectl", "--kubeconfig", str(cluster.emu.kubeconfig), "exec", "-i", "trainer-1", "--",
+                            "sh", "-c", "cat; exit 3"], input="piped\n", capture_output=True, text=True, timeout=30)  # fmt: skip
+    assert (piped.returncode, piped.stdout) == (3, "piped\n") and "exit code 3" in piped.stderr
+
     # Selectors and paging, as the API serves them to any client.
     assert [p["metadata"]["name"] for p in cluster.json("get", "pods", "-l", "app=trainer,apps.kubernetes.io/pod-index in (1)")["items"]] == ["trainer-1"]  # fmt: skip
     node = pods["trainer-0"]["spec"]["nodeName"]

@@ -19,6 +19,7 @@ from aiohttp import web
 
 from gcptui.remote.aio import within
 from gcptui.remote.emulator.gke.cluster import Cluster
+from gcptui.remote.emulator.gke.exec import serve_exec
 from gcptui.remote.emulator.gke.logs import serve_log
 from gcptui.remote.emulator.gke.resources import Resource, find, group_list, resource_list, status
 from gcptui.remote.emulator.gke.selectors import SelectorError, field_selector, label_selector
@@ -115,6 +116,10 @@ class KubeApi:
         if sub:
             if resource.name == "pods" and sub == "log" and method == "GET":
                 return await serve_log(request, self.cluster, namespace, self._get(resource, namespace, name))
+            if resource.name == "pods" and sub == "exec" and method in ("GET", "POST"):
+                return await serve_exec(
+                    request, self.cluster, namespace, self._get(resource, namespace, name)
+                )
             if sub == "status" and method == "GET":
                 return _json(self._get(resource, namespace, name))
             raise web.HTTPNotFound()
