@@ -4,6 +4,7 @@ node's shutdown reads preempted; a cluster named by resource name is reached thr
 
 from __future__ import annotations
 
+import asyncio
 import json
 import shutil
 import subprocess
@@ -111,13 +112,29 @@ def test_what_kubectl_applies_gcptui_lists(setup: Setup) -> None:
     assert trainer.spot and trainer.machine_type == "g2-standard-8"
     assert [(g.type, g.count) for g in trainer.gpus] == [("nvidia-l4", 2)]
     assert trainer.labels["gke-kind"] == "StatefulSet" and trainer.labels["gke-node-pool"] == "pool-1"
-    assert backend.capabilities(trainer) == {Capability.DELETE, Capability.PREEMPTIBLE}
+    assert backend.capabilities(trainer) == {
+        Capability.DELETE,
+        Capability.PREEMPTIBLE,
+        Capability.SHELL,
+        Capability.RECOVER,
+    }
     pods = backend.pod_rows(trainer)
     assert [p.name for p in pods] == ["trainer/trainer-0", "trainer/trainer-1"]
     assert all(
         p.parent == "trainer" and p.spot and p.labels["gke-node"].startswith("gke-training-pool-1-")
         for p in pods
     )
+
+    # The exec channel reaches each pod (rank 0 by default, a pod by name, a pod's own row).
+    async def hostnames() -> list[bytes]:
+        channels = [
+            backend.exec_channel(trainer),
+            backend.exec_channel(trainer, "trainer-1"),
+            backend.exec_channel(pods[1]),
+        ]
+        return [(await c.run("echo $HOSTNAME; nvidia-smi -L | wc -l", timeout=30)).stdout for c in channels]
+
+    assert asyncio.run(hostnames()) == [b"trainer-0\n1\n", b"trainer-1\n1\n", b"trainer-1\n1\n"]
 
     # gcptui ls --json shows them beside the emulator's VMs, with the DESIGN's fields.
     result = gcptui("ls", "--json", "--config", str(setup.config))

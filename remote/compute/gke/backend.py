@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     from kubernetes_asyncio.client import ApiClient
 
     from gcptui.remote.cloud.fleet import FleetSource
+    from gcptui.remote.compute.exec_channel import ExecChannel
     from gcptui.remote.config.gke import GkeConfig
 
 _GKE_CONTEXT = re.compile(r"gke_[^_]+_([^_]+)_(.+)")
@@ -183,12 +184,28 @@ class GkeBackend(Backend):
         return rows
 
     def capabilities(self, row: Instance) -> frozenset[Capability]:
-        found = {Capability.DELETE}
+        found = {Capability.DELETE, Capability.SHELL}
         if row.spot:
             found.add(Capability.PREEMPTIBLE)
         if row.labels.get("gke-kind") in ("Pod", "StatefulSet"):
             found.add(Capability.RECOVER)  # a Job that failed on a lost node: not yet
         return frozenset(found)
+
+    def exec_channel(self, row: Instance, worker: str | None = None) -> ExecChannel:
+        """Kubernetes exec into one of the workload's pods: ``worker`` (a pod's name, or a pod row's
+        ``WORKLOAD/POD``), else its first (rank 0 of a StatefulSet)."""
+        from gcptui.remote.compute.gke.pod_exec import PodExecChannel
+
+        if row.parent is not None:  # a pod's own row, WORKLOAD/POD
+            pod = row.name.split("/", 1)[1]
+        elif worker is not None:
+            pod = worker.split("/", 1)[-1]
+        else:
+            pod = row.workers[0].name if row.workers else ""
+        if not pod:
+            raise CloudError(f"{row.name} has no pod to run a command in: check `kubectl get pods`")
+        index = self._entry_of(row)
+        return PodExecChannel(self.cluster(index), self.entries[index].namespace, pod)
 
     def pod_rows(self, row: Instance) -> tuple[Instance, ...]:
         """The workload's pods as rows ``WORKLOAD/POD`` (node, restarts, Spot node, phase), as last listed."""

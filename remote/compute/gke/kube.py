@@ -48,7 +48,7 @@ class KubeCluster:
         self.token = token
         self._ca_dir: tempfile.TemporaryDirectory[str] | None = None
 
-    async def _configuration(self) -> Configuration:
+    async def configuration(self) -> Configuration:
         from kubernetes_asyncio import config
         from kubernetes_asyncio.client import Configuration
 
@@ -79,7 +79,7 @@ class KubeCluster:
         async def main() -> T:
             from kubernetes_asyncio.client import ApiClient
 
-            async with ApiClient(await self._configuration()) as api:
+            async with ApiClient(await self.configuration()) as api:
                 return await work(api)
 
         try:
