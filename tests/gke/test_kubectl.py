@@ -12,12 +12,14 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import kubernetes_validate
 import pytest
 
 from gcptui.remote.emulator.thread import EmulatorThread
 
 pytestmark = pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl is not installed")
 
+KUBE_VERSION = "1.31"  # the emulated control plane's
 STATEFULSET = """
 apiVersion: apps/v1
 kind: StatefulSet
@@ -86,6 +88,8 @@ def test_apply_get_describe_logs(cluster: Cluster) -> None:
     listed = cluster.json("get", "pods,statefulsets,jobs,nodes")
     kinds = [item["kind"] for item in listed["items"]]
     assert kinds == ["Pod", "Pod", "StatefulSet", "Node", "Node"]
+    for item in listed["items"]:  # Kubernetes' own JSON schemas, no field they do not define
+        kubernetes_validate.validate(item, KUBE_VERSION, strict=True)
     pods = {p["metadata"]["name"]: p for p in listed["items"] if p["kind"] == "Pod"}
     nodes = [n for n in listed["items"] if n["kind"] == "Node"]
     assert all(n["metadata"]["labels"]["cloud.google.com/gke-spot"] == "true" for n in nodes)
@@ -161,6 +165,9 @@ def test_job_runs_to_completion_and_bad_objects_are_refused(cluster: Cluster) ->
     cluster.kubectl("apply", "--validate=false", "-f", str(cluster.root / "job.yaml"))
     cluster.wait("job/evaluate", "condition=Complete")
     job = cluster.json("get", "job", "evaluate")
+    kubernetes_validate.validate(job, KUBE_VERSION, strict=True)
+    for pod in cluster.json("get", "pods", "-l", "job-name=evaluate")["items"]:
+        kubernetes_validate.validate(pod, KUBE_VERSION, strict=True)
     assert job["status"]["succeeded"] == 1
     assert cluster.kubectl("logs", "job/evaluate").stdout == "evaluated\n"
     bad = cluster.root / "bad.yaml"
