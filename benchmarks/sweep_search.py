@@ -30,6 +30,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
@@ -114,52 +115,57 @@ def emulator_run(steps: int) -> dict[str, object]:
     """One TPE + median sweep through `gcptui sweep run` on the emulator (1 VM, 2 slots)."""
     from gcptui.remote.emulator.thread import EmulatorThread
 
-    with tempfile.TemporaryDirectory(prefix="sweep-search-") as tmp, EmulatorThread() as emu:
+    with tempfile.TemporaryDirectory(prefix="sweep-search-") as tmp:
         root = Path(tmp)
-        emu.add_instance("bench-0")
-        emu.wait_for_status("bench-0", "RUNNING")
-        project = root / "project"
-        project.mkdir()
-        (project / "sweep_toy.py").write_text((REPO / "benchmarks" / "sweep_toy.py").read_text())
-        config = emu.write_config(root / "gcptui.toml")
-        config.write_text(config.read_text() + f'\n[sync]\nsource = "{project}"\ndest = "~/project"\n'
-                          '\n[job]\nstop_grace_seconds = 2\n')  # fmt: skip
-        sweep = root / "sweep.toml"
-        sweep.write_text(
-            'name = "emu"\ncommand = "python sweep_toy.py --run-dir {run_dir} --lr {lr} --x {x} '
-            f'--steps {steps} --step-delay 0.05"\nmetric = "loss"\nsearch = "tpe"\ncount = 12\n'
-            'vms = ["bench-0"]\ntrials_per_vm = 2\nat_end = "none"\npoll_seconds = 0.2\nkeepalive = false\n'
-            '[prune]\nrule = "median"\nwarmup_steps = 4\nmin_trials = 3\n'
-            '[params.lr]\nkind = "log_uniform"\nlow = 1e-4\nhigh = 1e-1\n'
-            '[params.x]\nkind = "uniform"\nlow = 0.0\nhigh = 1.0\n'
-        )
-        env = {**os.environ, "HOME": str(root / "home"), "GCPTUI_SWEEPS_DIR": str(root / "sweeps")}
-        started = time.monotonic()
-        run = subprocess.run([sys.executable, "-m", "gcptui.tui", "sweep", "run", str(sweep), "--config",
-                              str(config)], cwd=REPO, env=env, capture_output=True, text=True, timeout=600)  # fmt: skip
-        if run.returncode != 0:
-            raise SystemExit(f"emulator sweep failed: {run.stderr[-2000:]}")
-        final = json.loads((root / "sweeps" / "emu" / "state.json").read_text())
-        states = [t["state"] for t in final["trials"]]
-        # How far a pruned trial got after the poll that pruned it: the toy writes its last step on
-        # SIGTERM. One poll is poll_seconds / step_delay = 4 steps.
-        run_dirs = emu.instance("bench-0").disk / "home" / "project" / "sweeps" / "emu"  # type: ignore[operator]
-        lags = [
-            int((run_dirs / t["id"] / "stopped").read_text()) - t["pruned_at_step"]
-            for t in final["trials"]
-            if t["state"] == "pruned" and (run_dirs / t["id"] / "stopped").exists()
-        ]
-        return {
-            "trials": len(states),
-            "finished": states.count("finished"),
-            "pruned": states.count("pruned"),
-            "trial_steps": sum(t["pruned_at_step"] or t["step"] or 0 for t in final["trials"]),
-            "best": min((t["metric"] for t in final["trials"] if t["state"] == "finished"), default=None),
-            "pruned_stop_lag_steps_max": max(lags, default=None),
-            "pruned_stop_lag_polls_max": None if not lags else round(max(lags) * 0.05 / 0.2, 2),
-            "pruned_without_sigterm_record": states.count("pruned") - len(lags),
-            "wall_s": round(time.monotonic() - started, 1),
-        }
+        with EmulatorThread(root / "emulator", boot_seconds=0.2) as emu:
+            return _emulator_sweep(emu, root, steps)
+
+
+def _emulator_sweep(emu: Any, root: Path, steps: int) -> dict[str, object]:
+    emu.add_instance("bench-0")
+    emu.wait_for_status("bench-0", "RUNNING")
+    project = root / "project"
+    project.mkdir()
+    (project / "sweep_toy.py").write_text((REPO / "benchmarks" / "sweep_toy.py").read_text())
+    config = emu.write_config(root / "gcptui.toml")
+    config.write_text(config.read_text() + f'\n[sync]\nsource = "{project}"\ndest = "~/project"\n'
+                      '\n[job]\nstop_grace_seconds = 2\n')  # fmt: skip
+    sweep = root / "sweep.toml"
+    sweep.write_text(
+        'name = "emu"\ncommand = "python sweep_toy.py --run-dir {run_dir} --lr {lr} --x {x} '
+        f'--steps {steps} --step-delay 0.05"\nmetric = "loss"\nsearch = "tpe"\ncount = 12\n'
+        'vms = ["bench-0"]\ntrials_per_vm = 2\nat_end = "none"\npoll_seconds = 0.2\nkeepalive = false\n'
+        '[prune]\nrule = "median"\nwarmup_steps = 4\nmin_trials = 3\n'
+        '[params.lr]\nkind = "log_uniform"\nlow = 1e-4\nhigh = 1e-1\n'
+        '[params.x]\nkind = "uniform"\nlow = 0.0\nhigh = 1.0\n'
+    )
+    env = {**os.environ, "HOME": str(root / "home"), "GCPTUI_SWEEPS_DIR": str(root / "sweeps")}
+    started = time.monotonic()
+    run = subprocess.run([sys.executable, "-m", "gcptui.tui", "sweep", "run", str(sweep), "--config",
+                          str(config)], cwd=REPO, env=env, capture_output=True, text=True, timeout=600)  # fmt: skip
+    if run.returncode != 0:
+        raise SystemExit(f"emulator sweep failed: {run.stderr[-2000:]}")
+    final = json.loads((root / "sweeps" / "emu" / "state.json").read_text())
+    states = [t["state"] for t in final["trials"]]
+    # How far a pruned trial got after the poll that pruned it: the toy writes its last step on
+    # SIGTERM. One poll is poll_seconds / step_delay = 4 steps.
+    run_dirs = emu.instance("bench-0").disk / "home" / "project" / "sweeps" / "emu"  # type: ignore[operator]
+    lags = [
+        int((run_dirs / t["id"] / "stopped").read_text()) - t["pruned_at_step"]
+        for t in final["trials"]
+        if t["state"] == "pruned" and (run_dirs / t["id"] / "stopped").exists()
+    ]
+    return {
+        "trials": len(states),
+        "finished": states.count("finished"),
+        "pruned": states.count("pruned"),
+        "trial_steps": sum(t["pruned_at_step"] or t["step"] or 0 for t in final["trials"]),
+        "best": min((t["metric"] for t in final["trials"] if t["state"] == "finished"), default=None),
+        "pruned_stop_lag_steps_max": max(lags, default=None),
+        "pruned_stop_lag_polls_max": None if not lags else round(max(lags) * 0.05 / 0.2, 2),
+        "pruned_without_sigterm_record": states.count("pruned") - len(lags),
+        "wall_s": round(time.monotonic() - started, 1),
+    }
 
 
 def main() -> int:

@@ -99,7 +99,9 @@ def train(args: argparse.Namespace) -> None:
         run_dir=args.run_dir,  # +
         checkpoint_every=args.checkpoint_every,  # +
         log_every=1,
-        config={"seed": args.seed, "batch_size": args.batch_size, "accumulate": args.accumulate},  # +
+        artifacts=("final.pt",),
+        config=args,  # + every flag must be the same on resume, but these:
+        config_may_change=("run_dir", "checkpoint_every", "eval_delay"),  # +
     )
     trainer.train()  # resumes by itself, exits 143 on SIGTERM
     trainer.save_artifact("final.pt", model.state_dict())

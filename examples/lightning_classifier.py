@@ -80,8 +80,8 @@ def train(args: argparse.Namespace) -> None:
     val_loader = DataLoader(val_set, batch_size=64, generator=torch.Generator())
     model = Classifier(16, 8, 3e-3, args.steps, args.eval_delay)
     resumable = ResumableLightning(  # + restores the model now, the rest in fit()
-        args.run_dir, model, checkpoint_every=args.checkpoint_every, log_every=1,  # +
-        config={"seed": args.seed, "batch_size": args.batch_size, "accumulate": args.accumulate},  # +
+        args.run_dir, model, checkpoint_every=args.checkpoint_every, log_every=1, artifacts=("final.pt",),  # +
+        config=args, config_may_change=("run_dir", "checkpoint_every", "eval_delay"),  # + the rest must not
     )  # fmt: skip
     trainer = pl.Trainer(
         max_steps=args.steps,

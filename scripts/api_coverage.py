@@ -36,7 +36,7 @@ from tests.schema.checker import match  # noqa: E402
 from tests.schema.fields import schema_paths  # noqa: E402
 from tests.schema.middleware import RECORD  # noqa: E402
 
-DEFAULT_TESTS = ["tests/gce", "tests/cli", "tests/emulator"]
+DEFAULT_TESTS = ["tests/gce", "tests/cli", "tests/emulator", "tests/tpu", "tests/vertex"]
 DOC = ROOT / "docs" / "EMULATOR.md"
 BEGIN, END = "<!-- api_coverage begin -->", "<!-- api_coverage end -->"
 

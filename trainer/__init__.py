@@ -27,6 +27,7 @@ _EXPORTS = {
     "UnsupportedStateError": ".errors",
     "LoopState": ".state",
     "main": ".entry",
+    "script": ".entry",
 }
 
 __all__ = [
@@ -45,6 +46,7 @@ __all__ = [
     "UnloadableCheckpointError",
     "UnsupportedStateError",
     "main",
+    "script",
 ]
 
 
@@ -57,7 +59,7 @@ def __getattr__(name: str) -> Any:
 if TYPE_CHECKING:
     from .checkpoint import CheckpointInfo, CheckpointStore, DamagedCheckpointError
     from .data import DeterministicBatchSampler
-    from .entry import main
+    from .entry import main, script
     from .errors import (
         CheckpointMismatchError,
         NoValidCheckpointError,

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable
-from typing import Any, NoReturn
+from typing import Any, Literal, NoReturn
 
 from . import distributed
 from .errors import RESUME_FLAG, Preempted, TrainerError
@@ -33,25 +33,51 @@ def main(fn: Callable[..., Any], *args: Any, resume_flag: str = "--resume") -> N
     `resume_flag`, the script's own flag for resuming. Ctrl-C is `interrupted` and 130. Other
     exceptions (bugs) keep their traceback. Leaves the process group, if one was joined.
     """
-    token = RESUME_FLAG.set(resume_flag)
-    code: int = 0
-    together = False  # see distributed.shutdown
-    try:
+    with script(resume_flag=resume_flag) as guard:
         result = fn(*args)
         if isinstance(result, int) and not isinstance(result, bool):
-            code = result
-        together = True
-    except Preempted as exc:
-        together = True  # every rank stopped on the step they agreed on
-        code = int(exc.code)  # type: ignore[arg-type]
-    except TrainerError as exc:
-        if distributed.place().rank == 0:
-            print(f"error: {exc}", file=sys.stderr, flush=True)
-        code = USAGE_ERROR
-    except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr, flush=True)
-        code = INTERRUPTED
-    finally:
-        RESUME_FLAG.reset(token)
+            guard.code = result
+    raise AssertionError("unreachable: script() exits")  # pragma: no cover
+
+
+class script:  # noqa: N801 - used as a statement: `with gcptui_trainer.script():`
+    """`main()` for a module-level script: the block's outcome becomes the exit code.
+
+        with gcptui_trainer.script(resume_flag="--continue"):
+            run = ResumableRun(...)
+            ...the training loop, at module level...
+
+    Exits when the block ends, as `main()` does: 0 (or `guard.code`), 143 after a preemption save,
+    2 with one `error:` line for a TrainerError, 130 on Ctrl-C; a bug keeps its traceback.
+    """
+
+    def __init__(self, resume_flag: str = "--resume") -> None:
+        self.resume_flag = resume_flag
+        self.code = 0
+        self._token: Any = None
+
+    def __enter__(self) -> script:
+        self._token = RESUME_FLAG.set(self.resume_flag)
+        return self
+
+    def __exit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: Any
+    ) -> Literal[False]:
+        RESUME_FLAG.reset(self._token)
+        together = False  # see distributed.shutdown
+        if exc is None:
+            code, together = self.code, True
+        elif isinstance(exc, Preempted):
+            code, together = int(exc.code), True  # type: ignore[arg-type]  # every rank agreed on the step
+        elif isinstance(exc, TrainerError):
+            if distributed.place().rank == 0:
+                print(f"error: {exc}", file=sys.stderr, flush=True)
+            code = USAGE_ERROR
+        elif isinstance(exc, KeyboardInterrupt):
+            print("interrupted", file=sys.stderr, flush=True)
+            code = INTERRUPTED
+        else:
+            distributed.shutdown(False)
+            return False  # a bug: its traceback
         distributed.shutdown(together)
-    distributed.exit_process(code)
+        distributed.exit_process(code)

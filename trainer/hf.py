@@ -109,8 +109,8 @@ class ResumableTrainer(transformers.Trainer):
     Trainer's own checkpoints are not needed (and not resumed from).
     """
 
-    _RUN_OPTIONS = ("checkpoint_every", "log_every", "keep", "config", "resume", "description", "stateful",
-                    "metrics_path", "exit_on_preemption", "echo")  # fmt: skip
+    _RUN_OPTIONS = ("checkpoint_every", "log_every", "keep", "config", "config_may_change", "resume",
+                    "description", "stateful", "metrics_path", "exit_on_preemption", "echo", "artifacts")  # fmt: skip
 
     def __init__(self, *args: Any, run_dir: Path | str, **kwargs: Any) -> None:
         options = {name: kwargs.pop(name) for name in self._RUN_OPTIONS if name in kwargs}
@@ -142,8 +142,9 @@ class ResumableTrainer(transformers.Trainer):
         folder = self._rebuild_folder()
         try:
             result = super().train(resume_from_checkpoint=folder, **kwargs)
-        except KeyboardInterrupt:
-            self.run.close()  # the signal handlers go back; in-flight saves finish
+        except BaseException:
+            if not self.run.preempted:
+                self.run.close()  # Ctrl-C or a crash: the signal handlers go back, in-flight saves finish
             raise
         self.run.finished()
         return result

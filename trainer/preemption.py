@@ -30,6 +30,9 @@ class PreemptionSignal:
             return bool(self._previous)
         for signum in self._signals:
             self._previous[signum] = signal.signal(signum, self._handle)
+        if signal.SIGINT not in self._signals:
+            # Ctrl-C ends the run: the handlers go back first, so a later SIGTERM is not swallowed.
+            self._previous[signal.SIGINT] = signal.signal(signal.SIGINT, self._interrupted)
         return True
 
     def uninstall(self) -> None:
@@ -46,6 +49,14 @@ class PreemptionSignal:
     def seconds_since(self) -> float:
         """Seconds since the first signal arrived (0 when none has)."""
         return 0.0 if self.received_at is None else time.monotonic() - self.received_at
+
+    def _interrupted(self, signum: int, frame: FrameType | None) -> None:
+        previous = self._previous.get(signal.SIGINT)
+        self.uninstall()
+        if callable(previous):
+            previous(signum, frame)  # Python's own: raises KeyboardInterrupt
+        elif previous == signal.SIG_DFL:
+            signal.raise_signal(signal.SIGINT)  # the default action, now restored
 
     def _handle(self, signum: int, frame: FrameType | None) -> None:
         if self.received_at is None:

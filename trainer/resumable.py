@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import signal
 import time
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -33,23 +32,22 @@ from . import distributed
 from .artifacts import check_artifact_name, remove_debris, write_artifact
 from .background import BackgroundCheckpointWriter
 from .checkpoint import CheckpointInfo, CheckpointStore
-from .errors import RESUME_FLAG, Preempted, RunDirectoryInUseError, TrainerError, UnsupportedStateError
+from .errors import RESUME_FLAG, TrainerError
 from .metrics import MetricsLog, default_metrics_path
-from .mirror import BucketMirror, grace_seconds
+from .mirror import BucketMirror
 from .plan import planned_steps
-from .portable import check_portable, portable_snapshot
+from .portable import check_portable
 from .preemption import PreemptionSignal
-from .restore import load_for_resume
-from .rng import capture_rng_state, restore_rng_state, seed_new_rank
-from .state import apply_state, collect_state, json_normal, model_identity
+from .rng import capture_rng_state
+from .run_checkpointing import PREEMPTED_EXIT_CODE as PREEMPTED_EXIT_CODE
+from .run_checkpointing import RUN_ID_FILE as RUN_ID_FILE
+from .run_checkpointing import RunCheckpointing
+from .state import check_name_now, collect_state, model_identity, run_config
 
-# 128 + SIGTERM: the shell's code for "ended by SIGTERM"; the run is not done, and says so.
-PREEMPTED_EXIT_CODE = 143
-# The run's id, beside its checkpoints: a new run that reuses a directory name is told apart by it.
-RUN_ID_FILE = "run-id"
+# PREEMPTED_EXIT_CODE (143) and RUN_ID_FILE are imported from here too.
 
 
-class ResumableRun:
+class ResumableRun(RunCheckpointing):
     """Checkpointing, exact resume, progress reporting and preemption handling for one run.
 
     Build it after the model, optimizer, scheduler, scaler and every `stateful` object exist (and
@@ -84,6 +82,8 @@ class ResumableRun:
         metrics_path: where protocol lines go; default `$GCPTUI_METRICS`, else run_dir/metrics.jsonl.
         exit_on_preemption: after a preemption save, raise Preempted (a SystemExit with code 143);
             when False, add_progress/check_preemption return the stop and `preempted` is True.
+        preemption_signals: the signals that mean "save and stop" (SIGTERM: GCE's notice; add e.g.
+            SIGUSR1 for a scheduler that warns with it). Ctrl-C (SIGINT) gives the handlers back.
         reshard: accept a checkpoint written by another number of processes (a resharding resume).
             Only for data parallelism where every rank holds the whole model and optimizer state
             (DDP; rank 0's copy is loaded on every rank): the step, epoch and position continue as
@@ -93,6 +93,10 @@ class ResumableRun:
             streams; new ones start streams seeded from (step, rank).
         echo: also print each progress line and event to stdout (False: only the metrics file,
             warnings still go to stderr).
+        config_may_change: names in `config` left out of the comparison, e.g. when `config` is
+            the whole argparse namespace: `config=args, config_may_change=("run_dir", "log_every")`.
+        artifacts: the names `save_artifact` will be given, checked when the run is built; a
+            name not among them is refused at its save (TrainerError).
     """
 
     def __init__(
@@ -118,6 +122,8 @@ class ResumableRun:
         preemption_signals: tuple[int, ...] = (signal.SIGTERM,),
         reshard: bool = False,
         echo: bool = True,
+        config_may_change: tuple[str, ...] = (),
+        artifacts: tuple[str, ...] | None = None,
     ) -> None:
         self.run_dir = Path(run_dir)
         self.artifacts_dir = self.run_dir / "artifacts"
@@ -131,7 +137,9 @@ class ResumableRun:
         self.exit_on_preemption = exit_on_preemption
         self._model, self._optimizer, self._scheduler, self._scaler = model, optimizer, scheduler, scaler
         self._stateful = dict(stateful or {})
-        self._config = json_normal(config or {})
+        self._config = run_config(config, config_may_change)
+        # Names declared up front are checked now, not at the first save an epoch in.
+        self._artifact_names = None if artifacts is None else {check_name_now(name) for name in artifacts}
         self._identity = model_identity(model, description)
         # Fail now, not at the first checkpoint an hour in, if the state as it is cannot be saved.
         for part, value in collect_state(model, optimizer, scheduler, scaler, self._stateful).items():
@@ -318,6 +326,11 @@ class ResumableRun:
         A reader sees the previous or the new file whole, never half of one, even after kill -9.
         Only rank 0 writes; returns the path (`artifact_path(name)`).
         """
+        if self._artifact_names is not None and name not in self._artifact_names:
+            raise TrainerError(
+                f"artifact {name!r} is not among those declared (artifacts={sorted(self._artifact_names)}): "
+                "add it there or fix the name"
+            )
         path = self.artifact_path(name)
         if self._is_writer:
             write_artifact(path, obj_or_path)
@@ -357,191 +370,3 @@ class ResumableRun:
             return
         self.metrics.event("finished", f"finished at step {self.step}", step=self.step)
         self.close()
-
-    def close(self, mirror_timeout: float = 5.0) -> None:
-        """Wait for an in-flight save and restore the signal handlers (finished() does this)."""
-        self._writer.wait()
-        if self.mirror is not None:
-            self.mirror.close(timeout=mirror_timeout)  # an upload still running past here is abandoned
-        self._preemption.uninstall()
-        self.metrics.close()
-
-    def _wait_for_mirror(self) -> bool:
-        """Wait for the uploads in short slices; False as soon as SIGTERM arrives before they are done."""
-        assert self.mirror is not None
-        while not self.mirror.wait(0.2):
-            if self._preemption.requested:
-                return False
-        return True
-
-    def _grace_left(self) -> float:
-        # The notice window counts from the signal, not from the end of the local save.
-        return max(0.0, grace_seconds() - self._preemption.seconds_since())
-
-    def _wait_for_mirror_in_grace(self) -> bool | None:
-        if self.mirror is None or self.mirror.disabled is not None:
-            return None
-        return self.mirror.wait(self._grace_left())
-
-    # -- saving ---------------------------------------------------------------------------------
-    def _progress(self) -> tuple[int, int, int]:
-        return self.step, self.epoch, self.position
-
-    def _save(self, wait: bool) -> bool:
-        """Save the current state; with `wait`, returns whether it is durably on disk (on every rank).
-
-        Nothing is written when the newest successful checkpoint already holds this exact progress:
-        rewriting it would only open a window in which a crash loses it.
-        """
-        if wait:
-            self._writer.wait()  # an in-flight write decides whether this progress is saved already
-        if distributed.broadcast_from_first(self._is_writer and self._saved_at == self._progress()):
-            return True
-        # Every rank's RNGs go into the one checkpoint so each rank resumes its own dropout stream.
-        rng = self._boundary_rng if self._boundary_rng is not None else capture_rng_state()
-        rng_states = distributed.gather_to_all(rng)
-        state: dict[str, Any] = {}
-        problem: str | None = None
-        if self._is_writer:
-            live = collect_state(self._model, self._optimizer, self._scheduler, self._scaler, self._stateful)
-            try:
-                # Checked on every save, not just the first: a loop variable can change type later
-                # (a best loss that is None until the first evaluation returns a NumPy scalar).
-                state = {part: portable_snapshot(value, part) for part, value in live.items()}
-            except UnsupportedStateError as exc:
-                problem = str(exc)
-        # Every rank raises together, so none waits forever in a collective rank 0 left.
-        problem = distributed.broadcast_from_first(problem)
-        if problem is not None:
-            raise UnsupportedStateError(problem)
-        written = True
-        if self._is_writer:
-            state["rng"] = rng_states
-            state["progress"] = {"step": self.step, "epoch": self.epoch, "position": self.position}
-            meta = {
-                "epoch": self.epoch,
-                "position": self.position,
-                "world_size": self.place.world_size,
-                "samples_per_step": self.samples_per_step,
-                "model": self._identity,
-                "config": self._config,
-                "run_id": self.run_id,
-            }
-            if wait:
-                written = self._writer.write_now(self.step, state, meta)
-            else:
-                self._writer.submit(self.step, state, meta)
-        if wait:
-            # No rank may exit before rank 0's checkpoint is on disk (the broadcast waits for it).
-            return bool(distributed.broadcast_from_first(written))
-        return True
-
-    def _failure_text(self) -> str:
-        error = self._writer.last_error
-        return "unknown error" if error is None else f"{type(error).__name__}: {error}"
-
-    def _handle_preemption(self) -> None:
-        saved = self._save(wait=True)
-        self._exit_preempted(saved, self._wait_for_mirror_in_grace() if saved else None)
-
-    def _exit_preempted(self, saved: bool, mirrored: bool | None) -> None:
-        self.preempted = True
-        if saved:
-            said = "" if mirrored is None else (", mirrored" if mirrored else ", NOT mirrored in time")
-            text = f"preempted: saved step {self.step}{said}, exiting"
-        else:
-            newest = self._saved_at[0] if self._saved_at is not None else None
-            text = (f"preempted: the checkpoint of step {self.step} could NOT be saved ({self._failure_text()}); "
-                    + (f"the newest saved is step {newest}" if newest is not None else "no checkpoint saved")
-                    + ", exiting")  # fmt: skip
-        self.metrics.event("preempted", text, step=self.step, saved=saved, mirrored=mirrored)
-        # The notice window is spent on the upload at most once: no second wait in close().
-        self.close(mirror_timeout=self._grace_left() if mirrored is None else 0.0)
-        if self.exit_on_preemption:
-            raise Preempted(self.step, PREEMPTED_EXIT_CODE)
-
-    def _recorded_run_id(self) -> str | None:
-        """The run id in the run dir (RUN_DIR/run-id, else the newest manifest's); None on a fresh disk."""
-        try:
-            return (self.run_dir / RUN_ID_FILE).read_text().strip() or None
-        except OSError:
-            pass
-        return next(
-            (str(c.manifest["run_id"]) for c in self.store.checkpoints() if c.manifest.get("run_id")), None
-        )
-
-    def _adopt_run_id(self, resumed_from: CheckpointInfo | None) -> None:
-        """This run's id: the checkpoint's it resumes from, else the run dir's, else a new one (recorded)."""
-        from_checkpoint = resumed_from.manifest.get("run_id") if resumed_from is not None else None
-        self.run_id = str(from_checkpoint or self._recorded_run_id() or uuid.uuid4().hex)
-        if self.mirror is not None:
-            self.mirror.run_id = self.run_id
-        path = self.run_dir / RUN_ID_FILE
-        if self._is_writer and (not path.exists() or path.read_text().strip() != self.run_id):
-            write_artifact(path, self.run_id.encode())
-
-    def _report_written(self, info: CheckpointInfo) -> None:
-        # Only a write that succeeded counts as saved (runs on the writer thread for background saves).
-        self._saved_at = (info.step, int(info.manifest["epoch"]), int(info.manifest["position"]))
-        if self.mirror is not None:
-            self.mirror.submit_checkpoint(info)
-        self.metrics.checkpoint_written(info.step, info.payload)
-
-    # -- restoring ------------------------------------------------------------------------------
-    def _restore(self, resume: bool) -> None:
-        started = time.perf_counter()
-        expected = {
-            "model": self._identity,
-            "world_size": self.place.world_size,
-            "config": self._config,
-            "reshard": self.reshard,
-        }
-        if self.mirror is not None:
-            self.mirror.run_id = self._recorded_run_id()
-        problem: str | None = None
-        if resume and self.mirror is not None:
-            fetched = self.mirror.fetch_newer(self.store)  # a fresh disk: the bucket's newest, verified
-            # The script's own files (a best model) come back with it; the bucket's win when the
-            # checkpoint came from there too, since the bucket is then ahead of this disk.
-            self.mirror.fetch_artifacts(self.artifacts_dir, replace=fetched is not None)
-        elif self.mirror is not None and not self.store.checkpoints():
-            try:
-                self.mirror.refuse_if_used()  # another run of this name in the bucket: not mixed in
-            except RunDirectoryInUseError as exc:
-                problem = str(exc)
-        try:
-            problem = distributed.broadcast_from_first(problem)
-            if problem is not None:
-                raise RunDirectoryInUseError(problem)
-            loaded = load_for_resume(
-                self.store, self.run_dir, resume, self.metrics, expected, self._is_writer
-            )
-        except TrainerError:
-            self.close()  # give the signal handlers back: the caller may go on without this run
-            raise
-        self._adopt_run_id(loaded[0] if loaded is not None else None)
-        if loaded is None:
-            self.metrics.say(f"starting a new run in {self.run_dir}")
-            return
-        info, state = loaded
-        apply_state(state, self._model, self._optimizer, self._scheduler, self._scaler, self._stateful)
-        progress = state["progress"]
-        self.step, self.epoch, self.position = progress["step"], progress["epoch"], progress["position"]
-        saved_world = int(info.manifest.get("world_size") or len(state["rng"]))
-        self.resharded_from = saved_world if saved_world != self.place.world_size else None
-        recorded = info.manifest.get("samples_per_step")
-        self.samples_per_step = int(recorded) if recorded else None
-        if self.place.rank < len(state["rng"]):
-            restore_rng_state(state["rng"][self.place.rank])
-        else:
-            seed_new_rank(self.step, self.place.rank)  # a rank the checkpoint did not have
-        self._saved_at = self._progress()
-        self.restored_from = info
-        self.metrics.event(
-            "resumed",
-            f"resumed from step {self.step} ({info.payload})",
-            step=self.step,
-            path=str(info.payload),
-            restore_s=round(time.perf_counter() - started, 4),
-            **({"resharded_from": self.resharded_from} if self.resharded_from is not None else {}),
-        )

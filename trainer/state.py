@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import argparse
 import hashlib
 import json
 from typing import Any
 
 import torch
 from torch import nn
+
+from .artifacts import check_artifact_name
+from .errors import TrainerError
 
 
 def unwrap_model(model: nn.Module) -> nn.Module:
@@ -38,8 +42,26 @@ def model_identity(model: nn.Module, description: str) -> dict[str, Any]:
 
 
 def json_normal(value: Any) -> Any:
-    """`value` as it reads back from JSON (tuples become lists), for comparing with a manifest."""
-    return json.loads(json.dumps(value))
+    """`value` as it reads back from JSON (tuples become lists; paths and other objects become
+    their `str`), for comparing with a manifest."""
+    return json.loads(json.dumps(value, default=str))
+
+
+def run_config(config: Any, may_change: tuple[str, ...]) -> dict[str, Any]:
+    """The settings a resume must keep: `config` (a dict or an argparse.Namespace) less `may_change`."""
+    values = vars(config) if isinstance(config, argparse.Namespace) else dict(config or {})
+    unknown = sorted(set(may_change) - set(values))
+    if unknown:
+        raise TrainerError(f"config_may_change names {unknown}, which config does not have: fix the names")
+    return json_normal({key: value for key, value in values.items() if key not in may_change})
+
+
+def check_name_now(name: str) -> str:
+    """An artifact name declared up front, checked as `save_artifact` would (a TrainerError if bad)."""
+    try:
+        return check_artifact_name(name)
+    except ValueError as exc:
+        raise TrainerError(str(exc)) from None
 
 
 def collect_state(

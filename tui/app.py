@@ -154,7 +154,8 @@ class GcptuiApp(Telling, KeepAliveControls, App[None]):
         except GcptuiError as err:
             self.post_message(FleetRefreshFailed(str(err), self._setup_problems(str(err))))
         except Exception as err:  # noqa: BLE001 - any surprise is shown, never a crash
-            self.post_message(FleetRefreshFailed(f"{type(err).__name__}: {err}"))
+            log.error("listing the fleet failed", exc_info=(type(err), err, err.__traceback__))
+            self.post_message(FleetRefreshFailed(f"listing the fleet failed: {self._details(err)}"))
         else:
             self.post_message(FleetRefreshed(snapshot))
 
@@ -239,7 +240,16 @@ class GcptuiApp(Telling, KeepAliveControls, App[None]):
 
     # -- acting on machines (act, act_all: tui/telling.py) -------------------------------------------
 
+    def is_vertex_job(self, instance: Instance) -> bool:
+        from gcptui.remote.vertex_workflows import is_vertex_job
+
+        return is_vertex_job(self.services.compute, instance)
+
     async def job_action(self, action: str, instance: Instance) -> str | None:
+        if action == "kill" and self.is_vertex_job(instance):  # a Vertex AI job: cancel, asynchronous
+            await asyncio.to_thread(self.services.compute.of(instance).cancel, instance)  # type: ignore[attr-defined]
+            self.refresh_fleet()
+            return f"{instance.name}: cancel requested"
         target = self.services.target(instance)
         if action in ("start", "restart"):
             await self.monitors.barrier(instance)  # the VM holds the current tree first
@@ -284,16 +294,15 @@ class GcptuiApp(Telling, KeepAliveControls, App[None]):
 
     def open_trial_log(self, trial: Trial) -> None:
         """A sweep trial's own log: the part of its job slot's log that its runs wrote."""
-        from gcptui.tui.sweep.trial_log import trial_source
+        from gcptui.tui.logs.screen import LogsScreen, PaneSource
+        from gcptui.tui.sweep.trial_log import trial_log
 
         snapshot = self.fleet_screen.snapshot
-        source = trial_source(self.services, snapshot, trial, self.config.logs) if snapshot else None
-        if source is None:
+        found = trial_log(self.services, snapshot, trial, self.config.logs) if snapshot else None
+        if found is None:
             self.notify(f"{trial.vm}: not reachable over SSH", severity="warning")
             return
-        from gcptui.tui.logs.screen import LogsScreen
-
-        self.push_screen(LogsScreen([source], buffer_lines=self.config.logs.buffer_lines))
+        self.push_screen(LogsScreen([PaneSource(*found)], buffer_lines=self.config.logs.buffer_lines))
 
     async def vm_action(self, action: str, instance: Instance) -> str | None:
         gce = await asyncio.to_thread(self.fleet.gce)

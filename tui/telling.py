@@ -64,21 +64,21 @@ class Telling(App[None]):
     """The app's notifications; see the module's docstring."""
 
     log_path: Path
-    _notices: list[Notice]
+    _notices: list[Notice] | None = None  # told within NOTICE_WINDOW_S of the first
     _notice_timer: Timer | None = None
 
     def _say(self, notice: Notice | None) -> None:
         """A monitor's or keep-alive's notice: told with the others of the same poll."""
         if notice is None:
             return
-        if not hasattr(self, "_notices"):
+        if self._notices is None:
             self._notices = []
         self._notices.append(notice)
         if self._notice_timer is None:
             self._notice_timer = self.set_timer(NOTICE_WINDOW_S, self._flush_notices)
 
     def _flush_notices(self) -> None:
-        notices, self._notices, self._notice_timer = self._notices, [], None
+        notices, self._notices, self._notice_timer = self._notices or [], [], None
         if notices:
             told = fold(notices)
             self.notify(told.message, title=told.title, severity=told.severity, timeout=told.timeout)

@@ -55,6 +55,12 @@ async def serve_emulator(
         project = directory / "project"  # what sync sends: never the emulator's state (its SSH key)
         project.mkdir(parents=True, exist_ok=True)
         config = emulator.write_config(sync_source=project)
+        # Vertex AI and Cloud Logging are always served: name them (`vertex submit` also needs
+        # [storage] bucket, and [job] command, which the user sets).
+        with config.open("a") as handle:
+            handle.write(
+                '\n[vertex]\nregions = ["us-central1"]\nimage = "emulated-pytorch-cpu"\nmachine_type = "n1-standard-4"\n'
+            )
         tpu_note = f", {tpus} TPU nodes of {tpu_workers} workers" if tpus else ""
         if gke_nodes:
             tpu_note += f", a GKE cluster of {gke_nodes} nodes (kubeconfig {emulator.kubeconfig})"

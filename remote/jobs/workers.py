@@ -3,7 +3,9 @@
 A multi-host TPU slice trains only when the same program runs on every worker together (JAX and
 PyTorch/XLA then find each other through the TPU runtime). ``WorkerJobRunner`` runs ``[job]`` on each
 worker as its own supervised job, with the worker's rank and every worker's address in its
-environment, and mirrors every worker's checkpoints to the node's one place in the bucket.
+environment. Each worker mirrors its checkpoints to its own place in the bucket (``<bucket>/NODE/wN``,
+as ``JobRunner`` names it by the worker row's name): two workers never write one prefix, and a node
+made anew finds each worker's newest checkpoint where that worker left it.
 """
 
 from __future__ import annotations
@@ -64,11 +66,3 @@ class WorkerJobRunner(JobRunner):
 
     def job_for(self, target: SshTarget) -> JobConfig:
         return self.worker_jobs.get(target.name, self.job)
-
-    def _job_env(self, target: SshTarget) -> dict[str, str]:
-        # Every worker mirrors to (and resumes from) the node's place, so a recreated node finds it.
-        row = self.worker_rows.get(target.name)
-        if row is None:
-            return super()._job_env(target)
-        url = self.storage.checkpoint_url(row)
-        return {**({"GCPTUI_CHECKPOINT_URL": url} if url else {}), **self.job_for(target).env}

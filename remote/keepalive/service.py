@@ -7,12 +7,15 @@ auto-stopper that runs after each poll. The three faces differ only in the argum
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
+from gcptui.remote.compute.registry import FLEET_SOURCE_KINDS
 from gcptui.remote.keepalive.autostop import AutoStopper
 from gcptui.remote.keepalive.recovery import KeepAlive, RecoveryEvent
 from gcptui.remote.keepalive.relaunch import JobLauncher, build_keepalive
+from gcptui.remote.keepalive.rows import RowKeepAlive
 from gcptui.remote.keepalive.watch import NoticeWatchers
 from gcptui.remote.services import Services
 
@@ -24,11 +27,17 @@ class KeepAliveService:
     keepalive: KeepAlive
     watchers: NoticeWatchers | None
     autostopper: AutoStopper | None
+    rows: RowKeepAlive | None = None  # the other kinds of compute (TPU nodes), over the seam
 
     async def run(self) -> None:
-        await self.keepalive.run()
+        if self.rows is None:
+            await self.keepalive.run()
+            return
+        await asyncio.gather(self.keepalive.run(), self.rows.run())
 
     async def close(self) -> None:
+        if self.rows is not None:
+            await self.rows.close()
         if self.watchers is not None:
             await self.watchers.close()
         if self.autostopper is not None:
@@ -48,13 +57,15 @@ def build_service(
     autostop: bool = True,
     autostop_names: Iterable[str] | None = None,
     tuning: Mapping[str, float] | None = None,
+    other_kinds: bool = True,
 ) -> KeepAliveService:
     """Keep-alive over ``names`` (None: every Spot VM; an empty set: none until switched on per VM).
 
     ``notices``: VM notice watchers (a sweep's VMs run trials in job slots the watchers do not
     follow); ``autostop``: the auto-stopper when ``[autostop]`` is active (over ``autostop_names``,
     default every running VM); ``tuning`` overrides ``KeepAlive``'s timings (``poll_seconds``, ...).
-    The rest goes to ``build_keepalive``.
+    The rest goes to ``build_keepalive``. ``other_kinds``: also keep the rows of the other kinds of
+    compute alive (a TPU node's workers: ``rows.RowKeepAlive``) when the config has any.
     """
     keepalive = build_keepalive(
         services, names=names, on_event=on_event, recover_unwatched=recover_unwatched, launcher=launcher,
@@ -70,4 +81,11 @@ def build_service(
         scope = list(autostop_names) if autostop_names else None
         autostopper = AutoStopper(services, settings, keepalive, names=scope)
         keepalive.on_poll(autostopper.track)
-    return KeepAliveService(keepalive, watchers, autostopper)
+    rows: RowKeepAlive | None = None
+    if other_kinds and any(b.kind not in FLEET_SOURCE_KINDS for b in services.compute):
+        timings = dict(tuning or {})
+        rows = RowKeepAlive(
+            services, names=names, on_event=on_event, poll_seconds=timings.get("poll_seconds"),
+            backoff_base=timings.get("backoff_base", 1.0),
+        )  # fmt: skip
+    return KeepAliveService(keepalive, watchers, autostopper, rows)

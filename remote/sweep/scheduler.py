@@ -326,6 +326,10 @@ class Scheduler:
             return
         if trial.state == "starting":
             self._mark_running(trial, status)
+        if trial.pruned_at_step is not None and not (status.state == "exited" and status.exit_code == 0):
+            # Pruned before an interrupt (on this laptop or another) cut the kill or its record short.
+            await self._prune(trial, target, again=True)
+            return
         if status.state == "running":
             self._down_since.pop(trial.id, None)
             if trial.recovering:  # resumed: the screen's "running (preempted)" is over
@@ -365,16 +369,26 @@ class Scheduler:
         self._tell(trial)
         self.say(f"{trial.id} finished on {trial.vm}: {self.spec.metric} {trial.metric}")
 
-    async def _prune(self, trial: Trial, target: SshTarget) -> None:
+    async def _prune(self, trial: Trial, target: SshTarget, *, again: bool = False) -> None:
         """Stop a trial the pruner calls a loser: its job killed (SIGTERM, so the trainer keeps its
-        checkpoint), the trial recorded ``pruned`` at its last reported step, the study told."""
+        checkpoint), the trial recorded ``pruned`` at its last reported step, the study told.
+
+        The step is saved before the kill: a run interrupted before the kill or its record is
+        finished by the next one (``again``: kill it if it still runs, then record it pruned),
+        never taken for a failure (the killed job's exit code)."""
+        if not again:
+            trial.pruned_at_step = trial.curve[-1][0] if trial.curve else trial.step
+            self._save()
         try:
-            await self.runner.kill(target)
+            status = await self.runner.kill(target)
         except GcptuiError as err:
             self.say(f"warning: {trial.id}: could not stop it on {trial.vm} ({err}): trying again")
             return
+        if status.state == "exited" and status.exit_code == 0:  # it reached its end first
+            trial.pruned_at_step = None
+            await self._finish(trial, target)
+            return
         trial.state, trial.ended_at = "pruned", time.time()
-        trial.pruned_at_step = trial.curve[-1][0] if trial.curve else trial.step
         trial.recovering = False
         self.runner.trial_jobs.pop((trial.vm or "", trial.slot), None)
         self._save()

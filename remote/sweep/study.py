@@ -212,6 +212,7 @@ class SweepStudy:
         self.path = path
         self.dists = distributions(spec)
         self._reported: dict[int, int] = {}  # sweep index -> the last step reported
+        self._numbers: dict[int, int] = {}  # sweep index -> the number of the study trial holding it
 
     @classmethod
     def open(cls, state: SweepState, path: Path | None = None) -> SweepStudy:
@@ -238,31 +239,42 @@ class SweepStudy:
         opened.settle(state)
         return opened
 
-    def _by_index(self) -> dict[int, optuna.trial.FrozenTrial]:
-        out = {}
-        for frozen in self.study.get_trials(deepcopy=False):
-            index = frozen.user_attrs.get(INDEX_ATTR)
-            if isinstance(index, int) and not isinstance(index, bool) and index not in out:
-                out[index] = frozen
-        return out
+    def _frozen(self, index: int) -> optuna.trial.FrozenTrial | None:
+        """The study's record of sweep trial ``index`` (None: the study holds none for it)."""
+        mapped = self._numbers.get(index)
+        return None if mapped is None else self.study.get_trials(deepcopy=False)[mapped]
 
     def settle(self, state: SweepState) -> None:
         """Bring the study up to the state: every ended trial told (once), every asked trial that no
-        sweep trial holds failed, every sweep trial the study lacks added as it stands."""
+        sweep trial holds failed, every sweep trial the study lacks added as it stands.
+
+        A study trial stands for a sweep trial when it carries its index and the same parameters:
+        a journal that is not this state's (a stale one, a sweep started afresh under the name)
+        holds results, never the sweep's trials."""
         from optuna.trial import TrialState
 
-        known = self._by_index()
-        indices = {t.index for t in state.trials}
+        wanted = {t.index: t.params for t in state.trials}
+        for held in self.study.get_trials(deepcopy=False):
+            index = held.user_attrs.get(INDEX_ATTR)
+            if (
+                isinstance(index, int)
+                and not isinstance(index, bool)
+                and index in wanted
+                and index not in self._numbers
+                and held.params == wanted[index]
+            ):
+                self._numbers[index] = held.number
+        mine = set(self._numbers.values())
         for asked in self.study.get_trials(deepcopy=False, states=(TrialState.RUNNING, TrialState.WAITING)):
-            index = asked.user_attrs.get(INDEX_ATTR)
-            mine = known.get(index) if isinstance(index, int) else None
-            if index not in indices or mine is None or mine.number != asked.number:
+            if asked.number not in mine:  # asked, and no sweep trial ever held it: never run
                 self.study.tell(asked.number, state=TrialState.FAIL, skip_if_finished=True)
         for trial in state.trials:
-            frozen = known.get(trial.index)
+            frozen = self._frozen(trial.index)
             if frozen is None:
                 if params_inside(self.dists, trial.params):
                     self.study.add_trial(frozen_from(self.spec, trial, self.dists))
+                    self._numbers[trial.index] = len(self.study.get_trials(deepcopy=False)) - 1
+                    self._reported[trial.index] = max((s for s, _ in trial.curve), default=-1)
                 continue
             self._reported[trial.index] = max(frozen.intermediate_values, default=-1)
             if frozen.state == TrialState.RUNNING and trial.state in TERMINAL:
@@ -270,8 +282,8 @@ class SweepStudy:
 
     def _trial(self, index: int) -> optuna.trial.Trial | None:
         optuna = load_optuna()
-        frozen = self._by_index().get(index)
-        if frozen is None:
+        frozen = self._frozen(index)
+        if frozen is None or frozen.state.is_finished():
             return None
         return optuna.trial.Trial(self.study, frozen._trial_id)
 
@@ -283,11 +295,13 @@ class SweepStudy:
         asked.set_user_attr(INDEX_ATTR, index)
         params: dict[str, ParamValue] = {name: asked.params[name] for name in self.spec.params}
         (added,) = state.add([TrialPlan(index, params)])
+        self._numbers[index] = asked.number
         self._reported[index] = -1
         return added
 
     def report(self, trial: Trial) -> bool:
-        """Report the trial's metric at the steps logged since the last report; True: prune it."""
+        """Report the trial's metric at the steps logged since the last report; True: prune it
+        (asked again each poll until it is stopped: a kill that failed is tried again)."""
         ongoing = self._trial(trial.index)
         if ongoing is None:
             return False
@@ -297,13 +311,13 @@ class SweepStudy:
             ongoing.report(value, step)
         if fresh:
             self._reported[trial.index] = fresh[-1][0]
-        if self.spec.prune.rule == "none" or not fresh:
+        if self.spec.prune.rule == "none" or self._reported.get(trial.index, -1) < 0:
             return False
         return bool(ongoing.should_prune())
 
     def tell(self, trial: Trial) -> None:
         """Tell the study how the trial ended (a trial it was told of already is left as it is)."""
-        frozen = self._by_index().get(trial.index)
+        frozen = self._frozen(trial.index)
         if frozen is None or frozen.state.is_finished():
             return
         state, value = _outcome(trial)

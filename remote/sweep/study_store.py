@@ -3,8 +3,10 @@
 The laptop's journal (``study.journal`` beside ``state.json``) is uploaded to
 ``<bucket>/.gcptui-sweeps/NAME/study.journal`` after each change, from a thread of its own (newest
 wins, as the state's mirror). Another laptop resuming the sweep reads it back, but anything in the
-bucket may have been written by a VM: the journal is read into a scratch study, and only what passes
-a check goes into the laptop's own journal. Each trial's parameters must lie inside the spec's
+bucket may have been written by a VM. So each copy is signed as the state is (remote/sweep/
+bucket_state.py: an HMAC-SHA256 with the laptops' sweep key, over the sweep's name and the bytes)
+and one that fails the check is refused unread; a signed one is then read into a scratch study,
+and only what passes a second check goes into the laptop's own journal. Each trial's parameters must lie inside the spec's
 distributions, its values and intermediate values must be finite, its index a whole number; its
 system attributes (where CMA-ES keeps a pickled optimizer) and every other attribute are dropped.
 Nothing read there names a command, a VM or a path: the study only proposes parameters, which the
@@ -13,6 +15,8 @@ scheduler renders into the spec's own command template.
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import math
 import os
 import tempfile
@@ -22,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from gcptui.remote.errors import GcptuiError
-from gcptui.remote.sweep.bucket_state import state_object
+from gcptui.remote.sweep.bucket_state import key_path, state_key, state_object
 from gcptui.remote.sweep.spec import SweepSpec
 from gcptui.remote.sweep.study import (
     INDEX_ATTR,
@@ -37,6 +41,34 @@ from gcptui.remote.transfer.bucket import storage_client
 
 MAX_JOURNAL_BYTES = 64 << 20  # a sweep of thousands of trials stays far below
 MAX_STEPS_PER_TRIAL = 100_000
+HEADER = b"gcptui-sweep-study hmac-sha256 "
+
+
+def _mac(key: bytes, name: str, payload: bytes) -> bytes:
+    message = b"gcptui sweep study\0" + name.encode() + b"\0" + payload
+    return hmac.new(key, message, hashlib.sha256).hexdigest().encode()
+
+
+def encode_journal(name: str, payload: bytes) -> bytes:
+    """The journal as it is written to the bucket: signed with this machine's sweep key."""
+    key = state_key(create=True)
+    assert key is not None
+    return HEADER + _mac(key, name, payload) + b"\n" + payload
+
+
+def decode_journal(data: bytes, name: str, where: str) -> bytes:
+    """The journal's bytes once its signature is checked (GcptuiError when it fails: unread)."""
+    key = state_key(create=False)
+    if key is None:
+        raise GcptuiError(f"{where} is not used: this machine has no sweep key (copy {key_path()} there)")
+    head, newline, payload = data.partition(b"\n")
+    if (
+        not newline
+        or not head.startswith(HEADER)
+        or not hmac.compare_digest(head.removeprefix(HEADER), _mac(key, name, payload))
+    ):
+        raise GcptuiError(f"{where} is not used: it is not signed with this machine's sweep key {key_path()}")
+    return payload
 
 
 def journal_object(bucket: str, name: str) -> tuple[str, str]:
@@ -54,7 +86,7 @@ def upload_journal(bucket: str, name: str, data: bytes) -> None:
     bucket_name, blob = journal_object(bucket, name)
     try:
         storage_client().bucket(bucket_name).blob(blob).upload_from_string(
-            data, content_type="application/x-ndjson"
+            encode_journal(name, data), content_type="application/octet-stream"
         )
     except GcptuiError:
         raise
@@ -65,7 +97,8 @@ def upload_journal(bucket: str, name: str, data: bytes) -> None:
 
 
 def download_journal(bucket: str, name: str) -> bytes | None:
-    """The journal kept in the bucket (None: none there); refused past ``MAX_JOURNAL_BYTES``."""
+    """The journal kept in the bucket (None: none there); refused past ``MAX_JOURNAL_BYTES`` or
+    without this machine's signature (GcptuiError)."""
     bucket_name, blob_name = journal_object(bucket, name)
     client = storage_client()
     try:
@@ -81,7 +114,7 @@ def download_journal(bucket: str, name: str) -> bytes | None:
         raise GcptuiError(
             f"cannot read {journal_url(bucket, name)}: {exc.__class__.__name__}: {exc}"
         ) from None
-    return data
+    return decode_journal(data, name, journal_url(bucket, name))
 
 
 def _finite(value: Any) -> bool:

@@ -272,7 +272,10 @@ class GpuMonitor:
                 if line == "TEND":
                     from gcptui.remote.telemetry.tpu_info import parse_tpu_info
 
-                    chips = parse_tpu_info("\n".join(tpu_lines))
+                    chips = [
+                        GpuSample(c.index, c.name, c.util, c.mem_used_mib, c.mem_total_mib, None, None)
+                        for c in parse_tpu_info("\n".join(tpu_lines))
+                    ]
                     tpu_lines = []
                     if chips:
                         yield self._snapshot(chips)

@@ -3,16 +3,15 @@
 ``tpu-info`` (Google's tool over libtpu's runtime metrics) prints tables: ``TPU Chips`` (device,
 type) and, only while a workload runs, ``TPU Runtime Utilization`` (per chip: HBM used / total,
 duty cycle). Its versions draw the tables with ``|`` or with box-drawing characters; both are read.
-Each chip becomes a ``GpuSample`` (util = duty cycle, memory = HBM), so the GPU column, panel and
-``gpu --json`` show TPU chips unchanged. The output is the VM's: bounded and total, like every parser
+Each chip becomes a ``TpuChip`` that the GPU monitor turns into a ``GpuSample`` (util = duty cycle,
+memory = HBM), so the GPU column, panel and ``gpu --json`` show TPU chips unchanged. The output is the VM's: bounded and total, like every parser
 of VM output (a line or a number out of range is skipped, never trusted).
 """
 
 from __future__ import annotations
 
 import re
-
-from gcptui.remote.telemetry.gpu import GpuSample
+from dataclasses import dataclass
 
 MAX_CHIPS = 64  # a TPU host has at most 8 chips; more rows are not believed
 MAX_OUTPUT_CHARS = 64 * 1024
@@ -21,6 +20,17 @@ _HBM = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*GiB\s*/\s*(\d+(?:\.\d+)?)\s*GiB\s*$")
 _PERCENT = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*%\s*$")
 _LETTER = re.compile(r"[A-Za-z]")
 _TYPE = re.compile(r"^TPU (v\d+[a-z]*) chip$")
+
+
+@dataclass(frozen=True, slots=True)
+class TpuChip:
+    """One chip as tpu-info reported it: HBM in MiB and duty cycle in %, None without a workload."""
+
+    index: int
+    name: str
+    util: float | None
+    mem_used_mib: float | None
+    mem_total_mib: float | None
 
 
 def _cells(line: str) -> list[str]:
@@ -33,7 +43,7 @@ def _gib_to_mib(value: str) -> float | None:
     return number * 1024 if 0 <= number <= 4096 else None
 
 
-def parse_tpu_info(text: str) -> list[GpuSample]:
+def parse_tpu_info(text: str) -> list[TpuChip]:
     """The chips ``tpu-info`` reported, in chip order; HBM and duty cycle None when it had no runtime
     metrics (no workload runs). An output with no chip table gives no samples."""
     chip_type = "TPU"
@@ -76,5 +86,5 @@ def parse_tpu_info(text: str) -> list[GpuSample]:
     samples = []
     for index in indexes:
         used, total, util = usage.get(index, (None, None, None))
-        samples.append(GpuSample(index, chip_type, util, used, total, None, None))
+        samples.append(TpuChip(index, chip_type, util, used, total))
     return samples

@@ -69,6 +69,13 @@ def test_a_format_is_checked() -> None:
     operation = {"kind": "compute#operation", "id": "12", "progress": 2**31, "status": "DONE"}
     message = only(exchange("GET", ZONE_PATH + "/operations/op-1", response=operation))
     assert "progress: 2147483648 is outside int32's range" in message
+    message = only(
+        exchange("GET", ZONE_PATH + "/instances/vm-1", response={**INSTANCE, "fingerprint": "not base64!"})
+    )
+    assert "fingerprint: 'not base64!' is not base64 (format byte)" in message
+    node = {"name": "projects/p/locations/us-central2-b/nodes/n", "createTime": "at noon"}
+    message = only(exchange("GET", "/v2/projects/p/locations/us-central2-b/nodes/n", response=node))
+    assert "createTime: 'at noon' is not an RFC 3339 google-datetime" in message
 
 
 def test_a_missing_required_field_is_refused_when_the_emulator_accepts_it() -> None:

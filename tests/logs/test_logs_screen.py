@@ -8,6 +8,7 @@ from textual.geometry import Region
 
 from gcptui.remote.telemetry.log_stream import LogStream
 from gcptui.tui.logs.pane import NewLinesMarker
+from gcptui.tui.logs.rows import MARKED
 from gcptui.tui.logs.screen import PaneSource
 from tests.logs.apps import LogsTestApp, QueueSource, fixed_source, until
 from tests.logs.conftest import ReconnectingGetter
@@ -40,13 +41,16 @@ async def test_scrolling_up_pauses_follow_and_the_marker_resumes_it() -> None:
         await until(pilot, lambda: view.line_count == 200 and view.scroll_y == view.max_scroll_y > 0)
         await pilot.press("pageup")
         await until(pilot, lambda: not view.follow)
+        marker = app.logs.panes[0].query_one(NewLinesMarker)
+        await until(pilot, lambda: "Follow:Off" in app.logs._indicator_text)
+        await until(pilot, lambda: marker.display)
+        assert "new line" not in str(marker.render())  # paused, nothing new yet: no "▼ 0 new lines"
         top = view.scroll_y
         source.put_lines(numbered("a", 30, start=200))
-        marker = app.logs.panes[0].query_one(NewLinesMarker)
         await until(pilot, lambda: view.new_lines == 30)
-        assert marker.display and "30 new lines" in str(marker.render())
+        await until(pilot, lambda: marker.display and "30 new lines" in str(marker.render()))
         assert view.scroll_y == top  # the reader's place is kept
-        assert "Follow:Off (+30)" in app.logs._indicator_text
+        assert "(+" not in app.logs._indicator_text  # one count, the marker's: they never disagree
         await pilot.press("s")
         await until(pilot, lambda: view.follow and view.scroll_y == view.max_scroll_y)
         assert not marker.display
@@ -120,6 +124,12 @@ async def test_next_and_previous_error_jump_between_error_lines() -> None:
         assert view.scroll_y <= 250 < view.scroll_y + view.scrollable_content_region.height
         await pilot.press("E")
         assert view.marked == 40
+        # The line reached stands out across the whole row (the gauge's last cell aside).
+        await pilot.pause()
+        strip = view.render_line(40 - round(view.scroll_y))
+        assert "Traceback" in strip.text
+        cells = [seg for seg in strip if seg.text.strip() or seg.text][:-1]
+        assert cells and all(seg.style is not None and seg.style.bgcolor == MARKED.bgcolor for seg in cells)
 
 
 async def test_wrap_folds_long_lines_and_buffer_is_bounded() -> None:

@@ -20,6 +20,7 @@ _RANGES = {"int32": (-(2**31), 2**31 - 1), "uint32": (0, 2**32 - 1)}
 _STRING_RANGES = {"int64": (-(2**63), 2**63 - 1), "uint64": (0, 2**64 - 1)}
 _DURATION = re.compile(r"-?\d+(\.\d{1,9})?s")
 _DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
+_BASE64 = re.compile(r"[A-Za-z0-9+/_-]*={0,2}")  # "byte": base64, standard or URL-safe
 
 
 class Checker:
@@ -113,6 +114,8 @@ class Checker:
                 self.fail(where, f"{value!r} is not an RFC 3339 {form}")
         elif form == "date" and not _DATE.fullmatch(value):
             self.fail(where, f"{value!r} is not a date (YYYY-MM-DD)")
+        elif form == "byte" and not _BASE64.fullmatch(value):
+            self.fail(where, f"{value!r} is not base64 (format byte)")
         elif form == "google-duration" and not _DURATION.fullmatch(value):
             self.fail(where, f"{value!r} is not a duration such as '3.5s'")
 

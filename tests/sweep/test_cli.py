@@ -163,3 +163,26 @@ def test_a_second_run_of_a_sweep_being_run_is_refused_in_one_line(
         assert "already being run here" in line
     with run_lock("cli"):  # the holder ended: free again, never stale
         pass
+
+
+def test_extend_of_a_tpe_sweep_raises_its_budget_and_status_shows_pruned_steps(
+    env: dict[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("GCPTUI_SWEEPS_DIR", env["GCPTUI_SWEEPS_DIR"])
+    text = SWEEP.replace("count = 4", 'count = 4\nsearch = "tpe"\n[prune]\nrule = "median"')
+    spec = parse_sweep(text, Path("cli.toml"))
+    state = SweepState(name="cli", spec=spec, created_at=0.0, trials=[])
+    from gcptui.remote.sweep.study import SweepStudy
+
+    study = SweepStudy.open(state, None)
+    first, second = study.ask(state), study.ask(state)
+    first.state, first.metric, first.step, first.total_steps = "finished", 0.2, 10, 10
+    second.state, second.metric, second.step, second.pruned_at_step = "pruned", 0.1, 4, 3
+    save_state(state)
+    extend = gcptui(env, "sweep", "extend", "cli", "--count", "3")
+    assert "3 more trials (7 in all), asked from its tpe study as slots free" in one_line(extend, 0)
+    saved = json.loads((tmp_path / "sweeps" / "cli" / "state.json").read_text())
+    assert saved["spec"]["count"] == 7 and len(saved["trials"]) == 2  # none asked ahead of the run
+    table = gcptui(env, "sweep", "status", "cli")
+    assert table.returncode == 0, table.stderr
+    assert "pruned@3" in table.stdout.splitlines()[2] and "pruned" in table.stdout

@@ -189,3 +189,62 @@ def test_the_report_adds_importances_and_the_optimization_history(tmp_path: Path
     assert bests == sorted(bests, reverse=True) and data["history"][0]["trial"] == "t000"
     pruned = [row for row in data["trials"] if row["state"] == "pruned"]
     assert all(row["pruned_at_step"] for row in pruned)
+
+
+@pytest.mark.parametrize(("search", "rule"), [("cmaes", "percentile"), ("gp", "hyperband"), ("tpe", "none")])
+def test_every_search_and_prune_rule_asks_trials_inside_the_space(
+    search: str, rule: str, tmp_path: Path
+) -> None:
+    text = TPE.replace('search = "tpe"', f'search = "{search}"').replace(
+        'rule = "median"', f'rule = "{rule}"'
+    )
+    state = new_state(text)
+    study = SweepStudy.open(state, tmp_path / "study.journal")
+    for k in range(6):
+        run_trial(study, state, loss=float(k % 2))
+    dists = distributions(state.spec)
+    assert len(state.trials) == 6 and all(
+        inside(dists[n], v) for t in state.trials for n, v in t.params.items()
+    )
+    assert {t.state for t in state.trials} <= {"finished", "pruned"}
+    ended = study.study.get_trials(states=(TrialState.COMPLETE, TrialState.PRUNED))
+    assert len(ended) == 6
+
+
+def test_a_journal_that_is_not_the_states_holds_results_never_its_trials(tmp_path: Path) -> None:
+    # A sweep started afresh under the name of an old one whose journal is still there (or came
+    # from the bucket): t000 of the new state is not the journal's t000.
+    path = tmp_path / "study.journal"
+    old = new_state()
+    old_study = SweepStudy.open(old, path)
+    for _ in range(2):
+        run_trial(old_study, old, loss=1.0)
+    old_study.ask(old)  # left running in the old journal
+    fresh = new_state(TPE.replace("seed = 3", "seed = 4"))
+    study = SweepStudy.open(fresh, path)
+    run_trial(study, fresh, loss=0.25)
+    trials = study.study.trials
+    assert [t.state for t in trials[:3]] == [TrialState.COMPLETE, TrialState.COMPLETE, TrialState.FAIL]
+    assert trials[3].state == TrialState.COMPLETE and trials[3].value == 0.25 + 1 / 6
+    assert trials[3].params == fresh.trials[0].params and max(trials[3].intermediate_values) == 6
+    assert trials[0].value == 1.0 + 1 / 6  # the old trial 0 was not reported to
+
+
+def test_a_journal_in_the_bucket_is_used_only_when_signed_with_this_machines_key(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from gcptui.remote.errors import GcptuiError
+    from gcptui.remote.sweep.study_store import decode_journal, encode_journal
+
+    monkeypatch.setenv("GCPTUI_SWEEPS_DIR", str(tmp_path / "sweeps"))
+    with pytest.raises(GcptuiError, match="no sweep key"):
+        decode_journal(b"anything", "opt", "gs://b/x")
+    signed = encode_journal("opt", b'{"op_code": 0}\n')  # makes this machine's key
+    assert decode_journal(signed, "opt", "gs://b/x") == b'{"op_code": 0}\n'
+    for planted in (
+        b'{"op_code": 0}\n',
+        signed.replace(b"op_code", b"op_kode"),
+        encode_journal("other", b"x"),
+    ):
+        with pytest.raises(GcptuiError, match="not signed with this machine's sweep key"):
+            decode_journal(planted, "opt", "gs://b/x")

@@ -20,6 +20,7 @@ from gcptui.remote.emulator.thread import EmulatorThread
 from gcptui.tui.sweep.trial_log import TrialSlice
 from tests.helpers.emulator import wait_until
 from tests.helpers.gcs import FakeGcs
+from tests.sweep.test_bucket_state import _copy_key
 from tests.sweep.test_sweep_emulator import ROOT, setup_fleet
 
 STEPS = 20
@@ -82,6 +83,7 @@ def test_a_pruned_tpe_sweep_resumes_on_another_laptop_telling_nothing_twice(
     assert 3 <= asked_on_a < 8
 
     env_b = {**env, "HOME": str(tmp_path / "home-b"), "GCPTUI_SWEEPS_DIR": str(tmp_path / "sweeps-b")}
+    _copy_key(tmp_path / "sweeps", tmp_path / "sweeps-b")  # the bucket's copies are signed with it
     laptop_b = subprocess.run(command, cwd=ROOT, env=env_b, capture_output=True, text=True, timeout=300)
     assert laptop_b.returncode == 0, laptop_b.stderr
     assert "study from gs://sweep-state/.gcptui-sweeps/opt/study.journal" in laptop_b.stderr
@@ -127,3 +129,39 @@ def test_a_pruned_tpe_sweep_resumes_on_another_laptop_telling_nothing_twice(
     shown = {t["id"]: t for t in json.loads(status.stdout)["trials"]}
     assert shown[pruned[0]["id"]]["state"] == "pruned"
     assert shown[pruned[0]["id"]]["pruned_at_step"] == pruned[0]["pruned_at_step"]
+
+
+def test_a_prune_cut_short_by_an_interrupt_is_finished_by_the_next_run(
+    emulator_thread: EmulatorThread, tmp_path: Path
+) -> None:
+    emu = emulator_thread
+    text = (
+        SWEEP.replace("--step-delay 0.1", "--step-delay 0.3")
+        .replace("count = 8", "count = 2")
+        .replace('rule = "median"', 'rule = "none"')
+    )
+    config, sweep, env = setup_fleet(emu, tmp_path, ["op-0"], text)
+    (tmp_path / "project" / "sweep_toy.py").write_text((ROOT / "benchmarks" / "sweep_toy.py").read_text())
+    command = [sys.executable, "-m", "gcptui.tui", "sweep", "run", str(sweep), "--config", str(config)]
+    first = subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
+    try:
+        wait_until(
+            lambda: [t["state"] for t in local_trials(tmp_path / "sweeps")] == ["running"] * 2, timeout=120
+        )
+    finally:
+        first.send_signal(signal.SIGINT)
+        _, err = first.communicate(timeout=60)
+    assert first.returncode == 130, err
+    # As if the pruner's step had been saved and the laptop died before the kill went out.
+    path = tmp_path / "sweeps" / "opt" / "state.json"
+    saved = json.loads(path.read_text())
+    saved["trials"][0]["pruned_at_step"] = 1
+    path.write_text(json.dumps(saved))
+
+    again = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    assert again.returncode == 0, again.stderr
+    final = local_trials(tmp_path / "sweeps")
+    assert [t["state"] for t in final] == ["pruned", "finished"], again.stderr
+    assert final[0]["pruned_at_step"] == 1 and final[0]["exit_code"] is None
+    run_dir = emu.instance("op-0").disk / "home" / "project" / "sweeps" / "opt" / "t000"  # type: ignore[operator]
+    assert int((run_dir / "stopped").read_text()) < STEPS  # killed by the second run, not run to its end

@@ -35,3 +35,19 @@ def test_only_the_trials_runs_pass_from_its_start_banner_to_the_next_run() -> No
 def test_another_trials_command_that_contains_this_ones_is_not_taken() -> None:
     cut = TrialSlice(("python train.py --run-dir sweeps/s/t00",))
     assert cut.feed(LOG) == []
+
+
+async def test_the_stream_passes_notices_and_only_the_trials_lines() -> None:
+    from collections.abc import AsyncIterator
+
+    from gcptui.remote.telemetry.log_stream import LogChunk, LogEvent, LogNotice
+    from gcptui.tui.sweep.trial_log import trial_events
+
+    async def slot_log() -> AsyncIterator[LogEvent]:
+        yield LogNotice("following")
+        yield LogChunk(LOG[:3], None, 100)  # t000's run: nothing of it passes
+        yield LogChunk(LOG[3:8], "t001 step 1.5", 200)  # t001's run, with a line being redrawn
+        yield LogChunk(LOG[8:11], "t002 partial", 300)  # t002's run: its partial line stays out
+
+    got = [event async for event in trial_events(slot_log(), (MINE, RESUME))]
+    assert got == [LogNotice("following"), LogChunk(LOG[3:8], "t001 step 1.5", 200)]

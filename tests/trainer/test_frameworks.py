@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from tests.test_trainer_support import assert_same_tensors, events, losses_by_step, read_records
-from tests.trainer.support import run_example, start_example
+from tests.trainer.support import start_example
 
 pytest.importorskip("lightning")
 pytest.importorskip("transformers")
@@ -63,9 +63,9 @@ def test_framework_example_resumes_exactly(name: str, tmp_path: Path) -> None:
     example = EXAMPLES[name]
     common = ("--steps", str(example.steps), *example.args)
     env = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
-    reference = tmp_path / "reference"
-    code, output = run_example(example.script, reference, *common)
-    assert code == 0, output
+    reference = start_example(example.script, tmp_path / "reference", *common, env=env)
+    assert reference.finish() == 0, reference.output()
+    reference_dir = tmp_path / "reference"
 
     run_dir = tmp_path / "run"
     process = start_example(example.script, run_dir, *common, env=env)
@@ -90,9 +90,41 @@ def test_framework_example_resumes_exactly(name: str, tmp_path: Path) -> None:
     final = start_example(example.script, run_dir, *common, env=env)
     assert final.finish() == 0, final.output()
 
-    expected, got = losses_by_step(read_records(reference)), losses_by_step(read_records(run_dir))
+    expected, got = losses_by_step(read_records(reference_dir)), losses_by_step(read_records(run_dir))
     assert sorted(got) == list(range(1, example.steps + 1)), "the interrupted run did not log every step"
     mismatched = [(s, expected[s], got[s]) for s in got if got[s] != expected[s]]
     assert not mismatched, f"losses differ (step, reference, resumed): {mismatched[:5]}"
-    assert _evaluations(run_dir) == _evaluations(reference)
-    assert_same_tensors(_final_weights(reference), _final_weights(run_dir), "final.pt")
+    assert _evaluations(run_dir) == _evaluations(reference_dir)
+    assert_same_tensors(_final_weights(reference_dir), _final_weights(run_dir), "final.pt")
+
+
+def test_lightning_refuses_a_loader_it_cannot_resume_exactly(tmp_path: Path) -> None:
+    import lightning.pytorch as pl
+    import torch
+    from torch.utils.data import DataLoader, TensorDataset
+
+    from gcptui_trainer import DeterministicBatchSampler, TrainerError
+    from gcptui_trainer.lightning import ResumableLightning
+
+    class Tiny(pl.LightningModule):
+        def __init__(self) -> None:
+            super().__init__()
+            self.layer = torch.nn.Linear(2, 1)
+
+        def training_step(self, batch: list[torch.Tensor], batch_idx: int) -> torch.Tensor:
+            return self.layer(batch[0]).pow(2).mean()
+
+        def configure_optimizers(self) -> torch.optim.Optimizer:
+            return torch.optim.SGD(self.parameters(), lr=0.1)
+
+    data = TensorDataset(torch.ones(8, 2))
+    shuffled = DataLoader(data, batch_size=2, shuffle=True)
+    no_generator = DataLoader(data, batch_sampler=DeterministicBatchSampler(8, 2, seed=0))
+    for loader, problem in ((shuffled, "needs the train DataLoader built with batch_sampler="),
+                            (no_generator, "give each DataLoader its own generator")):  # fmt: skip
+        model = Tiny()
+        resumable = ResumableLightning(tmp_path / "run", model, echo=False)
+        trainer = pl.Trainer(max_steps=2, callbacks=[resumable], enable_checkpointing=False, logger=False,
+                             enable_progress_bar=False, enable_model_summary=False, accelerator="cpu")  # fmt: skip
+        with pytest.raises(TrainerError, match=problem):
+            trainer.fit(model, loader, ckpt_path=resumable.ckpt_path)

@@ -45,6 +45,10 @@ async def test_kill_without_a_running_job_and_stop_of_a_stopped_vm_ask_nothing(t
         await until(pilot, lambda: any("nothing to stop" in m for m in messages(app)))
         assert not isinstance(app.screen, ConfirmScreen)
 
+        await select(app, pilot, "trainer-a100")  # RUNNING: U has nothing to start
+        await pilot.press("U")
+        await until(pilot, lambda: any("trainer-a100 is already" in m for m in messages(app)))
+
         # A running job, a running VM: the questions still come.
         app.live["trainer-a100"].job = JobStatus("trainer-a100", "running", pid=7)
         await select(app, pilot, "trainer-a100")

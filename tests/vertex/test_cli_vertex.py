@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from gcptui.remote.compute.vertex.submit import package
 from gcptui.remote.config import load_config
 from gcptui.remote.emulator.thread import EmulatorThread
 from gcptui.remote.errors import ConfigError
+from gcptui.remote.vertex_workflows import package
 from gcptui.tui.cli.main import main
 from tests.helpers.gcs import FakeGcs
 
@@ -19,6 +19,9 @@ TRAIN = """\
 import os, pathlib, sys, time
 print("hello from rank", os.environ["RANK"], "resume" if "--resume" in sys.argv else "fresh", flush=True)
 print("checkpoints at", os.environ["GCPTUI_CHECKPOINT_URL"], flush=True)
+if os.environ["RANK"] == "0":
+    with open(os.environ["GCPTUI_METRICS"], "a") as metrics:
+        metrics.write('{"step": 7, "total_steps": 10, "loss": 0.5, "samples_per_s": 3.0}\\n')
 gate = pathlib.Path(os.environ["GATE"])
 while os.environ["GATE"] != "none" and not gate.exists():
     time.sleep(0.05)
@@ -86,9 +89,12 @@ def test_submit_runs_two_workers_whose_logs_follow_to_the_end_and_restart_resume
             "JOB_STATE_SUCCEEDED",
         )
         assert [w["name"] for w in status["workers"]] == ["workerpool0-0", "workerpool1-0"] and status["spot"]
+        assert (status["step"], status["total_steps"], status["loss"]) == (7, 10, 0.5)  # from the log
         # The package followed sync's rules: data/ is ignored by .gitignore.
-        blobs = [b.name for b in fake_gcs.client().list_blobs("runs")]
-        assert len(blobs) == 1 and blobs[0].startswith("vertex/run-a/code-")
+        blobs = sorted(b.name for b in fake_gcs.client().list_blobs("runs"))
+        assert len(blobs) == 3 and blobs[2].startswith("vertex/run-a/code-")  # the package alone
+        # Each task's first start left its marker (a restart by Vertex runs [job] resume).
+        assert blobs[:2] == [f"vertex/run-a/.started/{job_id}-0", f"vertex/run-a/.started/{job_id}-1"]
 
         assert main(["job", "restart", job_id, "--config", config]) == 0
         again = capsys.readouterr().out.splitlines()[-1].rsplit("/", 1)[1]
@@ -96,7 +102,7 @@ def test_submit_runs_two_workers_whose_logs_follow_to_the_end_and_restart_resume
         assert "[workerpool0-0] hello from rank 0 resume" in capsys.readouterr().out.splitlines()
 
 
-def test_job_kill_cancels_and_a_mixed_name_list_is_refused(
+def test_job_kill_cancels_restart_resumes_and_a_mixed_name_list_is_refused(
     tmp_path: Path, project: Path, fake_gcs: FakeGcs, capsys: pytest.CaptureFixture[str]
 ) -> None:
     with EmulatorThread(tmp_path / "emu", ssh=False) as emu:
@@ -110,7 +116,17 @@ def test_job_kill_cancels_and_a_mixed_name_list_is_refused(
         assert main(["logs", "-f", job_id, "--config", config]) == 0  # ends once the job is CANCELLED
         assert capsys.readouterr().out.splitlines()[-1] == "[service] Job was cancelled."
         assert main(["job", "status", job_id, "--config", config]) == 0
-        assert capsys.readouterr().out.split() == [job_id, "JOB_STATE_CANCELLED", "stopped"]
+        assert capsys.readouterr().out.split() == [job_id, "JOB_STATE_CANCELLED", "stopped", "step", "-"]
+        # Restarting the cancelled job resubmits it with [job] resume into the same output folder.
+        (tmp_path / "never").touch()
+        assert main(["job", "restart", job_id, "--config", config]) == 0
+        again = capsys.readouterr().out.splitlines()[-1].rsplit("/", 1)[1]
+        assert main(["logs", "-f", again, "--config", config]) == 0
+        lines = capsys.readouterr().out.splitlines()
+        assert "[workerpool0-0] hello from rank 0 resume" in lines
+        assert "[workerpool0-0] checkpoints at gs://runs/vertex/run-b/checkpoints" in lines
+        assert main(["job", "restart", again, "--config", config]) == 0  # ended: may be restarted again
+        capsys.readouterr()
         assert main(["job", "kill", job_id, "vm-a", "--config", config]) == 2
         assert main(["job", "kill", "123456789", "--config", config]) == 1
 

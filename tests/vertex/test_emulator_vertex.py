@@ -92,6 +92,10 @@ async def test_a_crashing_worker_is_restarted_in_place_then_the_job_fails(client
     assert printed["entries"][0]["resource"] == {
         "type": "ml_job", "labels": {"job_id": job.id, "project_id": client.emu.project, "task_name": "workerpool0-0"},
     }  # fmt: skip
+    # scheduling.disableRetries: the first crash ends the job.
+    once = _job(client, await client.create("raise SystemExit(5)", scheduling={"disableRetries": True}))
+    await once.ended_event.wait()
+    assert once.state == "JOB_STATE_FAILED" and once.tasks[0].restarts == 0
     # A finished job can be deleted; a second delete is a 404.
     await client.call("DELETE", f"{client.jobs}/{job.id}")
     await client.call("GET", f"{client.jobs}/{job.id}", status=404)

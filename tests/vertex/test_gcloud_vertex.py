@@ -3,6 +3,7 @@ Cloud Logging rooms (``api_endpoint_overrides/aiplatform`` and ``/logging``). Sk
 
 from __future__ import annotations
 
+import asyncio
 import os
 import shutil
 import subprocess
@@ -87,7 +88,8 @@ def test_gcloud_creates_lists_describes_follows_and_cancels_custom_jobs(tmp_path
         # gcptui lists the jobs gcloud made; gcloud describes the one gcptui's client submits.
         config = emu.emulator.write_config(tmp_path / "gcptui.toml")
         config.write_text(config.read_text() + '\n[vertex]\nregions = ["us-central1"]\n')
-        backend = Services(load_config(str(config))).compute.backends["vertex"]
+        services = Services(load_config(str(config)))
+        backend = services.compute.backends["vertex"]
         assert isinstance(backend, VertexBackend)
         rows = {row.name: row for row in backend.list_rows().rows}
         assert rows[short.id].state is State.SUCCEEDED and rows[long.id].status == "JOB_STATE_CANCELLED"
@@ -96,6 +98,7 @@ def test_gcloud_creates_lists_describes_follows_and_cancels_custom_jobs(tmp_path
             {"machineSpec": {"machineType": "n1-standard-4"}, "replicaCount": "1",
              "containerSpec": {"imageUri": "i", "command": ["python3", "-c", "pass"]}}]}}  # fmt: skip
         mine = backend.rest().create_job("us-central1", body)["name"].rsplit("/", 1)[1]
+        asyncio.run(services.close())
         first, second, read, third = gcloud.together([
             ("ai", "custom-jobs", "describe", short.id, REGION, "--format=value(state,jobSpec.workerPoolSpecs[0].replicaCount)"),
             ("ai", "custom-jobs", "describe", long.id, REGION, "--format=value(state,error.code)"),

@@ -158,10 +158,6 @@ def run_demo(args: argparse.Namespace) -> int:
     from gcptui.tui.cli.demo_start import HeadStart
 
     _check_vms(args.vms)
-    if not 0 <= args.tpus <= 16 or not 1 <= args.tpu_workers <= 8:
-        raise ConfigError(
-            f"--tpus {args.tpus} --tpu-workers {args.tpu_workers}: choose 0-16 nodes of 1-8 workers"
-        )
     directory = Path(tempfile.mkdtemp(prefix="gcptui-demo-"))
     try:
         with (

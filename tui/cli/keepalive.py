@@ -67,7 +67,11 @@ async def keep_alive(
 
     def on_event(event: RecoveryEvent) -> None:
         write(event.line())
-        if event.kind in ("resumed", "gave_up") and keepalive is not None:
+        if (
+            event.kind in ("resumed", "gave_up")
+            and keepalive is not None
+            and event.name in keepalive.timelines
+        ):
             write(summary(keepalive.timelines[event.name]))
 
     service = build_service(

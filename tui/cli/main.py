@@ -43,7 +43,6 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.set_defaults(handler=_run_tui)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    _describe_by_help(sub)
 
     demo = sub.add_parser(
         "demo", parents=[common], help="the TUI on a local emulated fleet (no cloud account)"
@@ -222,7 +221,6 @@ def build_parser() -> argparse.ArgumentParser:
 
     sweep = sub.add_parser("sweep", parents=[common], help="hyperparameter sweeps across VMs")
     sweep_actions = sweep.add_subparsers(dest="sweep_action", metavar="ACTION", required=True)
-    _describe_by_help(sweep_actions)
     sweep_run = sweep_actions.add_parser("run", parents=[common], help="run (or resume) a sweep")
     sweep_run.add_argument("file", metavar="FILE", help="the sweep file (or a sweep's name, to resume)")
     sweep_run.add_argument("--no-sync", action="store_true", help="do not sync the tree to the VMs first")
@@ -241,23 +239,25 @@ def build_parser() -> argparse.ArgumentParser:
     sweep_extend.add_argument("name", metavar="NAME")
     sweep_extend.add_argument("--count", type=int, required=True, help="how many trials to add")
     sweep.set_defaults(handler=_lazy("gcptui.tui.cli.sweep", "run_sweep_command"))
+    _describe_by_help(parser)
     return parser
 
 
 NAME_HELP = "VMs, static hosts or [[groups]] names (a group: every node), as `gcptui ls` lists them"
 
 
-def _describe_by_help(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    """Each command's ``--help`` opens with its one-line ``help`` (argparse shows it only in the
-    parent's list otherwise, leaving ``gcptui logs --help`` without a word of what it does)."""
-    add = subparsers.add_parser
-
-    def add_parser(name: str, **kwargs: object) -> argparse.ArgumentParser:
-        if "help" in kwargs and "description" not in kwargs:
-            kwargs["description"] = str(kwargs["help"])[:1].upper() + str(kwargs["help"])[1:] + "."
-        return add(name, **kwargs)  # type: ignore[arg-type]
-
-    subparsers.add_parser = add_parser  # type: ignore[method-assign]
+def _describe_by_help(parser: argparse.ArgumentParser) -> None:
+    """Each command's ``--help`` opens with its one-line ``help`` (argparse shows that only in the
+    parent's list, leaving ``gcptui logs --help`` without a word of what it does); every level of
+    commands, so a new one is described without a word here."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            helps = {choice.dest: choice.help for choice in action._choices_actions}
+            for name, command in action.choices.items():
+                said = helps.get(name)
+                if said and not command.description:
+                    command.description = said[:1].upper() + said[1:] + "."
+                _describe_by_help(command)
 
 
 def _count(text: str) -> int:

@@ -153,7 +153,7 @@ def _run_locked(args: argparse.Namespace, config: Config, say: Callable[[str], N
     from gcptui.remote.sweep.provision import ensure_vms
 
     bucket = config.storage.bucket
-    before = load_state(_sweep_name(args.file))
+    before, started = load_state(_sweep_name(args.file)), time.time()
     spec, state = _spec_and_state(args.file, bucket, say)
     if ensure_vms(config, spec, say, skip=state.vms_done):
         state.vms_done = []  # a VM made now is not one the sweep is done with
@@ -161,7 +161,10 @@ def _run_locked(args: argparse.Namespace, config: Config, say: Callable[[str], N
     if spec.model_based:
         from gcptui.remote.sweep.study_store import JournalMirror, open_for_run
 
-        from_bucket = before is None or before.updated_at < state.updated_at
+        # The state resumed from the bucket's copy (saved here just now; a new one is made now):
+        # then its study is the bucket's too.
+        made_now = before is None and state.created_at >= started
+        from_bucket = not made_now and (before is None or before.updated_at < state.updated_at)
         study = open_for_run(state, bucket, from_bucket, say)
         journal = JournalMirror(bucket, spec.name, study.path, say) if bucket and study.path else None
     mirror = StateMirror(bucket, spec.name, say) if bucket else None

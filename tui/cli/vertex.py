@@ -11,18 +11,15 @@ import asyncio
 import json
 import re
 import sys
-from dataclasses import replace
 from typing import TextIO
 
-from gcptui.remote.cloud.fleet import FleetSnapshot, FleetSource
-from gcptui.remote.compute.backend import SHARED_FLEET, BackendContext
 from gcptui.remote.compute.vertex.backend import VertexBackend
 from gcptui.remote.compute.vertex.jobs import ENDED, job_row
 from gcptui.remote.compute.vertex.logs import LogFollower, LogLine
-from gcptui.remote.compute.vertex.submit import SubmitOptions, prepare, resubmit_body
 from gcptui.remote.errors import ConfigError, GcptuiError
 from gcptui.remote.safe_text import one_line, sanitize
 from gcptui.remote.services import Services
+from gcptui.remote.vertex_workflows import SubmitOptions, prepare, progress_of, resubmit_body, settle_seconds
 from gcptui.tui.cli.common import with_services
 
 _ID = re.compile(r"[0-9]{6,25}")
@@ -56,25 +53,6 @@ def resource_name(backend: VertexBackend, name: str) -> str:
     )
 
 
-def with_vertex_rows(source: FleetSource, snapshot: FleetSnapshot) -> FleetSnapshot:
-    """``snapshot`` with the custom jobs of ``[vertex] regions`` added (and their error lines)."""
-    backend = VertexBackend.configured(BackendContext(source.config, shared={SHARED_FLEET: source}))
-    if backend is None:
-        return snapshot
-    listed = backend.list_rows()
-    return replace(
-        snapshot, instances=snapshot.instances + listed.rows, errors=snapshot.errors + listed.errors
-    )
-
-
-def _settle(services: Services) -> float:
-    from gcptui.remote.cloud.auth import is_local_endpoint
-    from gcptui.remote.compute.vertex.logs import GOOGLE_SETTLE_SECONDS
-
-    gcp = services.config.gcp
-    return 0.0 if gcp is not None and is_local_endpoint(gcp.api_endpoint) else GOOGLE_SETTLE_SECONDS
-
-
 def format_line(line: LogLine, terminal: bool) -> str:
     text = sanitize(line.text) if terminal else line.text.replace("\r", "")
     return f"[{one_line(line.task)}] {text}"
@@ -87,7 +65,9 @@ def print_job_logs(services: Services, names: list[str], *, follow: bool, lines:
     terminal = out.isatty()
     backend = backend_of(services)
     for name in names:
-        follower = LogFollower(backend.rest(), resource_name(backend, name), settle_seconds=_settle(services))
+        follower = LogFollower(
+            backend.rest(), resource_name(backend, name), settle_seconds=settle_seconds(services.config)
+        )
         shown = follower.history(lines) if not follow or lines else []
         for line in shown:
             print(format_line(line, terminal), file=out, flush=True)
@@ -125,8 +105,14 @@ async def vertex_job(services: Services, args: argparse.Namespace) -> int:
             print(created["name"])
         else:
             row = job_row(await asyncio.to_thread(backend.rest().get_job, resource))
-            document = row.to_json()
-            print(json.dumps(document) if args.json else f"{row.name}\t{row.status}\t{row.state}")
+            progress = await asyncio.to_thread(progress_of, backend.rest(), resource)
+            step = "-" if progress.step is None else f"{progress.step}/{progress.total_steps or '?'}"
+            if args.json:
+                document = row.to_json() | {"step": progress.step, "total_steps": progress.total_steps,
+                                            "loss": progress.loss, "eta_seconds": progress.eta_seconds}  # fmt: skip
+                print(json.dumps(document))
+            else:
+                print(f"{one_line(row.name)}\t{one_line(row.status)}\t{row.state}\tstep {step}")
     return 0
 
 

@@ -23,6 +23,10 @@ class FleetActions(Protocol):
         """``act`` on every instance at once, its results folded into one notification."""
         ...
 
+    def is_vertex_job(self, instance: Instance) -> bool:
+        """A Vertex AI job's row: its logs come from Cloud Logging and ``K`` cancels it."""
+        ...
+
     async def job_action(self, action: str, instance: Instance) -> str | None: ...
 
     async def group_job_action(self, action: str, group: str) -> str | None:

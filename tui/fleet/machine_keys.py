@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 from textual.screen import Screen
 
 from gcptui.remote.cloud.fleet import FleetSnapshot
-from gcptui.remote.models import Instance
+from gcptui.remote.models import Instance, State
 from gcptui.tui.dialogs.choice import ChoiceScreen
 from gcptui.tui.dialogs.confirm import ConfirmScreen
 from gcptui.tui.fleet.actions import FleetActions
@@ -21,8 +21,10 @@ from gcptui.tui.live.columns import status_word
 from gcptui.tui.live.monitors import reachable
 from gcptui.tui.live.state import Live
 
-# A VM in one of these has nothing left to stop: X says so instead of asking.
-STOPPED_STATES = frozenset({"TERMINATED", "STOPPING", "SUSPENDED", "SUSPENDING"})
+# A machine in one of these has nothing left to stop (X says so instead of asking), or is already
+# up or on its way (U says so). Neutral states: a static host's is unknown, so both keys go on.
+NOTHING_TO_STOP = frozenset({State.STOPPING, State.STOPPED, State.PREEMPTED, State.SUCCEEDED, State.FAILED})
+ALREADY_STARTED = frozenset({State.RUNNING, State.PROVISIONING})
 
 
 class MachineKeys(Screen[None]):
@@ -142,6 +144,13 @@ class MachineKeys(Screen[None]):
         return job.state if job is not None and job.state != "running" else None
 
     def action_job_kill(self) -> None:
+        job = self.selected_instance()
+        if (
+            not self.marked and job is not None and self.actions.is_vertex_job(job)
+        ):  # cancelled through Vertex AI
+            ask = "Cancel the Vertex AI job {name}? (Vertex stops its workers; `job restart` resumes it)"
+            self._act("Cancel job", [job], lambda inst: self.actions.job_action("kill", inst), ask)
+            return
         grace = self.stop_grace_seconds
         question = f"Kill the job on {{name}}? (SIGTERM, SIGKILL after {grace:g}s)"
         if self.selected_group() is not None:
@@ -167,18 +176,14 @@ class MachineKeys(Screen[None]):
 
     def action_vm_start(self) -> None:
         instance = self.selected_instance()
-        if (
-            instance is not None
-            and instance.source == "gce"
-            and instance.status in ("RUNNING", "PROVISIONING", "STAGING")
-        ):
+        if instance is not None and instance.state in ALREADY_STARTED:
             self.notify(f"{instance.name} is already {status_word(instance)}", title="Start VM")
             return
         self._vm("Start VM", "start")
 
     def action_vm_stop(self) -> None:
         instance = self.selected_instance()
-        if instance is not None and instance.source == "gce" and instance.status in STOPPED_STATES:
+        if instance is not None and instance.state in NOTHING_TO_STOP:
             self.notify(
                 f"{instance.name} is not running ({status_word(instance)}): nothing to stop", title="Stop VM"
             )
@@ -237,6 +242,13 @@ class MachineKeys(Screen[None]):
 
     def action_logs(self) -> None:
         if self.group_logs():
+            return
+        if (
+            not self.marked
+            and (row := self.selected_instance()) is not None
+            and self.actions.is_vertex_job(row)
+        ):
+            self.actions.open_logs([row.name])  # a Vertex AI job's logs come from Cloud Logging, not SSH
             return
         # A stopped VM is said at once, as s and K do (its pane used to say "connecting…" for ~20 s).
         if any(self.snapshot and self.snapshot.find(n) for n in self.marked):

@@ -59,19 +59,21 @@ def guess_run_dir(job: JobConfig, progress: Progress | None = None) -> str:
 
 
 class PullProgress:
-    """Byte counts of one pull turned into a notification every few seconds (never more often)."""
+    """Byte counts of one pull turned into a notification every few seconds (never more often),
+    none at all for a pull quicker than that: then the result's line is the only one (one
+    notification per key press; the plan's own "N files to copy" came first and said little)."""
 
     def __init__(self, say: Callable[[str], None], label: str, every: float = PROGRESS_EVERY) -> None:
         self.say = say
         self.label = label
         self.every = every
         self.total = 0
+        self.files = 0
         self.done = 0
         self._last = time.monotonic()
 
     def planned(self, files: int, size: int) -> None:
-        self.total = size
-        self.say(f"{self.label}: {files} file{'s' if files != 1 else ''}, {human_bytes(size)} to copy")
+        self.files, self.total = files, size
 
     def progress(self, count: int) -> None:
         self.done += count
@@ -79,7 +81,10 @@ class PullProgress:
         if now - self._last >= self.every and self.total:
             self._last = now
             share = min(100.0, self.done / self.total * 100)
-            self.say(f"{self.label}: {share:.0f}% ({human_bytes(self.done)} of {human_bytes(self.total)})")
+            files = f"{self.files} file{'s' if self.files != 1 else ''}"
+            self.say(
+                f"{self.label}: {share:.0f}% of {files} ({human_bytes(self.done)} of {human_bytes(self.total)})"
+            )
 
 
 def pull_action(

@@ -163,8 +163,8 @@ class FleetScreen(GroupRowsMixin, MachineKeys):
             return None
         return next((i for i in self.snapshot.instances if i.key == key), None)
 
-    def _render_rows(self) -> None:
-        self.table.show(self.visible_rows(), self.live, self.marked)
+    def _render_rows(self, refit: bool = True) -> None:
+        self.table.show(self.visible_rows(), self.live, self.marked, refit=refit)
         self._render_status()
 
     def _render_status(self) -> None:
@@ -289,7 +289,9 @@ class FleetScreen(GroupRowsMixin, MachineKeys):
 
     def on_live_changed(self, message: LiveChanged) -> None:
         if self._live_sorted():
-            self._render_rows()  # the order itself may change (the cursor stays on its machine)
+            # The order itself may change (the cursor stays on its machine); the columns are chosen
+            # again only if a cell grew past the width (measuring every cell per frame costs).
+            self._render_rows(refit=False)
             return
         for name in message.names:
             self.show_live(name)

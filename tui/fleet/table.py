@@ -173,12 +173,15 @@ class FleetTable(RowTable[str | Text]):
         rows: Sequence[Row],
         live: Mapping[str, Live],
         marked: set[str] | None = None,
+        *,
+        refit: bool = True,
     ) -> None:
         """Make the table hold exactly ``rows`` (instances and group rows) in this order, touching
-        only what changed."""
+        only what changed; the columns are chosen again (``fit``) unless ``refit`` is False and
+        the rows still fit."""
         self.marked = marked or set()
         self.prefixes = node_prefix(rows)
-        relaid = self.fit(rows, live)
+        relaid = self.fit(rows, live) if refit or self.overflowing() else False
         wanted = [row.key for row in rows]
         current = [str(row.value) for row in self.ordered_rows_keys()]
         if wanted != current or relaid:

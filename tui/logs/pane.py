@@ -163,17 +163,19 @@ class LogPane(Vertical):
         if view.column:
             title.append(f" · from column {view.column + 1}", "bold cyan")
         self.query_one(".pane-title", Static).update(title, layout=False)  # one row, fixed height
-        self.query_one(NewLinesMarker).set_class(not view.follow, "-visible")
         self._update_marker()
 
     def _update_marker(self) -> None:
+        """The marker under a paused pane: "▼ N new lines" once a line arrived, never "▼ 0" (it
+        stays one row tall from the pause on, so the first new line does not resize the pane)."""
         view = self.view
+        marker = self.query_one(NewLinesMarker)
+        marker.set_class(not view.follow, "-visible")
         if not view.follow:
             self._marker_count = view.new_lines
-            self.query_one(NewLinesMarker).update(
-                f" ▼ {view.new_lines} new line{'s' if view.new_lines != 1 else ''} · s or End to follow ",
-                layout=False,
-            )
+            count = view.new_lines
+            said = f"▼ {count} new line{'s' if count != 1 else ''}" if count else "paused"
+            marker.update(f" {said} · s or End to follow ", layout=False)
 
     @on(LogView.FollowChanged)
     @on(LogView.ColumnChanged)

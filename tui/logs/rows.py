@@ -25,7 +25,9 @@ from gcptui.remote.telemetry.log_text import strip_ansi
 from gcptui.tui.logs.row_cache import RowCache
 
 HIGHLIGHT = Style(color="black", bgcolor="yellow", bold=True)
-MARKED = Style(bgcolor="grey30")
+# The line e/E reached: white on red across the pane's width (grey30 behind the text alone was lost
+# on the pane's dark surface, and the eye could not find where e had gone).
+MARKED = Style(color="bright_white", bgcolor="red", bold=True)
 PARTIAL = -1  # absolute index standing for the unfinished line
 BLANK = -2  # absolute index standing for a row below the last line
 # The app's line filters and the background colour they need (empty: the caller applies them).
@@ -131,9 +133,10 @@ class RowPainter:
                 for line_filter in line_filters:
                     segments = line_filter.apply(segments, background)
             return Strip(segments, full + tail.cell_length)
-        strip = self._line_strip(index, raw, style, view).crop_extend(offset, offset + width, style)
+        pad = style + MARKED if index == view.marked else style
+        strip = self._line_strip(index, raw, style, view).crop_extend(offset, offset + width, pad)
         if full != width:
-            strip = strip.extend_cell_length(full, style)
+            strip = strip.extend_cell_length(full, pad)
         strip = Strip([*strip, tail], full + tail.cell_length)
         if filters:
             line_filters, background = filters

@@ -342,16 +342,18 @@ class LogsScreen(GcPausedFrames):
             self.fullscreen,
             self.filter_text,
         )
-        counts = (0 if view.follow else view.new_lines, view.match_count, self._filter_summary())
+        counts = (view.match_count, self._filter_summary())
         if throttle and state == self._indicator_state:
-            # Only the counts ("+N", matching lines) can differ: redraw them a few times per second.
+            # Only the counts (matching lines) can differ: redraw them a few times per second.
             now = time.monotonic()
             if counts == self._indicator_counts or now - self._indicator_at < MARKER_INTERVAL_S:
                 return
             self._indicator_at = now
         self._indicator_state, self._indicator_counts = state, counts
         parts = [
-            ("Follow", "On" if view.follow else f"Off (+{view.new_lines})"),
+            # The new lines' count is the pane's marker alone: two counts redrawn at different
+            # moments read "▼ 3 new lines" beside "Follow:Off (+4)".
+            ("Follow", "On" if view.follow else "Off"),
             ("Wrap", "On" if view.wrap else "Off"),
             ("Merged", "On" if self.merged else "Off"),
             ("Fullscreen", "On" if self.fullscreen else "Off"),

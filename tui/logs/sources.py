@@ -12,6 +12,7 @@ from collections.abc import AsyncIterator
 from gcptui.remote.cloud.fleet import FleetSnapshot
 from gcptui.remote.config import LogsConfig
 from gcptui.remote.jobs.protocol import log_path
+from gcptui.remote.models import Instance
 from gcptui.remote.services import FollowingGetter, Services
 from gcptui.remote.telemetry.log_stream import LogEvent, LogStream
 from gcptui.tui.logs.screen import PaneSource
@@ -20,6 +21,17 @@ from gcptui.tui.logs.screen import PaneSource
 def log_events(get: FollowingGetter, path: str, history_lines: int) -> AsyncIterator[LogEvent]:
     """A fresh stream of one remote file (the logs screen opens one per pane, again after a reset)."""
     return LogStream(get, path, history_lines=history_lines, where=lambda: get.where).events()
+
+
+def vertex_events(services: Services, instance: Instance, logs: LogsConfig) -> AsyncIterator[LogEvent]:
+    """A Vertex AI job's lines from Cloud Logging (``remote/vertex_workflows.py``)."""
+    from gcptui.remote.vertex_workflows import job_log_events, settle_seconds
+
+    rest = services.compute.of(instance).rest()  # type: ignore[attr-defined]
+    name = instance.instance_id or instance.name
+    return job_log_events(
+        rest, name, history_lines=logs.history_lines, settle_seconds=settle_seconds(services.config)
+    )
 
 
 def pane_sources(
@@ -31,8 +43,13 @@ def pane_sources(
     """
     sources: list[PaneSource] = []
     unreachable: list[str] = []
+    from gcptui.remote.vertex_workflows import is_vertex_job
+
     for name in names:
         instance = snapshot.find(name)
+        if instance is not None and is_vertex_job(services.compute, instance):  # its lines: Cloud Logging
+            sources.append(PaneSource(name, functools.partial(vertex_events, services, instance, logs)))
+            continue
         if instance is None or services.target_or_none(instance) is None:
             unreachable.append(name)
             continue

@@ -5,13 +5,14 @@ Every trial of a slot appends to the same file; each run starts with the supervi
 (``==== gcptui: ... job started in DIR ====``) and, after any setup, ``==== gcptui: command: CMD``.
 A run is the trial's when CMD is its command or its resume command (each names the trial's own run
 directory); its lines go on until the next run's banner. The slice is cut from a stream of the slot's
-log (one pane of the logs screen), so a running trial's lines keep coming.
+log (one pane of the logs screen, which the app makes of it: tui/sweep does not import tui/logs),
+so a running trial's lines keep coming.
 """
 
 from __future__ import annotations
 
 import functools
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 
 from gcptui.remote.cloud.fleet import FleetSnapshot
 from gcptui.remote.config import LogsConfig
@@ -19,9 +20,7 @@ from gcptui.remote.jobs.protocol import log_path
 from gcptui.remote.services import FollowingGetter, Services
 from gcptui.remote.sweep.state import Trial
 from gcptui.remote.sweep.vmside import BANNER
-from gcptui.remote.telemetry.log_stream import LogChunk, LogEvent
-from gcptui.tui.logs.screen import PaneSource
-from gcptui.tui.logs.sources import log_events
+from gcptui.remote.telemetry.log_stream import LogChunk, LogEvent, LogStream
 
 COMMAND_LINE = f"{BANNER}command: "
 HISTORY_LINES = 20_000  # the slot's log from well before the trial's start (trials before it share it)
@@ -71,17 +70,20 @@ async def trial_events(events: AsyncIterator[LogEvent], commands: tuple[str, ...
 def _open(
     get: FollowingGetter, path: str, commands: tuple[str, ...], history: int
 ) -> AsyncIterator[LogEvent]:
-    return trial_events(log_events(get, path, history), commands)
+    stream = LogStream(get, path, history_lines=history, where=lambda: get.where)
+    return trial_events(stream.events(), commands)
 
 
-def trial_source(
-    services: Services, snapshot: FleetSnapshot, trial: Trial, logs: LogsConfig
-) -> PaneSource | None:
-    """The pane of ``trial``'s own log; None when its VM is not known or not reachable over SSH."""
+TrialLog = tuple[str, Callable[[], AsyncIterator[LogEvent]]]
+
+
+def trial_log(services: Services, snapshot: FleetSnapshot, trial: Trial, logs: LogsConfig) -> TrialLog | None:
+    """(pane title, stream opener) of ``trial``'s own log; None when its VM is not known or not
+    reachable over SSH."""
     instance = snapshot.find(trial.vm or "")
     if instance is None or services.target_or_none(instance) is None:
         return None
     get = services.follow(instance)
     history = max(logs.history_lines, HISTORY_LINES)
     opener = functools.partial(_open, get, log_path(trial.slot), (trial.command, trial.resume), history)
-    return PaneSource(f"{trial.id} on {trial.vm}", opener)
+    return f"{trial.id} on {trial.vm}", opener

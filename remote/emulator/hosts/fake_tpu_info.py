@@ -31,7 +31,7 @@ def _training() -> bool:
 
 def main() -> int:
     spec = _chips()
-    generation, chips, hbm = str(spec["generation"]), int(spec["chips"]), float(spec["hbm_gib"])  # type: ignore[call-overload]
+    generation, chips, hbm = str(spec["generation"]), int(str(spec["chips"])), float(str(spec["hbm_gib"]))
     print("TPU Chips")
     print()
     print("| Chip         | Type         | Devices | PID    |")

@@ -10,14 +10,18 @@ from gcptui.remote.emulator.core.names import Accelerator
 
 
 class Machine(Protocol):
-    name: str
-    zone: str
-    machine_type: str
     labels: dict[str, str]  # the hosts keep the SSH port label of one-address mode here
-    metadata: dict[str, str]  # its own metadata items (enable-oslogin, ...)
     network_ip: str  # the hosts move it to 127.0.0.1 where the OS routes only that address
     disk: Path | None  # set by the host: DIR/vms/NAME
 
+    @property
+    def name(self) -> str: ...
+    @property
+    def zone(self) -> str: ...
+    @property
+    def machine_type(self) -> str: ...
+    @property
+    def metadata(self) -> dict[str, str]: ...  # its own metadata items (enable-oslogin, ...)
     @property
     def id(self) -> int: ...
     @property

@@ -9,14 +9,40 @@ CANCELLED later). ``P`` is the project's id or number; names are written with th
 from __future__ import annotations
 
 import base64
+import re
+from collections.abc import Callable
 from typing import Any
 
 from aiohttp import web
 
 from gcptui.remote.emulator.core.errors import ApiError, json_response
-from gcptui.remote.emulator.logging.query import QueryError, compile_filter
 from gcptui.remote.emulator.vertex.jobs import Job, VertexJobs
 from gcptui.remote.emulator.vertex.spec import check_job
+
+_TERM = re.compile(r'\s*(state|display_name|labels\.[a-z0-9_-]+)\s*=\s*"([^"]*)"\s*')
+
+
+def list_filter(text: str) -> Callable[[dict[str, Any]], bool]:
+    """``state="JOB_STATE_RUNNING" AND display_name="x" AND labels.k="v"`` (what gcptui and gcloud
+    send); anything else is a ValueError (a 400), never a wider match."""
+    wanted: list[tuple[str, str]] = []
+    for part in re.split(r"\s+AND\s+", text.strip()) if text.strip() else []:
+        match = _TERM.fullmatch(part)
+        if match is None:
+            raise ValueError(f"unsupported filter term {part!r}")
+        wanted.append((match.group(1), match.group(2)))
+
+    def keep(view: dict[str, Any]) -> bool:
+        for field, value in wanted:
+            if field.startswith("labels."):
+                if view["labels"].get(field[len("labels.") :]) != value:
+                    return False
+            elif view[field] != value:
+                return False
+        return True
+
+    return keep
+
 
 _BASE = "/v1/projects/{project}/locations/{region}/customJobs"
 DEFAULT_PAGE = 100
@@ -57,8 +83,8 @@ class VertexApi:
             size = int(request.query.get("pageSize") or DEFAULT_PAGE)
             token = request.query.get("pageToken") or ""
             start = int(base64.urlsafe_b64decode(token.encode()).decode()) if token else 0
-            keep = compile_filter(request.query.get("filter") or "")
-        except (ValueError, QueryError) as error:
+            keep = list_filter(request.query.get("filter") or "")
+        except ValueError as error:
             raise ApiError(400, f"Invalid list request: {error}", "badRequest") from None
         if size < 0:
             raise ApiError(400, "page_size must not be negative.", "badRequest")

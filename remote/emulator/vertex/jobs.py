@@ -27,14 +27,24 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from gcptui.remote.aio import within
 from gcptui.remote.emulator.core.errors import ApiError
-from gcptui.remote.emulator.logging.api import LogStore, rfc3339
+from gcptui.remote.emulator.logging.api import rfc3339  # Vertex writes into Logging: the one arrow
 from gcptui.remote.emulator.vertex.spec import duration_seconds
 
 MAX_LINE = 64 * 1024
+
+
+class LogSink(Protocol):
+    """Where task output goes: the Logging room's ``LogStore`` (the emulator wires it)."""
+
+    def write(
+        self, log_id: str, resource: dict[str, Any], message: str, severity: str = "INFO"
+    ) -> object: ...
+
+
 FINAL = {"JOB_STATE_SUCCEEDED", "JOB_STATE_FAILED", "JOB_STATE_CANCELLED", "JOB_STATE_EXPIRED",
          "JOB_STATE_PARTIALLY_SUCCEEDED"}  # fmt: skip
 
@@ -113,7 +123,7 @@ def _normalized_spec(spec: dict[str, Any]) -> dict[str, Any]:
 class VertexJobs:
     """All custom jobs of one emulated project; the API and the tests drive it."""
 
-    def __init__(self, root: Path, project: str, number: str, logs: LogStore, timing: VertexTiming,
+    def __init__(self, root: Path, project: str, number: str, logs: LogSink, timing: VertexTiming,
                  env: dict[str, str] | None = None) -> None:  # fmt: skip
         self.root = root
         self.project, self.number = project, number
@@ -314,7 +324,13 @@ class VertexJobs:
                     job, f"The replica {task.name} was preempted; Vertex AI restarts it.", "WARNING"
                 )
                 continue
-            if code != 0 and task.restarts < self.timing.max_restarts:
+            # ``scheduling.disableRetries``: a crash fails the job at once.
+            retries = (
+                0
+                if (job.body["jobSpec"].get("scheduling") or {}).get("disableRetries")
+                else self.timing.max_restarts
+            )
+            if code != 0 and task.restarts < retries:
                 task.restarts += 1
                 self._service(job, f"The replica {task.name} exited with a non-zero status of {code}; "
                               f"restarting it (restart {task.restarts}).", "WARNING")  # fmt: skip

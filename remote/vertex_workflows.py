@@ -1,4 +1,7 @@
-"""``gcptui vertex submit``: package ``[sync] source``, upload it, and submit a custom job running it.
+"""Vertex AI workflows above the backend: ``vertex submit``, ``job restart``'s resubmission, and a
+job's progress from its log lines.
+
+``gcptui vertex submit``: package ``[sync] source``, upload it, and submit a custom job running it.
 
 The package is the tree sync would send (its ignore rules, ``exclude``), refused when it holds a
 private key (as sync refuses), as a ``.tar.gz`` at ``BUCKET/vertex/NAME/code-STAMP.tar.gz``. The job's
@@ -14,21 +17,38 @@ beside its output and the TUI and ``gcptui logs`` fold them with the same ``Prog
 
 from __future__ import annotations
 
+import asyncio
 import io
 import re
 import tarfile
 import time
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
-from pathlib import Path
-from typing import Any
+from importlib import resources
+from typing import TYPE_CHECKING, Any
 
+from gcptui.remote.compute.vertex.jobs import ENDED
+from gcptui.remote.compute.vertex.logs import LogFollower, LogLine
+from gcptui.remote.compute.vertex.rest import VertexRest
 from gcptui.remote.config import Config
 from gcptui.remote.errors import ConfigError, GcptuiError
+from gcptui.remote.safe_text import one_line, sanitize
 from gcptui.remote.sync.local_tree import scan_tree
 from gcptui.remote.sync.rules import SyncRules
 from gcptui.remote.sync.secrets import private_keys
+from gcptui.remote.telemetry.log_stream import LogChunk, LogEvent, LogNotice
+from gcptui.remote.telemetry.progress import Progress, ProgressTracker
 
-BOOTSTRAP = (Path(__file__).with_name("bootstrap.py")).read_text
+if TYPE_CHECKING:
+    from gcptui.remote.compute.registry import Compute
+    from gcptui.remote.models import Instance
+
+
+def BOOTSTRAP() -> str:  # noqa: N802 - a constant read on use
+    """The worker's first program (``compute/vertex/bootstrap.py``), as source text."""
+    return (resources.files("gcptui.remote.compute.vertex") / "bootstrap.py").read_text()
+
+
 _NAME = re.compile(r"[a-z][-a-z0-9]{0,62}")
 
 
@@ -109,7 +129,7 @@ def job_body(config: Config, options: SubmitOptions, code_url: str) -> dict[str,
     container = {
         "imageUri": image,
         "command": ["python3", "-c", BOOTSTRAP()],
-        "args": [code_url, command],
+        "args": [code_url, command, job.resume or job.command],
         "env": [{"name": k, "value": v} for k, v in sorted(env.items())],
     }
     pool = {"machineSpec": machine, "replicaCount": "1", "containerSpec": container,
@@ -159,11 +179,78 @@ def resubmit_body(job: dict[str, Any], config: Config) -> dict[str, Any]:
     for pool in spec.get("workerPoolSpecs") or []:
         container = dict((pool or {}).get("containerSpec") or {})
         args = list(container.get("args") or [])
-        if len(args) != 2 or not str(args[0]).startswith("gs://"):
+        if len(args) not in (2, 3) or not str(args[0]).startswith("gs://"):
             raise GcptuiError(f"{job.get('name')} was not submitted by gcptui: restart it with gcloud")
-        pools.append({**pool, "containerSpec": {**container, "args": [args[0], command]}})
+        pools.append({**pool, "containerSpec": {**container, "args": [args[0], command, command]}})
     return {
         "displayName": job.get("displayName", "job"),
         "labels": job.get("labels") or {},
         "jobSpec": {k: v for k, v in spec.items() if k != "workerPoolSpecs"} | {"workerPoolSpecs": pools},
     }
+
+
+PROGRESS_LINES = 2000  # the newest lines of the chief read for its progress (records are a line each)
+
+
+def progress_of(rest: VertexRest, job_name: str) -> Progress:
+    """Where the job's run stands: the progress records among the chief's newest log lines (the
+    trainer writes them to stdout, ``GCPTUI_METRICS=/dev/stdout``; ``vertex submit`` sets it)."""
+    follower = LogFollower(rest, job_name, task="workerpool0-0", settle_seconds=0.0)
+    tracker = ProgressTracker()
+    for line in follower.history(PROGRESS_LINES):
+        tracker.feed(line.text)
+    return tracker.progress
+
+
+def is_vertex_job(compute: Compute, row: Instance) -> bool:
+    """Whether ``row`` is a Vertex AI job (its lines in Cloud Logging, cancelled through Vertex AI),
+    asked of the backend that listed it: faces never test a row's ``source``."""
+    from gcptui.remote.compute.vertex.backend import VertexBackend
+
+    return isinstance(compute.backends.get(row.source), VertexBackend)
+
+
+def settle_seconds(config: Config) -> float:
+    """How long the log follow leaves Logging to make entries visible: none on the emulator (its
+    entries are visible once written), gcloud's 5 s on Google."""
+    from gcptui.remote.cloud.auth import is_local_endpoint
+    from gcptui.remote.compute.vertex.logs import GOOGLE_SETTLE_SECONDS
+
+    gcp = config.gcp
+    return 0.0 if gcp is not None and is_local_endpoint(gcp.api_endpoint) else GOOGLE_SETTLE_SECONDS
+
+
+def _display(line: LogLine) -> str:
+    """A pane's line: the task as a prefix, the job's text sanitized (colours kept)."""
+    return f"[{one_line(line.task)}] {sanitize(line.text)}"
+
+
+async def job_log_events(
+    rest: VertexRest, job_name: str, *, history_lines: int, settle_seconds: float, interval: float = 1.0
+) -> AsyncIterator[LogEvent]:
+    """A logs pane's events for a Vertex AI job: its last ``history_lines`` lines, then new ones
+    polled from Cloud Logging until the job has ended (every worker merged, task-prefixed)."""
+    from gcptui.remote.errors import GcptuiError
+
+    follower = LogFollower(rest, job_name, settle_seconds=settle_seconds)
+    shown = 0
+    yield LogNotice("connecting", "Cloud Logging")
+    try:
+        lines = await asyncio.to_thread(follower.history, history_lines)
+        shown += len(lines)
+        yield LogNotice("following", "Cloud Logging")
+        if lines:
+            yield LogChunk([_display(line) for line in lines], None, shown)
+        while True:
+            job = await asyncio.to_thread(rest.get_job, job_name)
+            ended = job.get("state") in ENDED
+            lines = await asyncio.to_thread(follower.poll, final=ended)
+            shown += len(lines)
+            if lines:
+                yield LogChunk([_display(line) for line in lines], None, shown)
+            if ended:
+                yield LogNotice("ended", str(job.get("state", "")))
+                return
+            await asyncio.sleep(interval)  # Logging has no push for REST clients: poll
+    except GcptuiError as error:
+        yield LogNotice("error", one_line(str(error)))

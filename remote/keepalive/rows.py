@@ -1,0 +1,193 @@
+"""Keep-alive over the seam for the rows of other kinds of compute: a Cloud TPU node today.
+
+``KeepAlive`` (``recovery.py``) watches GCE instances. This watches the rows of every other
+configured backend whose workers each run a shell and that the provider may take back
+(``Capability.PREEMPTIBLE`` and ``RECOVER``, ``Backend.worker_rows``), reading only neutral states:
+one listing per poll through the registry; while a row runs, whether its job runs (worker 0's
+supervisor); a row that was running its job and now reads ``preempted`` is brought back by its
+backend (a TPU node: deleted and created anew like itself, READY, keys pinned), synced on every
+worker, and the job relaunched on all workers at once with ``[job].resume`` (each worker resumes
+from its own place in the bucket: the new node's disks are empty). Every step is a ``RecoveryEvent``
+to the same listeners as ``KeepAlive``'s, so the TUI's cell and timeline and ``gcptui keepalive``'s
+lines show it alike.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable, Iterable
+
+from gcptui.remote.aio import cancel_and_wait
+from gcptui.remote.backoff import Backoff
+from gcptui.remote.compute.backend import Backend, Capability, Recovery
+from gcptui.remote.errors import GcptuiError
+from gcptui.remote.jobs.workers import WorkerJobRunner
+from gcptui.remote.keepalive.events import EventKind, RecoveryEvent, now
+from gcptui.remote.keepalive.relaunch import JobLauncher
+from gcptui.remote.models import Instance, State, StopCause
+from gcptui.remote.safe_text import one_line
+from gcptui.remote.services import Services
+
+log = logging.getLogger(__name__)
+RELAUNCH_ATTEMPTS = 8  # SSH to a node just made may take a while to answer
+
+
+class RowKeepAlive:
+    """Watches the recoverable worker rows (``names``: those only; None: every one) and recovers them."""
+
+    def __init__(
+        self,
+        services: Services,
+        *,
+        names: Iterable[str] | None = None,
+        on_event: Callable[[RecoveryEvent], None] | None = None,
+        poll_seconds: float | None = None,
+        max_restarts: int | None = None,
+        backoff_base: float = 1.0,
+        resume_timeout: float = 120.0,
+    ) -> None:
+        settings = services.config.keepalive
+        self.services = services
+        self.names = set(names) if names is not None else None
+        self.on_event = on_event or (lambda _event: None)
+        self.poll_seconds = settings.poll_seconds if poll_seconds is None else poll_seconds
+        self.max_restarts = settings.max_restarts if max_restarts is None else max_restarts
+        self.backoff_base = backoff_base
+        self.resume_timeout = resume_timeout
+        self.polls = 0
+        self.restarts: dict[str, int] = {}
+        self.outcomes: dict[str, str] = {}  # name -> how its last recovery ended
+        self._job_ran: dict[str, bool] = {}  # name -> its job ran at the last look while it was up
+        self._recovering: dict[str, asyncio.Task[None]] = {}
+
+    # -- watching ----------------------------------------------------------------------------------
+
+    def _watched(self, backend: Backend, row: Instance) -> bool:
+        capable = {Capability.PREEMPTIBLE, Capability.RECOVER, Capability.SHELL} <= backend.capabilities(row)
+        return capable and bool(row.workers) and (self.names is None or row.name in self.names)
+
+    def _rows(self) -> list[tuple[Backend, Instance]]:
+        """The watched rows of the kinds ``KeepAlive`` does not poll itself (its GCE listing)."""
+        rows, _notes = self.services.compute.rows_beyond_fleet()
+        found = []
+        for row in rows:
+            backend = self.services.compute.of(row)
+            if self._watched(backend, row):
+                found.append((backend, row))
+        return found
+
+    async def run(self) -> None:
+        """Poll until cancelled (a failed poll is logged and the next one tries again)."""
+        while True:
+            try:
+                await self.poll()
+            except GcptuiError as err:
+                log.warning("keep-alive poll of the other kinds of compute failed: %s", err)
+            await asyncio.sleep(self.poll_seconds)
+
+    async def poll(self) -> None:
+        rows = await asyncio.to_thread(self._rows)
+        self.polls += 1
+        for backend, row in rows:
+            if row.name in self._recovering:
+                continue
+            if row.state is State.RUNNING:
+                ran = await self._job_running(backend, row)
+                if ran is not None:
+                    self._job_ran[row.name] = ran
+            elif row.state is State.PREEMPTED or (
+                row.state.down and await asyncio.to_thread(backend.why_stopped, row) is StopCause.PREEMPTED
+            ):
+                if not self._job_ran.get(row.name):
+                    continue  # nothing ran there: a preempted idle node is left (ls names it)
+                if self.restarts.get(row.name, 0) >= self.max_restarts:
+                    continue
+                self.restarts[row.name] = self.restarts.get(row.name, 0) + 1
+                task = asyncio.create_task(self._recover(backend, row), name=f"recover {row.name}")
+                self._recovering[row.name] = task
+                task.add_done_callback(self._forget(row.name))
+
+    def _forget(self, name: str) -> Callable[[asyncio.Task[None]], None]:
+        def forget(_task: asyncio.Task[None]) -> None:
+            self._recovering.pop(name, None)
+
+        return forget
+
+    async def _job_running(self, backend: Backend, row: Instance) -> bool | None:
+        """Whether the job runs on the row's first worker now; None when it cannot be read."""
+        workers = backend.worker_rows(row)
+        if not workers:
+            return None
+        try:
+            status = await self.services.jobs.status(self.services.target(workers[0]))
+        except GcptuiError:
+            return None
+        return status.state == "running"
+
+    def recovering(self, name: str) -> bool:
+        return name in self._recovering
+
+    async def close(self) -> None:
+        await cancel_and_wait(*self._recovering.values())
+
+    # -- recovering -----------------------------------------------------------------------------------
+
+    def _emit(self, name: str, kind: EventKind, detail: str = "") -> None:
+        self.on_event(RecoveryEvent(name, kind, now(), detail))
+
+    async def _recover(self, backend: Backend, row: Instance) -> None:
+        name = row.name
+        self._emit(name, "preempted", f"{row.source} row reads {one_line(row.status)}")
+        self._emit(name, "restarting", "bringing it back like itself (a preempted TPU node is made anew)")
+        try:
+            how: Recovery = await asyncio.to_thread(backend.recover, row)
+        except GcptuiError as err:
+            self.outcomes[name] = "failed"
+            self._emit(name, "failed", str(err))  # the next poll sees it preempted still and tries again
+            return
+        fresh = await asyncio.to_thread(backend.get, row)
+        if fresh is None:
+            self.outcomes[name] = "failed"
+            self._emit(name, "failed", f"{name} is gone after its recovery")
+            return
+        self._emit(name, "running", f"{how}: {len(fresh.workers)} workers up")
+        pauses = Backoff(self.backoff_base, 30.0)
+        for attempt in range(1, RELAUNCH_ATTEMPTS + 1):
+            self._emit(name, "relaunching", f"attempt {attempt}")
+            try:
+                step = await self._relaunch(backend, fresh)
+            except GcptuiError as err:
+                self._emit(name, "retry", one_line(str(err)))
+                await asyncio.sleep(pauses.pause())
+                continue
+            self.outcomes[name] = "resumed"
+            self._job_ran[name] = True
+            self._emit(name, "resumed", "step unknown" if step is None else f"from step {step}")
+            return
+        self.outcomes[name] = "failed"
+        self._emit(name, "failed", f"the job did not start again after {RELAUNCH_ATTEMPTS} attempts")
+
+    async def _relaunch(self, backend: Backend, row: Instance) -> int | None:
+        """Sync every worker, restart the job on all of them at once; the step worker 0 resumed from."""
+        services = self.services
+        workers = backend.worker_rows(row)
+        if not workers:
+            raise GcptuiError(f"{row.name} has no workers up yet")
+        targets = [services.target(w) for w in workers]
+        first = await services.pool.connection(targets[0])
+        for target in targets[1:]:
+            await services.pool.connection(target)
+        self._emit(row.name, "connected", ", ".join(t.where for t in targets))
+        runner = WorkerJobRunner(services.pool, services.config)
+        launcher = JobLauncher(services, jobs=runner, resume_timeout=self.resume_timeout)
+        await asyncio.gather(*(launcher.sync_barrier(w) for w in workers))
+        self._emit(row.name, "synced", f"{len(workers)} workers hold the current tree")
+        mark = await launcher.mark(first)
+        runner.prepare(row.name, workers)
+        results = await runner.run_all("restart", targets)
+        failed = [r for r in results if not r.ok]
+        if failed:
+            raise GcptuiError(f"{failed[0].name}: {failed[0].error}")
+        self._emit(row.name, "started", f"{len(workers)} workers")
+        return await launcher.wait_resumed(first, mark.offset)

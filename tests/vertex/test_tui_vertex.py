@@ -1,0 +1,50 @@
+"""The TUI lists a Vertex AI job beside the VMs, and ``l`` on it opens its workers' lines from Cloud
+Logging (no SSH: a job has no shell)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from gcptui.remote.config import load_config
+from gcptui.remote.emulator import Emulator
+from gcptui.remote.emulator.vertex.jobs import wait_state
+from gcptui.tui.app import GcptuiApp
+from gcptui.tui.logs.screen import LogsScreen
+from tests.tui.test_fleet_jobs import question, until
+
+
+async def test_l_on_a_vertex_job_opens_its_cloud_logging_lines(emulator: Emulator, tmp_path: Path) -> None:
+    assert emulator.vertex is not None
+    config = emulator.write_config(tmp_path / "gcptui.toml")
+    config.write_text(config.read_text() + '\n[vertex]\nregions = ["us-central1"]\n')
+    code = "import time; print('hello from vertex', flush=True); time.sleep(600)"
+    container = {"imageUri": "i", "command": [sys.executable, "-c", code]}
+    pool = {"machineSpec": {"machineType": "n1-standard-4"}, "replicaCount": "1", "containerSpec": container}
+    job = emulator.vertex.create(
+        "us-central1", {"displayName": "tui", "jobSpec": {"workerPoolSpecs": [pool]}}
+    )
+    await wait_state(job, "JOB_STATE_RUNNING")
+    app = GcptuiApp(load_config(config), refresh_seconds=0.5)
+    async with app.run_test(size=(180, 40)) as pilot:
+        screen = app.fleet_screen
+        await until(pilot, lambda: screen.snapshot is not None and screen.snapshot.find(job.id) is not None)
+        assert screen.snapshot is not None
+        row = screen.snapshot.find(job.id)
+        assert row is not None and row.source == "vertex"
+        screen.table.move_cursor(row=screen.table.get_row_index(row.key))
+        await pilot.press("l")
+        await until(pilot, lambda: isinstance(app.screen, LogsScreen))
+        assert isinstance(app.screen, LogsScreen)
+        pane = app.screen.panes[0]
+        await until(
+            pilot,
+            lambda: any("[workerpool0-0] hello from vertex" in line for line in pane.view.visible_lines()),
+        )
+
+        await pilot.press("escape")
+        await until(pilot, lambda: app.screen is screen)
+        await pilot.press("K")
+        await until(pilot, lambda: "Cancel the Vertex AI job" in question(app))  # asked first
+        await pilot.press("y")
+        await until(pilot, lambda: job.state == "JOB_STATE_CANCELLED")
