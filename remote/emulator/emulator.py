@@ -406,8 +406,14 @@ class Emulator:
         return self.root / "kubeconfig"
 
     async def add_gke_cluster(
-        self, name: str = "training", location: str = "us-central1-a", *, nodes: int = 2, spot: bool = True,
-        machine_type: str = "g2-standard-8", gpus: Iterable[GpuSpec] = (("nvidia-l4", 1),),
+        self,
+        name: str = "training",
+        location: str = "us-central1-a",
+        *,
+        nodes: int = 2,
+        spot: bool = True,
+        machine_type: str = "g2-standard-8",
+        gpus: Iterable[GpuSpec] = (("nvidia-l4", 1),),
     ) -> Cluster:
         """A RUNNING cluster with one node pool of ``nodes`` nodes, its API server up; rewrites the kubeconfig."""
         accelerators = tuple(g if isinstance(g, Accelerator) else Accelerator(g[0], int(g[1])) for g in gpus)

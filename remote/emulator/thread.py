@@ -139,7 +139,9 @@ class EmulatorThread:
     def preempt_tpu(self, name: str) -> None:
         self.call(self.emulator.preempt_tpu, name)
 
-    def add_gke_cluster(self, name: str = "training", location: str = "us-central1-a", **options: Any) -> Cluster:
+    def add_gke_cluster(
+        self, name: str = "training", location: str = "us-central1-a", **options: Any
+    ) -> Cluster:
         """See ``Emulator.add_gke_cluster``."""
         return self.run(self.emulator.add_gke_cluster(name, location, **options))
 

@@ -43,6 +43,17 @@ def test_emulator_gke_nodes_writes_kubeconfig_and_config(tmp_path: Path) -> None
                                 "-o", "json"], capture_output=True, text=True, timeout=30, check=True)  # fmt: skip
         items = json.loads(nodes.stdout)["items"]
         assert len(items) == 3 and all(n["status"]["capacity"]["nvidia.com/gpu"] == "1" for n in items)
+        # The demo's workload: a StatefulSet of 2 pods running the toy trainer, listed by gcptui.
+        subprocess.run(["kubectl", "--kubeconfig", entry.kubeconfig, "wait", "pod/trainer-0", "pod/trainer-1",
+                        "--for=condition=Ready", "--timeout=30s"], check=True, capture_output=True, timeout=60)  # fmt: skip
+        listed = gcptui("ls", "--json", "--config", str(directory / "gcptui.toml"))
+        assert listed.returncode == 0, listed.stderr
+        (trainer,) = [row for row in json.loads(listed.stdout) if row["source"] == "gke"]
+        assert trainer["name"] == "trainer" and [w["name"] for w in trainer["workers"]] == [
+            "trainer-0",
+            "trainer-1",
+        ]
+        assert trainer["state"] == "running" and trainer["spot"] is True
     finally:
         emulator.send_signal(signal.SIGINT)
         assert emulator.wait(timeout=30) == 0

@@ -242,6 +242,21 @@ class Cluster:
             job["status"] = status
             self.store.update("jobs", job)
 
+    def add_statefulset(self, name: str, replicas: int, argv: list[str], *, gpus: int = 1,
+                        namespace: str = "default") -> dict[str, Any]:  # fmt: skip
+        """A StatefulSet as ``kubectl apply`` would leave it (the demo's training workload)."""
+        container: dict[str, Any] = {"name": "train", "image": "trainer", "command": argv}
+        if gpus:
+            container["resources"] = {"limits": {"nvidia.com/gpu": str(gpus)}}
+        labels = {"app": name}
+        manifest = {"apiVersion": "apps/v1", "kind": "StatefulSet", "metadata": {"name": name, "labels": dict(labels)},
+                    "spec": {"replicas": replicas, "selector": {"matchLabels": labels}, "serviceName": name,
+                             "podManagementPolicy": "OrderedReady", "revisionHistoryLimit": 10,
+                             "updateStrategy": {"type": "RollingUpdate", "rollingUpdate": {"partition": 0}},
+                             "template": {"metadata": {"labels": dict(labels)}, "spec": {"containers": [container]}}},
+                    "status": {}}  # fmt: skip
+        return self.store.create("statefulsets", namespace, manifest)
+
     # -- Spot preemption -----------------------------------------------------------------------------
 
     def preempt_node(self, node_name: str) -> None:
