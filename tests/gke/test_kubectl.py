@@ -98,6 +98,11 @@ def test_apply_get_describe_logs(cluster: Cluster) -> None:
     for pod in pods.values():
         assert pod["metadata"]["ownerReferences"][0]["kind"] == "StatefulSet"
         assert pod["status"]["phase"] == "Running"
+    # Without -o, kubectl prints the server's Table: the columns a real API server gives.
+    printed = cluster.kubectl("get", "pods", "-o", "wide").stdout.splitlines()
+    assert printed[0].split() == ["NAME", "READY", "STATUS", "RESTARTS", "AGE", "IP", "NODE"]
+    assert printed[1].split()[:4] == ["trainer-0", "1/1", "Running", "0"]
+    assert cluster.kubectl("get", "sts").stdout.splitlines()[1].split()[:2] == ["trainer", "2/2"]
     described = cluster.kubectl("describe", "pod", "trainer-0").stdout
     assert "Controlled By:  StatefulSet/trainer" in described and "Status:         Running" in described
 

@@ -24,6 +24,7 @@ from gcptui.remote.emulator.gke.logs import serve_log
 from gcptui.remote.emulator.gke.resources import Resource, find, group_list, resource_list, status
 from gcptui.remote.emulator.gke.selectors import SelectorError, field_selector, label_selector
 from gcptui.remote.emulator.gke.store import Event
+from gcptui.remote.emulator.gke.table import table, wants_table
 
 NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 KUBE_VERSION = {"major": "1", "minor": "31", "gitVersion": "v1.31.6-gke.1020000", "gitCommit": "", "gitTreeState": "clean",
@@ -128,7 +129,13 @@ class KubeApi:
                 return await self._watch(request, resource, namespace)
             return self._list(request, resource, namespace)
         if method == "GET":
-            return _json(self._get(resource, namespace, name))
+            found = self._get(resource, namespace, name)
+            if wants_table(request.headers.get("Accept", "")):
+                meta = {"resourceVersion": found["metadata"]["resourceVersion"]}
+                printed = table(resource.name, [found], meta, request.query.get("includeObject", "Metadata"))
+                if printed is not None:
+                    return _json(printed)
+            return _json(found)
         verb = {"POST": "create", "PATCH": "patch", "PUT": "update", "DELETE": "delete"}.get(method, "")
         if verb not in resource.verbs or (verb == "create") == bool(name):
             return _json(
@@ -191,6 +198,10 @@ class KubeApi:
                 json.dumps({"rv": int(version), "start": key(items[-1])}).encode()
             ).decode()
             meta["remainingItemCount"] = rest
+        if wants_table(request.headers.get("Accept", "")):
+            printed = table(resource.name, items, meta, request.query.get("includeObject", "Metadata"))
+            if printed is not None:
+                return _json(printed)
         body = {
             "kind": f"{resource.kind}List",
             "apiVersion": resource.api_version,
@@ -215,6 +226,8 @@ class KubeApi:
                     Event("ADDED", resource.name, copy.deepcopy(o), 0)
                     for o in self.store.select(resource.name, namespace or None)
                 ]
+            printed_as_table = wants_table(request.headers.get("Accept", ""))
+            include = request.query.get("includeObject", "Metadata")
             response = web.StreamResponse(headers={"Content-Type": "application/json"})
             await response.prepare(request)
             timeout = float(request.query.get("timeoutSeconds") or 1800)
@@ -225,7 +238,11 @@ class KubeApi:
                 while True:
                     for event in pending:
                         if event.resource == resource.name and match(event.obj):
-                            line = json.dumps({"type": event.type, "object": event.obj}).encode() + b"\n"
+                            shown: dict[str, Any] | None = event.obj
+                            if printed_as_table:  # kubectl get -w: each event's object a one-row Table
+                                meta = {"resourceVersion": event.obj["metadata"].get("resourceVersion", "")}
+                                shown = table(resource.name, [event.obj], meta, include) or event.obj
+                            line = json.dumps({"type": event.type, "object": shown}).encode() + b"\n"
                             await response.write(line)
                     try:
                         event = await within(max(0.0, deadline - loop.time()), queue.get())
