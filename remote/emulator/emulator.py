@@ -422,6 +422,14 @@ class Emulator:
         self.gke.write_kubeconfig(self.kubeconfig)
         return cluster
 
+    def preempt_gke_node(self, node: str) -> None:
+        """Shut Spot node ``node`` (of any emulated cluster) down as GKE does; returns at once."""
+        for cluster in self.gke.clusters.values():
+            if cluster.store.get("nodes", "", node) is not None:
+                cluster.preempt_node(node)
+                return
+        raise KeyError(node)
+
     # -- config ----------------------------------------------------------------------------------------
 
     def write_config(

@@ -145,6 +145,9 @@ class EmulatorThread:
         """See ``Emulator.add_gke_cluster``."""
         return self.run(self.emulator.add_gke_cluster(name, location, **options))
 
+    def preempt_gke_node(self, node: str) -> None:
+        self.call(self.emulator.preempt_gke_node, node)
+
     @property
     def kubeconfig(self) -> Path:
         return self.emulator.kubeconfig

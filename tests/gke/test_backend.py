@@ -161,8 +161,15 @@ def test_what_gcptui_restarts_kubectl_sees_restarted(setup: Setup) -> None:
 
 def test_spot_node_preemption_and_cluster_by_resource_name(setup: Setup) -> None:
     pod = json.loads(setup.kubectl("get", "pod", "notebook", "-o", "json"))
-    cluster = setup.emu.emulator.gke.clusters["training"]
-    setup.emu.call(cluster.preempt_node, pod["spec"]["nodeName"])
+    trainer = json.loads(setup.kubectl("get", "pod", "trainer-0", "-o", "json"))
+    setup.emu.preempt_gke_node(pod["spec"]["nodeName"])
+    if trainer["spec"]["nodeName"] != pod["spec"]["nodeName"]:
+        setup.emu.preempt_gke_node(trainer["spec"]["nodeName"])
+    setup.kubectl("wait", "pod/notebook", "--for=jsonpath={.status.phase}=Failed", "--timeout=30s")
+    failed = json.loads(setup.kubectl("get", "pod", "notebook", "-o", "json"))["status"]
+    assert failed["reason"] == "Terminated" and any(
+        c["type"] == "DisruptionTarget" for c in failed["conditions"]
+    )
     # A cluster named by resource name: endpoint and CA from the Container API, the Google token.
     gcp = setup.config.read_text().split("\n\n", 1)[0]  # [gcp]: the endpoint and the token file
     by_name = setup.config.with_name("by-name.toml")

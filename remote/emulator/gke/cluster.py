@@ -52,6 +52,7 @@ class Cluster:
     ca_pem: bytes = b""
     id: str = field(default_factory=lambda: secrets.token_hex(16))
     created: str = field(default_factory=now_rfc3339)
+    shutdown_grace_seconds: float = 15.0  # what a Spot node's shutdown gives a pod before SIGKILL
     _controller: asyncio.Task[None] | None = None
     _next_node: int = 0
 
@@ -110,7 +111,9 @@ class Cluster:
         for container in spec.get("containers") or []:
             container.setdefault("terminationMessagePolicy", "File")
             container.setdefault("imagePullPolicy", "IfNotPresent")
-        nodes = [n["metadata"]["name"] for n in self.store.select("nodes")]
+        nodes = [
+            n["metadata"]["name"] for n in self.store.select("nodes") if not n["spec"].get("unschedulable")
+        ]
         if nodes and not spec.get("nodeName"):
             spec["nodeName"] = nodes[self._next_node % len(nodes)]
             self._next_node += 1
@@ -259,29 +262,60 @@ class Cluster:
 
     # -- Spot preemption -----------------------------------------------------------------------------
 
-    def preempt_node(self, node_name: str) -> None:
-        """A Spot node's shutdown: its pods fail (reason Terminated, DisruptionTarget), the node goes
-        and a fresh node of its pool joins; controllers replace what they own."""
+    def preempt_node(self, node_name: str) -> asyncio.Task[None]:
+        """A Spot node's shutdown, as GKE's graceful node shutdown goes (returns at once): the node
+        turns NotReady, its pods get a DisruptionTarget condition and SIGTERM with up to
+        ``shutdown_grace_seconds`` (GKE gives other pods about 15 s of the 30 s notice), then end
+        Failed with reason Terminated; the node goes and a fresh one of its pool joins; a
+        StatefulSet's pods are removed (the pod GC) and replaced by their controller."""
         node = self.store.get("nodes", "", node_name)
         if node is None:
             raise KeyError(node_name)
-        for pod in self.store.select("pods"):
-            if pod["spec"].get("nodeName") != node_name or pod["status"]["phase"] in ("Succeeded", "Failed"):
-                continue
-            key = (pod["metadata"]["namespace"], pod["metadata"]["name"])
-            runner = self.runners.pop(key, None)
-            if runner is not None:
-                asyncio.get_running_loop().create_task(runner.stop(0.0))
-            pod["status"].update(phase="Failed", reason="Terminated",
-                                 message="Pod was terminated in response to imminent node shutdown.")  # fmt: skip
-            pod["status"]["conditions"].append({"type": "DisruptionTarget", "status": "True",
-                                                "reason": "TerminationByKubelet", "lastTransitionTime": now_rfc3339()})  # fmt: skip
+        stamp = now_rfc3339()
+        for condition in node["status"]["conditions"]:
+            if condition["type"] == "Ready":
+                condition.update(status="False", reason="KubeletNotReady", message="node is shutting down",
+                                 lastTransitionTime=stamp)  # fmt: skip
+        node["spec"]["unschedulable"] = True
+        self.store.update("nodes", node)
+        doomed = [p for p in self.store.select("pods")
+                  if p["spec"].get("nodeName") == node_name and p["status"]["phase"] not in ("Succeeded", "Failed")]  # fmt: skip
+        for pod in doomed:
+            for condition in pod["status"]["conditions"]:
+                if condition["type"] in ("Ready", "ContainersReady"):
+                    condition.update(status="False", lastTransitionTime=stamp)
+            pod["status"]["conditions"].append({"type": "DisruptionTarget", "status": "True", "reason": "TerminationByKubelet",
+                                                "message": "Pod was terminated in response to imminent node shutdown.",
+                                                "lastTransitionTime": stamp})  # fmt: skip
             self.store.update("pods", pod)
-            if any(r.get("kind") == "StatefulSet" for r in pod["metadata"].get("ownerReferences") or []):
-                self.store.remove("pods", pod)  # the pod GC removes it; the StatefulSet makes a new one
+        return asyncio.get_running_loop().create_task(self._shut_down(node, doomed))
+
+    async def _shut_down(self, node: dict[str, Any], pods: list[dict[str, Any]]) -> None:
+        async def end(pod: dict[str, Any]) -> None:
+            key = (pod["metadata"]["namespace"], pod["metadata"]["name"])
+            runner = self.runners.get(key)
+            grace = min(
+                float(pod["spec"].get("terminationGracePeriodSeconds", 30)), self.shutdown_grace_seconds
+            )
+            if runner is not None and runner.uid == pod["metadata"]["uid"]:
+                await runner.stop(grace)
+                self.runners.pop(key, None)
+            current = self.store.get("pods", *key)
+            if current is None or current["metadata"]["uid"] != pod["metadata"]["uid"]:
+                return
+            current["status"].update(phase="Failed", reason="Terminated",
+                                     message="Pod was terminated in response to imminent node shutdown.")  # fmt: skip
+            for status in current["status"].get("containerStatuses") or []:
+                status.update(ready=False, started=False, state={"terminated": {
+                    "exitCode": 137, "reason": "Error", "finishedAt": now_rfc3339()}})  # fmt: skip
+            self.store.update("pods", current)
+            if any(r.get("kind") == "StatefulSet" for r in current["metadata"].get("ownerReferences") or []):
+                self.store.remove("pods", current)  # the pod GC removes it; the StatefulSet makes a new one
+
+        await asyncio.gather(*(end(pod) for pod in pods))
         self.store.remove("nodes", node)
         pool = next(p for p in self.pools if p.name == node["metadata"]["labels"][POOL_LABEL])
-        self._add_node(pool, node_name.rsplit("-", 1)[0] + f"-{secrets.token_hex(2)}")
+        self._add_node(pool, node["metadata"]["name"].rsplit("-", 1)[0] + f"-{secrets.token_hex(2)}")
 
     async def close(self) -> None:
         if self._controller is not None:
