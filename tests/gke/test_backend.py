@@ -203,3 +203,43 @@ def test_a_refused_token_is_one_error_line_not_an_empty_cluster(setup: Setup, tm
     assert listed.rows == ()
     (line,) = listed.errors
     assert "not listed" in line and "denied (Unauthorized)" in line and "\n" not in line
+
+
+def test_pod_logs_merged_and_followed_across_a_replacement(setup: Setup) -> None:
+    from gcptui.remote.compute.gke.pod_logs import follow_pods
+
+    backend = setup.backend()
+    cluster = backend.cluster(0)
+
+    async def read() -> list[tuple[str, str]]:
+        seen: list[tuple[str, str]] = []
+
+        async def work(api: object) -> None:
+            async for line in follow_pods(cluster, api, "default", ["talker-0", "talker-1"]):  # type: ignore[arg-type]
+                seen.append((line.pod, line.text))
+                if seen.count(("talker-0", "hello 1")) == 2:
+                    return
+                if (line.pod, line.text) == ("talker-0", "hello 1") and len(seen) == seen.index(
+                    ("talker-0", "hello 1")
+                ) + 1:
+                    # The pod is replaced (a new one of the same name): its lines are followed on.
+                    await asyncio.to_thread(setup.kubectl, "delete", "pod", "talker-0", "--wait=false")
+
+        await asyncio.to_thread(cluster.run, work)  # its own loop, in a worker thread
+        return seen
+
+    manifest = setup.config.with_name("talker.json")  # JSON is YAML: no quoting of the script
+    script = "echo hello $((${HOSTNAME##*-} + 1)); printf '\\033[2Jbad\\n'; sleep 600"
+    container = {"name": "talk", "image": "talk", "command": ["sh", "-c", script]}
+    labels = {"app": "talker"}
+    manifest.write_text(json.dumps({
+        "apiVersion": "apps/v1", "kind": "StatefulSet", "metadata": {"name": "talker", "labels": {"team": "ml"}},
+        "spec": {"replicas": 2, "selector": {"matchLabels": labels},
+                 "template": {"metadata": {"labels": labels}, "spec": {"containers": [container]}}}}))  # fmt: skip
+    setup.kubectl("apply", "--validate=false", "-f", str(manifest))
+    setup.kubectl("wait", "pod/talker-0", "pod/talker-1", "--for=condition=Ready", "--timeout=30s")
+    seen = asyncio.run(read())
+    assert ("talker-1", "hello 2") in seen and ("talker-0", "hello 1") in seen
+    assert all("\x1b" not in text for _, text in seen)  # the container's escapes never reach the terminal
+    assert seen.count(("talker-0", "hello 1")) == 2  # the replacement's own first line
+    assert seen.count(("talker-0", "bad")) == 1 or seen[-1] == ("talker-0", "hello 1")  # nothing shown twice

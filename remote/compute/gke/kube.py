@@ -121,6 +121,22 @@ class KubeCluster:
         except ValueError:
             raise CloudError(f"[[gke]] {self.label}: {path} did not answer JSON") from None
 
+    async def open(self, api: ApiClient, path: str, query: list[tuple[str, str]]) -> Any:
+        """A streamed GET (a log): the aiohttp response to read and release, or a one-line error."""
+        from kubernetes_asyncio.client.exceptions import ApiException
+
+        try:
+            response = await api.call_api(path, "GET", query_params=query, header_params={"Accept": "*/*"},
+                                          auth_settings=["BearerToken"], _preload_content=False)  # fmt: skip
+        except ApiException as err:
+            raise _error(self.label, "GET", path, err.status, err.body) from None
+        raw = response[0] if isinstance(response, tuple) else response
+        if raw.status >= 400:
+            body = await raw.content.read(65536)
+            raw.release()
+            raise _error(self.label, "GET", path, raw.status, body)
+        return raw
+
     async def list(
         self, api: ApiClient, path: str, selector: str = "", fields: str = ""
     ) -> list[dict[str, Any]]:
