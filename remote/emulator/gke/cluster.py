@@ -7,16 +7,21 @@ import asyncio
 import copy
 import hashlib
 import json
+import logging
 import secrets
+from collections.abc import Coroutine
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
+from gcptui.remote.aio import log_failure, report_failure
 from gcptui.remote.emulator.core.names import Accelerator
 from gcptui.remote.emulator.gke.pods import PodRunner
 from gcptui.remote.emulator.gke.store import Store, now_rfc3339
 from gcptui.remote.emulator.hosts.vm_disk import VmDisk
 
+LOG = logging.getLogger(__name__)
+T = TypeVar("T")
 VERSION = "1.31.6-gke.1020000"
 SPOT_LABEL = "cloud.google.com/gke-spot"
 POOL_LABEL = "cloud.google.com/gke-nodepool"
@@ -52,9 +57,18 @@ class Cluster:
     ca_pem: bytes = b""
     id: str = field(default_factory=lambda: secrets.token_hex(16))
     created: str = field(default_factory=now_rfc3339)
+    _tasks: set[asyncio.Task[Any]] = field(default_factory=set)
     shutdown_grace_seconds: float = 15.0  # what a Spot node's shutdown gives a pod before SIGKILL
     _controller: asyncio.Task[None] | None = None
     _next_node: int = 0
+
+    def _spawn(self, work: Coroutine[Any, Any, T], name: str) -> asyncio.Task[T]:
+        """A background task held until it ends (an unreferenced task may be collected mid-way),
+        its failure logged, cancelled at ``close``."""
+        task = report_failure(asyncio.get_running_loop().create_task(work, name=name), log_failure(LOG))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        return task
 
     # -- nodes ---------------------------------------------------------------------------------------
 
@@ -65,7 +79,7 @@ class Cluster:
                 self._add_node(pool, f"gke-{self.name}-{pool.name}-{suffix}-{secrets.token_hex(2)}{n}")
         self.store.create("namespaces", "", {"apiVersion": "v1", "kind": "Namespace",
                                              "metadata": {"name": "default"}, "status": {"phase": "Active"}})  # fmt: skip
-        self._controller = asyncio.get_running_loop().create_task(self._control())
+        self._controller = self._spawn(self._control(), f"gke {self.name} controllers")
 
     def _add_node(self, pool: NodePool, name: str) -> None:
         gpus = sum(g.count for g in pool.gpus)
@@ -125,7 +139,7 @@ class Cluster:
         created = self.store.create("pods", namespace, pod)
         runner = PodRunner(self.store, self.root, created, self.node_bin(spec["nodeName"]) if nodes else None)
         self.runners[(namespace, created["metadata"]["name"])] = runner
-        runner.task = asyncio.get_running_loop().create_task(runner.run())
+        runner.task = self._spawn(runner.run(), f"gke pod {created['metadata']['name']}")
         return created
 
     def delete_pod(self, pod: dict[str, Any], grace: float | None = None) -> dict[str, Any]:
@@ -138,7 +152,7 @@ class Cluster:
         meta["deletionTimestamp"] = now_rfc3339()
         meta["deletionGracePeriodSeconds"] = int(grace)
         updated = self.store.update("pods", pod)
-        asyncio.get_running_loop().create_task(self._finish_delete(pod, grace))
+        self._spawn(self._finish_delete(pod, grace), f"gke delete {pod['metadata']['name']}")
         return copy.deepcopy(updated)
 
     async def _finish_delete(self, pod: dict[str, Any], grace: float) -> None:
@@ -288,7 +302,7 @@ class Cluster:
                                                 "message": "Pod was terminated in response to imminent node shutdown.",
                                                 "lastTransitionTime": stamp})  # fmt: skip
             self.store.update("pods", pod)
-        return asyncio.get_running_loop().create_task(self._shut_down(node, doomed))
+        return self._spawn(self._shut_down(node, doomed), f"gke shutdown {node_name}")
 
     async def _shut_down(self, node: dict[str, Any], pods: list[dict[str, Any]]) -> None:
         async def end(pod: dict[str, Any]) -> None:
@@ -323,3 +337,6 @@ class Cluster:
             await asyncio.gather(self._controller, return_exceptions=True)
         await asyncio.gather(*(r.stop(0.0) for r in list(self.runners.values())), return_exceptions=True)
         self.runners.clear()
+        for task in list(self._tasks):
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
