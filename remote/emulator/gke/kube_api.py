@@ -398,8 +398,12 @@ class KubeApi:
         self, request: web.Request, resource: Resource, namespace: str, name: str
     ) -> web.Response:
         obj = self._get(resource, namespace, name)
-        options = json.loads(await request.text() or "{}") if request.can_read_body else {}
+        options = await self._body(request) if request.can_read_body else {}
         grace = options.get("gracePeriodSeconds", request.query.get("gracePeriodSeconds"))
+        if grace is not None and not (isinstance(grace, int) or str(grace).isdigit()):
+            raise KubeError(
+                400, "BadRequest", f"gracePeriodSeconds: invalid value {grace!r}: a whole number of seconds"
+            )
         if resource.kind == "Pod":
             return _json(self.cluster.delete_pod(obj, None if grace is None else float(grace)))
         # Owned pods go with their owner (background propagation, kubectl's default).
