@@ -79,6 +79,10 @@ class Worker:
     name: str
     address: str | None = None
     state: State = State.UNKNOWN
+    # Where the other workers reach it, and the known-hosts name its SSH host key is pinned under
+    # (set by backends whose workers run sshd; not part of ``ls --json``).
+    internal_ip: str | None = None
+    host_key_alias: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {"name": self.name, "address": self.address, "state": str(self.state)}

@@ -101,6 +101,6 @@ class ExecChannel(Protocol):
         ...
 
     async def run(self, command: str, *, input: bytes = b"", timeout: float | None = None) -> ExecResult:
-        """Run ``command`` to its end with ``input`` on stdin and collect its output; a command
-        still running after ``timeout`` seconds is closed and raises ``TimeoutError``."""
+        """Run ``command`` to its end with ``input`` on stdin and collect its output; past ``timeout``
+        seconds (reaching the machine included) the command is closed and ``TimeoutError`` raised."""
         ...

@@ -40,10 +40,14 @@ class SshExecChannel:
         return process  # asyncssh's SSHClientProcess in bytes mode is an ExecProcess
 
     async def run(self, command: str, *, input: bytes = b"", timeout: float | None = None) -> ExecResult:
+        # The deadline covers reaching the machine too: a VM that stopped answering is a timeout.
+        return await within(timeout, self._run(command, input))
+
+    async def _run(self, command: str, input: bytes) -> ExecResult:
         conn = await self._get()
         process = await conn.create_process(command, encoding=None)
         try:
-            stdout, stderr = await within(timeout, process.communicate(input or None))
+            stdout, stderr = await process.communicate(input or None)
             await process.wait_closed()
         finally:
             process.close()

@@ -210,7 +210,7 @@ class AutoStopper:
         self.checks += 1
 
     async def probe(self, instance: Instance) -> Observation:
-        """The job's record and one GPU sample, over the shared SSH pool."""
+        """The job's record and one GPU sample (over the machine's exec channel)."""
         target = self.services.target(instance)
         status = await within(PROBE_TIMEOUT, self.services.jobs.status(target))
         if status.state != "running":
@@ -220,10 +220,11 @@ class AutoStopper:
                 status = replace(status, state="running", exit_code=None, ended_at=None)
         util: float | None = None
         if instance.gpus and status.state != "running":
-            conn = await within(PROBE_TIMEOUT, self.services.getter(instance)())
-            result = await within(PROBE_TIMEOUT, conn.run(f"sh -c {shlex.quote(GPU_QUERY)}", check=False))
+            # Through the row's exec channel (SSH here; another backend's own), not asyncssh by name.
+            channel = self.services.compute.of(instance).exec_channel(instance)
+            result = await channel.run(f"sh -c {shlex.quote(GPU_QUERY)}", timeout=2 * PROBE_TIMEOUT)
             # The VM's text: ASCII digits only ("²".isdigit() is True, and float() refuses it).
-            words = str(result.stdout or "")[:65_536].split()
+            words = result.stdout[:65_536].decode("ascii", "replace").split()
             values = [
                 float(v) for v in words if v.isascii() and v.replace(".", "", 1).isdigit() and len(v) < 20
             ]

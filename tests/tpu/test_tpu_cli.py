@@ -76,3 +76,24 @@ def test_one_key_runs_the_job_on_both_workers_and_logs_show_both(
     capsys.readouterr()
     assert main(["job", "status", "tpu-a", "--json", "--config", config]) == 0
     assert [s["state"] for s in json.loads(capsys.readouterr().out)] == ["killed", "killed"]
+
+
+def test_vm_commands_act_on_a_tpu_node_through_its_backend(
+    emulator_thread: EmulatorThread, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    emulator_thread.add_tpu("tpu-d", accelerator_type="v4-8")  # on-demand: it can stop and start
+    emulator_thread.add_tpu("tpu-s", accelerator_type="v4-8", spot=True)
+    emulator_thread.wait_for_tpu("tpu-d", "READY")
+    emulator_thread.wait_for_tpu("tpu-s", "READY")
+    config = str(emulator_thread.write_config(tmp_path / "gcptui.toml"))
+    assert main(["vm", "stop", "tpu-d", "--config", config]) == 0
+    assert emulator_thread.tpu("tpu-d").state == "STOPPED"
+    assert main(["vm", "start", "tpu-d", "--config", config]) == 0
+    assert emulator_thread.tpu("tpu-d").state == "READY"
+    capsys.readouterr()
+    # A Spot node cannot be stopped (only deleted): one line, nothing changed.
+    assert main(["vm", "stop", "tpu-s", "--config", config]) == 2
+    assert "tpu-s is a tpu row: `vm stop` cannot act on it" in capsys.readouterr().err
+    assert emulator_thread.tpu("tpu-s").state == "READY"
+    assert main(["vm", "delete", "tpu-s", "--yes", "--config", config]) == 0
+    emulator_thread.wait_for_tpu("tpu-s", None)

@@ -27,14 +27,19 @@ def _run(run_dir: Path, **options: object) -> ResumableRun:
 
 
 def test_ctrl_c_gives_the_signal_handlers_back(tmp_path: Path) -> None:
-    before = signal.getsignal(signal.SIGTERM), signal.getsignal(signal.SIGINT)
-    run = _run(tmp_path / "run")
-    assert signal.getsignal(signal.SIGTERM) != before[0]
-    with pytest.raises(KeyboardInterrupt):
-        signal.raise_signal(signal.SIGINT)
-    # A later SIGTERM is not swallowed by a run nobody drives any more: it gets the old handler.
-    assert (signal.getsignal(signal.SIGTERM), signal.getsignal(signal.SIGINT)) == before
-    assert not run.preemption_requested
+    # Ctrl-C as in a terminal: a pytest-xdist worker process ignores SIGINT, which a run hands on.
+    outer = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        before = signal.getsignal(signal.SIGTERM), signal.getsignal(signal.SIGINT)
+        run = _run(tmp_path / "run")
+        assert signal.getsignal(signal.SIGTERM) != before[0]
+        with pytest.raises(KeyboardInterrupt):
+            signal.raise_signal(signal.SIGINT)
+        # A later SIGTERM is not swallowed by a run nobody drives any more: it gets the old handler.
+        assert (signal.getsignal(signal.SIGTERM), signal.getsignal(signal.SIGINT)) == before
+        assert not run.preemption_requested
+    finally:
+        signal.signal(signal.SIGINT, outer)
 
 
 def test_finished_gives_the_signal_handlers_back(tmp_path: Path) -> None:

@@ -12,8 +12,14 @@ import ast
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-ALLOWED = ("remote/cloud/", "remote/emulator/", "tui/cli/demo.py", "tui/cli/demo_app.py")
 BACKENDS = "remote/compute/"  # each backend's own folder below it may name its provider's words
+ALLOWED = (
+    "remote/cloud/",
+    "remote/compute/gce/",
+    "remote/emulator/",
+    "tui/cli/demo.py",
+    "tui/cli/demo_app.py",
+)
 GCE_WORDS = frozenset(
     {"RUNNING", "TERMINATED", "STOPPING", "STOPPED", "SUSPENDING", "SUSPENDED", "PROVISIONING", "STAGING",
      "REPAIRING"}

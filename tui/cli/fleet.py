@@ -59,6 +59,8 @@ def run_vm(args: argparse.Namespace) -> int:
     source = FleetSource(load_config(getattr(args, "config", None)))
     if source.gcp is None:
         raise ConfigError("vm commands need a [gcp] section: static [[hosts]] have no VM lifecycle")
+    compute = Compute.over(source)
+    source.more_rows = compute.rows_beyond_fleet  # TPU nodes too: each acts through its own backend
     try:
         targets = source.resolve(args.names)
     except NotFoundError as err:  # a name that is not in the fleet: a usage error, as everywhere else
@@ -66,13 +68,17 @@ def run_vm(args: argparse.Namespace) -> int:
     # A name given twice is one VM: acting on it twice at once makes the second call fail (a second
     # delete finds it gone).
     targets = list({i.name: i for i in targets}.values())
-    compute = Compute.over(source)
-    needs = Capability.DELETE if args.action == "delete" else Capability.STOP
-    fixed = [i.name for i in targets if not compute.can(i, needs)]
+    needs = {"delete": Capability.DELETE, "start": Capability.START, "stop": Capability.STOP}.get(
+        args.action, Capability.STOP
+    )
+    fixed = [i for i in targets if not compute.can(i, needs)]
     if fixed:
+        # Said per kind: a static host has no lifecycle at all; a Spot TPU node is deleted, not stopped.
         raise ConfigError(
-            f"{', '.join(fixed)}: no VM lifecycle (a static host, say); vm acts on GCE instances"
+            "; ".join(f"{i.name} is a {i.source} row: `vm {args.action}` cannot act on it" for i in fixed)
         )
+    if args.action == "preempt" and any(i.workers for i in targets):
+        raise ConfigError("vm preempt acts on GCE VMs: the Cloud TPU API has no call that preempts a node")
     if args.action == "delete" and not args.yes and not sys.stdin.isatty():
         raise ConfigError("delete needs confirmation: pass --yes to delete without asking")
     if args.action == "delete" and not _checkpoints_kept(args, targets, ask=not args.yes):
@@ -83,13 +89,15 @@ def run_vm(args: argparse.Namespace) -> int:
         if answer is None or answer.strip() != "yes":
             print("nothing deleted")
             return 1
-    gce = source.gce()
-    act = {
-        "start": gce.start,
-        "stop": gce.stop,
-        "delete": gce.delete,
-        "preempt": gce.simulate_maintenance_event,
-    }[args.action]
+
+    def act(instance: Instance) -> None:
+        """The action through the row's backend (preempt: GCE's simulateMaintenanceEvent)."""
+        if args.action == "preempt":
+            source.gce().simulate_maintenance_event(instance.name, instance.zone)
+            return
+        backend = compute.of(instance)
+        {"start": backend.start, "stop": backend.stop, "delete": backend.delete}[args.action](instance)
+
     from rich.console import Console
     from rich.markup import escape
 
@@ -101,7 +109,7 @@ def run_vm(args: argparse.Namespace) -> int:
         console.status(f"{args.action} {names}…"),
         ThreadPoolExecutor(max_workers=min(16, len(targets))) as pool,
     ):
-        futures = {pool.submit(act, i.name, i.zone): i for i in targets}
+        futures = {pool.submit(act, i): i for i in targets}
         for future in as_completed(futures):
             instance = futures[future]
             try:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import threading
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -28,7 +29,6 @@ from gcptui.remote.compute.backend import (
 )
 from gcptui.remote.compute.tpu.api import TpuRest
 from gcptui.remote.compute.tpu.nodes import (
-    internal_addresses,
     node_row,
     recreate_body,
     worker_alias,
@@ -100,17 +100,14 @@ class TpuBackend(Backend):
         return Rows(tuple(rows), tuple(errors))
 
     def _priced(self, row: Instance) -> Instance:
-        from dataclasses import replace
-
         price = tpu_price(row.machine_type, row.zone, spot=row.spot)
         if price is None:
             return row
         return replace(row, usd_per_hour=price.usd_per_hour, price_source="fallback", price_as_of=price.as_of)
 
     def _with_aliases(self, row: Instance) -> Instance:
-        """Pin each worker's host key (once per node id) so SSH verifies it; note the alias on the row."""
-        from dataclasses import replace
-
+        """Pin each worker's host key (read once per node id) so SSH verifies it; each worker carries
+        its alias, and the row worker 0's."""
         if row.state is not State.RUNNING or not row.instance_id:
             return row
         keys = self._keys.get(row.instance_id)
@@ -126,9 +123,14 @@ class TpuBackend(Backend):
 
             for index, (algorithm, key) in enumerate(keys):
                 pin_host_keys(known_hosts, worker_alias(row.instance_id, index, key), [f"{algorithm} {key}"])
-        if not keys:
+        if not keys or len(keys) != len(row.workers):
             return row
-        return replace(row, host_key_alias=worker_alias(row.instance_id, 0, keys[0][1]))
+        assert row.instance_id is not None
+        workers = tuple(
+            replace(w, host_key_alias=worker_alias(row.instance_id, i, key))
+            for i, (w, (_, key)) in enumerate(zip(row.workers, keys, strict=True))
+        )
+        return replace(row, workers=workers, host_key_alias=workers[0].host_key_alias)
 
     def _known_hosts(self) -> Path:
         config = self.context.config
@@ -235,16 +237,9 @@ class TpuBackend(Backend):
     # -- workers ---------------------------------------------------------------------------------------
 
     def worker_rows(self, row: Instance) -> tuple[Instance, ...]:
-        """One SSH-reachable row per worker host (``NODE/w0``, ``NODE/w1``, ...), rank order."""
-        keys = self._keys.get(row.instance_id or "", [])
-        with self._lock:
-            raw = self._raw.get((row.zone, row.name), {})
-        internal = internal_addresses(raw)
-        return tuple(
-            worker_row(row, index, keys[index][1] if index < len(keys) else None,
-                       internal[index] if index < len(internal) else None)
-            for index in range(len(row.workers))
-        )  # fmt: skip
+        """One SSH-reachable row per worker host (``NODE/w0``, ``NODE/w1``, ...), rank order: a pure
+        function of the row as listed (its workers carry their addresses and host key aliases)."""
+        return tuple(worker_row(row, index) for index in range(len(row.workers)))
 
     def ssh_target(self, row: Instance, user: str | None = None) -> SshTarget:
         """A worker row's target (``NODE/wN``: its address, its pinned alias); a node row's is worker 0's."""
@@ -253,6 +248,12 @@ class TpuBackend(Backend):
             if not workers:
                 raise GcptuiError(f"{row.name} has no worker hosts up (state {clean_line(row.status)})")
             row = workers[0]
+        if row.host_key_alias is None:
+            # Never the GCE alias (compute.<id>): a TPU worker's keys come from the TPU API's guest
+            # attributes, read when the node is listed READY.
+            raise GcptuiError(
+                f"{row.name}: its host keys are not read yet (the node is still coming up): try again"
+            )
         config = self.context.config
         return target_for_instance(row, config.ssh, base_dir=config.base_dir, user=user)
 

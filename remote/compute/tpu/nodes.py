@@ -54,7 +54,10 @@ def node_row(raw: dict[str, Any], zone: str) -> Instance | None:
         access = endpoint.get("accessConfig") if isinstance(endpoint.get("accessConfig"), dict) else {}
         assert isinstance(access, dict)
         address = _str(access.get("externalIp")) or _str(endpoint.get("ipAddress")) or None
-        workers.append(Worker(name=f"w{index}", address=address if state.up else None, state=state))
+        workers.append(
+            Worker(name=f"w{index}", address=address if state.up else None, state=state,
+                   internal_ip=_str(endpoint.get("ipAddress")) or None)
+        )  # fmt: skip
     first = endpoints[0] if endpoints else {}
     first_access = first.get("accessConfig") if isinstance(first.get("accessConfig"), dict) else {}
     assert isinstance(first_access, dict)
@@ -80,23 +83,17 @@ def worker_alias(node_id: str, index: int, key: str) -> str:
     return f"tpu.{node_id}-{index}-{key[-6:]}"
 
 
-def internal_addresses(raw: dict[str, Any]) -> list[str | None]:
-    """Each worker's internal address (``networkEndpoints[].ipAddress``), in worker order."""
-    endpoints = [e for e in raw.get("networkEndpoints", []) or [] if isinstance(e, dict)][:4096]
-    return [_str(e.get("ipAddress")) or None for e in endpoints]
-
-
-def worker_row(node: Instance, index: int, key: str | None, internal_ip: str | None = None) -> Instance:
+def worker_row(node: Instance, index: int) -> Instance:
     """Worker ``index`` of ``node`` as a row SSH can reach (named ``NODE/wN`` in the pool)."""
     worker = node.workers[index]
     return replace(
         node,
         name=f"{node.name}/{worker.name}",
         external_ip=worker.address,
-        internal_ip=internal_ip,
+        internal_ip=worker.internal_ip,
         parent=node.name,
         workers=(),
-        host_key_alias=worker_alias(node.instance_id or "", index, key) if key and node.instance_id else None,
+        host_key_alias=worker.host_key_alias,
         state=worker.state if worker.address else State.PROVISIONING,
     )
 
