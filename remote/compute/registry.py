@@ -20,6 +20,7 @@ BACKENDS: dict[str, str] = {
     "gce": "gcptui.remote.compute.gce.backend:GceBackend",
     "tpu": "gcptui.remote.compute.tpu.backend:TpuBackend",
     "vertex": "gcptui.remote.compute.vertex.backend:VertexBackend",
+    "gke": "gcptui.remote.compute.gke.backend:GkeBackend",
     "host": "gcptui.remote.compute.hosts.backend:HostsBackend",
 }
 

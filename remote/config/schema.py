@@ -9,6 +9,7 @@ from pydantic import Field, model_validator
 
 from gcptui.remote.config.base import _Section
 from gcptui.remote.config.connection import GcpConfig, HostConfig, SshConfig
+from gcptui.remote.config.gke import GkeConfig
 from gcptui.remote.config.groups import GroupConfig
 from gcptui.remote.config.tpu import TpuConfig
 from gcptui.remote.config.vertex import VertexConfig
@@ -44,6 +45,9 @@ class Config(_Section):
     vertex: VertexConfig = Field(default=VertexConfig(), description="Vertex AI custom jobs.")
     gpu: GpuConfig = Field(default=GpuConfig(), description="The idle-GPU warning.")
     tpu: TpuConfig = Field(default=TpuConfig(), description="Cloud TPU nodes in the fleet.")
+    gke: list[GkeConfig] = Field(
+        default=[], description="Kubernetes clusters whose training workloads are fleet rows."
+    )
     notify: NotifyConfig = Field(default=NotifyConfig(), description="Telling of recoveries by webhook.")
     autostop: AutostopConfig = Field(
         default=AutostopConfig(), description="Stopping VMs that idle or whose job finished."

@@ -31,6 +31,9 @@ from gcptui.remote.emulator.compute.faults import Fault, Faults
 from gcptui.remote.emulator.compute.fleet import OPERATION_TTL, Fleet, Timing
 from gcptui.remote.emulator.compute.state import Accelerator, Vm, valid_name
 from gcptui.remote.emulator.core.server import ApiServer
+from gcptui.remote.emulator.gke.cluster import Cluster, NodePool
+from gcptui.remote.emulator.gke.clusters import GkeClusters
+from gcptui.remote.emulator.gke.container_api import ContainerApi
 from gcptui.remote.emulator.hosts.machine import Machine
 from gcptui.remote.emulator.hosts.vm_host import AddressOnlyHost, SshVmHost
 from gcptui.remote.emulator.logging.api import LoggingApi, LogStore
@@ -114,6 +117,8 @@ class Emulator:
         self.vertex_timing = VertexTiming()
         self.vertex_env: dict[str, str] = {}  # given to every Vertex AI task (e.g. STORAGE_EMULATOR_HOST)
         self.vertex: VertexJobs | None = None
+        # GKE clusters (the Container API on this endpoint, a Kubernetes API server of their own each).
+        self.gke = GkeClusters(self.root / "gke", project, self.token)
         self.endpoint = ""
         self.ssh_port = 0
 
@@ -191,6 +196,7 @@ class Emulator:
                                  logs=self.logs, timing=self.vertex_timing, env=self.vertex_env)  # fmt: skip
         VertexApi(self.vertex, {region_of(zone) for zone in self._zones}).add_routes(self.server.app)
         LoggingApi(self.logs, self.project, self.project_number).add_routes(self.server.app)
+        ContainerApi(self.gke).add_routes(self.server.app)
         if isinstance(self._host, SshVmHost):
             self._host.oslogin_on = self._oslogin_on
             self._host.oslogin_allows = self.oslogin.allows
@@ -202,6 +208,7 @@ class Emulator:
 
     async def close(self) -> None:
         """Stop serving and power every VM off, killing all their processes; disks stay."""
+        await self.gke.close()
         if self.tpus is not None:
             await self.tpus.close()
         if self.vertex is not None:
@@ -391,6 +398,38 @@ class Emulator:
         """How many times a REST method (e.g. ``globalOperations.aggregatedList``) was called."""
         return self.api.calls.get(method, 0) if self.api else 0
 
+    # -- GKE clusters ----------------------------------------------------------------------------------
+
+    @property
+    def kubeconfig(self) -> Path:
+        """Every emulated cluster's server, CA and bearer token (0600): ``DIR/kubeconfig``."""
+        return self.root / "kubeconfig"
+
+    async def add_gke_cluster(
+        self,
+        name: str = "training",
+        location: str = "us-central1-a",
+        *,
+        nodes: int = 2,
+        spot: bool = True,
+        machine_type: str = "g2-standard-8",
+        gpus: Iterable[GpuSpec] = (("nvidia-l4", 1),),
+    ) -> Cluster:
+        """A RUNNING cluster with one node pool of ``nodes`` nodes, its API server up; rewrites the kubeconfig."""
+        accelerators = tuple(g if isinstance(g, Accelerator) else Accelerator(g[0], int(g[1])) for g in gpus)
+        pool = NodePool("pool-1", machine_type, nodes, spot, accelerators)
+        cluster = await self.gke.add(name, location, [pool])
+        self.gke.write_kubeconfig(self.kubeconfig)
+        return cluster
+
+    def preempt_gke_node(self, node: str) -> None:
+        """Shut Spot node ``node`` (of any emulated cluster) down as GKE does; returns at once."""
+        for cluster in self.gke.clusters.values():
+            if cluster.store.get("nodes", "", node) is not None:
+                cluster.preempt_node(node)
+                return
+        raise KeyError(node)
+
     # -- config ----------------------------------------------------------------------------------------
 
     def write_config(
@@ -417,6 +456,9 @@ class Emulator:
         tpu_zones = sorted({node.zone for node in self.tpus.nodes.values()}) if self.tpus else []
         if tpu_zones:
             lines += ["[tpu]", f"zones = {q(tpu_zones)}", ""]
+        for cluster in self.gke.clusters.values():
+            lines += ["[[gke]]", f"context = {q(self.gke.context(cluster))}", f"kubeconfig = {q(str(self.kubeconfig))}",
+                      'namespace = "default"', ""]  # fmt: skip
         if sync_source is not None:
             lines += ["[sync]", f"source = {q(str(sync_source))}", 'dest = "~/project"', ""]
             lines += ["# [job]", '# command = "python train.py"', '# resume = "python train.py --resume"', ""]

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 from typing import TextIO
 
+from gcptui.remote.emulator import toy_train
 from gcptui.remote.emulator.demo import add_fleet, demo_fleet
 from gcptui.remote.emulator.emulator import Emulator
 
@@ -26,6 +27,7 @@ async def serve_emulator(
     spot_action: str = "stop",
     tpus: int = 0,
     tpu_workers: int = 1,
+    gke_nodes: int = 0,
 ) -> None:
     """Serve until ``stop`` is set (or SIGINT/SIGTERM); writes ``directory/gcptui.toml``."""
     out = out or sys.stdout
@@ -49,6 +51,12 @@ async def serve_emulator(
         add_fleet(emulator, demo_fleet(vms, spot_action))
         for n in range(tpus):  # Spot TPU VM nodes of ``tpu_workers`` hosts each, in a TPU v4 zone
             emulator.add_tpu(f"tpu-{n + 1}", "us-central2-b", workers=tpu_workers, spot=True)
+        if gke_nodes:  # one cluster of Spot L4 nodes; DIR/kubeconfig reaches its API server
+            cluster = await emulator.add_gke_cluster("training", "us-central1-a", nodes=gke_nodes)
+            # A small training workload to watch: the torch-free toy trainer, one pod per node (up to 2).
+            toy = [sys.executable, "-IS", str(Path(toy_train.__file__)), "--run-dir", "run", "--steps", "100000",
+                   "--step-delay", "0.5"]  # fmt: skip
+            cluster.add_statefulset("trainer", min(2, gke_nodes), toy)
         project = directory / "project"  # what sync sends: never the emulator's state (its SSH key)
         project.mkdir(parents=True, exist_ok=True)
         config = emulator.write_config(sync_source=project)
@@ -59,6 +67,8 @@ async def serve_emulator(
                 '\n[vertex]\nregions = ["us-central1"]\nimage = "emulated-pytorch-cpu"\nmachine_type = "n1-standard-4"\n'
             )
         tpu_note = f", {tpus} TPU nodes of {tpu_workers} workers" if tpus else ""
+        if gke_nodes:
+            tpu_note += f", a GKE cluster of {gke_nodes} nodes (kubeconfig {emulator.kubeconfig})"
         print(f"emulator ready: {vms} VMs{tpu_note}, config {config}, API {emulator.endpoint}, token file {emulator.token_file}",
               file=out, flush=True)  # fmt: skip
         await stop.wait()

@@ -13,6 +13,7 @@ from gcptui.remote.emulator.compute.fleet import Timing
 from gcptui.remote.emulator.compute.state import Vm
 from gcptui.remote.emulator.demo import InstanceSpec, add_fleet
 from gcptui.remote.emulator.emulator import Emulator
+from gcptui.remote.emulator.gke.cluster import Cluster
 from gcptui.remote.emulator.tpu.state import TpuNode
 
 T = TypeVar("T")
@@ -137,6 +138,19 @@ class EmulatorThread:
 
     def preempt_tpu(self, name: str) -> None:
         self.call(self.emulator.preempt_tpu, name)
+
+    def add_gke_cluster(
+        self, name: str = "training", location: str = "us-central1-a", **options: Any
+    ) -> Cluster:
+        """See ``Emulator.add_gke_cluster``."""
+        return self.run(self.emulator.add_gke_cluster(name, location, **options))
+
+    def preempt_gke_node(self, node: str) -> None:
+        self.call(self.emulator.preempt_gke_node, node)
+
+    @property
+    def kubeconfig(self) -> Path:
+        return self.emulator.kubeconfig
 
     def disable_service(self, method: str = "*", count: int = 1) -> None:
         self.call(self.emulator.disable_service, method, count)

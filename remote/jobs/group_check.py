@@ -107,7 +107,8 @@ async def check_rendezvous(
         except TimeoutError:
             said = ""
         if said.strip() != "listening":
-            reason = str(said).strip().removeprefix("error=") or "no answer"
+            # The VM's words, quoted in a one-line error: sanitized and bounded where they enter.
+            reason = vm_field(str(said), 300).removeprefix("error=") or "no answer"
             if reason.startswith("EADDRINUSE"):
                 raise RendezvousUnreachableError(
                     f"group {group}: port {port} on {first.name} ({address}) is already in use (another "

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from gcptui.remote.compute.registry import FLEET_SOURCE_KINDS
 from gcptui.remote.keepalive.autostop import AutoStopper
+from gcptui.remote.keepalive.notify import WebhookNotifier
 from gcptui.remote.keepalive.recovery import KeepAlive, RecoveryEvent
 from gcptui.remote.keepalive.relaunch import JobLauncher, build_keepalive
 from gcptui.remote.keepalive.rows import RowKeepAlive
@@ -28,6 +29,7 @@ class KeepAliveService:
     watchers: NoticeWatchers | None
     autostopper: AutoStopper | None
     rows: RowKeepAlive | None = None  # the other kinds of compute (TPU nodes), over the seam
+    notifier: WebhookNotifier | None = None  # [notify] webhook: each recovery's outcome POSTed
 
     async def run(self) -> None:
         if self.rows is None:
@@ -36,6 +38,8 @@ class KeepAliveService:
         await asyncio.gather(self.keepalive.run(), self.rows.run())
 
     async def close(self) -> None:
+        if self.notifier is not None:
+            await asyncio.to_thread(self.notifier.close)
         if self.rows is not None:
             await self.rows.close()
         if self.watchers is not None:
@@ -67,6 +71,10 @@ def build_service(
     The rest goes to ``build_keepalive``. ``other_kinds``: also keep the rows of the other kinds of
     compute alive (a TPU node's workers: ``rows.RowKeepAlive``) when the config has any.
     """
+    notifier: WebhookNotifier | None = None
+    if services.config.notify.webhook:
+        notifier = WebhookNotifier(services.config.notify.webhook)
+        on_event = _both(on_event, notifier)
     keepalive = build_keepalive(
         services, names=names, on_event=on_event, recover_unwatched=recover_unwatched, launcher=launcher,
         check_jobs=check_jobs, **dict(tuning or {}),  # type: ignore[arg-type]  # timings only: floats
@@ -88,4 +96,15 @@ def build_service(
             services, names=names, on_event=on_event, poll_seconds=timings.get("poll_seconds"),
             backoff_base=timings.get("backoff_base", 1.0),
         )  # fmt: skip
-    return KeepAliveService(keepalive, watchers, autostopper, rows)
+    return KeepAliveService(keepalive, watchers, autostopper, rows, notifier)
+
+
+def _both(
+    first: Callable[[RecoveryEvent], None] | None, second: Callable[[RecoveryEvent], None]
+) -> Callable[[RecoveryEvent], None]:
+    def both(event: RecoveryEvent) -> None:
+        if first is not None:
+            first(event)
+        second(event)
+
+    return both

@@ -124,7 +124,7 @@ def pull_from_bucket(
             if part.exists() and part.stat().st_size == 0:
                 part.unlink()  # nothing landed; a part with bytes stays: the next pull resumes it
             raise GcptuiError(
-                f"cannot download gs://{bucket_name}/{blob.name}: {exc.__class__.__name__}: "
+                f"cannot download gs://{bucket_name}/{one_line(blob.name)}: {exc.__class__.__name__}: "
                 f"{one_line(str(exc))[:500]}; pull again"
             ) from None
         os.replace(part, target)
@@ -147,7 +147,9 @@ def _download(
             file.seek(offset)
             while offset < size:
                 if stop.is_set():
-                    raise PullStopped(f"stopped while downloading {blob.name}: pull again, it resumes")
+                    raise PullStopped(
+                        f"stopped while downloading {one_line(blob.name)}: pull again, it resumes"
+                    )
                 end = min(offset + CHUNK, size)
                 # A range of one generation (the listed one): checked as a whole below, not per range.
                 # Raw: the object's stored bytes, never a gzip-encoded one expanded (1000x) as it

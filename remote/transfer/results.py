@@ -14,6 +14,7 @@ from gcptui.remote.config import Config
 from gcptui.remote.dest_path import in_dest
 from gcptui.remote.errors import GcptuiError
 from gcptui.remote.models import ConnectionGetter, Instance
+from gcptui.remote.safe_text import one_line
 from gcptui.remote.transfer.bucket import NothingMirrored, pull_from_bucket
 from gcptui.remote.transfer.pull import PullResult, pull
 
@@ -108,7 +109,8 @@ def summary_line(source: str, local_dir: Path, result: PullResult) -> str:
     if result.odd:  # names that cannot be a local file (escaped: a name is the VM's text)
         shown = ", ".join(result.odd[:3]) + (" …" if len(result.odd) > 3 else "")
         parts.append(f"{len(result.odd)} refused for their names ({shown})")
-    return f"{source} → {local_dir}: {', '.join(parts)} ({result.bytes_copied / 2**20:.1f} MiB)"
+    # The path may be a VM's (a checkpoint's run folder) or pasted from one: shown inert, like the bar.
+    return f"{one_line(source)} → {local_dir}: {', '.join(parts)} ({result.bytes_copied / 2**20:.1f} MiB)"
 
 
 def kept_line(result: PullResult) -> str:

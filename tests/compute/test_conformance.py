@@ -84,8 +84,30 @@ def vertex_rig(request: pytest.FixtureRequest, tmp_path: Path) -> Rig:
     return Rig(services, backend, job.id, None)
 
 
+def gke_rig(request: pytest.FixtureRequest, tmp_path: Path) -> Rig:
+    """A bare pod on a Spot node of an emulated GKE cluster; taking it back shuts its node down."""
+    emu: EmulatorThread = request.getfixturevalue("api_emulator")
+    cluster = emu.add_gke_cluster("training", nodes=2)
+    spec = {"containers": [{"name": "c", "image": "i", "command": ["sleep", "600"]}]}
+    emu.call(
+        cluster.create_pod,
+        "default",
+        {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "pod-0"}, "spec": spec},
+    )
+    services = Services(load_config(str(emu.write_config(tmp_path / "gcptui.toml"))))
+    backend = services.compute.backends["gke"]
+    backend.poll_seconds = 0.05  # type: ignore[attr-defined]
+
+    def take_back(name: str) -> None:
+        pod = cluster.store.get("pods", "default", name)
+        assert pod is not None
+        emu.call(cluster.preempt_node, pod["spec"]["nodeName"])
+
+    return Rig(services, backend, "pod-0", take_back)
+
+
 T = TypeVar("T")
-RIGS = {"gce": gce_rig, "host": hosts_rig, "tpu": tpu_rig, "vertex": vertex_rig}
+RIGS = {"gce": gce_rig, "host": hosts_rig, "tpu": tpu_rig, "vertex": vertex_rig, "gke": gke_rig}
 
 
 def test_every_registered_backend_has_a_rig() -> None:

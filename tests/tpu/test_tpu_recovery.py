@@ -7,6 +7,8 @@ from __future__ import annotations
 import asyncio
 import json
 import shutil
+import threading
+from http.server import BaseHTTPRequestHandler, HTTPServer
 from pathlib import Path
 
 from gcptui.remote.compute.tpu.backend import TpuBackend
@@ -44,10 +46,29 @@ async def keep_copies(emulator: Emulator, copies: Path, gone: asyncio.Event) -> 
         await asyncio.sleep(0.05)  # a copying cadence, not synchronization
 
 
+def webhook() -> tuple[HTTPServer, list[dict[str, object]]]:
+    """A chat channel's incoming webhook on loopback: what [notify] POSTs lands in the list."""
+    received: list[dict[str, object]] = []
+
+    class Hook(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:  # noqa: N802 - http.server's name
+            received.append(json.loads(self.rfile.read(int(self.headers["Content-Length"]))))
+            self.send_response(204)
+            self.end_headers()
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = HTTPServer(("127.0.0.1", 0), Hook)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server, received
+
+
 async def test_a_preempted_tpu_node_is_recreated_and_resumes_on_every_worker(
     emulator: Emulator, fake_gcs: FakeGcs, tmp_path: Path
 ) -> None:
     fake_gcs.make_bucket(BUCKET)
+    hook, posted = webhook()
     emulator.add_tpu("tpu-a", accelerator_type="v4-16", spot=True)
     await emulator.wait_for_tpu("tpu-a", "READY")
     project = tmp_path / "project"
@@ -59,6 +80,7 @@ async def test_a_preempted_tpu_node_is_recreated_and_resumes_on_every_worker(
         config.write(
             f"\n[job]\ncommand = {q(TRAIN)}\nresume = {q(TRAIN + ' --resume')}\nstop_grace_seconds = 2\n"
             f'env = {{ STORAGE_EMULATOR_HOST = {q(fake_gcs.host)} }}\n\n[storage]\nbucket = "gs://{BUCKET}/t"\n'
+            f'\n[notify]\nwebhook = "http://127.0.0.1:{hook.server_port}/hook"\n'
         )
     services = Services(load_config(str(path)))
     events: list[RecoveryEvent] = []
@@ -105,6 +127,9 @@ async def test_a_preempted_tpu_node_is_recreated_and_resumes_on_every_worker(
         await service.close()
         await copier
         await services.close()
+        hook.shutdown()
+    # The laptop closed: the outcome reached the webhook ([notify]), once.
+    assert [(p["event"], p["machine"]) for p in posted] == [("resumed", "tpu-a")]
     kinds = [e.kind for e in events if e.name == "tpu-a"]
     assert kinds[:3] == ["preempted", "restarting", "running"] and kinds[-1] == "resumed", kinds
     for index, disk in enumerate(disks):

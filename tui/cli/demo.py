@@ -67,6 +67,8 @@ def run_emulator_command(args: argparse.Namespace) -> int:
         raise ConfigError(
             f"--tpus {args.tpus} --tpu-workers {args.tpu_workers}: choose 0-16 nodes of 1-8 workers"
         )
+    if not 0 <= args.gke_nodes <= 16:
+        raise ConfigError(f"--gke-nodes {args.gke_nodes}: choose 0-16 nodes (0: no GKE cluster)")
     directory = Path(args.dir) if args.dir else Path(tempfile.mkdtemp(prefix="gcptui-emulator-"))
     if directory.exists() and not directory.is_dir():
         raise ConfigError(f"--dir {directory} is a file: give a folder (it is made if missing)")
@@ -76,7 +78,12 @@ def run_emulator_command(args: argparse.Namespace) -> int:
         raise ConfigError(f"cannot make --dir {directory}: {err.strerror}") from None
     with _only_emulator_in(directory):
         return run_emulator(
-            directory, args.vms, spot_action=args.spot_action, tpus=args.tpus, tpu_workers=args.tpu_workers
+            directory,
+            args.vms,
+            spot_action=args.spot_action,
+            tpus=args.tpus,
+            tpu_workers=args.tpu_workers,
+            gke_nodes=args.gke_nodes,
         )
 
 

@@ -69,6 +69,13 @@ def build_parser() -> argparse.ArgumentParser:
     emu.add_argument(
         "--tpu-workers", type=int, default=1, metavar="W", help="worker hosts per TPU node (default 1)"
     )
+    emu.add_argument(
+        "--gke-nodes",
+        type=int,
+        default=0,
+        metavar="N",
+        help="a GKE cluster of N Spot GPU nodes, its kubeconfig in DIR/kubeconfig (default 0: none)",
+    )
     emu.set_defaults(handler=_lazy("gcptui.tui.cli.demo", "run_emulator_command"))
 
     ls = sub.add_parser("ls", parents=[common], help="instances and static hosts")

@@ -1,0 +1,307 @@
+"""The GKE backend: each ``[[gke]]`` cluster's training workloads (StatefulSets, Jobs, bare pods)
+in its namespace, matching its selector, as fleet rows (``source: "gke"``) whose workers are pods.
+
+Reads and changes go through ``kube.KubeCluster`` (kubernetes_asyncio). What it does not do yet:
+run processes in pods (the exec channel over WebSocket), so jobs, sync, logs and telemetry do not
+reach pods; recovery of a bare pod or Job lost to a Spot node (a StatefulSet replaces its own)."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import threading
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from gcptui.remote.compute.backend import (
+    SHARED_FLEET,
+    Backend,
+    BackendContext,
+    Capability,
+    Recovery,
+    Rows,
+    Unsupported,
+)
+from gcptui.remote.compute.gke.kube import COLLECTIONS, KubeCluster
+from gcptui.remote.compute.gke.workloads import pod_row, workload_rows
+from gcptui.remote.errors import CloudError, GcptuiError, NotFoundError
+from gcptui.remote.models import Instance, Source, State
+
+if TYPE_CHECKING:
+    from kubernetes_asyncio.client import ApiClient
+
+    from gcptui.remote.cloud.fleet import FleetSource
+    from gcptui.remote.compute.exec_channel import ExecChannel
+    from gcptui.remote.config.gke import GkeConfig
+
+_GKE_CONTEXT = re.compile(r"gke_[^_]+_([^_]+)_(.+)")
+CONTAINER_ENDPOINT = "https://container.googleapis.com"
+
+
+class GkeBackend(Backend):
+    kind: ClassVar[Source] = "gke"
+
+    def __init__(self, context: BackendContext) -> None:
+        self.context = context
+        self.entries: list[GkeConfig] = list(context.config.gke)
+        self._clusters: dict[int, KubeCluster] = {}
+        self._nodes: dict[str, dict[str, dict[str, str]]] = {}  # cluster label -> node -> labels
+        self._pods: dict[tuple[str, str], list[dict[str, Any]]] = {}  # row key -> its pods as listed
+        self._lock = threading.Lock()
+        self.boot_timeout = 600.0  # a node pool may have to scale up for the new pod
+        self.poll_seconds = 0.2
+
+    @classmethod
+    def configured(cls, context: BackendContext) -> GkeBackend | None:
+        return cls(context) if context.config.gke else None
+
+    # -- reaching a cluster ----------------------------------------------------------------------------
+
+    def location(self, entry: GkeConfig) -> str:
+        if entry.cluster:
+            return entry.cluster.split("/")[3]
+        found = _GKE_CONTEXT.fullmatch(entry.context)
+        return found.group(1) if found else entry.context
+
+    def cluster(self, index: int) -> KubeCluster:
+        with self._lock:
+            if index not in self._clusters:
+                self._clusters[index] = self._make(self.entries[index])
+            return self._clusters[index]
+
+    def _make(self, entry: GkeConfig) -> KubeCluster:
+        if entry.context:
+            path = entry.kubeconfig
+            if path and not Path(path).expanduser().is_absolute():
+                path = str(self.context.config.base_dir / path)
+            return KubeCluster(entry.label, kubeconfig=str(Path(path).expanduser()) if path else None,
+                               context=entry.context)  # fmt: skip
+        fleet = self._fleet()
+        from gcptui.remote.cloud.auth import endpoint_url
+        from gcptui.remote.cloud.compute_rest import JsonApi
+
+        reader = fleet.reader()
+        gcp = self.context.config.gcp
+        assert gcp is not None
+        root = endpoint_url(gcp.api_endpoint) if gcp.api_endpoint else CONTAINER_ENDPOINT
+        api = JsonApi(reader.credentials, f"{root}/v1", timeout=30.0)
+
+        def server() -> tuple[str, bytes]:
+            import base64
+
+            try:
+                found = api.get(f"/{entry.cluster}")
+            except Exception as err:  # google.api_core's errors: one line either way
+                raise CloudError(f"[[gke]] {entry.label}: the Container API did not give the cluster "
+                                 f"({str(err)[:200]}): check `gcloud container clusters describe`") from None  # fmt: skip
+            endpoint = found.get("endpoint") if isinstance(found, dict) else None
+            auth = found.get("masterAuth") if isinstance(found, dict) else None
+            ca = auth.get("clusterCaCertificate") if isinstance(auth, dict) else None
+            if not isinstance(endpoint, str) or not isinstance(ca, str):
+                raise CloudError(f"[[gke]] {entry.label}: the cluster has no endpoint yet: is it RUNNING?")
+            return f"https://{endpoint}", base64.b64decode(ca)
+
+        def token() -> str:
+            import google.auth.transport.requests
+
+            credentials = reader.credentials
+            if not credentials.valid:
+                credentials.refresh(google.auth.transport.requests.Request())
+            return str(credentials.token)
+
+        return KubeCluster(entry.label, server=server, token=token)
+
+    def _fleet(self) -> FleetSource:
+        from gcptui.remote.cloud.fleet import FleetSource
+
+        if self.context.config.gcp is None:
+            raise CloudError(
+                "a [[gke]] `cluster` needs [gcp] (its project and credentials): or name a `context`"
+            )
+        fleet = self.context.shared.get(SHARED_FLEET)
+        return fleet if isinstance(fleet, FleetSource) else FleetSource(self.context.config)
+
+    # -- rows ------------------------------------------------------------------------------------------
+
+    def list_rows(self) -> Rows:
+        rows: list[Instance] = []
+        errors: list[str] = []
+        for index, entry in enumerate(self.entries):
+            try:
+                listed = self._list(index, entry)
+            except GcptuiError as err:
+                errors.append(f"GKE workloads of {entry.label} not listed: {err}")
+                continue
+            rows.extend(listed)
+        return Rows(tuple(rows), tuple(errors))
+
+    def _list(self, index: int, entry: GkeConfig) -> list[Instance]:
+        cluster = self.cluster(index)
+
+        async def read(api: ApiClient) -> tuple[dict[str, list[dict[str, Any]]], list[dict[str, Any]]]:
+            objects: dict[str, list[dict[str, Any]]] = {}
+            for kind in ("StatefulSet", "Job"):
+                objects[kind] = await cluster.list(
+                    api, COLLECTIONS[kind].format(ns=entry.namespace), entry.selector
+                )
+            pods = await cluster.list(api, COLLECTIONS["Pod"].format(ns=entry.namespace))
+            chosen = (
+                pods
+                if not entry.selector
+                else await cluster.list(api, COLLECTIONS["Pod"].format(ns=entry.namespace), entry.selector)
+            )
+            chosen_names = {str(p.get("metadata", {}).get("name")) for p in chosen}
+            # Pods of the selected workloads (they carry the template's labels, not the workload's), and bare pods the selector picks.
+            objects["Pod"] = [
+                p
+                for p in pods
+                if p.get("metadata", {}).get("ownerReferences")
+                or str(p.get("metadata", {}).get("name")) in chosen_names
+            ]
+            try:
+                nodes = await cluster.list(api, "/api/v1/nodes")
+            except CloudError:
+                nodes = []  # RBAC may keep nodes from a namespace's user: rows without node facts
+            return objects, nodes
+
+        objects, nodes = cluster.run(read)
+        node_labels = {
+            str(n.get("metadata", {}).get("name")): dict(n.get("metadata", {}).get("labels") or {})
+            for n in nodes
+        }
+        rows = workload_rows(objects, nodes, self.location(entry), entry.label)
+        by_owner: dict[tuple[str, str], list[dict[str, Any]]] = {}
+        for row in rows:
+            wanted = {w.name for w in row.workers}
+            by_owner[(row.name, row.zone)] = [
+                p for p in objects["Pod"] if p.get("metadata", {}).get("name") in wanted
+            ]
+        with self._lock:
+            self._nodes[entry.label] = node_labels
+            self._pods.update(by_owner)
+        return rows
+
+    def capabilities(self, row: Instance) -> frozenset[Capability]:
+        found = {Capability.DELETE, Capability.SHELL}
+        if row.spot:
+            found.add(Capability.PREEMPTIBLE)
+        if row.labels.get("gke-kind") in ("Pod", "StatefulSet"):
+            found.add(Capability.RECOVER)  # a Job that failed on a lost node: not yet
+        return frozenset(found)
+
+    def exec_channel(self, row: Instance, worker: str | None = None) -> ExecChannel:
+        """Kubernetes exec into one of the workload's pods: ``worker`` (a pod's name, or a pod row's
+        ``WORKLOAD/POD``), else its first (rank 0 of a StatefulSet)."""
+        from gcptui.remote.compute.gke.pod_exec import PodExecChannel
+
+        if row.parent is not None:  # a pod's own row, WORKLOAD/POD
+            pod = row.name.split("/", 1)[1]
+        elif worker is not None:
+            pod = worker.split("/", 1)[-1]
+        else:
+            pod = row.workers[0].name if row.workers else ""
+        if not pod:
+            raise CloudError(f"{row.name} has no pod to run a command in: check `kubectl get pods`")
+        index = self._entry_of(row)
+        return PodExecChannel(self.cluster(index), self.entries[index].namespace, pod)
+
+    def pod_rows(self, row: Instance) -> tuple[Instance, ...]:
+        """The workload's pods as rows ``WORKLOAD/POD`` (node, restarts, Spot node, phase), as last listed."""
+        with self._lock:
+            pods = list(self._pods.get((row.name, row.zone), []))
+            nodes = self._nodes.get(row.labels.get("gke-cluster", ""), {})
+        return tuple(pod_row(row, pod, nodes) for pod in pods)
+
+    # -- changes ---------------------------------------------------------------------------------------
+
+    def _entry_of(self, row: Instance) -> int:
+        for index, entry in enumerate(self.entries):
+            if entry.label == row.labels.get("gke-cluster") and self.location(entry) == row.zone:
+                return index
+        raise NotFoundError(f"{row.name}: its cluster is no longer in [[gke]]")
+
+    def _path(self, row: Instance) -> str:
+        kind = row.labels.get("gke-kind", "")
+        if kind not in COLLECTIONS or row.source != "gke":
+            raise Unsupported(row, "be changed as a GKE workload")
+        namespace = self.entries[self._entry_of(row)].namespace
+        return COLLECTIONS[kind].format(ns=namespace) + "/" + row.name
+
+    def delete(self, row: Instance) -> None:
+        """Delete the workload; its pods go with it (background propagation, as kubectl deletes)."""
+        index, path = self._entry_of(row), self._path(row)
+        cluster = self.cluster(index)
+        body = {"apiVersion": "v1", "kind": "DeleteOptions", "propagationPolicy": "Background"}
+
+        async def delete(api: ApiClient) -> None:
+            await cluster.request(api, "DELETE", path, body=body)
+
+        cluster.run(delete)
+
+    def recover(self, row: Instance, *, zone: str | None = None) -> Recovery:
+        """A StatefulSet replaces its own pods: wait for it. A bare pod nothing will bring back is
+        made anew from its spec (its node left out: the scheduler picks one), once the old one is gone."""
+        kind = row.labels.get("gke-kind")
+        if kind not in ("Pod", "StatefulSet"):
+            raise Unsupported(row, "be recovered (a Job is not recreated yet)")
+        if kind == "Pod":
+            index, path = self._entry_of(row), self._path(row)
+            cluster = self.cluster(index)
+
+            async def recreate(api: ApiClient) -> None:
+                old = await cluster.request(api, "GET", path)
+                meta = old.get("metadata") if isinstance(old, dict) else None
+                spec = old.get("spec") if isinstance(old, dict) else None
+                if not isinstance(meta, dict) or not isinstance(spec, dict):
+                    raise CloudError(f"{row.name}: the pod's object cannot be read: recreate it by hand")
+                spec = {k: v for k, v in spec.items() if k != "nodeName"}
+                fresh = {"apiVersion": "v1", "kind": "Pod", "spec": spec, "metadata": {
+                    k: meta[k] for k in ("name", "labels", "annotations") if k in meta}}  # fmt: skip
+                await cluster.request(api, "DELETE", path, body={"apiVersion": "v1", "kind": "DeleteOptions",
+                                                                 "gracePeriodSeconds": 0})  # fmt: skip
+                deadline = time.monotonic() + self.boot_timeout
+                while True:  # until the API server has let the old pod go (its name is then free)
+                    try:
+                        await cluster.request(api, "GET", path)
+                    except NotFoundError:
+                        break
+                    if time.monotonic() > deadline:
+                        raise CloudError(
+                            f"{row.name}: the old pod did not go within {self.boot_timeout:.0f} s"
+                        )
+                    await asyncio.sleep(self.poll_seconds)
+                await cluster.request(api, "POST", path.rsplit("/", 1)[0], body=fresh)
+
+            cluster.run(recreate)
+        deadline = time.monotonic() + self.boot_timeout
+        while True:
+            now = self.get(row)
+            if now is not None and now.state is State.RUNNING:
+                return Recovery.RECREATED
+            if time.monotonic() > deadline:
+                raise CloudError(
+                    f"{row.name} is not running {self.boot_timeout:.0f} s after its recovery: check `kubectl describe`"
+                )
+            time.sleep(self.poll_seconds)
+
+    def restart(self, row: Instance) -> None:
+        """Recreate a StatefulSet's pods through its controller, as ``kubectl rollout restart`` does."""
+        if row.labels.get("gke-kind") != "StatefulSet":
+            raise Unsupported(
+                row, "be restarted (only a StatefulSet's pods are recreated by their controller)"
+            )
+        index, path = self._entry_of(row), self._path(row)
+        cluster = self.cluster(index)
+        stamp = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        patch = {
+            "spec": {"template": {"metadata": {"annotations": {"kubectl.kubernetes.io/restartedAt": stamp}}}}
+        }
+
+        async def restart(api: ApiClient) -> None:
+            await cluster.request(
+                api, "PATCH", path, body=patch, content_type="application/strategic-merge-patch+json"
+            )
+
+        cluster.run(restart)

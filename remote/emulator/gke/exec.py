@@ -1,0 +1,103 @@
+"""``pods/NAME/exec`` over WebSocket (``v5.channel.k8s.io``, kubectl's default since 1.30; ``v4``
+too): the command runs as a process of the pod, in its directory with its environment.
+
+Frames are binary, the first byte the stream: 0 stdin, 1 stdout, 2 stderr, 3 the final ``Status``,
+4 terminal resize; under v5, ``[255, 0]`` from the client closes stdin."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import signal
+from typing import TYPE_CHECKING, Any
+
+from aiohttp import WSMsgType, web
+
+from gcptui.remote.emulator.gke.resources import status
+
+if TYPE_CHECKING:
+    from gcptui.remote.emulator.gke.cluster import Cluster
+
+PROTOCOLS = ("v5.channel.k8s.io", "v4.channel.k8s.io")
+STDIN, STDOUT, STDERR, ERROR, RESIZE, CLOSE = 0, 1, 2, 3, 4, 255
+
+
+def _bad(code: int, reason: str, message: str) -> web.Response:
+    return web.Response(
+        status=code, text=json.dumps(status(code, reason, message)), content_type="application/json"
+    )
+
+
+async def serve_exec(
+    request: web.Request, cluster: Cluster, namespace: str, pod: dict[str, Any]
+) -> web.StreamResponse:
+    name = pod["metadata"]["name"]
+    command = request.query.getall("command", [])
+    if not command:
+        return _bad(400, "BadRequest", "you must specify at least 1 command")
+    containers = [c["name"] for c in pod["spec"]["containers"]]
+    container = request.query.get("container") or containers[0]
+    if container not in containers:
+        return _bad(400, "BadRequest", f"container {container} is not valid for pod {name}")
+    runner = cluster.runners.get((namespace, name))
+    if runner is None or runner.process is None or pod["status"].get("phase") != "Running":
+        return _bad(400, "BadRequest", f'unable to upgrade connection: container not found ("{container}")')
+    ws = web.WebSocketResponse(protocols=PROTOCOLS)
+    if not ws.can_prepare(request).ok:
+        return _bad(400, "BadRequest", "exec needs a WebSocket upgrade (v5.channel.k8s.io)")
+    await ws.prepare(request)
+    v5 = ws.ws_protocol == "v5.channel.k8s.io"
+    want_stdin = request.query.get("stdin") in ("1", "true")
+    env = runner._env(pod, pod["spec"]["containers"][containers.index(container)])
+    process = await asyncio.create_subprocess_exec(
+        *command, cwd=runner.directory, env=env, start_new_session=True,
+        stdin=asyncio.subprocess.PIPE if want_stdin else asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)  # fmt: skip
+    lock = asyncio.Lock()
+
+    async def pump(stream: asyncio.StreamReader | None, channel: int) -> None:
+        while stream is not None and (chunk := await stream.read(65536)):
+            async with lock:
+                await ws.send_bytes(bytes([channel]) + chunk)
+
+    async def feed() -> None:
+        async for message in ws:
+            if message.type != WSMsgType.BINARY or not message.data:
+                continue
+            channel, data = message.data[0], message.data[1:]
+            if channel == STDIN and process.stdin is not None and data:
+                process.stdin.write(data)
+                with contextlib.suppress(ConnectionError):
+                    await process.stdin.drain()
+            elif channel == CLOSE and v5 and data[:1] == bytes([STDIN]) and process.stdin is not None:
+                process.stdin.close()
+        # The client went away: the session ends, as kubelet ends it (hangup to the command's group).
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGHUP)
+
+    feeding = asyncio.ensure_future(feed())
+    try:
+        await asyncio.gather(pump(process.stdout, STDOUT), pump(process.stderr, STDERR))
+        code = await process.wait()
+        if code == 0:
+            final: dict[str, Any] = {"metadata": {}, "status": "Success"}
+        else:
+            final = status(500, "NonZeroExitCode", f"command terminated with non-zero exit code: error executing "
+                           f"command {command}, exit code {code}",
+                           {"causes": [{"reason": "ExitCode", "message": str(code)}]})  # fmt: skip
+            final.pop("code")
+        async with lock:
+            with contextlib.suppress(ConnectionError):
+                await ws.send_bytes(bytes([ERROR]) + json.dumps(final).encode())
+        await ws.close()
+    finally:
+        feeding.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await feeding
+        if process.returncode is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(process.pid, signal.SIGKILL)
+            await process.wait()
+    return ws
