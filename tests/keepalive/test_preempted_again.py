@@ -20,17 +20,17 @@ async def test_second_preemption_while_waiting_for_the_resumed_line_is_recovered
     keepalive = build_keepalive(fleet.services, on_event=events.append, poll_seconds=0.3, backoff_base=0.2)
     runner = asyncio.create_task(keepalive.run())
     try:
-        await eventually(lambda: fleet.steps("spot-a") >= 30, timeout=30)
+        await eventually(lambda: fleet.steps("spot-a") >= 30, timeout=60)
         fleet.emu.preempt("spot-a")
         # The first recovery restarted the job and waits for its "resumed" line: preempt it again.
-        await eventually(lambda: any(e.kind == "started" for e in events), timeout=30)
+        await eventually(lambda: any(e.kind == "started" for e in events), timeout=60)
         fleet.emu.preempt("spot-a")
         await eventually(
             lambda: (
                 len(keepalive.history.get("spot-a", [])) == 2
                 and keepalive.history["spot-a"][1].outcome != "recovering"
             ),
-            timeout=40,
+            timeout=90,
         )
     finally:
         runner.cancel()
