@@ -18,6 +18,8 @@ import asyncio
 import logging
 from collections.abc import Callable, Iterable
 
+import asyncssh
+
 from gcptui.remote.aio import cancel_and_wait
 from gcptui.remote.backoff import Backoff
 from gcptui.remote.compute.backend import Backend, Capability, Recovery
@@ -25,6 +27,7 @@ from gcptui.remote.errors import GcptuiError
 from gcptui.remote.jobs.workers import WorkerJobRunner
 from gcptui.remote.keepalive.events import EventKind, RecoveryEvent, now
 from gcptui.remote.keepalive.relaunch import JobLauncher
+from gcptui.remote.keepalive.resume_rule import nothing_to_resume
 from gcptui.remote.models import Instance, State, StopCause
 from gcptui.remote.safe_text import one_line
 from gcptui.remote.services import Services
@@ -115,15 +118,17 @@ class RowKeepAlive:
         return forget
 
     async def _job_running(self, backend: Backend, row: Instance) -> bool | None:
-        """Whether the job runs on the row's first worker now; None when it cannot be read."""
+        """Whether the row's job has something to resume: it runs on the first worker, or it was cut
+        short by the machine going away (the node still reads READY during a preemption's grace, while
+        the job has already checkpointed and exited 143: ``resume_rule``); None when it cannot be read."""
         workers = backend.worker_rows(row)
         if not workers:
             return None
         try:
             status = await self.services.jobs.status(self.services.target(workers[0]))
-        except GcptuiError:
+        except (GcptuiError, OSError, asyncssh.Error, TimeoutError):
             return None
-        return status.state == "running"
+        return nothing_to_resume(status) is None
 
     def recovering(self, name: str) -> bool:
         return name in self._recovering
@@ -142,9 +147,10 @@ class RowKeepAlive:
         self._emit(name, "restarting", "bringing it back like itself (a preempted TPU node is made anew)")
         try:
             how: Recovery = await asyncio.to_thread(backend.recover, row)
-        except GcptuiError as err:
+        except Exception as err:  # noqa: BLE001 - any failure is this recovery's, said and logged
+            log.warning("recovering %s failed", name, exc_info=not isinstance(err, GcptuiError))
             self.outcomes[name] = "failed"
-            self._emit(name, "failed", str(err))  # the next poll sees it preempted still and tries again
+            self._emit(name, "failed", one_line(str(err) or type(err).__name__))  # the next poll tries again
             return
         fresh = await asyncio.to_thread(backend.get, row)
         if fresh is None:
@@ -157,8 +163,9 @@ class RowKeepAlive:
             self._emit(name, "relaunching", f"attempt {attempt}")
             try:
                 step = await self._relaunch(backend, fresh)
-            except GcptuiError as err:
-                self._emit(name, "retry", one_line(str(err)))
+            except (GcptuiError, OSError, asyncssh.Error, TimeoutError) as err:
+                # SSH to a node just made, a sync that lost its agent: tried again after a pause.
+                self._emit(name, "retry", one_line(str(err) or type(err).__name__))
                 await asyncio.sleep(pauses.pause())
                 continue
             self.outcomes[name] = "resumed"

@@ -114,7 +114,10 @@ async def test_a_preempted_tpu_node_is_recreated_and_resumes_on_every_worker(
         emulator.preempt_tpu("tpu-a")
         await emulator.wait_for_tpu("tpu-a", "PREEMPTED")
         gone.set()
-        await eventually(lambda: rows.outcomes.get("tpu-a"), timeout=120)
+        try:
+            await eventually(lambda: rows.outcomes.get("tpu-a"), timeout=120)
+        except AssertionError:
+            raise AssertionError(f"no recovery outcome; events: {[e.line() for e in events]}") from None
         assert rows.outcomes["tpu-a"] == "resumed", [e.line() for e in events]
         assert emulator.tpu("tpu-a").id != node.id  # made anew, not started again
         for disk in disks:  # the same paths: the new node's workers, on fresh disks
