@@ -97,9 +97,11 @@ def test_a_pruned_tpe_sweep_resumes_on_another_laptop_telling_nothing_twice(
     run_dirs = emu.instance("op-0").disk / "home" / "project" / "sweeps" / "opt"  # type: ignore[operator]
     for trial in pruned:
         assert 3 <= trial["pruned_at_step"] < STEPS
-        # Stopped by the sweep (SIGTERM: the toy wrote its last step), long before its end.
+        # Stopped by the sweep (SIGTERM: the toy wrote its last step). Under load the kill may land
+        # after the toy's last step and before its exit (it failed once at load 7 with 20 of 20):
+        # the pruning decision itself (pruned_at_step, above) is what must come before the end.
         stopped = int((run_dirs / trial["id"] / "stopped").read_text())
-        assert trial["pruned_at_step"] <= stopped < STEPS
+        assert trial["pruned_at_step"] <= stopped <= STEPS
 
     # The study on laptop B: one ended trial per sweep trial, each as the state has it.
     storage = JournalStorage(JournalFileBackend(str(tmp_path / "sweeps-b" / "opt" / "study.journal")))
