@@ -144,8 +144,11 @@ class Monitors:
         for name, row in running.items():
             if name not in self._jobs_without_shell:
                 self._jobs_without_shell[name] = self._spawn_watcher(
-                    f"progress {name}", lambda row=row: self._poll_logged_progress(row)
+                    f"progress {name}", self._logged_progress(row)
                 )
+
+    def _logged_progress(self, row: Instance) -> Callable[[], Coroutine[Any, Any, None]]:
+        return lambda: self._poll_logged_progress(row)
 
     async def _poll_logged_progress(self, row: Instance) -> None:
         from gcptui.remote.vertex_workflows import job_progress
