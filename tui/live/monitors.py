@@ -133,6 +133,8 @@ class Monitors:
     def _watch_logged_progress(self, snapshot: FleetSnapshot) -> None:
         """Vertex AI jobs have no shell: their progress is read from their logs (the trainer's progress
         records on the chief's stdout), polled while they run."""
+        if not self.services.config.vertex.regions and not self._jobs_without_shell:
+            return  # no [vertex] regions: nothing to poll (and no backend built for it)
         from gcptui.remote.vertex_workflows import is_vertex_job
 
         running = {
