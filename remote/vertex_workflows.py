@@ -202,6 +202,15 @@ def progress_of(rest: VertexRest, job_name: str) -> Progress:
     return tracker.progress
 
 
+def job_progress(compute: Compute, row: Instance) -> Progress:
+    """``progress_of`` the Vertex AI job listed as ``row`` (blocking: run it in a thread)."""
+    from gcptui.remote.compute.vertex.backend import VertexBackend
+
+    backend = compute.of(row)
+    assert isinstance(backend, VertexBackend)
+    return progress_of(backend.rest(), backend.job_name(row))
+
+
 def is_vertex_job(compute: Compute, row: Instance) -> bool:
     """Whether ``row`` is a Vertex AI job (its lines in Cloud Logging, cancelled through Vertex AI),
     asked of the backend that listed it: faces never test a row's ``source``."""

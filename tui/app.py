@@ -250,6 +250,9 @@ class GcptuiApp(Telling, KeepAliveControls, App[None]):
             await asyncio.to_thread(self.services.compute.of(instance).cancel, instance)  # type: ignore[attr-defined]
             self.refresh_fleet()
             return f"{instance.name}: cancel requested"
+        workers = self.services.compute.of(instance).worker_rows(instance) if instance.workers else ()
+        if workers:  # a TPU node: the same job on every worker at once
+            return await self._worker_job_action(action, instance, workers)
         target = self.services.target(instance)
         if action in ("start", "restart"):
             await self.monitors.barrier(instance)  # the VM holds the current tree first
@@ -258,6 +261,28 @@ class GcptuiApp(Telling, KeepAliveControls, App[None]):
         status = await act(target)
         await self.monitors.refresh_job(instance.name)
         return f"{instance.name}: job {status.state}" + (f" (pid {status.pid})" if status.pid else "")
+
+    async def _worker_job_action(
+        self, action: str, instance: Instance, workers: tuple[Instance, ...]
+    ) -> str | None:
+        """``action`` on every worker of ``instance`` at once (each synced first for a start), as
+        `gcptui job ACTION NODE` does: one supervised job per worker, each told its rank."""
+        from gcptui.remote.jobs.workers import WorkerJobRunner
+        from gcptui.remote.keepalive.relaunch import JobLauncher
+
+        services = self.services
+        runner = WorkerJobRunner(services.pool, services.config)
+        if action in ("start", "restart"):
+            launcher = JobLauncher(services, jobs=runner)
+            await asyncio.gather(*(launcher.sync_barrier(w) for w in workers))
+            runner.prepare(instance.name, list(workers))
+        results = await runner.run_all(action, [services.target(w) for w in workers])  # type: ignore[arg-type]
+        await self.monitors.refresh_job(instance.name)
+        failed = [r for r in results if not r.ok]
+        if failed and failed[0].error is not None:
+            raise failed[0].error
+        states = sorted({r.value.state for r in results if r.value is not None})
+        return f"{instance.name}: job {', '.join(states)} on {len(workers)} workers"
 
     def open_logs(self, names: list[str], slot: int = 0) -> None:
         """The logs screen: one pane per machine (and per extra file of ``[logs] files``); ``slot``:

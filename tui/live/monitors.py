@@ -39,6 +39,10 @@ RESTART_MAX_S = 60.0
 HEALTHY_S = 60.0
 
 
+# How often a running Vertex AI job's logs are read for its progress (one Cloud Logging list each).
+LOGGED_PROGRESS_SECONDS = 5.0
+
+
 async def cancel_and_wait(tasks: list[asyncio.Task[None]], timeout: float = 3.0) -> None:
     """Cancel ``tasks`` and wait at most ``timeout`` for them. Python 3.11's ``wait_for`` can swallow
     a cancellation that races its inner result, so a task may need a second one; and quitting must
@@ -92,6 +96,7 @@ class Monitors:
         self.sync_by_default = sync_by_default
         self._sync_refused: set[str] = set()  # turned off by the user: stays off
         self._sync: dict[str, tuple[SyncSession, asyncio.Task[None]]] = {}
+        self._jobs_without_shell: dict[str, asyncio.Task[None]] = {}  # Vertex AI jobs: progress from logs
         self._said_local: set[str] = set()  # sync warnings about the local tree, said once for all VMs
         self._relay: FanOut | None = None  # live sync of several VMs: one upload, relayed by the first
         services.sync_batch_listeners.append(self._on_sync_batch)
@@ -111,6 +116,7 @@ class Monitors:
         for name in list(self._tasks):
             if name not in names:
                 self._stop(name)
+        self._watch_logged_progress(snapshot)
         for instance in wanted:
             target = self.services.target_or_none(instance)
             if target is None:
@@ -123,6 +129,38 @@ class Monitors:
                 self.sync_wanted.add(instance.name)
             if instance.name in self.sync_wanted and instance.name not in self._sync:
                 self._start_sync(instance)
+
+    def _watch_logged_progress(self, snapshot: FleetSnapshot) -> None:
+        """Vertex AI jobs have no shell: their progress is read from their logs (the trainer's progress
+        records on the chief's stdout), polled while they run."""
+        if not self.services.config.vertex.regions and not self._jobs_without_shell:
+            return  # no [vertex] regions: nothing to poll (and no backend built for it)
+        from gcptui.remote.vertex_workflows import is_vertex_job
+
+        running = {
+            i.name: i for i in snapshot.instances if i.state.up and is_vertex_job(self.services.compute, i)
+        }
+        for name in list(self._jobs_without_shell):
+            if name not in running:
+                self._jobs_without_shell.pop(name).cancel()
+        for name, row in running.items():
+            if name not in self._jobs_without_shell:
+                self._jobs_without_shell[name] = self._spawn_watcher(
+                    f"progress {name}", self._logged_progress(row)
+                )
+
+    def _logged_progress(self, row: Instance) -> Callable[[], Coroutine[Any, Any, None]]:
+        return lambda: self._poll_logged_progress(row)
+
+    async def _poll_logged_progress(self, row: Instance) -> None:
+        from gcptui.remote.vertex_workflows import job_progress
+
+        while True:
+            progress = await asyncio.to_thread(job_progress, self.services.compute, row)
+            if progress.step is not None:
+                self.state(row.name).progress = progress
+                self.changed(row.name)
+            await asyncio.sleep(LOGGED_PROGRESS_SECONDS)
 
     def _start(self, instance: Instance, target: SshTarget) -> None:
         name = instance.name
@@ -340,6 +378,8 @@ class Monitors:
     async def close(self) -> None:
         """Cancel every watcher and wait a bounded while for them to end."""
         tasks = [t for ts in self._tasks.values() for t in ts] + [t for _, t in self._sync.values()]
+        tasks += list(self._jobs_without_shell.values())
+        self._jobs_without_shell.clear()
         self._tasks.clear()
         self._sync.clear()
         if self._relay is not None:

@@ -66,6 +66,10 @@ class VertexBackend(Backend):
         except NotFoundError:
             return None
 
+    def job_name(self, row: Instance) -> str:
+        """The job's resource name (``projects/P/locations/R/customJobs/ID``)."""
+        return self._name(row)
+
     def _name(self, row: Instance) -> str:
         return (
             row.instance_id or f"projects/{self.fleet.project()}/locations/{row.zone}/customJobs/{row.name}"
