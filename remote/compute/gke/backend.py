@@ -224,7 +224,7 @@ class GkeBackend(Backend):
 
     def _path(self, row: Instance) -> str:
         kind = row.labels.get("gke-kind", "")
-        if kind not in COLLECTIONS or row.source != "gke":
+        if kind not in COLLECTIONS or row.source != self.kind:  # a row this backend listed
             raise Unsupported(row, "be changed as a GKE workload")
         namespace = self.entries[self._entry_of(row)].namespace
         return COLLECTIONS[kind].format(ns=namespace) + "/" + row.name
