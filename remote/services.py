@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 from gcptui.remote.cloud.fleet import FleetSnapshot, FleetSource
 from gcptui.remote.compute.backend import SHARED_FLEET, BackendContext
+from gcptui.remote.compute.exec_channel import ExecChannel
 from gcptui.remote.compute.registry import Compute
 from gcptui.remote.compute.ssh_exec import SshExecChannel
 from gcptui.remote.config import Config
@@ -69,6 +70,12 @@ class Services:
             )
             self._compute = Compute.from_context(context)
         return self._compute
+
+    def channel(self, instance: Instance) -> ExecChannel:
+        """How jobs, sync, logs and telemetry run processes on ``instance``: its backend's exec
+        channel (SSH through the shared pool for VMs, hosts and TPU workers, following the machine
+        across restarts; Kubernetes exec for a pod). Raises ``Unsupported`` for a row with no shell."""
+        return self.compute.of(instance).exec_channel(instance)
 
     def exec_channel(self, instance: Instance) -> SshExecChannel:
         """An exec channel over the shared SSH pool that follows ``instance`` across restarts."""

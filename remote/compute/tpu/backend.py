@@ -260,6 +260,8 @@ class TpuBackend(Backend):
     def exec_channel(self, row: Instance, worker: str | None = None) -> ExecChannel:
         if self.context.connect is None:
             raise Unsupported(row, "run a command in this process (no SSH pool)")
+        if row.parent is not None:  # a worker's own row (NODE/wN): its SSH host
+            return self.context.connect(row)
         workers = self.worker_rows(row)
         if not workers:
             raise GcptuiError(f"{row.name} has no worker hosts up (state {clean_line(row.status)})")
