@@ -250,6 +250,13 @@ class GcptuiApp(Telling, KeepAliveControls, App[None]):
             await asyncio.to_thread(self.services.compute.of(instance).cancel, instance)  # type: ignore[attr-defined]
             self.refresh_fleet()
             return f"{instance.name}: cancel requested"
+        if action == "restart" and not self.config.job.command.strip():
+            from gcptui.remote.gke_workflows import is_workload, restart
+
+            if is_workload(self.services.compute, instance):  # its containers' command is the job
+                said = await asyncio.to_thread(restart, self.services.compute, instance)
+                self.refresh_fleet()
+                return said
         workers = self.services.compute.of(instance).worker_rows(instance) if instance.workers else ()
         if workers:  # a TPU node: the same job on every worker at once
             return await self._worker_job_action(action, instance, workers)

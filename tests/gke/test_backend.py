@@ -117,6 +117,7 @@ def test_what_kubectl_applies_gcptui_lists(setup: Setup) -> None:
         Capability.PREEMPTIBLE,
         Capability.SHELL,
         Capability.RECOVER,
+        Capability.PRICE,
     }
     pods = backend.pod_rows(trainer)
     assert [p.name for p in pods] == ["trainer/trainer-0", "trainer/trainer-1"]

@@ -57,7 +57,7 @@ def run_vm(args: argparse.Namespace) -> int:
     if not args.names:
         raise ConfigError(f"vm {args.action} needs the names of the VMs to act on (see `gcptui ls`)")
     source = FleetSource(load_config(getattr(args, "config", None)))
-    if source.gcp is None:
+    if source.gcp is None and not source.config.gke:  # a kubeconfig context needs no [gcp]
         raise ConfigError("vm commands need a [gcp] section: static [[hosts]] have no VM lifecycle")
     compute = Compute.over(source)
     source.more_rows = compute.rows_beyond_fleet  # TPU nodes too: each acts through its own backend
@@ -81,11 +81,21 @@ def run_vm(args: argparse.Namespace) -> int:
         raise ConfigError("vm preempt acts on GCE VMs: the Cloud TPU API has no call that preempts a node")
     if args.action == "delete" and not args.yes and not sys.stdin.isatty():
         raise ConfigError("delete needs confirmation: pass --yes to delete without asking")
-    if args.action == "delete" and not _checkpoints_kept(args, targets, ask=not args.yes):
+    from gcptui.remote.gke_workflows import billing_lines, is_workload
+
+    workloads = [i for i in targets if is_workload(compute, i)]  # GKE: no disk, the nodes bill on
+    vms = [i for i in targets if i not in workloads]
+    if args.action == "delete" and vms and not _checkpoints_kept(args, vms, ask=not args.yes):
         return 1
+    billing = billing_lines(compute, workloads) if args.action == "delete" else []
+    if billing:  # what deleting a workload does not stop: the nodes its pods ran on (said with --yes too)
+        print("These nodes keep billing until the cluster autoscaler removes them (or you delete "
+              "their node pool):\n" + "\n".join(billing), file=sys.stderr)  # fmt: skip
     if args.action == "delete" and not args.yes:
-        names = ", ".join(i.name for i in targets)
-        answer = ask_line(f"Delete {names} and their boot disks? Type 'yes': ")
+        parts = [f"Delete {', '.join(i.name for i in vms)} and their boot disks?"] if vms else []
+        if workloads:
+            parts.append(f"Delete {', '.join(i.name for i in workloads)} (the pods go with it)?")
+        answer = ask_line(" ".join(parts) + " Type 'yes': ")
         if answer is None or answer.strip() != "yes":
             print("nothing deleted")
             return 1

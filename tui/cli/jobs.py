@@ -11,6 +11,7 @@ from typing import Any
 from rich.console import Console
 from rich.text import Text
 
+from gcptui.remote.errors import GcptuiError
 from gcptui.remote.jobs.protocol import JobStatus, log_path
 from gcptui.remote.jobs.runner import HostResult, JobAlreadyRunningError, JobError, JobRunner
 from gcptui.remote.models import Instance
@@ -45,7 +46,13 @@ def run_job(args: argparse.Namespace) -> int:
             from gcptui.tui.cli.vertex import vertex_job
 
             return await vertex_job(services, args)
-        if args.action in ("start", "restart") and not services.config.job.command.strip():
+        no_command = not services.config.job.command.strip()
+        if args.action == "restart" and no_command and services.config.gke:
+            # A GKE workload's training is its containers' own command: its pods are recreated.
+            workloads = await gke_rows(services, args.names)
+            if workloads:
+                return await gke_restart(services, workloads)
+        if args.action in ("start", "restart") and no_command:
             raise_usage(
                 "[job].command is empty: set the training command in gcptui.toml ([job] command = ...)"
             )
@@ -200,6 +207,8 @@ def run_logs(args: argparse.Namespace) -> int:
             from gcptui.tui.cli.vertex import vertex_logs
 
             return await vertex_logs(services, args)
+        if services.config.gke and await gke_rows(services, args.names):  # pods: their containers' output
+            return await gke_logs(services, args)
         paths = (log_path(), *services.config.logs.files)
         names = expand_groups(services, args.names)
         if args.raw and (len(names) > 1 or len(paths) > 1):
@@ -236,6 +245,60 @@ def run_logs(args: argparse.Namespace) -> int:
         return code or (1 if down else 0)
 
     return with_services(args, body)
+
+
+async def gke_rows(services: Services, names: list[str]) -> list[Instance]:
+    """The GKE workloads (or ``WORKLOAD/POD``s) ``names`` are, when all of them are (one line when mixed)."""
+    from gcptui.remote.gke_workflows import gke_backend
+
+    if any(services.config.group(name) is not None for name in names):
+        return []
+    rows = await services.resolve([name.split("/", 1)[0] for name in names])
+    gke = [row for row in rows if gke_backend(services.compute, row) is not None]
+    if gke and len(gke) != len(rows):
+        raise_usage("give either GKE workloads or machines, not both, in one command")
+    if not gke:
+        return []
+    found = []
+    for name, row in zip(names, rows, strict=True):
+        if "/" not in name:
+            found.append(row)
+            continue
+        pods = [p for p in services.compute.of(row).worker_rows(row) if p.name == name]
+        if not pods:
+            raise_usage(f"{row.name} has no pod {name.split('/', 1)[1]!r} (its pods: "
+                        f"{', '.join(w.name for w in row.workers) or 'none yet'})")  # fmt: skip
+        found.extend(pods)
+    return found
+
+
+async def gke_restart(services: Services, rows: list[Instance]) -> int:
+    """``gcptui job restart WORKLOAD`` without ``[job].command``: the pods recreated by their controller."""
+    from gcptui.remote.gke_workflows import restart
+
+    console = Console(stderr=True, soft_wrap=True, highlight=False)
+    failed = 0
+    for row in rows:
+        try:
+            console.print("[green]✓[/]", Text(await asyncio.to_thread(restart, services.compute, row)))
+        except GcptuiError as err:
+            console.print("[red]✗[/]", Text(one_line(f"{row.name}: {err}")))
+            failed += 1
+    return 1 if failed else 0
+
+
+async def gke_logs(services: Services, args: argparse.Namespace) -> int:
+    """``gcptui logs WORKLOAD[/POD]...``: the pods' containers' own output through the log API, merged
+    (each followed across container restarts and its replacement pod with ``-f``)."""
+    from gcptui.remote.gke_workflows import pod_logs
+    from gcptui.tui.cli.logs import run_pod_logs
+
+    if args.raw:
+        raise_usage("--raw reads a file on a machine: a GKE pod's logs come from the log API, line by line")
+    rows = await gke_rows(services, args.names)
+    labels = [r.name if r.parent else f"{r.name}/{w.name}" for r in rows for w in (r.workers or (r,))]
+    lines = args.n if args.n is not None else services.config.logs.history_lines
+    return await run_pod_logs(pod_logs(services.compute, rows, follow=args.f, tail=lines), labels)
 
 
 def vertex_names(names: list[str]) -> bool:

@@ -8,7 +8,7 @@ from __future__ import annotations
 import asyncio
 import json
 import sys
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import aclosing
 from datetime import UTC, datetime
 from pathlib import PurePosixPath
@@ -241,3 +241,37 @@ async def _first_snapshot(
         return name, last
     except (GcptuiError, OSError) as error:  # this machine did not answer; the others still print
         return name, GpuSnapshot(state="reconnecting", message=str(error))
+
+
+async def run_pod_logs(
+    lines: AsyncIterator[tuple[str, str]],
+    labels: Sequence[str],
+    *,
+    out: TextIO | None = None,
+    err: TextIO | None = None,
+    colour: bool | None = None,
+) -> int:
+    """GKE pods' own output (``(WORKLOAD/POD, line)`` from the log API, already sanitized), merged as they arrive, each line
+    prefixed with its ``WORKLOAD/POD`` when there are several pods, as ``run_logs`` prefixes machines.
+    A pod replaced or restarted is followed on by ``lines``. Returns 1 when a workload failed."""
+    out = out or sys.stdout
+    err = err or sys.stderr
+    colour = _is_tty(out) if colour is None else colour
+    width = max((len(label) for label in labels), default=0)
+    numbers = {label: n for n, label in enumerate(labels)}
+    prefixed = len(labels) > 1
+    try:
+        async for label, text in lines:
+            if not prefixed:
+                prefix = ""
+            elif colour:
+                number = numbers.setdefault(label, len(numbers))
+                prefix = f"\x1b[{_PREFIX_COLOURS[number % 8]}m{label:<{width}}\x1b[0m │ "
+            else:
+                prefix = f"{label:<{width}} | "
+            out.write(prefix + text + "\n")
+            out.flush()
+    except GcptuiError as error:
+        print(one_line(str(error)), file=err, flush=True)
+        return 1
+    return 0

@@ -11,6 +11,8 @@ import asyncio
 import re
 import threading
 import time
+from collections.abc import AsyncIterator
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -25,7 +27,15 @@ from gcptui.remote.compute.backend import (
     Unsupported,
 )
 from gcptui.remote.compute.gke.kube import COLLECTIONS, KubeCluster
-from gcptui.remote.compute.gke.workloads import pod_row, workload_rows
+from gcptui.remote.compute.gke.workloads import (
+    Node,
+    node_facts,
+    nodes_price,
+    occupied,
+    pod_row,
+    priced_nodes,
+    workload_rows,
+)
 from gcptui.remote.errors import CloudError, GcptuiError, NotFoundError
 from gcptui.remote.models import Instance, Source, State
 
@@ -33,7 +43,9 @@ if TYPE_CHECKING:
     from kubernetes_asyncio.client import ApiClient
 
     from gcptui.remote.cloud.fleet import FleetSource
+    from gcptui.remote.cloud.pricing import PriceBook
     from gcptui.remote.compute.exec_channel import ExecChannel
+    from gcptui.remote.compute.gke.pod_logs import LogLine
     from gcptui.remote.config.gke import GkeConfig
 
 _GKE_CONTEXT = re.compile(r"gke_[^_]+_([^_]+)_(.+)")
@@ -48,6 +60,7 @@ class GkeBackend(Backend):
         self.entries: list[GkeConfig] = list(context.config.gke)
         self._clusters: dict[int, KubeCluster] = {}
         self._nodes: dict[str, dict[str, dict[str, str]]] = {}  # cluster label -> node -> labels
+        self._node_facts: dict[str, dict[str, Node]] = {}  # cluster label -> node -> billing facts, priced
         self._pods: dict[tuple[str, str], list[dict[str, Any]]] = {}  # row key -> its pods as listed
         self._lock = threading.Lock()
         self.boot_timeout = 600.0  # a node pool may have to scale up for the new pod
@@ -171,22 +184,48 @@ class GkeBackend(Backend):
             str(n.get("metadata", {}).get("name")): dict(n.get("metadata", {}).get("labels") or {})
             for n in nodes
         }
-        rows = workload_rows(objects, nodes, self.location(entry), entry.label)
+        location = self.location(entry)
+        rows = workload_rows(objects, nodes, location, entry.label)
+        book = self._price_book()
+        facts = {n.name: n for n in priced_nodes([node_facts(n, location) for n in nodes[:4096]],
+                                                 book.hourly if book else lambda _: None)}  # fmt: skip
         by_owner: dict[tuple[str, str], list[dict[str, Any]]] = {}
-        for row in rows:
+        for index, row in enumerate(rows):
             wanted = {w.name for w in row.workers}
             by_owner[(row.name, row.zone)] = [
                 p for p in objects["Pod"] if p.get("metadata", {}).get("name") in wanted
             ]
+            # The nodes its pods occupy bill whole, whoever else runs there: the row's $/h.
+            price = nodes_price(occupied(by_owner[(row.name, row.zone)], facts))
+            if price is not None and book is not None:
+                rows[index] = replace(
+                    row, usd_per_hour=price, price_source=book.source, price_as_of=book.as_of
+                )
         with self._lock:
             self._nodes[entry.label] = node_labels
+            self._node_facts[entry.label] = facts
             self._pods.update(by_owner)
         return rows
 
+    def _price_book(self) -> PriceBook | None:
+        """GCE's rates (a Standard cluster's nodes bill as VMs): the fleet's book with [gcp], else the
+        cached catalog or the bundled table; None when neither can be read."""
+        try:
+            if self.context.config.gcp is not None:
+                return self._fleet().prices()
+            from gcptui.remote.cloud.price_catalog import quick_price_book
+
+            return quick_price_book()[0]
+        except (GcptuiError, OSError, ValueError):
+            return None  # rows without $/h, never no rows
+
     def capabilities(self, row: Instance) -> frozenset[Capability]:
-        found = {Capability.DELETE, Capability.SHELL}
+        found = {Capability.SHELL, Capability.PRICE}
         if row.spot:
             found.add(Capability.PREEMPTIBLE)
+        if row.parent is not None:  # a pod's own row: reached, never deleted or recovered by itself
+            return frozenset(found)
+        found.add(Capability.DELETE)
         if row.labels.get("gke-kind") in ("Pod", "StatefulSet"):
             found.add(Capability.RECOVER)  # a Job that failed on a lost node: not yet
         return frozenset(found)
@@ -208,11 +247,56 @@ class GkeBackend(Backend):
         return PodExecChannel(self.cluster(index), self.entries[index].namespace, pod)
 
     def pod_rows(self, row: Instance) -> tuple[Instance, ...]:
-        """The workload's pods as rows ``WORKLOAD/POD`` (node, restarts, Spot node, phase), as last listed."""
+        """The workload's pods as rows ``WORKLOAD/POD`` (node, restarts, Spot node, phase), as last
+        listed; a row this process has not listed yet: its workers' names and states alone."""
         with self._lock:
             pods = list(self._pods.get((row.name, row.zone), []))
             nodes = self._nodes.get(row.labels.get("gke-cluster", ""), {})
-        return tuple(pod_row(row, pod, nodes) for pod in pods)
+            facts = self._node_facts.get(row.labels.get("gke-cluster", ""), {})
+        if not pods:
+            return tuple(Instance(name=f"{row.name}/{w.name}", zone=row.zone, status=w.state.value, state=w.state,
+                                  source=self.kind, parent=row.name, spot=row.spot, internal_ip=w.address,
+                                  labels={"gke-cluster": row.labels.get("gke-cluster", "")})
+                         for w in row.workers)  # fmt: skip
+        rows = [pod_row(row, pod, nodes) for pod in pods]
+        return tuple(replace(r, usd_per_hour=facts[node].usd_per_hour, price_source=row.price_source,
+                             price_as_of=row.price_as_of) if (node := r.labels.get("gke-node", "")) in facts else r
+                     for r in rows)  # fmt: skip
+
+    def worker_rows(self, row: Instance) -> tuple[Instance, ...]:
+        """A workload's pods, each a machine jobs, sync, logs and telemetry reach over Kubernetes exec
+        (``WORKLOAD/POD``, in rank order: a StatefulSet's ordinals)."""
+        if row.parent is not None or row.source != self.kind:
+            return ()
+        return self.pod_rows(row)
+
+    def billing_nodes(self, row: Instance) -> list[Node]:
+        """What keeps billing after ``row`` is deleted: every node of the node pools its pods occupy
+        (until the cluster autoscaler removes them, if it is on), priced as last listed."""
+        with self._lock:
+            pods = list(self._pods.get((row.name, row.zone), []))
+            facts = dict(self._node_facts.get(row.labels.get("gke-cluster", ""), {}))
+        used = occupied(pods, facts)
+        pools = {n.pool for n in used if n.pool}  # a cluster without GKE's pool label: its nodes alone
+        return sorted({n.name: n for n in [*used, *(n for n in facts.values() if n.pool in pools)]}.values(),
+                      key=lambda n: n.name)  # fmt: skip
+
+    async def pod_logs(self, row: Instance, *, follow: bool, tail: int | None) -> AsyncIterator[LogLine]:
+        """The container output of ``row``'s pods (a pod row: its own), merged as lines arrive, each
+        pod followed across container restarts and its replacement (``pod_logs.follow_pods``)."""
+        from kubernetes_asyncio.client import ApiClient
+
+        from gcptui.remote.compute.gke.pod_logs import follow_pods
+
+        index = self._entry_of(row)
+        cluster = self.cluster(index)
+        pods = [row.name.split("/", 1)[1]] if row.parent is not None else [w.name for w in row.workers]
+        if not pods:
+            raise CloudError(f"{row.name} has no pods yet: check `kubectl get pods`")
+        async with ApiClient(await cluster.configuration()) as api:
+            async for line in follow_pods(cluster, api, self.entries[index].namespace, pods,
+                                          follow=follow, tail=tail):  # fmt: skip
+                yield line
 
     # -- changes ---------------------------------------------------------------------------------------
 

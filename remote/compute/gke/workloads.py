@@ -5,6 +5,8 @@ allowed to write: it is read totally (a field of the wrong type is left out) and
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass, replace
 from typing import Any
 
 from gcptui.remote.compute.gke.states import pod_state
@@ -13,8 +15,60 @@ from gcptui.remote.models import Gpu, Instance, State, Worker
 SPOT_LABEL = "cloud.google.com/gke-spot"
 POOL_LABEL = "cloud.google.com/gke-nodepool"
 ACCELERATOR_LABEL = "cloud.google.com/gke-accelerator"
+ZONE_LABEL = "topology.kubernetes.io/zone"
+TYPE_LABEL = "node.kubernetes.io/instance-type"
 KINDS = ("StatefulSet", "Job", "Pod")
 MAX_TEXT = 253
+
+
+@dataclass(frozen=True, slots=True)
+class Node:
+    """What a node bills as: a GCE VM of its machine type, in its zone, Spot or not, with its GPUs."""
+
+    name: str
+    pool: str
+    machine_type: str
+    zone: str
+    spot: bool
+    accelerator: str
+    gpus: int
+    usd_per_hour: float | None = None
+
+    def as_vm(self) -> Instance:
+        """The node as the GCE VM it is, for the price book (GKE bills Standard nodes as VMs)."""
+        return Instance(name=self.name, zone=self.zone, status="RUNNING", source="gce",
+                        machine_type=self.machine_type, spot=self.spot,
+                        gpus=(Gpu(self.accelerator, self.gpus),) if self.accelerator and self.gpus else ())  # fmt: skip
+
+
+def node_facts(node: dict[str, Any], location: str) -> Node:
+    """A node's JSON (from the API server: read totally) as its billing facts."""
+    meta = _dict(node.get("metadata"))
+    labels = _labels(meta.get("labels"))
+    capacity = _dict(_dict(node.get("status")).get("capacity"))
+    gpus = capacity.get("nvidia.com/gpu")
+    count = int(gpus) if isinstance(gpus, str) and gpus.isdigit() and len(gpus) < 4 else 0
+    return Node(name=_str(meta.get("name")), pool=labels.get(POOL_LABEL, ""), machine_type=labels.get(TYPE_LABEL, ""),
+                zone=labels.get(ZONE_LABEL, "") or location, spot=labels.get(SPOT_LABEL) == "true",
+                accelerator=labels.get(ACCELERATOR_LABEL, ""), gpus=count)  # fmt: skip
+
+
+def occupied(pods: list[dict[str, Any]], nodes: dict[str, Node]) -> list[Node]:
+    """The nodes ``pods`` run on, each once, by name."""
+    names = {_str(_dict(p.get("spec")).get("nodeName")) for p in pods}
+    return [nodes[n] for n in sorted(names) if n in nodes]
+
+
+def priced_nodes(nodes: list[Node], hourly: Callable[[Instance], float | None]) -> list[Node]:
+    return [replace(n, usd_per_hour=hourly(n.as_vm())) for n in nodes]
+
+
+def nodes_price(nodes: list[Node]) -> float | None:
+    """USD per hour of ``nodes`` together; None when one of them has no price (never a partial sum)."""
+    prices = [n.usd_per_hour for n in nodes]
+    if not prices or any(p is None for p in prices):
+        return None
+    return round(sum(p for p in prices if p is not None), 4)
 
 
 def _dict(value: object) -> dict[str, Any]:

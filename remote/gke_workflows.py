@@ -1,0 +1,105 @@
+"""GKE workflows above the backend, for the faces: a workload's pods' own output (the log API),
+its restart through its controller, and what its deletion leaves billing.
+
+The faces never test a row's ``source``: they ask here whether the backend that listed a row is the
+GKE one (``gke_backend``), as ``vertex_workflows.is_vertex_job`` does for Vertex AI."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from typing import TYPE_CHECKING
+
+from gcptui.remote.errors import GcptuiError
+from gcptui.remote.models import Instance
+
+if TYPE_CHECKING:
+    from gcptui.remote.compute.gke.backend import GkeBackend
+    from gcptui.remote.compute.registry import Compute
+
+
+def gke_backend(compute: Compute, row: Instance) -> GkeBackend | None:
+    """The GKE backend when it listed ``row`` (a workload or one of its pods), else None."""
+    from gcptui.remote.compute.gke.backend import GkeBackend
+
+    backend = compute.backends.get(row.source)
+    return backend if isinstance(backend, GkeBackend) else None
+
+
+def is_workload(compute: Compute, row: Instance) -> bool:
+    """A GKE workload's own row (not one of its pods)."""
+    return gke_backend(compute, row) is not None and row.parent is None
+
+
+async def pod_logs(
+    compute: Compute, rows: list[Instance], *, follow: bool, tail: int | None
+) -> AsyncIterator[tuple[str, str]]:
+    """(``WORKLOAD/POD``, sanitized line) for every pod of ``rows`` (a workload's pods, or a pod row's own), merged
+    as lines arrive; each pod followed across container restarts and its replacement. A workload
+    whose stream fails ends with its one-line error; the others go on."""
+    queue: asyncio.Queue[tuple[str, str] | GcptuiError | None] = asyncio.Queue(maxsize=10_000)
+
+    async def one(row: Instance) -> None:
+        backend = gke_backend(compute, row)
+        assert backend is not None
+        workload = row.parent or row.name
+        try:
+            async for line in backend.pod_logs(row, follow=follow, tail=tail):
+                await queue.put((f"{workload}/{line.pod}", line.text))
+        except GcptuiError as err:
+            await queue.put(err)
+        finally:
+            await queue.put(None)
+
+    tasks = [asyncio.ensure_future(one(row)) for row in rows]
+    try:
+        running = len(tasks)
+        while running:
+            item = await queue.get()
+            if item is None:
+                running -= 1
+            elif isinstance(item, GcptuiError):
+                raise item
+            else:
+                yield item
+    finally:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+
+def restart(compute: Compute, row: Instance) -> str:
+    """Recreate a workload's pods through its controller (``kubectl rollout restart``); blocking."""
+    backend = gke_backend(compute, row)
+    if backend is None or row.parent is not None:
+        raise GcptuiError(f"{row.name} is not a GKE workload: give the workload's name, not a pod's")
+    backend.restart(row)
+    return f"{row.name}: pods being recreated by their StatefulSet"
+
+
+def billing_lines(compute: Compute, rows: list[Instance]) -> list[str]:
+    """One line per node that keeps billing once ``rows`` (GKE workloads) are deleted, and their total:
+    the nodes of the node pools their pods occupy, until the cluster autoscaler removes them."""
+    nodes = {}
+    for row in rows:
+        backend = gke_backend(compute, row)
+        if backend is not None and row.parent is None:
+            nodes.update({n.name: n for n in backend.billing_nodes(row)})
+    lines = []
+    for node in sorted(nodes.values(), key=lambda n: n.name):
+        what = ", ".join(
+            part
+            for part in (
+                node.machine_type,
+                f"{node.gpus}× {node.accelerator}" if node.gpus and node.accelerator else "",
+                "Spot" if node.spot else "",
+                f"pool {node.pool}" if node.pool else "",
+            )
+            if part
+        )
+        price = f"${node.usd_per_hour:.2f}/h" if node.usd_per_hour is not None else "$?/h"
+        lines.append(f"  {node.name} ({what}): {price}")
+    prices = [n.usd_per_hour for n in nodes.values()]
+    if prices and all(p is not None for p in prices):
+        lines.append(f"  together ${sum(p for p in prices if p is not None):.2f}/h")
+    return lines
