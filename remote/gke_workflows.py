@@ -15,6 +15,7 @@ from gcptui.remote.models import Instance
 
 if TYPE_CHECKING:
     from gcptui.remote.compute.gke.backend import GkeBackend
+    from gcptui.remote.compute.gke.pod_exec import PodExecChannel
     from gcptui.remote.compute.registry import Compute
 
 
@@ -103,3 +104,19 @@ def billing_lines(compute: Compute, rows: list[Instance]) -> list[str]:
     if prices and all(p is not None for p in prices):
         lines.append(f"  together ${sum(p for p in prices if p is not None):.2f}/h")
     return lines
+
+
+# A pod's login shell: bash where the image has it, else sh (``kubectl exec -it POD -- sh`` users pick).
+POD_SHELL = "command -v bash >/dev/null 2>&1 && exec bash -l; exec sh -l"
+
+
+def pod_channel(compute: Compute, row: Instance) -> PodExecChannel:
+    """Kubernetes exec into ``row``'s pod (a workload: its first pod), for ``gcptui ssh``'s terminal."""
+    from gcptui.remote.compute.gke.pod_exec import PodExecChannel
+
+    backend = gke_backend(compute, row)
+    if backend is None:
+        raise GcptuiError(f"{row.name} is not a GKE workload or pod")
+    channel = backend.exec_channel(row)
+    assert isinstance(channel, PodExecChannel)
+    return channel

@@ -6,11 +6,16 @@ billing with their $/h."""
 from __future__ import annotations
 
 import asyncio
+import fcntl
 import json
 import os
 import pty
+import select
+import signal
+import struct
 import subprocess
 import sys
+import termios
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -137,3 +142,47 @@ def test_delete_asks_first_naming_the_nodes_that_keep_billing(setup: Setup) -> N
         assert f"{node} (g2-standard-8, 1× nvidia-l4, Spot, pool pool-1): $" in text, text
     assert "together $" in text and "boot disks" not in text
     assert len(setup.pods("trainer")) == 2  # nothing deleted
+
+
+def test_ssh_a_shell_in_a_pod_with_a_terminal_that_resizes(setup: Setup) -> None:
+    # A command, no terminal: its output and exit status, as `ssh VM -- COMMAND` gives them.
+    ran = subprocess.run(
+        [sys.executable, "-m", "gcptui.tui", "--config", str(setup.config), "ssh", "trainer/trainer-1", "--",
+         "read x; echo $x on $HOSTNAME; tty || true; exit 4"],
+        input="hello", capture_output=True, text=True, timeout=30,
+    )  # fmt: skip
+    assert ran.returncode == 4, ran.stderr
+    assert ran.stdout.splitlines() == ["hello on trainer-1", "not a tty"]
+    # The interactive shell: a TTY in the pod, sized as ours, resized with it.
+    leader, follower = pty.openpty()
+    fcntl.ioctl(follower, termios.TIOCSWINSZ, struct.pack("HHHH", 30, 100, 0, 0))
+    run = subprocess.Popen(
+        [sys.executable, "-m", "gcptui.tui", "--config", str(setup.config), "ssh", "trainer"],
+        stdin=follower, stdout=follower, stderr=follower,
+    )  # fmt: skip
+    os.close(follower)
+    seen = b""
+
+    def until(*markers: bytes) -> None:
+        nonlocal seen
+        deadline = time.monotonic() + 30
+        while not any(marker in seen for marker in markers):
+            assert time.monotonic() < deadline, seen.decode(errors="replace")
+            if select.select([leader], [], [], 1)[0]:
+                seen += os.read(leader, 4096)
+
+    try:
+        until(b"# ", b"$ ")  # the prompt: typed ahead of it, a line may be flushed as the shell sets up
+        os.write(leader, b"echo on $HOSTNAME; stty size; tty\r")
+        until(b"30 100")
+        fcntl.ioctl(leader, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 120, 0, 0))
+        run.send_signal(signal.SIGWINCH)  # what the kernel sends the terminal's foreground process
+        os.write(leader, b"stty size\r")
+        until(b"40 120")
+        os.write(leader, b"exit 3\r")
+        assert run.wait(timeout=30) == 3
+    finally:
+        run.kill()
+        os.close(leader)
+    text = seen.decode(errors="replace")
+    assert "on trainer-0" in text and "/dev/pts/" in text, text

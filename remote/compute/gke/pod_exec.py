@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from gcptui.remote.compute.gke.kube import KubeCluster
 
 PROTOCOL = "v5.channel.k8s.io"
-STDIN, STDOUT, STDERR, ERROR, CLOSE = 0, 1, 2, 3, 255
+STDIN, STDOUT, STDERR, ERROR, RESIZE, CLOSE = 0, 1, 2, 3, 4, 255
 MAX_STATUS = 65536
 LIMIT = 1 << 20  # bytes a stream buffers before its reader catches up
 
@@ -103,6 +103,10 @@ class PodProcess:
             self._stderr.feed_eof()
             self.ended.set()
 
+    def resize(self, width: int, height: int) -> None:
+        """A terminal's new size (a ``tty`` process): stream 4, ``{"Width": W, "Height": H}``."""
+        self.outbox.put_nowait(bytes([RESIZE]) + json.dumps({"Width": width, "Height": height}).encode())
+
     def close(self) -> None:
         for task in self._tasks:
             task.cancel()
@@ -150,7 +154,9 @@ class PodExecChannel:
     def where(self) -> str:
         return f"pod {self.namespace}/{self.pod}"
 
-    async def start(self, command: str) -> PodProcess:
+    async def start(self, command: str, *, tty: bool = False) -> PodProcess:
+        """``sh -c command`` in the pod; with ``tty``, on a terminal (its output all on stdout, as
+        ``kubectl exec -t`` has it; ``PodProcess.resize`` sizes it)."""
         import aiohttp
 
         configuration = await self.cluster.configuration()
@@ -162,7 +168,8 @@ class PodExecChannel:
         if token:
             headers["Authorization"] = token
         query = "&".join(["command=sh", "command=-c", f"command={quote(command)}", "stdin=true", "stdout=true",
-                          "stderr=true"] + ([f"container={quote(self.container)}"] if self.container else []))  # fmt: skip
+                          "stderr=false" if tty else "stderr=true", *(["tty=true"] if tty else []),
+                          *([f"container={quote(self.container)}"] if self.container else [])])  # fmt: skip
         url = f"{configuration.host}/api/v1/namespaces/{quote(self.namespace)}/pods/{quote(self.pod)}/exec?{query}"
         session = aiohttp.ClientSession()
         try:

@@ -8,9 +8,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import fcntl
 import json
 import os
 import signal
+import struct
+import termios
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from aiohttp import WSMsgType, web
@@ -51,6 +55,8 @@ async def serve_exec(
     v5 = ws.ws_protocol == "v5.channel.k8s.io"
     want_stdin = request.query.get("stdin") in ("1", "true")
     env = runner._env(pod, pod["spec"]["containers"][containers.index(container)])
+    if request.query.get("tty") in ("1", "true"):
+        return await _serve_tty(ws, command, runner.directory, {**env, "TERM": "xterm"}, want_stdin)
     process = await asyncio.create_subprocess_exec(
         *command, cwd=runner.directory, env=env, start_new_session=True,
         stdin=asyncio.subprocess.PIPE if want_stdin else asyncio.subprocess.DEVNULL,
@@ -81,21 +87,105 @@ async def serve_exec(
     try:
         await asyncio.gather(pump(process.stdout, STDOUT), pump(process.stderr, STDERR))
         code = await process.wait()
-        if code == 0:
-            final: dict[str, Any] = {"metadata": {}, "status": "Success"}
-        else:
-            final = status(500, "NonZeroExitCode", f"command terminated with non-zero exit code: error executing "
-                           f"command {command}, exit code {code}",
-                           {"causes": [{"reason": "ExitCode", "message": str(code)}]})  # fmt: skip
-            final.pop("code")
         async with lock:
-            with contextlib.suppress(ConnectionError):
-                await ws.send_bytes(bytes([ERROR]) + json.dumps(final).encode())
-        await ws.close()
+            await _finish(ws, command, code)
     finally:
         feeding.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await feeding
+        if process.returncode is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(process.pid, signal.SIGKILL)
+            await process.wait()
+    return ws
+
+
+async def _finish(ws: web.WebSocketResponse, command: list[str], code: int) -> None:
+    """The final ``Status`` on the error stream (the exit code as an ``ExitCode`` cause), then close."""
+    if code == 0:
+        final: dict[str, Any] = {"metadata": {}, "status": "Success"}
+    else:
+        final = status(500, "NonZeroExitCode", f"command terminated with non-zero exit code: error executing "
+                       f"command {command}, exit code {code}",
+                       {"causes": [{"reason": "ExitCode", "message": str(code)}]})  # fmt: skip
+        final.pop("code")
+    with contextlib.suppress(ConnectionError):
+        await ws.send_bytes(bytes([ERROR]) + json.dumps(final).encode())
+    await ws.close()
+
+
+def _set_size(fd: int, message: bytes) -> None:
+    """A resize frame's ``{"Width": W, "Height": H}`` onto the terminal (the kernel tells the
+    foreground process group with SIGWINCH, as the container runtime's pty does)."""
+    try:
+        size = json.loads(message[:1024])
+        width, height = int(size["Width"]), int(size["Height"])
+    except (ValueError, KeyError, TypeError):
+        return  # a bad frame is ignored, as the kubelet ignores it
+    if 0 < width < 65536 and 0 < height < 65536:
+        fcntl.ioctl(fd, termios.TIOCSWINSZ, struct.pack("HHHH", height, width, 0, 0))
+
+
+def _controlling_terminal() -> None:
+    """In the child: a session of its own with the pty as its controlling terminal (job control, ^C)."""
+    os.setsid()
+    fcntl.ioctl(0, termios.TIOCSCTTY, 0)
+
+
+async def _serve_tty(ws: web.WebSocketResponse, command: list[str], cwd: Path, env: dict[str, str],
+                     want_stdin: bool) -> web.WebSocketResponse:  # fmt: skip
+    """``tty=true``: the command on a pseudo-terminal; its output (stdout and stderr, one stream as a
+    terminal has) on stream 1, stream 4's frames resize it."""
+    master, slave = os.openpty()
+    try:
+        process = await asyncio.create_subprocess_exec(
+            *command, cwd=cwd, env=env, stdin=slave, stdout=slave, stderr=slave,
+            preexec_fn=_controlling_terminal)  # fmt: skip
+    finally:
+        os.close(slave)
+    loop = asyncio.get_running_loop()
+    output: asyncio.Queue[bytes] = asyncio.Queue()
+
+    def readable() -> None:
+        try:
+            chunk = os.read(master, 65536)
+        except OSError:  # EIO: every process holding the terminal is gone
+            chunk = b""
+        if not chunk:
+            loop.remove_reader(master)
+        output.put_nowait(chunk)
+
+    loop.add_reader(master, readable)
+
+    async def pump() -> None:
+        while chunk := await output.get():
+            try:
+                await ws.send_bytes(bytes([STDOUT]) + chunk)
+            except ConnectionError:
+                return  # the client went away: feed() hangs the session up
+
+    async def feed() -> None:
+        async for message in ws:
+            if message.type != WSMsgType.BINARY or not message.data:
+                continue
+            channel, data = message.data[0], message.data[1:]
+            if channel == STDIN and want_stdin and data:
+                await asyncio.to_thread(os.write, master, data)  # blocks only while the terminal is full
+            elif channel == RESIZE:
+                _set_size(master, data)
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGHUP)
+
+    feeding = asyncio.ensure_future(feed())
+    try:
+        await pump()
+        await _finish(ws, command, await process.wait())
+    finally:
+        feeding.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await feeding
+        loop.remove_reader(master)
+        os.close(master)
         if process.returncode is None:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(process.pid, signal.SIGKILL)
