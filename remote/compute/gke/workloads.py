@@ -203,6 +203,7 @@ def _row(kind: str, obj: dict[str, Any], pods: list[dict[str, Any]], nodes: dict
         gpus=(Gpu(accelerator or "nvidia.com/gpu", gpus),) if gpus else (),
         spot=any(n.get(SPOT_LABEL) == "true" for n in node_labels), labels=labels,
         instance_id=_str(meta.get("uid")) or None, workers=workers,
+        internal_ip=workers[0].address if workers else None,  # rank 0's pod: where its shell and metrics are
         preempted=state is State.PREEMPTED, last_start=_str(meta.get("creationTimestamp")) or None,
     )  # fmt: skip
 
