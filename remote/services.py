@@ -12,10 +12,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from gcptui.remote.cloud.fleet import FleetSnapshot, FleetSource
-from gcptui.remote.compute.backend import SHARED_FLEET, BackendContext
-from gcptui.remote.compute.exec_channel import ExecChannel
+from gcptui.remote.compute.backend import SHARED_FLEET, BackendContext, Unsupported
+from gcptui.remote.compute.exec_channel import ExecChannel, Reach
 from gcptui.remote.compute.registry import Compute
-from gcptui.remote.compute.ssh_exec import SshExecChannel
+from gcptui.remote.compute.ssh_exec import SshExecChannel, pool_reach
 from gcptui.remote.config import Config
 from gcptui.remote.errors import CloudError, ConfigError, GcptuiError, NotFoundError
 from gcptui.remote.jobs.runner import JobRunner
@@ -76,6 +76,16 @@ class Services:
         channel (SSH through the shared pool for VMs, hosts and TPU workers, following the machine
         across restarts; Kubernetes exec for a pod). Raises ``Unsupported`` for a row with no shell."""
         return self.compute.of(instance).exec_channel(instance)
+
+    def reach(self, instance: Instance) -> Reach:
+        """``instance`` for a job operation: over SSH exactly the address this ``Instance`` names (a
+        restarted VM's new one, before the next fleet reading), as ``target`` does; a row without
+        sshd (a pod) through its backend's ``channel``. Raises ``Unsupported`` for a row with no shell."""
+        try:
+            self.compute.of(instance).ssh_target(instance)  # pure; before OS Login, which is SSH's
+        except Unsupported:
+            return Reach(instance.name, self.channel(instance))
+        return pool_reach(self.pool, self.target(instance))
 
     def exec_channel(self, instance: Instance) -> SshExecChannel:
         """An exec channel over the shared SSH pool that follows ``instance`` across restarts."""

@@ -11,10 +11,12 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from gcptui.remote.aio import within
-from gcptui.remote.compute.exec_channel import ExecProcess, ExecResult
+from gcptui.remote.compute.exec_channel import ExecChannel, ExecProcess, ExecResult, Reach
 
 if TYPE_CHECKING:
     from gcptui.remote.models import ConnectionGetter
+    from gcptui.remote.ssh.pool import SshPool
+    from gcptui.remote.ssh.target import SshTarget
 
 
 def _as_bytes(data: object) -> bytes:
@@ -52,3 +54,19 @@ class SshExecChannel:
         finally:
             process.close()
         return ExecResult(process.exit_status, _as_bytes(stdout), _as_bytes(stderr))
+
+
+def as_channel(source: ExecChannel | ConnectionGetter) -> ExecChannel:
+    """``source`` as an exec channel: a ``ConnectionGetter`` (the pool's, or one that follows a VM
+    and names its address in ``where``) becomes an ``SshExecChannel`` over it. Lets the watchers take
+    either while their callers move to channels."""
+    if isinstance(source, ExecChannel):
+        return source
+    get = source
+    return SshExecChannel(get, lambda: str(getattr(get, "where", "?")))
+
+
+def pool_reach(pool: SshPool, target: SshTarget) -> Reach:
+    """``target`` over ``pool`` as a ``Reach``: exactly that address (one pooled connection per
+    host, reconnecting with backoff), as the callers that hold a fresh target need."""
+    return Reach(target.name, SshExecChannel(pool.getter(target), lambda: target.where))

@@ -182,19 +182,18 @@ class RowKeepAlive:
         if not workers:
             raise GcptuiError(f"{row.name} has no workers up yet")
         targets = [services.target(w) for w in workers]
-        first = await services.pool.connection(targets[0])
-        for target in targets[1:]:
+        for target in targets:
             await services.pool.connection(target)
         self._emit(row.name, "connected", ", ".join(t.where for t in targets))
         runner = WorkerJobRunner(services.pool, services.config)
         launcher = JobLauncher(services, jobs=runner, resume_timeout=self.resume_timeout)
         await asyncio.gather(*(launcher.sync_barrier(w) for w in workers))
         self._emit(row.name, "synced", f"{len(workers)} workers hold the current tree")
-        mark = await launcher.mark(first)
+        mark = await launcher.mark(targets[0])
         runner.prepare(row.name, workers)
         results = await runner.run_all("restart", targets)
         failed = [r for r in results if not r.ok]
         if failed:
             raise GcptuiError(f"{failed[0].name}: {failed[0].error}")
         self._emit(row.name, "started", f"{len(workers)} workers")
-        return await launcher.wait_resumed(first, mark.offset)
+        return await launcher.wait_resumed(targets[0], mark.offset)

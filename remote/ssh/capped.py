@@ -3,13 +3,23 @@ much memory the laptop spends on it (one 150 MiB metrics line once took 1.4 GB).
 
 ``conn.run`` keeps everything a command prints; ``run_capped`` reads stdout up to ``max_bytes`` (and
 stderr up to ``MAX_STDERR``), then closes the channel: the command's later output is never read.
+``run_capped`` takes an asyncssh connection; ``exec_capped`` the same over any exec channel (SSH,
+a pod's Kubernetes exec).
 """
 
 from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
+
+
+class Starts(Protocol):
+    """What ``exec_capped`` needs of an exec channel (``gcptui.remote.compute.exec_channel``, a layer
+    above this one): a process started in bytes."""
+
+    async def start(self, command: str) -> Any: ...
+
 
 MAX_STDERR = 65_536
 CHUNK = 65_536
@@ -49,6 +59,18 @@ async def run_capped(
     """Run ``command`` on ``conn`` (an asyncssh connection), ``input`` on its stdin; at most
     ``max_bytes`` of its stdout is kept. ``TimeoutError`` past ``timeout`` seconds."""
     process = await conn.create_process(command, encoding=None)
+    return await _collect(process, max_bytes=max_bytes, timeout=timeout, input=input)
+
+
+async def exec_capped(
+    channel: Starts, command: str, *, max_bytes: int, timeout: float, input: str | None = None
+) -> CappedRun:
+    """``run_capped`` over an exec channel: one process, the same caps and deadline."""
+    process = await channel.start(command)
+    return await _collect(process, max_bytes=max_bytes, timeout=timeout, input=input)
+
+
+async def _collect(process: Any, *, max_bytes: int, timeout: float, input: str | None) -> CappedRun:
     try:
         if input is not None:
             process.stdin.write(input.encode())

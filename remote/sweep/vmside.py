@@ -115,8 +115,8 @@ class TrialJobRunner(JobRunner):
         super().__init__(pool, config.job, config.sync.dest, remote_home=remote_home, storage=config.storage)
         self.trial_jobs: dict[tuple[str, int], JobConfig] = {}
 
-    def job_for(self, target: SshTarget) -> JobConfig:
-        return self.trial_jobs.get((target.name, current_slot()), self.job)
+    def job_for(self, name: str) -> JobConfig:
+        return self.trial_jobs.get((name, current_slot()), self.job)
 
     def slots_of(self, vm: str) -> list[int]:
         """The slots of ``vm`` that hold a trial, in order."""

@@ -1,6 +1,7 @@
-"""Follow a remote file over SSH like ``tail -F``, resumable at an exact byte offset.
+"""Follow a remote file like ``tail -F``, resumable at an exact byte offset, over an exec channel.
 
-The VM runs a small POSIX-sh poller (``_READER``) over one pooled connection per stream. It holds the
+The machine runs a small POSIX-sh poller (``_READER``) as one process on its ``ExecChannel`` (SSH's
+pooled connection, or Kubernetes exec in a pod) per stream. It holds the
 file open on fd 3 and every ``poll_interval`` compares the open file's size and the path's inode:
 
 - new bytes are sent as one framed line ``D <offset> <base64 bytes>``; base64 makes the frame
@@ -29,6 +30,8 @@ import asyncssh
 
 from gcptui.remote.aio import within
 from gcptui.remote.backoff import Backoff
+from gcptui.remote.compute.exec_channel import ExecChannel, ExecOutput, ExecProcess
+from gcptui.remote.compute.ssh_exec import as_channel
 from gcptui.remote.models import ConnectionGetter
 from gcptui.remote.ssh.errors import SshError
 from gcptui.remote.telemetry.log_text import LineAssembler
@@ -130,13 +133,14 @@ class LogStream:
     ``inode``/``offset`` resume an earlier stream exactly (e.g. after the app restarted).
     ``raw``: chunks carry the file's bytes untouched in ``data`` (no lines: nothing decoded,
     sanitized, collapsed or cut), for output piped to another program.
-    A retryable ``SshError`` from ``get_conn`` (a VM restarting: refused, unreachable, stopped) is a
-    reconnect, not the end. ``where`` names the address ``get_conn`` is on now (a getter that follows
-    the VM by name): when it differs from the last one that answered, the notice reads
-    "reconnecting to ADDRESS".
+    ``channel`` runs the poller (a ``ConnectionGetter`` is SSH over it). A retryable ``SshError``
+    reaching the machine (a VM restarting: refused, unreachable, stopped) is a reconnect, not the
+    end. ``where`` names the address the channel is on now (default: the channel's own ``where``;
+    a getter that follows the VM by name): when it differs from the last one that answered, the
+    notice reads "reconnecting to ADDRESS".
     """
 
-    get_conn: ConnectionGetter
+    channel: ExecChannel | ConnectionGetter
     path: str
     history_lines: int = 200
     follow: bool = True
@@ -189,18 +193,21 @@ class LogStream:
                 yield LogNotice("error", str(err))
             await asyncio.sleep(pauses.pause())
 
+    def _where(self) -> str | None:
+        if self.where is not None:
+            return self.where()
+        return self.channel.where if isinstance(self.channel, ExecChannel) else None
+
     def _moved(self, message: str) -> str:
         """``message``, led by "reconnecting to ADDRESS" once the machine has a new address."""
-        where = self.where() if self.where is not None else None
+        where = self._where()
         if where and self._connected_to is not None and where != self._connected_to:
             return f"reconnecting to {where}: {message}"
         return message
 
     async def _run_reader(self) -> AsyncIterator[LogEvent]:
-        conn = await self.get_conn()
-        if self.where is not None:
-            self._connected_to = self.where()
-        process = await conn.create_process(self._command(), encoding=None)
+        process = await as_channel(self.channel).start(self._command())
+        self._connected_to = self._where()
         try:
             while True:
                 line = await within(self.stall_timeout, process.stdout.readline())
@@ -264,14 +271,14 @@ class _ReaderFailed(Exception):
     """The remote reader exited on its own (e.g. a VM without the expected tools)."""
 
 
-async def _finish(process: asyncssh.SSHClientProcess[bytes]) -> None:
+async def _finish(process: ExecProcess) -> None:
     try:
         await within(2.0, process.wait_closed())
     except (asyncssh.Error, OSError):
         pass
 
 
-async def _drain(stream: asyncssh.SSHReader[bytes]) -> str:
+async def _drain(stream: ExecOutput) -> str:
     try:
         data = await within(1.0, stream.read(4096))
     except (asyncssh.Error, OSError, TimeoutError):

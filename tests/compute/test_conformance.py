@@ -10,19 +10,25 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import AsyncIterator, Callable
+from contextlib import aclosing
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
 
 import pytest
 
+from gcptui.remote.aio import within
 from gcptui.remote.compute.backend import Backend, Capability, Recovery, Unsupported
+from gcptui.remote.compute.exec_channel import Reach
 from gcptui.remote.compute.registry import BACKENDS
-from gcptui.remote.config import load_config
+from gcptui.remote.config import JobConfig, load_config
 from gcptui.remote.emulator.thread import EmulatorThread
 from gcptui.remote.emulator.vertex.jobs import wait_state
+from gcptui.remote.jobs.runner import JobRunner
 from gcptui.remote.models import Instance, State, StopCause
 from gcptui.remote.services import Services
+from gcptui.remote.telemetry.gpu import GpuMonitor
+from gcptui.remote.telemetry.log_stream import LogChunk, LogStream
 from tests.helpers.sshd import Sshd
 
 
@@ -217,3 +223,40 @@ async def test_the_exec_channel_runs_a_process_with_stdin_stdout_stderr_and_stat
         assert await process.stdout.readline() == b"got ping\n"
     finally:
         process.close()
+
+
+async def test_a_job_starts_reports_its_status_and_is_killed_over_the_exec_channel(
+    rig: Rig, tmp_path: Path
+) -> None:
+    """The job supervisor and the watchers speak only stdin/stdout, so they run unchanged over every
+    backend's channel (SSH to a VM, a host, a TPU worker; Kubernetes exec into a pod)."""
+    row = rig.row()
+    if Capability.SHELL not in rig.backend.capabilities(row):
+        return  # no process of ours runs there (the channel's own test says so)
+    # Every rig's machines run on this machine: one private home keeps the run apart from others.
+    home = tmp_path / "home"
+    (home / "project").mkdir(parents=True)
+    runner = JobRunner(
+        rig.services.pool, JobConfig(command="echo up here; exec sleep 600", stop_grace_seconds=2.0), "~/project",
+        remote_home=str(home),
+    )  # fmt: skip
+    machine = Reach(row.name, rig.backend.exec_channel(row))
+
+    started = await runner.start(machine)
+    assert (started.name, started.state) == (row.name, "running")
+    async with aclosing(runner.watch(machine)) as events:
+        first = await within(30, anext(events))
+    assert first.kind == "state" and first.status is not None and first.status.pid == started.pid
+    killed = await runner.kill(machine)
+    assert (killed.state, killed.exit_code) == ("killed", 143)
+    assert (await runner.status(machine)).state == "killed"
+
+    # The log follower and the GPU monitor over the same channel (no nvidia-smi here: "no GPU", or a
+    # TPU worker's chips from its tpu-info).
+    log = str(home / ".gcptui/job/output.log")
+    lines = [line for e in [e async for e in LogStream(machine.channel, log, follow=False)]
+             if isinstance(e, LogChunk) for line in e.lines]  # fmt: skip
+    assert "up here" in lines
+    async with aclosing(GpuMonitor(machine.channel, nvidia_smi=str(tmp_path / "none")).snapshots()) as gpus:
+        snapshot = await within(30, anext(gpus))
+        assert snapshot.state == "no_gpu" or (snapshot.state == "ok" and snapshot.gpus)
