@@ -126,9 +126,9 @@ class KeepAlive(RecoverySteps, EventLog):
         )  # fmt: skip
 
     def _warm(self) -> None:
-        """Have the backend prepare to act, once, in a worker thread (a failed try is tried again)."""
-        if self._warming is None or (self._warming.done() and not self._warming.cancelled()
-                                     and self._warming.exception() is not None):  # fmt: skip
+        """Have the backend prepare to act, once, in a worker thread (if that fails, the first action
+        prepares it again itself and says why)."""
+        if self._warming is None:
             self._warming = asyncio.create_task(
                 asyncio.to_thread(self.backend.prepare_to_act), name="compute client"
             )
