@@ -276,7 +276,7 @@ async def delete_action_rounds(
     runner = asyncio.create_task(keepalive.run())
     rows: list[dict[str, object]] = []
     try:
-        await until(lambda: "spot-d" in keepalive._origins, 60, "disk origins recorded")
+        await until(lambda: keepalive.remembered("spot-d"), 60, "disk origins recorded")
         for number in range(1, args.delete_rounds + 1):
             row = await one_round(emu, keepalive, number, args.boot, name="spot-d")
             rows.append({"mode": "delete", **row})

@@ -320,7 +320,7 @@ def build_keepalive(
     check_jobs: bool = True,
     **options: float,
 ) -> KeepAlive:
-    """A ``KeepAlive`` over the services' Compute reader (and client, built when it acts) and a ``JobLauncher``, with ``[keepalive]``'s
+    """A ``KeepAlive`` over the services' GCE backend (the compute seam) and a ``JobLauncher``, with ``[keepalive]``'s
     ``poll_seconds``, ``max_restarts`` and ``restart_idle`` (``options`` override any ``KeepAlive`` setting).
     Job states seen go to the ``JobLedger``, which finds VMs stopped while unwatched at start-up;
     ``recover_unwatched`` recovers those instead of only saying so. ``launcher`` relaunches the job
@@ -337,7 +337,7 @@ def build_keepalive(
             listener = group_launcher.on_event
     kwargs: dict[str, float] = {"poll_seconds": settings.poll_seconds, "max_restarts": settings.max_restarts}
     kwargs.update(options)
-    keepalive = KeepAlive(services.fleet.reader(), gce=services.fleet.gce, relaunch=launcher, on_event=on_event,
+    keepalive = KeepAlive(services.compute.backends["gce"], relaunch=launcher, on_event=on_event,
                           names=names, restart_idle=settings.restart_idle,
                           job_status=launcher.job_status if check_jobs else None,
                           ledger=JobLedger(), failover_after=settings.failover_after, failover_zones=settings.zones,

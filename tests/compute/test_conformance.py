@@ -146,6 +146,9 @@ async def test_rows_carry_the_backends_kind_and_a_neutral_state(rig: Rig) -> Non
     if Capability.SHELL in rig.backend.capabilities(row):  # each running worker is reachable
         assert all(w.address for w in row.workers if w.state is State.RUNNING)
     assert rig.services.compute.of(row) is rig.backend
+    # The watch's cheap listing (keep-alive polls it) names the same rows, of the same kind.
+    watched = await in_thread(rig.backend.watch_rows)
+    assert {(r.name, r.source) for r in watched.rows} == {(r.name, r.source) for r in listed.rows}
 
 
 async def test_lifecycle_follows_capabilities(rig: Rig) -> None:
@@ -161,6 +164,8 @@ async def test_lifecycle_follows_capabilities(rig: Rig) -> None:
     stopped = await in_thread(lambda: rig.backend.get(row))
     assert stopped is not None and stopped.state is State.STOPPED
     assert await in_thread(lambda: rig.backend.why_stopped(stopped)) is StopCause.USER
+    batched = await in_thread(lambda: rig.backend.why_stopped_many([stopped]))
+    assert {name: stop.cause for name, stop in batched.items()} == {row.name: StopCause.USER}
     await in_thread(lambda: rig.backend.start(stopped))
     running = await in_thread(lambda: rig.backend.get(row))
     assert running is not None and running.state in (State.PROVISIONING, State.RUNNING)
@@ -181,6 +186,10 @@ async def test_a_preempted_row_says_why_and_recovers(rig: Rig) -> None:
     down = await until_state(rig, State.PREEMPTED)
     assert down.state.down
     assert await in_thread(lambda: rig.backend.why_stopped(down)) is StopCause.PREEMPTED
+    # Batched as keep-alive asks each poll: only the causes asked for are looked for.
+    found = await in_thread(lambda: rig.backend.why_stopped_many([down], causes=(StopCause.PREEMPTED,)))
+    assert [(name, stop.cause) for name, stop in found.items()] == [(row.name, StopCause.PREEMPTED)]
+    assert await in_thread(lambda: rig.backend.why_stopped_many([down], causes=(StopCause.USER,))) == {}
     # A row whose disk outlives a stop is started again; another (a Spot TPU node) is made anew.
     expected = (
         Recovery.RESTARTED
