@@ -1,4 +1,5 @@
-"""The client end of the VM-side agent (``vm/sync_agent.py``): one exec channel per session.
+"""The client end of the VM-side agent (``vm/sync_agent.py``): one agent process per session, started
+over the machine's exec channel (SSH, or a pod's Kubernetes exec: the agent speaks only stdin/stdout).
 
 One round trip lists the remote tree and its ledger; writes are pipelined (headers and file
 data stream back to back, results come back with one ``flush``), so thousands of small files
@@ -15,8 +16,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-import asyncssh
-
+from gcptui.remote.compute.exec_channel import ExecChannel, ExecProcess
 from gcptui.remote.safe_text import vm_field
 from gcptui.remote.sync.agent_channel import (
     REPLY_TIMEOUT_S,
@@ -93,7 +93,7 @@ class RemoteAgent(AgentChannel):
 
     def __init__(
         self,
-        process: asyncssh.SSHClientProcess[bytes],
+        process: ExecProcess,
         *,
         reply_timeout: float = REPLY_TIMEOUT_S,
         stall_timeout: float = STALL_TIMEOUT_S,
@@ -112,14 +112,14 @@ class RemoteAgent(AgentChannel):
     @classmethod
     async def start(
         cls,
-        conn: asyncssh.SSHClientConnection,
+        channel: ExecChannel,
         dest: str,
         *,
         scan_digest: Awaitable[str | None] | None = None,
         stall_timeout: float = STALL_TIMEOUT_S,
         ledger: bool = True,
     ) -> RemoteAgent:
-        """Start the agent over ``conn`` and bind it to ``dest`` (resolved against the remote home).
+        """Start the agent over ``channel`` and bind it to ``dest`` (resolved against the remote home).
 
         ``scan_digest``: also ask for a scan (see :meth:`scan`) in the same round trip, with the
         digest this yields (awaited once the agent runs, so working it out overlaps the start);
@@ -136,7 +136,7 @@ class RemoteAgent(AgentChannel):
             "echo 'gcptui sync needs python3 on the VM' >&2; exit 127"
         )
         try:
-            process = await conn.create_process(command, encoding=None)
+            process = await channel.start(command)
         except TRANSPORT_ERRORS as err:
             raise AgentLost(f"could not start the sync agent: {err}") from err
         agent = cls(process, stall_timeout=stall_timeout)
