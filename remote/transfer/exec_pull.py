@@ -61,27 +61,40 @@ def reader_command() -> str:
     )
 
 
+class _StreamEnded(Exception):
+    """The reader's stream broke (its process ended, the link dropped): not a local disk's error."""
+
+
 class _Reader:
     """The frames of one running reader."""
 
     def __init__(self, process: ExecProcess) -> None:
         self.process = process
 
-    def ask(self, request: dict) -> None:
-        self.process.stdin.write(json.dumps(request, separators=(",", ":")).encode() + b"\n")
+    async def ask(self, request: dict) -> None:
+        try:
+            self.process.stdin.write(json.dumps(request, separators=(",", ":")).encode() + b"\n")
+            await self.process.stdin.drain()
+        except TRANSPORT_ERRORS as err:
+            raise _StreamEnded(str(err)) from err
 
     async def frame(self, cap: int, what: str, timeout: float = STALL_TIMEOUT_S) -> bytes:
         """One frame of at most ``cap`` bytes (``what`` names it in the error of a bigger one)."""
         stdout = self.process.stdout
-        (size,) = struct.unpack(">I", await within(timeout, stdout.readexactly(4)))
-        if size > cap:
-            raise PullError(f"the machine sent a {size}-byte {what} (at most {cap} allowed): pull refused")
-        body = bytearray()
-        while len(body) < size:
-            chunk = await within(STALL_TIMEOUT_S, stdout.read(size - len(body)))
-            if not chunk:
-                raise asyncio.IncompleteReadError(bytes(body), size)
-            body += chunk
+        try:
+            (size,) = struct.unpack(">I", await within(timeout, stdout.readexactly(4)))
+            if size > cap:
+                raise PullError(
+                    f"the machine sent a {size}-byte {what} (at most {cap} allowed): pull refused"
+                )
+            body = bytearray()
+            while len(body) < size:
+                chunk = await within(STALL_TIMEOUT_S, stdout.read(size - len(body)))
+                if not chunk:
+                    raise asyncio.IncompleteReadError(bytes(body), size)
+                body += chunk
+        except TRANSPORT_ERRORS as err:
+            raise _StreamEnded(str(err)) from err
         return bytes(body)
 
     async def answer(self, cap: int, what: str, timeout: float = STALL_TIMEOUT_S) -> dict:
@@ -94,7 +107,7 @@ class _Reader:
             raise PullError(f"the machine sent a garbled {what}: pull refused")
         return decoded
 
-    async def why_gone(self, err: BaseException) -> PullError:
+    async def why_gone(self, err: _StreamEnded) -> PullError:
         """The error for a reader whose stream ended: its own words (no python3), or the link's."""
         stderr = b""
         try:
@@ -171,8 +184,7 @@ async def pull_over_exec(
     reader = _Reader(process)
     try:
         try:
-            reader.ask({"op": "list", "path": remote})
-            await process.stdin.drain()
+            await reader.ask({"op": "list", "path": remote})
             result = PullResult()
             answer = await reader.answer(MAX_LISTING, "listing", timeout=LIST_TIMEOUT_S)
             todo = plan_pull(read_listing(answer, remote, result.odd), remote, local_dir, force, result)
@@ -181,8 +193,7 @@ async def pull_over_exec(
                 # The whole request goes before any answer is read: the reader reads it all first,
                 # so neither side waits on the other's full pipe.
                 files = [[item.relative, offset, item.size - offset] for item, _, offset in todo]
-                reader.ask({"op": "read", "path": remote, "files": files})
-                await process.stdin.drain()
+                await reader.ask({"op": "read", "path": remote, "files": files})
                 for item, target, offset in todo:
                     if await _receive(reader, item, local_dir, target, offset, progress):
                         (result.resumed if offset else result.copied).append(item.relative or target.name)
@@ -194,7 +205,7 @@ async def pull_over_exec(
             raise PullError(
                 f"the machine stopped sending for {STALL_TIMEOUT_S:g}s during the pull: pull again, it resumes"
             ) from None
-        except TRANSPORT_ERRORS as err:
+        except _StreamEnded as err:
             raise await reader.why_gone(err) from None
     finally:
         try:
