@@ -16,7 +16,6 @@ import asyncio
 import json
 import os
 import posixpath
-import shlex
 import struct
 from collections.abc import Callable
 from pathlib import Path
@@ -37,9 +36,8 @@ from gcptui.remote.transfer.landing import (
     part_path,
     plan_pull,
 )
-from gcptui.remote.vm import vm_file
+from gcptui.remote.vm import python_over_stdin
 
-READER_SOURCE = vm_file("pull_reader.py").decode("utf-8")
 CHUNK = 1 << 20  # the reader's frames of file data; a bigger one is refused
 MAX_LISTING = 64 << 20  # the listing's one frame
 MAX_HEADER = 64 << 10  # a file's answer before its bytes
@@ -49,16 +47,6 @@ MAX_SIZE = 1 << 50  # a listed size past this is no file's
 LIST_TIMEOUT_S = 300.0
 STALL_TIMEOUT_S = 60.0
 TRANSPORT_ERRORS = (OSError, EOFError, asyncio.IncompleteReadError)
-
-
-def reader_command() -> str:
-    """The reader's command line: the system python3 first (see ``sync/agent_client.py``)."""
-    source = shlex.quote(READER_SOURCE)
-    return (
-        "for py in /usr/bin/python3 python3 python; do command -v $py >/dev/null 2>&1 && "
-        f"exec $py -I -S -c {source}; done; "
-        "echo 'gcptui pull needs python3 on the machine (or an SFTP server)' >&2; exit 127"
-    )
 
 
 class _StreamEnded(Exception):
@@ -71,9 +59,10 @@ class _Reader:
     def __init__(self, process: ExecProcess) -> None:
         self.process = process
 
-    async def ask(self, request: dict) -> None:
+    async def ask(self, request: dict, first: bytes = b"") -> None:
+        """Send ``request`` (after ``first``: the reader's own source, on its first request)."""
         try:
-            self.process.stdin.write(json.dumps(request, separators=(",", ":")).encode() + b"\n")
+            self.process.stdin.write(first + json.dumps(request, separators=(",", ":")).encode() + b"\n")
             await self.process.stdin.drain()
         except TRANSPORT_ERRORS as err:
             raise _StreamEnded(str(err)) from err
@@ -180,11 +169,14 @@ async def pull_over_exec(
 ) -> PullResult:
     """``pull.pull`` over ``channel``: one reader process lists ``remote`` and streams what is
     missing here, each file after the last, its bytes straight into its part file."""
-    process = await channel.start(reader_command())
+    command, source = python_over_stdin(
+        "pull_reader.py", "gcptui pull needs python3 on the machine (or SFTP)"
+    )
+    process = await channel.start(command)
     reader = _Reader(process)
     try:
         try:
-            await reader.ask({"op": "list", "path": remote})
+            await reader.ask({"op": "list", "path": remote}, first=source)
             result = PullResult()
             answer = await reader.answer(MAX_LISTING, "listing", timeout=LIST_TIMEOUT_S)
             todo = plan_pull(read_listing(answer, remote, result.odd), remote, local_dir, force, result)

@@ -73,7 +73,7 @@ async def test_a_machine_without_python_says_so_in_one_line(sshd: Sshd, tmp_path
     pool = SshPool(SshConfig())
     try:
         bare = PlainChannel(SshExecChannel(pool.getter(target), lambda: "box"),
-                            instead="echo 'gcptui pull needs python3 on the machine' >&2; exit 127")  # fmt: skip
+                            instead=lambda _: "echo 'gcptui pull needs python3 on the machine' >&2; exit 127")  # fmt: skip
         with pytest.raises(PullError, match="needs python3 on the machine"):
             await pull(bare, str(tmp_path), tmp_path / "laptop")
     finally:

@@ -4,15 +4,17 @@ hostile machine's answers)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from gcptui.remote.compute.exec_channel import ExecChannel, ExecProcess, ExecResult
 
 
 class PlainChannel:
     """``ExecChannel`` around ``inner`` that is not an ``SshExecChannel``: pulls take the exec path."""
 
-    def __init__(self, inner: ExecChannel, instead: str | None = None) -> None:
+    def __init__(self, inner: ExecChannel, instead: Callable[[str], str] | None = None) -> None:
         self.inner = inner
-        self.instead = instead  # the command actually run, whatever is asked
+        self.instead = instead  # the command actually run, made from the one asked for
         self.commands: list[str] = []
 
     @property
@@ -21,8 +23,10 @@ class PlainChannel:
 
     async def start(self, command: str) -> ExecProcess:
         self.commands.append(command)
-        return await self.inner.start(self.instead or command)
+        return await self.inner.start(self.instead(command) if self.instead else command)
 
     async def run(self, command: str, *, input: bytes = b"", timeout: float | None = None) -> ExecResult:
         self.commands.append(command)
-        return await self.inner.run(self.instead or command, input=input, timeout=timeout)
+        return await self.inner.run(
+            self.instead(command) if self.instead else command, input=input, timeout=timeout
+        )

@@ -7,6 +7,7 @@ The machine is a loopback sshd whose exec runs the script below instead of gcptu
 from __future__ import annotations
 
 import json
+import re
 import shlex
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
@@ -25,7 +26,10 @@ from tests.helpers.sshd import Sshd
 # Answers the reader's two requests with LISTING, then per file asked for: ok and the bytes of
 # SENDS[relative] (default: as many as asked) in one frame, then the end frame.
 HOSTILE = """
-import json, struct, sys
+import json, os, struct, sys
+left = SOURCE_BYTES  # the real reader's source comes first on stdin: skipped
+while left:
+    left -= len(os.read(0, left))
 out = sys.stdout.buffer
 def frame(b):
     out.write(struct.pack('>I', len(b)) + b)
@@ -55,8 +59,13 @@ async def hostile(sshd: Sshd, tmp_path: Path) -> AsyncIterator[Callable[..., obj
 
     async def run(listing: dict, sends: dict[str, int] | None = None, raw: str = "") -> object:
         script = HOSTILE % {"listing": json.dumps(listing), "sends": json.dumps(sends or {}), "raw": raw}
-        channel = PlainChannel(SshExecChannel(pool.getter(target), lambda: "box"),
-                               instead=f"exec python3 -c {shlex.quote(script)}")  # fmt: skip
+
+        def instead(asked: str) -> str:
+            size = re.search(r"n=(\d+);", asked)
+            assert size is not None, "the reader's source goes over stdin"
+            return f"exec python3 -c {shlex.quote(script.replace('SOURCE_BYTES', size[1]))}"
+
+        channel = PlainChannel(SshExecChannel(pool.getter(target), lambda: "box"), instead=instead)
         return await pull(channel, "runs/demo", tmp_path / "pulled" / "box")
 
     try:
