@@ -1,4 +1,5 @@
-"""Files that run on the VM: the job supervisor (gcptui-job.sh) and the sync agent (sync_agent.py).
+"""Files that run on the VM: the job supervisor (gcptui-job.sh), the sync agent (sync_agent.py) and
+the pull reader (pull_reader.py).
 
 They are read as text here and shipped over SSH; none of them is imported on the laptop, and each
 must stay one self-contained file (POSIX sh, or Python that any python3 on the VM runs).
