@@ -179,11 +179,18 @@ class Services:
 
     def sync_relay(self, seed: Instance) -> FanOut | None:
         """A fan-out relay seeded on ``seed`` (fanout.py): other machines fetch the tree's bytes
-        from it at its internal address. None when it has none (a static host) or no SSH target."""
-        if not seed.internal_ip or self.target_or_none(seed) is None:
+        from it at its internal address. None when it has none (a static host) or cannot be reached
+        (no shell, or over SSH no address)."""
+        if not seed.internal_ip:
+            return None
+        try:
+            channel = self.channel(seed)
+        except GcptuiError:
+            return None
+        if isinstance(channel, SshExecChannel) and self.target_or_none(seed) is None:
             return None
         sync = self.config.sync
-        return FanOut(self.getter(seed), sync.dest, seed.internal_ip, guard=self.sync_guard(), name=seed.name)
+        return FanOut(channel, sync.dest, seed.internal_ip, guard=self.sync_guard(), name=seed.name)
 
     def sync_fanout(self, instances: list[Instance]) -> FanOut | None:
         """The relay that lets several machines share one upload of the tree: the first that can
@@ -203,13 +210,14 @@ class Services:
         return sessions, relay
 
     def sync_session(self, instance: Instance, relay: FanOut | None = None) -> SyncSession:
-        """A live-sync session of ``[sync]`` to one machine over the shared pool (``relay``: a large
-        batch's bytes come from the fan-out's seed machine)."""
+        """A live-sync session of ``[sync]`` to one machine over its exec channel (``channel``: SSH
+        through the shared pool, following the machine across restarts; a pod's Kubernetes exec)
+        (``relay``: a large batch's bytes come from the fan-out's seed machine)."""
         sync = self.config.sync
         session = SyncSession(
             self.sync_source(),
             sync.dest,
-            self.getter(instance),
+            self.channel(instance),
             exclude=sync.exclude,
             protect=sync.protect,
             name=instance.name,

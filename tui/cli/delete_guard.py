@@ -13,6 +13,7 @@ import asyncio
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 
 from rich.console import Console
 
@@ -123,7 +124,7 @@ async def offer_pulls(services: Services, targets: list[Instance], console: Cons
         remote = sftp_path(item.run_dir, services.config.sync.dest)
         try:
             source, result = await pull_results(
-                services.getter(item.instance), item.instance, remote, local,
+                partial(services.channel, item.instance), item.instance, remote, local,
                 bucket_urls=bucket_urls(services.config, item.instance.name),
             )  # fmt: skip
         except (GcptuiError, OSError) as err:
