@@ -10,7 +10,7 @@ from rich.segment import Segment
 from textual.app import App, ComposeResult
 from textual.geometry import Size
 from textual.strip import Strip
-from textual.widgets import DataTable, Footer
+from textual.widgets import Footer
 
 from gcptui.tui.logs.view import LogView
 from gcptui.tui.textual_compat import TESTED_TEXTUAL, missing_internals, set_virtual_size_quietly
