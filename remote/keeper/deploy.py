@@ -1,8 +1,8 @@
 """``gcptui keeper deploy``: the keep-alive on a small VM in the project, set up in one command.
 
 Steps, each said as a line: the VM (made on demand, ``e2-small`` by default, its $/h said first; or an
-existing one), this gcptui installed there in a venv from wheels built here (``pip wheel`` of the
-installed distributions, copied over SSH: the VM needs no package index), the config with its paths
+existing one), this gcptui installed there in a venv from wheels built here (made from the
+installed distributions (``wheels.py``), copied over SSH: the VM needs no package index), the config with its paths
 rewritten (``vm_config.py``), the lease key, the laptop's known-hosts file (public host keys), the
 project tree (what a relaunch syncs), the keeper's own SSH key made there and authorized in the
 project's ``ssh-keys`` metadata, and the headless keep-alive as a service: a systemd unit
@@ -32,6 +32,7 @@ from gcptui.remote.keepalive.lease import lease_key
 from gcptui.remote.keepalive.service import default_lease_key_path
 from gcptui.remote.keeper.vm_config import keeper_config, travels_token
 from gcptui.remote.keeper.vm_service import KEEPER_DIR, KeeperService, service_mode_script
+from gcptui.remote.keeper.wheels import build_wheels
 from gcptui.remote.models import Instance
 from gcptui.remote.safe_text import vm_field
 from gcptui.remote.services import Services
@@ -81,42 +82,6 @@ def price_line(hourly: float | None, machine_type: str) -> str:
     if hourly is None:
         return f"{machine_type}: price unknown (see the Compute Engine pricing page)"
     return f"{machine_type} on demand: ${hourly:.4f}/h, about ${hourly * HOURS_PER_MONTH:.2f} a month (disk extra)"
-
-
-def build_wheels(folder: Path) -> list[Path]:
-    """``pip wheel --no-deps`` of gcptui and gcptui_trainer from their source trees (an editable or
-    source install) or the installed wheels' own source; the files land in ``folder``."""
-    sources = [_source_of("gcptui"), _source_of("gcptui_trainer")]
-    command = [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "--quiet",
-               "-w", str(folder), *[str(s) for s in sources]]  # fmt: skip
-    done = subprocess.run(command, capture_output=True, text=True, timeout=600)
-    if done.returncode != 0:
-        tail = (done.stderr.strip().splitlines() or ["no output"])[-1]
-        raise GcptuiError(f"building gcptui's wheels failed: {tail}")
-    return sorted(folder.glob("*.whl"))
-
-
-def _source_of(distribution: str) -> Path:
-    import json
-    from importlib.metadata import PackageNotFoundError
-    from importlib.metadata import distribution as find
-
-    try:
-        dist = find(distribution)
-    except PackageNotFoundError:
-        raise GcptuiError(f"{distribution} is not installed: pip install -e . first") from None
-    direct = dist.read_text("direct_url.json")
-    if direct:
-        url = json.loads(direct).get("url", "")
-        if url.startswith("file://"):
-            return Path(url.removeprefix("file://"))
-    here = Path(__file__).resolve().parents[2]  # remote/keeper/deploy.py -> the source tree
-    folder = here if distribution == "gcptui" else here / "trainer"
-    if not (folder / "pyproject.toml").exists():
-        raise GcptuiError(
-            f"cannot find {distribution}'s source tree to build its wheel: install it with pip install -e"
-        )
-    return folder
 
 
 class KeeperDeploy:

@@ -17,7 +17,7 @@ from gcptui.remote.keepalive.service import KeepAliveService, build_service
 from gcptui.remote.services import Services
 from tests.helpers.emulator import eventually
 from tests.helpers.gcs import FakeGcs
-from tests.keepalive.conftest import TRAIN, Fleet, emulator, fleet_factory  # noqa: F401 - the fixtures
+from tests.keepalive.conftest import TRAIN, Fleet
 
 TTL = 2.0
 FAST = {"poll_seconds": 0.3, "backoff_base": 0.2, "warm_after_seconds": 0.0}
@@ -45,7 +45,7 @@ class Side:
 
 
 @pytest.fixture
-async def trained(fleet_factory, fake_gcs: FakeGcs, tmp_path: Path, monkeypatch) -> AsyncIterator[Fleet]:  # noqa: F811
+async def trained(fleet_factory, fake_gcs: FakeGcs, tmp_path: Path, monkeypatch) -> AsyncIterator[Fleet]:
     monkeypatch.setenv("GCPTUI_STATE_DIR", str(tmp_path / "state"))  # the lease key, and the job ledger
     fake_gcs.make_bucket("runs")
     train = TRAIN.format(steps=100000, delay=0.02)
