@@ -114,6 +114,9 @@ class KeepAlive(RecoverySteps, EventLog):
         self.boot_timeout = boot_timeout
         self.relaunch_timeout = relaunch_timeout
         self.polls = 0
+        # The lease (lease_gate.py, set by service.py), asked once per poll: False while another
+        # keep-alive (the keeper, or a laptop) holds it, and then this one watches but recovers nothing.
+        self.gate: Callable[[], Awaitable[bool]] | None = None
         self._poll_listeners: list[Callable[[list[Instance]], None]] = []
         self._names: set[str] | None = set(names) if names is not None else None
         # One record per machine, its phase and what keep-alive knows of it (machines.py).
@@ -270,6 +273,7 @@ class KeepAlive(RecoverySteps, EventLog):
         """One listing; start a recovery for each watched VM a preemption stopped or deleted."""
         listed = await asyncio.to_thread(self.backend.watch_rows)
         self.polls += 1
+        holding = self.gate is None or await self.gate()
         current = {row.name: row for row in listed.rows}
         for name, instance in current.items():
             machine = self.machine(name)
@@ -282,7 +286,7 @@ class KeepAlive(RecoverySteps, EventLog):
             machine.instance = instance
             if instance.state is State.RUNNING and self.watched(instance):
                 self._causes.saw_running(name)
-                if not instance.spot:
+                if not instance.spot and holding:
                     await self._after_restart_by_gce(instance)
             if (
                 instance.spot
@@ -303,6 +307,7 @@ class KeepAlive(RecoverySteps, EventLog):
             m.instance for m in self.machines.values()
             if m.instance is not None and m.instance.state in _STOPPED_OR_GONE and self.watched(m.instance)
             and m.interruptible() and m.phase is not Phase.GAVE_UP and run_of(m.instance) not in m.left
+            and holding
         ]  # fmt: skip
         if candidates:
             preempted = await self._causes.preempted_since_last_start(candidates)

@@ -63,6 +63,8 @@ class RowKeepAlive:
         self.outcomes: dict[str, str] = {}  # name -> how its last recovery ended
         self._job_ran: dict[str, bool] = {}  # name -> its job ran at the last look while it was up
         self._recovering: dict[str, asyncio.Task[None]] = {}
+        # The lease (service.py): False while another keep-alive holds it; this one then only watches.
+        self.may_recover: Callable[[], bool] = lambda: True
 
     # -- watching ----------------------------------------------------------------------------------
 
@@ -104,6 +106,8 @@ class RowKeepAlive:
             ):
                 if not self._job_ran.get(row.name):
                     continue  # nothing ran there: a preempted idle node is left (ls names it)
+                if not self.may_recover():
+                    continue  # another keep-alive holds the lease and recovers it
                 if self.restarts.get(row.name, 0) >= self.max_restarts:
                     continue
                 self.restarts[row.name] = self.restarts.get(row.name, 0) + 1
