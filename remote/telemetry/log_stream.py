@@ -31,7 +31,9 @@ import asyncssh
 from gcptui.remote.aio import within
 from gcptui.remote.backoff import Backoff
 from gcptui.remote.compute.exec_channel import ExecChannel, ExecOutput, ExecProcess
+from gcptui.remote.compute.exec_lines import MAX_LINE, LineReader
 from gcptui.remote.compute.ssh_exec import as_channel
+from gcptui.remote.errors import CloudError
 from gcptui.remote.models import ConnectionGetter
 from gcptui.remote.ssh.errors import SshError
 from gcptui.remote.telemetry.log_text import LineAssembler
@@ -134,8 +136,8 @@ class LogStream:
     ``raw``: chunks carry the file's bytes untouched in ``data`` (no lines: nothing decoded,
     sanitized, collapsed or cut), for output piped to another program.
     ``channel`` runs the poller (a ``ConnectionGetter`` is SSH over it). A retryable ``SshError``
-    reaching the machine (a VM restarting: refused, unreachable, stopped) is a reconnect, not the
-    end. ``where`` names the address the channel is on now (default: the channel's own ``where``;
+    reaching the machine (a VM restarting: refused, unreachable, stopped), or a ``CloudError`` of a
+    pod's exec that did not open, is a reconnect (with backoff), not the end. ``where`` names the address the channel is on now (default: the channel's own ``where``;
     a getter that follows the VM by name): when it differs from the last one that answered, the
     notice reads "reconnecting to ADDRESS".
     """
@@ -189,6 +191,8 @@ class LogStream:
                 if not err.retryable:
                     raise
                 yield LogNotice("reconnecting", self._moved(str(err)))
+            except CloudError as err:  # a pod's exec that did not open (its API server, the pod not running)
+                yield LogNotice("reconnecting", self._moved(str(err)))
             except _ReaderFailed as err:
                 yield LogNotice("error", str(err))
             await asyncio.sleep(pauses.pause())
@@ -208,9 +212,12 @@ class LogStream:
     async def _run_reader(self) -> AsyncIterator[LogEvent]:
         process = await as_channel(self.channel).start(self._command())
         self._connected_to = self._where()
+        # A frame is at most a chunk in base64 and its offset; a longer line is no frame: dropped
+        # unkept (a pod's StreamReader would raise ValueError on it, asyncssh would hold it whole).
+        frames = LineReader(process.stdout, max(MAX_LINE, self.chunk_bytes * 4 // 3 + 64), cut=False)
         try:
             while True:
-                line = await within(self.stall_timeout, process.stdout.readline())
+                line = await within(self.stall_timeout, frames.readline())
                 if not line.endswith(b"\n"):
                     await _finish(process)
                     if process.exit_status is None or line:
@@ -225,6 +232,14 @@ class LogStream:
             process.close()
 
     def _handle(self, frame: bytes) -> list[LogEvent]:
+        """The events of one frame; a malformed one (the machine's output is not ours to trust) is
+        none: a lost ``D`` shows as the next one's offset jump (a "truncated" notice)."""
+        try:
+            return self._parse(frame)
+        except (ValueError, IndexError):  # binascii.Error is a ValueError
+            return []
+
+    def _parse(self, frame: bytes) -> list[LogEvent]:
         kind = frame[:1]
         if kind == b"D":
             _, pos_text, payload = frame.split(b" ", 2)
