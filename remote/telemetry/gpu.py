@@ -23,9 +23,7 @@ import asyncssh
 from gcptui.remote.aio import within
 from gcptui.remote.backoff import Backoff
 from gcptui.remote.compute.exec_channel import ExecChannel, ExecOutput
-from gcptui.remote.compute.ssh_exec import as_channel
 from gcptui.remote.errors import CloudError
-from gcptui.remote.models import ConnectionGetter
 from gcptui.remote.safe_text import vm_field
 
 GPU_FIELDS = "index,name,utilization.gpu,memory.used,memory.total,temperature.gpu,power.draw"
@@ -207,14 +205,14 @@ class GpuMonitor:
     """Async iterator of ``GpuSnapshot`` for one machine; starts again on its channel (over SSH the
     pool reconnects) when the link drops.
 
-    ``channel`` runs the monitor (a ``ConnectionGetter`` is SSH over it). ``nvidia_smi`` is the
+    ``channel`` runs the monitor. ``nvidia_smi`` is the
     command to run (a path in tests). A VM that has no GPU yields one ``state="no_gpu"`` snapshot and
     is asked again every ``no_gpu_retry`` seconds. A dropped link, or a pod's exec that did not open
     (``CloudError``), yields a ``reconnecting`` snapshot; the next attempt follows ``retry_delay``,
     doubling to ``RETRY_MAX`` while it keeps failing.
     """
 
-    channel: ExecChannel | ConnectionGetter
+    channel: ExecChannel
     nvidia_smi: str = "nvidia-smi"
     interval: int = 1
     process_interval: float = 5.0
@@ -254,7 +252,7 @@ class GpuMonitor:
             await asyncio.sleep(delay if delay is not None else pauses.pause())
 
     async def _run_once(self) -> AsyncIterator[GpuSnapshot]:
-        process = await as_channel(self.channel).start(self._command())
+        process = await self.channel.start(self._command())
         # Bounded: a full queue stops reading, and SSH flow control then stops the VM's side.
         lines: asyncio.Queue[str | None] = asyncio.Queue(maxsize=MAX_QUEUED_LINES)
         reader = asyncio.create_task(_pump_lines(process.stdout, lines))
