@@ -37,9 +37,18 @@ class LocalProcess:
 
 
 class LocalChannel:
-    """Runs every command on this machine (an ``ExecChannel``)."""
+    """Runs every command on this machine (an ``ExecChannel``); ``aclose`` ends and reaps what it
+    started (a process only closed would outlive the test's event loop)."""
 
     where = "local"
+
+    def __init__(self) -> None:
+        self.processes: list[LocalProcess] = []
+
+    async def aclose(self) -> None:
+        for process in self.processes:
+            process.close()
+            await process.wait_closed()
 
     async def start(self, command: str) -> LocalProcess:
         process = await asyncio.create_subprocess_exec(
@@ -51,7 +60,8 @@ class LocalChannel:
             stderr=asyncio.subprocess.PIPE,
             start_new_session=True,
         )
-        return LocalProcess(process)
+        self.processes.append(LocalProcess(process))
+        return self.processes[-1]
 
     async def run(self, command: str, *, input: bytes = b"", timeout: float | None = None) -> ExecResult:
         process = await self.start(command)

@@ -6,6 +6,7 @@ Over ``tests/helpers/local_exec.py``'s channel (real ``sh`` processes, asyncio's
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
 from contextlib import aclosing
 from pathlib import Path
 
@@ -22,8 +23,15 @@ BIG = 3 * MAX_LINE  # bytes of the over-long line
 PRINT_BIG = f"head -c {BIG} /dev/zero | tr '\\0' x"
 
 
-async def lines_of(command: str, *, cut: bool) -> tuple[list[bytes], int]:
-    process = await LocalChannel().start(command)
+@pytest.fixture
+async def local() -> AsyncIterator[LocalChannel]:
+    channel = LocalChannel()
+    yield channel
+    await channel.aclose()
+
+
+async def lines_of(local: LocalChannel, command: str, *, cut: bool) -> tuple[list[bytes], int]:
+    process = await local.start(command)
     process.stdin.write_eof()
     reader = LineReader(process.stdout, cut=cut)
     lines: list[bytes] = []
@@ -36,21 +44,25 @@ async def lines_of(command: str, *, cut: bool) -> tuple[list[bytes], int]:
 
 
 @pytest.mark.parametrize("cut", [True, False])
-async def test_an_over_long_line_is_cut_or_dropped_and_the_next_lines_come_through(cut: bool) -> None:
-    lines, over = await lines_of(f"echo first; {PRINT_BIG}; echo; echo last; {PRINT_BIG}", cut=cut)
+async def test_an_over_long_line_is_cut_or_dropped_and_the_next_lines_come_through(
+    local: LocalChannel, cut: bool
+) -> None:
+    lines, over = await lines_of(local, f"echo first; {PRINT_BIG}; echo; echo last; {PRINT_BIG}", cut=cut)
     head = [b"x" * MAX_LINE + b"\n"] if cut else []
     # The second over-long line has no newline before the end: cut (or dropped) the same way.
     assert lines == [b"first\n", *head, b"last\n", *head]
     assert over == 2
 
 
-async def test_lines_at_the_limit_and_a_partial_last_line_pass_whole() -> None:
+async def test_lines_at_the_limit_and_a_partial_last_line_pass_whole(local: LocalChannel) -> None:
     exact = f"head -c {MAX_LINE} /dev/zero | tr '\\0' y"
-    lines, over = await lines_of(f"{exact}; echo; printf 'a\\nb\\n\\nend'", cut=True)
+    lines, over = await lines_of(local, f"{exact}; echo; printf 'a\\nb\\n\\nend'", cut=True)
     assert lines == [b"y" * MAX_LINE + b"\n", b"a\n", b"b\n", b"\n", b"end"] and over == 0
 
 
-async def test_the_job_watch_reads_a_record_whose_command_is_over_a_mebibyte(tmp_path: Path) -> None:
+async def test_the_job_watch_reads_a_record_whose_command_is_over_a_mebibyte(
+    local: LocalChannel, tmp_path: Path
+) -> None:
     job = tmp_path / ".gcptui" / "job"
     job.mkdir(parents=True)
     command = "python train.py --note " + "x" * (MAX_LINE + 500_000)
@@ -61,7 +73,7 @@ async def test_the_job_watch_reads_a_record_whose_command_is_over_a_mebibyte(tmp
         ("command", command),
     ):
         (job / name).write_text(value + "\n")
-    events = watch_job(LocalChannel(), "vm", remote_home=str(tmp_path), stall_timeout=30)
+    events = watch_job(local, "vm", remote_home=str(tmp_path), stall_timeout=30)
     async with aclosing(events) as watch:
         first = await within(60, anext(watch))
     assert first.kind == "state" and first.status is not None
@@ -70,11 +82,13 @@ async def test_the_job_watch_reads_a_record_whose_command_is_over_a_mebibyte(tmp
     assert len(first.status.command) <= MAX_LINE  # cut on the way in, never held whole
 
 
-async def test_the_log_follower_reads_frames_longer_than_the_channels_line_limit(tmp_path: Path) -> None:
+async def test_the_log_follower_reads_frames_longer_than_the_channels_line_limit(
+    local: LocalChannel, tmp_path: Path
+) -> None:
     log = tmp_path / "output.log"
     log.write_bytes(b"before\n" + b"z" * 600_000 + b"\nafter\n")  # frames of 256 KiB in base64: > 64 KiB
     # Resumed at byte 0 of this file: every byte is read (history starts at most 16 MiB back, on a line).
-    stream = LogStream(LocalChannel(), str(log), follow=False, inode=str(log.stat().st_ino), offset=0)
+    stream = LogStream(local, str(log), follow=False, inode=str(log.stat().st_ino), offset=0)
     lines = [line for e in [e async for e in stream] if isinstance(e, LogChunk) for line in e.lines]
     assert lines == ["before", "z" * MAX_LINE_CHARS + CUT_MARK, "after"]
 
