@@ -87,6 +87,15 @@ class Services:
             return Reach(instance.name, self.channel(instance))
         return pool_reach(self.pool, self.target(instance))
 
+    def channel_or_none(self, instance: Instance) -> ExecChannel | None:
+        """``channel(instance)``, or None when nothing reaches it now: an SSH machine without an
+        address or with bad settings (``target`` fails), a row without a shell."""
+        try:
+            self.reach(instance)  # pure: checks the SSH target (or the pod's channel) before any use
+            return self.channel(instance)
+        except GcptuiError:
+            return None
+
     def exec_channel(self, instance: Instance) -> SshExecChannel:
         """An exec channel over the shared SSH pool that follows ``instance`` across restarts."""
         getter = self.follow(instance)

@@ -49,6 +49,8 @@ class Capability(StrEnum):
     PRICE = "price"  # it has an hourly price (``price``)
     PREEMPTIBLE = "preemptible"  # the provider may take it back (Spot): keep-alive watches it
     DISK_OUTLIVES = "disk-outlives"  # its files survive a stop (a VM's disk; not a pod's)
+    CLOUD_LOGS = "cloud-logs"  # its lines come from Cloud Logging, not from a file on a machine
+    CANCEL = "cancel"  # killing its job is an asynchronous cancel (``cancel``), not a signal sent
 
 
 class Recovery(StrEnum):
@@ -156,6 +158,10 @@ class Backend(ABC):
     def delete(self, row: Instance) -> None:
         """Delete the row (``DELETE``)."""
         raise Unsupported(row, "be deleted")
+
+    def cancel(self, row: Instance) -> None:
+        """Ask the provider to stop the row's job (``CANCEL``); returns once asked, not once ended."""
+        raise Unsupported(row, "be cancelled")
 
     def why_stopped(self, row: Instance) -> StopCause:
         """Why a row in a down state (``State.down``) stopped, from what the provider still records.

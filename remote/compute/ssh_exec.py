@@ -81,8 +81,8 @@ class SshExecChannel:
 
 def as_channel(source: ExecChannel | ConnectionGetter) -> ExecChannel:
     """``source`` as an exec channel: a ``ConnectionGetter`` (the pool's, or one that follows a VM
-    and names its address in ``where``) becomes an ``SshExecChannel`` over it. Lets the watchers take
-    either while their callers move to channels."""
+    and names its address in ``where``) becomes an ``SshExecChannel`` over it. Only ``watch_job``
+    still takes a getter, for keep-alive's notice watchers (``keepalive/watch.py``)."""
     if isinstance(source, ExecChannel):
         return source
     get = source

@@ -10,7 +10,8 @@ without any API poll.
 A dropped connection (or a watch that ended on the VM, or one silent for ``stall_timeout``) yields
 one ``lost`` event, which keep-alive uses to poll the API at once; the watch then starts the command
 on its ``ExecChannel`` again (over SSH the pool reconnects with backoff) until the consumer stops
-iterating. The VM's output is read as bytes, each line decoded on its own (bad UTF-8 replaced).
+iterating. The VM's output is read as bytes, each line decoded on its own (bad UTF-8 replaced) and
+cut at ``exec_lines.MAX_LINE`` bytes.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ import asyncssh
 from gcptui.remote.aio import within
 from gcptui.remote.backoff import Backoff
 from gcptui.remote.compute.exec_channel import ExecChannel, ExecProcess
+from gcptui.remote.compute.exec_lines import LineReader
 from gcptui.remote.compute.ssh_exec import as_channel
 from gcptui.remote.errors import CloudError
 from gcptui.remote.jobs.protocol import JobStatus, parse_status, supervisor_command, supervisor_script
@@ -149,8 +151,10 @@ async def _records(
         process.stdin.write(supervisor_script()[0])
         process.stdin.write_eof()
         lines: list[str] = []
+        # Bounded lines: a state file's 2 MiB command is cut, never a ValueError or held whole.
+        stdout = LineReader(process.stdout)
         while True:
-            raw = await within(stall_timeout, process.stdout.readline())
+            raw = await within(stall_timeout, stdout.readline())
             if not raw.endswith(b"\n"):
                 raise EOFError(await _ending(process))
             line = raw[:-1].decode("utf-8", errors="replace")

@@ -21,9 +21,9 @@ from typing import Any, Literal
 import asyncssh
 
 from gcptui.remote.aio import within
+from gcptui.remote.backoff import Backoff
 from gcptui.remote.compute.exec_channel import ExecChannel, ExecOutput
-from gcptui.remote.compute.ssh_exec import as_channel
-from gcptui.remote.models import ConnectionGetter
+from gcptui.remote.errors import CloudError
 from gcptui.remote.safe_text import vm_field
 
 GPU_FIELDS = "index,name,utilization.gpu,memory.used,memory.total,temperature.gpu,power.draw"
@@ -165,6 +165,7 @@ MAX_PROCESSES = 1024
 MAX_OTHER_LINES = 20
 MAX_TPU_LINES = 400  # one round of tpu-info's tables (a few dozen lines on an 8-chip host)
 READ_CHUNK = 65536
+RETRY_MAX = 30.0  # seconds: the longest pause between attempts to reach a machine that does not answer
 
 
 async def _pump_lines(stdout: ExecOutput, lines: asyncio.Queue[str | None]) -> None:
@@ -204,12 +205,14 @@ class GpuMonitor:
     """Async iterator of ``GpuSnapshot`` for one machine; starts again on its channel (over SSH the
     pool reconnects) when the link drops.
 
-    ``channel`` runs the monitor (a ``ConnectionGetter`` is SSH over it). ``nvidia_smi`` is the
+    ``channel`` runs the monitor. ``nvidia_smi`` is the
     command to run (a path in tests). A VM that has no GPU yields one ``state="no_gpu"`` snapshot and
-    is asked again every ``no_gpu_retry`` seconds.
+    is asked again every ``no_gpu_retry`` seconds. A dropped link, or a pod's exec that did not open
+    (``CloudError``), yields a ``reconnecting`` snapshot; the next attempt follows ``retry_delay``,
+    doubling to ``RETRY_MAX`` while it keeps failing.
     """
 
-    channel: ExecChannel | ConnectionGetter
+    channel: ExecChannel
     nvidia_smi: str = "nvidia-smi"
     interval: int = 1
     process_interval: float = 5.0
@@ -229,10 +232,12 @@ class GpuMonitor:
 
     async def snapshots(self) -> AsyncGenerator[GpuSnapshot, None]:
         """Yield a snapshot per sampling round until cancelled."""
+        pauses = Backoff(self.retry_delay, RETRY_MAX)
         while True:
-            delay = self.retry_delay
+            delay: float | None = None
             try:
                 async for snapshot in self._run_once():
+                    pauses.reset()  # the machine answered: the next failure starts a fresh backoff
                     yield snapshot
                     if snapshot.state == "no_gpu":
                         delay = self.no_gpu_retry
@@ -242,10 +247,12 @@ class GpuMonitor:
                     state="reconnecting",
                     message=f"connection lost ({err or type(err).__name__})",
                 )
-            await asyncio.sleep(delay)
+            except CloudError as err:  # a pod's exec that did not open: its API server, the pod not running
+                yield GpuSnapshot(time=time.time(), state="reconnecting", message=str(err))
+            await asyncio.sleep(delay if delay is not None else pauses.pause())
 
     async def _run_once(self) -> AsyncIterator[GpuSnapshot]:
-        process = await as_channel(self.channel).start(self._command())
+        process = await self.channel.start(self._command())
         # Bounded: a full queue stops reading, and SSH flow control then stops the VM's side.
         lines: asyncio.Queue[str | None] = asyncio.Queue(maxsize=MAX_QUEUED_LINES)
         reader = asyncio.create_task(_pump_lines(process.stdout, lines))

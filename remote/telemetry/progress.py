@@ -18,7 +18,6 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from gcptui.remote.compute.exec_channel import ExecChannel
-from gcptui.remote.models import ConnectionGetter
 from gcptui.remote.safe_text import vm_field
 from gcptui.remote.telemetry.log_stream import LogNotice, LogStream
 
@@ -168,7 +167,7 @@ class ProgressTracker:
 
 
 async def follow_progress(
-    channel: ExecChannel | ConnectionGetter,
+    channel: ExecChannel,
     path: str = DEFAULT_METRICS_PATH,
     *,
     history_lines: int = 2000,

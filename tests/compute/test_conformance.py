@@ -201,6 +201,23 @@ async def test_a_preempted_row_says_why_and_recovers(rig: Rig) -> None:
     assert not rig.row().state.down
 
 
+async def test_a_cancel_and_cloud_logs_follow_capabilities(rig: Rig) -> None:
+    """``K`` and ``l`` ask these: a row that is ``CANCEL`` is stopped by its provider when asked (and
+    says the user stopped it); a ``CLOUD_LOGS`` row has its lines in Cloud Logging, not on a machine."""
+    row = rig.row()
+    capable = rig.backend.capabilities(row)
+    assert rig.services.compute.can(row, Capability.CANCEL) is (Capability.CANCEL in capable)
+    if Capability.CLOUD_LOGS in capable:
+        assert Capability.SHELL not in capable
+    if Capability.CANCEL not in capable:
+        with pytest.raises(Unsupported, match=f"{row.name} is a {row.source} row: it cannot be cancelled"):
+            rig.backend.cancel(row)
+        return
+    await in_thread(lambda: rig.backend.cancel(row))
+    stopped = await until_state(rig, State.STOPPED)
+    assert await in_thread(lambda: rig.backend.why_stopped(stopped)) is StopCause.USER
+
+
 async def until_state(rig: Rig, state: State, timeout: float = 20.0) -> Instance:
     """The rig's row once its listing reads ``state`` (polled; the provider records it when it will)."""
     deadline = asyncio.get_running_loop().time() + timeout

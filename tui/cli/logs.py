@@ -1,7 +1,6 @@
 """Headless faces for ``gcptui logs`` and ``gcptui gpu``: print what the services stream.
 
-``tui/cli/main.py`` parses the arguments, resolves names to exec channels (or SSH connection getters)
-and calls these.
+``tui/cli/main.py`` parses the arguments, resolves names to exec channels and calls these.
 """
 
 from __future__ import annotations
@@ -9,7 +8,7 @@ from __future__ import annotations
 import asyncio
 import json
 import sys
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from contextlib import aclosing
 from datetime import UTC, datetime
 from pathlib import PurePosixPath
@@ -18,15 +17,13 @@ from typing import TextIO
 from gcptui.remote.aio import within
 from gcptui.remote.compute.exec_channel import ExecChannel
 from gcptui.remote.errors import GcptuiError
-from gcptui.remote.models import ConnectionGetter
 from gcptui.remote.safe_text import one_line
-from gcptui.remote.services import FollowingGetter
 from gcptui.remote.telemetry.gpu import GpuMonitor, GpuSnapshot
 from gcptui.remote.telemetry.log_stream import LogChunk, LogStream
 from gcptui.remote.telemetry.log_text import strip_ansi
 
 DEFAULT_LOG_PATH = "~/.gcptui/job/output.log"
-Source = ExecChannel | ConnectionGetter  # how a machine is read: its channel, or an SSH getter
+Source = ExecChannel  # how a machine is read: its exec channel (SSH that follows a VM, a pod's exec)
 _PREFIX_COLOURS = [36, 35, 32, 33, 94, 91, 96, 95]
 
 
@@ -77,7 +74,7 @@ async def run_logs(
         else:
             prefix = f"{label:<{width}} | "
         get = targets[name]
-        stream = LogStream(get, path, history_lines=lines, follow=follow, where=where_of(get), raw=exact)
+        stream = LogStream(get, path, history_lines=lines, follow=follow, raw=exact)
         try:
             await show(stream, name, label, prefix, path)
         except (GcptuiError, OSError) as error:  # this source is lost; the others still print
@@ -137,14 +134,6 @@ def write_bytes(out: TextIO, data: bytes) -> None:
     else:
         out.write(data.decode("utf-8", "surrogateescape"))
         out.flush()
-
-
-def where_of(get: Source) -> Callable[[], str] | None:
-    """The "where is it now" of a getter that follows its VM by name, for reconnect messages (a
-    channel names its own: None here)."""
-    if isinstance(get, FollowingGetter):
-        return lambda: get.where
-    return None
 
 
 def iso_time(seconds: float) -> str | None:

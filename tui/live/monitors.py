@@ -138,10 +138,11 @@ class Monitors:
         records on the chief's stdout), polled while they run."""
         if not self.services.config.vertex.regions and not self._jobs_without_shell:
             return  # no [vertex] regions: nothing to poll (and no backend built for it)
-        from gcptui.remote.vertex_workflows import is_vertex_job
+        from gcptui.remote.compute.backend import Capability
 
+        logged = Capability.CLOUD_LOGS  # its progress records are lines in Cloud Logging
         running = {
-            i.name: i for i in snapshot.instances if i.state.up and is_vertex_job(self.services.compute, i)
+            i.name: i for i in snapshot.instances if i.state.up and self.services.compute.can(i, logged)
         }
         for name in list(self._jobs_without_shell):
             if name not in running:
