@@ -19,7 +19,7 @@ from gcptui.remote.compute.ssh_exec import SshExecChannel, pool_reach
 from gcptui.remote.config import Config
 from gcptui.remote.errors import CloudError, ConfigError, GcptuiError, NotFoundError
 from gcptui.remote.jobs.runner import JobRunner
-from gcptui.remote.models import ConnectionGetter, Instance, State
+from gcptui.remote.models import Instance, State
 from gcptui.remote.ssh.errors import SshConfigError, SshError, SshUnreachableError
 from gcptui.remote.ssh.pool import SshPool
 from gcptui.remote.ssh.target import SshTarget
@@ -151,9 +151,6 @@ class Services:
             return self.target(instance)
         except GcptuiError:
             return None
-
-    def getter(self, instance: Instance) -> ConnectionGetter:
-        return self.pool.getter(self.target(instance))
 
     def sync_source(self) -> Path:
         """The local folder sync sends, checked once: refused (one line naming the file) when it

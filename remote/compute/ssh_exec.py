@@ -15,7 +15,7 @@ from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING
 
 from gcptui.remote.aio import within
-from gcptui.remote.compute.exec_channel import ExecChannel, ExecProcess, ExecResult, Reach
+from gcptui.remote.compute.exec_channel import ExecProcess, ExecResult, Reach
 
 if TYPE_CHECKING:
     import asyncssh
@@ -77,16 +77,6 @@ class SshExecChannel:
         if host_key is None:
             return None
         return host_key.get_fingerprint(), conn.get_extra_info("username") or ""
-
-
-def as_channel(source: ExecChannel | ConnectionGetter) -> ExecChannel:
-    """``source`` as an exec channel: a ``ConnectionGetter`` (the pool's, or one that follows a VM
-    and names its address in ``where``) becomes an ``SshExecChannel`` over it. Only ``watch_job``
-    still takes a getter, for keep-alive's notice watchers (``keepalive/watch.py``)."""
-    if isinstance(source, ExecChannel):
-        return source
-    get = source
-    return SshExecChannel(get, lambda: str(getattr(get, "where", "?")))
 
 
 def pool_reach(pool: SshPool, target: SshTarget) -> Reach:

@@ -29,10 +29,8 @@ from gcptui.remote.aio import within
 from gcptui.remote.backoff import Backoff
 from gcptui.remote.compute.exec_channel import ExecChannel, ExecProcess
 from gcptui.remote.compute.exec_lines import LineReader
-from gcptui.remote.compute.ssh_exec import as_channel
 from gcptui.remote.errors import CloudError
 from gcptui.remote.jobs.protocol import JobStatus, parse_status, supervisor_command, supervisor_script
-from gcptui.remote.models import ConnectionGetter
 from gcptui.remote.safe_text import vm_field
 from gcptui.remote.ssh.errors import SshError
 
@@ -66,7 +64,7 @@ class JobEvent:
 
 
 async def watch_job(
-    channel: ExecChannel | ConnectionGetter,
+    channel: ExecChannel,
     name: str,
     *,
     remote_home: str | None = None,
@@ -76,8 +74,7 @@ async def watch_job(
     retry_delay: float = 0.2,
     retry_max: float = 5.0,
 ) -> AsyncIterator[JobEvent]:
-    """Yield ``JobEvent``s for the job on host ``name`` (reached by ``channel``; a ``ConnectionGetter``
-    is SSH over it) until the consumer stops iterating.
+    """Yield ``JobEvent``s for the job on host ``name`` (reached by ``channel``) until the consumer stops iterating.
 
     ``interval`` is the VM-side poll period (the notice latency is about this plus one round trip);
     a heartbeat every ``heartbeat`` seconds proves the link alive, and ``stall_timeout`` without one
@@ -88,7 +85,6 @@ async def watch_job(
     command = supervisor_command(
         "watch", [f"{interval:g}", str(polls)], install=True, remote_home=remote_home
     )
-    exec_channel = as_channel(channel)
     tracker = _Tracker(name)
     pauses = Backoff(retry_delay, retry_max)
     outage = False
@@ -97,7 +93,7 @@ async def watch_job(
         tracker.reconnected()
         try:
             # aclosing: a consumer that stops mid-record closes the remote command at once, not at GC.
-            async with aclosing(_records(exec_channel, name, command, stall_timeout)) as records:
+            async with aclosing(_records(channel, name, command, stall_timeout)) as records:
                 async for status in records:
                     outage = False
                     pauses.reset()
