@@ -10,9 +10,8 @@ from typing import TYPE_CHECKING
 
 from textual.screen import Screen
 
-from gcptui.remote.cloud.fleet import FleetSnapshot
 from gcptui.remote.compute.backend import Capability
-from gcptui.remote.models import Instance, State
+from gcptui.remote.models import FleetSnapshot, Instance, State
 from gcptui.tui.dialogs.choice import ChoiceScreen
 from gcptui.tui.dialogs.confirm import ConfirmScreen
 from gcptui.tui.fleet.actions import FleetActions

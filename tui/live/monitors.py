@@ -16,13 +16,12 @@ from typing import Any
 
 from gcptui.remote.aio import report_failure, within
 from gcptui.remote.backoff import Backoff
-from gcptui.remote.cloud.fleet import FleetSnapshot
 from gcptui.remote.compute.exec_channel import ExecChannel, Reach
 from gcptui.remote.compute.ssh_exec import pool_reach
 from gcptui.remote.errors import GcptuiError
 from gcptui.remote.jobs.protocol import JobStatus, metrics_path
 from gcptui.remote.jobs.watch import watch_job
-from gcptui.remote.models import Instance
+from gcptui.remote.models import FleetSnapshot, Instance
 from gcptui.remote.services import Services
 from gcptui.remote.sync import BatchApplied, SyncEvent, SyncSession, SyncStateChanged, SyncWarning
 from gcptui.remote.sync.fanout import FanOut

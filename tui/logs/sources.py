@@ -11,12 +11,11 @@ from __future__ import annotations
 import functools
 from collections.abc import AsyncIterator
 
-from gcptui.remote.cloud.fleet import FleetSnapshot
 from gcptui.remote.compute.backend import Capability
 from gcptui.remote.compute.exec_channel import ExecChannel
 from gcptui.remote.config import LogsConfig
 from gcptui.remote.jobs.protocol import log_path
-from gcptui.remote.models import Instance
+from gcptui.remote.models import FleetSnapshot, Instance
 from gcptui.remote.services import Services
 from gcptui.remote.telemetry.log_stream import LogEvent, LogStream
 from gcptui.tui.logs.screen import PaneSource

@@ -14,10 +14,10 @@ from __future__ import annotations
 import functools
 from collections.abc import AsyncIterator, Callable
 
-from gcptui.remote.cloud.fleet import FleetSnapshot
 from gcptui.remote.compute.exec_channel import ExecChannel
 from gcptui.remote.config import LogsConfig
 from gcptui.remote.jobs.protocol import log_path
+from gcptui.remote.models import FleetSnapshot
 from gcptui.remote.services import Services
 from gcptui.remote.sweep.state import Trial
 from gcptui.remote.sweep.vmside import BANNER
