@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from datetime import datetime
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -182,3 +183,16 @@ class Instance:
 # How services (sync, logs, GPU, jobs) reach a host: await it for a live connection. The SSH pool
 # hands these out; it reconnects with backoff, so after a ConnectionLost a service simply awaits again.
 ConnectionGetter = Callable[[], Awaitable["asyncssh.SSHClientConnection"]]
+
+
+@dataclass(frozen=True, slots=True)
+class FleetSnapshot:
+    """One refresh of the fleet: every row of every configured kind of compute, when it was read and from where."""
+
+    instances: tuple[Instance, ...]
+    refreshed_at: datetime
+    source: str
+    errors: tuple[str, ...] = field(default=())
+
+    def find(self, name: str) -> Instance | None:
+        return next((i for i in self.instances if i.name == name), None)

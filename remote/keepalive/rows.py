@@ -63,6 +63,8 @@ class RowKeepAlive:
         self.outcomes: dict[str, str] = {}  # name -> how its last recovery ended
         self._job_ran: dict[str, bool] = {}  # name -> its job ran at the last look while it was up
         self._recovering: dict[str, asyncio.Task[None]] = {}
+        # The lease (service.py): False while another keep-alive holds it; this one then only watches.
+        self.may_recover: Callable[[], bool] = lambda: True
 
     # -- watching ----------------------------------------------------------------------------------
 
@@ -104,6 +106,8 @@ class RowKeepAlive:
             ):
                 if not self._job_ran.get(row.name):
                     continue  # nothing ran there: a preempted idle node is left (ls names it)
+                if not self.may_recover():
+                    continue  # another keep-alive holds the lease and recovers it
                 if self.restarts.get(row.name, 0) >= self.max_restarts:
                     continue
                 self.restarts[row.name] = self.restarts.get(row.name, 0) + 1
@@ -182,19 +186,18 @@ class RowKeepAlive:
         if not workers:
             raise GcptuiError(f"{row.name} has no workers up yet")
         targets = [services.target(w) for w in workers]
-        first = await services.pool.connection(targets[0])
-        for target in targets[1:]:
+        for target in targets:
             await services.pool.connection(target)
         self._emit(row.name, "connected", ", ".join(t.where for t in targets))
         runner = WorkerJobRunner(services.pool, services.config)
         launcher = JobLauncher(services, jobs=runner, resume_timeout=self.resume_timeout)
         await asyncio.gather(*(launcher.sync_barrier(w) for w in workers))
         self._emit(row.name, "synced", f"{len(workers)} workers hold the current tree")
-        mark = await launcher.mark(first)
+        mark = await launcher.mark(targets[0])
         runner.prepare(row.name, workers)
         results = await runner.run_all("restart", targets)
         failed = [r for r in results if not r.ok]
         if failed:
             raise GcptuiError(f"{failed[0].name}: {failed[0].error}")
         self._emit(row.name, "started", f"{len(workers)} workers")
-        return await launcher.wait_resumed(first, mark.offset)
+        return await launcher.wait_resumed(targets[0], mark.offset)

@@ -107,6 +107,9 @@ class PodProcess:
         """A terminal's new size (a ``tty`` process): stream 4, ``{"Width": W, "Height": H}``."""
         self.outbox.put_nowait(bytes([RESIZE]) + json.dumps({"Width": width, "Height": height}).encode())
 
+    async def wait_closed(self) -> None:
+        await self.ended.wait()
+
     def close(self) -> None:
         for task in self._tasks:
             task.cancel()
