@@ -12,17 +12,26 @@ _PHASES = {"Pending": State.PROVISIONING, "Running": State.RUNNING, "Succeeded":
 SHUTDOWN_REASONS = frozenset({"Terminated", "NodeShutdown", "Shutdown"})
 
 
+# The DisruptionTarget reason the kubelet gives a pod its node's shutdown is ending (still Running,
+# within its grace period): a StatefulSet's pod is gone as soon as it has Failed, so this is when
+# gcptui sees the preemption at all.
+SHUTDOWN_DISRUPTION = "TerminationByKubelet"
+
+
 def preempted(pod: dict[str, Any]) -> bool:
-    """Ended by its node going away: reason Terminated/NodeShutdown, or a DisruptionTarget condition."""
+    """Ended by its node going away: Failed with reason Terminated/NodeShutdown or a DisruptionTarget
+    condition, or still ending (Running) under the kubelet's node-shutdown DisruptionTarget."""
     status = pod.get("status") if isinstance(pod.get("status"), dict) else {}
     assert isinstance(status, dict)
-    if status.get("phase") != "Failed":
+    phase = status.get("phase")
+    if phase == "Succeeded":
         return False
-    if status.get("reason") in SHUTDOWN_REASONS:
+    if phase == "Failed" and status.get("reason") in SHUTDOWN_REASONS:
         return True
     conditions = status.get("conditions") if isinstance(status.get("conditions"), list) else []
     assert isinstance(conditions, list)
     return any(isinstance(c, dict) and c.get("type") == "DisruptionTarget" and c.get("status") == "True"
+               and (phase == "Failed" or c.get("reason") == SHUTDOWN_DISRUPTION)
                for c in conditions[:64])  # fmt: skip
 
 
