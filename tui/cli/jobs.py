@@ -207,7 +207,12 @@ def run_logs(args: argparse.Namespace) -> int:
             from gcptui.tui.cli.vertex import vertex_logs
 
             return await vertex_logs(services, args)
-        if services.config.gke and await gke_rows(services, args.names):  # pods: their containers' output
+        if (
+            services.config.gke
+            and not services.config.job.command.strip()
+            and await gke_rows(services, args.names)
+        ):
+            # Pods whose training is their containers' own command: its output, from the log API.
             return await gke_logs(services, args)
         paths = (log_path(), *services.config.logs.files)
         names = expand_groups(services, args.names)
