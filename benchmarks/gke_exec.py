@@ -1,14 +1,17 @@
 """The exec channel into a GKE pod (Kubernetes exec over WebSocket, v5.channel.k8s.io) beside the SSH
 channel into an emulated VM, on the emulator: what each command of gcptui pays to reach the machine.
 
-    python benchmarks/gke_exec.py [--repeat 50]
+    python benchmarks/gke_exec.py [--repeat 50] [--edits 100]
 
-Measures, per channel, p50 and p99 over ``--repeat`` runs:
+Measures, per channel, p50 and p99 over ``--repeat`` runs (``--edits`` for the last):
 
 - ``true``: one command to its exit status (a fresh exec session each time; over SSH, a new channel on
   the pool's warm connection);
 - ``edit_visible``: a file written through one command (its content over stdin) and read back by the
-  next, the smallest "an edit is visible there" (what sync's agent will pay per change over exec).
+  next, the smallest "an edit is visible there" (one exec session per step);
+- ``sync_edit_visible``: gcptui's live sync (``SyncSession.follow``, its agent running in the pod or
+  the VM over the channel) of a 200-file tree: a local file rewritten until the machine's copy holds
+  the new bytes (read from the machine's folder, which the emulator keeps on this disk).
 
 Both machines are local processes of the emulator on loopback (the pod's API server over TLS), so the
 figures are the protocols' and servers' own costs, without a network. Prints ONE JSON object last.
@@ -33,6 +36,7 @@ from gcptui.remote.compute.exec_channel import ExecChannel  # noqa: E402
 from gcptui.remote.config import load_config  # noqa: E402
 from gcptui.remote.emulator.emulator import Emulator  # noqa: E402
 from gcptui.remote.services import Services  # noqa: E402
+from gcptui.remote.sync import SyncSession  # noqa: E402
 
 
 def _percentiles(samples: list[float]) -> dict[str, float]:
@@ -63,8 +67,42 @@ async def _measure(channel: ExecChannel, repeat: int) -> dict[str, dict[str, flo
     return {"true": await _time(repeat, true), "edit_visible": await _time(repeat, edit)}
 
 
-async def main(repeat: int) -> dict[str, object]:
+async def _live_sync(session: SyncSession, source: Path, remote: Path, edits: int) -> dict[str, float]:
+    """Edit → visible on the machine under a following sync session (as benchmarks/sync.py measures)."""
+    task = asyncio.create_task(session.follow())
+    try:
+        while session.state != "in_sync":
+            await asyncio.sleep(0.01)
+        samples = []
+        edited = source / "pkg" / "file0.py"
+        for index in range(edits):
+            payload = f"edit {index}\n".encode() * (1 + index % 50)
+            started = time.perf_counter()
+            edited.write_bytes(payload)
+            while _read(remote / "pkg" / "file0.py") != payload:
+                await asyncio.sleep(0.0005)
+            samples.append(time.perf_counter() - started)
+            await asyncio.sleep(0.01 + (index % 7) / 1000)  # edits apart, as a person saves
+        return _percentiles(samples)
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+        await session.close()
+
+
+def _read(path: Path) -> bytes | None:
+    try:
+        return path.read_bytes()
+    except OSError:
+        return None
+
+
+async def main(repeat: int, edits: int) -> dict[str, object]:
     with tempfile.TemporaryDirectory(prefix="gcptui-bench-gke-") as directory:
+        project = Path(directory) / "project"
+        for index in range(200):  # a small code tree: what live sync follows
+            (project / "pkg").mkdir(parents=True, exist_ok=True)
+            (project / "pkg" / f"file{index}.py").write_text(f"x = {index}\n" * 40)
         emulator = Emulator(Path(directory) / "emu", boot_seconds=0.1, stop_seconds=0.1)
         await emulator.start()
         services: Services | None = None
@@ -80,7 +118,7 @@ async def main(repeat: int) -> dict[str, object]:
                 "phase"
             ) != "Running":
                 await asyncio.sleep(0.05)
-            services = Services(load_config(str(emulator.write_config())))
+            services = Services(load_config(str(emulator.write_config(sync_source=project))))
             rows = await asyncio.to_thread(lambda: services.compute.list_rows().rows)  # type: ignore[union-attr]
             pod_row = next(r for r in rows if r.source == "gke")
             vm_row = next(r for r in rows if r.name == "vm-0")
@@ -90,14 +128,29 @@ async def main(repeat: int) -> dict[str, object]:
             pod_figures = await _measure(pod, repeat)
             print("measuring the VM's SSH channel ...", file=sys.stderr)
             vm_figures = await _measure(vm, repeat)
+            dest = services.config.sync.dest.removeprefix("~/")
+            pod_home = cluster.runners[("default", "pod-0")].directory
+            vm_disk = emulator.instance("vm-0").disk
+            assert vm_disk is not None
+            print("measuring live sync into the pod ...", file=sys.stderr)
+            pod_figures["sync_edit_visible"] = await _live_sync(
+                services.sync_session(pod_row), project, pod_home / dest, edits
+            )
+            print("measuring live sync into the VM ...", file=sys.stderr)
+            vm_figures["sync_edit_visible"] = await _live_sync(
+                services.sync_session(vm_row), project, Path(vm_disk) / "home" / dest, edits
+            )
         finally:
             if services is not None:
                 await services.close()
             await emulator.close()
-    return {"benchmark": "gke_exec", "repeat": repeat, "pod_exec": pod_figures, "vm_ssh": vm_figures}
+    return {"benchmark": "gke_exec", "repeat": repeat, "edits": edits, "pod_exec": pod_figures,
+            "vm_ssh": vm_figures}  # fmt: skip
 
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=50)
-    print(json.dumps(asyncio.run(main(parser.parse_args().repeat))))
+    parser.add_argument("--edits", type=int, default=100)
+    arguments = parser.parse_args()
+    print(json.dumps(asyncio.run(main(arguments.repeat, arguments.edits))))
