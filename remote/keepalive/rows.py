@@ -129,7 +129,7 @@ class RowKeepAlive:
         if not workers:
             return None
         try:
-            status = await self.services.jobs.status(self.services.target(workers[0]))
+            status = await self.services.jobs.status(self.services.reach(workers[0]))  # SSH, or a pod's exec
         except (GcptuiError, OSError, asyncssh.Error, TimeoutError):
             return None
         return nothing_to_resume(status) is None
@@ -185,10 +185,12 @@ class RowKeepAlive:
         workers = backend.worker_rows(row)
         if not workers:
             raise GcptuiError(f"{row.name} has no workers up yet")
-        targets = [services.target(w) for w in workers]
+        targets = [services.reach(w) for w in workers]  # SSH hosts (a TPU node's), or pods over exec
         for target in targets:
-            await services.pool.connection(target)
-        self._emit(row.name, "connected", ", ".join(t.where for t in targets))
+            probe = await target.channel.run("true", timeout=30)
+            if not probe.ok:
+                raise GcptuiError(f"{target.name} does not run commands yet (exit {probe.exit_status})")
+        self._emit(row.name, "connected", ", ".join(t.channel.where for t in targets))
         runner = WorkerJobRunner(services.pool, services.config)
         launcher = JobLauncher(services, jobs=runner, resume_timeout=self.resume_timeout)
         await asyncio.gather(*(launcher.sync_barrier(w) for w in workers))

@@ -15,6 +15,7 @@ from typing import Any
 
 from gcptui.remote.aio import within
 from gcptui.remote.emulator.gke.store import Store, now_rfc3339
+from gcptui.remote.emulator.hosts.vm_processes import MARKER, end_vm_processes
 
 MAX_LINE = 16384
 RESTART_BACKOFF = 0.2  # seconds; the kubelet's is 10 s doubling, too slow for tests
@@ -50,7 +51,8 @@ class PodRunner:
         paths = [str(self.bin_dir)] if self.bin_dir else []
         env = {"PATH": os.pathsep.join([*paths, str(Path(sys.executable).parent), os.environ.get("PATH", "")]),
                "HOME": str(self.directory), "HOSTNAME": self.name, "LANG": "C.UTF-8",
-               "KUBERNETES_SERVICE_HOST": "127.0.0.1"}  # fmt: skip
+               "KUBERNETES_SERVICE_HOST": "127.0.0.1",
+               MARKER: self.uid}  # every process of the pod, exec'd and detached ones too: its cgroup  # fmt: skip
         for item in container.get("env") or []:
             if not isinstance(item, dict) or not isinstance(item.get("name"), str):
                 continue
@@ -152,8 +154,10 @@ class PodRunner:
             self.process = None
 
     async def stop(self, grace: float) -> None:
-        """SIGTERM the container's process group, SIGKILL after ``grace`` seconds."""
+        """SIGTERM every process of the pod (the container's, and what exec started, even detached with
+        setsid, as the kubelet ends a container's whole cgroup), SIGKILL after ``grace`` seconds."""
         self.stopping = True
+        await end_vm_processes(self.uid, grace)
         process = self.process
         if process is not None and process.returncode is None:
             for sig, wait in ((signal.SIGTERM, grace), (signal.SIGKILL, 5.0)):
