@@ -244,3 +244,28 @@ def test_pod_logs_merged_and_followed_across_a_replacement(setup: Setup) -> None
     assert all("\x1b" not in text for _, text in seen)  # the container's escapes never reach the terminal
     assert seen.count(("talker-0", "hello 1")) == 2  # the replacement's own first line
     assert seen.count(("talker-0", "bad")) == 1 or seen[-1] == ("talker-0", "hello 1")  # nothing shown twice
+
+
+def test_a_job_whose_backoff_a_preemption_spent_is_recreated(setup: Setup) -> None:
+    from gcptui.remote.compute.backend import Recovery
+
+    manifest = setup.config.with_name("job.json")
+    container = {"name": "work", "image": "work", "command": ["sleep", "600"]}
+    manifest.write_text(json.dumps({
+        "apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "once", "labels": {"team": "ml"}},
+        "spec": {"backoffLimit": 0, "template": {"metadata": {"labels": {"team": "ml"}},
+                 "spec": {"restartPolicy": "Never", "containers": [container]}}}}))  # fmt: skip
+    setup.kubectl("apply", "--validate=false", "-f", str(manifest))
+    setup.kubectl("wait", "pod", "-l", "job-name=once", "--for=condition=Ready", "--timeout=30s")
+    before = json.loads(setup.kubectl("get", "job", "once", "-o", "json"))["metadata"]["uid"]
+    pod = json.loads(setup.kubectl("get", "pods", "-l", "job-name=once", "-o", "json"))["items"][0]
+    setup.emu.preempt_gke_node(pod["spec"]["nodeName"])
+    setup.kubectl("wait", "job/once", "--for=condition=Failed", "--timeout=30s")
+    backend = setup.backend()
+    row = _rows(backend)["once"]
+    assert row.state is State.PREEMPTED and Capability.RECOVER in backend.capabilities(row)
+    backend.poll_seconds = 0.05
+    assert backend.recover(row) is Recovery.RECREATED
+    job = json.loads(setup.kubectl("get", "job", "once", "-o", "json"))
+    assert job["metadata"]["uid"] != before and job["status"].get("active") == 1
+    assert _rows(backend)["once"].state is State.RUNNING

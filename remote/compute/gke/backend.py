@@ -1,9 +1,11 @@
 """The GKE backend: each ``[[gke]]`` cluster's training workloads (StatefulSets, Jobs, bare pods)
 in its namespace, matching its selector, as fleet rows (``source: "gke"``) whose workers are pods.
 
-Reads and changes go through ``kube.KubeCluster`` (kubernetes_asyncio). What it does not do yet:
-run processes in pods (the exec channel over WebSocket), so jobs, sync, logs and telemetry do not
-reach pods; recovery of a bare pod or Job lost to a Spot node (a StatefulSet replaces its own)."""
+Reads and changes go through ``kube.KubeCluster`` (kubernetes_asyncio); processes run in pods over
+Kubernetes exec (``pod_exec.py``), so jobs, sync, logs and telemetry reach a workload's pods
+(``worker_rows``) as they reach VMs. A pod or Job lost to a Spot node is recreated from its spec; a
+StatefulSet replaces its own pods. The faces reach the GKE-only parts through
+``gcptui.remote.gke_workflows``."""
 
 from __future__ import annotations
 
@@ -226,8 +228,8 @@ class GkeBackend(Backend):
         if row.parent is not None:  # a pod's own row: reached, never deleted or recovered by itself
             return frozenset(found)
         found.add(Capability.DELETE)
-        if row.labels.get("gke-kind") in ("Pod", "StatefulSet"):
-            found.add(Capability.RECOVER)  # a Job that failed on a lost node: not yet
+        if row.labels.get("gke-kind") in ("Pod", "StatefulSet", "Job"):
+            found.add(Capability.RECOVER)
         return frozenset(found)
 
     def exec_channel(self, row: Instance, worker: str | None = None) -> ExecChannel:
@@ -325,12 +327,13 @@ class GkeBackend(Backend):
         cluster.run(delete)
 
     def recover(self, row: Instance, *, zone: str | None = None) -> Recovery:
-        """A StatefulSet replaces its own pods: wait for it. A bare pod nothing will bring back is
-        made anew from its spec (its node left out: the scheduler picks one), once the old one is gone."""
+        """A StatefulSet replaces its own pods, and a Job within its backoff limit: wait for them. A bare
+        pod nothing will bring back, or a Job whose backoff the lost pods spent, is made anew from its
+        spec (a pod's node left out: the scheduler picks one), once the old object is gone."""
         kind = row.labels.get("gke-kind")
-        if kind not in ("Pod", "StatefulSet"):
-            raise Unsupported(row, "be recovered (a Job is not recreated yet)")
-        if kind == "Pod":
+        if kind not in ("Pod", "StatefulSet", "Job"):
+            raise Unsupported(row, "be recovered")
+        if kind in ("Pod", "Job"):
             index, path = self._entry_of(row), self._path(row)
             cluster = self.cluster(index)
 
@@ -339,12 +342,19 @@ class GkeBackend(Backend):
                 meta = old.get("metadata") if isinstance(old, dict) else None
                 spec = old.get("spec") if isinstance(old, dict) else None
                 if not isinstance(meta, dict) or not isinstance(spec, dict):
-                    raise CloudError(f"{row.name}: the pod's object cannot be read: recreate it by hand")
-                spec = {k: v for k, v in spec.items() if k != "nodeName"}
-                fresh = {"apiVersion": "v1", "kind": "Pod", "spec": spec, "metadata": {
+                    raise CloudError(f"{row.name}: its object cannot be read: recreate it by hand")
+                if kind == "Job":
+                    if not _job_failed(old):
+                        return  # its controller makes the lost pod anew: wait for it below
+                    spec = _fresh_job_spec(spec)
+                else:
+                    spec = {k: v for k, v in spec.items() if k != "nodeName"}
+                version = "batch/v1" if kind == "Job" else "v1"
+                fresh = {"apiVersion": version, "kind": kind, "spec": spec, "metadata": {
                     k: meta[k] for k in ("name", "labels", "annotations") if k in meta}}  # fmt: skip
                 await cluster.request(api, "DELETE", path, body={"apiVersion": "v1", "kind": "DeleteOptions",
-                                                                 "gracePeriodSeconds": 0})  # fmt: skip
+                                                                 "gracePeriodSeconds": 0,
+                                                                 "propagationPolicy": "Background"})  # fmt: skip
                 deadline = time.monotonic() + self.boot_timeout
                 while True:  # until the API server has let the old pod go (its name is then free)
                     try:
@@ -389,3 +399,28 @@ class GkeBackend(Backend):
             )
 
         cluster.run(restart)
+
+
+# Labels the Job controller puts on its pods' template (and the selector it derives from them): a new
+# Job of the same name gets new ones from the API server, and refuses the old uid's.
+_JOB_LABELS = frozenset({"controller-uid", "batch.kubernetes.io/controller-uid", "job-name",
+                         "batch.kubernetes.io/job-name"})  # fmt: skip
+
+
+def _job_failed(job: dict[str, Any]) -> bool:
+    status = job.get("status") if isinstance(job.get("status"), dict) else {}
+    conditions = status.get("conditions") if isinstance(status, dict) else None
+    return any(isinstance(c, dict) and c.get("type") == "Failed" and c.get("status") == "True"
+               for c in (conditions if isinstance(conditions, list) else [])[:32])  # fmt: skip
+
+
+def _fresh_job_spec(spec: dict[str, Any]) -> dict[str, Any]:
+    """A failed Job's spec to create it again: without the selector and pod labels its controller set."""
+    fresh = {k: v for k, v in spec.items() if k not in ("selector", "manualSelector")}
+    template = dict(fresh.get("template") or {})
+    meta = dict(template.get("metadata") or {})
+    labels = meta.get("labels") if isinstance(meta.get("labels"), dict) else {}
+    meta["labels"] = {k: v for k, v in labels.items() if k not in _JOB_LABELS}
+    template["metadata"] = meta
+    fresh["template"] = template
+    return fresh

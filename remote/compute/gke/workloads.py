@@ -167,6 +167,8 @@ def _status(kind: str, obj: dict[str, Any], pods: list[dict[str, Any]]) -> tuple
             condition = _dict(condition)
             if condition.get("status") == "True" and condition.get("type") in ("Complete", "Failed"):
                 word = _str(condition.get("type"))
+                if word == "Failed" and any(pod_state(p) is State.PREEMPTED for p in pods):
+                    return word, State.PREEMPTED  # its backoff spent on a Spot node's shutdown: recoverable
                 return word, State.SUCCEEDED if word == "Complete" else State.FAILED
     states = [pod_state(p) for p in pods]
     if not states:
