@@ -419,8 +419,10 @@ def _fresh_job_spec(spec: dict[str, Any]) -> dict[str, Any]:
     fresh = {k: v for k, v in spec.items() if k not in ("selector", "manualSelector")}
     template = dict(fresh.get("template") or {})
     meta = dict(template.get("metadata") or {})
-    labels = meta.get("labels") if isinstance(meta.get("labels"), dict) else {}
-    meta["labels"] = {k: v for k, v in labels.items() if k not in _JOB_LABELS}
+    labels = meta.get("labels")
+    meta["labels"] = {
+        k: v for k, v in (labels if isinstance(labels, dict) else {}).items() if k not in _JOB_LABELS
+    }
     template["metadata"] = meta
     fresh["template"] = template
     return fresh
