@@ -186,3 +186,22 @@ def test_ssh_a_shell_in_a_pod_with_a_terminal_that_resizes(setup: Setup) -> None
         os.close(leader)
     text = seen.decode(errors="replace")
     assert "on trainer-0" in text and "/dev/pts/" in text, text
+
+
+def test_the_demo_workload_in_the_table_with_its_nodes_price(tmp_path: Path) -> None:
+    from gcptui.tui.cli.demo import _add_gke_workload
+
+    with EmulatorThread(tmp_path / "emu", ssh=False) as emu:
+        _add_gke_workload(emu, 2)  # what `gcptui demo --gke-nodes 2` adds
+        config = emu.write_config(tmp_path / "gcptui.toml")
+        deadline = time.monotonic() + 30
+        while True:
+            listed = json.loads(gcptui("ls", "--json", "--config", str(config)).stdout)
+            trainer = next((o for o in listed if o["name"] == "trainer"), None)
+            if trainer is not None and trainer["state"] == "running":
+                break
+            assert time.monotonic() < deadline, listed
+        table = gcptui("ls", "--config", str(config))
+    assert table.returncode == 0, table.stderr
+    line = next(line for line in table.stdout.splitlines() if line.split()[:1] == ["trainer"])
+    assert f"{trainer['usd_per_hour']:.2f}" in line, line  # both Spot L4 nodes' $/h on the row

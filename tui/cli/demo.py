@@ -11,8 +11,12 @@ import tempfile
 from collections.abc import Iterator
 from functools import partial
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from gcptui.remote.errors import ConfigError
+
+if TYPE_CHECKING:
+    from gcptui.remote.emulator.thread import EmulatorThread
 
 DEMO_BANNER = "DEMO: emulated VMs, no cloud"
 
@@ -59,6 +63,22 @@ def _check_vms(vms: int) -> None:
         raise ConfigError(f"--vms {vms}: choose between 1 and 64 emulated VMs")
 
 
+def _check_gke_nodes(nodes: int) -> None:
+    if not 0 <= nodes <= 16:
+        raise ConfigError(f"--gke-nodes {nodes}: choose 0-16 nodes (0: no GKE cluster)")
+
+
+def _add_gke_workload(emulator: EmulatorThread, nodes: int) -> None:
+    """The demo's small GKE workload, as `gcptui emulator --gke-nodes` has it: a cluster of Spot L4
+    nodes and a StatefulSet of the torch-free toy trainer, one pod per node (up to 2)."""
+    from gcptui.remote.emulator import toy_train
+
+    cluster = emulator.add_gke_cluster("training", "us-central1-a", nodes=nodes)
+    toy = [sys.executable, "-IS", str(Path(toy_train.__file__)), "--run-dir", "run", "--steps", "100000",
+           "--step-delay", "0.5"]  # fmt: skip
+    emulator.call(cluster.add_statefulset, "trainer", min(2, nodes), toy)
+
+
 def run_emulator_command(args: argparse.Namespace) -> int:
     from gcptui.remote.emulator.runner import run_emulator
 
@@ -67,8 +87,7 @@ def run_emulator_command(args: argparse.Namespace) -> int:
         raise ConfigError(
             f"--tpus {args.tpus} --tpu-workers {args.tpu_workers}: choose 0-16 nodes of 1-8 workers"
         )
-    if not 0 <= args.gke_nodes <= 16:
-        raise ConfigError(f"--gke-nodes {args.gke_nodes}: choose 0-16 nodes (0: no GKE cluster)")
+    _check_gke_nodes(args.gke_nodes)
     directory = Path(args.dir) if args.dir else Path(tempfile.mkdtemp(prefix="gcptui-emulator-"))
     if directory.exists() and not directory.is_dir():
         raise ConfigError(f"--dir {directory} is a file: give a folder (it is made if missing)")
@@ -158,6 +177,7 @@ def run_demo(args: argparse.Namespace) -> int:
     from gcptui.tui.cli.demo_start import HeadStart
 
     _check_vms(args.vms)
+    _check_gke_nodes(args.gke_nodes)
     directory = Path(tempfile.mkdtemp(prefix="gcptui-demo-"))
     try:
         with (
@@ -175,6 +195,8 @@ def run_demo(args: argparse.Namespace) -> int:
             storage = _local_storage(directory, stack)
             specs = demo_fleet(args.vms, delete_action=(DELETE_ACTION_VM,) if storage else ())
             emulator.add_fleet(specs)
+            if args.gke_nodes:  # before the config: it names the cluster's kubeconfig context
+                _add_gke_workload(emulator, args.gke_nodes)
             config_path = emulator.write_config(directory / "gcptui.toml")
             if storage is not None:  # the laptop side too: `p` pulls from the bucket when a VM is gone
                 stack.enter_context(_environment("STORAGE_EMULATOR_HOST", storage[1]))

@@ -52,6 +52,13 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument(
         "--sweep", action="store_true", help="also run a small hyperparameter sweep (w shows it)"
     )
+    demo.add_argument(
+        "--gke-nodes",
+        type=int,
+        default=0,
+        metavar="N",
+        help="also a GKE cluster of N Spot GPU nodes training a small StatefulSet (default 0: none)",
+    )
     demo.set_defaults(handler=_lazy("gcptui.tui.cli.demo", "run_demo"))
 
     emu = sub.add_parser("emulator", parents=[common], help="the emulated fleet alone, in the foreground")
