@@ -109,7 +109,9 @@ async def _stop(services: Services, name: str, *, remove: bool) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
+    from gcptui.remote.keepalive.lease_gate import standing_listener
     from gcptui.remote.keepalive.service import build_service
+    from gcptui.tui.cli.keepalive import said_once
 
     async def main() -> int:
         services = Services(load_config(getattr(args, "config", None)))
@@ -131,6 +133,8 @@ def _run(args: argparse.Namespace) -> int:
         )  # fmt: skip
         _say(f"keeper: watching every Spot VM; lease ttl {args.lease_ttl:g}s; polling every "
              f"{service.keepalive.poll_seconds:g}s")  # fmt: skip
+        if service.gate is not None:
+            service.keepalive.on_poll(standing_listener(service.gate, said_once(_say)))
         runner = asyncio.create_task(service.run(), name="keeper")
         stopper = asyncio.create_task(stop.wait())
         try:
