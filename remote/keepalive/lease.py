@@ -155,6 +155,10 @@ class SignedObject:
             self._seen = (generation, now)
         return self._body_of(data), generation, now - self._seen[1] < self.ttl
 
+    def unchanged_for(self) -> float | None:
+        """Seconds of this process's clock since the object last changed as it saw it (None: not seen)."""
+        return None if self._seen is None else self._clock() - self._seen[1]
+
     def write(self, body: dict[str, Any], *, if_generation_match: int | None = None) -> int:
         """Write ``body`` signed (conditionally when ``if_generation_match`` is given); its generation.
         ``PreconditionFailed`` passes through for the caller to decide."""

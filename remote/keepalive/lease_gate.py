@@ -205,15 +205,63 @@ class LeaseGate:
             for _, e in fresh
         ]
 
+    def standing(self) -> Standing:
+        """Who recovers, as this keep-alive sees it after its last ``check()``: for a status line."""
+        me = "this keeper" if self.role == "keeper" else "this laptop"
+        silent = self._keeper_silence()
+        if self.holding:
+            text = f"{me} holds the lease"
+            return Standing(
+                "mine", f"keeper silent for {_span(silent)}: {text}" if silent is not None else text
+            )
+        keeper_holds = self.holder is not None and self.holder.startswith("keeper:")
+        if silent is not None and (self.holder is None or keeper_holds):
+            return Standing("taking_over", f"keeper silent for {_span(silent)}: taking over")
+        if self.keeper_live or keeper_holds:
+            return Standing("keeper", "keeper holds the lease")
+        if self.holder:
+            return Standing("other", f"{vm_field(self.holder, 80)} holds the lease")
+        return Standing("nobody", "nobody holds the lease")
+
     def describe(self) -> str:
         """The lease in words, for a status line: who recovers."""
-        if self.holding:
-            return "this keep-alive holds the lease"
-        if self.holder and self.holder.startswith("keeper:"):
-            return "keeper holds the lease"
-        if self.keeper_live:
-            return "keeper is up: it holds the lease"
-        return f"{self.holder} holds the lease" if self.holder else "nobody holds the lease"
+        return self.standing().text
+
+    def _keeper_silence(self) -> float | None:
+        """(laptop) Seconds the keeper's status has not changed, once that is past the ttl; else None."""
+        if self.role != "laptop" or self.keeper is None or self.keeper_live:
+            return None
+        return self.status.unchanged_for()
+
+
+@dataclass(frozen=True, slots=True)
+class Standing:
+    """The lease's standing: ``kind`` changes only when who recovers changes (a face says it then),
+    ``text`` may change each poll (the keeper's silence counts up)."""
+
+    kind: Literal["mine", "keeper", "taking_over", "other", "nobody"]
+    text: str
+
+
+def _span(seconds: float | None) -> str:
+    value = int(seconds or 0)
+    if value < 120:
+        return f"{value}s"
+    return f"{value // 60}m" if value < 7200 else f"{value // 3600}h"
+
+
+def standing_listener(gate: LeaseGate, tell: Callable[[Standing], None]) -> Callable[[list[Instance]], None]:
+    """A ``KeepAlive.on_poll`` listener: ``tell(standing)`` after each poll whose standing's words
+    changed (a face shows the text; it says it aloud only when ``kind`` changed)."""
+    last: list[Standing] = []
+
+    def listener(_rows: list[Instance]) -> None:
+        now = gate.standing()
+        if not last or now != last[0]:
+            last[:] = [now]
+            tell(now)
+
+    return listener
 
 
 def holder_name(role: Role, name: str | None = None) -> str:
@@ -244,4 +292,7 @@ def _version() -> str:
         return "unknown"
 
 
-__all__ = ["DEFAULT_TTL", "KeeperStatus", "LeaseGate", "Role", "fenced", "holder_name", "status_events"]
+__all__ = [
+    "DEFAULT_TTL", "KeeperStatus", "LeaseGate", "Role", "Standing", "fenced", "holder_name", "standing_listener",
+    "status_events",
+]  # fmt: skip

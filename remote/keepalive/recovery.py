@@ -46,7 +46,7 @@ from gcptui.remote.keepalive.events import (
 from gcptui.remote.keepalive.machines import Machine, Phase, run_of
 from gcptui.remote.keepalive.recovery_steps import RecoverySteps
 from gcptui.remote.keepalive.vm_restart import VmRestarter, gone
-from gcptui.remote.models import Instance, State
+from gcptui.remote.models import SWEEP_LABEL, Instance, State
 
 if TYPE_CHECKING:
     from gcptui.remote.jobs.protocol import JobStatus
@@ -119,6 +119,7 @@ class KeepAlive(RecoverySteps, EventLog):
         self.gate: Callable[[], Awaitable[bool]] | None = None
         self._poll_listeners: list[Callable[[list[Instance]], None]] = []
         self._names: set[str] | None = set(names) if names is not None else None
+        self._chosen: set[str] = set()  # switched on by name (enable): a sweep's VM too
         # One record per machine, its phase and what keep-alive knows of it (machines.py).
         self.machines: dict[str, Machine] = {}
         self._causes = Causes(backend)
@@ -176,10 +177,15 @@ class KeepAlive(RecoverySteps, EventLog):
         self._poll_listeners.append(listener)
 
     def enabled(self, name: str) -> bool:
-        """Whether keep-alive watches ``name`` (a Spot VM, named or all, and not disabled)."""
+        """Whether keep-alive watches ``name`` (a Spot VM, named or all, and not disabled). Watching
+        every Spot VM leaves out a sweep's (``SWEEP_LABEL``: its own keep-alive resumes its trials);
+        one named here, or switched on by name, is watched whatever its labels."""
         found = self.machines.get(name)
         disabled = found is not None and found.disabled
-        return not disabled and (self._names is None or name in self._names)
+        if self._names is not None:
+            return not disabled and name in self._names
+        swept = found is not None and found.instance is not None and SWEEP_LABEL in found.instance.labels
+        return not disabled and (not swept or name in self._chosen)
 
     def watched(self, instance: Instance) -> bool:
         """Spot VMs when enabled; on-demand VMs only when named: host maintenance stops GPU VMs too."""
@@ -191,6 +197,7 @@ class KeepAlive(RecoverySteps, EventLog):
         self.machine(name).enable()
         if self._names is not None:
             self._names.add(name)
+        self._chosen.add(name)  # switched on by name: watched even if a sweep's label says otherwise
         self.poke()
 
     def disable(self, name: str) -> None:

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable
 
 import asyncssh
 
@@ -26,6 +26,7 @@ from gcptui.remote.compute.backend import Backend, Capability, Recovery
 from gcptui.remote.errors import GcptuiError
 from gcptui.remote.jobs.workers import WorkerJobRunner
 from gcptui.remote.keepalive.events import EventKind, RecoveryEvent, now
+from gcptui.remote.keepalive.lease import LeaseLost
 from gcptui.remote.keepalive.relaunch import JobLauncher
 from gcptui.remote.keepalive.resume_rule import nothing_to_resume
 from gcptui.remote.models import Instance, State, StopCause
@@ -65,6 +66,9 @@ class RowKeepAlive:
         self._recovering: dict[str, asyncio.Task[None]] = {}
         # The lease (service.py): False while another keep-alive holds it; this one then only watches.
         self.may_recover: Callable[[], bool] = lambda: True
+        # Checked again right before the job is restarted (``LeaseGate.fence``): a recovery that began
+        # while this keep-alive held the lease stops there if the lease passed on meanwhile.
+        self.fence: Callable[[], Awaitable[None]] | None = None
 
     # -- watching ----------------------------------------------------------------------------------
 
@@ -167,6 +171,11 @@ class RowKeepAlive:
             self._emit(name, "relaunching", f"attempt {attempt}")
             try:
                 step = await self._relaunch(backend, fresh)
+            except LeaseLost as err:
+                # Another keep-alive holds the lease now and recovers this node: never retried here.
+                self.outcomes[name] = "failed"
+                self._emit(name, "failed", one_line(str(err)))
+                return
             except (GcptuiError, OSError, asyncssh.Error, TimeoutError) as err:
                 # SSH to a node just made, a sync that lost its agent: tried again after a pause.
                 self._emit(name, "retry", one_line(str(err) or type(err).__name__))
@@ -196,6 +205,8 @@ class RowKeepAlive:
         await asyncio.gather(*(launcher.sync_barrier(w) for w in workers))
         self._emit(row.name, "synced", f"{len(workers)} workers hold the current tree")
         mark = await launcher.mark(targets[0])
+        if self.fence is not None:
+            await self.fence()  # the last moment before a start that two actors must not both make
         runner.prepare(row.name, workers)
         results = await runner.run_all("restart", targets)
         failed = [r for r in results if not r.ok]

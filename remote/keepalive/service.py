@@ -166,6 +166,7 @@ def _gate(
     keepalive.relaunch = fenced(keepalive.relaunch, gate)
     if rows is not None:
         rows.may_recover = lambda: gate.holding
+        rows.fence = lambda: asyncio.to_thread(gate.fence)
     if role == "keeper":
         keepalive.subscribe(gate.record)
     return gate

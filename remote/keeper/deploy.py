@@ -5,7 +5,8 @@ existing one), this gcptui installed there in a venv from wheels built here (mad
 installed distributions (``wheels.py``), copied over SSH: the VM needs no package index), the config with its paths
 rewritten (``vm_config.py``), the lease key, the laptop's known-hosts file (public host keys), the
 project tree (what a relaunch syncs), the keeper's own SSH key made there and authorized in the
-project's ``ssh-keys`` metadata, and the headless keep-alive as a service: a systemd unit
+project's ``ssh-keys`` metadata (where the project uses OS Login: imported into the keeper VM's
+service account's login profile instead, ``oslogin.py``), and the headless keep-alive as a service: a systemd unit
 (``Restart=always``, enabled at boot) on a real VM, the job supervisor (``gcptui-job.sh``, job slot
 ``KEEPER_SLOT``) on an emulated one. On the emulator, whose VMs run on this machine, the venv is made
 with ``--system-site-packages`` and gets only gcptui's own wheels (the dependencies are already there).
@@ -96,6 +97,7 @@ class KeeperDeploy:
         self.config: Config = services.config
         self.plan = plan
         self.say = say
+        self.account = ""  # the keeper VM's service account, where OS Login is on
 
     async def run(self) -> Instance:
         instance = await self._vm()
@@ -108,7 +110,8 @@ class KeeperDeploy:
         await self._files(conn, home)
         await self._project(instance, home)
         public = await self._key(conn)
-        await asyncio.to_thread(self._authorize, target.user, public)
+        if not await self._oslogin(conn, instance):
+            await asyncio.to_thread(self._authorize, target.user, public)
         mode = (await self._sh(conn, service_mode_script())).strip()
         service = KeeperService(self.services, instance)
         await service.start(mode, env=self._env(), home=home)
@@ -200,6 +203,7 @@ class KeeperDeploy:
         sync = self.config.sync.model_copy(update={"dest": f"{home}/.gcptui-keeper/project", "protect": []})
         copy = Services(self.config.model_copy(update={"sync": sync}))
         try:
+            await asyncio.to_thread(copy.fleet.snapshot)  # resolves an OS Login user, as for the first
             session = copy.sync_session(instance)
             await session.full_sync()
             await session.close()
@@ -219,6 +223,28 @@ class KeeperDeploy:
             raise GcptuiError("keeper deploy: the keeper's SSH key was not made on the VM")
         return public.split("\n")[-1]
 
+    async def _oslogin(self, conn: asyncssh.SSHClientConnection, instance: Instance) -> bool:
+        """Where the project uses OS Login: the keeper imports its key into its VM's service
+        account's login profile (as that account, on the VM) and logs in as that profile's user;
+        False (metadata ``ssh-keys`` then) where it does not."""
+        from gcptui.remote.keeper.oslogin import import_command, oslogin_on, service_account
+
+        if not await asyncio.to_thread(oslogin_on, self.services):
+            return False
+        account = await asyncio.to_thread(service_account, self.services, instance.name, instance.zone)
+        command = import_command(f"{KEEPER_DIR}/venv/bin/python", f"{KEEPER_DIR}/gcptui.toml", account)
+        lines = (await self._sh(conn, command, timeout=120)).strip().splitlines()
+        user = vm_field(lines[-1], 64) if lines else ""
+        if not user:
+            raise GcptuiError(
+                f"keeper deploy: OS Login gave {account} no POSIX user: grant it roles/compute.osAdminLogin"
+            )
+        self.account = account
+        self.say(
+            f"keeper: OS Login is on: its key imported into {account}'s login profile; it logs in as {user}"
+        )
+        return True
+
     def _authorize(self, user: str, public: str) -> None:
         """Add ``user:KEY`` to the project's ``ssh-keys`` (with the metadata's fingerprint: a
         concurrent change makes this fail and say so, never overwrites it)."""
@@ -234,7 +260,12 @@ class KeeperDeploy:
     def _env(self) -> dict[str, str]:
         """What the keeper's process needs beyond its config: a Cloud Storage emulator's address."""
         host = os.environ.get("STORAGE_EMULATOR_HOST", "")
-        return {"STORAGE_EMULATOR_HOST": host} if host else {}
+        env = {"STORAGE_EMULATOR_HOST": host} if host else {}
+        if self.account:
+            from gcptui.remote.keeper.oslogin import ACCOUNT_ENV
+
+            env[ACCOUNT_ENV] = self.account  # whose OS Login profile `keeper run` logs in with
+        return env
 
 
 def _dependency_wheels(folder: Path) -> None:

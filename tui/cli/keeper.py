@@ -109,7 +109,10 @@ async def _stop(services: Services, name: str, *, remove: bool) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
+    from gcptui.remote.keepalive.lease_gate import standing_listener
     from gcptui.remote.keepalive.service import build_service
+    from gcptui.remote.keeper.oslogin import login_here
+    from gcptui.tui.cli.keepalive import said_once
 
     async def main() -> int:
         services = Services(load_config(getattr(args, "config", None)))
@@ -125,12 +128,21 @@ def _run(args: argparse.Namespace) -> int:
         tuning = {"poll_seconds": args.poll_seconds} if args.poll_seconds else {}
         if not services.config.storage.bucket:
             raise ConfigError("the keeper needs [storage] bucket in gcptui.toml: the lease lives there")
+        try:  # OS Login: the user resolved before the first SSH (keep-alive's polls never list the fleet)
+            user = await asyncio.to_thread(login_here, services)
+        except GcptuiError as err:
+            _say(f"keeper: OS Login: {err}")
+        else:
+            if user:
+                _say(f"keeper: OS Login user {user}")
         service = build_service(
             services, on_event=on_event, lease="keeper", lease_ttl=args.lease_ttl, autostop=False,
             keeper_name=socket.gethostname(), tuning=tuning,
         )  # fmt: skip
         _say(f"keeper: watching every Spot VM; lease ttl {args.lease_ttl:g}s; polling every "
              f"{service.keepalive.poll_seconds:g}s")  # fmt: skip
+        if service.gate is not None:
+            service.keepalive.on_poll(standing_listener(service.gate, said_once(_say)))
         runner = asyncio.create_task(service.run(), name="keeper")
         stopper = asyncio.create_task(stop.wait())
         try:
