@@ -150,6 +150,13 @@ async def watch(config: Path, n: int, duration: float, profile: Path | None) -> 
             await pilot.pause(0.2)
         else:
             raise SystemExit(f"{n} machines: not every job and GPU stream was seen within the deadline")
+        # Keep-alive imports the Compute client library 20 s after it starts (once, ~100 MB, seconds
+        # of CPU): the window starts after that, it is no per-machine cost.
+        while time.monotonic() < deadline:
+            warming = getattr(app.keepalive, "_warming", None)
+            if warming is not None and warming.done():
+                break
+            await pilot.pause(0.5)
         await pilot.pause(3.0)  # steady state
         table = app.fleet_screen.table
         shown_at: list[float] = []
