@@ -35,6 +35,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import cProfile
+import gc
 import json
 import os
 import statistics
@@ -151,11 +152,12 @@ async def watch(config: Path, n: int, duration: float, profile: Path | None) -> 
         else:
             raise SystemExit(f"{n} machines: not every job and GPU stream was seen within the deadline")
         # Keep-alive imports the Compute client library 20 s after it starts (once, ~100 MB, seconds
-        # of CPU): the window starts after that, it is no per-machine cost.
+        # of CPU), and the app freezes its start-up's objects 45 s after mount: the window starts
+        # after both, they are no per-machine cost.
         while time.monotonic() < deadline:
             warming = getattr(app.keepalive, "_warming", None)
-            if warming is not None and warming.done():
-                break
+            if warming is not None and warming.done() and gc.get_freeze_count():
+                break  # and the app has frozen its start-up's objects (GcptuiApp._freeze_start_up)
             await pilot.pause(0.5)
         await pilot.pause(3.0)  # steady state
         table = app.fleet_screen.table
@@ -171,6 +173,16 @@ async def watch(config: Path, n: int, duration: float, profile: Path | None) -> 
                 shown.set()
 
         app._display = timed_display  # type: ignore[method-assign,assignment]
+        gc_pauses: list[tuple[int, float]] = []  # (generation, ms) of each cyclic GC pass in the window
+        gc_started = [0.0]
+
+        def gc_timer(phase: str, info: dict[str, int]) -> None:
+            if phase == "start":
+                gc_started[0] = time.perf_counter()
+            else:
+                gc_pauses.append((info["generation"], (time.perf_counter() - gc_started[0]) * 1000))
+
+        gc.callbacks.append(gc_timer)
         profiler = cProfile.Profile() if profile is not None else None
         if profiler is not None:
             profiler.enable()
@@ -195,6 +207,7 @@ async def watch(config: Path, n: int, duration: float, profile: Path | None) -> 
             k += 1
         wall = time.monotonic() - wall0
         cpu = sum(me.cpu_times()[:2]) - cpu0
+        gc.callbacks.remove(gc_timer)
         if profiler is not None and profile is not None:
             profiler.disable()
             profile.mkdir(parents=True, exist_ok=True)
@@ -210,6 +223,8 @@ async def watch(config: Path, n: int, duration: float, profile: Path | None) -> 
         "rss_mib": round(rss, 1),
         "loadavg_1m": round(os.getloadavg()[0], 2),
         "watched": sum(1 for x in app.live.values() if x.watched),
+        "gc_full_passes": sum(1 for generation, _ in gc_pauses if generation == 2),
+        "gc_max_ms": round(max((ms for _, ms in gc_pauses), default=0.0), 1),
     }
 
 
