@@ -37,6 +37,7 @@ from textual.app import App  # noqa: E402
 from textual.screen import Screen  # noqa: E402
 
 from gcptui.remote.aio import within  # noqa: E402
+from gcptui.remote.compute.ssh_exec import SshExecChannel  # noqa: E402
 from gcptui.remote.models import ConnectionGetter  # noqa: E402
 from gcptui.remote.telemetry.log_stream import LogChunk, LogEvent, LogNotice, LogStream  # noqa: E402
 from gcptui.tui.logs.screen import LogsScreen, PaneSource  # noqa: E402
@@ -156,10 +157,11 @@ def inprocess_source(
 
 
 def stream_opener(get: ConnectionGetter, path: Path, poll: float) -> Callable[[], AsyncIterator[LogEvent]]:
-    """A source that follows ``path`` from its end over SSH (a fresh stream per open)."""
+    """A source that follows ``path`` from its end over SSH's exec channel (a fresh stream per open)."""
+    channel = SshExecChannel(get, lambda: "sshd")
 
     def open_stream() -> AsyncIterator[LogEvent]:
-        return LogStream(get, str(path), history_lines=0, poll_interval=poll).events()
+        return LogStream(channel, str(path), history_lines=0, poll_interval=poll).events()
 
     return open_stream
 

@@ -30,6 +30,7 @@ from textual import events  # noqa: E402
 from textual.app import App  # noqa: E402
 
 from gcptui.remote.aio import within  # noqa: E402
+from gcptui.remote.compute.ssh_exec import SshExecChannel  # noqa: E402
 from gcptui.remote.telemetry.log_stream import LogChunk, LogEvent, LogNotice, LogStream  # noqa: E402
 from gcptui.tui.logs.screen import LogsScreen, PaneSource  # noqa: E402
 
@@ -78,7 +79,10 @@ async def bench(megabytes: int, esc_at: float) -> dict[str, object]:
 
             def source() -> AsyncIterator[LogEvent]:
                 async def events() -> AsyncIterator[LogEvent]:
-                    async for event in LogStream(get, str(log), history_lines=0, poll_interval=0.05).events():
+                    channel = SshExecChannel(get, lambda: sshd.host)
+                    async for event in LogStream(
+                        channel, str(log), history_lines=0, poll_interval=0.05
+                    ).events():
                         if isinstance(event, LogChunk):
                             received[0] = event.offset
                         elif isinstance(event, LogNotice) and event.kind == "following":

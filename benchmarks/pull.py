@@ -28,6 +28,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+from gcptui.remote.compute.ssh_exec import SshExecChannel  # noqa: E402
 from gcptui.remote.config import SshConfig  # noqa: E402
 from gcptui.remote.ssh.pool import SshPool  # noqa: E402
 from gcptui.remote.ssh.target import SshTarget  # noqa: E402
@@ -77,7 +78,9 @@ async def gcptui_pull(target: SshTarget, remote: Path, local: Path, cut_at: int 
             raise ConnectionError("cut")
 
     try:
-        await pull(pool.getter(target), str(remote), local, progress=progress)
+        await pull(
+            SshExecChannel(pool.getter(target), lambda: "bench"), str(remote), local, progress=progress
+        )
     except ConnectionError:
         pass
     finally:

@@ -165,7 +165,7 @@ async def bench(args: argparse.Namespace, root: Path) -> dict[str, object]:
         session = services.sync_session(instance)
         await session.full_sync()
         await session.close()
-        await services.jobs.start(services.target(instance))
+        await services.jobs.start(services.reach(instance))
 
         rounds: list[dict[str, object]] = []
         notices = False
@@ -271,12 +271,12 @@ async def delete_action_rounds(
     session = services.sync_session(instance)
     await session.full_sync()
     await session.close()
-    await services.jobs.start(services.target(instance))
+    await services.jobs.start(services.reach(instance))
     keepalive = build_keepalive(services, names=["spot-d"], backoff_base=0.2)
     runner = asyncio.create_task(keepalive.run())
     rows: list[dict[str, object]] = []
     try:
-        await until(lambda: "spot-d" in keepalive._origins, 60, "disk origins recorded")
+        await until(lambda: keepalive.remembered("spot-d"), 60, "disk origins recorded")
         for number in range(1, args.delete_rounds + 1):
             row = await one_round(emu, keepalive, number, args.boot, name="spot-d")
             rows.append({"mode": "delete", **row})
@@ -297,7 +297,7 @@ async def maintenance_rounds(
     session = services.sync_session(instance)
     await session.full_sync()
     await session.close()
-    await services.jobs.start(services.target(instance))
+    await services.jobs.start(services.reach(instance))
     keepalive = build_keepalive(services, names=["gpu-m"], backoff_base=0.2)
     watchers = NoticeWatchers(services, keepalive)
     keepalive.on_poll(watchers.track)
@@ -339,7 +339,7 @@ async def group_rounds(
         await session.close()
     runner = GroupJobRunner(services.pool, services.config, remote_home=services.jobs.remote_home)
     group = services.config.groups[0]
-    started = await run_group("start", runner, group, instances, [services.target(i) for i in instances])
+    started = await run_group("start", runner, group, instances, [services.reach(i) for i in instances])
     if not all(r.ok for r in started):
         raise RuntimeError(f"group start failed: {[str(r.error) for r in started]}")
     keepalive = build_keepalive(services, names=names, backoff_base=0.2)
@@ -391,7 +391,7 @@ async def tpu_rounds(emu: Emulator, root: Path, args: argparse.Namespace) -> lis
                 await session.close()
             jobs = WorkerJobRunner(services.pool, services.config)
             jobs.prepare("tpu-b", workers)
-            await jobs.run_all("start", [services.target(w) for w in workers])
+            await jobs.run_all("start", [services.reach(w) for w in workers])
             events: list[RecoveryEvent] = []
             service = build_service(services, on_event=events.append, notices=False, autostop=False,
                                     tuning={"backoff_base": 0.2})  # fmt: skip

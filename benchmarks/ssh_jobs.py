@@ -33,6 +33,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from gcptui.remote.compute.ssh_exec import pool_reach  # noqa: E402
 from gcptui.remote.config import JobConfig, SshConfig  # noqa: E402
 from gcptui.remote.jobs.runner import JobRunner  # noqa: E402
 from gcptui.remote.ssh.pool import SshPool  # noqa: E402
@@ -109,19 +110,21 @@ async def bench(hosts: int, repeat: int, workdir: Path) -> dict[str, object]:
         async def cold_status(which: list[SshTarget]) -> None:
             async with SshPool(SSH) as pool:
                 results = await JobRunner(pool, job, "~/project", remote_home=str(home)).run_all(
-                    "status", which
+                    "status", [pool_reach(pool, t) for t in which]
                 )
                 assert all(r.ok for r in results), [str(r.error) for r in results if not r.ok]
 
         async with SshPool(SSH) as pool:
             # One home for all: every host is this machine, so one job is "the" job everywhere.
             runner = JobRunner(pool, job, "~/project", remote_home=str(home))
-            started = await runner.run_all("start", one)
+            started = await runner.run_all("start", [pool_reach(pool, t) for t in one])
             assert started[0].ok, started[0].error
-            await runner.run_all("status", fleet)  # warm: connect and install the supervisor
+            await runner.run_all(
+                "status", [pool_reach(pool, t) for t in fleet]
+            )  # warm: connect and install the supervisor
 
             async def status(which: list[SshTarget]) -> None:
-                results = await runner.run_all("status", which)
+                results = await runner.run_all("status", [pool_reach(pool, t) for t in which])
                 assert all(r.ok and r.value and r.value.state == "running" for r in results)
 
             async def exec_true(which: list[SshTarget]) -> None:
@@ -137,7 +140,7 @@ async def bench(hosts: int, repeat: int, workdir: Path) -> dict[str, object]:
                 out[f"exec_true_{label}"] = await timed(lambda w=which: exec_true(w), repeat)
                 srv = servers[: len(which)]
                 out[f"openssh_true_{label}"] = await timed(lambda s=srv: openssh_true(s), repeat)
-            await runner.run_all("kill", one)
+            await runner.run_all("kill", [pool_reach(pool, t) for t in one])
     finally:
         for server in servers:
             server.stop()

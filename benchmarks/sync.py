@@ -31,6 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import asyncssh  # noqa: E402
 
+from gcptui.remote.compute.ssh_exec import SshExecChannel  # noqa: E402
 from gcptui.remote.sync import SyncSession  # noqa: E402
 from tests.helpers.sshd import Sshd, make_client_key  # noqa: E402
 from tests.helpers.wan import add_known_host, spawn_wan_proxy  # noqa: E402
@@ -151,7 +152,9 @@ async def initial_rounds(link: Link, source: Path, vm: Path, rounds: int, ledger
                 continue
             started = time.perf_counter()
             conn = await connect(link)
-            session = SyncSession(source, str(dest), lambda c=conn: _ready(c), name="bench")
+            session = SyncSession(
+                source, str(dest), SshExecChannel(lambda c=conn: _ready(c), lambda: "bench"), name="bench"
+            )
             await session.full_sync()
             ours.append(time.perf_counter() - started)
             log(f"  gcptui {ours[-1]:.3f} s")
@@ -206,7 +209,9 @@ async def noop_ignored(link: Link, work: Path, files: int, ledgers: list[str], r
     async def ours_once() -> float:
         started = time.perf_counter()
         conn = await connect(link)
-        session = SyncSession(source, str(vm / "gcptui"), lambda: _ready(conn), exclude=exclude)
+        session = SyncSession(
+            source, str(vm / "gcptui"), SshExecChannel(lambda: _ready(conn), lambda: "bench"), exclude=exclude
+        )
         result = await session.full_sync()
         elapsed = time.perf_counter() - started
         if session._agent is not None:
@@ -294,14 +299,16 @@ async def main(args: argparse.Namespace) -> dict:
 
         log("gcptui: no-op ...")
         conn = await connect(link)
-        session = SyncSession(source, str(sync_dest), lambda: _ready(conn), name="bench")
+        session = SyncSession(
+            source, str(sync_dest), SshExecChannel(lambda: _ready(conn), lambda: "bench"), name="bench"
+        )
         await session.full_sync()  # starts the agent: the warm figures below reuse it
         noop_warm = statistics.median([await _timed(session.full_sync()) for _ in range(3)])
         noop_cold = []
         for _ in range(3):
             t = time.perf_counter()
             c = await connect(link)
-            s2 = SyncSession(source, str(sync_dest), lambda c=c: _ready(c))
+            s2 = SyncSession(source, str(sync_dest), SshExecChannel(lambda c=c: _ready(c), lambda: "bench"))
             result = await s2.full_sync()
             noop_cold.append(time.perf_counter() - t)
             assert result.bytes == 0, "a no-op resync sent file data"
@@ -310,7 +317,9 @@ async def main(args: argparse.Namespace) -> dict:
         await session.close()
 
         log("following: single-file edits ...")
-        follow = SyncSession(source, str(sync_dest), lambda: _ready(conn), name="bench")
+        follow = SyncSession(
+            source, str(sync_dest), SshExecChannel(lambda: _ready(conn), lambda: "bench"), name="bench"
+        )
         task = asyncio.create_task(follow.follow())
         while follow.state != "in_sync":
             await asyncio.sleep(0.01)

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING
 
 import asyncssh
 
+from gcptui.remote.compute.ssh_exec import SshExecChannel
 from gcptui.remote.sync import SyncSession
 from gcptui.remote.sync.fanout import FanOut
 from tests.helpers.sshd import Sshd
@@ -86,7 +87,7 @@ async def fleet(args: argparse.Namespace, sshd: Sshd, source: Path, vm: Path, le
         _log("initial sync to one VM alone ...")
         subprocess.run(["sync"], check=False)
         started = time.perf_counter()
-        one = SyncSession(source, str(vm / "one"), getters[n], name="one")
+        one = SyncSession(source, str(vm / "one"), SshExecChannel(getters[n], lambda: "one"), name="one")
         await one.full_sync(complete=True)
         one_s = time.perf_counter() - started
         if one._agent is not None:
@@ -98,9 +99,11 @@ async def fleet(args: argparse.Namespace, sshd: Sshd, source: Path, vm: Path, le
         subprocess.run(["sync"], check=False)
         dests = [vm / f"vm{i}" for i in range(n)]
         started = time.perf_counter()
-        relay = FanOut(getters[0], str(dests[0]), sshd.host, name="vm0")
+        relay = FanOut(SshExecChannel(getters[0], lambda: "vm0"), str(dests[0]), sshd.host, name="vm0")
         sessions = [
-            SyncSession(source, str(d), g, name=f"vm{i}", relay=relay if i else None)
+            SyncSession(
+                source, str(d), SshExecChannel(g, lambda: "vm"), name=f"vm{i}", relay=relay if i else None
+            )
             for i, (d, g) in enumerate(zip(dests, getters, strict=False))
         ]
         results = await asyncio.gather(*(s.full_sync(complete=True) for s in sessions))

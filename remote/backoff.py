@@ -11,9 +11,10 @@ import random
 from collections.abc import Callable
 
 
-def backoff(attempt: int, base: float, cap: float) -> float:
-    """The pause before try ``attempt`` (0-based), without jitter: base, 2*base, 4*base, ... capped."""
-    return float(min(cap, base * (2 ** max(0, attempt))))
+def backoff(attempt: int, base: float, cap: float, *, factor: float = 2.0) -> float:
+    """The pause before try ``attempt`` (0-based), without jitter: base, 2*base, 4*base, ... capped
+    (``factor`` 1.5 for a gentler growth: polls that wait for a machine to boot)."""
+    return float(min(cap, base * (factor ** max(0, attempt))))
 
 
 class Backoff:

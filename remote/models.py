@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from datetime import datetime
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -91,6 +93,15 @@ class Worker:
 # An instance label naming the port its sshd listens on, when not [ssh] port (22 on GCE). The
 # emulator sets it where all VMs share 127.0.0.1 (macOS); users may set it on their own VMs.
 SSH_PORT_LABEL = "gcptui-ssh-port"
+# An instance label a sweep's VMs carry (set by the API caller that makes them: ``sweep run``'s
+# provisioning, or by hand): their own sweep keep-alive resumes their trials, so a keep-alive over
+# "every Spot VM" (the TUI's, `gcptui keepalive`, the keeper) leaves them alone.
+SWEEP_LABEL = "gcptui-sweep"
+
+
+def sweep_label_value(name: str) -> str:
+    """A sweep's name as a GCE label value (lowercase letters, digits, ``-`` and ``_``; 63 at most)."""
+    return re.sub(r"[^a-z0-9_-]", "-", name.lower())[:63]
 
 
 @dataclass(frozen=True, slots=True)
@@ -182,3 +193,16 @@ class Instance:
 # How services (sync, logs, GPU, jobs) reach a host: await it for a live connection. The SSH pool
 # hands these out; it reconnects with backoff, so after a ConnectionLost a service simply awaits again.
 ConnectionGetter = Callable[[], Awaitable["asyncssh.SSHClientConnection"]]
+
+
+@dataclass(frozen=True, slots=True)
+class FleetSnapshot:
+    """One refresh of the fleet: every row of every configured kind of compute, when it was read and from where."""
+
+    instances: tuple[Instance, ...]
+    refreshed_at: datetime
+    source: str
+    errors: tuple[str, ...] = field(default=())
+
+    def find(self, name: str) -> Instance | None:
+        return next((i for i in self.instances if i.name == name), None)

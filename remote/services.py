@@ -12,14 +12,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from gcptui.remote.cloud.fleet import FleetSnapshot, FleetSource
-from gcptui.remote.compute.backend import SHARED_FLEET, BackendContext
-from gcptui.remote.compute.exec_channel import ExecChannel
+from gcptui.remote.compute.backend import SHARED_FLEET, BackendContext, Unsupported
+from gcptui.remote.compute.exec_channel import ExecChannel, Reach
 from gcptui.remote.compute.registry import Compute
-from gcptui.remote.compute.ssh_exec import SshExecChannel
+from gcptui.remote.compute.ssh_exec import SshExecChannel, pool_reach
 from gcptui.remote.config import Config
 from gcptui.remote.errors import CloudError, ConfigError, GcptuiError, NotFoundError
 from gcptui.remote.jobs.runner import JobRunner
-from gcptui.remote.models import ConnectionGetter, Instance, State
+from gcptui.remote.models import Instance, State
 from gcptui.remote.ssh.errors import SshConfigError, SshError, SshUnreachableError
 from gcptui.remote.ssh.pool import SshPool
 from gcptui.remote.ssh.target import SshTarget
@@ -77,6 +77,25 @@ class Services:
         across restarts; Kubernetes exec for a pod). Raises ``Unsupported`` for a row with no shell."""
         return self.compute.of(instance).exec_channel(instance)
 
+    def reach(self, instance: Instance) -> Reach:
+        """``instance`` for a job operation: over SSH exactly the address this ``Instance`` names (a
+        restarted VM's new one, before the next fleet reading), as ``target`` does; a row without
+        sshd (a pod) through its backend's ``channel``. Raises ``Unsupported`` for a row with no shell."""
+        try:
+            self.compute.of(instance).ssh_target(instance)  # pure; before OS Login, which is SSH's
+        except Unsupported:
+            return Reach(instance.name, self.channel(instance))
+        return pool_reach(self.pool, self.target(instance))
+
+    def channel_or_none(self, instance: Instance) -> ExecChannel | None:
+        """``channel(instance)``, or None when nothing reaches it now: an SSH machine without an
+        address or with bad settings (``target`` fails), a row without a shell."""
+        try:
+            self.reach(instance)  # pure: checks the SSH target (or the pod's channel) before any use
+            return self.channel(instance)
+        except GcptuiError:
+            return None
+
     def exec_channel(self, instance: Instance) -> SshExecChannel:
         """An exec channel over the shared SSH pool that follows ``instance`` across restarts."""
         getter = self.follow(instance)
@@ -133,9 +152,6 @@ class Services:
         except GcptuiError:
             return None
 
-    def getter(self, instance: Instance) -> ConnectionGetter:
-        return self.pool.getter(self.target(instance))
-
     def sync_source(self) -> Path:
         """The local folder sync sends, checked once: refused (one line naming the file) when it
         holds the config's SSH private key or any file that looks like a private key."""
@@ -169,11 +185,18 @@ class Services:
 
     def sync_relay(self, seed: Instance) -> FanOut | None:
         """A fan-out relay seeded on ``seed`` (fanout.py): other machines fetch the tree's bytes
-        from it at its internal address. None when it has none (a static host) or no SSH target."""
-        if not seed.internal_ip or self.target_or_none(seed) is None:
+        from it at its internal address. None when it has none (a static host) or cannot be reached
+        (no shell, or over SSH no address)."""
+        if not seed.internal_ip:
+            return None
+        try:
+            channel = self.channel(seed)
+        except GcptuiError:
+            return None
+        if isinstance(channel, SshExecChannel) and self.target_or_none(seed) is None:
             return None
         sync = self.config.sync
-        return FanOut(self.getter(seed), sync.dest, seed.internal_ip, guard=self.sync_guard(), name=seed.name)
+        return FanOut(channel, sync.dest, seed.internal_ip, guard=self.sync_guard(), name=seed.name)
 
     def sync_fanout(self, instances: list[Instance]) -> FanOut | None:
         """The relay that lets several machines share one upload of the tree: the first that can
@@ -193,13 +216,14 @@ class Services:
         return sessions, relay
 
     def sync_session(self, instance: Instance, relay: FanOut | None = None) -> SyncSession:
-        """A live-sync session of ``[sync]`` to one machine over the shared pool (``relay``: a large
-        batch's bytes come from the fan-out's seed machine)."""
+        """A live-sync session of ``[sync]`` to one machine over its exec channel (``channel``: SSH
+        through the shared pool, following the machine across restarts; a pod's Kubernetes exec)
+        (``relay``: a large batch's bytes come from the fan-out's seed machine)."""
         sync = self.config.sync
         session = SyncSession(
             self.sync_source(),
             sync.dest,
-            self.getter(instance),
+            self.channel(instance),
             exclude=sync.exclude,
             protect=sync.protect,
             name=instance.name,

@@ -211,12 +211,19 @@ def job_progress(compute: Compute, row: Instance) -> Progress:
     return progress_of(backend.rest(), backend.job_name(row))
 
 
-def is_vertex_job(compute: Compute, row: Instance) -> bool:
-    """Whether ``row`` is a Vertex AI job (its lines in Cloud Logging, cancelled through Vertex AI),
-    asked of the backend that listed it: faces never test a row's ``source``."""
+def row_log_events(
+    compute: Compute, row: Instance, *, history_lines: int, settle_seconds: float
+) -> AsyncIterator[LogEvent]:
+    """``job_log_events`` of the Vertex AI job listed as ``row``: what a logs pane shows for a row
+    whose backend says ``Capability.CLOUD_LOGS``."""
     from gcptui.remote.compute.vertex.backend import VertexBackend
 
-    return isinstance(compute.backends.get(row.source), VertexBackend)
+    backend = compute.of(row)
+    if not isinstance(backend, VertexBackend):
+        raise GcptuiError(f"{row.name} is a {row.source} row: its lines are not in Cloud Logging")
+    return job_log_events(
+        backend.rest(), backend.job_name(row), history_lines=history_lines, settle_seconds=settle_seconds
+    )
 
 
 def settle_seconds(config: Config) -> float:

@@ -20,6 +20,7 @@ from textual.app import App, SystemCommand
 from textual.message import Message
 from textual.screen import Screen
 
+from gcptui.remote.compute.backend import Capability
 from gcptui.remote.config import Config, GroupConfig
 from gcptui.remote.errors import ConfigError, GcptuiError
 from gcptui.remote.jobs.protocol import JobStatus
@@ -281,25 +282,23 @@ class GcptuiApp(Telling, KeepAliveControls, App[None]):
 
     # -- acting on machines (act, act_all: tui/telling.py) -------------------------------------------
 
-    def is_vertex_job(self, instance: Instance) -> bool:
-        from gcptui.remote.vertex_workflows import is_vertex_job
-
-        return is_vertex_job(self.services.compute, instance)
+    def can(self, instance: Instance, capability: Capability) -> bool:
+        return self.services.compute.can(instance, capability)
 
     async def job_action(self, action: str, instance: Instance) -> str | None:
-        if action == "kill" and self.is_vertex_job(instance):  # a Vertex AI job: cancel, asynchronous
-            await asyncio.to_thread(self.services.compute.of(instance).cancel, instance)  # type: ignore[attr-defined]
+        if action == "kill" and self.can(instance, Capability.CANCEL):  # a Vertex AI job: asynchronous
+            await asyncio.to_thread(self.services.compute.of(instance).cancel, instance)
             self.refresh_fleet()
             return f"{instance.name}: cancel requested"
         workers = self.services.compute.of(instance).worker_rows(instance) if instance.workers else ()
         if workers:  # a TPU node: the same job on every worker at once
             return await self._worker_job_action(action, instance, workers)
-        target = self.services.target(instance)
+        reach = self.services.reach(instance)  # SSH to this row's address, or a pod's own channel
         if action in ("start", "restart"):
             await self.monitors.barrier(instance)  # the VM holds the current tree first
         jobs = self.services.jobs
         act = {"start": jobs.start, "restart": jobs.restart, "kill": jobs.kill, "status": jobs.status}[action]
-        status = await act(target)
+        status = await act(reach)
         await self.monitors.refresh_job(instance.name)
         return f"{instance.name}: job {status.state}" + (f" (pid {status.pid})" if status.pid else "")
 
@@ -317,7 +316,7 @@ class GcptuiApp(Telling, KeepAliveControls, App[None]):
             launcher = JobLauncher(services, jobs=runner)
             await asyncio.gather(*(launcher.sync_barrier(w) for w in workers))
             runner.prepare(instance.name, list(workers))
-        results = await runner.run_all(action, [services.target(w) for w in workers])  # type: ignore[arg-type]
+        results = await runner.run_all(action, [services.reach(w) for w in workers])  # type: ignore[arg-type]
         await self.monitors.refresh_job(instance.name)
         failed = [r for r in results if not r.ok]
         if failed and failed[0].error is not None:

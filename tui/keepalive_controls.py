@@ -15,10 +15,11 @@ from gcptui.remote.keepalive.recovery import KeepAlive
 from gcptui.remote.models import Instance
 from gcptui.remote.services import Services
 from gcptui.tui.live.monitors import Monitors
-from gcptui.tui.live.notices import Notice, recovery_cell, recovery_notice
+from gcptui.tui.live.notices import Notice, lease_notice, recovery_cell, recovery_notice
 
 if TYPE_CHECKING:
     from gcptui.remote.keepalive.autostop import AutoStopper
+    from gcptui.remote.keepalive.lease_gate import Standing
 
 
 class KeepAliveControls:
@@ -28,6 +29,7 @@ class KeepAliveControls:
     keepalive: KeepAlive | None
     autostopper: AutoStopper | None
     _keepalive_due: bool
+    lease_standing: Standing | None = None  # who recovers (the lease), as of keep-alive's last poll
 
     if TYPE_CHECKING:  # provided by GcptuiApp
 
@@ -53,7 +55,11 @@ class KeepAliveControls:
         def started(keepalive: KeepAlive, autostopper: AutoStopper | None) -> None:
             self.keepalive, self.autostopper = keepalive, autostopper
 
-        await run_keepalive(self.services, self.config, self._recovery_event, started)
+        await run_keepalive(self.services, self.config, self._recovery_event, started, self._lease_standing)
+
+    def _lease_standing(self, standing: Standing) -> None:
+        before, self.lease_standing = self.lease_standing, standing
+        self._say(lease_notice(standing, before))
 
     def cancel_autostop(self, name: str) -> None:
         """A key on VM ``name``: a warned auto-stop does not happen (its idle clock starts over)."""
@@ -110,4 +116,5 @@ class KeepAliveControls:
         from gcptui.tui.fleet.timeline import TimelineScreen
 
         timeline = self.keepalive.timelines.get(instance.name) if self.keepalive else None
-        self._app.push_screen(TimelineScreen(instance.name, timeline))
+        standing = self.lease_standing.text if self.lease_standing is not None else ""
+        self._app.push_screen(TimelineScreen(instance.name, timeline, standing))

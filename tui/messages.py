@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from textual.message import Message
 
-from gcptui.remote.cloud.fleet import FleetSnapshot
+from gcptui.remote.models import FleetSnapshot
 
 
 class FleetRefreshed(Message, bubble=False):  # the app forwards it to the screen: no echo

@@ -28,7 +28,7 @@ from typing import Any
 
 from gcptui.remote.cloud.instances import DiskOrigin, short_name
 from gcptui.remote.errors import ConfigError, GcptuiError
-from gcptui.remote.models import SSH_PORT_LABEL
+from gcptui.remote.models import SSH_PORT_LABEL, SWEEP_LABEL, sweep_label_value
 
 # Metadata keys that belong to one instance (a managed group's), never copied to another VM.
 PER_INSTANCE_METADATA = frozenset({"created-by", "instance-template"})
@@ -60,6 +60,7 @@ class CreateOptions:
     machine_type: str | None = None
     gpus: tuple[str, int] | None = None  # (accelerator type, count); count 0 removes the GPUs
     group: str | None = None
+    sweep: str | None = None  # the sweep that makes it: labelled so other keep-alives leave it alone
 
 
 def parse_gpus(text: str) -> tuple[str, int]:
@@ -181,11 +182,13 @@ def _labels(base: dict[str, Any], options: CreateOptions) -> dict[str, str]:
     labels = {
         k: v
         for k, v in (base.get("labels") or {}).items()
-        if not k.startswith("goog-") and k not in (SSH_PORT_LABEL, BASE_LABEL, GROUP_LABEL)
-    }
+        if not k.startswith("goog-") and k not in (SSH_PORT_LABEL, BASE_LABEL, GROUP_LABEL, SWEEP_LABEL)
+    }  # a VM made like a sweep's VM is not that sweep's
     labels[BASE_LABEL] = str(base.get("name", ""))
     if options.group:
         labels[GROUP_LABEL] = options.group
+    if options.sweep:
+        labels[SWEEP_LABEL] = sweep_label_value(options.sweep)
     return labels
 
 

@@ -12,13 +12,12 @@ import dataclasses
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
 from gcptui.remote.config import Config, GcpConfig
 from gcptui.remote.errors import CloudError, ConfigError
-from gcptui.remote.models import Instance, State
+from gcptui.remote.models import FleetSnapshot, Instance, State
 
 if TYPE_CHECKING:
     from gcptui.remote.cloud.compute_rest import ComputeReader
@@ -27,19 +26,6 @@ if TYPE_CHECKING:
     from gcptui.remote.cloud.pricing import PriceBook
 
 PRICES_MAX_AGE = 6 * 3600.0  # a long-running TUI reads prices again (the cache spares the catalog)
-
-
-@dataclass(frozen=True, slots=True)
-class FleetSnapshot:
-    """One refresh of the fleet: every instance and host, when it was read and from where."""
-
-    instances: tuple[Instance, ...]
-    refreshed_at: datetime
-    source: str
-    errors: tuple[str, ...] = field(default=())
-
-    def find(self, name: str) -> Instance | None:
-        return next((i for i in self.instances if i.name == name), None)
 
 
 def unreachable_notes(zones: list[str]) -> tuple[str, ...]:

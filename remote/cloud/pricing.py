@@ -39,6 +39,9 @@ _FIXED = {
     "a3-highgpu-1g": (26, 234.0), "a3-highgpu-2g": (52, 468.0), "a3-highgpu-4g": (104, 936.0),
     "a3-highgpu-8g": (208, 1872.0),
 }  # fmt: skip
+# Shared-core E2 shapes: 2 vCPUs that burst, billed as a fraction of one at the E2 core rate
+# (cloud.google.com/compute/vm-instance-pricing: e2-micro 0.25, e2-small 0.5, e2-medium 1 vCPU): (vCPUs, GiB).
+_SHARED = {"e2-micro": (0.25, 1.0), "e2-small": (0.5, 2.0), "e2-medium": (1.0, 4.0)}
 # The catalog's GPU SKU names ("Nvidia L4 GPU running in Americas"), by GCE accelerator type.
 GPU_SKU_NAMES = {
     "nvidia-l4": "nvidia l4 gpu",
@@ -59,14 +62,14 @@ _GPU_SKU = re.compile(r"(?:spot preemptible |preemptible )?(.+ gpu) running in .
 @dataclass(frozen=True, slots=True)
 class MachineShape:
     family: str  # the catalog's family (n1, g2, a2, ...)
-    vcpus: int
+    vcpus: float  # as billed: a shared-core type's fraction of a vCPU
     memory_gib: float
 
 
 def machine_shape(machine_type: str) -> MachineShape | None:
     """vCPUs and memory of a predefined machine type; None for one this table does not know (custom)."""
-    if machine_type in _FIXED:
-        vcpus, memory = _FIXED[machine_type]
+    if machine_type in _FIXED or machine_type in _SHARED:
+        vcpus, memory = _FIXED.get(machine_type) or _SHARED[machine_type]
         return MachineShape(machine_type.split("-", 1)[0], vcpus, memory)
     parts = machine_type.split("-")
     if len(parts) == 3 and parts[2].isdigit() and (parts[0], parts[1]) in _PER_VCPU:

@@ -22,12 +22,13 @@ operation): callers run them in a worker thread (``asyncio.to_thread``). Errors 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Callable
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from enum import StrEnum
 from typing import TYPE_CHECKING, ClassVar
 
-from gcptui.remote.errors import GcptuiError
+from gcptui.remote.errors import CloudError, GcptuiError
 from gcptui.remote.models import Instance, Source, State, StopCause, Worker
 
 if TYPE_CHECKING:
@@ -48,6 +49,8 @@ class Capability(StrEnum):
     PRICE = "price"  # it has an hourly price (``price``)
     PREEMPTIBLE = "preemptible"  # the provider may take it back (Spot): keep-alive watches it
     DISK_OUTLIVES = "disk-outlives"  # its files survive a stop (a VM's disk; not a pod's)
+    CLOUD_LOGS = "cloud-logs"  # its lines come from Cloud Logging, not from a file on a machine
+    CANCEL = "cancel"  # killing its job is an asynchronous cancel (``cancel``), not a signal sent
 
 
 class Recovery(StrEnum):
@@ -67,6 +70,24 @@ class Unsupported(GcptuiError):
 
     def __init__(self, row: Instance, what: str) -> None:
         super().__init__(f"{row.name} is a {row.source} row: it cannot {what}")
+
+
+class Stockout(CloudError):
+    """The provider has no capacity for the row right now (``begin_recovery``, ``recover``): trying
+    again later, or in another zone, may succeed. The message is the provider's one line."""
+
+
+@dataclass(frozen=True, slots=True)
+class Stop:
+    """Why a row stopped (``why_stopped_many``) and when the provider says it happened (None: the
+    record has no time)."""
+
+    cause: StopCause
+    at: datetime | None = None
+
+
+# Every cause a provider can record (``why_stopped_many`` looks for all of them unless told fewer).
+RECORDED_CAUSES = frozenset({StopCause.PREEMPTED, StopCause.HOST_MAINTENANCE, StopCause.USER})
 
 
 @dataclass(frozen=True, slots=True)
@@ -138,12 +159,56 @@ class Backend(ABC):
         """Delete the row (``DELETE``)."""
         raise Unsupported(row, "be deleted")
 
+    def cancel(self, row: Instance) -> None:
+        """Ask the provider to stop the row's job (``CANCEL``); returns once asked, not once ended."""
+        raise Unsupported(row, "be cancelled")
+
     def why_stopped(self, row: Instance) -> StopCause:
         """Why a row in a down state (``State.down``) stopped, from what the provider still records.
         ``UNKNOWN`` when nothing says (records expire: GCE keeps operations about an hour)."""
         if row.state is State.PREEMPTED:
             return StopCause.PREEMPTED
         return StopCause.UNKNOWN
+
+    def why_stopped_many(
+        self, rows: Sequence[Instance], *, causes: Collection[StopCause] = RECORDED_CAUSES
+    ) -> dict[str, Stop]:
+        """Why each of ``rows`` stopped since its ``last_start``, by row name, looking only for
+        ``causes``; a row nothing recorded (among those causes) is left out. For a watch that asks
+        every few seconds: one read of the provider's records per cause for all the rows, not one per
+        row (GCE: one zone-operations listing). Asking with an older ``last_start`` finds a stop the
+        provider recovered from by itself (GCE's restart after host maintenance). Default: ``why_stopped``
+        per row."""
+        found: dict[str, Stop] = {}
+        for row in rows:
+            cause = self.why_stopped(row)
+            if cause in causes:
+                found[row.name] = Stop(cause)
+        return found
+
+    def watch_rows(self) -> Rows:
+        """The rows for a watch that polls every few seconds (keep-alive): as cheaply as the provider
+        lists them, no prices, and a stopped row's state from the provider's word alone (a preempted one
+        may read ``stopped``: ``why_stopped_many`` says why). Default: ``list_rows``."""
+        return self.list_rows()
+
+    def remember(self, row: Instance) -> bool:
+        """While ``row`` runs, record what recreating it needs once the provider has forgotten it (a
+        row without ``DISK_OUTLIVES`` is deleted when it stops: its settings and what its disks were
+        made from go with it). True when it can be recreated from what is recorded. Cheap when called
+        again for the same run. Default: False (nothing this kind needs to record)."""
+        return False
+
+    def prepare_to_act(self) -> None:  # noqa: B027 - an optional hook: most kinds need nothing
+        """Build, ahead of need, what changing rows takes (a client library whose import costs a
+        second): a watch calls it when a row turns suspect, so a recovery need not wait. Default: nothing."""
+
+    def begin_recovery(self, row: Instance, *, zone: str | None = None) -> Recovery:
+        """``recover`` without the wait: returns once the provider accepted the start or the creation,
+        so the caller waits for ``running`` itself (``ready.wait_ready_async`` over ``get``: cancellable)
+        and says each step. A row in state ``deleting`` is gone (the caller saw it vanish): it is
+        recreated, in ``zone`` when given. ``Stockout`` when there is no capacity. Default: ``recover``."""
+        return self.recover(row, zone=zone)
 
     def recover(self, row: Instance, *, zone: str | None = None) -> Recovery:
         """Bring a preempted (or stopped) row back (``RECOVER``): restart it where its disk

@@ -85,6 +85,9 @@ class ExecProcess(Protocol):
     def close(self) -> None:
         """End the session (the command sees its stdin closed and a hangup)."""
 
+    async def wait_closed(self) -> None:
+        """Wait until the command ended and its session closed (``exit_status`` is then final)."""
+
 
 @runtime_checkable
 class ExecChannel(Protocol):
@@ -104,3 +107,12 @@ class ExecChannel(Protocol):
         """Run ``command`` to its end with ``input`` on stdin and collect its output; past ``timeout``
         seconds (reaching the machine included) the command is closed and ``TimeoutError`` raised."""
         ...
+
+
+@dataclass(frozen=True, slots=True)
+class Reach:
+    """A machine as jobs and telemetry see it: the row's ``name`` (for messages, per-machine state
+    and the job's checkpoint place) and the ``channel`` that runs processes on it."""
+
+    name: str
+    channel: ExecChannel

@@ -162,6 +162,14 @@ class Emulator:
         value = vm.metadata.get("enable-oslogin", project.get("enable-oslogin"))
         return value is not None and value.strip().lower() == "true"
 
+    def _metadata_keys(self, vm: Machine) -> list[str]:
+        """``ssh-keys`` of the VM's own metadata, and the project's unless it blocks them."""
+        project = self.fleet.project_metadata if self.fleet is not None else {}
+        lines = vm.metadata.get("ssh-keys", "").splitlines()
+        if vm.metadata.get("block-project-ssh-keys", "").strip().lower() != "true":
+            lines += project.get("ssh-keys", "").splitlines()
+        return lines
+
     async def start(self) -> None:
         """Serve the REST API on 127.0.0.1 (and pick the VMs' shared SSH port)."""
         self.root.mkdir(parents=True, exist_ok=True)
@@ -200,6 +208,7 @@ class Emulator:
         if isinstance(self._host, SshVmHost):
             self._host.oslogin_on = self._oslogin_on
             self._host.oslogin_allows = self.oslogin.allows
+            self._host.metadata_keys = self._metadata_keys
         self._runner = web.AppRunner(self.server.app, access_log=None, shutdown_timeout=0.5)
         await self._runner.setup()
         await web.TCPSite(self._runner, "127.0.0.1", self._api_port).start()

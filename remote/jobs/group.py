@@ -23,7 +23,6 @@ from gcptui.remote.jobs.protocol import JobState, JobStatus
 from gcptui.remote.jobs.runner import JobRunner
 from gcptui.remote.models import Instance
 from gcptui.remote.ssh.pool import SshPool
-from gcptui.remote.ssh.target import SshTarget
 
 GROUP_ENV = "GCPTUI_GROUP"
 GROUP_RUN_ENV = "GCPTUI_GROUP_RUN"
@@ -160,13 +159,13 @@ class GroupJobRunner(JobRunner):
             self.node_groups[node.name] = group.name
         return nodes
 
-    def job_for(self, target: SshTarget) -> JobConfig:
-        return self.node_jobs.get(target.name, self.job)
+    def job_for(self, name: str) -> JobConfig:
+        return self.node_jobs.get(name, self.job)
 
-    def _job_env(self, target: SshTarget) -> dict[str, str]:
+    def _job_env(self, name: str) -> dict[str, str]:
         # Every node of a group mirrors to (and resumes from) one place: the group's, not the VM's.
-        group = self.node_groups.get(target.name)
+        group = self.node_groups.get(name)
         if group is None:
-            return super()._job_env(target)
+            return super()._job_env(name)
         url = self.storage.checkpoint_url(group)
-        return {**({"GCPTUI_CHECKPOINT_URL": url} if url else {}), **self.job_for(target).env}
+        return {**({"GCPTUI_CHECKPOINT_URL": url} if url else {}), **self.job_for(name).env}

@@ -1,6 +1,7 @@
 """Before a group starts: can every node reach node 0's rendezvous port?
 
-Node 0 listens on ``<internal IP>:<port>`` for a few seconds (a tiny Python listener over SSH);
+Node 0 listens on ``<internal IP>:<port>`` for a few seconds (a tiny Python listener over its exec
+channel);
 every node, node 0 included, then connects to it. Anything that fails becomes one line: the port
 is taken on node 0, or a node cannot reach it (on GCE's default network: no firewall rule allowing
 internal traffic), naming the rule to add. Nothing of the job has started by then.
@@ -11,17 +12,16 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import shlex
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import asyncssh
 
 from gcptui.remote.aio import within
+from gcptui.remote.compute.exec_channel import Reach
 from gcptui.remote.errors import GcptuiError
 from gcptui.remote.jobs.group import GroupNode, node_address
 from gcptui.remote.safe_text import vm_field
-from gcptui.remote.ssh.capped import run_capped
-from gcptui.remote.ssh.pool import SshPool
-from gcptui.remote.ssh.target import SshTarget
+from gcptui.remote.ssh.capped import exec_capped
 
 CHECK_SECONDS = 10.0
 
@@ -86,9 +86,8 @@ def firewall_hint(group: str, port: int, addresses: Sequence[str]) -> str:
 
 
 async def check_rendezvous(
-    pool: SshPool,
     nodes: Sequence[GroupNode],
-    targets: dict[str, SshTarget],
+    reaches: Mapping[str, Reach],
     port: int,
     *,
     remote_home: str | None = None,
@@ -98,12 +97,12 @@ async def check_rendezvous(
     first = nodes[0]
     group = first.group
     address = node_address(first.instance)
-    conn = await pool.connection(targets[first.name])
     listen = _python(_LISTEN, address, str(port), str(timeout + 5), str(len(nodes)), remote_home=remote_home)
-    listener = await conn.create_process(listen)
+    # stderr to /dev/null on the node: unread, it could fill the channel's window.
+    listener = await reaches[first.name].channel.start(listen + " 2>/dev/null")
     try:
         try:
-            said = await within(timeout + 5, listener.stdout.readline())
+            said = (await within(timeout + 5, listener.stdout.readline())).decode("utf-8", "replace")
         except TimeoutError:
             said = ""
         if said.strip() != "listening":
@@ -121,14 +120,14 @@ async def check_rendezvous(
 
         async def probe(node: GroupNode) -> tuple[GroupNode, str | None]:
             why = await connect_probe(
-                pool, targets[node.name], address, port, remote_home=remote_home, timeout=timeout
+                reaches[node.name], address, port, remote_home=remote_home, timeout=timeout
             )
             return node, why
 
         results = await asyncio.gather(*(probe(node) for node in nodes))
     finally:
         with contextlib.suppress(TimeoutError, asyncssh.Error, OSError):
-            await within(timeout + 10, listener.wait())  # the port is free again
+            await within(timeout + 10, listener.wait_closed())  # the port is free again
         listener.close()
     failed = [(node, why) for node, why in results if why is not None]
     if failed:
@@ -151,18 +150,16 @@ def unreachable_line(nodes: Sequence[GroupNode], name: str, why: str, port: int,
 
 
 async def connect_probe(
-    pool: SshPool,
-    target: SshTarget,
+    reach: Reach,
     address: str,
     port: int,
     *,
     remote_home: str | None = None,
     timeout: float = CHECK_SECONDS,
 ) -> str | None:
-    """From ``target``, open a TCP connection to ``address:port``: None when it opens, else why not."""
-    conn = await pool.connection(target)
+    """From ``reach``, open a TCP connection to ``address:port``: None when it opens, else why not."""
     command = _python(_CONNECT, address, str(port), str(timeout), remote_home=remote_home)
-    result = await run_capped(conn, command, max_bytes=65_536, timeout=timeout + 30)
+    result = await exec_capped(reach.channel, command, max_bytes=65_536, timeout=timeout + 30)
     if result.exit_status == 0:
         return None
     # The VM's words, quoted in a one-line error: sanitized and bounded here.

@@ -14,9 +14,8 @@ from gcptui.remote.config import GroupConfig
 from gcptui.remote.jobs.group import GroupJobRunner, group_state
 from gcptui.remote.jobs.group_check import check_rendezvous
 from gcptui.remote.jobs.protocol import JobStatus
-from gcptui.remote.jobs.runner import HostResult, JobAction, JobError, gather_hosts
+from gcptui.remote.jobs.runner import HostResult, JobAction, JobError, JobHost, gather_hosts
 from gcptui.remote.models import Instance
-from gcptui.remote.ssh.target import SshTarget
 
 
 async def run_group(
@@ -24,9 +23,9 @@ async def run_group(
     runner: GroupJobRunner,
     group: GroupConfig,
     instances: Sequence[Instance],
-    targets: Sequence[SshTarget],
+    targets: Sequence[JobHost],
 ) -> list[HostResult[JobStatus]]:
-    """``action`` on every node (``instances`` and ``targets`` in the group's order).
+    """``action`` on every node (``instances`` and ``targets``, their reaches, in the group's order).
 
     Raises a one-line ``GcptuiError`` (nothing started) when a start finds a node running or the
     rendezvous port unreachable; per-node failures come back as ``HostResult`` errors.
@@ -48,16 +47,15 @@ async def run_group(
         if failed:
             return killed
     await check_rendezvous(
-        runner.pool,
         nodes,
-        {t.name: t for t in targets},
+        {t.name: runner.reach(t) for t in targets},
         group.port,
         remote_home=runner.remote_home,
     )
     return await gather_hosts(runner.start if action == "start" else runner.restart, targets)
 
 
-async def _statuses(runner: GroupJobRunner, targets: Sequence[SshTarget]) -> list[JobStatus]:
+async def _statuses(runner: GroupJobRunner, targets: Sequence[JobHost]) -> list[JobStatus]:
     results = await asyncio.gather(*(runner.status(t) for t in targets))
     return list(results)
 

@@ -4,21 +4,25 @@ The VM side is ``remote/vm/gcptui-job.sh``, a POSIX sh supervisor installed on f
 ``~/.gcptui/bin/``. It leads the job's process group (setsid), runs ``[job].setup`` once per disk and
 then ``[job].command`` in ``[sync].dest``, appends output to ``~/.gcptui/job/output.log`` and records
 pid, pgid, times, exit code and how it ended in ``~/.gcptui/job/``: every client reads the same truth.
-Each operation is one SSH exec round trip; the user's command travels as one ``shlex.quote``d
-argument and runs as ``sh -c COMMAND``, exactly as typed.
+Each operation is one exec round trip over the machine's ``ExecChannel`` (SSH for a VM or host,
+Kubernetes exec for a pod: the supervisor speaks only stdin/stdout, so it runs unchanged in both);
+the user's command travels as one ``shlex.quote``d argument and runs as ``sh -c COMMAND``, exactly as
+typed. A machine is a ``Reach`` (its name and channel); an ``SshTarget`` still works as shorthand for
+that target over the runner's pool.
 """
 
 from __future__ import annotations
 
 import asyncio
 import secrets
-import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Generic, Literal, TypeVar
+from typing import Any, Generic, Literal, Protocol, TypeVar
 
 import asyncssh
 
+from gcptui.remote.compute.exec_channel import Reach
+from gcptui.remote.compute.ssh_exec import pool_reach
 from gcptui.remote.config import Config, JobConfig, StorageConfig
 from gcptui.remote.errors import ConfigError, GcptuiError
 from gcptui.remote.jobs.protocol import (
@@ -33,12 +37,13 @@ from gcptui.remote.jobs.protocol import (
 )
 from gcptui.remote.jobs.watch import JobEvent, watch_job
 from gcptui.remote.safe_text import vm_field
-from gcptui.remote.ssh.capped import run_capped
+from gcptui.remote.ssh.capped import exec_capped
 from gcptui.remote.ssh.errors import SshUnreachableError
 from gcptui.remote.ssh.pool import SshPool
 from gcptui.remote.ssh.target import SshTarget
 
 JobAction = Literal["start", "restart", "kill", "status"]
+JobHost = Reach | SshTarget  # a machine to act on: its channel, or an SSH target over the runner's pool
 T = TypeVar("T")
 MAX_ANSWER_BYTES = 1 << 20  # the supervisor's answer: a status and the command, far below this
 
@@ -68,8 +73,20 @@ class HostResult(Generic[T]):
         return self.error is None
 
 
+class Named(Protocol):
+    """Anything named after its machine (a ``Reach``, an ``SshTarget``)."""
+
+    @property
+    def name(self) -> str: ...
+
+
+H = TypeVar("H", bound=Named)
+
+
 class JobRunner:
-    """Job control for the configured ``[job]`` over a shared ``SshPool``.
+    """Job control for the configured ``[job]`` on any machine with an exec channel.
+
+    ``pool`` reaches the machines given as ``SshTarget``s; a ``Reach`` brings its own channel.
 
     ``remote_home`` replaces ``$HOME`` on the VM for our commands and the job (tests isolate runs
     with it); None uses the login's own home. Every method raises a one-line ``GcptuiError``.
@@ -91,8 +108,9 @@ class JobRunner:
         self.dest = dest
         self.remote_home = remote_home
         self.command_timeout = command_timeout
-        # Connections that have the supervisor installed: send the script once per connection.
-        self._installed: weakref.WeakSet[asyncssh.SSHClientConnection] = weakref.WeakSet()
+        # Machines (name, where the channel reaches it) that have the supervisor installed: the
+        # script travels once per machine, and again when a command finds it missing (a new disk).
+        self._installed: set[tuple[str, str]] = set()
 
     @classmethod
     def from_config(cls, pool: SshPool, config: Config) -> JobRunner:
@@ -101,48 +119,52 @@ class JobRunner:
 
     # ---- one host ---------------------------------------------------------------------------
 
-    async def status(self, target: SshTarget) -> JobStatus:
-        """The job's state on ``target`` (``none`` where nothing ever ran)."""
-        return (await self._call(target, "status", []))[1]
+    async def status(self, host: JobHost) -> JobStatus:
+        """The job's state on ``host`` (``none`` where nothing ever ran)."""
+        return (await self._call(host, "status", []))[1]
 
-    async def start(self, target: SshTarget) -> JobStatus:
+    async def start(self, host: JobHost) -> JobStatus:
         """Run setup (once per disk) and ``[job].command``; refuses while a job runs."""
-        return await self._launch(target, "start", self._require(self.job_for(target).command, "command"))
+        return await self._launch(host, "start", self._require(self.job_for(host.name).command, "command"))
 
-    async def restart(self, target: SshTarget) -> JobStatus:
+    async def restart(self, host: JobHost) -> JobStatus:
         """Kill the job if it runs, then start ``[job].resume`` (default: ``[job].command``)."""
         return await self._launch(
-            target, "restart", self._require(self.job_for(target).resume_command, "command")
+            host, "restart", self._require(self.job_for(host.name).resume_command, "command")
         )
 
-    async def kill(self, target: SshTarget, *, by: Literal["group-stop"] | None = None) -> JobStatus:
+    async def kill(self, host: JobHost, *, by: Literal["group-stop"] | None = None) -> JobStatus:
         """SIGTERM the job's process group, SIGKILL after ``stop_grace_seconds``; nothing else.
 
         ``by="group-stop"``: keep-alive stops a node because another node of its group was lost; the
         VM records it (status ``detail``), so this node's own preemption still resumes the job.
         """
         args = [self._grace_tenths(), *([by] if by else [])]
-        return (await self._call(target, "kill", args, self._kill_timeout()))[1]
+        return (await self._call(host, "kill", args, self._kill_timeout()))[1]
 
-    async def running_slots(self, target: SshTarget) -> int:
-        """How many job slots on ``target`` (the VM's job, a sweep's trials beside it) run a job."""
-        output = (await self._call(target, "busy", []))[2]
+    async def running_slots(self, host: JobHost) -> int:
+        """How many job slots on ``host`` (the VM's job, a sweep's trials beside it) run a job."""
+        output = (await self._call(host, "busy", []))[2]
         for line in output.splitlines():
             if line.startswith("running=") and line.removeprefix("running=").isdigit():
                 return int(line.removeprefix("running="))
-        raise JobError(f"{target.name}: job busy gave no answer: {output.strip()[:200]!r}")
+        raise JobError(f"{host.name}: job busy gave no answer: {output.strip()[:200]!r}")
 
-    def watch(self, target: SshTarget, **options: Any) -> AsyncIterator[JobEvent]:
-        """``watch_job`` on ``target`` through this runner's pool and remote home (see jobs/watch.py)."""
+    def watch(self, host: JobHost, **options: Any) -> AsyncIterator[JobEvent]:
+        """``watch_job`` on ``host`` over its channel, with this runner's remote home (see jobs/watch.py)."""
+        reach = self.reach(host)
+        return watch_job(reach.channel, reach.name, remote_home=self.remote_home, **options)
 
-        return watch_job(self.pool.getter(target), target.name, remote_home=self.remote_home, **options)
+    def reach(self, host: JobHost) -> Reach:
+        """``host`` as a ``Reach``: an ``SshTarget`` goes over this runner's pool, to that address."""
+        return host if isinstance(host, Reach) else pool_reach(self.pool, host)
 
     # ---- many hosts at once -----------------------------------------------------------------
 
-    async def run_all(self, action: JobAction, targets: Sequence[SshTarget]) -> list[HostResult[JobStatus]]:
-        """``action`` on every target concurrently; one ``HostResult`` per target, in order."""
-        operation: Callable[[SshTarget], Awaitable[JobStatus]] = getattr(self, action)
-        return await gather_hosts(operation, targets)
+    async def run_all(self, action: JobAction, hosts: Sequence[JobHost]) -> list[HostResult[JobStatus]]:
+        """``action`` on every host concurrently; one ``HostResult`` per host, in order."""
+        operation: Callable[[JobHost], Awaitable[JobStatus]] = getattr(self, action)
+        return await gather_hosts(operation, hosts)
 
     # ---- internals --------------------------------------------------------------------------
 
@@ -152,14 +174,14 @@ class JobRunner:
             raise ConfigError(f"[job].{key} is empty: set the training command in gcptui.toml")
         return command
 
-    def job_for(self, target: SshTarget) -> JobConfig:
-        """The job run on ``target``: ``[job]`` here; a sweep's runner gives each VM its trial's."""
+    def job_for(self, name: str) -> JobConfig:
+        """The job run on machine ``name``: ``[job]`` here; a sweep's runner gives each VM its trial's."""
         return self.job
 
-    def _job_env(self, target: SshTarget) -> dict[str, str]:
+    def _job_env(self, name: str) -> dict[str, str]:
         """``[job].env`` plus what gcptui gives every job (a ``[job].env`` entry of the same name wins)."""
-        url = self.storage.checkpoint_url(target.name)
-        return {**({"GCPTUI_CHECKPOINT_URL": url} if url else {}), **self.job_for(target).env}
+        url = self.storage.checkpoint_url(name)
+        return {**({"GCPTUI_CHECKPOINT_URL": url} if url else {}), **self.job_for(name).env}
 
     def _grace_tenths(self) -> str:
         return str(max(0, round(self.job.stop_grace_seconds * 10)))
@@ -167,18 +189,19 @@ class JobRunner:
     def _kill_timeout(self) -> float:
         return self.command_timeout + self.job.stop_grace_seconds + 10.0
 
-    async def _launch(self, target: SshTarget, op: str, command: str) -> JobStatus:
+    async def _launch(self, host: JobHost, op: str, command: str) -> JobStatus:
         # The job's environment goes over stdin into a 0600 file, never into argv (where `ps` shows it).
-        args = [self.dest, command, self.job_for(target).setup]
+        args = [self.dest, command, self.job_for(host.name).setup]
         if op == "restart":
             args.insert(0, self._grace_tenths())
         rc, status, output = await self._call(
-            target, op, args, self._kill_timeout(), allowed=(ALREADY_RUNNING,), send_env=True
+            host, op, args, self._kill_timeout(), allowed=(ALREADY_RUNNING,), send_env=True
         )
         if rc == ALREADY_RUNNING:
+            name = host.name
             raise JobAlreadyRunningError(
-                f"a job is already running on {target.name} (pid {status.pid}, started {status.started_at}): "
-                f"use `gcptui job restart {target.name}` or `gcptui job kill {target.name}`",
+                f"a job is already running on {name} (pid {status.pid}, started {status.started_at}): "
+                f"use `gcptui job restart {name}` or `gcptui job kill {name}`",
                 status,
             )
         return status
@@ -188,82 +211,78 @@ class JobRunner:
 
     async def _call(
         self,
-        target: SshTarget,
+        host: JobHost,
         op: str,
         args: list[str],
         timeout: float | None = None,
         allowed: tuple[int, ...] = (),
         send_env: bool = False,
     ) -> tuple[int, JobStatus, str]:
-        """Run ``gcptui-job.sh op args`` on ``target``; returns exit code, parsed status, raw output.
+        """Run ``gcptui-job.sh op args`` on ``host``; returns exit code, parsed status, raw output.
 
         ``send_env``: the job's environment precedes the (optional) script on stdin.
         """
         timeout = timeout or self.command_timeout
+        reach = self.reach(host)
+        name = reach.name
         for attempt in range(3):
-            conn = await self.pool.connection(target)
-            install = conn not in self._installed
+            machine = (name, reach.channel.where)
+            install = machine not in self._installed
             env_end = f"#gcptui-env-end-{secrets.token_hex(8)}" if send_env else None
             command = self._remote_command(op, args, install, env_end)
-            stdin = f"{env_file(self._job_env(target))}{env_end}\n" if env_end else ""
+            stdin = f"{env_file(self._job_env(name))}{env_end}\n" if env_end else ""
             if install:
                 stdin += supervisor_script()[0].decode()
             try:
                 # The VM's answer is read up to a cap: its state files (the command) are its to fill.
-                result = await run_capped(
-                    conn, command, input=stdin or None, max_bytes=MAX_ANSWER_BYTES, timeout=timeout
+                result = await exec_capped(
+                    reach.channel, command, input=stdin or None, max_bytes=MAX_ANSWER_BYTES, timeout=timeout
                 )
             except asyncssh.ChannelOpenError:
                 # The session never opened (a connection that just died): nothing ran, so try again.
                 if attempt == 2:
-                    raise SshUnreachableError(
-                        target.name, f"{target.name}: SSH connection lost: try again"
-                    ) from None
+                    raise SshUnreachableError(name, f"{name}: SSH connection lost: try again") from None
                 continue
-            except TimeoutError:  # asyncio's (run_capped) and asyncssh's alike
+            except TimeoutError:  # asyncio's (exec_capped) and asyncssh's alike
                 raise JobError(
-                    f"{target.name}: `job {op}` got no answer within {timeout:g}s: "
-                    f"check `gcptui job status {target.name}`"
+                    f"{name}: `job {op}` got no answer within {timeout:g}s: check `gcptui job status {name}`"
                 ) from None
             except (asyncssh.Error, OSError) as err:
                 raise SshUnreachableError(
-                    target.name,
-                    f"{target.name}: SSH connection lost during `job {op}` ({err}): "
-                    f"check `gcptui job status {target.name}`",
+                    name,
+                    f"{name}: SSH connection lost during `job {op}` ({err}): check `gcptui job status {name}`",
                 ) from None
             rc = result.exit_status
             if rc == NOT_INSTALLED:
-                self._installed.discard(conn)  # someone removed ~/.gcptui: install again
+                self._installed.discard(machine)  # a new disk, or someone removed ~/.gcptui: install again
                 continue
-            self._installed.add(conn)
+            self._installed.add(machine)
             output = result.stdout
             if rc == 0 or (rc is not None and rc in allowed):
-                return rc, parse_status(target.name, output), output
-            raise JobError(_failure(target, op, rc, output, result.stderr))
-        raise JobError(f"{target.name}: could not install the job supervisor under ~/{BIN_DIR}")
+                return rc, parse_status(name, output), output
+            raise JobError(_failure(name, op, rc, output, result.stderr))
+        raise JobError(f"{name}: could not install the job supervisor under ~/{BIN_DIR}")
 
 
-def _failure(target: SshTarget, op: str, rc: int | None, output: str, stderr: str) -> str:
+def _failure(name: str, op: str, rc: int | None, output: str, stderr: str) -> str:
     """One line for a failed supervisor call: its own ``error=`` line, else the tail of stderr."""
     for line in output.splitlines():
         if line.startswith("error="):
             reason = vm_field(line.removeprefix("error="), 500)  # the VM's words: one inert line
             if rc == 5:
-                reason += f" (`gcptui sync {target.name} --once`)"
-            return f"{target.name}: job {op} failed: {reason}"
+                reason += f" (`gcptui sync {name} --once`)"
+            return f"{name}: job {op} failed: {reason}"
     tail = vm_field(stderr.strip().splitlines()[-1], 500) if stderr.strip() else f"exit status {rc}"
-    return f"{target.name}: job {op} failed on the VM: {tail}"
+    return f"{name}: job {op} failed on the VM: {tail}"
 
 
-async def gather_hosts(
-    operation: Callable[[SshTarget], Awaitable[T]], targets: Sequence[SshTarget]
-) -> list[HostResult[T]]:
-    """Run ``operation`` on every target concurrently; errors become per-host results, not raises."""
+async def gather_hosts(operation: Callable[[H], Awaitable[T]], hosts: Sequence[H]) -> list[HostResult[T]]:
+    """Run ``operation`` on every host concurrently; errors become per-host results, not raises."""
 
-    async def one(target: SshTarget) -> HostResult[T]:
+    async def one(host: H) -> HostResult[T]:
         try:
-            return HostResult(target.name, value=await operation(target))
+            return HostResult(host.name, value=await operation(host))
         except GcptuiError as err:
-            return HostResult(target.name, error=err)
+            return HostResult(host.name, error=err)
 
-    return list(await asyncio.gather(*(one(target) for target in targets)))
+    return list(await asyncio.gather(*(one(host) for host in hosts)))

@@ -1,4 +1,4 @@
-"""Follow the job on one VM over its open SSH connection: state changes and the preemption notice.
+"""Follow the job on one machine over its exec channel: state changes and the preemption notice.
 
 ``watch_job`` runs ONE long-lived remote command, ``gcptui-job.sh watch``, which polls the VM's
 state directory with shell builtins every ``interval`` and prints a record whenever the state
@@ -8,8 +8,10 @@ metadata server says TRUE, so the client hears of a preemption about ``interval`
 without any API poll.
 
 A dropped connection (or a watch that ended on the VM, or one silent for ``stall_timeout``) yields
-one ``lost`` event, which keep-alive uses to poll the API at once; the watch then awaits its
-``ConnectionGetter`` again (the SSH pool reconnects with backoff) until the consumer stops iterating.
+one ``lost`` event, which keep-alive uses to poll the API at once; the watch then starts the command
+on its ``ExecChannel`` again (over SSH the pool reconnects with backoff) until the consumer stops
+iterating. The VM's output is read as bytes, each line decoded on its own (bad UTF-8 replaced) and
+cut at ``exec_lines.MAX_LINE`` bytes.
 """
 
 from __future__ import annotations
@@ -25,14 +27,18 @@ import asyncssh
 
 from gcptui.remote.aio import within
 from gcptui.remote.backoff import Backoff
+from gcptui.remote.compute.exec_channel import ExecChannel, ExecProcess
+from gcptui.remote.compute.exec_lines import LineReader
+from gcptui.remote.errors import CloudError
 from gcptui.remote.jobs.protocol import JobStatus, parse_status, supervisor_command, supervisor_script
-from gcptui.remote.models import ConnectionGetter
+from gcptui.remote.safe_text import vm_field
 from gcptui.remote.ssh.errors import SshError
 
 JobEventKind = Literal["state", "preempted", "ended", "lost"]
 
-# What ends one watch command and makes the next attempt wait for a (re)connection.
-_DROPS = (SshError, asyncssh.Error, OSError, EOFError, TimeoutError, asyncio.IncompleteReadError)
+# What ends one watch command and makes the next attempt wait for a (re)connection (CloudError: a
+# pod's exec that could not open, its API server unreachable or the pod not running).
+_DROPS = (SshError, CloudError, asyncssh.Error, OSError, EOFError, TimeoutError, asyncio.IncompleteReadError)
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,7 +64,7 @@ class JobEvent:
 
 
 async def watch_job(
-    get_conn: ConnectionGetter,
+    channel: ExecChannel,
     name: str,
     *,
     remote_home: str | None = None,
@@ -68,7 +74,7 @@ async def watch_job(
     retry_delay: float = 0.2,
     retry_max: float = 5.0,
 ) -> AsyncIterator[JobEvent]:
-    """Yield ``JobEvent``s for the job on host ``name`` until the consumer stops iterating.
+    """Yield ``JobEvent``s for the job on host ``name`` (reached by ``channel``) until the consumer stops iterating.
 
     ``interval`` is the VM-side poll period (the notice latency is about this plus one round trip);
     a heartbeat every ``heartbeat`` seconds proves the link alive, and ``stall_timeout`` without one
@@ -87,7 +93,7 @@ async def watch_job(
         tracker.reconnected()
         try:
             # aclosing: a consumer that stops mid-record closes the remote command at once, not at GC.
-            async with aclosing(_records(get_conn, name, command, stall_timeout)) as records:
+            async with aclosing(_records(channel, name, command, stall_timeout)) as records:
                 async for status in records:
                     outage = False
                     pauses.reset()
@@ -132,21 +138,22 @@ MAX_RECORD_LINES = 10_000  # a record is ~10 lines and its command; the rest of 
 
 
 async def _records(
-    get_conn: ConnectionGetter, name: str, command: str, stall_timeout: float
+    channel: ExecChannel, name: str, command: str, stall_timeout: float
 ) -> AsyncGenerator[JobStatus, None]:
     """Run the watch command once; yield each record as a ``JobStatus`` until it ends or stalls."""
-    conn = await get_conn()
-    process = await conn.create_process(command, encoding="utf-8", errors="replace")
+    process = await channel.start(command)
     try:
         # The command installs the supervisor from stdin first (cheap, and always the right version).
-        process.stdin.write(supervisor_script()[0].decode())
+        process.stdin.write(supervisor_script()[0])
         process.stdin.write_eof()
         lines: list[str] = []
+        # Bounded lines: a state file's 2 MiB command is cut, never a ValueError or held whole.
+        stdout = LineReader(process.stdout)
         while True:
-            line = await within(stall_timeout, process.stdout.readline())
-            if not line.endswith("\n"):
+            raw = await within(stall_timeout, stdout.readline())
+            if not raw.endswith(b"\n"):
                 raise EOFError(await _ending(process))
-            line = line[:-1]
+            line = raw[:-1].decode("utf-8", errors="replace")
             if line == ".":
                 continue  # heartbeat
             if line == "--":
@@ -168,20 +175,25 @@ def parse_record(name: str, lines: Sequence[str]) -> JobStatus:
     return parse_status(name, text)
 
 
-async def _ending(process: asyncssh.SSHClientProcess[str]) -> str:
-    """Why the watch's output ended: the connection, or the command's own exit."""
+MAX_STDERR = 4096  # the watch's last words, quoted in one line
+
+
+async def _ending(process: ExecProcess) -> str:
+    """Why the watch's output ended: the connection (or a signal), or the command's own exit."""
     try:
         await within(1.0, process.wait_closed())
     except (asyncssh.Error, OSError, TimeoutError):
         pass
-    if process.exit_status is None and process.exit_signal is None:
+    if process.exit_status is None:
         return "the connection closed"
     try:
-        stderr = (await within(0.5, process.stderr.read())).strip()
+        raw = await within(0.5, process.stderr.read(MAX_STDERR))
     except (asyncssh.Error, OSError, TimeoutError):
-        stderr = ""
-    how = f"signal {process.exit_signal[0]}" if process.exit_signal else f"status {process.exit_status}"
-    return f"the watch on the VM ended ({how}{': ' + stderr.splitlines()[-1] if stderr else ''})"
+        raw = b""
+    stderr = (
+        vm_field(raw.decode("utf-8", errors="replace").strip().splitlines()[-1], 300) if raw.strip() else ""
+    )
+    return f"the watch on the VM ended (status {process.exit_status}{': ' + stderr if stderr else ''})"
 
 
 def _describe(err: BaseException) -> str:

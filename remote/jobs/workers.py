@@ -17,7 +17,6 @@ from gcptui.remote.errors import ConfigError
 from gcptui.remote.jobs.runner import JobRunner
 from gcptui.remote.models import Instance
 from gcptui.remote.ssh.pool import SshPool
-from gcptui.remote.ssh.target import SshTarget
 
 # What each worker's job is told (beside [job].env): the names TPU VMs' own tools use, and gcptui's.
 WORKER_ID_ENV = "TPU_WORKER_ID"  # this worker's index, 0 first (libtpu's name)
@@ -64,5 +63,5 @@ class WorkerJobRunner(JobRunner):
             )
             self.worker_rows[worker.name] = row
 
-    def job_for(self, target: SshTarget) -> JobConfig:
-        return self.worker_jobs.get(target.name, self.job)
+    def job_for(self, name: str) -> JobConfig:
+        return self.worker_jobs.get(name, self.job)

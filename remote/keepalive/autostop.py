@@ -211,18 +211,17 @@ class AutoStopper:
 
     async def probe(self, instance: Instance) -> Observation:
         """The job's record and one GPU sample (over the machine's exec channel)."""
-        target = self.services.target(instance)
-        status = await within(PROBE_TIMEOUT, self.services.jobs.status(target))
+        reach = self.services.reach(instance)
+        status = await within(PROBE_TIMEOUT, self.services.jobs.status(reach))
         if status.state != "running":
-            others: int = await within(PROBE_TIMEOUT, self.services.jobs.running_slots(target))
+            others: int = await within(PROBE_TIMEOUT, self.services.jobs.running_slots(reach))
             if others:
                 # A sweep's trial in another slot runs: the VM is busy, whatever slot 0's job did.
                 status = replace(status, state="running", exit_code=None, ended_at=None)
         util: float | None = None
         if instance.gpus and status.state != "running":
             # Through the row's exec channel (SSH here; another backend's own), not asyncssh by name.
-            channel = self.services.compute.of(instance).exec_channel(instance)
-            result = await channel.run(f"sh -c {shlex.quote(GPU_QUERY)}", timeout=2 * PROBE_TIMEOUT)
+            result = await reach.channel.run(f"sh -c {shlex.quote(GPU_QUERY)}", timeout=2 * PROBE_TIMEOUT)
             # The VM's text: ASCII digits only ("²".isdigit() is True, and float() refuses it).
             words = result.stdout[:65_536].decode("ascii", "replace").split()
             values = [

@@ -1,22 +1,24 @@
-"""Why a watched VM stopped: match zone operations (a preemption, a user's stop or delete) to instances.
+"""Why a watched machine stopped, asked of its backend (``Backend.why_stopped_many``): a preemption,
+host maintenance, a user's stop or delete.
 
-GCE keeps completed operations for as little as an hour, so "no operation" does not mean "no
-preemption": keep-alive treats a Spot VM it saw running that stops with no operation saying why as
-stopped for an unknown cause, unless a user's stop or delete is still listed.
+Providers keep their records for a while only (GCE: completed operations for as little as an hour), so
+"no record" does not mean "no preemption": keep-alive treats a Spot machine it saw running that stops
+with nothing saying why as stopped for an unknown cause, unless a user's stop or delete is still recorded.
+Each question is one batched call for all the machines of a poll (GCE: one zone-operations listing).
 """
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Collection
 from dataclasses import replace
 from datetime import datetime
 from typing import TYPE_CHECKING
 
-from gcptui.remote.cloud.instances import since_last_start
-from gcptui.remote.models import Instance
+from gcptui.remote.models import Instance, StopCause
 
 if TYPE_CHECKING:
-    from gcptui.remote.cloud.compute_rest import ComputeReader
+    from gcptui.remote.compute.backend import Backend
     from gcptui.remote.keepalive.job_ledger import JobLedger
 
 UNKNOWN_CAUSE = "GCE: stopped, cause unknown (no operation says why; a preemption's record may have expired)"
@@ -26,15 +28,15 @@ UNWATCHED_CAUSE = (
 
 
 class Causes:
-    """Asks GCE why watched VMs stopped, remembering what it saw between polls.
+    """Asks the backend why watched machines stopped, remembering what it saw between polls.
 
-    Keeps which VMs were seen RUNNING since their last stop was explained (a stop with no
-    operation is "unknown" only for those, once per run) and the last start of on-demand VMs (a
-    new one after host maintenance means GCE restarted the VM itself).
+    Keeps which machines were seen running since their last stop was explained (a stop with no
+    record is "unknown" only for those, once per run) and the last start of on-demand ones (a new one
+    after host maintenance means the provider restarted the machine itself).
     """
 
-    def __init__(self, reader: ComputeReader) -> None:
-        self.reader = reader
+    def __init__(self, backend: Backend) -> None:
+        self.backend = backend
         self._seen_running: set[str] = set()
         self._starts: dict[str, str | None] = {}  # lastStartTimestamp of watched on-demand VMs, as last seen
         self._reported: set[tuple[str, str | None]] = set()  # (name, last start) found stopped unwatched
@@ -46,16 +48,20 @@ class Causes:
         """Its stop has a cause now: a later stop needs a new run to count as unexplained."""
         self._seen_running.discard(name)
 
+    async def _stopped_by(self, rows: list[Instance], cause: StopCause) -> dict[str, datetime | None]:
+        """The rows ``cause`` stopped since their last start, and when (one batched call)."""
+        if not rows:
+            return {}
+        causes: Collection[StopCause] = (cause,)
+        found = await asyncio.to_thread(self.backend.why_stopped_many, rows, causes=causes)
+        return {name: stop.at for name, stop in found.items() if stop.cause is cause}
+
     async def preempted_since_last_start(self, candidates: list[Instance]) -> dict[str, datetime | None]:
-        """Spot VMs a preemption stopped, on-demand ones host maintenance stopped, since their last start."""
-        found = since_last_start(
-            await asyncio.to_thread(self.reader.preemption_operations), [i for i in candidates if i.spot]
-        )
+        """Spot machines a preemption stopped, on-demand ones host maintenance stopped, since their last start."""
+        found = await self._stopped_by([i for i in candidates if i.spot], StopCause.PREEMPTED)
         on_demand = [i for i in candidates if not i.spot]
         if on_demand:
-            found.update(
-                since_last_start(await asyncio.to_thread(self.reader.maintenance_operations), on_demand)
-            )
+            found.update(await self._stopped_by(on_demand, StopCause.HOST_MAINTENANCE))
         return found
 
     def started(self, instance: Instance) -> None:
@@ -69,8 +75,8 @@ class Causes:
         self._starts[name] = instance.last_start
         if not check or before is None or before == instance.last_start:
             return False, None
-        since = replace(instance, last_start=before)  # operations after the start keep-alive saw
-        found = since_last_start(await asyncio.to_thread(self.reader.maintenance_operations), [since])
+        since = replace(instance, last_start=before)  # records after the start keep-alive saw
+        found = await self._stopped_by([since], StopCause.HOST_MAINTENANCE)
         return (name in found), found.get(name)
 
     async def stopped_unwatched(self, candidates: list[Instance], ledger: JobLedger) -> list[Instance]:
@@ -83,7 +89,7 @@ class Causes:
         ]  # fmt: skip
         if not ran:
             return []
-        by_user = since_last_start(await asyncio.to_thread(self.reader.user_stop_operations), ran)
+        by_user = await self._stopped_by(ran, StopCause.USER)
         self._reported.update((i.name, i.last_start) for i in ran)
         return [i for i in ran if i.name not in by_user]
 
@@ -92,7 +98,7 @@ class Causes:
         seen = [i for i in candidates if i.name in self._seen_running]
         if not seen:
             return []
-        by_user = since_last_start(await asyncio.to_thread(self.reader.user_stop_operations), seen)
+        by_user = await self._stopped_by(seen, StopCause.USER)
         for instance in seen:
             self._seen_running.discard(instance.name)  # decided once per run of the VM
         return [i for i in seen if i.name not in by_user]

@@ -36,6 +36,15 @@ class EventLog:
         timeline.events.append(event)
         self._emit(event)
 
+    def mirror(self, event: RecoveryEvent) -> None:
+        """Fold another keep-alive's event (the keeper's, read from its status) into ``event.name``'s
+        timeline and tell the listeners, as if it were this one's."""
+        timeline = self.timelines.get(event.name)
+        if timeline is None or (event.kind in ("notice", "preempted") and timeline.outcome != "recovering"):
+            timeline = self._new_timeline(event.name)
+        timeline.add(event)
+        self._emit(event)
+
     def _new_timeline(self, name: str) -> Timeline:
         timeline = Timeline(name)
         self.timelines[name] = timeline

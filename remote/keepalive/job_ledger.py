@@ -1,8 +1,8 @@
 """What keep-alive last saw of each VM's job, kept on the laptop across runs of gcptui.
 
-A Spot VM preempted while nobody watched (the laptop asleep) reads as plain TERMINATED once its
-``compute.instances.preempted`` operation has expired (GCE keeps completed operations for as
-little as an hour). Its job's record sits on the VM's disk, out of reach while it is stopped; this
+A Spot VM preempted while nobody watched (the laptop asleep) reads as plainly stopped once the
+provider's record of the preemption has expired (GCE keeps completed operations for as little as an
+hour). Its job's record sits on the VM's disk, out of reach while it is stopped; this
 ledger remembers that the job was running during that run of the VM (same instance id, seen after
 its last start), which is what "stopped while unwatched" means at start-up.
 
@@ -22,14 +22,23 @@ from pathlib import Path
 
 import platformdirs
 
-from gcptui.remote.cloud.instances import parse_timestamp
-
 
 @dataclass(frozen=True, slots=True)
 class SeenJob:
     instance_id: str
     state: str  # the job's state as last seen: running, exited, killed, ...
     seen_at: str  # ISO 8601 UTC
+
+
+def _started(last_start: str | None) -> datetime | None:
+    """A row's ``last_start`` (RFC 3339, as every backend writes it) as an aware time; None when absent
+    or unreadable (the ledger then trusts the instance id alone)."""
+    if not last_start:
+        return None
+    try:
+        return datetime.fromisoformat(last_start.replace("Z", "+00:00"))
+    except ValueError:
+        return None
 
 
 def default_ledger_path() -> Path:
@@ -66,7 +75,7 @@ class JobLedger:
         seen = self._jobs.get(name)
         if seen is None or seen.state != "running" or seen.instance_id != instance_id:
             return False
-        started = parse_timestamp(last_start)
+        started = _started(last_start)
         seen_at = datetime.fromisoformat(seen.seen_at)
         return started is None or seen_at >= started
 

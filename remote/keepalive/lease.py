@@ -77,7 +77,107 @@ def split_bucket(url: str) -> tuple[str, str]:
     return bucket, (prefix.strip("/") + "/") if prefix.strip("/") else ""
 
 
-class Lease:
+class LeaseLost(GcptuiError):
+    """The lease passed to another actor while this one was recovering: it stops before relaunching."""
+
+
+class SignedObject:
+    """One signed object under the bucket's ``.gcptui-keeper/`` folder, read with the observer's own
+    clock: ``fresh`` while its generation changed within ``ttl`` seconds of this process's monotonic
+    clock. The lease and the keeper's status are two of them."""
+
+    def __init__(
+        self,
+        bucket_url: str,
+        name: str,
+        key: bytes,
+        *,
+        ttl: float = DEFAULT_TTL,
+        client: Any = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.bucket_name, prefix = split_bucket(bucket_url)
+        self.path = prefix + name
+        self.ttl = ttl
+        self._key = key
+        self._client = client
+        self._clock = clock
+        self._seen: tuple[int, float] | None = None  # (generation, when this process first saw it)
+
+    def _blob(self) -> Any:
+        if self._client is None:
+            from gcptui.remote.transfer.bucket import storage_client
+
+            self._client = storage_client()
+        return self._client.bucket(self.bucket_name).blob(self.path)
+
+    def _sign(self, body: bytes) -> bytes:
+        return hmac.new(self._key, self.path.encode() + b"\n" + body, hashlib.sha256).hexdigest().encode()
+
+    def _signed(self, body: dict[str, Any]) -> bytes:
+        data = json.dumps(body).encode()
+        return HEADER + self._sign(data) + b"\n" + data
+
+    def _body_of(self, data: bytes) -> dict[str, Any] | None:
+        """The JSON object a signed object holds; None for anything else (never trusted further)."""
+        if len(data) > self.max_bytes or not data.startswith(HEADER):
+            return None
+        signature, _, body = data[len(HEADER) :].partition(b"\n")
+        if not hmac.compare_digest(signature, self._sign(body)):
+            return None
+        try:
+            found = json.loads(body)
+        except (ValueError, RecursionError):
+            return None
+        return found if isinstance(found, dict) else None
+
+    max_bytes = MAX_LEASE_BYTES
+
+    def read(self) -> tuple[dict[str, Any] | None, int, bool]:
+        """(the signed body or None, the generation (0: absent), fresh); ``GcptuiError`` when the bucket
+        cannot be read."""
+        from google.api_core import exceptions as api
+
+        blob = self._blob()
+        try:
+            blob.reload()
+            generation = int(blob.generation or 0)
+            data = blob.download_as_bytes(if_generation_match=generation, end=self.max_bytes)
+        except api.NotFound:
+            self._seen = None
+            return None, 0, False
+        except api.PreconditionFailed:
+            return self.read()  # it changed between the two reads: read the new one
+        except api.GoogleAPICallError as err:
+            raise GcptuiError(f"cannot read gs://{self.bucket_name}/{self.path}: {err.code}") from None
+        now = self._clock()
+        if self._seen is None or self._seen[0] != generation:
+            self._seen = (generation, now)
+        return self._body_of(data), generation, now - self._seen[1] < self.ttl
+
+    def unchanged_for(self) -> float | None:
+        """Seconds of this process's clock since the object last changed as it saw it (None: not seen)."""
+        return None if self._seen is None else self._clock() - self._seen[1]
+
+    def write(self, body: dict[str, Any], *, if_generation_match: int | None = None) -> int:
+        """Write ``body`` signed (conditionally when ``if_generation_match`` is given); its generation.
+        ``PreconditionFailed`` passes through for the caller to decide."""
+        from google.api_core import exceptions as api
+
+        blob = self._blob()
+        try:
+            blob.upload_from_string(self._signed(body), content_type="application/octet-stream",
+                                    if_generation_match=if_generation_match)  # fmt: skip
+        except api.PreconditionFailed:
+            raise
+        except api.GoogleAPICallError as err:
+            raise GcptuiError(f"cannot write gs://{self.bucket_name}/{self.path}: {err.code}") from None
+        generation = int(blob.generation or 0)
+        self._seen = (generation, self._clock())
+        return generation
+
+
+class Lease(SignedObject):
     """This process's side of the lease: look, hold (take or renew), release.
 
     ``holder`` names this actor in the object (e.g. ``keeper:gcptui-keeper`` or ``laptop:HOST``);
@@ -95,71 +195,20 @@ class Lease:
         client: Any = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        self.bucket_name, prefix = split_bucket(bucket_url)
-        self.path = prefix + LEASE_OBJECT
+        super().__init__(bucket_url, LEASE_OBJECT, key, ttl=ttl, client=client, clock=clock)
         self.holder = holder
-        self.ttl = ttl
-        self._key = key
-        self._client = client
-        self._clock = clock
-        self._seen: tuple[int, float] | None = None  # (generation, when this process first saw it)
         self.generation = 0  # of our own last successful write (0: we do not hold it)
-
-    # -- the object --------------------------------------------------------------------------------------
-
-    def _blob(self) -> Any:
-        if self._client is None:
-            from gcptui.remote.transfer.bucket import storage_client
-
-            self._client = storage_client()
-        return self._client.bucket(self.bucket_name).blob(self.path)
-
-    def _sign(self, body: bytes) -> bytes:
-        return hmac.new(self._key, self.path.encode() + b"\n" + body, hashlib.sha256).hexdigest().encode()
-
-    def _encode(self) -> bytes:
-        body = json.dumps({"holder": self.holder, "ttl": self.ttl, "renewed": time.time()}).encode()
-        return HEADER + self._sign(body) + b"\n" + body
-
-    def _holder_in(self, data: bytes) -> str | None:
-        """The holder a signed object names; None for anything else (never trusted further)."""
-        if len(data) > MAX_LEASE_BYTES or not data.startswith(HEADER):
-            return None
-        signature, _, body = data[len(HEADER) :].partition(b"\n")
-        if not hmac.compare_digest(signature, self._sign(body)):
-            return None
-        try:
-            holder = json.loads(body).get("holder")
-        except (ValueError, AttributeError, RecursionError):
-            return None
-        return holder if isinstance(holder, str) and 0 < len(holder) <= 200 else None
+        self.renewed_at: float | None = None  # this process's clock at that write
 
     # -- the protocol --------------------------------------------------------------------------------------
 
     def look(self) -> LeaseView:
         """Read the lease (one GET); ``GcptuiError`` when the bucket cannot be read."""
-        from google.api_core import exceptions as api
-
-        blob = self._blob()
-        try:
-            blob.reload()
-            generation = int(blob.generation or 0)
-            data = blob.download_as_bytes(if_generation_match=generation, end=MAX_LEASE_BYTES)
-        except api.NotFound:
-            self._seen = None
-            return LeaseView(None, 0, True)
-        except api.PreconditionFailed:
-            return self.look()  # it changed between the two reads: read the new one
-        except api.GoogleAPICallError as err:
-            raise GcptuiError(
-                f"cannot read the keep-alive lease in gs://{self.bucket_name}: {err.code}"
-            ) from None
-        now = self._clock()
-        if self._seen is None or self._seen[0] != generation:
-            self._seen = (generation, now)
-        holder = self._holder_in(data)
-        lapsed = holder is None or now - self._seen[1] >= self.ttl
-        return LeaseView(holder, generation, lapsed)
+        body, generation, fresh = self.read()
+        holder = body.get("holder") if body is not None else None
+        if not (isinstance(holder, str) and 0 < len(holder) <= 200):
+            holder = None
+        return LeaseView(holder, generation, holder is None or not fresh)
 
     def claim(self, view: LeaseView) -> bool:
         """Take or renew the lease seen as ``view``; True when this process holds it now.
@@ -171,19 +220,15 @@ class Lease:
         if view.holder not in (None, self.holder) and not view.lapsed:
             self.generation = 0
             return False
-        blob = self._blob()
         try:
-            blob.upload_from_string(self._encode(), content_type="application/octet-stream",
-                                    if_generation_match=view.generation)  # fmt: skip
+            self.generation = self.write(
+                {"holder": self.holder, "ttl": self.ttl, "renewed": time.time()},
+                if_generation_match=view.generation,
+            )
         except api.PreconditionFailed:
             self.generation = 0
             return False
-        except api.GoogleAPICallError as err:
-            raise GcptuiError(
-                f"cannot write the keep-alive lease in gs://{self.bucket_name}: {err.code}"
-            ) from None
-        self.generation = int(blob.generation or 0)
-        self._seen = (self.generation, self._clock())
+        self.renewed_at = self._clock()
         return True
 
     def hold(self) -> bool:

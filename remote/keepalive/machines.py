@@ -26,7 +26,7 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from gcptui.remote.models import Instance
 
@@ -57,7 +57,7 @@ class Machine:
     disabled: bool = False  # the user switched keep-alive off for it
     instance: Instance | None = None  # as last listed (or as recovered); None once gone for good
     job: JobStatus | None = None  # the job's last state seen, before a preemption
-    record: dict[str, Any] | None = None  # a DELETE-action VM's JSON, to recreate it
+    record: Instance | None = None  # a VM whose disk does not outlive a stop, remembered by its backend
     restarts: int = 0  # recoveries started (max_restarts bounds them)
     suspect_until: float | None = None  # SUSPECT: polled fast until this loop time
     dropped: bool = False  # SUSPECT because its connection dropped (detected_by "lost")

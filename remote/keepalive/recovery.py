@@ -1,18 +1,21 @@
 """Keep-alive: notice a preemption within seconds, restart the VM, resume its job.
 
+Everything it knows of the provider comes through one ``Backend`` (the compute seam): neutral states,
+``StopCause``s, and the backend's lifecycle; this module never reads a provider's words or records.
+
 Detection, fastest first: the job supervisor on the VM sees the metadata server's ``preempted`` flag
 and the client hears of it over its open connection (``notice(name)``); a lost SSH connection asks
 for an immediate poll (``poke(name)``); and the fleet is polled every ``poll_seconds`` with one
-aggregated call. After a notice or a lost connection the suspect VM is polled every second until GCE
-reports it stopped, because GCE's status lags the power-off. A TERMINATED VM counts as preempted only
-when a ``compute.instances.preempted`` operation newer than its last start says so: a user's own
-``vm stop`` is left alone.
+listing (``Backend.watch_rows``). After a notice or a lost connection the suspect VM is polled every
+second until the provider reports it stopped, because its status lags the power-off. A stopped VM
+counts as preempted only when the backend finds a preemption (or, on demand, host maintenance) since
+its last start (``Backend.why_stopped_many``, batched per poll): a user's own ``vm stop`` is left alone.
 
-Recovery restarts the same VM (its disk and checkpoints stay), or recreates it from the settings
-recorded before it vanished when its termination action was DELETE, retries stock-outs with backoff
-(``vm_restart.VmRestarter``), waits for RUNNING and an address, then hands the instance to
-``relaunch`` (SSH up, sync barrier, the resume command; see ``relaunch.JobLauncher``). Every step is a ``RecoveryEvent`` with a
-timestamp, folded into one ``Timeline`` per VM and preemption.
+Recovery restarts the same VM (its disk and checkpoints stay), or recreates it from what the backend
+remembered while it ran when its disk does not outlive a stop (GCE's DELETE action), retries
+stock-outs with backoff (``vm_restart.VmRestarter``), waits until it runs with an address, then hands
+the instance to ``relaunch`` (SSH up, sync barrier, the resume command; see ``relaunch.JobLauncher``).
+Every step is a ``RecoveryEvent`` with a timestamp, folded into one ``Timeline`` per VM and preemption.
 """
 
 from __future__ import annotations
@@ -20,12 +23,11 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Iterable
-from dataclasses import replace
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from gcptui.remote.aio import within
-from gcptui.remote.cloud.states import deleted_when_stopped
+from gcptui.remote.compute.backend import Backend, Capability
 from gcptui.remote.errors import GcptuiError
 from gcptui.remote.keepalive.causes import UNKNOWN_CAUSE, UNWATCHED_CAUSE, Causes
 from gcptui.remote.keepalive.event_log import EventLog
@@ -43,12 +45,10 @@ from gcptui.remote.keepalive.events import (
 )
 from gcptui.remote.keepalive.machines import Machine, Phase, run_of
 from gcptui.remote.keepalive.recovery_steps import RecoverySteps
-from gcptui.remote.keepalive.vm_restart import DiskOrigins, VmRestarter, backoff, recreate_body
-from gcptui.remote.models import Instance, State
+from gcptui.remote.keepalive.vm_restart import VmRestarter, gone
+from gcptui.remote.models import SWEEP_LABEL, Instance, State
 
 if TYPE_CHECKING:
-    from gcptui.remote.cloud.compute_rest import ComputeReader
-    from gcptui.remote.cloud.gce import GceClient
     from gcptui.remote.jobs.protocol import JobStatus
     from gcptui.remote.keepalive.job_ledger import JobLedger
 
@@ -56,7 +56,7 @@ log = logging.getLogger(__name__)
 
 __all__ = [
     "DetectedBy", "EventKind", "KeepAlive", "RecoveryEvent", "Relaunch", "ResumePoint", "StepKind",
-    "StepReporter", "Timeline", "backoff", "recreate_body", "steps_lost",
+    "StepReporter", "Timeline", "steps_lost",
 ]  # fmt: skip
 
 
@@ -70,9 +70,8 @@ class KeepAlive(RecoverySteps, EventLog):
 
     def __init__(
         self,
-        reader: ComputeReader,
+        backend: Backend,
         *,
-        gce: Callable[[], GceClient],
         relaunch: Relaunch,
         on_event: Callable[[RecoveryEvent], None] | None = None,
         names: Iterable[str] | None = None,
@@ -93,14 +92,13 @@ class KeepAlive(RecoverySteps, EventLog):
         warm_after_seconds: float = 20.0,
     ) -> None:
         super().__init__(on_event)
-        # Watching only reads (polls, zone operations, disks): the light JSON reader. Acting (start,
-        # insert, waiting for RUNNING) needs the client library, whose import costs ~1 s of CPU: it
-        # is built on first use, in a worker thread: as soon as a VM becomes suspect (a preemption's
-        # soft-off lasts longer than the import), else ``warm_after_seconds`` after the start, once
-        # a TUI has drawn and its first jobs have started.
-        self.reader = reader
-        self.gce = gce
-        self._warming: asyncio.Task[GceClient] | None = None
+        # Watching only reads (listings, stop causes, what to recreate from). Acting (start, recreate,
+        # stop) may need more (GCE: the client library, whose import costs ~1 s of CPU): the backend
+        # prepares it in a worker thread as soon as a VM becomes suspect (a preemption's soft-off lasts
+        # longer than the import), else ``warm_after_seconds`` after the start, once a TUI has drawn and
+        # its first jobs have started.
+        self.backend = backend
+        self._warming: asyncio.Task[None] | None = None
         self.warm_after_seconds = warm_after_seconds
         self.restart_idle = restart_idle  # restart a VM whose job has nothing to resume
         self.job_status = job_status  # reads the job's record on a restarted VM's disk
@@ -116,33 +114,35 @@ class KeepAlive(RecoverySteps, EventLog):
         self.boot_timeout = boot_timeout
         self.relaunch_timeout = relaunch_timeout
         self.polls = 0
+        # The lease (lease_gate.py, set by service.py), asked once per poll: False while another
+        # keep-alive (the keeper, or a laptop) holds it, and then this one watches but recovers nothing.
+        self.gate: Callable[[], Awaitable[bool]] | None = None
         self._poll_listeners: list[Callable[[list[Instance]], None]] = []
         self._names: set[str] | None = set(names) if names is not None else None
+        self._chosen: set[str] = set()  # switched on by name (enable): a sweep's VM too
         # One record per machine, its phase and what keep-alive knows of it (machines.py).
         self.machines: dict[str, Machine] = {}
-        self._origins = DiskOrigins(reader)  # what their disks were made from (disks.get), by VM name
-        self._causes = Causes(reader)
+        self._causes = Causes(backend)
         self._wake = asyncio.Event()
         self._vms = VmRestarter(
-            self.library, self._event, boot_timeout=boot_timeout, backoff_base=backoff_base, backoff_cap=backoff_cap,
+            backend, self._event, boot_timeout=boot_timeout, backoff_base=backoff_base, backoff_cap=backoff_cap,
             failover_after=failover_after, failover_zones=tuple(failover_zones),
         )  # fmt: skip
 
-    async def library(self) -> GceClient:
-        """The client library's ``GceClient``, built in a worker thread on the first call."""
-        self._warm()
-        assert self._warming is not None
-        try:
-            return await asyncio.shield(self._warming)
-        except GcptuiError:
-            self._warming = None  # tried again next time (credentials may have been fixed)
-            raise
-
     def _warm(self) -> None:
+        """Have the backend prepare to act, once, in a worker thread (if that fails, the first action
+        prepares it again itself and says why)."""
         if self._warming is None:
-            self._warming = asyncio.create_task(asyncio.to_thread(self.gce), name="compute client")
-            # A failed warm-up is reported by the call that needs the client (library() raises it).
+            self._warming = asyncio.create_task(
+                asyncio.to_thread(self.backend.prepare_to_act), name="compute client"
+            )
+            # A failed preparation is reported by the call that acts (the backend raises it again there).
             self._warming.add_done_callback(lambda task: task.cancelled() or task.exception())
+
+    def remembered(self, name: str) -> bool:
+        """Whether what recreating ``name`` needs is recorded (a VM whose disk does not outlive a stop)."""
+        found = self.machines.get(name)
+        return found is not None and found.record is not None
 
     def machine(self, name: str) -> Machine:
         """The record of ``name`` (made on first mention)."""
@@ -177,10 +177,15 @@ class KeepAlive(RecoverySteps, EventLog):
         self._poll_listeners.append(listener)
 
     def enabled(self, name: str) -> bool:
-        """Whether keep-alive watches ``name`` (a Spot VM, named or all, and not disabled)."""
+        """Whether keep-alive watches ``name`` (a Spot VM, named or all, and not disabled). Watching
+        every Spot VM leaves out a sweep's (``SWEEP_LABEL``: its own keep-alive resumes its trials);
+        one named here, or switched on by name, is watched whatever its labels."""
         found = self.machines.get(name)
         disabled = found is not None and found.disabled
-        return not disabled and (self._names is None or name in self._names)
+        if self._names is not None:
+            return not disabled and name in self._names
+        swept = found is not None and found.instance is not None and SWEEP_LABEL in found.instance.labels
+        return not disabled and (not swept or name in self._chosen)
 
     def watched(self, instance: Instance) -> bool:
         """Spot VMs when enabled; on-demand VMs only when named: host maintenance stops GPU VMs too."""
@@ -192,6 +197,7 @@ class KeepAlive(RecoverySteps, EventLog):
         self.machine(name).enable()
         if self._names is not None:
             self._names.add(name)
+        self._chosen.add(name)  # switched on by name: watched even if a sweep's label says otherwise
         self.poke()
 
     def disable(self, name: str) -> None:
@@ -271,21 +277,23 @@ class KeepAlive(RecoverySteps, EventLog):
             self._wake.clear()
 
     async def poll_once(self) -> list[Instance]:
-        """One aggregated list; start a recovery for each watched VM a preemption stopped or deleted."""
-        from gcptui.remote.cloud.instances_json import instance_from_json
-
-        raws = await asyncio.to_thread(self.reader.list_json)
+        """One listing; start a recovery for each watched VM a preemption stopped or deleted."""
+        listed = await asyncio.to_thread(self.backend.watch_rows)
         self.polls += 1
-        current = {str(r.get("name", "")): (r, instance_from_json(r)) for r in raws}
-        for name, (raw, instance) in current.items():
+        holding = self.gate is None or await self.gate()
+        current = {row.name: row for row in listed.rows}
+        for name, instance in current.items():
             machine = self.machine(name)
-            if instance.spot and deleted_when_stopped(instance) and instance.state is State.RUNNING:
-                machine.record = raw
-                await self._origins.record(name, raw)
+            if (
+                instance.spot and instance.state is State.RUNNING
+                and not self.backend.can(instance, Capability.DISK_OUTLIVES)
+                and await asyncio.to_thread(self.backend.remember, instance)
+            ):  # fmt: skip
+                machine.record = instance
             machine.instance = instance
             if instance.state is State.RUNNING and self.watched(instance):
                 self._causes.saw_running(name)
-                if not instance.spot:
+                if not instance.spot and holding:
                     await self._after_restart_by_gce(instance)
             if (
                 instance.spot
@@ -299,13 +307,14 @@ class KeepAlive(RecoverySteps, EventLog):
             if machine.instance is None or machine.name in current:
                 continue
             if machine.record is not None and machine.interruptible():
-                machine.instance = _gone(machine.instance)
+                machine.instance = gone(machine.instance)
             elif machine.record is None:
                 machine.instance = None
         candidates = [
             m.instance for m in self.machines.values()
             if m.instance is not None and m.instance.state in _STOPPED_OR_GONE and self.watched(m.instance)
             and m.interruptible() and m.phase is not Phase.GAVE_UP and run_of(m.instance) not in m.left
+            and holding
         ]  # fmt: skip
         if candidates:
             preempted = await self._causes.preempted_since_last_start(candidates)
@@ -335,7 +344,7 @@ class KeepAlive(RecoverySteps, EventLog):
                         )
                     else:  # the user decides: relaunch_now() (the TUI's key, keepalive --recover-unwatched)
                         self._event(instance.name, "unwatched", f"{UNWATCHED_CAUSE}: relaunch it to resume")
-        instances = [i for _, i in current.values()]
+        instances = list(current.values())
         for listener in list(self._poll_listeners):
             listener(instances)
         return instances
@@ -402,11 +411,6 @@ class KeepAlive(RecoverySteps, EventLog):
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
-
-
-def _gone(instance: Instance) -> Instance:
-    """The last known record of a VM that vanished from the listing (deleted: ``deleting``)."""
-    return replace(instance, state=State.DELETING, external_ip=None, internal_ip=None)
 
 
 # A watched VM in one of these is a candidate for recovery (stopped, preempted, or deleted).

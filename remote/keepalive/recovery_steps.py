@@ -21,12 +21,12 @@ from gcptui.remote.models import Instance, State
 if TYPE_CHECKING:
     from datetime import datetime
 
-    from gcptui.remote.cloud.gce import GceClient
+    from gcptui.remote.compute.backend import Backend
     from gcptui.remote.jobs.protocol import JobStatus
     from gcptui.remote.keepalive.causes import Causes
     from gcptui.remote.keepalive.events import Relaunch
     from gcptui.remote.keepalive.machines import Machine
-    from gcptui.remote.keepalive.vm_restart import DiskOrigins, VmRestarter
+    from gcptui.remote.keepalive.vm_restart import VmRestarter
 
 log = logging.getLogger("gcptui.remote.keepalive.recovery")
 
@@ -43,13 +43,11 @@ class RecoverySteps:
     backoff_base: float
     backoff_cap: float
     machines: dict[str, Machine]
-    _origins: DiskOrigins
+    backend: Backend
     _vms: VmRestarter
     _causes: Causes
 
-    if TYPE_CHECKING:  # provided by KeepAlive and its EventLog base; declared here for the type checker
-
-        async def library(self) -> GceClient: ...
+    if TYPE_CHECKING:  # provided by KeepAlive's EventLog base; declared here for the type checker
 
         def _event(
             self, name: str, kind: EventKind, detail: str = "", at: datetime | None = None
@@ -75,9 +73,8 @@ class RecoverySteps:
         try:
             seen = machine.job
             if instance.state is not State.RUNNING:
-                origins = self._origins.get(name)
-                zone = await self._vms.restart(instance, machine.record, recreate=recreate, origins=origins)
-            fresh = await self._vms.wait_running(name, zone)
+                zone = await self._vms.restart(instance, recreate=recreate)
+            fresh = await self._vms.wait_running(instance, zone)
             machine.instance = fresh
             machine.running(asyncio.current_task(), fresh)  # a stop from now on is a new preemption
             # Else the next poll takes this start for GCE's own restart and recovers the job again.
@@ -111,8 +108,7 @@ class RecoverySteps:
         """Nothing to resume on a restarted VM: stop it again unless idle restarts are wanted."""
         self.machines[instance.name].job = None
         if stop:
-            gce = await self.library()
-            await asyncio.to_thread(gce.stop, instance.name, instance.zone)
+            await asyncio.to_thread(self.backend.stop, instance)
             self._event(instance.name, "left_stopped", f"{reason}: nothing to resume; stopped it again")
         else:
             self._event(instance.name, "nothing_to_resume", reason)

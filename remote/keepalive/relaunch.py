@@ -18,22 +18,21 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from gcptui.remote.compute.exec_channel import ExecChannel
 from gcptui.remote.config import GroupConfig
 from gcptui.remote.errors import GcptuiError
 from gcptui.remote.jobs.group import GroupJobRunner
 from gcptui.remote.jobs.group_control import run_group
 from gcptui.remote.jobs.protocol import GROUP_STOP, JobStatus, metrics_path
-from gcptui.remote.jobs.runner import JobRunner, gather_hosts
+from gcptui.remote.jobs.runner import JobHost, JobRunner, gather_hosts
 from gcptui.remote.keepalive.job_ledger import JobLedger
 from gcptui.remote.keepalive.recovery import KeepAlive, RecoveryEvent, ResumePoint, StepReporter
 from gcptui.remote.models import Instance, State
 from gcptui.remote.services import down_error
-from gcptui.remote.ssh.capped import run_capped
+from gcptui.remote.ssh.capped import exec_capped
 from gcptui.remote.telemetry.progress import json_records
 
 if TYPE_CHECKING:
-    import asyncssh
-
     from gcptui.remote.services import Services
 
 # Prints the file's size, then its last lines; "0" alone when there is none. $1 is relative to $HOME.
@@ -131,20 +130,22 @@ class JobLauncher:
         """
         say: StepReporter = report or (lambda _kind, _detail: None)
         services = self.services
-        target = services.target(instance)  # built from the fresh Instance: its new address
-        conn = await services.pool.connection(target)  # the pool replaces a slot whose address changed
-        say("connected", target.where)
+        reach = services.reach(instance)  # built from the fresh Instance: its new address
+        # Reach the machine once before the sync (over SSH the pool replaces a slot whose address
+        # changed): the timeline's "connected" means a command runs there.
+        await reach.channel.run("true")
+        say("connected", reach.channel.where)
         # The sync first: when it fails, a job still running (a relaunch asked for by hand) is left
         # running, as it was. That job is then stopped before the mark: else the lines it writes
         # until the restart's kill (its last steps, its checkpoint on SIGTERM) would be read as the
         # new job's, a fresh start from step 0. After a preemption nothing runs.
         await self.sync_barrier(instance)
         say("synced", "the VM holds the current tree")
-        await self.jobs.kill(target)
-        mark = await self.mark(conn)
-        status = await self.jobs.restart(target)
+        await self.jobs.kill(reach)
+        mark = await self.mark(reach)
+        status = await self.jobs.restart(reach)
         say("started", f"pid {status.pid}: {status.command or ''}".strip())
-        step = await self.wait_resumed(conn, mark.offset)
+        step = await self.wait_resumed(reach, mark.offset)
         return ResumePoint(step=step, last_step=mark.last_step)
 
     __call__ = relaunch
@@ -152,28 +153,30 @@ class JobLauncher:
     async def job_status(self, instance: Instance) -> JobStatus:
         """The job's state as the restarted VM's disk records it (did it end before the preemption?)."""
         services = self.services
-        return await self.jobs.status(services.target(instance))
+        return await self.jobs.status(services.reach(instance))
 
-    async def mark(self, conn: asyncssh.SSHClientConnection) -> MetricsMark:
-        """The metrics file's size and last step now (before the restart)."""
+    def _channel(self, host: JobHost) -> ExecChannel:
+        return self.jobs.reach(host).channel
+
+    async def mark(self, host: JobHost) -> MetricsMark:
+        """The metrics file's size and last step on ``host`` now (before the restart)."""
         script = self._home() + _TAIL
         command = shlex.join(["sh", "-c", script, "tail", self.metrics_file, str(self.tail_lines)])
         # The VM's file: read up to a byte cap, whatever its lines' lengths (json_records skips long ones).
-        result = await run_capped(conn, command, max_bytes=MAX_TAIL_BYTES, timeout=30)
+        result = await exec_capped(self._channel(host), command, max_bytes=MAX_TAIL_BYTES, timeout=30)
         lines = result.stdout.splitlines()
         size = _size(lines[0]) if lines else 0
         return MetricsMark(size, last_step_logged(lines[1:]))
 
-    async def wait_resumed(
-        self, conn: asyncssh.SSHClientConnection, offset: int, poll: float = 0.2
-    ) -> int | None:
+    async def wait_resumed(self, host: JobHost, offset: int, poll: float = 0.2) -> int | None:
         """The step the restarted job resumed from, read from what it appended after ``offset``."""
+        channel = self._channel(host)
         script = self._home() + _FROM
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.resume_timeout
         while loop.time() < deadline:
             command = shlex.join(["sh", "-c", script, "from", self.metrics_file, str(offset), "1048576"])
-            result = await run_capped(conn, command, max_bytes=MAX_TAIL_BYTES, timeout=30)
+            result = await exec_capped(channel, command, max_bytes=MAX_TAIL_BYTES, timeout=30)
             lines = result.stdout.splitlines()
             if lines and _size(lines[0]) < offset:
                 offset = 0  # the file was replaced or truncated: read the new one from the start
@@ -244,7 +247,7 @@ class GroupLauncher(JobLauncher):
             instances = await self.services.resolve(others)
         except GcptuiError:
             return  # the fleet could not be read: the relaunch's restart of every node still follows
-        targets = [self.services.target(i) for i in instances if down_error(i) is None]
+        targets = [self.services.reach(i) for i in instances if down_error(i) is None]
         runner = self.runner()
         # Marked as keep-alive's own (not the user's) kill: if this node is preempted next, its
         # recovery must still bring the group back, not leave it stopped as "killed by the user".
@@ -281,15 +284,16 @@ class GroupLauncher(JobLauncher):
             raise GcptuiError(
                 f"group {group.name}: {booting[0].name} is {booting[0].status}, not running yet"
             )
-        targets = [services.target(i) for i in instances]
-        first = await services.pool.connection(targets[0])
-        say("connected", services.target(instance).where)
+        targets = [services.reach(i) for i in instances]
+        first = targets[0]  # rank 0 writes the metrics, on node 0
+        await first.channel.run("true")
+        say("connected", services.reach(instance).channel.where)
         # The sync first, then nodes still running (a relaunch by hand) stop before the mark: see
         # JobLauncher.relaunch.
         await self.sync_barrier(instance)
         say("synced", "the VM holds the current tree")
         await self.runner().run_all("kill", targets)
-        mark = await self.mark(first)  # rank 0 writes the metrics, on node 0
+        mark = await self.mark(first)
         results = await run_group("restart", self.runner(), group, instances, targets)
         failed = [r for r in results if not r.ok]
         if failed:
@@ -316,7 +320,7 @@ def build_keepalive(
     check_jobs: bool = True,
     **options: float,
 ) -> KeepAlive:
-    """A ``KeepAlive`` over the services' Compute reader (and client, built when it acts) and a ``JobLauncher``, with ``[keepalive]``'s
+    """A ``KeepAlive`` over the services' GCE backend (the compute seam) and a ``JobLauncher``, with ``[keepalive]``'s
     ``poll_seconds``, ``max_restarts`` and ``restart_idle`` (``options`` override any ``KeepAlive`` setting).
     Job states seen go to the ``JobLedger``, which finds VMs stopped while unwatched at start-up;
     ``recover_unwatched`` recovers those instead of only saying so. ``launcher`` relaunches the job
@@ -333,7 +337,7 @@ def build_keepalive(
             listener = group_launcher.on_event
     kwargs: dict[str, float] = {"poll_seconds": settings.poll_seconds, "max_restarts": settings.max_restarts}
     kwargs.update(options)
-    keepalive = KeepAlive(services.fleet.reader(), gce=services.fleet.gce, relaunch=launcher, on_event=on_event,
+    keepalive = KeepAlive(services.compute.backends["gce"], relaunch=launcher, on_event=on_event,
                           names=names, restart_idle=settings.restart_idle,
                           job_status=launcher.job_status if check_jobs else None,
                           ledger=JobLedger(), failover_after=settings.failover_after, failover_zones=settings.zones,

@@ -11,6 +11,7 @@ import asyncssh
 from gcptui.remote.backoff import backoff
 from gcptui.remote.errors import GcptuiError
 from gcptui.remote.keepalive.events import EventKind, Relaunch, ResumePoint
+from gcptui.remote.keepalive.lease import LeaseLost
 from gcptui.remote.keepalive.resume_rule import nothing_to_resume
 from gcptui.remote.models import Instance
 
@@ -46,6 +47,8 @@ async def relaunch_until(
                 check = None
             result = await relaunch(instance, report)  # its steps are event kinds too
             return result if isinstance(result, ResumePoint) else ResumePoint(step=result)
+        except LeaseLost:
+            raise  # another keep-alive recovers this VM now: never retried here
         except (GcptuiError, OSError, asyncssh.Error) as err:
             # asyncssh.Error: the connection closed under the relaunch (the pool moved to the
             # VM's new address meanwhile): transient, like SSH not being up yet.

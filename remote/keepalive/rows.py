@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable
 
 import asyncssh
 
@@ -26,6 +26,7 @@ from gcptui.remote.compute.backend import Backend, Capability, Recovery
 from gcptui.remote.errors import GcptuiError
 from gcptui.remote.jobs.workers import WorkerJobRunner
 from gcptui.remote.keepalive.events import EventKind, RecoveryEvent, now
+from gcptui.remote.keepalive.lease import LeaseLost
 from gcptui.remote.keepalive.relaunch import JobLauncher
 from gcptui.remote.keepalive.resume_rule import nothing_to_resume
 from gcptui.remote.models import Instance, State, StopCause
@@ -63,6 +64,11 @@ class RowKeepAlive:
         self.outcomes: dict[str, str] = {}  # name -> how its last recovery ended
         self._job_ran: dict[str, bool] = {}  # name -> its job ran at the last look while it was up
         self._recovering: dict[str, asyncio.Task[None]] = {}
+        # The lease (service.py): False while another keep-alive holds it; this one then only watches.
+        self.may_recover: Callable[[], bool] = lambda: True
+        # Checked again right before the job is restarted (``LeaseGate.fence``): a recovery that began
+        # while this keep-alive held the lease stops there if the lease passed on meanwhile.
+        self.fence: Callable[[], Awaitable[None]] | None = None
 
     # -- watching ----------------------------------------------------------------------------------
 
@@ -104,6 +110,8 @@ class RowKeepAlive:
             ):
                 if not self._job_ran.get(row.name):
                     continue  # nothing ran there: a preempted idle node is left (ls names it)
+                if not self.may_recover():
+                    continue  # another keep-alive holds the lease and recovers it
                 if self.restarts.get(row.name, 0) >= self.max_restarts:
                     continue
                 self.restarts[row.name] = self.restarts.get(row.name, 0) + 1
@@ -163,6 +171,11 @@ class RowKeepAlive:
             self._emit(name, "relaunching", f"attempt {attempt}")
             try:
                 step = await self._relaunch(backend, fresh)
+            except LeaseLost as err:
+                # Another keep-alive holds the lease now and recovers this node: never retried here.
+                self.outcomes[name] = "failed"
+                self._emit(name, "failed", one_line(str(err)))
+                return
             except (GcptuiError, OSError, asyncssh.Error, TimeoutError) as err:
                 # SSH to a node just made, a sync that lost its agent: tried again after a pause.
                 self._emit(name, "retry", one_line(str(err) or type(err).__name__))
@@ -182,19 +195,20 @@ class RowKeepAlive:
         if not workers:
             raise GcptuiError(f"{row.name} has no workers up yet")
         targets = [services.target(w) for w in workers]
-        first = await services.pool.connection(targets[0])
-        for target in targets[1:]:
+        for target in targets:
             await services.pool.connection(target)
         self._emit(row.name, "connected", ", ".join(t.where for t in targets))
         runner = WorkerJobRunner(services.pool, services.config)
         launcher = JobLauncher(services, jobs=runner, resume_timeout=self.resume_timeout)
         await asyncio.gather(*(launcher.sync_barrier(w) for w in workers))
         self._emit(row.name, "synced", f"{len(workers)} workers hold the current tree")
-        mark = await launcher.mark(first)
+        mark = await launcher.mark(targets[0])
+        if self.fence is not None:
+            await self.fence()  # the last moment before a start that two actors must not both make
         runner.prepare(row.name, workers)
         results = await runner.run_all("restart", targets)
         failed = [r for r in results if not r.ok]
         if failed:
             raise GcptuiError(f"{failed[0].name}: {failed[0].error}")
         self._emit(row.name, "started", f"{len(workers)} workers")
-        return await launcher.wait_resumed(first, mark.offset)
+        return await launcher.wait_resumed(targets[0], mark.offset)

@@ -1,18 +1,24 @@
-"""The one keep-alive service: built here for the TUI, `gcptui keepalive` and sweeps alike.
+"""The one keep-alive service: built here for the TUI, `gcptui keepalive`, sweeps and the keeper alike.
 
 ``KeepAlive`` (detection and recovery, with failover, idle restarts and the job ledger), the VM
 notice watchers that tell it of a preemption before the API does, and, with ``[autostop]``, the
-auto-stopper that runs after each poll. The three faces differ only in the arguments they pass.
+auto-stopper that runs after each poll. With ``[storage] bucket`` set, the lease (``lease_gate.py``)
+decides once per poll whether this keep-alive or another one (the keeper, ``gcptui keeper``)
+recovers: one actor per recovery. The faces differ only in the arguments they pass.
 """
 
 from __future__ import annotations
 
 import asyncio
+import os
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 
 from gcptui.remote.compute.registry import FLEET_SOURCE_KINDS
 from gcptui.remote.keepalive.autostop import AutoStopper
+from gcptui.remote.keepalive.lease import DEFAULT_TTL, Lease, lease_key
+from gcptui.remote.keepalive.lease_gate import KeeperStatus, LeaseGate, Role, fenced, holder_name
 from gcptui.remote.keepalive.notify import WebhookNotifier
 from gcptui.remote.keepalive.recovery import KeepAlive, RecoveryEvent
 from gcptui.remote.keepalive.relaunch import JobLauncher, build_keepalive
@@ -30,6 +36,7 @@ class KeepAliveService:
     autostopper: AutoStopper | None
     rows: RowKeepAlive | None = None  # the other kinds of compute (TPU nodes), over the seam
     notifier: WebhookNotifier | None = None  # [notify] webhook: each recovery's outcome POSTed
+    gate: LeaseGate | None = None  # the lease, with [storage] bucket: who recovers
 
     async def run(self) -> None:
         if self.rows is None:
@@ -47,6 +54,18 @@ class KeepAliveService:
         if self.autostopper is not None:
             await self.autostopper.close()
         await self.keepalive.close()
+        if self.gate is not None:
+            await asyncio.to_thread(self.gate.close)  # the lease given back: the other side need not wait
+
+
+def default_lease_key_path() -> Path:
+    """Where the lease's signing key lives: the user state dir (``GCPTUI_STATE_DIR`` overrides), never
+    the project tree; ``keeper deploy`` copies it to the keeper's own state dir."""
+    import platformdirs
+
+    override = os.environ.get("GCPTUI_STATE_DIR")
+    base = Path(override).expanduser() if override else platformdirs.user_state_path("gcptui")
+    return base / "keeper" / "lease.key"
 
 
 def build_service(
@@ -62,6 +81,9 @@ def build_service(
     autostop_names: Iterable[str] | None = None,
     tuning: Mapping[str, float] | None = None,
     other_kinds: bool = True,
+    lease: Role | None = "laptop",
+    lease_ttl: float = DEFAULT_TTL,
+    keeper_name: str | None = None,
 ) -> KeepAliveService:
     """Keep-alive over ``names`` (None: every Spot VM; an empty set: none until switched on per VM).
 
@@ -70,11 +92,16 @@ def build_service(
     default every running VM); ``tuning`` overrides ``KeepAlive``'s timings (``poll_seconds``, ...).
     The rest goes to ``build_keepalive``. ``other_kinds``: also keep the rows of the other kinds of
     compute alive (a TPU node's workers: ``rows.RowKeepAlive``) when the config has any.
+
+    ``lease``: this keep-alive's role in the lease when ``[storage] bucket`` is set (``"laptop"`` defers
+    to a live keeper, ``"keeper"`` is the keeper), ``lease_ttl`` seconds by this process's own clock
+    before a silent holder counts as gone; None, or a ``launcher`` of the caller's own (a sweep resumes
+    trials, which the keeper does not know how to), recovers without asking anyone.
     """
     notifier: WebhookNotifier | None = None
     if services.config.notify.webhook:
         notifier = WebhookNotifier(services.config.notify.webhook)
-        on_event = _both(on_event, notifier)
+        on_event = _both(on_event, _own(notifier))
     keepalive = build_keepalive(
         services, names=names, on_event=on_event, recover_unwatched=recover_unwatched, launcher=launcher,
         check_jobs=check_jobs, **dict(tuning or {}),  # type: ignore[arg-type]  # timings only: floats
@@ -96,7 +123,53 @@ def build_service(
             services, names=names, on_event=on_event, poll_seconds=timings.get("poll_seconds"),
             backoff_base=timings.get("backoff_base", 1.0),
         )  # fmt: skip
-    return KeepAliveService(keepalive, watchers, autostopper, rows, notifier)
+    gate: LeaseGate | None = None
+    bucket = services.config.storage.bucket
+    if lease is not None and bucket and launcher is None:
+        gate = _gate(services, keepalive, rows, lease, lease_ttl, keeper_name)
+    return KeepAliveService(keepalive, watchers, autostopper, rows, notifier, gate)
+
+
+def _gate(
+    services: Services,
+    keepalive: KeepAlive,
+    rows: RowKeepAlive | None,
+    role: Role,
+    ttl: float,
+    name: str | None,
+) -> LeaseGate:
+    """The lease wired into ``keepalive`` (asked each poll, checked again before each relaunch) and
+    ``rows``; a keeper records its events for its status, a laptop mirrors the keeper's."""
+    bucket = services.config.storage.bucket
+    key = lease_key(default_lease_key_path())
+
+    def busy() -> bool:
+        return any(m.busy for m in keepalive.machines.values()) or (
+            rows is not None and any(rows.recovering(n) for n in list(rows.restarts))
+        )
+
+    def watched() -> list[str]:
+        return [i.name for i in keepalive.instances() if keepalive.watched(i)]
+
+    gate = LeaseGate(
+        Lease(bucket, holder_name(role, name), key, ttl=ttl), KeeperStatus(bucket, key, ttl=ttl), role,
+        busy=busy, watched=watched,
+    )  # fmt: skip
+
+    async def consult() -> bool:
+        holding = await asyncio.to_thread(gate.check)
+        for event in gate.new_keeper_events():
+            keepalive.mirror(event)
+        return holding
+
+    keepalive.gate = consult
+    keepalive.relaunch = fenced(keepalive.relaunch, gate)
+    if rows is not None:
+        rows.may_recover = lambda: gate.holding
+        rows.fence = lambda: asyncio.to_thread(gate.fence)
+    if role == "keeper":
+        keepalive.subscribe(gate.record)
+    return gate
 
 
 def _both(
@@ -108,3 +181,14 @@ def _both(
         second(event)
 
     return both
+
+
+def _own(notifier: WebhookNotifier) -> Callable[[RecoveryEvent], None]:
+    """The notifier for this keep-alive's own events: the keeper's, mirrored here, it POSTs itself."""
+    from gcptui.remote.keepalive.lease_gate import KEEPER_PREFIX
+
+    def own(event: RecoveryEvent) -> None:
+        if not event.detail.startswith(KEEPER_PREFIX.strip()):
+            notifier(event)
+
+    return own

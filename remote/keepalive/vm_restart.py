@@ -1,66 +1,41 @@
-"""Bring a stopped or deleted VM back: start it, or recreate a DELETE-action VM from recorded settings.
+"""Bring a stopped or deleted machine back through its backend: start it, or recreate one whose disk
+did not outlive its stop (GCE's DELETE action) from what the backend remembered while it ran.
 
-Stock-outs (``ZONE_RESOURCE_POOL_EXHAUSTED`` and kin) are retried with exponential backoff; each try
-is reported to the caller, which writes it into the VM's timeline.
+Stock-outs (``Stockout``) are retried with exponential backoff, and after ``failover_after`` seconds of
+them a recreation moves to the next of ``failover_zones``; each try is reported to the caller, which
+writes it into the machine's timeline. The waits (until it is gone, until it runs with an address)
+poll ``Backend.get`` on the event loop, so a cancelled recovery stops waiting at once.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from dataclasses import replace
 
 from gcptui.remote.backoff import backoff
-from gcptui.remote.cloud.instances import DiskOrigin
-from gcptui.remote.cloud.recreate import recreate_body
-from gcptui.remote.cloud.states import deleted_when_stopped
+from gcptui.remote.compute.backend import Backend, Capability, Stockout
 from gcptui.remote.compute.ready import wait_ready_async
 from gcptui.remote.errors import GcptuiError
 from gcptui.remote.keepalive.events import EventKind
-from gcptui.remote.models import Instance
-
-if TYPE_CHECKING:
-    from gcptui.remote.cloud.compute_rest import ComputeReader
-    from gcptui.remote.cloud.gce import GceClient
+from gcptui.remote.models import Instance, State
 
 log = logging.getLogger(__name__)
 
 
-class DiskOrigins:
-    """What each DELETE-action VM's disks were made from, read once per VM id while it runs: after a
-    preemption deleted them, ``disks.get`` has nothing left to say."""
-
-    def __init__(self, reader: ComputeReader) -> None:
-        self.reader = reader
-        self._by_name: dict[str, tuple[str, dict[str, DiskOrigin]]] = {}  # name -> (instance id, origins)
-
-    def __contains__(self, name: str) -> bool:
-        return name in self._by_name
-
-    def get(self, name: str) -> dict[str, DiskOrigin]:
-        """Origins by device name (empty when never read)."""
-        return self._by_name.get(name, ("", {}))[1]
-
-    async def record(self, name: str, raw: dict[str, Any]) -> None:
-        """Read the disks of ``name`` (its JSON) unless this VM id's were read already."""
-        if self._by_name.get(name, ("", {}))[0] == str(raw.get("id", "")):
-            return
-        try:
-            origins = await asyncio.to_thread(self.reader.disk_origins, raw)
-        except GcptuiError as err:
-            log.warning("cannot read the disks of %s (needed to recreate it): %s", name, err)
-            return
-        self._by_name[name] = (str(raw.get("id", "")), origins)
+def gone(instance: Instance) -> Instance:
+    """The last known record of a machine that vanished (deleted): ``deleting``, no address."""
+    return replace(instance, state=State.DELETING, external_ip=None, internal_ip=None)
 
 
 class VmRestarter:
-    """Starts (or recreates) one VM at a time and waits for it; ``report(name, kind, detail)`` hears each step."""
+    """Starts (or recreates) one machine at a time and waits for it; ``report(name, kind, detail)`` hears each step."""
 
-    def __init__(self, gce: Callable[[], Awaitable[GceClient]], report: Callable[[str, EventKind, str], None],
+    def __init__(self, backend: Backend, report: Callable[[str, EventKind, str], None],
                  *, boot_timeout: float, backoff_base: float, backoff_cap: float, failover_after: float = 0.0,
                  failover_zones: tuple[str, ...] = ()) -> None:  # fmt: skip
-        self.gce = gce  # the client library's client, built on first use
+        self.backend = backend
         self.failover_after = (
             failover_after  # seconds of stock-outs before a recreation moves zone (0: never)
         )
@@ -69,27 +44,19 @@ class VmRestarter:
         self.boot_timeout = boot_timeout
         self.backoff_base = backoff_base
         self.backoff_cap = backoff_cap
-        # Waiting for a VM to go or to run polls instances.get at seconds, backing off: several VMs
-        # preempted at once must not run into GCE's rate quota.
+        # Waiting for a machine to go or to run polls ``get`` at seconds, backing off by half each time:
+        # several machines preempted at once must not run into the provider's rate quota.
         self.poll_first = 1.0
         self.poll_cap = 8.0
 
-    async def restart(
-        self,
-        instance: Instance,
-        record: dict[str, Any] | None,
-        *,
-        recreate: bool,
-        origins: dict[str, DiskOrigin] | None = None,
-    ) -> str:
-        """Start or recreate the VM, retrying stock-outs; returns the zone it is in now (another one
-        after a failover)."""
-        from gcptui.remote.cloud.errors import StockoutError
-
+    async def restart(self, instance: Instance, *, recreate: bool) -> str:
+        """Start or recreate the machine, retrying stock-outs; returns the zone it is in now (another
+        one after a failover)."""
         name, zone = instance.name, instance.zone
-        if deleted_when_stopped(instance) and not recreate:
-            await self.wait_gone(name, zone)  # a DELETE-action VM is deleted right after it stops
+        if not recreate and not self.backend.can(instance, Capability.DISK_OUTLIVES):
+            await self.wait_gone(instance)  # its disk does not outlive the stop: deleted right after it
             recreate = True
+        target = gone(instance) if recreate else instance
         attempt = 0
         stocked_out_since: float | None = None
         left = [z for z in self.failover_zones if z != zone]
@@ -116,18 +83,9 @@ class VmRestarter:
                 else "starting the VM",
             )
             try:
-                if recreate:
-                    if record is None:
-                        raise GcptuiError(
-                            f"{name} was deleted before keep-alive saw it run: recreate it by hand"
-                        )
-                    gce = await self.gce()
-                    body = recreate_body(gce.instance_message(record), origins, zone)
-                    await asyncio.to_thread(gce.insert, zone, body)
-                else:
-                    await asyncio.to_thread((await self.gce()).start, name, zone)
+                await asyncio.to_thread(self.backend.begin_recovery, target, zone=zone if recreate else None)
                 return zone
-            except StockoutError as err:
+            except Stockout as err:
                 if stocked_out_since is None:
                     stocked_out_since = asyncio.get_running_loop().time()
                 delay = backoff(attempt, self.backoff_base, self.backoff_cap)
@@ -136,25 +94,24 @@ class VmRestarter:
             await asyncio.sleep(delay)
 
     def _pause(self, attempt: int) -> float:
-        return min(self.poll_cap, self.poll_first * 1.5**attempt)
+        return backoff(attempt, self.poll_first, self.poll_cap, factor=1.5)
 
-    async def wait_gone(self, name: str, zone: str) -> None:
+    async def wait_gone(self, instance: Instance) -> None:
         deadline = asyncio.get_running_loop().time() + self.boot_timeout
         attempt = 0
-        gce = await self.gce()
-        while await asyncio.to_thread(gce.get_raw, name, zone) is not None:
+        while await asyncio.to_thread(self.backend.get, instance) is not None:
             if asyncio.get_running_loop().time() > deadline:
-                raise GcptuiError(f"{name} was preempted with termination action DELETE but was not deleted")
+                raise GcptuiError(
+                    f"{instance.name} was preempted with termination action DELETE but was not deleted"
+                )
             await asyncio.sleep(self._pause(attempt))
             attempt += 1
 
-    async def wait_running(self, name: str, zone: str) -> Instance:
-        from gcptui.remote.cloud.instances import instance_from_resource
-
-        gce = await self.gce()
+    async def wait_running(self, instance: Instance, zone: str) -> Instance:
+        """Until the machine (in ``zone`` now) runs with an address; its fresh row."""
+        where = replace(instance, zone=zone)
 
         async def read() -> Instance | None:
-            raw = await asyncio.to_thread(gce.get_raw, name, zone)
-            return instance_from_resource(raw) if raw is not None else None
+            return await asyncio.to_thread(self.backend.get, where)
 
-        return await wait_ready_async(read, name, timeout=self.boot_timeout, pause=self._pause)
+        return await wait_ready_async(read, instance.name, timeout=self.boot_timeout, pause=self._pause)

@@ -87,12 +87,12 @@ class NoticeWatchers:
                 self._tasks[name] = (address, task)
 
     async def _watch(self, instance: Instance) -> None:
-        getter = self.services.getter(instance)
         try:
-            await getter()
+            reach = self.services.reach(instance)  # SSH to this address, through the pool
+            await self.services.pool.connection(self.services.target(instance))
             # The connection may have been up before we subscribed: only a drop from UP is a signal.
             self._states[instance.name] = HostState.UP
-            await forward_job_events(self.keepalive, instance.name, watch_job(getter, instance.name))
+            await forward_job_events(self.keepalive, instance.name, watch_job(reach.channel, instance.name))
         except (GcptuiError, OSError) as err:
             log.info("notice watcher for %s stopped: %s", instance.name, err)
 

@@ -1,15 +1,24 @@
 """A remote command whose output is read up to a byte cap: the VM decides what it prints, never how
 much memory the laptop spends on it (one 150 MiB metrics line once took 1.4 GB).
 
-``conn.run`` keeps everything a command prints; ``run_capped`` reads stdout up to ``max_bytes`` (and
-stderr up to ``MAX_STDERR``), then closes the channel: the command's later output is never read.
+``conn.run`` keeps everything a command prints; ``exec_capped`` reads stdout up to ``max_bytes`` (and
+stderr up to ``MAX_STDERR``), then closes the process: the command's later output is never read.
+It runs over any exec channel (SSH, a pod's Kubernetes exec).
 """
 
 from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
+
+
+class Starts(Protocol):
+    """What ``exec_capped`` needs of an exec channel (``gcptui.remote.compute.exec_channel``, a layer
+    above this one): a process started in bytes."""
+
+    async def start(self, command: str) -> Any: ...
+
 
 MAX_STDERR = 65_536
 CHUNK = 65_536
@@ -43,12 +52,16 @@ async def _read(stream: Any, limit: int, *, drain: bool = False) -> tuple[bytes,
     return b"".join(chunks), cut
 
 
-async def run_capped(
-    conn: Any, command: str, *, max_bytes: int, timeout: float, input: str | None = None
+async def exec_capped(
+    channel: Starts, command: str, *, max_bytes: int, timeout: float, input: str | None = None
 ) -> CappedRun:
-    """Run ``command`` on ``conn`` (an asyncssh connection), ``input`` on its stdin; at most
-    ``max_bytes`` of its stdout is kept. ``TimeoutError`` past ``timeout`` seconds."""
-    process = await conn.create_process(command, encoding=None)
+    """Run ``command`` on ``channel``, ``input`` on its stdin; at most ``max_bytes`` of its stdout is
+    kept. ``TimeoutError`` past ``timeout`` seconds."""
+    process = await channel.start(command)
+    return await _collect(process, max_bytes=max_bytes, timeout=timeout, input=input)
+
+
+async def _collect(process: Any, *, max_bytes: int, timeout: float, input: str | None) -> CappedRun:
     try:
         if input is not None:
             process.stdin.write(input.encode())

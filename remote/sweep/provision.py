@@ -19,13 +19,15 @@ from gcptui.remote.provision import Created, VmCreator, plan_create
 from gcptui.remote.sweep.spec import SweepSpec, VmsFrom
 
 
-def create_options(vms: VmsFrom) -> CreateOptions:
-    """What the sweep's VMs change from their base."""
+def create_options(vms: VmsFrom, sweep: str | None = None) -> CreateOptions:
+    """What the sweep's VMs change from their base; labelled with ``sweep`` (``SWEEP_LABEL``), so
+    the keep-alives over every Spot VM (the TUI's, the keeper) leave them to the sweep's own."""
     return CreateOptions(
         zone=vms.zone,
         spot=vms.spot,
         machine_type=vms.machine_type,
         gpus=parse_gpus(vms.gpus) if vms.gpus else None,
+        sweep=sweep,
     )
 
 
@@ -52,7 +54,7 @@ def ensure_vms(
             f"sweep {spec.name}: vms.from = {spec.vms.base!r}: no GCE VM of that name (see `gcptui ls`)"
         )
     gce = source.gce()
-    plan = plan_create(gce, base, create_options(spec.vms))
+    plan = plan_create(gce, base, create_options(spec.vms, spec.name))
     say(f"sweep {spec.name}: creating {', '.join(missing)} like {base.name}")
     creator = VmCreator(gce, config, lambda name, step: say(f"  {name}: {step}"))
     results = creator.create_many(plan, missing)

@@ -28,6 +28,7 @@ from collections.abc import Callable
 
 from gcptui.remote.aio import cancel_and_wait
 from gcptui.remote.compute.backend import Capability
+from gcptui.remote.compute.exec_channel import Reach
 from gcptui.remote.config import JobConfig
 from gcptui.remote.errors import GcptuiError
 from gcptui.remote.jobs.protocol import JobStatus
@@ -36,7 +37,6 @@ from gcptui.remote.keepalive.resume_rule import CUT_SHORT
 from gcptui.remote.models import Instance, State
 from gcptui.remote.services import Services
 from gcptui.remote.ssh.errors import SshUnreachableError
-from gcptui.remote.ssh.target import SshTarget
 from gcptui.remote.sweep.recovery import sweep_keepalive
 from gcptui.remote.sweep.state import ACTIVE, SweepState, Trial, save_state
 from gcptui.remote.sweep.study import SweepStudy, journal_path
@@ -161,9 +161,16 @@ class Scheduler:
         instance = self.instances.get(vm)
         return instance is not None and instance.state.reachable
 
-    def _target(self, vm: str) -> SshTarget | None:
+    def _reach(self, vm: str) -> Reach | None:
+        """How the runner and the reader reach ``vm`` (SSH to its address, or its backend's channel);
+        None when nothing does now (no address, no shell)."""
         instance = self.instances.get(vm)
-        return self.services.target_or_none(instance) if instance is not None else None
+        if instance is None:
+            return None
+        try:
+            return self.services.reach(instance)
+        except GcptuiError:
+            return None
 
     def _coming_back(self, vm: str) -> bool:
         """The VM is on its way up, or down after a preemption that keep-alive recovers: wait for it."""
@@ -214,8 +221,8 @@ class Scheduler:
         return trial_job(config.job, self.spec, trial, self.runner.dest, checkpoint_url=url)
 
     async def _start(self, trial: Trial, vm: str, slot: int) -> None:
-        target = self._target(vm)
-        if target is None or not await self._holds_the_tree(vm):
+        reach = self._reach(vm)
+        if reach is None or not await self._holds_the_tree(vm):
             return
         trial.state, trial.vm, trial.slot = "starting", vm, slot
         trial.devices = pinned_devices(slot, self.slots(vm), self._gpus(vm))
@@ -225,7 +232,7 @@ class Scheduler:
         self._save()  # before the command: an interrupt from here on is settled from the VM's record
         try:
             with in_slot(slot):
-                status = await self.runner.start(target)
+                status = await self.runner.start(reach)
         except JobAlreadyRunningError as err:
             if self._is_trial(err.status, trial):
                 status = err.status
@@ -310,11 +317,11 @@ class Scheduler:
                 self.say(f"{trial.id}: {vm} is {self.instances[vm].status}: waiting for it to come back")
                 self._save()
             return
-        target = self._target(vm)
-        if target is None:
+        reach = self._reach(vm)
+        if reach is None:
             return
         try:
-            status = await self.runner.status(target)
+            status = await self.runner.status(reach)
         except GcptuiError as err:
             self.say(f"warning: {trial.id}: {err}")
             return
@@ -322,33 +329,33 @@ class Scheduler:
             if trial.state == "starting":  # the start never reached the VM: the trial is still to do
                 self._requeue(trial, f"{trial.id}: its start did not reach {vm}: queued again")
             else:
-                await self._fail(trial, target, None, f"{vm} now runs another job ({status.command})")
+                await self._fail(trial, reach, None, f"{vm} now runs another job ({status.command})")
             return
         if trial.state == "starting":
             self._mark_running(trial, status)
         if trial.pruned_at_step is not None and not (status.state == "exited" and status.exit_code == 0):
             # Pruned before an interrupt (on this laptop or another) cut the kill or its record short.
-            await self._prune(trial, target, again=True)
+            await self._prune(trial, reach, again=True)
             return
         if status.state == "running":
             self._down_since.pop(trial.id, None)
             if trial.recovering:  # resumed: the screen's "running (preempted)" is over
                 trial.recovering = False
                 self._save()
-            await self._update_metrics(trial, target)
+            await self._update_metrics(trial, reach)
             if self.study is not None and self.study.report(trial):
-                await self._prune(trial, target)
+                await self._prune(trial, reach)
         elif status.state == "exited" and status.exit_code == 0:
-            await self._finish(trial, target)
+            await self._finish(trial, reach)
         elif _preempted(status, trial):
-            await self._maybe_relaunch(trial, target)
+            await self._maybe_relaunch(trial, reach)
         else:
             code = status.exit_code if status.exit_code is not None else 137
-            await self._fail(trial, target, code, status.detail or status.state)
+            await self._fail(trial, reach, code, status.detail or status.state)
 
-    async def _update_metrics(self, trial: Trial, target: SshTarget) -> None:
+    async def _update_metrics(self, trial: Trial, reach: Reach) -> None:
         try:
-            found = await self.reader.metrics(target, trial, self.spec.metric, self.spec.goal)
+            found = await self.reader.metrics(reach, trial, self.spec.metric, self.spec.goal)
         except (GcptuiError, OSError):
             return
         changed = (found.step, found.last) != (trial.step, trial.metric)
@@ -360,8 +367,8 @@ class Scheduler:
         elif changed and self.on_change is not None:
             self.on_change(self.state)
 
-    async def _finish(self, trial: Trial, target: SshTarget) -> None:
-        await self._update_metrics(trial, target)
+    async def _finish(self, trial: Trial, reach: Reach) -> None:
+        await self._update_metrics(trial, reach)
         trial.state, trial.exit_code, trial.ended_at = "finished", 0, time.time()
         trial.recovering = False  # settled: nothing is waiting for its VM any more
         self.runner.trial_jobs.pop((trial.vm or "", trial.slot), None)
@@ -369,7 +376,7 @@ class Scheduler:
         self._tell(trial)
         self.say(f"{trial.id} finished on {trial.vm}: {self.spec.metric} {trial.metric}")
 
-    async def _prune(self, trial: Trial, target: SshTarget, *, again: bool = False) -> None:
+    async def _prune(self, trial: Trial, reach: Reach, *, again: bool = False) -> None:
         """Stop a trial the pruner calls a loser: its job killed (SIGTERM, so the trainer keeps its
         checkpoint), the trial recorded ``pruned`` at its last reported step, the study told.
 
@@ -380,13 +387,13 @@ class Scheduler:
             trial.pruned_at_step = trial.curve[-1][0] if trial.curve else trial.step
             self._save()
         try:
-            status = await self.runner.kill(target)
+            status = await self.runner.kill(reach)
         except GcptuiError as err:
             self.say(f"warning: {trial.id}: could not stop it on {trial.vm} ({err}): trying again")
             return
         if status.state == "exited" and status.exit_code == 0:  # it reached its end first
             trial.pruned_at_step = None
-            await self._finish(trial, target)
+            await self._finish(trial, reach)
             return
         trial.state, trial.ended_at = "pruned", time.time()
         trial.recovering = False
@@ -403,10 +410,10 @@ class Scheduler:
             self.study.report(trial)
             self.study.tell(trial)
 
-    async def _fail(self, trial: Trial, target: SshTarget, code: int | None, why: str) -> None:
-        await self._update_metrics(trial, target)
+    async def _fail(self, trial: Trial, reach: Reach, code: int | None, why: str) -> None:
+        await self._update_metrics(trial, reach)
         try:
-            trial.log_tail = await self.reader.log_tail(target)
+            trial.log_tail = await self.reader.log_tail(reach)
         except (GcptuiError, OSError):
             trial.log_tail = []
         trial.failures += 1
@@ -427,7 +434,7 @@ class Scheduler:
             )
         self._save()
 
-    async def _maybe_relaunch(self, trial: Trial, target: SshTarget) -> None:
+    async def _maybe_relaunch(self, trial: Trial, reach: Reach) -> None:
         """The VM is back but the trial's job lies preempted: give keep-alive ``relaunch_after``
         seconds to resume it, then resume it here (same resume command, same run directory)."""
         trial.preempted = trial.recovering = True
@@ -436,7 +443,7 @@ class Scheduler:
             return
         self._down_since.pop(trial.id, None)
         try:
-            await self.runner.restart(target)
+            await self.runner.restart(reach)
         except GcptuiError as err:
             self.say(f"warning: {trial.id}: could not resume on {trial.vm}: {err}")
             return

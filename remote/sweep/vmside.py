@@ -17,14 +17,14 @@ import shlex
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+from gcptui.remote.compute.exec_channel import Reach
 from gcptui.remote.config import Config, JobConfig
 from gcptui.remote.dest_path import in_dest
 from gcptui.remote.jobs.protocol import slot_dir, supervisor_command
 from gcptui.remote.jobs.runner import JobRunner
 from gcptui.remote.safe_text import clip, sanitize
-from gcptui.remote.ssh.capped import run_capped
+from gcptui.remote.ssh.capped import exec_capped
 from gcptui.remote.ssh.pool import SshPool
-from gcptui.remote.ssh.target import SshTarget
 from gcptui.remote.sweep.spec import SweepSpec
 from gcptui.remote.sweep.state import Trial
 from gcptui.remote.telemetry.progress import json_records
@@ -65,7 +65,7 @@ def pinned_devices(slot: int, slots: int, gpus: int) -> str | None:
 
 # Lines of the trial's metrics file that name the metric, then its last line. $1 relative to $HOME.
 # Every line is cut to MAX_LINE bytes on the VM (a longer one is no record: its JSON no longer
-# parses) and the laptop reads at most MAX_OUTPUT bytes whatever the VM sends (run_capped).
+# parses) and the laptop reads at most MAX_OUTPUT bytes whatever the VM sends (exec_capped).
 MAX_LINE = 65_536
 MAX_OUTPUT = 16 << 20
 _METRICS = (
@@ -115,8 +115,8 @@ class TrialJobRunner(JobRunner):
         super().__init__(pool, config.job, config.sync.dest, remote_home=remote_home, storage=config.storage)
         self.trial_jobs: dict[tuple[str, int], JobConfig] = {}
 
-    def job_for(self, target: SshTarget) -> JobConfig:
-        return self.trial_jobs.get((target.name, current_slot()), self.job)
+    def job_for(self, name: str) -> JobConfig:
+        return self.trial_jobs.get((name, current_slot()), self.job)
 
     def slots_of(self, vm: str) -> list[int]:
         """The slots of ``vm`` that hold a trial, in order."""
@@ -180,7 +180,7 @@ def log_tail(text: str) -> list[str]:
 
 
 class VmReader:
-    """Reads a trial's metrics and the job log over the runner's pool (one SSH exec each)."""
+    """Reads a trial's metrics and the job log over the machine's exec channel (one exec each)."""
 
     def __init__(self, runner: JobRunner) -> None:
         self.runner = runner
@@ -193,18 +193,16 @@ class VmReader:
         # An absolute run_root (a data disk) is where the trial writes; a relative one is below dest.
         return in_dest(self.runner.dest, relative)
 
-    async def metrics(self, target: SshTarget, trial: Trial, metric: str, goal: str) -> TrialMetrics:
+    async def metrics(self, reach: Reach, trial: Trial, metric: str, goal: str) -> TrialMetrics:
         script = self._home() + _METRICS
         path = self._in_dest(f"{trial.run_dir}/metrics.jsonl")
-        conn = await self.runner.pool.connection(target)
         command = shlex.join(["sh", "-c", script, "metrics", path, metric])
-        result = await run_capped(conn, command, max_bytes=MAX_OUTPUT, timeout=60)
+        result = await exec_capped(reach.channel, command, max_bytes=MAX_OUTPUT, timeout=60)
         return parse_metrics(result.stdout, metric, goal)
 
-    async def log_tail(self, target: SshTarget) -> list[str]:
+    async def log_tail(self, reach: Reach) -> list[str]:
         script = self._home() + _TAIL
-        conn = await self.runner.pool.connection(target)
         log = f"{slot_dir(current_slot())}/output.log"
         command = shlex.join(["sh", "-c", script, "tail", log, "400"])
-        result = await run_capped(conn, command, max_bytes=MAX_OUTPUT, timeout=60)
+        result = await exec_capped(reach.channel, command, max_bytes=MAX_OUTPUT, timeout=60)
         return log_tail(result.stdout)

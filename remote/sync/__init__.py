@@ -1,4 +1,5 @@
-"""Live sync: mirror the local source tree to VMs over SSH, faster than rsync, losing nothing.
+"""Live sync: mirror the local source tree to machines over their exec channel (SSH, a pod's exec),
+faster than rsync, losing nothing.
 
 Use :class:`SyncSession` (one per VM): ``full_sync()`` once, ``follow()`` while the user edits,
 ``barrier()`` before a job starts; ``events()`` / ``subscribe()`` deliver typed progress.

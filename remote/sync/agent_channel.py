@@ -1,8 +1,8 @@
 """The framed conversation with the VM-side agent over one exec channel: requests with ids and
 their replies, pipelined operations, timeouts that tell a stalled agent from a slow one.
 
-The channel is the only part of sync that touches the process object (stdin, stdout, stderr):
-another way to run the agent (a pod's or a TPU worker's exec) fits here.
+The channel is the only part of sync that touches the process: an ``ExecProcess`` of whatever exec
+channel started the agent (SSH, a pod's Kubernetes exec), its stdin and stdout in bytes.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ import zlib
 import asyncssh
 
 from gcptui.remote.aio import within
+from gcptui.remote.compute.exec_channel import ExecProcess
 
 # Buffer small files into one channel write: per-write overhead, not bandwidth, bounds small files.
 WRITE_BATCH = 1 << 20
@@ -35,7 +36,8 @@ class AgentLost(ConnectionError):
     """The agent's channel or connection went away; reconnect and run a full diff."""
 
 
-# Errors that mean the transport is gone rather than one operation failed.
+# Errors that mean the transport is gone rather than one operation failed (an SSH process raises
+# asyncssh's own; a pod's stream ends, read as IncompleteReadError).
 TRANSPORT_ERRORS = (
     OSError,
     EOFError,
@@ -48,9 +50,7 @@ TRANSPORT_ERRORS = (
 class AgentChannel:
     """Frames to and from one running agent."""
 
-    def __init__(
-        self, process: asyncssh.SSHClientProcess[bytes], *, reply_timeout: float, stall_timeout: float
-    ) -> None:
+    def __init__(self, process: ExecProcess, *, reply_timeout: float, stall_timeout: float) -> None:
         self._process = process
         self.reply_timeout = reply_timeout
         self.stall_timeout = stall_timeout

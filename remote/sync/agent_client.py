@@ -1,4 +1,5 @@
-"""The client end of the VM-side agent (``vm/sync_agent.py``): one exec channel per session.
+"""The client end of the VM-side agent (``vm/sync_agent.py``): one agent process per session, started
+over the machine's exec channel (SSH, or a pod's Kubernetes exec: the agent speaks only stdin/stdout).
 
 One round trip lists the remote tree and its ledger; writes are pipelined (headers and file
 data stream back to back, results come back with one ``flush``), so thousands of small files
@@ -9,14 +10,12 @@ from __future__ import annotations
 
 import errno
 import os
-import shlex
 import struct
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-import asyncssh
-
+from gcptui.remote.compute.exec_channel import ExecChannel, ExecProcess
 from gcptui.remote.safe_text import vm_field
 from gcptui.remote.sync.agent_channel import (
     REPLY_TIMEOUT_S,
@@ -37,7 +36,7 @@ __all__ = [
     "content_digest",
     "view_digest",
 ]
-from gcptui.remote.vm import vm_file
+from gcptui.remote.vm import python_over_stdin, vm_file
 
 AGENT_SOURCE = vm_file("sync_agent.py").decode("utf-8")
 READ_CHUNK = 1 << 20
@@ -93,7 +92,7 @@ class RemoteAgent(AgentChannel):
 
     def __init__(
         self,
-        process: asyncssh.SSHClientProcess[bytes],
+        process: ExecProcess,
         *,
         reply_timeout: float = REPLY_TIMEOUT_S,
         stall_timeout: float = STALL_TIMEOUT_S,
@@ -112,14 +111,14 @@ class RemoteAgent(AgentChannel):
     @classmethod
     async def start(
         cls,
-        conn: asyncssh.SSHClientConnection,
+        channel: ExecChannel,
         dest: str,
         *,
         scan_digest: Awaitable[str | None] | None = None,
         stall_timeout: float = STALL_TIMEOUT_S,
         ledger: bool = True,
     ) -> RemoteAgent:
-        """Start the agent over ``conn`` and bind it to ``dest`` (resolved against the remote home).
+        """Start the agent over ``channel`` and bind it to ``dest`` (resolved against the remote home).
 
         ``scan_digest``: also ask for a scan (see :meth:`scan`) in the same round trip, with the
         digest this yields (awaited once the agent runs, so working it out overlaps the start);
@@ -127,19 +126,15 @@ class RemoteAgent(AgentChannel):
         make no progress either way before the agent counts as lost. Without ``ledger`` the agent
         may only read dest (a relay): it leaves the ledger to the session's agent.
         """
-        source = shlex.quote(AGENT_SOURCE)
-        # The system interpreter first: a version manager's shim (pyenv, asdf) found on PATH costs
-        # a few hundred ms per start, paid by every sync; the agent needs only the standard library.
-        command = (
-            "for py in /usr/bin/python3 python3 python; do command -v $py >/dev/null 2>&1 && "
-            f"exec $py -I -S -c {source}; done; "
-            "echo 'gcptui sync needs python3 on the VM' >&2; exit 127"
-        )
+        # The source goes over stdin ahead of the first request, in the same write: no round trip
+        # more than an argv would cost, and no command line too long for a pod's exec URL.
+        command, source = python_over_stdin("sync_agent.py", "gcptui sync needs python3 on the VM")
         try:
-            process = await conn.create_process(command, encoding=None)
+            process = await channel.start(command)
         except TRANSPORT_ERRORS as err:
             raise AgentLost(f"could not start the sync agent: {err}") from err
         agent = cls(process, stall_timeout=stall_timeout)
+        agent._pending += source
         if scan_digest is not None:
             # Pipelined: the scan request follows init in the same write, saving a round trip.
             init = agent._queue({"op": "init", "dest": dest})

@@ -11,8 +11,8 @@ which the fetching agent refuses; the laptop then sends that file itself (and, w
 cannot be reached at all, everything to that VM for the rest of the agent's life).
 
 Small batches (an edit) go straight to every VM: the relay would add a hop to their latency.
-The relay speaks through whatever exec channel ``get_conn`` opens (one agent process per relay),
-so a GKE pod or a TPU worker can be a seed or a receiver once its channel runs the agent.
+The relay is one agent process started over the seed's exec channel (SSH, or a pod's Kubernetes
+exec), so a GKE pod or a TPU worker can be a seed or a receiver as a VM can.
 """
 
 from __future__ import annotations
@@ -26,8 +26,8 @@ import stat
 from dataclasses import dataclass
 from pathlib import Path
 
+from gcptui.remote.compute.exec_channel import ExecChannel
 from gcptui.remote.errors import GcptuiError
-from gcptui.remote.models import ConnectionGetter
 from gcptui.remote.sync.agent_client import TRANSPORT_ERRORS, AgentLost, AgentRefused, RemoteAgent
 from gcptui.remote.sync.secrets import SecretGuard
 
@@ -56,7 +56,7 @@ class FanOut:
 
     def __init__(
         self,
-        get_conn: ConnectionGetter,
+        channel: ExecChannel,
         dest: str,
         host: str,
         *,
@@ -69,7 +69,7 @@ class FanOut:
         self.guard = guard if guard is not None else SecretGuard()
         self.token = secrets.token_hex(16)  # goes to agents over their stdin, never in argv
         self.failed = ""  # why the relay could not start: every session syncs directly
-        self._get_conn = get_conn
+        self.channel = channel
         self._agent: RemoteAgent | None = None
         self._port = 0
         self._lock = asyncio.Lock()
@@ -82,7 +82,7 @@ class FanOut:
                 return None
             if self._agent is None or self._agent.broken:
                 try:
-                    agent = await RemoteAgent.start(await self._get_conn(), self.dest, ledger=False)
+                    agent = await RemoteAgent.start(self.channel, self.dest, ledger=False)
                     self._port = await agent.serve(self.host, self.token)
                 except (AgentLost, AgentRefused, GcptuiError, *TRANSPORT_ERRORS) as err:
                     self.failed = str(err)

@@ -1,10 +1,11 @@
 """``SyncSession``: mirror one local tree to one VM directory, once or while the user edits.
 
-One session per VM. It holds one agent (``vm/sync_agent.py``) on a pooled SSH connection, the local
-manifest, and its picture of the VM (last listing + every applied result). Full diffs list both
+One session per VM. It holds one agent (``vm/sync_agent.py``) started over the machine's exec channel
+(SSH through the pool, or a pod's Kubernetes exec), the local manifest, and its picture of the VM
+(last listing + every applied result). Full diffs list both
 trees (the VM's in one round trip); watched changes re-stat only the paths named, so an edit
 reaches the VM in one pipelined round trip. A dropped connection queues changes and ends in a
-full diff once the pool's getter hands out a connection again.
+full diff once the channel reaches the machine again (retried with the project's ``Backoff``).
 """
 
 from __future__ import annotations
@@ -16,8 +17,9 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from gcptui.remote.aio import within
+from gcptui.remote.backoff import Backoff
+from gcptui.remote.compute.exec_channel import ExecChannel
 from gcptui.remote.errors import GcptuiError
-from gcptui.remote.models import ConnectionGetter
 from gcptui.remote.ssh.errors import HostKeyError, SshAuthError
 from gcptui.remote.sync.agent_client import (
     STALL_TIMEOUT_S,
@@ -77,7 +79,7 @@ class SyncSession(ViewKeeping, Planning):
         self,
         source: str | os.PathLike[str],
         dest: str,
-        get_conn: ConnectionGetter,
+        channel: ExecChannel,
         *,
         exclude: Iterable[str] = (),
         protect: Iterable[str] = (),
@@ -98,7 +100,7 @@ class SyncSession(ViewKeeping, Planning):
         self.guard = guard if guard is not None else SecretGuard()
         self.relay = relay  # fan-out: a large batch's bytes come from the seed VM (fanout.py)
         self.view = RemoteView()
-        self._get_conn = get_conn
+        self.channel = channel
         self._agent: RemoteAgent | None = None
         self._lock = asyncio.Lock()  # one exchange with the agent at a time
         SessionEvents.__init__(self, name)
@@ -137,7 +139,7 @@ class SyncSession(ViewKeeping, Planning):
         """
 
         async def attempt() -> None:
-            delay = RETRY_FIRST_S
+            retry = Backoff(RETRY_FIRST_S, RETRY_MAX_S)
             while True:
                 async with self._lock:
                     try:
@@ -146,8 +148,7 @@ class SyncSession(ViewKeeping, Planning):
                     except AgentLost as err:
                         self._drop_agent()
                         self._set_state("reconnecting", reason=str(err))
-                await asyncio.sleep(delay)
-                delay = min(delay * 2, RETRY_MAX_S)
+                await asyncio.sleep(retry.pause())
 
         await within(timeout, attempt())
 
@@ -176,7 +177,7 @@ class SyncSession(ViewKeeping, Planning):
         try:
             await self.tracker.start_watching()
             needs_full = True
-            delay = RETRY_FIRST_S
+            retry = Backoff(RETRY_FIRST_S, RETRY_MAX_S)
             while True:
                 try:
                     if needs_full:
@@ -184,14 +185,14 @@ class SyncSession(ViewKeeping, Planning):
                         # the scan request with its init (one round trip less than apart).
                         async with self._lock:
                             await self._full_sync_locked()
-                        needs_full, delay = False, RETRY_FIRST_S
+                        needs_full = False
+                        retry.reset()
                     await self._follow_once()
                 except AgentLost as err:
                     self._drop_agent()
                     self._set_state("reconnecting", reason=str(err))
                     if needs_full:  # the reconnect itself failed: back off before the next try
-                        await asyncio.sleep(delay)
-                        delay = min(delay * 2, RETRY_MAX_S)
+                        await asyncio.sleep(retry.pause())
                     needs_full = True
         except SyncError as err:
             self._set_state("error", reason=str(err))
@@ -235,12 +236,11 @@ class SyncSession(ViewKeeping, Planning):
             self._set_state("connecting", reason=self._reason if self._state == "reconnecting" else "")
             digest: asyncio.Task[str | None] | None = None
             try:
-                conn = await self._get_conn()
-                self._view_key = self._key_for(conn)
+                self._view_key = await self._key_for(self.channel)
                 if scan:  # worked out (a saved view read and checked) while the agent starts
                     digest = asyncio.create_task(self._offer_digest())
                 self._agent = await RemoteAgent.start(
-                    conn, self.dest, scan_digest=digest, stall_timeout=self.stall_seconds
+                    self.channel, self.dest, scan_digest=digest, stall_timeout=self.stall_seconds
                 )
             except AgentRefused as err:
                 raise SyncError(str(err)) from err

@@ -7,8 +7,8 @@ from __future__ import annotations
 import asyncio
 import logging
 
-import asyncssh
-
+from gcptui.remote.compute.exec_channel import ExecChannel
+from gcptui.remote.compute.ssh_exec import SshExecChannel
 from gcptui.remote.sync import saved_view
 from gcptui.remote.sync.agent_client import view_digest
 from gcptui.remote.sync.applier import RemoteView
@@ -32,13 +32,18 @@ class ViewKeeping:
         self._view_dirty = False
         self._saving: asyncio.Task[None] | None = None
 
-    def _key_for(self, conn: asyncssh.SSHClientConnection) -> str:
-        """The saved view's key for ``conn``'s VM and this dest ("" when it cannot be named)."""
-        host_key = conn.get_server_host_key()
-        if host_key is None:  # GSS key exchange: no host key to name the VM by
-            return ""
-        username = conn.get_extra_info("username") or ""
-        return saved_view.view_key(host_key.get_fingerprint(), username, self.dest)
+    async def _key_for(self, channel: ExecChannel) -> str:
+        """The saved view's key for the machine ``channel`` reaches and this dest ("" when it cannot
+        be named). Over SSH the machine is its host key (a Spot VM's address changes on restart,
+        its host key does not); another channel names it by ``where`` (a pod's namespace and name).
+        A key that names the wrong machine costs one listing, never a wrong view: the VM answers
+        ``same`` only to the digest of exactly what it holds."""
+        if isinstance(channel, SshExecChannel):
+            identity = await channel.identity()
+            if identity is None:  # GSS key exchange: no host key to name the VM by
+                return ""
+            return saved_view.view_key(*identity, self.dest)
+        return saved_view.view_key(f"where:{channel.where}", "", self.dest)
 
     def _memory_digest(self) -> str | None:
         """The digest of the view this session holds (None: it holds none yet)."""

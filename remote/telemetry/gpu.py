@@ -1,6 +1,6 @@
-"""GPU telemetry: one long-running ``nvidia-smi -l`` per VM over the pooled connection.
+"""GPU telemetry: one long-running ``nvidia-smi -l`` per machine over its exec channel.
 
-A single SSH exec runs ``nvidia-smi --query-gpu=... -l N`` (one CSV line per GPU per interval) and,
+A single exec (SSH, or Kubernetes exec in a pod) runs ``nvidia-smi --query-gpu=... -l N`` (one CSV line per GPU per interval) and,
 beside it in the same session, a slow loop that lists the processes holding GPU memory (prefixed
 ``P,`` and closed by ``PEND``). A VM without ``nvidia-smi`` answers ``NOGPU``: that is a state
 ("no GPU"), not an error. Samples of one round are grouped into a ``GpuSnapshot``.
@@ -9,6 +9,7 @@ beside it in the same session, a slow loop that lists the processes holding GPU 
 from __future__ import annotations
 
 import asyncio
+import codecs
 import math
 import shlex
 import time
@@ -20,7 +21,9 @@ from typing import Any, Literal
 import asyncssh
 
 from gcptui.remote.aio import within
-from gcptui.remote.models import ConnectionGetter
+from gcptui.remote.backoff import Backoff
+from gcptui.remote.compute.exec_channel import ExecChannel, ExecOutput
+from gcptui.remote.errors import CloudError
 from gcptui.remote.safe_text import vm_field
 
 GPU_FIELDS = "index,name,utilization.gpu,memory.used,memory.total,temperature.gpu,power.draw"
@@ -162,15 +165,18 @@ MAX_PROCESSES = 1024
 MAX_OTHER_LINES = 20
 MAX_TPU_LINES = 400  # one round of tpu-info's tables (a few dozen lines on an 8-chip host)
 READ_CHUNK = 65536
+RETRY_MAX = 30.0  # seconds: the longest pause between attempts to reach a machine that does not answer
 
 
-async def _pump_lines(stdout: asyncssh.SSHReader[str], lines: asyncio.Queue[str | None]) -> None:
+async def _pump_lines(stdout: ExecOutput, lines: asyncio.Queue[str | None]) -> None:
     """Split ``stdout`` into lines of at most ``MAX_LINE_CHARS`` (longer ones are dropped whole)."""
     pending = ""
     skipping = False  # inside an over-long line: drop everything up to its newline
+    # Incremental: a character split between two reads is decoded whole; bad UTF-8 is replaced.
+    decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
     try:
-        while chunk := await stdout.read(READ_CHUNK):
-            parts = chunk.split("\n")
+        while data := await stdout.read(READ_CHUNK):
+            parts = decoder.decode(data).split("\n")
             for i, part in enumerate(parts):
                 last = i == len(parts) - 1
                 if skipping:
@@ -196,13 +202,17 @@ async def _pump_lines(stdout: asyncssh.SSHReader[str], lines: asyncio.Queue[str 
 
 @dataclass
 class GpuMonitor:
-    """Async iterator of ``GpuSnapshot`` for one VM; reconnects through the pool when the link drops.
+    """Async iterator of ``GpuSnapshot`` for one machine; starts again on its channel (over SSH the
+    pool reconnects) when the link drops.
 
-    ``nvidia_smi`` is the command to run (a path in tests). A VM that has no GPU yields one
-    ``state="no_gpu"`` snapshot and is asked again every ``no_gpu_retry`` seconds.
+    ``channel`` runs the monitor. ``nvidia_smi`` is the
+    command to run (a path in tests). A VM that has no GPU yields one ``state="no_gpu"`` snapshot and
+    is asked again every ``no_gpu_retry`` seconds. A dropped link, or a pod's exec that did not open
+    (``CloudError``), yields a ``reconnecting`` snapshot; the next attempt follows ``retry_delay``,
+    doubling to ``RETRY_MAX`` while it keeps failing.
     """
 
-    get_conn: ConnectionGetter
+    channel: ExecChannel
     nvidia_smi: str = "nvidia-smi"
     interval: int = 1
     process_interval: float = 5.0
@@ -216,14 +226,18 @@ class GpuMonitor:
 
     def _command(self) -> str:
         args = [self.nvidia_smi, str(self.interval), f"{self.process_interval:g}", GPU_FIELDS, PROCESS_FIELDS]
-        return "sh -c " + shlex.quote(_MONITOR) + " gcptui-gpu " + " ".join(shlex.quote(a) for a in args)
+        # stderr to /dev/null on the machine: unread, it would fill the channel's window and stall stdout.
+        quoted = " ".join(shlex.quote(a) for a in args)
+        return "sh -c " + shlex.quote(_MONITOR) + " gcptui-gpu " + quoted + " 2>/dev/null"
 
     async def snapshots(self) -> AsyncGenerator[GpuSnapshot, None]:
         """Yield a snapshot per sampling round until cancelled."""
+        pauses = Backoff(self.retry_delay, RETRY_MAX)
         while True:
-            delay = self.retry_delay
+            delay: float | None = None
             try:
                 async for snapshot in self._run_once():
+                    pauses.reset()  # the machine answered: the next failure starts a fresh backoff
                     yield snapshot
                     if snapshot.state == "no_gpu":
                         delay = self.no_gpu_retry
@@ -233,11 +247,12 @@ class GpuMonitor:
                     state="reconnecting",
                     message=f"connection lost ({err or type(err).__name__})",
                 )
-            await asyncio.sleep(delay)
+            except CloudError as err:  # a pod's exec that did not open: its API server, the pod not running
+                yield GpuSnapshot(time=time.time(), state="reconnecting", message=str(err))
+            await asyncio.sleep(delay if delay is not None else pauses.pause())
 
     async def _run_once(self) -> AsyncIterator[GpuSnapshot]:
-        conn = await self.get_conn()
-        process = await conn.create_process(self._command(), stderr=asyncssh.DEVNULL)
+        process = await self.channel.start(self._command())
         # Bounded: a full queue stops reading, and SSH flow control then stops the VM's side.
         lines: asyncio.Queue[str | None] = asyncio.Queue(maxsize=MAX_QUEUED_LINES)
         reader = asyncio.create_task(_pump_lines(process.stdout, lines))

@@ -1,6 +1,7 @@
-"""Follow a remote file over SSH like ``tail -F``, resumable at an exact byte offset.
+"""Follow a remote file like ``tail -F``, resumable at an exact byte offset, over an exec channel.
 
-The VM runs a small POSIX-sh poller (``_READER``) over one pooled connection per stream. It holds the
+The machine runs a small POSIX-sh poller (``_READER``) as one process on its ``ExecChannel`` (SSH's
+pooled connection, or Kubernetes exec in a pod) per stream. It holds the
 file open on fd 3 and every ``poll_interval`` compares the open file's size and the path's inode:
 
 - new bytes are sent as one framed line ``D <offset> <base64 bytes>``; base64 makes the frame
@@ -11,8 +12,8 @@ file open on fd 3 and every ``poll_interval`` compares the open file's size and 
   or a recreated file): the new file is read from 0, the old one's tail is not lost.
 
 The client keeps ``(inode, offset)`` of the last byte it handed out. After a dropped connection it
-awaits the pool's getter again and restarts the poller at that offset, so no line is lost and none
-is repeated; the half line it held stays in its ``LineAssembler``. Polling (rather than ``tail -F``)
+starts the poller on its channel again (over SSH the pool reconnects) at that offset, so no line is
+lost and none is repeated; the half line it held stays in its ``LineAssembler``. Polling (rather than ``tail -F``)
 costs a few forks per interval but makes every byte's offset known, which ``tail`` cannot report.
 """
 
@@ -21,7 +22,7 @@ from __future__ import annotations
 import asyncio
 import binascii
 import shlex
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -29,7 +30,9 @@ import asyncssh
 
 from gcptui.remote.aio import within
 from gcptui.remote.backoff import Backoff
-from gcptui.remote.models import ConnectionGetter
+from gcptui.remote.compute.exec_channel import ExecChannel, ExecOutput, ExecProcess
+from gcptui.remote.compute.exec_lines import MAX_LINE, LineReader
+from gcptui.remote.errors import CloudError
 from gcptui.remote.ssh.errors import SshError
 from gcptui.remote.telemetry.log_text import LineAssembler
 
@@ -130,13 +133,14 @@ class LogStream:
     ``inode``/``offset`` resume an earlier stream exactly (e.g. after the app restarted).
     ``raw``: chunks carry the file's bytes untouched in ``data`` (no lines: nothing decoded,
     sanitized, collapsed or cut), for output piped to another program.
-    A retryable ``SshError`` from ``get_conn`` (a VM restarting: refused, unreachable, stopped) is a
-    reconnect, not the end. ``where`` names the address ``get_conn`` is on now (a getter that follows
-    the VM by name): when it differs from the last one that answered, the notice reads
-    "reconnecting to ADDRESS".
+    ``channel`` runs the poller; its ``where`` names the address it is on now: when that differs
+    from the last one that answered (a Spot VM restarted with a new address), the notice reads
+    "reconnecting to ADDRESS". A retryable ``SshError`` reaching the machine (a VM restarting:
+    refused, unreachable, stopped), or a ``CloudError`` of a pod's exec that did not open, is a
+    reconnect (with backoff), not the end.
     """
 
-    get_conn: ConnectionGetter
+    channel: ExecChannel
     path: str
     history_lines: int = 200
     follow: bool = True
@@ -146,7 +150,6 @@ class LogStream:
     retry_delay: float = 0.5
     inode: str | None = None
     offset: int = 0
-    where: Callable[[], str] | None = None
     raw: bool = False
     _connected_to: str | None = field(default=None, repr=False)
     _assembler: LineAssembler = field(default_factory=LineAssembler, repr=False)
@@ -185,25 +188,31 @@ class LogStream:
                 if not err.retryable:
                     raise
                 yield LogNotice("reconnecting", self._moved(str(err)))
+            except CloudError as err:  # a pod's exec that did not open (its API server, the pod not running)
+                yield LogNotice("reconnecting", self._moved(str(err)))
             except _ReaderFailed as err:
                 yield LogNotice("error", str(err))
             await asyncio.sleep(pauses.pause())
 
+    def _where(self) -> str:
+        return self.channel.where
+
     def _moved(self, message: str) -> str:
         """``message``, led by "reconnecting to ADDRESS" once the machine has a new address."""
-        where = self.where() if self.where is not None else None
+        where = self._where()
         if where and self._connected_to is not None and where != self._connected_to:
             return f"reconnecting to {where}: {message}"
         return message
 
     async def _run_reader(self) -> AsyncIterator[LogEvent]:
-        conn = await self.get_conn()
-        if self.where is not None:
-            self._connected_to = self.where()
-        process = await conn.create_process(self._command(), encoding=None)
+        process = await self.channel.start(self._command())
+        self._connected_to = self._where()
+        # A frame is at most a chunk in base64 and its offset; a longer line is no frame: dropped
+        # unkept (a pod's StreamReader would raise ValueError on it, asyncssh would hold it whole).
+        frames = LineReader(process.stdout, max(MAX_LINE, self.chunk_bytes * 4 // 3 + 64), cut=False)
         try:
             while True:
-                line = await within(self.stall_timeout, process.stdout.readline())
+                line = await within(self.stall_timeout, frames.readline())
                 if not line.endswith(b"\n"):
                     await _finish(process)
                     if process.exit_status is None or line:
@@ -218,6 +227,14 @@ class LogStream:
             process.close()
 
     def _handle(self, frame: bytes) -> list[LogEvent]:
+        """The events of one frame; a malformed one (the machine's output is not ours to trust) is
+        none: a lost ``D`` shows as the next one's offset jump (a "truncated" notice)."""
+        try:
+            return self._parse(frame)
+        except (ValueError, IndexError):  # binascii.Error is a ValueError
+            return []
+
+    def _parse(self, frame: bytes) -> list[LogEvent]:
         kind = frame[:1]
         if kind == b"D":
             _, pos_text, payload = frame.split(b" ", 2)
@@ -264,14 +281,14 @@ class _ReaderFailed(Exception):
     """The remote reader exited on its own (e.g. a VM without the expected tools)."""
 
 
-async def _finish(process: asyncssh.SSHClientProcess[bytes]) -> None:
+async def _finish(process: ExecProcess) -> None:
     try:
         await within(2.0, process.wait_closed())
     except (asyncssh.Error, OSError):
         pass
 
 
-async def _drain(stream: asyncssh.SSHReader[bytes]) -> str:
+async def _drain(stream: ExecOutput) -> str:
     try:
         data = await within(1.0, stream.read(4096))
     except (asyncssh.Error, OSError, TimeoutError):

@@ -17,7 +17,7 @@ from collections.abc import AsyncIterator, Iterable
 from dataclasses import dataclass, replace
 from typing import Any
 
-from gcptui.remote.models import ConnectionGetter
+from gcptui.remote.compute.exec_channel import ExecChannel
 from gcptui.remote.safe_text import vm_field
 from gcptui.remote.telemetry.log_stream import LogNotice, LogStream
 
@@ -167,21 +167,20 @@ class ProgressTracker:
 
 
 async def follow_progress(
-    get_conn: ConnectionGetter,
+    channel: ExecChannel,
     path: str = DEFAULT_METRICS_PATH,
     *,
     history_lines: int = 2000,
     poll_interval: float = 0.5,
     follow: bool = True,
 ) -> AsyncIterator[Progress | LogNotice]:
-    """Tail the metrics file and yield the new ``Progress`` after each chunk that changed it.
+    """Tail the metrics file over ``channel`` and yield the new ``Progress`` after each chunk that
+    changed it.
 
     Stream notices (reconnecting, waiting for the file) are passed through for a status display.
     """
     tracker = ProgressTracker()
-    stream = LogStream(
-        get_conn, path, history_lines=history_lines, follow=follow, poll_interval=poll_interval
-    )
+    stream = LogStream(channel, path, history_lines=history_lines, follow=follow, poll_interval=poll_interval)
     async for event in stream:
         if isinstance(event, LogNotice):
             yield event

@@ -12,7 +12,7 @@ from typing import Any
 
 from gcptui.remote.errors import GcptuiError
 from gcptui.remote.safe_text import one_line, plain_name
-from gcptui.remote.transfer.pull import (
+from gcptui.remote.transfer.landing import (
     MAX_ODD,
     PullResult,
     inside,

@@ -1,5 +1,5 @@
-"""Results back to the laptop, one code path for `gcptui pull` and the TUI's pull key: from the VM
-over SFTP when it answers, else from the checkpoint bucket."""
+"""Results back to the laptop, one code path for `gcptui pull` and the TUI's pull key: from the machine
+over its exec channel when it answers (SFTP where that is SSH), else from the checkpoint bucket."""
 
 from __future__ import annotations
 
@@ -10,10 +10,11 @@ import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from gcptui.remote.compute.exec_channel import ExecChannel
 from gcptui.remote.config import Config
 from gcptui.remote.dest_path import in_dest
 from gcptui.remote.errors import GcptuiError
-from gcptui.remote.models import ConnectionGetter, Instance
+from gcptui.remote.models import Instance
 from gcptui.remote.safe_text import one_line
 from gcptui.remote.transfer.bucket import NothingMirrored, pull_from_bucket
 from gcptui.remote.transfer.pull import PullResult, pull
@@ -53,7 +54,7 @@ def reachable(instance: Instance) -> bool:
 
 
 async def pull_results(
-    get: ConnectionGetter,
+    channel: Callable[[], ExecChannel],
     instance: Instance,
     remote: str,
     local_dir: Path,
@@ -64,14 +65,14 @@ async def pull_results(
     progress: Callable[[int], None] = lambda _n: None,
 ) -> tuple[str, PullResult]:
     """Copy ``remote`` (an SFTP path, see ``sftp_path``) of ``instance`` into ``local_dir``: from the VM
-    when it answers, else from the checkpoint bucket (``bucket_urls``: where the VM's run folders
+    over ``channel()`` (asked for only then: a stopped row may have none) when it answers, else from the checkpoint bucket (``bucket_urls``: where the VM's run folders
     may be mirrored, see ``bucket_urls``; the first holding the run is read). Returns the source read
     and what was done.
 
     From the bucket ``planned`` and ``progress`` are called on a worker thread.
     """
     if reachable(instance):
-        result = await pull(get, remote, local_dir, force=force, planned=planned, progress=progress)
+        result = await pull(channel(), remote, local_dir, force=force, planned=planned, progress=progress)
         return f"{instance.name}:{remote}", result
     if not bucket_urls:
         raise GcptuiError(

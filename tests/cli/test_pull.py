@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from gcptui.remote.compute.ssh_exec import SshExecChannel
 from gcptui.remote.config import SshConfig
 from gcptui.remote.errors import GcptuiError
 from gcptui.remote.ssh.pool import SshPool
@@ -110,14 +111,21 @@ async def test_an_interrupted_pull_resumes_without_resending_complete_files(
                 raise ConnectionError("the link dropped")  # as a dead Wi-Fi would, mid-transfer
 
         with pytest.raises(ConnectionError):
-            await pull(pool.getter(target), str(remote), local, progress=cut_after_4_mib)
+            await pull(
+                SshExecChannel(pool.getter(target), lambda: "box"),
+                str(remote),
+                local,
+                progress=cut_after_4_mib,
+            )
         parts = list(local.rglob(f"*{PART_SUFFIX}"))
         assert parts, "a partial file is kept for the next pull"
         assert not any(p.name.endswith(".pt") and p.stat().st_size != len(files[str(p.relative_to(local / "demo"))])
                        for p in (local / "demo").rglob("*.pt"))  # fmt: skip  # nothing half-written in place
 
         sent: list[int] = []
-        result = await pull(pool.getter(target), str(remote), local, progress=sent.append)
+        result = await pull(
+            SshExecChannel(pool.getter(target), lambda: "box"), str(remote), local, progress=sent.append
+        )
         assert tree(local / "demo") == files
         assert result.resumed and sum(sent) < sum(len(d) for d in files.values()) - 2**20
         assert set(result.complete) | set(result.copied) | set(result.resumed) == set(files)
@@ -283,13 +291,18 @@ async def test_a_resumed_pull_starts_over_when_the_file_changed_on_the_vm(sshd: 
                 raise ConnectionError("the link dropped")
 
         with pytest.raises(ConnectionError):
-            await pull(pool.getter(target), str(remote), local, progress=cut_after_1_mib)
+            await pull(
+                SshExecChannel(pool.getter(target), lambda: "box"),
+                str(remote),
+                local,
+                progress=cut_after_1_mib,
+            )
         assert (local / "demo" / f".last.pt{PART_SUFFIX}").exists()
 
         model.write_bytes(b"B" * 4 * 2**20)  # the next epoch's save, as large, while the link was down
         later = int(model.stat().st_mtime) + 5
         os.utime(model, (later, later))
-        result = await pull(pool.getter(target), str(remote), local)
+        result = await pull(SshExecChannel(pool.getter(target), lambda: "box"), str(remote), local)
         assert (local / "demo/last.pt").read_bytes() == b"B" * 4 * 2**20
         assert result.copied == ["last.pt"] and not result.resumed
     finally:
@@ -310,7 +323,9 @@ async def test_a_file_deleted_on_the_vm_during_the_pull_is_skipped_and_said(
         (remote / pruned).unlink()
 
     try:
-        result = await pull(pool.getter(target), str(remote), local, planned=prune)
+        result = await pull(
+            SshExecChannel(pool.getter(target), lambda: "box"), str(remote), local, planned=prune
+        )
     finally:
         await pool.close()
     del files[pruned]
@@ -345,10 +360,17 @@ async def test_a_connection_lost_mid_pull_is_one_line_and_the_next_pull_resumes(
         with pytest.raises(
             PullError, match=r"^the connection to the VM was lost .*: pull again, it resumes$"
         ):
-            await pull(pool.getter(target), str(remote), local, progress=drop_after_2_mib)
+            await pull(
+                SshExecChannel(pool.getter(target), lambda: "box"),
+                str(remote),
+                local,
+                progress=drop_after_2_mib,
+            )
         gc.collect()  # the failed pull's tasks, finalised now: none of them may hold an unseen error
         assert reported == []
-        result = await pull(pool.getter(target), str(remote), local)  # the pool reconnects
+        result = await pull(
+            SshExecChannel(pool.getter(target), lambda: "box"), str(remote), local
+        )  # the pool reconnects
         assert tree(local / "demo") == files and result.resumed
     finally:
         await pool.close()

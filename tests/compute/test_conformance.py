@@ -10,19 +10,25 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import AsyncIterator, Callable
+from contextlib import aclosing
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
 
 import pytest
 
+from gcptui.remote.aio import within
 from gcptui.remote.compute.backend import Backend, Capability, Recovery, Unsupported
+from gcptui.remote.compute.exec_channel import Reach
 from gcptui.remote.compute.registry import BACKENDS
-from gcptui.remote.config import load_config
+from gcptui.remote.config import JobConfig, load_config
 from gcptui.remote.emulator.thread import EmulatorThread
 from gcptui.remote.emulator.vertex.jobs import wait_state
+from gcptui.remote.jobs.runner import JobRunner
 from gcptui.remote.models import Instance, State, StopCause
 from gcptui.remote.services import Services
+from gcptui.remote.telemetry.gpu import GpuMonitor
+from gcptui.remote.telemetry.log_stream import LogChunk, LogStream
 from tests.helpers.sshd import Sshd
 
 
@@ -140,6 +146,9 @@ async def test_rows_carry_the_backends_kind_and_a_neutral_state(rig: Rig) -> Non
     if Capability.SHELL in rig.backend.capabilities(row):  # each running worker is reachable
         assert all(w.address for w in row.workers if w.state is State.RUNNING)
     assert rig.services.compute.of(row) is rig.backend
+    # The watch's cheap listing (keep-alive polls it) names the same rows, of the same kind.
+    watched = await in_thread(rig.backend.watch_rows)
+    assert {(r.name, r.source) for r in watched.rows} == {(r.name, r.source) for r in listed.rows}
 
 
 async def test_lifecycle_follows_capabilities(rig: Rig) -> None:
@@ -155,6 +164,8 @@ async def test_lifecycle_follows_capabilities(rig: Rig) -> None:
     stopped = await in_thread(lambda: rig.backend.get(row))
     assert stopped is not None and stopped.state is State.STOPPED
     assert await in_thread(lambda: rig.backend.why_stopped(stopped)) is StopCause.USER
+    batched = await in_thread(lambda: rig.backend.why_stopped_many([stopped]))
+    assert {name: stop.cause for name, stop in batched.items()} == {row.name: StopCause.USER}
     await in_thread(lambda: rig.backend.start(stopped))
     running = await in_thread(lambda: rig.backend.get(row))
     assert running is not None and running.state in (State.PROVISIONING, State.RUNNING)
@@ -175,6 +186,10 @@ async def test_a_preempted_row_says_why_and_recovers(rig: Rig) -> None:
     down = await until_state(rig, State.PREEMPTED)
     assert down.state.down
     assert await in_thread(lambda: rig.backend.why_stopped(down)) is StopCause.PREEMPTED
+    # Batched as keep-alive asks each poll: only the causes asked for are looked for.
+    found = await in_thread(lambda: rig.backend.why_stopped_many([down], causes=(StopCause.PREEMPTED,)))
+    assert [(name, stop.cause) for name, stop in found.items()] == [(row.name, StopCause.PREEMPTED)]
+    assert await in_thread(lambda: rig.backend.why_stopped_many([down], causes=(StopCause.USER,))) == {}
     # A row whose disk outlives a stop is started again; another (a Spot TPU node) is made anew.
     expected = (
         Recovery.RESTARTED
@@ -184,6 +199,23 @@ async def test_a_preempted_row_says_why_and_recovers(rig: Rig) -> None:
     assert await in_thread(lambda: rig.backend.recover(down)) is expected
     assert rig.row().state is State.RUNNING
     assert not rig.row().state.down
+
+
+async def test_a_cancel_and_cloud_logs_follow_capabilities(rig: Rig) -> None:
+    """``K`` and ``l`` ask these: a row that is ``CANCEL`` is stopped by its provider when asked (and
+    says the user stopped it); a ``CLOUD_LOGS`` row has its lines in Cloud Logging, not on a machine."""
+    row = rig.row()
+    capable = rig.backend.capabilities(row)
+    assert rig.services.compute.can(row, Capability.CANCEL) is (Capability.CANCEL in capable)
+    if Capability.CLOUD_LOGS in capable:
+        assert Capability.SHELL not in capable
+    if Capability.CANCEL not in capable:
+        with pytest.raises(Unsupported, match=f"{row.name} is a {row.source} row: it cannot be cancelled"):
+            rig.backend.cancel(row)
+        return
+    await in_thread(lambda: rig.backend.cancel(row))
+    stopped = await until_state(rig, State.STOPPED)
+    assert await in_thread(lambda: rig.backend.why_stopped(stopped)) is StopCause.USER
 
 
 async def until_state(rig: Rig, state: State, timeout: float = 20.0) -> Instance:
@@ -217,3 +249,40 @@ async def test_the_exec_channel_runs_a_process_with_stdin_stdout_stderr_and_stat
         assert await process.stdout.readline() == b"got ping\n"
     finally:
         process.close()
+
+
+async def test_a_job_starts_reports_its_status_and_is_killed_over_the_exec_channel(
+    rig: Rig, tmp_path: Path
+) -> None:
+    """The job supervisor and the watchers speak only stdin/stdout, so they run unchanged over every
+    backend's channel (SSH to a VM, a host, a TPU worker; Kubernetes exec into a pod)."""
+    row = rig.row()
+    if Capability.SHELL not in rig.backend.capabilities(row):
+        return  # no process of ours runs there (the channel's own test says so)
+    # Every rig's machines run on this machine: one private home keeps the run apart from others.
+    home = tmp_path / "home"
+    (home / "project").mkdir(parents=True)
+    runner = JobRunner(
+        rig.services.pool, JobConfig(command="echo up here; exec sleep 600", stop_grace_seconds=2.0), "~/project",
+        remote_home=str(home),
+    )  # fmt: skip
+    machine = Reach(row.name, rig.backend.exec_channel(row))
+
+    started = await runner.start(machine)
+    assert (started.name, started.state) == (row.name, "running")
+    async with aclosing(runner.watch(machine)) as events:
+        first = await within(30, anext(events))
+    assert first.kind == "state" and first.status is not None and first.status.pid == started.pid
+    killed = await runner.kill(machine)
+    assert (killed.state, killed.exit_code) == ("killed", 143)
+    assert (await runner.status(machine)).state == "killed"
+
+    # The log follower and the GPU monitor over the same channel (no nvidia-smi here: "no GPU", or a
+    # TPU worker's chips from its tpu-info).
+    log = str(home / ".gcptui/job/output.log")
+    lines = [line for e in [e async for e in LogStream(machine.channel, log, follow=False)]
+             if isinstance(e, LogChunk) for line in e.lines]  # fmt: skip
+    assert "up here" in lines
+    async with aclosing(GpuMonitor(machine.channel, nvidia_smi=str(tmp_path / "none")).snapshots()) as gpus:
+        snapshot = await within(30, anext(gpus))
+        assert snapshot.state == "no_gpu" or (snapshot.state == "ok" and snapshot.gpus)

@@ -6,9 +6,9 @@ import pytest
 
 from gcptui.remote.cloud.errors import StockoutError
 from gcptui.remote.cloud.gce import GceClient, is_local_endpoint
+from gcptui.remote.cloud.recreate import recreate_body
 from gcptui.remote.emulator.thread import EmulatorThread
 from gcptui.remote.errors import CloudError, NotFoundError
-from gcptui.remote.keepalive.vm_restart import recreate_body
 from tests.helpers.emulator import gce_for
 from tests.helpers.sshd import free_port
 

@@ -9,6 +9,9 @@ from pathlib import Path
 
 import pytest
 
+from gcptui.remote.cloud.fleet import FleetSource
+from gcptui.remote.compute.backend import BackendContext
+from gcptui.remote.compute.gce.backend import GceBackend
 from gcptui.remote.config import load_config
 from gcptui.remote.emulator import Emulator
 from gcptui.remote.emulator.emulator import wait_until_running
@@ -53,6 +56,13 @@ class Fleet:
 
     def steps(self, name: str) -> int:
         return max((r["step"] for r in self.metrics(name) if "event" not in r), default=0)  # type: ignore[type-var]
+
+
+def gce_backend(emu: Emulator, folder: Path, fleet: type[FleetSource] = FleetSource) -> GceBackend:
+    """The GCE backend over the emulator, as ``Services`` builds it (``fleet``: the ``FleetSource`` class)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    config = load_config(str(emu.write_config(folder / "gcptui.toml")))
+    return GceBackend(BackendContext(config), fleet(config))
 
 
 def write_project(root: Path) -> Path:

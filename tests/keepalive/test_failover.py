@@ -28,7 +28,7 @@ async def test_vm_recreated_in_another_zone_after_stockouts_outlast_failover_aft
     runner = asyncio.create_task(keepalive.run())
     try:
         await eventually(
-            lambda: "spot-f" in keepalive._origins
+            lambda: keepalive.remembered("spot-f")
         )  # what its disk was made from, read while it ran
         fleet.emu.exhaust(HOME_ZONE)  # hours without Spot capacity there
         fleet.emu.preempt("spot-f")

@@ -8,39 +8,51 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Callable
+from pathlib import Path
 
 import pytest
 
+from gcptui.remote.cloud.fleet import FleetSource
 from gcptui.remote.cloud.gce import GceClient
+from gcptui.remote.config import Config
 from gcptui.remote.emulator import Emulator
 from gcptui.remote.emulator.emulator import wait_until_running
 from gcptui.remote.keepalive.recovery import KeepAlive, RecoveryEvent
-from tests.helpers.emulator import eventually, gce_for, reader_for
+from tests.helpers.emulator import eventually
+from tests.keepalive.conftest import gce_backend
 from tests.keepalive.test_restart_failures import Relaunches
 
 
-class Factory:
-    """A ``gce`` factory that counts how often keep-alive asked for the client."""
+class CountingFleet(FleetSource):
+    """A ``FleetSource`` that counts how often it built the client library's client."""
 
-    def __init__(self, emu: Emulator) -> None:
-        self.emu = emu
+    def __init__(self, config: Config) -> None:
+        super().__init__(config)
         self.calls = 0
 
-    def __call__(self) -> GceClient:
-        self.calls += 1
-        return gce_for(self.emu)
+    def _build_gce(self) -> GceClient:
+        if self._gce is None:
+            self.calls += 1
+        return super()._build_gce()
+
+
+def counted(keepalive: KeepAlive) -> CountingFleet:
+    fleet = keepalive.backend.fleet  # type: ignore[attr-defined]  # the GCE backend's
+    assert isinstance(fleet, CountingFleet)
+    return fleet
 
 
 @pytest.fixture
-async def running(emulator: Emulator) -> AsyncIterator[Callable[..., KeepAlive]]:
+async def running(emulator: Emulator, tmp_path: Path) -> AsyncIterator[Callable[..., KeepAlive]]:
     """``start(**settings)``: a keep-alive over running Spot VM ``spot-a``, polling every 0.2 s."""
     emulator.add_instance("spot-a", spot=True)
     await wait_until_running(emulator, ["spot-a"])
     started: list[tuple[KeepAlive, asyncio.Task[None]]] = []
 
-    def start(factory: Factory, events: list[RecoveryEvent], **settings: float) -> KeepAlive:
+    def start(events: list[RecoveryEvent], **settings: float) -> KeepAlive:
+        backend = gce_backend(emulator, tmp_path / f"config-{len(started)}", CountingFleet)
         keepalive = KeepAlive(
-            reader_for(emulator), gce=factory, relaunch=Relaunches(), on_event=events.append,
+            backend, relaunch=Relaunches(), on_event=events.append,
             **{"poll_seconds": 0.2, "backoff_base": 0.2, **settings},
         )  # type: ignore[arg-type]  # fmt: skip
         started.append((keepalive, asyncio.create_task(keepalive.run())))
@@ -55,22 +67,23 @@ async def running(emulator: Emulator) -> AsyncIterator[Callable[..., KeepAlive]]
 async def test_polls_never_build_the_client_a_notice_does_and_recovery_uses_it(
     emulator: Emulator, running: Callable[..., KeepAlive]
 ) -> None:
-    factory, events = Factory(emulator), []
-    keepalive = running(factory, events, warm_after_seconds=3600)
+    events: list[RecoveryEvent] = []
+    keepalive = running(events, warm_after_seconds=3600)
+    fleet = counted(keepalive)
     await eventually(lambda: keepalive.polls >= 3)
-    assert factory.calls == 0  # watching a running Spot VM only reads
+    assert fleet.calls == 0  # watching a running Spot VM only reads
     keepalive.notice("spot-a")  # a suspect: the client is built while GCE powers the VM off
-    await eventually(lambda: factory.calls == 1)
+    await eventually(lambda: fleet.calls == 1)
     emulator.preempt("spot-a")
     await eventually(lambda: any(e.kind == "resumed" for e in events), 30)
-    assert factory.calls == 1  # built once, used by the restart
+    assert fleet.calls == 1  # built once, used by the restart
 
 
 async def test_the_client_is_warmed_once_the_watch_has_run_a_while(
     emulator: Emulator, running: Callable[..., KeepAlive]
 ) -> None:
-    factory = Factory(emulator)
-    keepalive = running(factory, [], warm_after_seconds=0.0)
-    await eventually(lambda: keepalive.polls >= 2 and factory.calls == 1)
+    keepalive = running([], warm_after_seconds=0.0)
+    fleet = counted(keepalive)
+    await eventually(lambda: keepalive.polls >= 2 and fleet.calls == 1)
     await eventually(lambda: keepalive.polls >= 4)
-    assert factory.calls == 1
+    assert fleet.calls == 1

@@ -46,7 +46,7 @@ async def test_delete_action_vm_recreated_relaunched_and_pinned_without_a_manual
     keepalive = build_keepalive(services, on_event=events.append, poll_seconds=0.3, backoff_base=0.2)
     runner = asyncio.create_task(keepalive.run())
     try:
-        await eventually(lambda: keepalive.polls >= 1 and "spot-p" in keepalive._origins)
+        await eventually(lambda: keepalive.polls >= 1 and keepalive.remembered("spot-p"))
         inserts_before = emu.calls("instances.insert")
         emu.preempt("spot-p")
         await emu.wait_for_status("spot-p", None)

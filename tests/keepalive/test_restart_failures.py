@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import pytest
 
@@ -14,7 +15,8 @@ from gcptui.remote.emulator.emulator import wait_until_running
 from gcptui.remote.keepalive.recovery import KeepAlive, RecoveryEvent, StepReporter
 from gcptui.remote.models import Instance
 from gcptui.remote.ssh.errors import SshUnreachableError
-from tests.helpers.emulator import eventually, gce_for, reader_for
+from tests.helpers.emulator import eventually, gce_for
+from tests.keepalive.conftest import gce_backend
 
 
 @dataclass
@@ -64,7 +66,7 @@ class Watch:
 
 
 @pytest.fixture
-async def watch(emulator: Emulator, request: pytest.FixtureRequest) -> AsyncIterator[Watch]:
+async def watch(emulator: Emulator, request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Watch]:
     """``spot-a`` and ``spot-b`` running, keep-alive polling every 0.3 s (options: the test's marker)."""
     marker = request.node.get_closest_marker("keepalive")
     options = dict(marker.kwargs) if marker else {}
@@ -75,10 +77,8 @@ async def watch(emulator: Emulator, request: pytest.FixtureRequest) -> AsyncIter
     events: list[RecoveryEvent] = []
     relaunches = Relaunches(fail=fail)
     settings = {"poll_seconds": 0.3, "backoff_base": 0.2, **options}
-    gce = gce_for(emulator)
-    keepalive = KeepAlive(
-        reader_for(emulator), gce=lambda: gce, relaunch=relaunches, on_event=events.append, **settings
-    )  # type: ignore[arg-type]
+    backend = gce_backend(emulator, tmp_path / "config")
+    keepalive = KeepAlive(backend, relaunch=relaunches, on_event=events.append, **settings)  # type: ignore[arg-type]
     runner = asyncio.create_task(keepalive.run())
     await eventually(lambda: keepalive.polls >= 1)
     try:
@@ -93,7 +93,7 @@ async def test_user_stop_is_not_a_preemption(watch: Watch) -> None:
     assert await watch.settled() == "resumed"
     first = watch.keepalive.timelines["spot-a"]
     # The user's own stop after that preemption: older preemption operations must not count.
-    gce = watch.keepalive.gce()
+    gce = gce_for(watch.emu)
     await asyncio.to_thread(gce.stop, "spot-b", "us-central1-a")
     await asyncio.to_thread(gce.stop, "spot-a", "us-central1-a")
     await watch.polls(4)

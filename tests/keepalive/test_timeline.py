@@ -10,7 +10,8 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from gcptui.remote.aio import within
-from gcptui.remote.keepalive.recovery import RecoveryEvent, Timeline, backoff, steps_lost
+from gcptui.remote.backoff import backoff
+from gcptui.remote.keepalive.recovery import RecoveryEvent, Timeline, steps_lost
 from gcptui.remote.keepalive.relaunch import build_keepalive, last_step_logged, resumed_step
 from gcptui.remote.keepalive.watch import forward_job_events
 from tests.helpers.emulator import eventually

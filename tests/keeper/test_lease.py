@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from gcptui.remote.keepalive.lease import LEASE_OBJECT, Lease, lease_key
+from gcptui.remote.keepalive.lease_gate import KeeperStatus, LeaseGate, standing_listener
 from tests.helpers.gcs import FakeGcs
 
 BUCKET = "gs://runs/exp"
@@ -82,3 +83,44 @@ def test_a_forged_or_foreign_lease_names_no_holder_and_is_replaced(fake_gcs: Fak
     path = tmp_path / "keys" / "lease.key"
     assert lease_key(path) == lease_key(path) and len(lease_key(path)) == 32
     assert path.stat().st_mode & 0o777 == 0o600
+
+
+def gates(fake_gcs: FakeGcs) -> tuple[LeaseGate, LeaseGate, Clock, Clock]:
+    """A keeper's and a laptop's ``LeaseGate`` on one bucket, each with its own clock."""
+    fake_gcs.make_bucket("runs")
+    made = []
+    for role, clock in (("keeper", Clock()), ("laptop", Clock())):
+        lease = Lease(BUCKET, f"{role}:box", b"k" * 32, ttl=TTL, client=fake_gcs.client(), clock=clock)
+        status = KeeperStatus(BUCKET, b"k" * 32, ttl=TTL, client=fake_gcs.client(), clock=clock)
+        made.append((LeaseGate(lease, status, role, clock=clock), clock))  # type: ignore[arg-type]
+    (keeper, keeper_clock), (laptop, laptop_clock) = made
+    return keeper, laptop, keeper_clock, laptop_clock
+
+
+def test_the_lease_standing_says_who_recovers_and_a_silent_keeper_being_taken_over(fake_gcs: FakeGcs) -> None:
+    keeper, laptop, _, laptop_clock = gates(fake_gcs)
+    assert keeper.check() and keeper.describe() == "this keeper holds the lease"
+    assert not laptop.check()
+    assert (laptop.standing().kind, laptop.describe()) == ("keeper", "keeper holds the lease")
+    # The keeper still renews its lease but its status stops changing (its writes of it fail).
+    laptop_clock.now += TTL - 1
+    assert keeper.lease.hold()
+    laptop_clock.now += 2
+    assert not laptop.check()  # the lease changed a second ago: not lapsed, not taken
+    assert laptop.standing().kind == "taking_over"
+    assert laptop.describe() == f"keeper silent for {int(TTL + 1)}s: taking over"
+    # Then the keeper goes quiet altogether: a whole ttl later the laptop holds the lease.
+    laptop_clock.now += TTL
+    assert laptop.check()
+    assert laptop.standing().kind == "mine"
+    assert laptop.describe() == f"keeper silent for {int(2 * TTL + 1)}s: this laptop holds the lease"
+
+
+def test_without_a_keeper_the_laptop_holds_the_lease_and_says_so(fake_gcs: FakeGcs) -> None:
+    _, laptop, _, _ = gates(fake_gcs)
+    seen: list[str] = []
+    listener = standing_listener(laptop, lambda s: seen.append(s.text))
+    assert laptop.check()
+    listener([])
+    listener([])  # the same words: told once
+    assert seen == ["this laptop holds the lease"]

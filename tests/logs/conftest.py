@@ -9,6 +9,7 @@ from pathlib import Path
 import asyncssh
 import pytest
 
+from gcptui.remote.compute.ssh_exec import SshExecChannel
 from gcptui.remote.models import ConnectionGetter
 from tests.helpers.sshd import Sshd
 
@@ -46,6 +47,11 @@ class ReconnectingGetter:
     def close(self) -> None:
         if self.conn is not None:
             self.conn.close()
+
+
+def ssh(get: ConnectionGetter) -> SshExecChannel:
+    """The exec channel the watchers take, over ``get`` (as ``Services.exec_channel`` is over the pool)."""
+    return SshExecChannel(get, lambda: "sshd")
 
 
 @pytest.fixture

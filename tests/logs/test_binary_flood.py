@@ -17,7 +17,7 @@ import psutil
 from gcptui.remote.telemetry.log_stream import LogChunk, LogEvent, LogNotice, LogStream
 from gcptui.tui.logs.screen import LogsScreen, PaneSource
 from tests.logs.apps import LogsTestApp, until
-from tests.logs.conftest import ReconnectingGetter
+from tests.logs.conftest import ReconnectingGetter, ssh
 
 FLOOD_MB = int(os.environ.get("FLOOD_MB", "96"))
 # Random bytes with every newline taken out, written in 1 MiB blocks; the writer says how far it got.
@@ -44,7 +44,9 @@ async def test_a_newline_free_binary_flood_keeps_the_logs_view_bounded_and_escap
 
     def source() -> AsyncIterator[LogEvent]:
         async def events() -> AsyncIterator[LogEvent]:
-            async for event in LogStream(get_conn, str(log), history_lines=0, poll_interval=0.05).events():
+            async for event in LogStream(
+                ssh(get_conn), str(log), history_lines=0, poll_interval=0.05
+            ).events():
                 if isinstance(event, LogChunk):
                     received[0] = event.offset
                 elif isinstance(event, LogNotice) and event.kind == "following":

@@ -10,7 +10,7 @@ from gcptui.remote.telemetry.gpu import GpuHistory, GpuSample, GpuSnapshot
 from gcptui.remote.telemetry.progress import Progress
 from gcptui.tui.cli.logs import run_gpu, run_logs
 from gcptui.tui.live.cells import format_duration, gpu_cell, progress_cell, sparkline
-from tests.logs.conftest import ReconnectingGetter
+from tests.logs.conftest import ReconnectingGetter, ssh
 from tests.logs.test_gpu_metrics import FAKE_SMI
 
 
@@ -20,7 +20,7 @@ async def test_logs_of_two_names_are_merged_with_a_prefix(
     log = remote_dir / "output.log"
     log.write_text("".join(f"\x1b[32mline {n}\x1b[0m\n" for n in range(10)))
     out = io.StringIO()
-    code = await run_logs({"a": get_conn, "bb": get_conn}, [str(log)], lines=2, out=out)
+    code = await run_logs({"a": ssh(get_conn), "bb": ssh(get_conn)}, [str(log)], lines=2, out=out)
     assert code == 0
     assert sorted(out.getvalue().splitlines()) == ["a  | line 8", "a  | line 9", "bb | line 8", "bb | line 9"]
 
@@ -29,7 +29,7 @@ async def test_logs_of_one_name_are_printed_bare(get_conn: ReconnectingGetter, r
     log = remote_dir / "output.log"
     log.write_text("x\ny\n")
     out = io.StringIO()
-    assert await run_logs({"a": get_conn}, [str(log)], lines=5, out=out, colour=True) == 0
+    assert await run_logs({"a": ssh(get_conn)}, [str(log)], lines=5, out=out, colour=True) == 0
     assert out.getvalue() == "x\ny\n"
 
 
@@ -39,7 +39,11 @@ async def test_gpu_once_json_has_the_contract_fields(get_conn: ReconnectingGette
     smi.chmod(0o755)
     out = io.StringIO()
     code = await run_gpu(
-        {"vm": get_conn, "cpu-box": get_conn}, json_output=True, once=True, out=out, nvidia_smi=str(smi)
+        {"vm": ssh(get_conn), "cpu-box": ssh(get_conn)},
+        json_output=True,
+        once=True,
+        out=out,
+        nvidia_smi=str(smi),
     )
     assert code == 0
     data = json.loads(out.getvalue())
@@ -47,7 +51,7 @@ async def test_gpu_once_json_has_the_contract_fields(get_conn: ReconnectingGette
     gpu = data[0]["gpus"][0]
     assert set(gpu) == {"index", "name", "util", "mem_used_mib", "mem_total_mib", "temp_c", "power_w"}
     out = io.StringIO()
-    await run_gpu({"cpu": get_conn}, once=True, out=out, nvidia_smi=str(tmp_path / "none"))
+    await run_gpu({"cpu": ssh(get_conn)}, once=True, out=out, nvidia_smi=str(tmp_path / "none"))
     assert out.getvalue().startswith("cpu  no GPU")
 
 

@@ -10,7 +10,7 @@ import pytest
 from gcptui.remote.telemetry.gpu import GpuHistory, GpuMonitor, GpuSample, GpuSnapshot, parse_gpu_line
 from gcptui.remote.telemetry.idle import IdleGpuDetector
 from gcptui.remote.telemetry.progress import Progress, ProgressTracker, follow_progress
-from tests.logs.conftest import ReconnectingGetter
+from tests.logs.conftest import ReconnectingGetter, ssh
 
 FAKE_SMI = """#!/bin/sh
 case "$1" in
@@ -37,7 +37,7 @@ def fake_smi(tmp_path: Path) -> Path:
 async def test_samples_are_grouped_per_round_with_processes(
     get_conn: ReconnectingGetter, fake_smi: Path
 ) -> None:
-    monitor = GpuMonitor(get_conn, nvidia_smi=str(fake_smi), process_interval=0.2)
+    monitor = GpuMonitor(ssh(get_conn), nvidia_smi=str(fake_smi), process_interval=0.2)
     seen: list[GpuSnapshot] = []
     async for snapshot in monitor:
         seen.append(snapshot)
@@ -51,7 +51,7 @@ async def test_samples_are_grouped_per_round_with_processes(
 
 
 async def test_a_vm_without_nvidia_smi_reads_no_gpu(get_conn: ReconnectingGetter, tmp_path: Path) -> None:
-    monitor = GpuMonitor(get_conn, nvidia_smi=str(tmp_path / "absent" / "nvidia-smi"))
+    monitor = GpuMonitor(ssh(get_conn), nvidia_smi=str(tmp_path / "absent" / "nvidia-smi"))
     snapshot = await anext(aiter(monitor))
     assert snapshot.state == "no_gpu" and snapshot.gpus == ()
 
@@ -64,7 +64,7 @@ async def test_a_failing_driver_reads_no_gpu_with_its_message(
         "#!/bin/sh\necho 'NVIDIA-SMI has failed because it could not communicate with the driver'\nexit 9\n"
     )
     smi.chmod(0o755)
-    snapshot = await anext(aiter(GpuMonitor(get_conn, nvidia_smi=str(smi))))
+    snapshot = await anext(aiter(GpuMonitor(ssh(get_conn), nvidia_smi=str(smi))))
     assert snapshot.state == "no_gpu" and "NVIDIA-SMI has failed" in snapshot.message
 
 
@@ -135,7 +135,7 @@ async def test_follow_progress_over_ssh(get_conn: ReconnectingGetter, remote_dir
         )
     )
     progress = [
-        p async for p in follow_progress(get_conn, str(metrics), follow=False) if isinstance(p, Progress)
+        p async for p in follow_progress(ssh(get_conn), str(metrics), follow=False) if isinstance(p, Progress)
     ]
     assert progress[-1].step == 4 and progress[-1].eta_seconds == pytest.approx(6.0)
     assert len(progress[-1].losses) == 5
@@ -172,7 +172,7 @@ async def test_newline_free_output_and_unparsed_lines_keep_memory_bounded(
     smi.write_text(FLOOD_SMI.replace('"$COUNT_FILE"', str(count)))
     smi.chmod(0o755)
     me = psutil.Process(os.getpid())
-    monitor = GpuMonitor(get_conn, nvidia_smi=str(smi), stall_timeout=2.0, retry_delay=0.1)
+    monitor = GpuMonitor(ssh(get_conn), nvidia_smi=str(smi), stall_timeout=2.0, retry_delay=0.1)
     first: list[GpuSnapshot] = []
 
     async def consume() -> None:

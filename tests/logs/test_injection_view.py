@@ -9,7 +9,7 @@ from gcptui.remote.telemetry.log_stream import LogStream
 from gcptui.tui.logs.screen import PaneSource
 from tests.cli.test_terminal_injection import EVIL
 from tests.logs.apps import LogsTestApp, until
-from tests.logs.conftest import ReconnectingGetter
+from tests.logs.conftest import ReconnectingGetter, ssh
 
 
 async def test_the_logs_view_shows_spliced_sequences_as_nothing(
@@ -17,7 +17,7 @@ async def test_the_logs_view_shows_spliced_sequences_as_nothing(
 ) -> None:
     log = remote_dir / "output.log"
     log.write_text(f"before\n{EVIL}\nafter\n")
-    stream = lambda: LogStream(get_conn, str(log), history_lines=10, poll_interval=0.05).events()  # noqa: E731
+    stream = lambda: LogStream(ssh(get_conn), str(log), history_lines=10, poll_interval=0.05).events()  # noqa: E731
     app = LogsTestApp([PaneSource("sshd", stream)])
     async with app.run_test(size=(200, 20)) as pilot:
         view = app.logs.panes[0].view

@@ -10,7 +10,7 @@ from pathlib import Path
 from gcptui.remote.aio import within
 from gcptui.remote.telemetry.log_stream import LogChunk, LogEvent, LogNotice, LogStream
 from tests.helpers.sshd import Sshd
-from tests.logs.conftest import ReconnectingGetter
+from tests.logs.conftest import ReconnectingGetter, ssh
 
 
 class Collector:
@@ -59,7 +59,7 @@ async def test_restarting_sshd_mid_stream_loses_and_repeats_no_line(
     log = remote_dir / "output.log"
     log.write_text("")
     total = 3000
-    stream = LogStream(get_conn, str(log), history_lines=0, poll_interval=0.05)
+    stream = LogStream(ssh(get_conn), str(log), history_lines=0, poll_interval=0.05)
     got = Collector(stream.events())
     await got.wait_for(lambda: any(n.kind == "following" for n in got.notices))
 
@@ -94,7 +94,7 @@ async def test_history_then_follow_and_carriage_return_bar_is_one_line(
 ) -> None:
     log = remote_dir / "output.log"
     log.write_text("".join(f"old {i}\n" for i in range(50)))
-    got = Collector(LogStream(get_conn, str(log), history_lines=5, poll_interval=0.05).events())
+    got = Collector(LogStream(ssh(get_conn), str(log), history_lines=5, poll_interval=0.05).events())
     await got.wait_for(lambda: len(got.lines) == 5)
     assert got.lines == [f"old {i}" for i in range(45, 50)]
 
@@ -110,7 +110,7 @@ async def test_history_then_follow_and_carriage_return_bar_is_one_line(
 async def test_truncation_is_followed_from_the_start(get_conn: ReconnectingGetter, remote_dir: Path) -> None:
     log = remote_dir / "output.log"
     log.write_text("a1\na2\na3\n")
-    got = Collector(LogStream(get_conn, str(log), history_lines=10, poll_interval=0.05).events())
+    got = Collector(LogStream(ssh(get_conn), str(log), history_lines=10, poll_interval=0.05).events())
     await got.wait_for(lambda: len(got.lines) == 3)
     log.write_text("")  # copytruncate-style
     await got.wait_for(lambda: any(n.kind == "truncated" for n in got.notices))
@@ -125,7 +125,7 @@ async def test_replaced_file_is_drained_then_the_new_one_followed(
 ) -> None:
     log = remote_dir / "output.log"
     log.write_text("old 1\n")
-    got = Collector(LogStream(get_conn, str(log), history_lines=10, poll_interval=0.05).events())
+    got = Collector(LogStream(ssh(get_conn), str(log), history_lines=10, poll_interval=0.05).events())
     await got.wait_for(lambda: got.lines == ["old 1"])
     # Rotation: the writer adds to the old file after the rename, then a new file appears.
     os.rename(log, remote_dir / "output.log.1")
@@ -139,7 +139,7 @@ async def test_replaced_file_is_drained_then_the_new_one_followed(
 
 async def test_missing_file_is_waited_for(get_conn: ReconnectingGetter, remote_dir: Path) -> None:
     log = remote_dir / "later.log"
-    got = Collector(LogStream(get_conn, str(log), history_lines=10, poll_interval=0.05).events())
+    got = Collector(LogStream(ssh(get_conn), str(log), history_lines=10, poll_interval=0.05).events())
     await got.wait_for(lambda: any(n.kind == "waiting" for n in got.notices))
     log.write_text("hello\n")
     await got.wait_for(lambda: got.lines == ["hello"])
@@ -151,7 +151,7 @@ async def test_without_follow_the_stream_ends_after_the_last_lines(
 ) -> None:
     log = remote_dir / "output.log"
     log.write_text("".join(f"{i}\n" for i in range(100)) + "unterminated")
-    events = [e async for e in LogStream(get_conn, str(log), history_lines=3, follow=False)]
+    events = [e async for e in LogStream(ssh(get_conn), str(log), history_lines=3, follow=False)]
     lines = [line for e in events if isinstance(e, LogChunk) for line in e.lines]
     assert lines == ["98", "99", "unterminated"]
     assert isinstance(events[-1], LogNotice) and events[-1].kind == "ended"
@@ -162,10 +162,10 @@ async def test_resume_from_a_saved_offset_sends_only_newer_bytes(
 ) -> None:
     log = remote_dir / "output.log"
     log.write_text("one\ntwo\n")
-    first = LogStream(get_conn, str(log), history_lines=10, follow=False)
+    first = LogStream(ssh(get_conn), str(log), history_lines=10, follow=False)
     assert [line async for e in first if isinstance(e, LogChunk) for line in e.lines] == ["one", "two"]
     append(log, "three\n")
-    again = LogStream(get_conn, str(log), follow=False, inode=first.inode, offset=first.offset)
+    again = LogStream(ssh(get_conn), str(log), follow=False, inode=first.inode, offset=first.offset)
     assert [line async for e in again if isinstance(e, LogChunk) for line in e.lines] == ["three"]
 
 
@@ -188,7 +188,7 @@ async def test_history_without_follow_is_exactly_n_lines_while_the_file_grows(
     writer = asyncio.get_running_loop().run_in_executor(None, write)
     try:
         for _ in range(6):
-            events = [e async for e in LogStream(get_conn, str(log), history_lines=5, follow=False)]
+            events = [e async for e in LogStream(ssh(get_conn), str(log), history_lines=5, follow=False)]
             lines = [line for e in events if isinstance(e, LogChunk) for line in e.lines]
             assert len(lines) == 5, lines
     finally:

@@ -7,6 +7,7 @@ import asyncssh
 from gcptui.remote.emulator import Emulator
 from gcptui.remote.telemetry.log_stream import LogStream
 from tests.helpers.emulator import connect
+from tests.logs.conftest import ssh
 from tests.logs.test_log_stream import Collector
 
 
@@ -30,7 +31,7 @@ async def test_cut_connection_mid_stream_on_an_emulated_vm_loses_and_repeats_no_
     )
     conn = await get_conn()
     await conn.run(": > out.log", check=True)
-    got = Collector(LogStream(get_conn, "~/out.log", history_lines=0, poll_interval=0.05).events())
+    got = Collector(LogStream(ssh(get_conn), "~/out.log", history_lines=0, poll_interval=0.05).events())
     await got.wait_for(lambda: any(n.kind == "following" for n in got.notices))
     await conn.run(writer, check=True)
     await got.wait_for(lambda: len(got.lines) > 300)

@@ -11,7 +11,7 @@ from gcptui.tui.logs.pane import NewLinesMarker
 from gcptui.tui.logs.rows import MARKED
 from gcptui.tui.logs.screen import PaneSource
 from tests.logs.apps import LogsTestApp, QueueSource, fixed_source, until
-from tests.logs.conftest import ReconnectingGetter
+from tests.logs.conftest import ReconnectingGetter, ssh
 
 SIZE = (100, 30)
 
@@ -183,7 +183,7 @@ async def test_fullscreen_shows_only_the_focused_pane() -> None:
 async def test_panes_fed_by_real_streams_over_sshd(get_conn: ReconnectingGetter, remote_dir: Path) -> None:
     log = remote_dir / "output.log"
     log.write_text("".join(f"history {n}\n" for n in range(20)))
-    stream = lambda: LogStream(get_conn, str(log), history_lines=5, poll_interval=0.05).events()  # noqa: E731
+    stream = lambda: LogStream(ssh(get_conn), str(log), history_lines=5, poll_interval=0.05).events()  # noqa: E731
     app = LogsTestApp([PaneSource("sshd", stream)])
     async with app.run_test(size=SIZE) as pilot:
         view = app.logs.panes[0].view

@@ -160,6 +160,7 @@ async def test_a_taken_rendezvous_port_is_one_line_before_any_node_starts(
 async def test_a_node_that_cannot_connect_gets_the_firewall_rule_to_add(
     emulator: Emulator, pool: SshPool
 ) -> None:
+    from gcptui.remote.compute.ssh_exec import pool_reach
     from gcptui.remote.jobs.group_check import connect_probe, unreachable_line
 
     instances, targets = await fleet(emulator)
@@ -167,7 +168,7 @@ async def test_a_node_that_cannot_connect_gets_the_firewall_rule_to_add(
     nodes = GroupJobRunner(pool, group_config(port)).prepare(group_config(port).groups[0], instances)
     # Nothing listens on node 0's port (as when a firewall drops the packets): n1's probe says why.
     assert instances[0].internal_ip
-    why = await connect_probe(pool, targets[1], instances[0].internal_ip, port, timeout=5)
+    why = await connect_probe(pool_reach(pool, targets[1]), instances[0].internal_ip, port, timeout=5)
     assert why is not None and "refused" in why.lower()
     line = unreachable_line(nodes, "n1", why, port)
     assert "\n" not in line and f"cannot reach n0's rendezvous port {instances[0].internal_ip}:{port}" in line
@@ -177,7 +178,10 @@ async def test_a_node_that_cannot_connect_gets_the_firewall_rule_to_add(
     with socket.socket() as listener:
         listener.bind((instances[0].internal_ip, port))
         listener.listen()
-        assert await connect_probe(pool, targets[1], instances[0].internal_ip, port, timeout=5) is None
+        assert (
+            await connect_probe(pool_reach(pool, targets[1]), instances[0].internal_ip, port, timeout=5)
+            is None
+        )
 
 
 async def test_every_worker_gets_job_env_nccl_settings_and_torchruns_variables(

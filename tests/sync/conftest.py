@@ -17,6 +17,7 @@ import asyncssh
 import pytest
 
 from gcptui.remote.aio import within
+from gcptui.remote.compute.ssh_exec import SshExecChannel
 from gcptui.remote.emulator import Emulator
 from gcptui.remote.models import ConnectionGetter
 from gcptui.remote.sync import SyncSession
@@ -34,6 +35,16 @@ class RemoteTarget:
     home: Path
     drop: Callable[[], Awaitable[None]]  # make the VM unreachable, dropping live connections
     restore: Callable[[], Awaitable[None]]
+
+    @property
+    def channel(self) -> SshExecChannel:
+        """The exec channel a session runs its agent over: SSH through ``get_conn``."""
+        return ssh_channel(self.get_conn)
+
+
+def ssh_channel(get: ConnectionGetter, where: str = "vm") -> SshExecChannel:
+    """The exec channel over SSH that ``Services.channel`` hands out, around a test's getter."""
+    return SshExecChannel(get, lambda: where)
 
 
 def openssh_getter(sshd: Sshd) -> ConnectionGetter:
@@ -176,7 +187,7 @@ async def follow(target: RemoteTarget, local: Path) -> AsyncIterator[Callable[..
     followers: list[Follower] = []
 
     async def start(**kwargs: object) -> Follower:
-        session = SyncSession(local, target.dest, target.get_conn, name="vm", **kwargs)  # type: ignore[arg-type]
+        session = SyncSession(local, target.dest, target.channel, name="vm", **kwargs)  # type: ignore[arg-type]
         follower = Follower(session)
         followers.append(follower)
         return await follower.start()

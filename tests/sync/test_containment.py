@@ -103,7 +103,7 @@ async def test_a_local_directory_never_replaces_a_file_the_vm_wrote(
     local: Path, target: RemoteTarget
 ) -> None:
     write(local, "train.py", "train")
-    session = SyncSession(local, target.dest, target.get_conn, name="vm")
+    session = SyncSession(local, target.dest, target.channel, name="vm")
     warnings: list[SyncWarning] = []
     session.subscribe(lambda e: warnings.append(e) if isinstance(e, SyncWarning) else None)
     first = await session.full_sync()
@@ -137,7 +137,7 @@ async def test_dest_itself_may_be_a_link_nothing_below_it(local: Path, target: R
     write(local, "main.py", "main")
     write(local, "cfg.py", "local cfg")
     write(local, "data/x.bin", "x")
-    session = SyncSession(local, target.dest, target.get_conn, name="vm")
+    session = SyncSession(local, target.dest, target.channel, name="vm")
     result = await session.full_sync()
     assert (real / "main.py").read_text() == "main"  # dest reached through its link
     assert result.failed >= 2 and session.state == "incomplete"

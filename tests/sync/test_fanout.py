@@ -22,6 +22,7 @@ from gcptui.remote.sync.fanout import FanOut
 from tests.cli.test_ls import gcptui
 from tests.helpers.sshd import Sshd
 from tests.helpers.wan import Uplink, WanProxy, add_known_host
+from tests.sync.conftest import ssh_channel
 from tests.sync.test_wan import getter
 from tests.sync.trees import snapshot, wait_equal, write
 
@@ -57,7 +58,9 @@ def sessions(
     out = []
     for i, (proxy, dest) in enumerate(zip(links, dests, strict=True)):
         out.append(
-            SyncSession(local, str(dest), getter(sshd, proxy), name=f"vm{i}", relay=relay if i else None)
+            SyncSession(
+                local, str(dest), ssh_channel(getter(sshd, proxy)), name=f"vm{i}", relay=relay if i else None
+            )
         )
     return out
 
@@ -67,7 +70,7 @@ async def test_the_uplink_carries_the_tree_once_and_every_vm_gets_it(
 ) -> None:
     local, dests = tmp_path / "local", [tmp_path / f"vm{i}" / "project" for i in range(3)]
     size = tree(local)
-    relay = FanOut(getter(sshd, links[0]), str(dests[0]), sshd.host)
+    relay = FanOut(ssh_channel(getter(sshd, links[0])), str(dests[0]), sshd.host)
     all_ = sessions(sshd, links, local, dests, relay)
     try:
         await asyncio.gather(*(s.full_sync(complete=True) for s in all_))
@@ -132,7 +135,9 @@ async def test_a_bad_relay_costs_speed_never_correctness(
         with socket.socket() as probe:  # a port nothing listens on
             probe.bind((sshd.host, 0))
             port = probe.getsockname()[1]
-    session = SyncSession(local, str(dest), getter(sshd, links[1]), relay=_FakeRelay((sshd.host, port, "t")))
+    session = SyncSession(
+        local, str(dest), ssh_channel(getter(sshd, links[1])), relay=_FakeRelay((sshd.host, port, "t"))
+    )
     try:
         result = await session.full_sync(complete=True)
         assert snapshot(dest) == snapshot(local)  # every file landed, with the laptop's bytes
@@ -176,7 +181,7 @@ async def test_the_relay_serves_only_token_holders_only_files_below_dest_by_dige
     write(dest, "real.txt", "relayed\n")
     write(outside, "secret.txt", "not yours\n")
     (dest / "lnk").symlink_to(outside)
-    relay = FanOut(getter(sshd, links[0]), str(dest), sshd.host)
+    relay = FanOut(ssh_channel(getter(sshd, links[0])), str(dest), sshd.host)
     try:
         endpoint = await relay.endpoint()
         assert endpoint is not None
@@ -246,7 +251,7 @@ async def test_a_fetch_keeps_the_receiving_vms_containment(
     outside.mkdir()
     dests[1].mkdir(parents=True)
     (dests[1] / "assets").symlink_to(outside)  # the VM's own link where the tree has a folder
-    relay = FanOut(getter(sshd, links[0]), str(dests[0]), sshd.host)
+    relay = FanOut(ssh_channel(getter(sshd, links[0])), str(dests[0]), sshd.host)
     pair = sessions(sshd, links[:2], local, dests, relay)
     try:
         seed, other = await asyncio.gather(*(s.full_sync() for s in pair))

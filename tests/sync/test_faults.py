@@ -84,7 +84,7 @@ async def test_barrier_returns_once_the_vm_holds_the_current_tree(
 
 async def test_barrier_waits_through_a_dropped_connection(local: Path, target: RemoteTarget) -> None:
     write(local, "a.py", "a")
-    session = SyncSession(local, target.dest, target.get_conn)
+    session = SyncSession(local, target.dest, target.channel)
     await session.full_sync()
     await target.drop()
     write(local, "b.py", "b")
@@ -124,7 +124,7 @@ async def test_a_file_that_never_stops_changing_never_lands_torn_and_is_not_call
 
     thread = threading.Thread(target=append)
     thread.start()
-    s = SyncSession(local, target.dest, target.get_conn, name="vm")
+    s = SyncSession(local, target.dest, target.channel, name="vm")
     warnings: list[str] = []
     s.subscribe(lambda e: warnings.append(e.message) if isinstance(e, SyncWarning) else None)
     try:
@@ -145,7 +145,7 @@ async def test_a_file_that_never_stops_changing_never_lands_torn_and_is_not_call
 
 async def test_a_sync_cancelled_mid_file_leaves_the_session_usable(local: Path, target: RemoteTarget) -> None:
     write(local, "big.bin", os.urandom(1 << 20) * 200)
-    s = SyncSession(local, target.dest, target.get_conn, name="vm")
+    s = SyncSession(local, target.dest, target.channel, name="vm")
     first = asyncio.create_task(s.full_sync())
 
     def writing() -> bool:  # the agent is filling big.bin's temp file

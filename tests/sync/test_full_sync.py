@@ -15,7 +15,7 @@ from tests.sync.trees import snapshot, write
 
 
 def session(local: Path, target: RemoteTarget, **kw: object) -> SyncSession:
-    return SyncSession(local, target.dest, target.get_conn, name="vm", **kw)  # type: ignore[arg-type]
+    return SyncSession(local, target.dest, target.channel, name="vm", **kw)  # type: ignore[arg-type]
 
 
 async def test_full_sync_copies_the_tree_and_a_noop_resync_sends_no_data(
@@ -103,7 +103,7 @@ async def test_dest_of_root_or_home_is_refused(local: Path, target: RemoteTarget
     if dest == "$HOME-literal":
         dest = str(target.home)
     with pytest.raises(SyncError, match="remote root, home"):
-        await SyncSession(local, dest, target.get_conn).full_sync()
+        await SyncSession(local, dest, target.channel).full_sync()
 
 
 async def test_a_barrier_refuses_when_the_vm_refused_part_of_the_tree(

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from gcptui.remote.sync import SyncSession, SyncWarning
 from tests.helpers.sshd import Sshd
-from tests.sync.conftest import Follower, openssh_getter
+from tests.sync.conftest import Follower, openssh_getter, ssh_channel
 from tests.sync.test_random_ops import listing, random_op
 from tests.sync.trees import snapshot, wait_equal, write
 
@@ -50,7 +50,9 @@ async def test_fuzz_random_operations_with_sshd_restarts_end_in_equal_trees(
     vm_only = snapshot(remote)
     for _ in range(50):
         random_op(rng, local, *listing(local))
-    follower = await Follower(SyncSession(local, str(remote), openssh_getter(sshd), name="vm")).start()
+    follower = await Follower(
+        SyncSession(local, str(remote), ssh_channel(openssh_getter(sshd)), name="vm")
+    ).start()
     restarts = sorted(rng.sample(range(500, OPS), k=max(1, OPS // 2500)))
     try:
         files, dirs = listing(local)

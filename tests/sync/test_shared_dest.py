@@ -14,7 +14,7 @@ import pytest
 
 from gcptui.remote.sync import SyncSession, SyncWarning
 from tests.helpers.sshd import Sshd, sshd_available
-from tests.sync.conftest import openssh_getter
+from tests.sync.conftest import openssh_getter, ssh_channel
 from tests.sync.trees import snapshot, write
 from tests.sync.unprivileged import unprivileged_prefix
 
@@ -38,7 +38,7 @@ async def test_a_scan_removes_only_temp_files_whose_writer_is_gone(sshd: Sshd, t
     old_boot_tmp = f".gcptui-tmp.{os.getpid()}.000000000000.{started}.7"
     for name in (live_tmp, live_older_form_tmp, reused_pid_tmp, dead_tmp, old_boot_tmp):
         write(root, f"weights/{name}", b"partial")
-    session = SyncSession(local, str(root), openssh_getter(sshd), name="vm")
+    session = SyncSession(local, str(root), ssh_channel(openssh_getter(sshd)), name="vm")
     try:
         await session.full_sync()
     finally:
@@ -69,7 +69,7 @@ async def test_directory_modes_are_synced_and_a_read_only_directory_still_fills(
     write(local, "scripts/run.sh", "echo\n")
     for rel in ("ro/sub", "ro"):
         os.chmod(local / rel, 0o555)
-    session = SyncSession(local, str(root), openssh_getter(unprivileged_sshd), name="vm")
+    session = SyncSession(local, str(root), ssh_channel(openssh_getter(unprivileged_sshd)), name="vm")
     try:
         first = await session.full_sync()
         assert first.failed == 0 and first.files == 5 and session.state == "in_sync"
@@ -116,7 +116,7 @@ async def test_another_users_directory_keeps_its_mode_with_a_warning(
     (root / "outputs").mkdir(parents=True)
     os.chmod(root / "outputs", 0o777)
     os.chown(root / "outputs", 12345, 12345)  # a container on the VM made it, as another user
-    session = SyncSession(local, str(root), openssh_getter(sshd_without_fowner), name="vm")
+    session = SyncSession(local, str(root), ssh_channel(openssh_getter(sshd_without_fowner)), name="vm")
     warnings: list[str] = []
     session.subscribe(lambda e: warnings.append(e.message) if isinstance(e, SyncWarning) else None)
     try:
@@ -139,7 +139,7 @@ async def test_a_read_only_directory_sync_made_still_takes_later_changes(
     write(local, "ro/b.py", "B = 1\n")
     write(local, "keep.py", "K = 1\n")
     os.chmod(local / "ro", 0o555)
-    session = SyncSession(local, str(root), openssh_getter(unprivileged_sshd), name="vm")
+    session = SyncSession(local, str(root), ssh_channel(openssh_getter(unprivileged_sshd)), name="vm")
     try:
         assert (await session.full_sync()).failed == 0
         assert stat.S_IMODE(os.stat(root / "ro").st_mode) == 0o555

@@ -19,6 +19,7 @@ from gcptui.remote.sync.agent_client import view_digest
 from gcptui.remote.sync.manifest import Entry
 from tests.helpers.sshd import Sshd
 from tests.helpers.wan import Uplink, WanProxy, add_known_host
+from tests.sync.conftest import ssh_channel
 from tests.sync.trees import snapshot, wait_equal, wait_for, write
 
 
@@ -58,7 +59,7 @@ async def test_follow_through_the_wan_link_ends_with_equal_trees(
         write(local, f"src/m{i % 7}/f{i}.py", f"print({i})\n" * (1 + i % 30))
     write(local, "data/blob.bin", os.urandom(300_000))  # more than the link carries in 100 ms
     get = getter(sshd, wan)
-    session = SyncSession(local, str(remote), get, name="wan")
+    session = SyncSession(local, str(remote), ssh_channel(get), name="wan")
     task = asyncio.create_task(session.follow())
     try:
         await wait_for(lambda: session.state == "in_sync" or task.done(), 30, "first full sync")
@@ -85,7 +86,7 @@ async def test_warm_resync_sends_a_digest_not_the_listing(sshd: Sshd, wan: WanPr
     for i in range(1500):
         write(local, f"pkg{i % 20}/module_with_a_long_name_{i}.py", f"x = {i}\n")
     get = getter(sshd, wan)
-    session = SyncSession(local, str(remote), get, name="wan")
+    session = SyncSession(local, str(remote), ssh_channel(get), name="wan")
     try:
         await session.full_sync()
         cold_listing = wan.stats.down
@@ -121,7 +122,7 @@ async def test_a_new_session_resyncs_with_the_view_an_earlier_one_saved(
     async def one_session() -> tuple[int, int]:
         """(bytes the VM sent back, files written) for a whole session on its own connection."""
         get = getter(sshd, wan)
-        session = SyncSession(local, str(remote), get, name="wan")
+        session = SyncSession(local, str(remote), ssh_channel(get), name="wan")
         before = wan.stats.down
         try:
             result = await session.full_sync()
@@ -232,7 +233,7 @@ async def test_compressible_files_travel_compressed_and_land_exact(
     for i in range(30):
         write(local, f"data/r{i}.npy", os.urandom(40_000))
     get = getter(sshd, wan)
-    session = SyncSession(local, str(remote), get, name="wan")
+    session = SyncSession(local, str(remote), ssh_channel(get), name="wan")
     try:
         up = wan.stats.up
         await session.full_sync()

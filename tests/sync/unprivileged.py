@@ -62,18 +62,25 @@ async def _main(spec: dict) -> dict:
     import asyncssh
 
     from gcptui.remote.aio import within
+    from gcptui.remote.compute.ssh_exec import SshExecChannel
     from gcptui.remote.sync import SyncError, SyncSession, SyncWarning
 
-    async def get() -> asyncssh.SSHClientConnection:
-        return await within(
-            10,
-            asyncssh.connect(
-                spec["host"], port=spec["port"], username=spec["user"], client_keys=[spec["key"]],
-                known_hosts=spec["known_hosts"],
-            ),
-        )  # fmt: skip
+    conns: list[asyncssh.SSHClientConnection] = []
 
-    session = SyncSession(spec["local"], spec["dest"], get, name="vm", debounce_ms=50)
+    async def get() -> asyncssh.SSHClientConnection:
+        if not conns or conns[-1].is_closed():  # one connection, as the pool keeps
+            conns.append(await within(
+                10,
+                asyncssh.connect(
+                    spec["host"], port=spec["port"], username=spec["user"], client_keys=[spec["key"]],
+                    known_hosts=spec["known_hosts"],
+                ),
+            ))  # fmt: skip
+        return conns[-1]
+
+    session = SyncSession(
+        spec["local"], spec["dest"], SshExecChannel(get, lambda: "vm"), name="vm", debounce_ms=50
+    )
     warnings: list[str] = []
     session.subscribe(lambda e: warnings.append(e.message) if isinstance(e, SyncWarning) else None)
     out: dict = {"result": None, "error": "", "warnings": warnings}

@@ -94,7 +94,7 @@ async def test_the_gpu_monitor_reads_a_tpu_workers_chips(emulator: Emulator, tmp
         assert isinstance(backend, TpuBackend)
         (row,) = (await asyncio.to_thread(backend.list_rows)).rows
         (worker,) = backend.worker_rows(row)
-        snapshots = GpuMonitor(services.getter(worker)).snapshots()
+        snapshots = GpuMonitor(services.channel(worker)).snapshots()
         idle = await anext(snapshots)
         assert idle.state == "ok" and [(g.name, g.util) for g in idle.gpus] == [("TPU v4", None)] * 4
         # A job runs (the supervisor's state file says so): libtpu's metrics appear.

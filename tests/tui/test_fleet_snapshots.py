@@ -7,9 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from gcptui.remote.cloud.fleet import FleetSnapshot
 from gcptui.remote.config import parse_config
-from gcptui.remote.models import Gpu, Instance, State
+from gcptui.remote.models import FleetSnapshot, Gpu, Instance, State
 from gcptui.tui.app import GcptuiApp
 
 FLEET = (

@@ -7,10 +7,9 @@ from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 
-from gcptui.remote.cloud.fleet import FleetSnapshot
 from gcptui.remote.config import parse_config
 from gcptui.remote.jobs.protocol import JobStatus
-from gcptui.remote.models import Gpu, Instance, State
+from gcptui.remote.models import FleetSnapshot, Gpu, Instance, State
 from gcptui.remote.telemetry.progress import Progress
 from gcptui.tui.app import GcptuiApp
 from gcptui.tui.fleet.groups import GroupRow, arrange

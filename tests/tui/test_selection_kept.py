@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
-from gcptui.remote.cloud.fleet import FleetSnapshot
+from gcptui.remote.models import FleetSnapshot
 from tests.tui.test_fleet_snapshots import FLEET, SNAPSHOT, make_app
 
 EVAL = "gce:europe-west4-b/eval-l4"

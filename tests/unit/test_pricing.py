@@ -133,3 +133,15 @@ def test_run_spend_is_price_times_time_since_the_job_started() -> None:
     assert run_spend(2.0, "2026-11-22T10:30:00+00:00", "2026-11-22T11:00:00+00:00", now) == 1.0
     assert run_spend(None, "2026-11-22T10:30:00Z", None, now) is None
     assert run_spend(2.0, None, None, now) is None and run_spend(2.0, "garbage", None, now) is None
+
+
+def test_shared_core_e2_is_priced_offline_at_its_billed_fraction_of_a_vcpu() -> None:
+    """`keeper deploy`'s default e2-small gets a price from the bundled table, not "price unknown"."""
+    book = fallback_book("catalog unreachable")
+    prices = {}
+    for machine in ("e2-micro", "e2-small", "e2-medium"):
+        vm = Instance(
+            name="k", zone="europe-west4-a", status="RUNNING", machine_type=machine, spot=False, source="gce"
+        )
+        prices[machine] = book.hourly(vm)
+    assert prices == {"e2-micro": 0.0084, "e2-small": 0.0168, "e2-medium": 0.0335}

@@ -13,6 +13,7 @@ import asyncio
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 
 from rich.console import Console
 
@@ -70,9 +71,13 @@ def unsaved(progress: Progress | None, instance: Instance, bucket: bool) -> Unsa
 async def _read_progress(services: Services, instance: Instance) -> Progress | None:
     path = metrics_path(services.config.job, services.config.sync.dest)
     last: Progress | None = None
-    async for item in follow_progress(services.getter(instance), path, follow=False):
+    async for item in follow_progress(services.channel(instance), path, follow=False):
         if isinstance(item, Progress):
             last = item
+        elif item.kind in ("reconnecting", "error"):
+            # The first failed attempt ends it: a VM whose SSH is down is said at once, not retried
+            # for READ_TIMEOUT (the follower would keep reconnecting).
+            raise GcptuiError(item.message.removesuffix("; reconnecting"))
     return last
 
 
@@ -85,9 +90,6 @@ async def find_unsaved(
     async def one(instance: Instance) -> Unsaved | None:
         bucket = services.config.storage.checkpoint_url(instance.name) is not None
         try:
-            # One connection attempt first: a VM whose SSH is down is said at once, not retried for
-            # READ_TIMEOUT (the progress follower would keep reconnecting).
-            await services.pool.connection(services.target(instance))
             progress = await within(READ_TIMEOUT, _read_progress(services, instance))
         except (GcptuiError, OSError, TimeoutError) as err:
             why = str(err) or type(err).__name__
@@ -123,7 +125,7 @@ async def offer_pulls(services: Services, targets: list[Instance], console: Cons
         remote = sftp_path(item.run_dir, services.config.sync.dest)
         try:
             source, result = await pull_results(
-                services.getter(item.instance), item.instance, remote, local,
+                partial(services.channel, item.instance), item.instance, remote, local,
                 bucket_urls=bucket_urls(services.config, item.instance.name),
             )  # fmt: skip
         except (GcptuiError, OSError) as err:

@@ -58,6 +58,6 @@ class HeadStart:
                 await session.full_sync()
             finally:
                 await session.close()
-            await services.jobs.start(services.target(instance))
+            await services.jobs.start(services.reach(instance))
         finally:
             await services.close()

@@ -1,4 +1,4 @@
-"""``gcptui job``, ``logs`` and ``gpu``: commands that act on machines over SSH."""
+"""``gcptui job``, ``logs`` and ``gpu``: commands that act on machines over their exec channels."""
 
 from __future__ import annotations
 
@@ -6,17 +6,17 @@ import argparse
 import asyncio
 import json
 import sys
+from collections.abc import Sequence
 from typing import Any
 
 from rich.console import Console
 from rich.text import Text
 
 from gcptui.remote.jobs.protocol import JobStatus, log_path
-from gcptui.remote.jobs.runner import HostResult, JobAlreadyRunningError, JobError, JobRunner
+from gcptui.remote.jobs.runner import HostResult, JobAlreadyRunningError, JobError, JobHost, JobRunner
 from gcptui.remote.models import Instance
 from gcptui.remote.safe_text import one_line
 from gcptui.remote.services import Services, down_error
-from gcptui.remote.ssh.target import SshTarget
 from gcptui.tui.cli.common import with_services
 from gcptui.tui.cli.tables import print_table
 
@@ -62,7 +62,7 @@ def run_job(args: argparse.Namespace) -> int:
         if args.action in ("start", "restart") and not args.no_sync and instances:
             from gcptui.tui.cli.sync import sync_before_job
 
-            held = await stop_before_sync(services.jobs, args.action, [services.target(i) for i in instances])
+            held = await stop_before_sync(services.jobs, args.action, [services.reach(i) for i in instances])
             results = list(held.values())
             instances = [i for i in instances if i.name not in held]
             if instances:
@@ -70,7 +70,7 @@ def run_job(args: argparse.Namespace) -> int:
         # A TPU node's workers run one job together (each told its rank): the workers' own runner.
         workers = [i for i in instances if i.parent is not None]
         results += await services.jobs.run_all(
-            args.action, [services.target(i) for i in instances if i.parent is None]
+            args.action, [services.reach(i) for i in instances if i.parent is None]
         )
         results += await run_on_workers(services, args.action, workers)
         objects = [r.value.to_json() for r in results if r.ok and r.value is not None]
@@ -126,7 +126,7 @@ async def run_group_action(
     if not instances:
         return failed, []
     runner = GroupJobRunner(services.pool, services.config, remote_home=services.jobs.remote_home)
-    targets = [services.target(i) for i in instances]
+    targets = [services.reach(i) for i in instances]
     if args.action in ("start", "restart") and not args.no_sync:
         from gcptui.tui.cli.sync import sync_before_job
 
@@ -150,7 +150,7 @@ async def run_group_action(
 
 
 async def stop_before_sync(
-    runner: JobRunner, action: str, targets: list[SshTarget]
+    runner: JobRunner, action: str, targets: Sequence[JobHost]
 ) -> dict[str, HostResult[JobStatus]]:
     """The targets that must not be synced, with their failure: the tree never changes under a
     running job's code. ``start`` finds a job running (refused, as start would refuse it);
@@ -188,7 +188,7 @@ async def run_on_workers(
             )
         runner = WorkerJobRunner(services.pool, services.config)
         runner.prepare(parent, mine)
-        results += await runner.run_all(action, [services.target(w) for w in mine])  # type: ignore[arg-type]
+        results += await runner.run_all(action, [services.reach(w) for w in mine])  # type: ignore[arg-type]
     return results
 
 
@@ -227,7 +227,7 @@ def run_logs(args: argparse.Namespace) -> int:
         instances = [i for i in found if down_error(i) is None]
         lines = args.n if args.n is not None else services.config.logs.history_lines
         code = await print_logs(
-            {i.name: services.follow(i) for i in instances},
+            {i.name: services.channel(i) for i in instances},
             paths,
             follow=args.f,
             lines=lines,
@@ -254,7 +254,7 @@ def run_gpu(args: argparse.Namespace) -> int:
     async def body(services: Services) -> int:
         instances = await services.machines(args.names, running=True)
         return await print_gpu(
-            {i.name: services.follow(i) for i in instances}, json_output=args.json, once=args.once
+            {i.name: services.channel(i) for i in instances}, json_output=args.json, once=args.once
         )
 
     return with_services(args, body)

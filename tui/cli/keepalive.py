@@ -1,7 +1,8 @@
 """``gcptui keepalive [NAME...]``: the headless preemption watcher, for a tmux on a bastion host.
 
 One log line per event (``HH:MM:SS.mmm NAME: kind - detail``) and a summary line per recovery,
-until Ctrl-C or SIGTERM. Without names it watches every Spot VM of the project.
+until Ctrl-C or SIGTERM. Without names it watches every Spot VM of the project. With ``[storage]
+bucket``, a ``keep-alive lease: ...`` line each time the lease changes hands (this laptop, the keeper).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from gcptui.remote.aio import cancel_and_wait
 from gcptui.remote.compute.backend import Capability
 from gcptui.remote.config import load_config
 from gcptui.remote.errors import ConfigError
+from gcptui.remote.keepalive.lease_gate import Standing, standing_listener
 from gcptui.remote.keepalive.recovery import KeepAlive, RecoveryEvent, Timeline
 from gcptui.remote.keepalive.service import build_service
 from gcptui.remote.services import Services
@@ -44,6 +46,19 @@ def summary(timeline: Timeline) -> str:
         f"{timeline.steps_lost if timeline.steps_lost is not None else '?'} steps lost",
     ]  # fmt: skip
     return f"{timeline.name}: {timeline.outcome_text}: " + ", ".join(parts)
+
+
+def said_once(write: Callable[[str], None]) -> Callable[[Standing], None]:
+    """A line each time the lease changes hands (``Standing.kind``), not each time a count in its
+    words moves: ``keep-alive lease: keeper holds the lease``."""
+    last: list[str] = []
+
+    def say(standing: Standing) -> None:
+        if last != [standing.kind]:
+            last[:] = [standing.kind]
+            write(f"keep-alive lease: {standing.text}")
+
+    return say
 
 
 async def keep_alive(
@@ -79,6 +94,8 @@ async def keep_alive(
         autostop_names=names or None, tuning=options,
     )  # fmt: skip
     keepalive, watchers = service.keepalive, service.watchers
+    if service.gate is not None:
+        keepalive.on_poll(standing_listener(service.gate, said_once(write)))
     autostop = services.config.autostop
     if service.autostopper is not None:
         write(

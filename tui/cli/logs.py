@@ -1,6 +1,6 @@
 """Headless faces for ``gcptui logs`` and ``gcptui gpu``: print what the services stream.
 
-``tui/cli/main.py`` parses the arguments, resolves names to connection getters and calls these.
+``tui/cli/main.py`` parses the arguments, resolves names to exec channels and calls these.
 """
 
 from __future__ import annotations
@@ -8,22 +8,22 @@ from __future__ import annotations
 import asyncio
 import json
 import sys
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from contextlib import aclosing
 from datetime import UTC, datetime
 from pathlib import PurePosixPath
 from typing import TextIO
 
 from gcptui.remote.aio import within
+from gcptui.remote.compute.exec_channel import ExecChannel
 from gcptui.remote.errors import GcptuiError
-from gcptui.remote.models import ConnectionGetter
 from gcptui.remote.safe_text import one_line
-from gcptui.remote.services import FollowingGetter
 from gcptui.remote.telemetry.gpu import GpuMonitor, GpuSnapshot
 from gcptui.remote.telemetry.log_stream import LogChunk, LogStream
 from gcptui.remote.telemetry.log_text import strip_ansi
 
 DEFAULT_LOG_PATH = "~/.gcptui/job/output.log"
+Source = ExecChannel  # how a machine is read: its exec channel (SSH that follows a VM, a pod's exec)
 _PREFIX_COLOURS = [36, 35, 32, 33, 94, 91, 96, 95]
 
 
@@ -33,7 +33,7 @@ def _is_tty(stream: TextIO) -> bool:
 
 
 async def run_logs(
-    targets: Mapping[str, ConnectionGetter],
+    targets: Mapping[str, Source],
     paths: Sequence[str] = (DEFAULT_LOG_PATH,),
     *,
     follow: bool = False,
@@ -74,7 +74,7 @@ async def run_logs(
         else:
             prefix = f"{label:<{width}} | "
         get = targets[name]
-        stream = LogStream(get, path, history_lines=lines, follow=follow, where=where_of(get), raw=exact)
+        stream = LogStream(get, path, history_lines=lines, follow=follow, raw=exact)
         try:
             await show(stream, name, label, prefix, path)
         except (GcptuiError, OSError) as error:  # this source is lost; the others still print
@@ -136,13 +136,6 @@ def write_bytes(out: TextIO, data: bytes) -> None:
         out.flush()
 
 
-def where_of(get: ConnectionGetter) -> Callable[[], str] | None:
-    """The "where is it now" of a getter that follows its VM by name, for reconnect messages."""
-    if isinstance(get, FollowingGetter):
-        return lambda: get.where
-    return None
-
-
 def iso_time(seconds: float) -> str | None:
     """A Unix time as ISO 8601 UTC, like every other time in ``--json`` (None when unknown)."""
     return datetime.fromtimestamp(seconds, UTC).isoformat() if seconds else None
@@ -184,7 +177,7 @@ def snapshot_lines(name: str, snapshot: GpuSnapshot) -> list[str]:
 
 
 async def run_gpu(
-    targets: Mapping[str, ConnectionGetter],
+    targets: Mapping[str, Source],
     *,
     json_output: bool = False,
     once: bool = False,
@@ -206,7 +199,7 @@ async def run_gpu(
         out.flush()
         return 1 if any(snap.state == "reconnecting" for _, snap in results) else 0
 
-    async def follow(name: str, get_conn: ConnectionGetter) -> None:
+    async def follow(name: str, get_conn: Source) -> None:
         async for snapshot in GpuMonitor(get_conn, nvidia_smi=nvidia_smi):
             text = (
                 json.dumps(snapshot_json(name, snapshot)) + "\n"
@@ -221,7 +214,7 @@ async def run_gpu(
 
 
 async def _first_snapshot(
-    name: str, get_conn: ConnectionGetter, nvidia_smi: str, timeout: float
+    name: str, get_conn: Source, nvidia_smi: str, timeout: float
 ) -> tuple[str, GpuSnapshot]:
     """The first real answer (samples or "no GPU"); a reconnecting snapshot if none comes in time."""
     last = GpuSnapshot(state="reconnecting", message=f"no answer within {timeout:g}s")

@@ -1,6 +1,6 @@
 """`gcptui pull NAME REMOTE_PATH [LOCAL_DIR] [--force]`: results back to the laptop.
 
-From the VM over the pooled SSH connection when it runs; from the checkpoint bucket
+From the machine over its exec channel when it runs (SFTP over SSH); from the checkpoint bucket
 (`[storage] bucket`) when it is stopped or gone. A rich progress bar on a terminal, one summary line.
 The copying itself is remote/transfer/results.py, shared with the TUI's pull key.
 """
@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from functools import partial
 from pathlib import Path
 
 from rich.console import Console
@@ -52,7 +53,7 @@ def run_pull(args: argparse.Namespace) -> int:
 
             try:
                 source, result = await pull_results(
-                    services.getter(instance), instance, remote, local_dir,
+                    partial(services.channel, instance), instance, remote, local_dir,
                     bucket_urls=bucket_urls(services.config, instance.name),
                     force=args.force, planned=planned, progress=progress,
                 )  # fmt: skip

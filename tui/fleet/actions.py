@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Protocol
 
+from gcptui.remote.compute.backend import Capability
 from gcptui.remote.models import Instance
 
 
@@ -23,8 +24,9 @@ class FleetActions(Protocol):
         """``act`` on every instance at once, its results folded into one notification."""
         ...
 
-    def is_vertex_job(self, instance: Instance) -> bool:
-        """A Vertex AI job's row: its logs come from Cloud Logging and ``K`` cancels it."""
+    def can(self, instance: Instance, capability: Capability) -> bool:
+        """What the row's kind of compute lets it do (``CLOUD_LOGS``: its logs come from Cloud
+        Logging; ``CANCEL``: ``K`` cancels its job)."""
         ...
 
     async def job_action(self, action: str, instance: Instance) -> str | None: ...

@@ -37,7 +37,7 @@ async def group_job_action(services: Services, monitors: Monitors, action: JobAc
         for instance in instances:
             await monitors.barrier(instance)
     runner = GroupJobRunner(services.pool, services.config, remote_home=services.jobs.remote_home)
-    results = await run_group(action, runner, group, instances, [services.target(i) for i in instances])
+    results = await run_group(action, runner, group, instances, [services.reach(i) for i in instances])
     for instance in instances:
         await monitors.refresh_job(instance.name)
     failed = [r for r in results if not r.ok]

@@ -9,9 +9,8 @@ from typing import TYPE_CHECKING, cast
 
 from textual.widget import Widget
 
-from gcptui.remote.cloud.fleet import FleetSnapshot
 from gcptui.remote.config import GroupConfig
-from gcptui.remote.models import Instance
+from gcptui.remote.models import FleetSnapshot, Instance
 from gcptui.tui.dialogs.choice import ChoiceScreen
 from gcptui.tui.fleet.actions import FleetActions
 from gcptui.tui.fleet.groups import GROUP_KEY_PREFIX, GroupRow, Row, arrange, group_of_key

@@ -10,8 +10,8 @@ from typing import TYPE_CHECKING
 
 from textual.screen import Screen
 
-from gcptui.remote.cloud.fleet import FleetSnapshot
-from gcptui.remote.models import Instance, State
+from gcptui.remote.compute.backend import Capability
+from gcptui.remote.models import FleetSnapshot, Instance, State
 from gcptui.tui.dialogs.choice import ChoiceScreen
 from gcptui.tui.dialogs.confirm import ConfirmScreen
 from gcptui.tui.fleet.actions import FleetActions
@@ -146,8 +146,8 @@ class MachineKeys(Screen[None]):
     def action_job_kill(self) -> None:
         job = self.selected_instance()
         if (
-            not self.marked and job is not None and self.actions.is_vertex_job(job)
-        ):  # cancelled through Vertex AI
+            not self.marked and job is not None and self.actions.can(job, Capability.CANCEL)
+        ):  # cancelled through its provider (a Vertex AI job)
             ask = "Cancel the Vertex AI job {name}? (Vertex stops its workers; `job restart` resumes it)"
             self._act("Cancel job", [job], lambda inst: self.actions.job_action("kill", inst), ask)
             return
@@ -246,9 +246,9 @@ class MachineKeys(Screen[None]):
         if (
             not self.marked
             and (row := self.selected_instance()) is not None
-            and self.actions.is_vertex_job(row)
+            and self.actions.can(row, Capability.CLOUD_LOGS)
         ):
-            self.actions.open_logs([row.name])  # a Vertex AI job's logs come from Cloud Logging, not SSH
+            self.actions.open_logs([row.name])  # its logs come from Cloud Logging, not from a machine
             return
         # A stopped VM is said at once, as s and K do (its pane used to say "connecting…" for ~20 s).
         if any(self.snapshot and self.snapshot.find(n) for n in self.marked):

@@ -14,6 +14,7 @@ import threading
 import time
 import weakref
 from collections.abc import Awaitable, Callable
+from functools import partial
 from pathlib import Path
 
 from textual.app import App
@@ -98,7 +99,7 @@ def pull_action(
         path = sftp_path(remote, services.config.sync.dest)
         meter = PullProgress(say, f"{instance.name}:{path}")
         source, result = await pull_results(
-            services.getter(instance), instance, path, local_dir,
+            partial(services.channel, instance), instance, path, local_dir,
             bucket_urls=bucket_urls(services.config, instance.name),
             planned=meter.planned, progress=meter.progress,
         )  # fmt: skip

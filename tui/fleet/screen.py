@@ -11,9 +11,8 @@ from textual.containers import Vertical
 from textual.message import Message
 from textual.widgets import DataTable, Header, Input, Static
 
-from gcptui.remote.cloud.fleet import FleetSnapshot
 from gcptui.remote.config import GroupConfig
-from gcptui.remote.models import Instance
+from gcptui.remote.models import FleetSnapshot, Instance
 from gcptui.tui.fleet.actions import FleetActions
 from gcptui.tui.fleet.first_launch import first_launch_text
 from gcptui.tui.fleet.group_rows import GroupRowsMixin

@@ -44,14 +44,17 @@ def timeline_table(timeline: Timeline) -> Table:
 class TimelineScreen(ModalScreen[None]):
     BINDINGS = [Binding("escape,q,t", "dismiss", "Close", id="timeline.close")]
 
-    def __init__(self, name: str, timeline: Timeline | None) -> None:
+    def __init__(self, name: str, timeline: Timeline | None, standing: str = "") -> None:
         super().__init__()
         self.vm_name = name
         self.timeline = timeline
+        self.standing = standing  # the keep-alive lease's standing: who recovers this VM
 
     def compose(self) -> ComposeResult:
         with VerticalScroll(id="detail"):
             yield Static(Text(f"{self.vm_name}: preemption timeline", style="bold"))
+            if self.standing:
+                yield Static(Text(f"keep-alive: {self.standing}", style="cyan"), id="lease-standing")
             if self.timeline is None:
                 yield Static(Text("No preemption seen since gcptui started.", style="dim"))
             else:

@@ -1,5 +1,6 @@
 """The TUI's keep-alive: ``KeepAlive`` with its notice watchers and, with ``[autostop]``, the
-auto-stopper, run until cancelled (the app runs it as a worker)."""
+auto-stopper, run until cancelled (the app runs it as a worker). With ``[storage] bucket``, the lease's
+standing (who recovers: this laptop or the keeper) is told after each poll that changes it."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from collections.abc import Callable
 
 from gcptui.remote.config import Config
 from gcptui.remote.keepalive.autostop import AutoStopper
+from gcptui.remote.keepalive.lease_gate import Standing, standing_listener
 from gcptui.remote.keepalive.recovery import KeepAlive, RecoveryEvent
 from gcptui.remote.services import Services
 
@@ -17,14 +19,18 @@ async def run_keepalive(
     config: Config,
     on_event: Callable[[RecoveryEvent], None],
     started: Callable[[KeepAlive, AutoStopper | None], None],
+    on_standing: Callable[[Standing], None] | None = None,
 ) -> None:
     """Watch for preemptions and recover: every Spot VM from the start when ``[keepalive] enabled``,
-    else none until switched on per VM. ``started`` hears the objects once they exist."""
+    else none until switched on per VM. ``started`` hears the objects once they exist; ``on_standing``
+    the lease's standing whenever its words change (never without a lease)."""
     from gcptui.remote.keepalive.service import build_service
 
     await asyncio.to_thread(services.fleet.reader)  # google-auth's import, off the UI thread
     names: set[str] | None = None if config.keepalive.enabled else set()
     service = build_service(services, names=names, on_event=on_event)
+    if service.gate is not None and on_standing is not None:
+        service.keepalive.on_poll(standing_listener(service.gate, on_standing))
     started(service.keepalive, service.autostopper)
     try:
         await service.run()

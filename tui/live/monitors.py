@@ -16,13 +16,13 @@ from typing import Any
 
 from gcptui.remote.aio import report_failure, within
 from gcptui.remote.backoff import Backoff
-from gcptui.remote.cloud.fleet import FleetSnapshot
+from gcptui.remote.compute.exec_channel import ExecChannel, Reach
+from gcptui.remote.compute.ssh_exec import pool_reach
 from gcptui.remote.errors import GcptuiError
 from gcptui.remote.jobs.protocol import JobStatus, metrics_path
 from gcptui.remote.jobs.watch import watch_job
-from gcptui.remote.models import ConnectionGetter, Instance
+from gcptui.remote.models import FleetSnapshot, Instance
 from gcptui.remote.services import Services
-from gcptui.remote.ssh.target import SshTarget
 from gcptui.remote.sync import BatchApplied, SyncEvent, SyncSession, SyncStateChanged, SyncWarning
 from gcptui.remote.sync.fanout import FanOut
 from gcptui.remote.telemetry.gpu import GpuHistory, GpuMonitor
@@ -95,7 +95,8 @@ class Monitors:
         self.restart_delay = restart_delay
         self.restarts: dict[str, int] = {}  # watcher label -> restarts after unexpected errors
         self._tasks: dict[str, list[asyncio.Task[None]]] = {}
-        self._targets: dict[str, SshTarget] = {}
+        # What each watched machine is reached by: (what changes when it moves, its reach).
+        self._targets: dict[str, tuple[object, Reach]] = {}
         self.sync_wanted: set[str] = set()
         self.sync_by_default = sync_by_default
         self._sync_refused: set[str] = set()  # turned off by the user: stays off
@@ -122,13 +123,14 @@ class Monitors:
                 self._stop(name)
         self._watch_logged_progress(snapshot)
         for instance in wanted:
-            target = self.services.target_or_none(instance)
-            if target is None:
+            found = self._reach(instance)
+            if found is None:
                 continue
-            if self._targets.get(instance.name) != target:
+            known = self._targets.get(instance.name)
+            if known is None or known[0] != found[0]:
                 # A new address (a restarted VM): the pool reconnects by itself, keep its slot.
                 self._stop(instance.name, disconnect=False)
-                self._start(instance, target)
+                self._start(instance, found)
             if self.sync_by_default and instance.name not in self._sync_refused:
                 self.sync_wanted.add(instance.name)
             if instance.name in self.sync_wanted and instance.name not in self._sync:
@@ -139,10 +141,11 @@ class Monitors:
         records on the chief's stdout), polled while they run."""
         if not self.services.config.vertex.regions and not self._jobs_without_shell:
             return  # no [vertex] regions: nothing to poll (and no backend built for it)
-        from gcptui.remote.vertex_workflows import is_vertex_job
+        from gcptui.remote.compute.backend import Capability
 
+        logged = Capability.CLOUD_LOGS  # its progress records are lines in Cloud Logging
         running = {
-            i.name: i for i in snapshot.instances if i.state.up and is_vertex_job(self.services.compute, i)
+            i.name: i for i in snapshot.instances if i.state.up and self.services.compute.can(i, logged)
         }
         for name in list(self._jobs_without_shell):
             if name not in running:
@@ -166,16 +169,29 @@ class Monitors:
                 self.changed(row.name)
             await asyncio.sleep(LOGGED_PROGRESS_SECONDS)
 
-    def _start(self, instance: Instance, target: SshTarget) -> None:
+    def _reach(self, instance: Instance) -> tuple[object, Reach] | None:
+        """How the watchers reach ``instance``, and what changes when it moves: its SSH target (a
+        new address, user or host key: the same pooled connection as every other use), else its
+        channel's ``where`` (a pod). None when nothing reaches it (no address, no shell)."""
+        target = self.services.target_or_none(instance)
+        if target is not None:
+            return target, pool_reach(self.services.pool, target)
+        try:
+            reach = self.services.reach(instance)
+        except GcptuiError:
+            return None
+        return reach.channel.where, reach
+
+    def _start(self, instance: Instance, found: tuple[object, Reach]) -> None:
         name = instance.name
-        self._targets[name] = target
+        self._targets[name] = found
         self.state(name).watched = True
-        get = self.services.pool.getter(target)
+        channel = found[1].channel
         metrics = metrics_path(self.services.config.job, self.services.config.sync.dest)
         self._tasks[name] = [
-            self._spawn_watcher(f"job {name}", lambda: self._watch_job(name, get)),
-            self._spawn_watcher(f"progress {name}", lambda: self._watch_progress(name, get, metrics)),
-            self._spawn_watcher(f"gpu {name}", lambda: self._watch_gpu(name, get)),
+            self._spawn_watcher(f"job {name}", lambda: self._watch_job(name, channel)),
+            self._spawn_watcher(f"progress {name}", lambda: self._watch_progress(name, channel, metrics)),
+            self._spawn_watcher(f"gpu {name}", lambda: self._watch_gpu(name, channel)),
         ]
 
     def _stop(self, name: str, *, disconnect: bool = True) -> None:
@@ -233,10 +249,10 @@ class Monitors:
 
     # -- the watchers ------------------------------------------------------------------------------
 
-    async def _watch_job(self, name: str, get: ConnectionGetter) -> None:
+    async def _watch_job(self, name: str, channel: ExecChannel) -> None:
         """Follow the VM's job state as it changes (one long-lived exec, not a poll per VM)."""
         live = self.state(name)
-        async for event in watch_job(get, name):
+        async for event in watch_job(channel, name):
             if event.kind == "lost":
                 live.job_error = event.reason or "connection lost"
             elif event.status is not None:
@@ -247,21 +263,21 @@ class Monitors:
 
     async def refresh_job(self, name: str) -> None:
         """Read the job's state now (after the user started or killed it)."""
-        target = self._targets.get(name)
-        if target is not None:
+        known = self._targets.get(name)
+        if known is not None:
             with contextlib.suppress(GcptuiError):
-                self.state(name).job = await self.services.jobs.status(target)
+                self.state(name).job = await self.services.jobs.status(known[1])
                 self.changed(name)
 
-    async def _watch_progress(self, name: str, get: ConnectionGetter, path: str) -> None:
-        async for item in follow_progress(get, path):
+    async def _watch_progress(self, name: str, channel: ExecChannel, path: str) -> None:
+        async for item in follow_progress(channel, path):
             if isinstance(item, Progress):
                 self.state(name).progress = item
                 self.changed(name)
 
-    async def _watch_gpu(self, name: str, get: ConnectionGetter) -> None:
+    async def _watch_gpu(self, name: str, channel: ExecChannel) -> None:
         live = self.state(name)
-        async for snapshot in GpuMonitor(get):
+        async for snapshot in GpuMonitor(channel):
             live.gpu.add(snapshot)
             if live.idle is not None:
                 was_idle = live.gpu_idle

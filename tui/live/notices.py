@@ -11,6 +11,7 @@ from typing import Literal
 
 from gcptui.remote.jobs.protocol import JobStatus
 from gcptui.remote.keepalive.events import RecoveryEvent
+from gcptui.remote.keepalive.lease_gate import Standing
 
 Severity = Literal["information", "warning", "error"]
 
@@ -65,6 +66,28 @@ def recovery_notice(event: RecoveryEvent) -> Notice | None:
     if event.kind in ("autostopped", "autostop_cancelled"):
         return Notice(f"{event.name}: {event.detail}", "Auto-stop")
     return None
+
+
+# What each standing of the lease means for the user, said once when it changes.
+STANDING_WHY = {
+    "mine": "this laptop recovers preemptions",
+    "keeper": "the keeper recovers preemptions; this laptop watches",
+    "taking_over": "this laptop recovers once the keeper's lease lapses",
+    "other": "another keep-alive recovers preemptions; this one watches",
+    "nobody": "",
+}
+
+
+def lease_notice(standing: Standing, before: Standing | None) -> Notice | None:
+    """The lease's standing changed hands (``kind``): a notification; the keeper's silence counting
+    up is only the timeline's header. The first standing is said only when a keeper is involved."""
+    if before is not None and before.kind == standing.kind:
+        return None
+    if before is None and standing.kind in ("mine", "nobody") and "keeper" not in standing.text:
+        return None  # no keeper deployed: the laptop recovers, as it always did
+    why = STANDING_WHY[standing.kind]
+    severity: Severity = "warning" if standing.kind == "taking_over" else "information"
+    return Notice(f"{standing.text}{': ' + why if why else ''}", "Keep-alive", severity)
 
 
 def job_ended_notice(name: str, status: JobStatus) -> Notice | None:

@@ -11,8 +11,8 @@ from typing import Any
 
 from textual.app import App
 
-from gcptui.remote.cloud.fleet import FleetSnapshot
 from gcptui.remote.config import GroupConfig, LogsConfig
+from gcptui.remote.models import FleetSnapshot
 from gcptui.remote.services import Services
 from gcptui.tui.logs.screen import LogsScreen, PaneSource
 from gcptui.tui.logs.sources import pane_sources

@@ -14,10 +14,11 @@ from __future__ import annotations
 import functools
 from collections.abc import AsyncIterator, Callable
 
-from gcptui.remote.cloud.fleet import FleetSnapshot
+from gcptui.remote.compute.exec_channel import ExecChannel
 from gcptui.remote.config import LogsConfig
 from gcptui.remote.jobs.protocol import log_path
-from gcptui.remote.services import FollowingGetter, Services
+from gcptui.remote.models import FleetSnapshot
+from gcptui.remote.services import Services
 from gcptui.remote.sweep.state import Trial
 from gcptui.remote.sweep.vmside import BANNER
 from gcptui.remote.telemetry.log_stream import LogChunk, LogEvent, LogStream
@@ -68,9 +69,9 @@ async def trial_events(events: AsyncIterator[LogEvent], commands: tuple[str, ...
 
 
 def _open(
-    get: FollowingGetter, path: str, commands: tuple[str, ...], history: int
+    channel: ExecChannel, path: str, commands: tuple[str, ...], history: int
 ) -> AsyncIterator[LogEvent]:
-    stream = LogStream(get, path, history_lines=history, where=lambda: get.where)
+    stream = LogStream(channel, path, history_lines=history)
     return trial_events(stream.events(), commands)
 
 
@@ -78,12 +79,12 @@ TrialLog = tuple[str, Callable[[], AsyncIterator[LogEvent]]]
 
 
 def trial_log(services: Services, snapshot: FleetSnapshot, trial: Trial, logs: LogsConfig) -> TrialLog | None:
-    """(pane title, stream opener) of ``trial``'s own log; None when its VM is not known or not
-    reachable over SSH."""
+    """(pane title, stream opener) of ``trial``'s own log; None when its VM is not known or nothing
+    reaches it (its exec channel follows it across restarts)."""
     instance = snapshot.find(trial.vm or "")
-    if instance is None or services.target_or_none(instance) is None:
+    channel = services.channel_or_none(instance) if instance is not None else None
+    if channel is None:
         return None
-    get = services.follow(instance)
     history = max(logs.history_lines, HISTORY_LINES)
-    opener = functools.partial(_open, get, log_path(trial.slot), (trial.command, trial.resume), history)
+    opener = functools.partial(_open, channel, log_path(trial.slot), (trial.command, trial.resume), history)
     return f"{trial.id} on {trial.vm}", opener

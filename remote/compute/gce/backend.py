@@ -1,26 +1,33 @@
 """The Compute Engine backend: GCE instances of the configured project as fleet rows.
 
-Reads go through the fleet's ``ComputeReader`` (JSON, no client library import); changes through
-``GceClient`` (the client library, built on first use). GCE's status words map to ``State`` in
-``gcptui.remote.cloud.states``; why a VM stopped comes from zone operations (a
-``compute.instances.preempted``, host maintenance, a user's stop or delete).
+Reads go through the fleet's ``ComputeReader`` (JSON, no client library import): listings, the zone
+operations that say why a VM stopped (a ``compute.instances.preempted``, host maintenance, a user's
+stop or delete), what a DELETE-action VM's disks were made from. Changes go through ``GceClient``
+(the client library, built on first use: ``prepare_to_act``). GCE's status words map to ``State`` in
+``gcptui.remote.cloud.states``. Keep-alive watches GCE through this class alone.
 """
 
 from __future__ import annotations
 
+import logging
 import threading
+from collections.abc import Callable, Collection, Sequence
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from gcptui.remote.cloud.fleet import FleetSource, unreachable_notes
 from gcptui.remote.cloud.instances import instance_from_resource, since_last_start
 from gcptui.remote.cloud.recreate import recreate_body
 from gcptui.remote.compute.backend import (
+    RECORDED_CAUSES,
     SHARED_FLEET,
     Backend,
     BackendContext,
     Capability,
     Recovery,
     Rows,
+    Stockout,
+    Stop,
     Unsupported,
 )
 from gcptui.remote.compute.ready import wait_ready
@@ -29,10 +36,32 @@ from gcptui.remote.models import Instance, Source, State, StopCause
 from gcptui.remote.ssh.target import SshTarget, target_for_instance
 
 if TYPE_CHECKING:
-    from gcptui.remote.cloud.instances import DiskOrigin
+    from gcptui.remote.cloud.compute_rest import ComputeReader
+    from gcptui.remote.cloud.instances import DiskOrigin, Preemption
     from gcptui.remote.compute.exec_channel import ExecChannel
 
+log = logging.getLogger(__name__)
+
 DELETE_ACTION = "DELETE"  # instanceTerminationAction of a VM GCE deletes when it preempts it
+
+
+@dataclass(frozen=True, slots=True)
+class _Record:
+    """What recreating a DELETE-action VM needs, read while it ran: gone with it after a preemption."""
+
+    instance_id: str
+    raw: dict[str, Any]  # its instance JSON, as last listed
+    origins: dict[str, DiskOrigin] | None  # what its disks were made from (None: not read yet)
+
+
+def _operations(reader: ComputeReader, cause: StopCause) -> Callable[[], list[Preemption]]:
+    """The zone operations that record ``cause`` (one aggregated listing each; users' stops three)."""
+    return {
+        StopCause.PREEMPTED: reader.preemption_operations,
+        StopCause.HOST_MAINTENANCE: reader.maintenance_operations,
+        StopCause.USER: reader.user_stop_operations,
+    }[cause]
+
 
 _ALWAYS = frozenset(
     {Capability.SHELL, Capability.START, Capability.STOP, Capability.DELETE, Capability.RECOVER,
@@ -48,9 +77,9 @@ class GceBackend(Backend):
         self.fleet = fleet
         self.boot_timeout = 600.0
         self.poll_seconds = 1.0
-        # What recreating a DELETE-action VM needs, recorded while it runs (``remember``): its
-        # instance body and what its auto-delete disks were made from, gone with it after a preemption.
-        self._records: dict[str, tuple[Any, dict[str, DiskOrigin]]] = {}
+        # What recreating a DELETE-action VM needs, recorded while it runs (``remember``), by name.
+        self._records: dict[str, _Record] = {}
+        self._listed: dict[str, dict[str, Any]] = {}  # the last ``watch_rows``' JSON, by name
         self._lock = threading.Lock()
 
     @classmethod
@@ -86,43 +115,89 @@ class GceBackend(Backend):
     def delete(self, row: Instance) -> None:
         self.fleet.gce().delete(row.name, row.zone)
 
+    def watch_rows(self) -> Rows:
+        """One aggregated listing as JSON (no prices, no preemption lookup: a preempted VM reads
+        ``stopped``); its JSON is kept for ``remember``."""
+        from gcptui.remote.cloud.instances_json import instance_from_json
+
+        reader = self.fleet.reader()
+        raws = reader.list_json()
+        with self._lock:
+            self._listed = {str(raw.get("name", "")): raw for raw in raws}
+        return Rows(tuple(instance_from_json(raw) for raw in raws), unreachable_notes(reader.unreachable))
+
     def why_stopped(self, row: Instance) -> StopCause:
         if row.state is State.PREEMPTED:
             return StopCause.PREEMPTED
-        reader = self.fleet.reader()
-        for operations, cause in (
-            (reader.preemption_operations, StopCause.PREEMPTED),
-            (reader.maintenance_operations, StopCause.HOST_MAINTENANCE),
-            (reader.user_stop_operations, StopCause.USER),
-        ):
-            if row.name in since_last_start(operations(), [row]):
-                return cause
-        return StopCause.UNKNOWN
+        found = self.why_stopped_many([row])
+        return found[row.name].cause if row.name in found else StopCause.UNKNOWN
 
-    def remember(self, row: Instance) -> None:
-        """Record, while ``row`` runs, what recreating it needs (its body, its disks' origins)."""
-        gce = self.fleet.gce()
-        raw = gce.get_raw(row.name, row.zone)
-        if raw is None:
-            return
+    def why_stopped_many(
+        self, rows: Sequence[Instance], *, causes: Collection[StopCause] = RECORDED_CAUSES
+    ) -> dict[str, Stop]:
+        """From the zone operations newer than each row's last start: a preemption first, then host
+        maintenance, then a user's stop, suspend or delete; one listing per cause asked for, and only
+        while some row is still unexplained."""
+        reader = self.fleet.reader()
+        found: dict[str, Stop] = {}
+        for cause in (StopCause.PREEMPTED, StopCause.HOST_MAINTENANCE, StopCause.USER):
+            left = [r for r in rows if r.name not in found]
+            if cause not in causes or not left:
+                continue
+            for name, at in since_last_start(_operations(reader, cause)(), left).items():
+                found[name] = Stop(cause, at)
+        return found
+
+    def remember(self, row: Instance) -> bool:
+        """Its JSON (from the last ``watch_rows``, else read now) and, once per instance id, what its
+        disks were made from (``disks.get``; a refusal is logged and read again at the next call)."""
         with self._lock:
-            self._records[row.name] = (raw, gce.disk_origins(raw))
+            raw = self._listed.get(row.name)
+            known = self._records.get(row.name)
+        if raw is None or str(raw.get("id", "")) != (row.instance_id or ""):
+            raw = self.fleet.gce().get_json(row.name, row.zone)
+            if raw is None:
+                return known is not None
+        instance_id = str(raw.get("id", ""))
+        origins = known.origins if known is not None and known.instance_id == instance_id else None
+        if origins is None:
+            try:
+                origins = self.fleet.reader().disk_origins(raw)
+            except GcptuiError as err:
+                log.warning("cannot read the disks of %s (needed to recreate it): %s", row.name, err)
+        with self._lock:
+            self._records[row.name] = _Record(instance_id, raw, origins)
+        return True
+
+    def prepare_to_act(self) -> None:
+        self.fleet.gce()
+
+    def begin_recovery(self, row: Instance, *, zone: str | None = None) -> Recovery:
+        """Start it, or (a ``deleting`` row: gone) insert it anew from its record: the same settings on
+        FRESH disks made from what the old ones were made from, in ``zone`` when given."""
+        from gcptui.remote.cloud.errors import StockoutError
+
+        gce = self.fleet.gce()
+        try:
+            if row.state is not State.DELETING:
+                gce.start(row.name, row.zone)
+                return Recovery.RESTARTED
+            with self._lock:
+                record = self._records.get(row.name)
+            if record is None:
+                raise GcptuiError(f"{row.name} was deleted before gcptui saw it run: recreate it by hand")
+            where = zone or row.zone
+            gce.insert(where, recreate_body(gce.instance_message(record.raw), record.origins, where))
+            return Recovery.RECREATED
+        except StockoutError as err:
+            raise Stockout(str(err)) from err
 
     def recover(self, row: Instance, *, zone: str | None = None) -> Recovery:
-        gce = self.fleet.gce()
-        if gce.get_raw(row.name, row.zone) is not None:
-            gce.start(row.name, row.zone)
-            self.wait_running(row.name, row.zone)
-            return Recovery.RESTARTED
-        with self._lock:
-            record = self._records.get(row.name)
-        if record is None:
-            raise GcptuiError(f"{row.name} was deleted before gcptui recorded it: recreate it by hand")
-        raw, origins = record
-        where = zone or row.zone
-        gce.insert(where, recreate_body(raw, origins, where))
-        self.wait_running(row.name, where)
-        return Recovery.RECREATED
+        if row.state is not State.DELETING and self.fleet.gce().get_raw(row.name, row.zone) is None:
+            row = replace(row, state=State.DELETING)  # gone since it was listed: made anew
+        how = self.begin_recovery(row, zone=zone)
+        self.wait_running(row.name, (zone or row.zone) if how is Recovery.RECREATED else row.zone)
+        return how
 
     def create_like(self, base: Instance, name: str, *, zone: str | None = None) -> Instance:
         from gcptui.remote.cloud.create import CreateOptions, boot_disk, boot_source, create_body

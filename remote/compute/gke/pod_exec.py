@@ -103,6 +103,9 @@ class PodProcess:
             self._stderr.feed_eof()
             self.ended.set()
 
+    async def wait_closed(self) -> None:
+        await self.ended.wait()
+
     def close(self) -> None:
         for task in self._tasks:
             task.cancel()

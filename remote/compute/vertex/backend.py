@@ -58,7 +58,9 @@ class VertexBackend(Backend):
         return Rows(tuple(rows), tuple(errors))
 
     def capabilities(self, row: Instance) -> frozenset[Capability]:
-        return frozenset({Capability.DELETE, *([Capability.PREEMPTIBLE] if row.spot else [])})
+        # Its lines are in Cloud Logging and `job kill` is Vertex AI's cancel: the faces ask these.
+        always = {Capability.DELETE, Capability.CLOUD_LOGS, Capability.CANCEL}
+        return frozenset({*always, *([Capability.PREEMPTIBLE] if row.spot else [])})
 
     def get(self, row: Instance) -> Instance | None:
         try:

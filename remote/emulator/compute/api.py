@@ -26,7 +26,7 @@ from gcptui.remote.emulator.compute.resources import (
     zone_url,
 )
 from gcptui.remote.emulator.compute.state import NAME_PATTERN, valid_name
-from gcptui.remote.emulator.core.errors import ApiError, json_response
+from gcptui.remote.emulator.core.errors import ApiError, json_response, not_found
 from gcptui.remote.emulator.core.server import Handler
 
 V1 = "/compute/v1/projects/{project}"
@@ -97,7 +97,7 @@ class ComputeApi:
                 return _json(fault.body(self.fleet.project), fault.status)
             project = request.match_info["project"]
             if project != self.fleet.project:
-                raise ApiError(404, f"The resource 'projects/{project}' was not found", "notFound")
+                raise not_found(f"projects/{project}")
             for key, field in _PATH_NAMES.items():
                 value = request.match_info.get(key)
                 if value is not None and not valid_name(value):
@@ -109,9 +109,7 @@ class ComputeApi:
                     )
             zone = request.match_info.get("zone")
             if zone is not None and zone not in self.fleet.zones:
-                raise ApiError(
-                    404, f"The resource 'projects/{project}/zones/{zone}' was not found", "notFound"
-                )
+                raise not_found(f"projects/{project}/zones/{zone}")
             try:
                 return await handler(request)
             except FilterError as err:
@@ -244,7 +242,7 @@ class ComputeApi:
         chosen = [e for e in entries if e[0] == namespace and (not key or e[1] == key)] if path else entries
         if not chosen:
             where = f"{zone_url(self.fleet.project, vm.zone)}/instances/{vm.name}/guestAttributes/{path}"
-            raise ApiError(404, f"The resource '{where}' was not found", "notFound")
+            raise not_found(where)
         return _json(guest_attributes_json(vm, self.fleet.project, path, chosen))
 
     def lifecycle(self, verb: str) -> Handler:

@@ -17,7 +17,7 @@ from typing import Any, Protocol
 from gcptui.remote.aio import within
 from gcptui.remote.emulator.compute.faults import Faults, stockout_errors
 from gcptui.remote.emulator.compute.state import AttachedDisk, Disk, Operation, Vm, timestamp
-from gcptui.remote.emulator.core.errors import ApiError
+from gcptui.remote.emulator.core.errors import ApiError, not_found
 
 PREEMPTED = "compute.instances.preempted"
 HOST_MAINTENANCE = "compute.instances.terminateOnHostMaintenance"
@@ -87,11 +87,7 @@ class Fleet:
     def find(self, zone: str, name: str) -> Vm:
         vm = self.vms.get((zone, name))
         if vm is None:
-            raise ApiError(
-                404,
-                f"The resource 'projects/{self.project}/zones/{zone}/instances/{name}' was not found",
-                "notFound",
-            )
+            raise not_found(f"projects/{self.project}/zones/{zone}/instances/{name}")
         return vm
 
     def by_name(self, name: str) -> Vm:
@@ -112,21 +108,13 @@ class Fleet:
     def disk(self, zone: str, name: str) -> Disk:
         found = self.disks.get((zone, name))
         if found is None:
-            raise ApiError(
-                404,
-                f"The resource 'projects/{self.project}/zones/{zone}/disks/{name}' was not found",
-                "notFound",
-            )
+            raise not_found(f"projects/{self.project}/zones/{zone}/disks/{name}")
         return found
 
     def operation(self, zone: str, name: str) -> Operation:
         op = self._operations_by_name.get((zone, name))
         if op is None or self.expired(op):
-            raise ApiError(
-                404,
-                f"The resource 'projects/{self.project}/zones/{zone}/operations/{name}' was not found",
-                "notFound",
-            )
+            raise not_found(f"projects/{self.project}/zones/{zone}/operations/{name}")
         return op
 
     def _record(self, op: Operation) -> Operation:

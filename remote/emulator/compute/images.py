@@ -19,7 +19,7 @@ from gcptui.remote.aio import within
 from gcptui.remote.emulator.compute.fleet import Fleet
 from gcptui.remote.emulator.compute.inserts import API_ROOT, check_name, own_urls_as_gce, zonal
 from gcptui.remote.emulator.compute.state import Operation, new_id, timestamp
-from gcptui.remote.emulator.core.errors import ApiError
+from gcptui.remote.emulator.core.errors import ApiError, not_found
 
 
 @dataclass(eq=False)
@@ -115,7 +115,7 @@ class ImagesApi:
         project = self.fleet.project
         if image is None:
             where = f"projects/{project}/global/images/{request.match_info['image']}"
-            raise ApiError(404, f"The resource '{where}' was not found", "notFound")
+            raise not_found(where)
         return self._json({
             "kind": "compute#image", "id": str(image.id), "creationTimestamp": image.created, "name": image.name,
             "sourceType": "RAW", "status": image.status, "sourceDisk": image.source_disk,
@@ -126,7 +126,7 @@ class ImagesApi:
         op = self.operations.get(request.match_info["op"])
         if op is None:
             where = f"projects/{self.fleet.project}/global/operations/{request.match_info['op']}"
-            raise ApiError(404, f"The resource '{where}' was not found", "notFound")
+            raise not_found(where)
         return op
 
     async def get_operation(self, request: web.Request) -> web.Response:

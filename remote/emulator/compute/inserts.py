@@ -14,7 +14,7 @@ from collections.abc import Callable
 from typing import Any
 
 from gcptui.remote.emulator.compute.state import NAME_PATTERN, Accelerator, AttachedDisk, Disk, Vm, valid_name
-from gcptui.remote.emulator.core.errors import ApiError
+from gcptui.remote.emulator.core.errors import ApiError, not_found
 
 API_ROOT = "https://www.googleapis.com/compute/v1"
 NAME_RULE = f"Must be a match of regex '{NAME_PATTERN}'"
@@ -171,10 +171,7 @@ def vm_from_insert(
                 f"Accelerator type must be in zone {zone}.",
             )
         if where[1] not in ACCELERATOR_TYPES:
-            raise ApiError(
-                404, f"The resource 'projects/{project}/zones/{zone}/acceleratorTypes/{where[1]}' was not found",
-                "notFound",
-            )  # fmt: skip
+            raise not_found(f"projects/{project}/zones/{zone}/acceleratorTypes/{where[1]}")
         count = int(acc.get("acceleratorCount", 0))
         if count < 0:
             raise invalid(f"resource.guestAccelerators[{i}].acceleratorCount", count, "Must be at least 0.")
@@ -241,7 +238,7 @@ def _image_size(image: str, project: str, project_image: Callable[[str], tuple[s
     where = f"projects/{project}/global/images/{found.group('name')}"
     state = project_image(found.group("name"))
     if state is None:
-        raise ApiError(404, f"The resource '{where}' was not found", "notFound")
+        raise not_found(where)
     if state[0] != "READY":
         raise ApiError(400, f"The resource '{where}' is not ready", "resourceNotReady")
     return state[1]
@@ -265,11 +262,7 @@ def _disks(
                 raise invalid(f"{field}.source", spec["source"], "The URL is malformed.")
             disk = existing_disk(where[1]) if where[0] == zone else None
             if disk is None:
-                raise ApiError(
-                    404,
-                    f"The resource 'projects/{project}/zones/{where[0]}/disks/{where[1]}' was not found",
-                    "notFound",
-                )
+                raise not_found(f"projects/{project}/zones/{where[0]}/disks/{where[1]}")
             if disk.users:
                 raise ApiError(
                     400,

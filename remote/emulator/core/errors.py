@@ -27,6 +27,11 @@ class ApiError(Exception):
         self.status, self.message, self.reason = status, message, reason
 
 
+def not_found(resource: str) -> ApiError:
+    """Compute's 404 for a resource path (``projects/P/zones/Z/instances/N``), worded as Google words it."""
+    return ApiError(404, f"The resource '{resource}' was not found", "notFound")
+
+
 def error_body(
     status: int, message: str, reason: str, details: list[dict[str, Any]] | None = None
 ) -> dict[str, Any]:

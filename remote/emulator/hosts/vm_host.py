@@ -103,6 +103,9 @@ class SshVmHost:
         # Set by the emulator: whether OS Login decides who logs in to a VM, and who may.
         self.oslogin_on: Callable[[Machine], bool] = lambda vm: False
         self.oslogin_allows: Callable[[str, bytes], bool] = lambda user, blob: False
+        # Set by the emulator: the VM's ``ssh-keys`` metadata lines (its own and the project's), as
+        # GCE's guest agent authorizes them (``USER:KEY COMMENT``).
+        self.metadata_keys: Callable[[Machine], list[str]] = lambda vm: []
         self._machines: dict[str, _Machine] = {}
         self._vms: dict[str, Machine] = {}
 
@@ -117,7 +120,9 @@ class SshVmHost:
         def allows(username: str, key: asyncssh.SSHKey) -> bool:
             if self.oslogin_on(vm):  # metadata keys no longer count, as on a GCE image
                 return self.oslogin_allows(username, key.public_data)
-            return key.public_data == self._client_key.public_data
+            if key.public_data == self._client_key.public_data:
+                return True
+            return any(_authorizes(line, username, key) for line in self.metadata_keys(vm))
 
         return allows
 
@@ -255,3 +260,14 @@ class SshVmHost:
             }
 
         return environment
+
+
+def _authorizes(line: str, username: str, key: asyncssh.SSHKey) -> bool:
+    """One ``ssh-keys`` line (``USER:TYPE BASE64 [COMMENT]``) authorizes ``key`` for ``username``."""
+    user, _, public = line.strip().partition(":")
+    if user != username or not public:
+        return False
+    try:
+        return asyncssh.import_public_key(public).public_data == key.public_data
+    except (asyncssh.KeyImportError, ValueError):
+        return False

@@ -1,0 +1,279 @@
+"""``gcptui keeper deploy``: the keep-alive on a small VM in the project, set up in one command.
+
+Steps, each said as a line: the VM (made on demand, ``e2-small`` by default, its $/h said first; or an
+existing one), this gcptui installed there in a venv from wheels built here (made from the
+installed distributions (``wheels.py``), copied over SSH: the VM needs no package index), the config with its paths
+rewritten (``vm_config.py``), the lease key, the laptop's known-hosts file (public host keys), the
+project tree (what a relaunch syncs), the keeper's own SSH key made there and authorized in the
+project's ``ssh-keys`` metadata (where the project uses OS Login: imported into the keeper VM's
+service account's login profile instead, ``oslogin.py``), and the headless keep-alive as a service: a systemd unit
+(``Restart=always``, enabled at boot) on a real VM, the job supervisor (``gcptui-job.sh``, job slot
+``KEEPER_SLOT``) on an emulated one. On the emulator, whose VMs run on this machine, the venv is made
+with ``--system-site-packages`` and gets only gcptui's own wheels (the dependencies are already there).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shlex
+import subprocess
+import sys
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import asyncssh
+
+from gcptui.remote.aio import within
+from gcptui.remote.config import Config
+from gcptui.remote.errors import ConfigError, GcptuiError
+from gcptui.remote.keepalive.lease import lease_key
+from gcptui.remote.keepalive.service import default_lease_key_path
+from gcptui.remote.keeper.vm_config import keeper_config, travels_token
+from gcptui.remote.keeper.vm_service import KEEPER_DIR, KeeperService, service_mode_script
+from gcptui.remote.keeper.wheels import build_wheels
+from gcptui.remote.models import Instance
+from gcptui.remote.safe_text import vm_field
+from gcptui.remote.services import Services
+
+DEFAULT_NAME = "gcptui-keeper"
+DEFAULT_MACHINE_TYPE = "e2-small"
+KEEPER_LABEL = "gcptui-keeper"  # on a VM that deploy made: `keeper remove` deletes only those
+IMAGE = "projects/debian-cloud/global/images/family/debian-12"
+HOURS_PER_MONTH = 730
+
+
+@dataclass(frozen=True, slots=True)
+class DeployPlan:
+    name: str
+    zone: str
+    machine_type: str
+    existing: bool
+
+
+def keeper_vm_body(plan: DeployPlan, project: str) -> dict[str, object]:
+    """A small on-demand VM with the default service account (Compute and Storage through the
+    metadata server: scope cloud-platform, its roles decide), a 10 GB Debian disk, an external IP."""
+    return {
+        "name": plan.name,
+        "machineType": f"zones/{plan.zone}/machineTypes/{plan.machine_type}",
+        "labels": {KEEPER_LABEL: "created"},
+        "scheduling": {"provisioningModel": "STANDARD", "automaticRestart": True, "onHostMaintenance": "MIGRATE"},
+        "disks": [{"boot": True, "autoDelete": True,
+                   "initializeParams": {"sourceImage": IMAGE, "diskSizeGb": "10"}}],
+        "networkInterfaces": [{"network": "global/networks/default",
+                               "accessConfigs": [{"name": "External NAT", "type": "ONE_TO_ONE_NAT"}]}],
+        "serviceAccounts": [{"email": "default", "scopes": ["https://www.googleapis.com/auth/cloud-platform"]}],
+        "metadata": {"items": [{"key": "enable-guest-attributes", "value": "TRUE"}]},
+    }  # fmt: skip
+
+
+def hourly_price(services: Services, machine_type: str, zone: str) -> float | None:
+    """USD per hour of an on-demand ``machine_type`` in ``zone`` (catalog, cache or bundled table)."""
+    book = services.fleet.prices()
+    if book is None:
+        return None
+    probe = Instance(name="keeper", zone=zone, status="", machine_type=machine_type, spot=False, source="gce")
+    return book.hourly(probe)
+
+
+def price_line(hourly: float | None, machine_type: str) -> str:
+    if hourly is None:
+        return f"{machine_type}: price unknown (see the Compute Engine pricing page)"
+    return f"{machine_type} on demand: ${hourly:.4f}/h, about ${hourly * HOURS_PER_MONTH:.2f} a month (disk extra)"
+
+
+class KeeperDeploy:
+    """One deploy: ``run()`` says each step through ``say``."""
+
+    def __init__(self, services: Services, plan: DeployPlan, say: Callable[[str], None]) -> None:
+        if services.config.gcp is None:
+            raise ConfigError("the keeper needs [gcp] in gcptui.toml")
+        if not services.config.storage.bucket:
+            raise ConfigError("the keeper needs [storage] bucket in gcptui.toml: the lease lives there")
+        self.services = services
+        self.config: Config = services.config
+        self.plan = plan
+        self.say = say
+        self.account = ""  # the keeper VM's service account, where OS Login is on
+
+    async def run(self) -> Instance:
+        instance = await self._vm()
+        target = self.services.target(instance)
+        conn = await self.services.pool.connection(target)
+        home = (await self._sh(conn, 'printf %s "$HOME"')).strip()
+        await self._sh(conn, f"mkdir -p {KEEPER_DIR}/wheels && chmod 700 {KEEPER_DIR}")
+        emulated = (await self._sh(conn, 'printf %s "${GCPTUI_EMULATED_VM:-}"')).strip() != ""
+        await self._install(conn, emulated)
+        await self._files(conn, home)
+        await self._project(instance, home)
+        public = await self._key(conn)
+        if not await self._oslogin(conn, instance):
+            await asyncio.to_thread(self._authorize, target.user, public)
+        mode = (await self._sh(conn, service_mode_script())).strip()
+        service = KeeperService(self.services, instance)
+        await service.start(mode, env=self._env(), home=home)
+        self.say(
+            f"keeper: running as a {'systemd unit' if mode == 'systemd' else 'job supervisor job'} on {instance.name}"
+        )
+        return instance
+
+    # -- the VM ---------------------------------------------------------------------------------------
+
+    async def _vm(self) -> Instance:
+        plan = self.plan
+        if not plan.existing:
+            self.say(price_line(await asyncio.to_thread(hourly_price, self.services, plan.machine_type, plan.zone),
+                                plan.machine_type))  # fmt: skip
+            gce = await asyncio.to_thread(self.services.fleet.gce)
+            project = gce.project
+            self.say(f"keeper: creating {plan.name} in {plan.zone}")
+            await asyncio.to_thread(gce.insert, plan.zone, keeper_vm_body(plan, project))
+        [instance] = await self.services.resolve([plan.name], running=True)
+        return instance
+
+    async def _sh(self, conn: asyncssh.SSHClientConnection, command: str, *, timeout: float = 300.0) -> str:
+        result = await within(timeout, conn.run(command, check=False))
+        if result.exit_status != 0:
+            err = str(result.stderr or result.stdout or "").strip().splitlines()
+            raise GcptuiError(
+                f"keeper deploy: `{command[:60]}` failed on the VM: {vm_field(err[-1] if err else '', 300)}"
+            )
+        return str(result.stdout or "")
+
+    async def _put(self, conn: asyncssh.SSHClientConnection, local: Path, remote: str) -> None:
+        async with conn.start_sftp_client() as sftp:
+            await sftp.put(str(local), remote)
+
+    async def _install(self, conn: asyncssh.SSHClientConnection, emulated: bool) -> None:
+        self.say("keeper: building gcptui's wheels")
+        with tempfile.TemporaryDirectory(prefix="gcptui-wheels-") as folder:
+            wheels = await asyncio.to_thread(build_wheels, Path(folder))
+            if not emulated:
+                await asyncio.to_thread(_dependency_wheels, Path(folder))
+                wheels = sorted(Path(folder).glob("*.whl"))
+            self.say(f"keeper: copying {len(wheels)} wheels")
+            for wheel in wheels:
+                await self._put(conn, wheel, f".gcptui-keeper/wheels/{wheel.name}")
+        # Wheel file names are [A-Za-z0-9_.-] only (PEP 427): no quoting needed beside $HOME's.
+        own = " ".join(f"{KEEPER_DIR}/wheels/{w.name}" for w in wheels if w.name.startswith("gcptui"))
+        venv = f"{KEEPER_DIR}/venv"
+        if emulated:  # the emulated VM is this machine: its Python already has the dependencies
+            install = (f"python -m venv --clear --system-site-packages {venv} && "
+                       f"{venv}/bin/python -m pip install --quiet --no-deps --no-index --force-reinstall {own}")  # fmt: skip
+        else:
+            # Debian's python3 comes without venv: its package is the one thing fetched (from Debian's mirror).
+            install = ("{ python3 -c 'import ensurepip' 2>/dev/null || { sudo apt-get update -qq && "
+                       "sudo DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-venv; }; } && "
+                       f"python3 -m venv --clear {venv} && {venv}/bin/python -m pip install --quiet --no-index "
+                       f"--find-links {KEEPER_DIR}/wheels {own}")  # fmt: skip
+        self.say("keeper: installing gcptui in a venv")
+        await self._sh(conn, install, timeout=600)
+
+    async def _files(self, conn: asyncssh.SSHClientConnection, home: str) -> None:
+        gcp = self.config.gcp
+        assert gcp is not None
+        path = self.config.path
+        if path is None:
+            raise ConfigError("the keeper copies gcptui.toml: run it with a config file (--config)")
+        token = travels_token(gcp.api_endpoint) and bool(gcp.access_token_file)
+        text = keeper_config(path.read_text(), home, token=token)
+        with tempfile.TemporaryDirectory(prefix="gcptui-keeper-") as folder:
+            staged = Path(folder)
+            (staged / "gcptui.toml").write_text(text)
+            (staged / "lease.key").write_text(lease_key(default_lease_key_path()).hex() + "\n")
+            known = Path(os.path.expanduser(self.config.ssh.known_hosts))
+            (staged / "known_hosts").write_text(known.read_text() if known.exists() else "")
+            if token:
+                source = Path(gcp.access_token_file).expanduser()
+                source = source if source.is_absolute() else path.parent / source
+                (staged / "token").write_text(source.read_text())
+            for item in staged.iterdir():
+                os.chmod(item, 0o600)
+                await self._put(conn, item, f".gcptui-keeper/{item.name}")
+        # The key where the keeper's keep-alive looks for it: its own user state dir.
+        await self._sh(conn, f"mkdir -p ~/.local/state/gcptui/keeper && chmod 700 ~/.local/state/gcptui/keeper && "
+                             f"mv {KEEPER_DIR}/lease.key ~/.local/state/gcptui/keeper/lease.key")  # fmt: skip
+        self.say("keeper: config, lease key and known hosts copied (no user credentials)")
+
+    async def _project(self, instance: Instance, home: str) -> None:
+        """The tree a relaunch syncs, as of now (deploy again after changing it)."""
+        sync = self.config.sync.model_copy(update={"dest": f"{home}/.gcptui-keeper/project", "protect": []})
+        copy = Services(self.config.model_copy(update={"sync": sync}))
+        try:
+            await asyncio.to_thread(copy.fleet.snapshot)  # resolves an OS Login user, as for the first
+            session = copy.sync_session(instance)
+            await session.full_sync()
+            await session.close()
+        finally:
+            await copy.close()
+        self.say("keeper: project tree copied")
+
+    async def _key(self, conn: asyncssh.SSHClientConnection) -> str:
+        key = f"{KEEPER_DIR}/id_ed25519"
+        make = (f"[ -f {key} ] || {KEEPER_DIR}/venv/bin/python -c "
+                + shlex.quote("import asyncssh, os, sys; k = asyncssh.generate_private_key('ssh-ed25519', "
+                              "comment='gcptui-keeper'); k.write_private_key(sys.argv[1]); "
+                              "os.chmod(sys.argv[1], 0o600); k.write_public_key(sys.argv[1] + '.pub')")
+                + f" {key}; cat {key}.pub")  # fmt: skip
+        public = (await self._sh(conn, make)).strip()
+        if not public.startswith("ssh-ed25519 "):
+            raise GcptuiError("keeper deploy: the keeper's SSH key was not made on the VM")
+        return public.split("\n")[-1]
+
+    async def _oslogin(self, conn: asyncssh.SSHClientConnection, instance: Instance) -> bool:
+        """Where the project uses OS Login: the keeper imports its key into its VM's service
+        account's login profile (as that account, on the VM) and logs in as that profile's user;
+        False (metadata ``ssh-keys`` then) where it does not."""
+        from gcptui.remote.keeper.oslogin import import_command, oslogin_on, service_account
+
+        if not await asyncio.to_thread(oslogin_on, self.services):
+            return False
+        account = await asyncio.to_thread(service_account, self.services, instance.name, instance.zone)
+        command = import_command(f"{KEEPER_DIR}/venv/bin/python", f"{KEEPER_DIR}/gcptui.toml", account)
+        lines = (await self._sh(conn, command, timeout=120)).strip().splitlines()
+        user = vm_field(lines[-1], 64) if lines else ""
+        if not user:
+            raise GcptuiError(
+                f"keeper deploy: OS Login gave {account} no POSIX user: grant it roles/compute.osAdminLogin"
+            )
+        self.account = account
+        self.say(
+            f"keeper: OS Login is on: its key imported into {account}'s login profile; it logs in as {user}"
+        )
+        return True
+
+    def _authorize(self, user: str, public: str) -> None:
+        """Add ``user:KEY`` to the project's ``ssh-keys`` (with the metadata's fingerprint: a
+        concurrent change makes this fail and say so, never overwrites it)."""
+        from gcptui.remote.keeper.project_keys import add_project_key
+
+        added = add_project_key(self.services, user, public)
+        self.say(
+            "keeper: its SSH key "
+            + ("added to" if added else "already in")
+            + " the project's ssh-keys metadata"
+        )
+
+    def _env(self) -> dict[str, str]:
+        """What the keeper's process needs beyond its config: a Cloud Storage emulator's address."""
+        host = os.environ.get("STORAGE_EMULATOR_HOST", "")
+        env = {"STORAGE_EMULATOR_HOST": host} if host else {}
+        if self.account:
+            from gcptui.remote.keeper.oslogin import ACCOUNT_ENV
+
+            env[ACCOUNT_ENV] = self.account  # whose OS Login profile `keeper run` logs in with
+        return env
+
+
+def _dependency_wheels(folder: Path) -> None:
+    """The dependencies as wheels, from this machine's pip cache or index (a real VM has no index
+    access of its own to rely on); ``pip download`` into ``folder``."""
+    command = [sys.executable, "-m", "pip", "download", "--quiet", "--only-binary=:all:", "--python-version",
+               "3.11", "--platform", "manylinux2014_x86_64", "-d", str(folder), *[str(w) for w in folder.glob("gcptui-*.whl")]]  # fmt: skip
+    done = subprocess.run(command, capture_output=True, text=True, timeout=900)
+    if done.returncode != 0:
+        tail = (done.stderr.strip().splitlines() or ["no output"])[-1]
+        raise GcptuiError(f"fetching gcptui's dependencies as wheels failed: {tail}")

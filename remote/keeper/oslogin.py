@@ -1,0 +1,81 @@
+"""The keeper's SSH login where the project uses OS Login (``enable-oslogin``).
+
+There, VMs ignore metadata ``ssh-keys``: they let in the POSIX user of an OS Login profile, with the
+keys imported into that profile. The keeper acts as its VM's service account (credentials from the
+metadata server), so its key goes into **that account's** profile, imported by the keeper itself:
+only a principal may import keys into its own profile (``users/{account}:importSshPublicKey``), and
+the laptop's user is not the service account. ``keeper deploy`` reads the account from the keeper
+VM's ``instances.get`` (what the API says, not what the VM says), runs ``login_here`` on the VM with
+it (``import_command``), and gives the keeper's service ``CLOUDSDK_CORE_ACCOUNT`` so that ``keeper
+run`` resolves the same user at start (``cloud/oslogin.py``'s ``OsLogin``, as for a laptop).
+
+The account needs ``roles/compute.osAdminLogin`` (or ``osLogin``) on the project (see the README).
+"""
+
+from __future__ import annotations
+
+import shlex
+import sys
+from typing import Any
+
+from gcptui.remote.errors import GcptuiError
+from gcptui.remote.services import Services
+
+ACCOUNT_ENV = "CLOUDSDK_CORE_ACCOUNT"  # the account OsLogin resolves (gcloud's own variable)
+
+
+def oslogin_on(services: Services) -> bool:
+    """Whether the project turns OS Login on (its ``enable-oslogin`` metadata). Blocking."""
+    from gcptui.remote.cloud.instances import metadata_flag
+
+    services.fleet.reader()
+    login = services.fleet.oslogin
+    return login is not None and bool(metadata_flag(login.project_metadata(), "enable-oslogin"))
+
+
+def service_account(services: Services, name: str, zone: str) -> str:
+    """The e-mail of VM ``name``'s service account, from the Compute API; ``GcptuiError`` when it
+    has none (the keeper then has no Google identity to log in as). Blocking."""
+    reader: Any = services.fleet.reader()
+    for raw in reader.list_json():
+        if raw.get("name") == name and str(raw.get("zone", "")).rsplit("/", 1)[-1] == zone:
+            emails = [str(a.get("email") or "") for a in raw.get("serviceAccounts") or []]
+            found = next((e for e in emails if "@" in e), None)
+            if found is not None and len(found) <= 254:
+                return found
+            break
+    raise GcptuiError(
+        f"the project uses OS Login and keeper VM {name} has no service account to log in as: "
+        "give it one (gcloud compute instances set-service-account) and deploy again"
+    )
+
+
+def import_command(python: str, config: str, account: str) -> str:
+    """The command ``keeper deploy`` runs on the keeper VM: ``login_here`` as ``account``."""
+    code = "import sys; from gcptui.remote.keeper.oslogin import main; main(sys.argv[1:])"
+    return f"{ACCOUNT_ENV}={shlex.quote(account)} {python} -c {shlex.quote(code)} {config}"
+
+
+def login_here(services: Services) -> str | None:
+    """On the keeper VM: the OS Login user of the account it acts as (``CLOUDSDK_CORE_ACCOUNT``),
+    its ``[ssh] key`` imported into that profile when missing; None when the project does not use
+    OS Login. ``CloudError`` (one line) when it cannot be resolved. Blocking."""
+    if not oslogin_on(services):
+        return None
+    login = services.fleet.oslogin
+    assert login is not None  # built by oslogin_on's reader()
+    return login.resolve()
+
+
+def main(argv: list[str]) -> None:
+    """``python -c ... CONFIG``: print the POSIX user (nothing without OS Login); a one-line error
+    and exit 1 when it cannot be resolved."""
+    from gcptui.remote.config import load_config
+
+    services = Services(load_config(argv[0]))
+    try:
+        user = login_here(services)
+    except GcptuiError as err:
+        print(f"OS Login: {err}", file=sys.stderr)
+        raise SystemExit(1) from None
+    print(user or "")

@@ -1,0 +1,163 @@
+"""``gcptui keeper deploy|status|logs|stop|remove|run``: the keep-alive on a small VM in the project.
+
+``run`` is what the keeper's service runs on its VM: the headless keep-alive in the lease's keeper
+role (``build_service(lease="keeper")``), one line per event, the lease given back on SIGTERM.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import signal
+import socket
+import sys
+
+from gcptui.remote.aio import cancel_and_wait
+from gcptui.remote.config import load_config
+from gcptui.remote.errors import ConfigError, GcptuiError
+from gcptui.remote.keepalive.recovery import RecoveryEvent
+from gcptui.remote.services import Services
+from gcptui.tui.cli.common import with_services
+
+
+def run_keeper(args: argparse.Namespace) -> int:
+    action = args.keeper_action
+    if action == "run":
+        return _run(args)
+    if action == "deploy":
+        return with_services(args, lambda services: _deploy(services, args))
+    if action == "status":
+        return with_services(args, lambda services: _status(services, bool(args.json)))
+    if action == "logs":
+        return with_services(args, lambda services: _logs(services, args))
+    return with_services(args, lambda services: _stop(services, args.name, remove=action == "remove"))
+
+
+def _say(line: str) -> None:
+    print(line, flush=True)
+
+
+async def _deploy(services: Services, args: argparse.Namespace) -> int:
+    from gcptui.remote.keeper.deploy import DeployPlan, KeeperDeploy
+
+    gcp = services.config.gcp
+    zone = args.zone or (gcp.zones[0] if gcp is not None and gcp.zones else None)
+    if args.existing is None and zone is None:
+        raise ConfigError("keeper deploy: name a zone (--zone, or [gcp] zones in gcptui.toml)")
+    name = args.existing or args.name
+    plan = DeployPlan(name, zone or "", args.machine_type, existing=args.existing is not None)
+    await KeeperDeploy(services, plan, _say).run()
+    _say(f"keeper: deployed on {name}; `gcptui keeper status` shows it")
+    return 0
+
+
+async def _status(services: Services, as_json: bool) -> int:
+    from gcptui.remote.keeper.status import keeper_report
+
+    if not services.config.storage.bucket:
+        raise ConfigError("the keeper needs [storage] bucket in gcptui.toml: its status and lease live there")
+    report = await asyncio.to_thread(keeper_report, services)
+    if as_json:
+        print(json.dumps(report.to_json(), indent=2))
+    else:
+        for line in report.lines():
+            print(line)
+    return 0 if report.up else 1
+
+
+async def _keeper_service(services: Services, name: str):  # type: ignore[no-untyped-def]
+    from gcptui.remote.keeper.vm_service import KeeperService
+
+    [instance] = await services.resolve([name], running=True)
+    return KeeperService(services, instance)
+
+
+async def _logs(services: Services, args: argparse.Namespace) -> int:
+    service = await _keeper_service(services, args.name)
+    async for line in service.logs(max(0, int(args.lines)), bool(args.follow)):
+        print(line, flush=True)
+    return 0
+
+
+async def _stop(services: Services, name: str, *, remove: bool) -> int:
+    from gcptui.remote.keeper.deploy import KEEPER_LABEL
+    from gcptui.remote.keeper.project_keys import remove_project_keys
+
+    [instance] = await services.resolve([name])
+    if not remove:
+        service = await _keeper_service(services, name)
+        await service.stop()
+        _say(
+            f"keeper: stopped on {name} (its lease given back); `gcptui keeper deploy --existing {name}` starts it again"
+        )
+        return 0
+    if instance.state.value == "running":
+        service = await _keeper_service(services, name)
+        with contextlib.suppress(GcptuiError):
+            await service.remove_files()
+    if await asyncio.to_thread(remove_project_keys, services):
+        _say("keeper: its SSH key removed from the project's ssh-keys metadata")
+    if instance.labels.get(KEEPER_LABEL) == "created":
+        gce = await asyncio.to_thread(services.fleet.gce)
+        await asyncio.to_thread(gce.delete, instance.name, instance.zone)
+        _say(f"keeper: VM {name} deleted")
+    else:
+        _say(f"keeper: removed from {name} (a VM deploy did not make is left running)")
+    return 0
+
+
+def _run(args: argparse.Namespace) -> int:
+    from gcptui.remote.keepalive.lease_gate import standing_listener
+    from gcptui.remote.keepalive.service import build_service
+    from gcptui.remote.keeper.oslogin import login_here
+    from gcptui.tui.cli.keepalive import said_once
+
+    async def main() -> int:
+        services = Services(load_config(getattr(args, "config", None)))
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            with contextlib.suppress(NotImplementedError, RuntimeError):
+                loop.add_signal_handler(sig, stop.set)
+
+        def on_event(event: RecoveryEvent) -> None:
+            _say(event.line())
+
+        tuning = {"poll_seconds": args.poll_seconds} if args.poll_seconds else {}
+        if not services.config.storage.bucket:
+            raise ConfigError("the keeper needs [storage] bucket in gcptui.toml: the lease lives there")
+        try:  # OS Login: the user resolved before the first SSH (keep-alive's polls never list the fleet)
+            user = await asyncio.to_thread(login_here, services)
+        except GcptuiError as err:
+            _say(f"keeper: OS Login: {err}")
+        else:
+            if user:
+                _say(f"keeper: OS Login user {user}")
+        service = build_service(
+            services, on_event=on_event, lease="keeper", lease_ttl=args.lease_ttl, autostop=False,
+            keeper_name=socket.gethostname(), tuning=tuning,
+        )  # fmt: skip
+        _say(f"keeper: watching every Spot VM; lease ttl {args.lease_ttl:g}s; polling every "
+             f"{service.keepalive.poll_seconds:g}s")  # fmt: skip
+        if service.gate is not None:
+            service.keepalive.on_poll(standing_listener(service.gate, said_once(_say)))
+        runner = asyncio.create_task(service.run(), name="keeper")
+        stopper = asyncio.create_task(stop.wait())
+        try:
+            await asyncio.wait({runner, stopper}, return_when=asyncio.FIRST_COMPLETED)
+            if runner.done():
+                runner.result()
+        finally:
+            await cancel_and_wait(runner, stopper)
+            await service.close()
+            await services.close()
+        _say("keeper: stopped, lease given back")
+        return 0
+
+    try:
+        return asyncio.run(main())
+    except KeyboardInterrupt:
+        print("keeper: stopped", file=sys.stderr)
+        return 0
