@@ -10,7 +10,7 @@ from rich.segment import Segment
 from textual.app import App, ComposeResult
 from textual.geometry import Size
 from textual.strip import Strip
-from textual.widgets import Footer
+from textual.widgets import DataTable, Footer
 
 from gcptui.tui.logs.view import LogView
 from gcptui.tui.textual_compat import TESTED_TEXTUAL, missing_internals, set_virtual_size_quietly
@@ -58,3 +58,42 @@ def test_strips_divided_in_one_piece_or_cropped_to_themselves_do_not_refer_to_th
 def test_the_footer_has_the_hook_and_state_the_keys_footer_overrides() -> None:
     footer = Footer()
     assert callable(footer.bindings_changed) and footer._bindings_ready is False
+
+
+class OneTable(App[None]):
+    def compose(self) -> ComposeResult:
+        yield DataTable(id="table")
+
+
+async def test_cells_set_in_place_repaint_their_rows_and_keep_the_other_rows_cached() -> None:
+    from textual.widgets.data_table import ColumnKey
+
+    from gcptui.tui.textual_compat import remeasure_columns, update_cells_in_place
+
+    app = OneTable()
+    async with app.run_test(size=(40, 6)) as pilot:
+        table = app.query_one(DataTable)
+        table.add_column("name", key="name")
+        table.add_column("gpu", key="gpu")
+        table.add_row("vm-a", "10%", key="a")
+        table.add_row("vm-b", "20%", key="b")
+        await pilot.pause()
+        count = table._update_count
+        narrower: set[str] = set()
+        cells = [("a", "gpu", "11%"), ("b", "gpu", "wider than the column")]
+        rest = update_cells_in_place(table, cells, narrower)
+        assert rest == [("b", "gpu", "wider than the column")] and not narrower  # update_cell measures it
+        assert table._update_count == count and table.get_cell("a", "gpu") == "11%"
+        assert {key[0].value for key in table._cell_render_cache.keys()} >= {"b"}  # b's cells kept
+        assert not any(
+            key[0].value == "a" and key[1].value == "gpu" for key in table._cell_render_cache.keys()
+        )
+        await pilot.pause()
+        assert "11%" in table.render_line(1).text and "20%" in table.render_line(2).text
+        # The widest cell got narrower: the column keeps its width until it is measured again.
+        width = table.columns[ColumnKey("gpu")].content_width
+        assert update_cells_in_place(table, [("a", "gpu", "1%"), ("b", "gpu", "2%")], narrower) == []
+        assert narrower == {"gpu"} and table.columns[ColumnKey("gpu")].content_width == width
+        remeasure_columns(table, narrower)
+        await pilot.pause()
+        assert table.columns[ColumnKey("gpu")].content_width == 3  # the label's width

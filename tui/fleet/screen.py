@@ -292,7 +292,8 @@ class FleetScreen(GroupRowsMixin, MachineKeys):
             # again only if a cell grew past the width (measuring every cell per frame costs).
             self._render_rows(refit=False)
             return
-        for name in message.names:
-            self.show_live(name)
+        with self.table.cells_together():  # one repaint of the rows that changed, not of the whole table
+            for name in message.names:
+                self.show_live(name)
         if self.table.overflowing():
             self._render_rows()  # a cell grew past the width: fewer extra columns

@@ -3,7 +3,8 @@ that fits the terminal's width (fleet/bands.py), sorting."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import contextlib
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 from rich.text import Text
@@ -22,6 +23,7 @@ from gcptui.tui.live.columns import (
 )
 from gcptui.tui.live.state import Live
 from gcptui.tui.rows import RowTable
+from gcptui.tui.textual_compat import Cell, remeasure_columns, update_cells_in_place
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,6 +73,8 @@ class FleetTable(RowTable[str | Text]):
 
     def __init__(self, *, width: int = 0, id: str | None = None) -> None:  # noqa: A002 - Textual's name
         super().__init__(id=id)
+        self._pending: list[Cell] = []  # cells set inside ``cells_together``, applied at its end
+        self._narrower: set[str] = set()  # columns that may be wider than their cells now
         self.column_layout = choose(width or 200, lambda key, form: len(self._label(key)))
         self.fixed_columns = 1  # the name: which row is which, however far one scrolls right
 
@@ -181,6 +185,9 @@ class FleetTable(RowTable[str | Text]):
         the rows still fit."""
         self.marked = marked or set()
         self.prefixes = node_prefix(rows)
+        if refit and self._narrower:  # live cells got narrower since the last list: fit their columns again
+            remeasure_columns(self, self._narrower)
+            self._narrower = set()
         relaid = self.fit(rows, live) if refit or self.overflowing() else False
         wanted = [row.key for row in rows]
         current = [str(row.value) for row in self.ordered_rows_keys()]
@@ -204,14 +211,15 @@ class FleetTable(RowTable[str | Text]):
                 self.move_cursor(row=index)
                 self._gone = (selected, wanted[index])
             return
-        for row in rows:
-            if isinstance(row, GroupRow):
-                self.show_group(row, live)
-                continue
-            for column in self.instance_columns:
-                self._set(row.key, column.key, self._cell(column, row))
-            if row.name in live:
-                self.show_live(row, live[row.name])
+        with self.cells_together():
+            for row in rows:
+                if isinstance(row, GroupRow):
+                    self.show_group(row, live)
+                    continue
+                for column in self.instance_columns:
+                    self._set(row.key, column.key, self._cell(column, row))
+                if row.name in live:
+                    self.show_live(row, live[row.name])
 
     def _cells(self, row: Row, live: Mapping[str, Live]) -> list[str | Text]:
         if isinstance(row, GroupRow):
@@ -252,9 +260,31 @@ class FleetTable(RowTable[str | Text]):
     def _live_cell(self, column: LiveColumn, state: Live) -> str | Text:
         return column.render(state, self.column_layout.form)
 
+    _batching = 0
+
+    @contextlib.contextmanager
+    def cells_together(self) -> Iterator[None]:
+        """Cells set inside are applied together at the end (nested: at the outermost end), so one
+        frame repaints only the rows that changed (``update_cells_in_place``)."""
+        self._batching += 1
+        try:
+            yield
+        finally:
+            self._batching -= 1
+            if not self._batching:
+                self._apply()
+
     def _set(self, row: str, column: str, value: str | Text) -> None:
         if self.get_cell(row, column) != value:
-            self.update_cell(row, column, value, update_width=True)
+            self._pending.append((row, column, value))
+            if not self._batching:
+                self._apply()
+
+    def _apply(self) -> None:
+        pending, self._pending = self._pending, []
+        # A value that changes its column's width goes the usual way: the column is measured again.
+        for row, column, value in update_cells_in_place(self, pending, self._narrower):
+            self.update_cell(row, column, value, update_width=True)  # type: ignore[arg-type]
 
     def ordered_rows_keys(self) -> list:  # type: ignore[type-arg]
         return [row.key for row in self.ordered_rows]

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import replace
+from itertools import islice
 
 from rich.text import Text
 
@@ -19,7 +20,7 @@ _BLOCKS = " ▁▂▃▄▅▆▇█"
 
 def sparkline(values: Sequence[float], width: int = 10, maximum: float | None = 100.0) -> str:
     """The last ``width`` values as block characters, scaled to ``maximum`` (None: to the largest)."""
-    tail = list(values)[-width:]
+    tail = list(islice(reversed(values), width))[::-1]  # not a copy of the whole series per cell
     if not tail:
         return ""
     top = maximum if maximum is not None else max(tail)

@@ -38,6 +38,10 @@ RESTART_FIRST_S = 1.0
 RESTART_MAX_S = 60.0
 HEALTHY_S = 60.0
 
+# At most this many machines are watched at once (each holds a connection and three streams);
+# benchmarks/fleet_live.py measures the TUI at 64.
+MAX_WATCHED = 64
+
 
 # How often a running Vertex AI job's logs are read for its progress (one Cloud Logging list each).
 LOGGED_PROGRESS_SECONDS = 5.0
@@ -76,7 +80,7 @@ class Monitors:
         gpu_idle: Callable[[str], None] = lambda _n: None,
         sync_warning: Callable[[str, str], None] = lambda _n, _m: None,
         failed: Callable[[str, BaseException], None] | None = None,
-        limit: int = 32,
+        limit: int = MAX_WATCHED,
         sync_by_default: bool = False,
         restart_delay: float = RESTART_FIRST_S,
     ) -> None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
+from itertools import islice
 
 from rich.text import Text
 
@@ -22,6 +23,7 @@ SYNC_STYLES = {
     "in_sync": "green", "syncing": "yellow", "scanning": "yellow", "connecting": "dim",
     "paused": "dim", "reconnecting": "yellow", "error": "bold red", "stopped": "dim", "incomplete": "bold yellow",
 }  # fmt: skip
+SPARK_POINTS = 6  # GPU utilization samples in the table's sparkline
 SYNC_FLASH_SECONDS = 3.0  # how long "synced N files" shows after a batch landed
 
 
@@ -116,8 +118,9 @@ class Live:
         latest = self.gpu.latest
         if latest is None or latest.state != "ok" or not latest.gpus:
             return gpu_cell(self.gpu, idle=self.gpu_idle)  # …, no GPU, reconnecting
-        series = list(zip(*self.gpu.util.values(), strict=False))
-        means = [sum(point) / len(point) for point in series]
+        # The newest SPARK_POINTS samples per GPU only: the cell is redrawn at every sample.
+        newest = [list(islice(reversed(values), SPARK_POINTS)) for values in self.gpu.util.values()]
+        means = [sum(point) / len(point) for point in zip(*newest, strict=False)][::-1]
         util = means[-1] if means else 0.0
         mems = [g.mem_percent for g in latest.gpus if g.mem_percent is not None]
         style = util_style(util)
@@ -125,7 +128,7 @@ class Live:
         if self.gpu_idle:
             text.append("IDLE ", "bold white on red")
         if not (compact or narrow):
-            text.append(sparkline(means, 6) + " ", style)
+            text.append(sparkline(means, SPARK_POINTS) + " ", style)
         text.append(f"{util:.0f}%" if narrow else f"{util:3.0f}%", style)
         if mems and not narrow:
             text.append(f" m{sum(mems) / len(mems):2.0f}%", "cyan")
