@@ -12,6 +12,8 @@ from typing import TYPE_CHECKING
 
 from gcptui.remote.errors import GcptuiError
 from gcptui.remote.models import Instance
+from gcptui.remote.safe_text import one_line
+from gcptui.remote.telemetry.log_stream import LogChunk, LogEvent, LogNotice
 
 if TYPE_CHECKING:
     from gcptui.remote.compute.gke.backend import GkeBackend
@@ -67,6 +69,40 @@ async def pod_logs(
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
+
+
+def log_pane_rows(compute: Compute, row: Instance) -> tuple[Instance, ...]:
+    """The rows a logs screen gives a pane each for ``row``: a workload's pods (``WORKLOAD/POD``, in
+    rank order, side by side), a pod row itself; a workload with no pod yet itself (its pane says so)."""
+    if row.parent is not None:
+        return (row,)
+    return compute.of(row).worker_rows(row) or (row,)
+
+
+async def container_log_events(
+    compute: Compute, row: Instance, *, history_lines: int
+) -> AsyncIterator[LogEvent]:
+    """A logs pane's events for one pod (``row``: a pod row, or a workload: all its pods merged): its
+    containers' own output from the Kubernetes log API, the last ``history_lines`` lines then new ones,
+    followed across container restarts and a replacement pod of the same name."""
+    backend = gke_backend(compute, row)
+    if backend is None:
+        yield LogNotice("error", f"{row.name} is not a GKE workload or pod: its output is not in a log API")
+        return
+    yield LogNotice("connecting", "Kubernetes log API")
+    shown = 0
+    following = False
+    try:
+        async for line in backend.pod_logs(row, follow=True, tail=history_lines):
+            if not following:
+                following = True
+                yield LogNotice("following", "Kubernetes log API")
+            shown += 1
+            yield LogChunk([line.text], None, shown)
+    except GcptuiError as error:
+        yield LogNotice("error", one_line(str(error)))
+        return
+    yield LogNotice("ended", "no pod left to follow")
 
 
 def restart(compute: Compute, row: Instance) -> str:

@@ -50,6 +50,9 @@ class Capability(StrEnum):
     PREEMPTIBLE = "preemptible"  # the provider may take it back (Spot): keep-alive watches it
     DISK_OUTLIVES = "disk-outlives"  # its files survive a stop (a VM's disk; not a pod's)
     CLOUD_LOGS = "cloud-logs"  # its lines come from Cloud Logging, not from a file on a machine
+    # its containers' own stdout/stderr are in the provider's log API (a pod's); read there when the
+    # containers' command is the training (no ``[job].command``), as no job log exists on the machine
+    CONTAINER_LOGS = "container-logs"
     CANCEL = "cancel"  # killing its job is an asynchronous cancel (``cancel``), not a signal sent
 
 

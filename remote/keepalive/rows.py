@@ -37,6 +37,16 @@ log = logging.getLogger(__name__)
 RELAUNCH_ATTEMPTS = 8  # SSH to a node just made may take a while to answer
 
 
+# What a row needs for keep-alive to recover it here: taken back by its provider, brought back through
+# the seam, and a shell on its workers to relaunch the job in (a Spot TPU node, a GKE workload on Spot).
+ROW_NEEDS = frozenset({Capability.PREEMPTIBLE, Capability.RECOVER, Capability.SHELL})
+
+
+def watchable(backend: Backend, row: Instance) -> bool:
+    """Whether ``RowKeepAlive`` watches ``row`` when named (``gcptui keepalive NAME`` asks first)."""
+    return ROW_NEEDS <= backend.capabilities(row)
+
+
 class RowKeepAlive:
     """Watches the recoverable worker rows (``names``: those only; None: every one) and recovers them."""
 
@@ -73,8 +83,9 @@ class RowKeepAlive:
     # -- watching ----------------------------------------------------------------------------------
 
     def _watched(self, backend: Backend, row: Instance) -> bool:
-        capable = {Capability.PREEMPTIBLE, Capability.RECOVER, Capability.SHELL} <= backend.capabilities(row)
-        return capable and bool(row.workers) and (self.names is None or row.name in self.names)
+        return (
+            watchable(backend, row) and bool(row.workers) and (self.names is None or row.name in self.names)
+        )
 
     def _rows(self) -> list[tuple[Backend, Instance]]:
         """The watched rows of the kinds ``KeepAlive`` does not poll itself (its GCE listing)."""

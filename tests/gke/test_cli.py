@@ -23,10 +23,12 @@ from pathlib import Path
 import pytest
 
 from gcptui.remote.config.loader import load_config
+from gcptui.remote.emulator import Emulator
 from gcptui.remote.emulator.gke.cluster import Cluster
 from gcptui.remote.emulator.thread import EmulatorThread
 from gcptui.remote.services import Services
 from tests.cli.test_ls import gcptui
+from tests.helpers.emulator import eventually
 
 TALK = "i=0; while true; do i=$((i+1)); echo line $i of $HOSTNAME; sleep 0.2; done"
 
@@ -205,3 +207,38 @@ def test_the_demo_workload_in_the_table_with_its_nodes_price(tmp_path: Path) -> 
     assert table.returncode == 0, table.stderr
     line = next(line for line in table.stdout.splitlines() if line.split()[:1] == ["trainer"])
     assert f"{trainer['usd_per_hour']:.2f}" in line, line  # both Spot L4 nodes' $/h on the row
+
+
+async def test_keepalive_names_a_spot_workload_or_its_pod_and_refuses_one_nothing_preempts(
+    emulator: Emulator, tmp_path: Path
+) -> None:
+    """`gcptui keepalive WORKLOAD` (or `WORKLOAD/POD`): the workload, watched over the seam
+    (RowKeepAlive) as an unnamed run watches it; a workload on on-demand nodes is one line."""
+    from gcptui.remote.errors import ConfigError
+    from gcptui.remote.keepalive.rows import RowKeepAlive
+    from gcptui.tui.cli.keepalive import keep_alive, watched_names
+
+    spot = await emulator.add_gke_cluster("training", "us-central1-a", nodes=1)
+    spot.add_statefulset("trainer", 1, ["sleep", "600"], gpus=0)
+    steady = await emulator.add_gke_cluster("steady", "us-central1-b", nodes=1, spot=False)
+    steady.add_statefulset("serve", 1, ["sleep", "600"], gpus=0)
+    services = Services(load_config(str(emulator.write_config(tmp_path / "gcptui.toml"))))
+    try:
+        await eventually(lambda: ("default", "trainer-0") in spot.runners, timeout=20)
+        assert await watched_names(services, ["trainer/trainer-0", "trainer"]) == ["trainer"]
+        rows = RowKeepAlive(services, names=["trainer"])
+        assert [row.name for _, row in await asyncio.to_thread(rows._rows)] == ["trainer"]
+        with pytest.raises(ConfigError, match="nothing preempts serve \\(not on Spot\\)"):
+            await watched_names(services, ["serve"])
+        lines: list[str] = []
+        stop = asyncio.Event()
+
+        def write(line: str) -> None:
+            lines.append(line)
+            if line.startswith("keep-alive: watching"):
+                stop.set()
+
+        assert await keep_alive(services, ["trainer/trainer-0"], write, stop) == 0
+        assert any(line.startswith("keep-alive: watching trainer;") for line in lines), lines
+    finally:
+        await services.close()

@@ -61,6 +61,36 @@ def said_once(write: Callable[[str], None]) -> Callable[[Standing], None]:
     return say
 
 
+async def watched_names(services: Services, names: list[str]) -> list[str]:
+    """The rows ``names`` stand for, checked: a GCE VM, or a row of another kind that keep-alive
+    watches over the seam (``RowKeepAlive``: a Spot TPU node, a GKE workload on Spot nodes); a worker's
+    ``ROW/WORKER`` (a pod, a TPU worker) stands for its row, which is what is recovered. One line
+    naming what keep-alive cannot recover."""
+    from gcptui.remote.compute.registry import FLEET_SOURCE_KINDS
+    from gcptui.remote.keepalive.rows import watchable
+
+    rows = await services.resolve(list(dict.fromkeys(name.split("/", 1)[0] for name in names)))
+    fixed: list[str] = []
+    on_demand: list[str] = []
+    for row in rows:
+        if row.source in FLEET_SOURCE_KINDS:
+            # On-demand VMs too: host maintenance stops GPU VMs; a stop their user asked for is left alone.
+            if not services.compute.can(row, Capability.RECOVER):
+                fixed.append(row.name)
+        elif not watchable(services.compute.of(row), row):
+            (on_demand if services.compute.can(row, Capability.RECOVER) else fixed).append(row.name)
+    if fixed:
+        raise ConfigError(
+            f"nothing for keep-alive to recover (not a VM the cloud stops): {', '.join(fixed)} (see `gcptui ls`)"
+        )
+    if on_demand:
+        raise ConfigError(
+            f"nothing preempts {', '.join(on_demand)} (not on Spot): keep-alive recovers Spot TPU nodes "
+            "and GKE workloads on Spot nodes"
+        )
+    return [row.name for row in rows]
+
+
 async def keep_alive(
     services: Services,
     names: list[str] | None,
@@ -71,13 +101,7 @@ async def keep_alive(
 ) -> int:
     """Watch and recover until ``stop`` is set; ``write`` gets one line per event. Returns 0."""
     if names:
-        found = await services.resolve(names)  # an unknown name is one clear error
-        # On-demand VMs too: host maintenance stops GPU VMs; a stop their user asked for is left alone.
-        fixed = [i.name for i in found if not services.compute.can(i, Capability.RECOVER)]
-        if fixed:
-            raise ConfigError(
-                f"nothing for keep-alive to recover (not a VM the cloud stops): {', '.join(fixed)} (see `gcptui ls`)"
-            )
+        names = await watched_names(services, names)
     keepalive: KeepAlive | None = None
 
     def on_event(event: RecoveryEvent) -> None:

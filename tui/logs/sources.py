@@ -3,7 +3,9 @@
 Each pane reads over its machine's exec channel (``Services.channel``), which follows a VM by name:
 after a preemption or a restart it reconnects to the VM's new address without leaving the screen (a
 pod's channel is Kubernetes exec). A row whose lines are in Cloud Logging (``CLOUD_LOGS``: a Vertex
-AI job) is read from there instead.
+AI job) is read from there instead; so is a GKE pod's containers' own output (``CONTAINER_LOGS``,
+the Kubernetes log API, one pane per pod) when their command is the training (no ``[job].command``),
+since then no job log exists in the pod.
 """
 
 from __future__ import annotations
@@ -38,6 +40,13 @@ def cloud_log_events(services: Services, instance: Instance, logs: LogsConfig) -
     )
 
 
+def container_log_events(services: Services, row: Instance, logs: LogsConfig) -> AsyncIterator[LogEvent]:
+    """A pod's containers' own output from the Kubernetes log API (``gke_workflows.py``)."""
+    from gcptui.remote.gke_workflows import container_log_events as events
+
+    return events(services.compute, row, history_lines=logs.history_lines)
+
+
 def pane_sources(
     services: Services, snapshot: FleetSnapshot, names: list[str], logs: LogsConfig, slot: int = 0
 ) -> tuple[list[PaneSource], list[str]]:
@@ -52,12 +61,27 @@ def pane_sources(
         if instance is not None and services.compute.can(instance, Capability.CLOUD_LOGS):
             sources.append(PaneSource(name, functools.partial(cloud_log_events, services, instance, logs)))
             continue
+        container = (
+            instance is not None
+            and not services.config.job.command.strip()
+            and services.compute.can(instance, Capability.CONTAINER_LOGS)
+        )
+        if container and instance is not None:
+            from gcptui.remote.gke_workflows import log_pane_rows
+
+            for pod in log_pane_rows(services.compute, instance):
+                sources.append(
+                    PaneSource(pod.name, functools.partial(container_log_events, services, pod, logs))
+                )
         channel = services.channel_or_none(instance) if instance is not None else None
         if channel is None:
-            unreachable.append(name)
+            if not container:
+                unreachable.append(name)
             continue
         job_log = log_path(slot)
-        for path in (job_log,) if slot else (job_log, *logs.files):
+        # The containers' output stands for the job log; ``[logs] files`` are still files in the pod.
+        own = () if container else (job_log,)
+        for path in own if slot else (*own, *logs.files):
             if path == job_log:
                 label = f"{name}:{slot}" if slot else name
             else:

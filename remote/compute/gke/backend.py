@@ -222,7 +222,7 @@ class GkeBackend(Backend):
             return None  # rows without $/h, never no rows
 
     def capabilities(self, row: Instance) -> frozenset[Capability]:
-        found = {Capability.SHELL, Capability.PRICE}
+        found = {Capability.SHELL, Capability.PRICE, Capability.CONTAINER_LOGS}
         if row.spot:
             found.add(Capability.PREEMPTIBLE)
         if row.parent is not None:  # a pod's own row: reached, never deleted or recovered by itself
