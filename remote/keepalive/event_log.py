@@ -37,8 +37,9 @@ class EventLog:
         self._emit(event)
 
     def mirror(self, event: RecoveryEvent) -> None:
-        """Fold another keep-alive's event (the keeper's, read from its status) into ``event.name``'s
-        timeline and tell the listeners, as if it were this one's."""
+        """Fold an event from beside this keep-alive (the keeper's, read from its status; the rows
+        keep-alive's, for TPU nodes and GKE workloads) into ``event.name``'s timeline and tell the
+        listeners, as if it were this one's."""
         timeline = self.timelines.get(event.name)
         if timeline is None or (event.kind in ("notice", "preempted") and timeline.outcome != "recovering"):
             timeline = self._new_timeline(event.name)

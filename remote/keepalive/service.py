@@ -119,8 +119,10 @@ def build_service(
     rows: RowKeepAlive | None = None
     if other_kinds and any(b.kind not in FLEET_SOURCE_KINDS for b in services.compute):
         timings = dict(tuning or {})
+        # Its events go into the same timelines as the VMs' (`t` on a TPU node or a GKE workload),
+        # and from there to the same listeners, once.
         rows = RowKeepAlive(
-            services, names=names, on_event=on_event, poll_seconds=timings.get("poll_seconds"),
+            services, names=names, on_event=keepalive.mirror, poll_seconds=timings.get("poll_seconds"),
             backoff_base=timings.get("backoff_base", 1.0),
         )  # fmt: skip
     gate: LeaseGate | None = None

@@ -101,6 +101,9 @@ async def test_a_preempted_pod_is_replaced_and_keepalive_resumes_the_job_there(
     kinds = [e.kind for e in events if e.name == "trainer"]
     for kind in ("preempted", "restarting", "running", "relaunching", "synced", "started", "resumed"):
         assert kind in kinds, kinds
+    # The same steps, once each, in the workload's timeline: what `t` shows in the TUI.
+    timeline = service.keepalive.timelines["trainer"]
+    assert [e.kind for e in timeline.events] == kinds, (timeline.events, kinds)
     before = metrics_of(home)
     stopped = [r for r in before if r.get("event") in ("preempted", "stopped")]  # its SIGTERM's save
     assert stopped and stopped[-1].get("mirrored") is True, before[-3:]  # the SIGTERM save reached the bucket
