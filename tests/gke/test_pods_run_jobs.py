@@ -29,7 +29,7 @@ source = "{source}"
 dest = "~/project"
 
 [job]
-command = "echo rank $GCPTUI_WORKER_RANK of $GCPTUI_WORKERS on $HOSTNAME; {python} -IS toy_train.py --run-dir run --steps 100000 --log-every 1 --step-delay 0.05"
+command = "echo rank $GCPTUI_WORKER_RANK of $GCPTUI_WORKERS on $HOSTNAME; {python} -IS toy_train.py --run-dir run --steps 100000 --log-every 10 --step-delay 0.05"
 """
 
 
@@ -68,6 +68,7 @@ def setup(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Setup]:
 
 
 def test_sync_reaches_each_pod_and_an_edit_is_visible(setup: Setup) -> None:
+    (setup.source / "notes.txt").write_text("first\n")
     setup.cli("sync", "trainer", "--once")
     for pod in ("trainer-0", "trainer-1"):
         assert (setup.home(pod) / "project" / "notes.txt").read_text() == "first\n"
@@ -77,6 +78,7 @@ def test_sync_reaches_each_pod_and_an_edit_is_visible(setup: Setup) -> None:
 
 
 def test_job_start_runs_in_every_pod_with_its_rank_and_reports_back(setup: Setup) -> None:
+    (setup.source / "notes.txt").write_text("for the job\n")  # tests may run on other workers: no order
     setup.cli("job", "start", "trainer")
     status = json.loads(setup.cli("job", "status", "trainer", "--json"))
     assert sorted((s["name"], s["state"]) for s in status) == [
@@ -84,7 +86,7 @@ def test_job_start_runs_in_every_pod_with_its_rank_and_reports_back(setup: Setup
         ("trainer/trainer-1", "running"),
     ]
     for pod in ("trainer-0", "trainer-1"):  # the start synced first (the edit too)
-        assert (setup.home(pod) / "project" / "notes.txt").read_text() == "edited\n"
+        assert (setup.home(pod) / "project" / "notes.txt").read_text() == "for the job\n"
 
     # Progress: the protocol's lines from rank 0's pod, over its exec channel.
     async def progress() -> Progress | None:
