@@ -118,6 +118,7 @@ def test_what_kubectl_applies_gcptui_lists(setup: Setup) -> None:
         Capability.SHELL,
         Capability.RECOVER,
         Capability.PRICE,
+        Capability.CONTAINER_LOGS,  # its containers' own output, through the log API
     }
     pods = backend.pod_rows(trainer)
     assert [p.name for p in pods] == ["trainer/trainer-0", "trainer/trainer-1"]
