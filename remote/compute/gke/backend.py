@@ -268,7 +268,7 @@ class GkeBackend(Backend):
     def worker_rows(self, row: Instance) -> tuple[Instance, ...]:
         """A workload's pods, each a machine jobs, sync, logs and telemetry reach over Kubernetes exec
         (``WORKLOAD/POD``, in rank order: a StatefulSet's ordinals)."""
-        if row.parent is not None or row.source != self.kind:
+        if row.parent is not None:  # a pod's own row has no workers of its own
             return ()
         return self.pod_rows(row)
 
