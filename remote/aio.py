@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from typing import TypeVar
 
 T = TypeVar("T")
@@ -66,3 +66,43 @@ def log_failure(logger: logging.Logger) -> Callable[[str, BaseException], None]:
         logger.error("background task %r failed", name, exc_info=(type(error), error, error.__traceback__))
 
     return failed
+
+
+class _Failed:
+    """An error one of ``merged``'s streams raised, carried through its queue."""
+
+    def __init__(self, error: Exception) -> None:
+        self.error = error
+
+
+_ENDED = object()
+
+
+async def merged(streams: Iterable[AsyncIterator[T]], *, buffer: int = 10_000) -> AsyncIterator[T]:
+    """The items of several async iterators in the order they arrive, until every one has ended
+    (``buffer`` items at most wait, so a slow consumer holds the producers back). An error one of them
+    raises is raised here, after the items that came before it, and ends the others."""
+    queue: asyncio.Queue[object] = asyncio.Queue(maxsize=buffer)
+
+    async def pump(stream: AsyncIterator[T]) -> None:
+        try:
+            async for item in stream:
+                await queue.put(item)
+        except Exception as err:
+            await queue.put(_Failed(err))
+        finally:
+            await queue.put(_ENDED)
+
+    tasks = [asyncio.ensure_future(pump(stream)) for stream in streams]
+    try:
+        running = len(tasks)
+        while running:
+            item = await queue.get()
+            if item is _ENDED:
+                running -= 1
+            elif isinstance(item, _Failed):
+                raise item.error
+            else:
+                yield item  # type: ignore[misc]  # only a stream's own items are left: T
+    finally:
+        await cancel_and_wait(*tasks)

@@ -6,10 +6,10 @@ GKE one (``gke_backend``), as ``vertex_workflows.is_vertex_job`` does for Vertex
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING
 
+from gcptui.remote.aio import merged
 from gcptui.remote.errors import GcptuiError
 from gcptui.remote.models import Instance
 from gcptui.remote.safe_text import one_line
@@ -38,37 +38,18 @@ async def pod_logs(
     compute: Compute, rows: list[Instance], *, follow: bool, tail: int | None
 ) -> AsyncIterator[tuple[str, str]]:
     """(``WORKLOAD/POD``, sanitized line) for every pod of ``rows`` (a workload's pods, or a pod row's own), merged
-    as lines arrive; each pod followed across container restarts and its replacement. A workload
-    whose stream fails ends with its one-line error; the others go on."""
-    queue: asyncio.Queue[tuple[str, str] | GcptuiError | None] = asyncio.Queue(maxsize=10_000)
+    as lines arrive; each pod followed across container restarts and its replacement. A stream that
+    fails ends them all with its one-line error."""
 
-    async def one(row: Instance) -> None:
+    async def one(row: Instance) -> AsyncIterator[tuple[str, str]]:
         backend = gke_backend(compute, row)
         assert backend is not None
         workload = row.parent or row.name
-        try:
-            async for line in backend.pod_logs(row, follow=follow, tail=tail):
-                await queue.put((f"{workload}/{line.pod}", line.text))
-        except GcptuiError as err:
-            await queue.put(err)
-        finally:
-            await queue.put(None)
+        async for line in backend.pod_logs(row, follow=follow, tail=tail):
+            yield f"{workload}/{line.pod}", line.text
 
-    tasks = [asyncio.ensure_future(one(row)) for row in rows]
-    try:
-        running = len(tasks)
-        while running:
-            item = await queue.get()
-            if item is None:
-                running -= 1
-            elif isinstance(item, GcptuiError):
-                raise item
-            else:
-                yield item
-    finally:
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
+    async for item in merged(one(row) for row in rows):
+        yield item
 
 
 def log_pane_rows(compute: Compute, row: Instance) -> tuple[Instance, ...]:

@@ -12,6 +12,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from gcptui.remote.aio import merged
 from gcptui.remote.backoff import Backoff
 from gcptui.remote.errors import GcptuiError, NotFoundError
 from gcptui.remote.safe_text import sanitize
@@ -55,41 +56,26 @@ async def _stream(cluster: KubeCluster, api: ApiClient, namespace: str, pod: str
 async def follow_pods(cluster: KubeCluster, api: ApiClient, namespace: str, pods: list[str], *,
                       follow: bool = True, tail: int | None = 100) -> AsyncIterator[LogLine]:  # fmt: skip
     """Every pod's lines as they come (merged in arrival order); ends when no pod is followed."""
-    queue: asyncio.Queue[LogLine | None] = asyncio.Queue(maxsize=10_000)
 
-    async def one(pod: str) -> None:
+    async def one(pod: str) -> AsyncIterator[LogLine]:
         since: str | None = None
         backoff = Backoff(0.2, 5.0)
-        try:
-            while True:
-                try:
-                    async for line in _stream(cluster, api, namespace, pod, since, follow, tail):
-                        if since is not None and line.time <= since:
-                            continue  # sinceTime is to the second: skip what was already shown
-                        since = line.time
-                        await queue.put(line)
-                        backoff.reset()
-                except NotFoundError:
-                    pass  # replaced: its successor of the same name may not exist yet
-                except GcptuiError:
-                    if not follow:
-                        return  # not started yet, or gone: nothing to show of it
+        while True:
+            try:
+                async for line in _stream(cluster, api, namespace, pod, since, follow, tail):
+                    if since is not None and line.time <= since:
+                        continue  # sinceTime is to the second: skip what was already shown
+                    since = line.time
+                    yield line
+                    backoff.reset()
+            except NotFoundError:
+                pass  # replaced: its successor of the same name may not exist yet
+            except GcptuiError:
                 if not follow:
-                    return
-                await asyncio.sleep(backoff.pause())
-        finally:
-            await queue.put(None)
+                    return  # not started yet, or gone: nothing to show of it
+            if not follow:
+                return
+            await asyncio.sleep(backoff.pause())
 
-    tasks = [asyncio.ensure_future(one(pod)) for pod in pods]
-    try:
-        running = len(tasks)
-        while running:
-            item = await queue.get()
-            if item is None:
-                running -= 1
-            else:
-                yield item
-    finally:
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
+    async for line in merged(one(pod) for pod in pods):
+        yield line
