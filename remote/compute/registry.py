@@ -74,6 +74,11 @@ class Compute:
         backend = self.backends.get(row.source)
         return backend is not None and backend.can(row, capability)
 
+    def in_fleet_listing(self, row: Instance) -> bool:
+        """Whether ``row`` is one the fleet listing itself carries (a VM, a static host): the VMs'
+        keep-alive watches it; other kinds' rows are the rows keep-alive's."""
+        return row.source in FLEET_SOURCE_KINDS
+
     def list_rows(self) -> Rows:
         """Every configured backend's rows, in registry order, with all their error lines."""
         rows: list[Instance] = []

@@ -66,14 +66,13 @@ async def watched_names(services: Services, names: list[str]) -> list[str]:
     watches over the seam (``RowKeepAlive``: a Spot TPU node, a GKE workload on Spot nodes); a worker's
     ``ROW/WORKER`` (a pod, a TPU worker) stands for its row, which is what is recovered. One line
     naming what keep-alive cannot recover."""
-    from gcptui.remote.compute.registry import FLEET_SOURCE_KINDS
     from gcptui.remote.keepalive.rows import watchable
 
     rows = await services.resolve(list(dict.fromkeys(name.split("/", 1)[0] for name in names)))
     fixed: list[str] = []
     on_demand: list[str] = []
     for row in rows:
-        if row.source in FLEET_SOURCE_KINDS:
+        if services.compute.in_fleet_listing(row):
             # On-demand VMs too: host maintenance stops GPU VMs; a stop their user asked for is left alone.
             if not services.compute.can(row, Capability.RECOVER):
                 fixed.append(row.name)
