@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import os
+import signal
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -22,6 +23,12 @@ os.environ.setdefault("NO_GCE_CHECK", "true")
 
 # Every emulator a test starts checks each exchange against Google's discovery documents.
 schema_check.install()
+
+# Tests press Ctrl-C on the CLI by sending SIGINT to it. A shell that starts pytest in the background
+# (`pytest &` in a script) hands it SIGINT ignored, every child inherits that, and Python then leaves
+# it ignored: each such test would watch a sweep or a pull run to its end. Children get it back.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 @pytest.fixture(autouse=True)

@@ -179,8 +179,16 @@ def test_ssh_a_shell_in_a_pod_with_a_terminal_that_resizes(setup: Setup) -> None
         until(b"30 100")
         fcntl.ioctl(leader, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 120, 0, 0))
         run.send_signal(signal.SIGWINCH)  # what the kernel sends the terminal's foreground process
-        os.write(leader, b"stty size\r")
-        until(b"40 120")
+        # The resize travels on its own channel, beside the keystrokes: a `stty size` typed at once
+        # may run before it lands (seen at load 6), so it is asked again until the new size shows.
+        deadline = time.monotonic() + 30
+        while b"40 120" not in seen:
+            assert time.monotonic() < deadline, seen.decode(errors="replace")
+            os.write(leader, b"stty size\r")
+            asked = time.monotonic()
+            while b"40 120" not in seen and time.monotonic() - asked < 2:
+                if select.select([leader], [], [], 0.5)[0]:
+                    seen += os.read(leader, 4096)
         os.write(leader, b"exit 3\r")
         assert run.wait(timeout=30) == 3
     finally:

@@ -86,6 +86,17 @@ def start_side(fleet: Fleet, role: str, events: list[str] | None = None) -> Side
     return Side(service, asyncio.create_task(service.run()), services)
 
 
+def told(*sides: Side) -> str:
+    """Each side's timeline of spot-k and its lease standing, for a failure's message."""
+    lines = []
+    for side in sides:
+        gate = side.service.gate
+        lines.append(f"-- {gate.describe() if gate is not None else 'no lease'}")
+        for timeline in side.service.keepalive.history.get("spot-k", []):
+            lines += [e.line() for e in timeline.events]
+    return "\n".join(lines)
+
+
 async def preempt_and_resume(fleet: Fleet, expected_starts: int) -> None:
     before = fleet.steps("spot-k")
     await eventually(lambda: fleet.steps("spot-k") > before + 5, timeout=30)
@@ -105,7 +116,10 @@ async def test_laptop_and_keeper_both_watching_relaunch_each_preemption_once(tra
     try:
         await eventually(lambda: laptop.service.gate and laptop.service.gate.keeper_live, timeout=20)
         for n in range(PREEMPTIONS):
-            await preempt_and_resume(trained, expected_starts=n + 2)
+            try:
+                await preempt_and_resume(trained, expected_starts=n + 2)
+            except AssertionError as err:
+                raise AssertionError(f"preemption {n + 1}: {err}\n{told(keeper, laptop)}") from None
             assert starts(trained) == n + 2, f"preemption {n + 1}: {starts(trained) - n - 1} starts"
         await eventually(lambda: laptop.service.keepalive.timelines.get("spot-k")
                          and laptop.service.keepalive.timelines["spot-k"].outcome == "resumed", timeout=20)  # fmt: skip
