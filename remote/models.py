@@ -206,3 +206,22 @@ class FleetSnapshot:
 
     def find(self, name: str) -> Instance | None:
         return next((i for i in self.instances if i.name == name), None)
+
+
+def run_spend(
+    usd_per_hour: float | None, started_at: str | None, ended_at: str | None, now: datetime
+) -> float | None:
+    """What a run has cost so far: the row's hourly price (``Instance.usd_per_hour``) times the time
+    since the job started (until it ended). An upper bound when the machine was stopped meanwhile (a
+    preemption): stopped time is not billed."""
+    if usd_per_hour is None or not started_at:
+        return None
+    try:
+        start = datetime.fromisoformat(started_at.replace("Z", "+00:00"))
+        end = datetime.fromisoformat(ended_at.replace("Z", "+00:00")) if ended_at else now
+    except ValueError:
+        return None
+    if start.tzinfo is None or end.tzinfo is None:
+        return None
+    hours = max(0.0, (end - start).total_seconds() / 3600)
+    return round(usd_per_hour * hours, 2)

@@ -3,6 +3,10 @@
 Blocking (the Compute client is synchronous): several names run in threads, so N VMs take about as
 long as one. The insert body is ``cloud.create.create_body``; the host key comes from the new VM's
 ``hostkeys/`` guest attributes (enabled by the body), filed under ``compute.<id>`` as gcloud does.
+
+This is the faces' one door to creating VMs (``vm create``, the TUI's create form): they import the
+options, the name and flag checks, the plan and the creator from here, never ``remote/cloud/``
+(import-linter holds it).
 """
 
 from __future__ import annotations
@@ -14,7 +18,18 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from gcptui.remote.cloud.create import CreateError, CreateOptions, boot_disk, boot_source, create_body
+from gcptui.remote.cloud.create import (
+    CreateError,
+    CreateOptions,
+    boot_disk,
+    boot_source,
+    check_group,
+    check_vm_name,
+    create_body,
+    expand_names,
+    parse_gpus,
+)
+from gcptui.remote.cloud.images import image_from_disk, image_name
 from gcptui.remote.cloud.instances import DiskOrigin, instance_from_resource, short_name
 from gcptui.remote.compute.ready import wait_ready
 from gcptui.remote.config import Config
@@ -25,6 +40,11 @@ from gcptui.remote.ssh.target import target_for_instance
 
 if TYPE_CHECKING:
     from gcptui.remote.cloud.gce import GceClient
+
+__all__ = [
+    "CreateError", "CreateOptions", "CreatePlan", "Created", "VmCreator", "check_group", "check_vm_name",
+    "expand_names", "image_maker", "parse_gpus", "plan_create", "zone_unlisted",
+]  # fmt: skip
 
 # (VM name, what happens now): one line per step, for the CLI's output and the TUI's progress cells.
 Report = Callable[[str, str], None]
@@ -41,6 +61,26 @@ class CreatePlan:
 
     def body(self, name: str) -> dict[str, Any]:
         return create_body(self.base, self.origin, name, self.options)
+
+    def describe(self) -> str:
+        """One line saying what every new VM gets."""
+        body = self.body("x")
+        gpus = ", ".join(
+            f"{a['acceleratorCount']}x {short_name(a['acceleratorType'])}"
+            for a in body.get("guestAccelerators", [])
+        )
+        scheduling = body["scheduling"]
+        # Legacy preemptible VMs (provisioning model STANDARD) are Spot-priced and preempted as Spot
+        # ones: `gcptui ls` calls them spot too.
+        spot = scheduling.get("provisioningModel") == "SPOT" or bool(scheduling.get("preemptible"))
+        model = "Spot" if spot else "on-demand"
+        origin = self.origin
+        source = short_name(origin.source_image or origin.source_snapshot or "")
+        kind = "image" if origin.source_image else "snapshot"
+        return (
+            f"{short_name(body['machineType'])}{f' + {gpus}' if gpus else ''}, {model}, in {self.zone}; "
+            f"boot disk from {kind} {source} ({origin.type}, {origin.size_gb} GB)"
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,6 +103,24 @@ def zone_unlisted(zone: str | None, config: Config) -> str | None:
         f"zone {zone} is not in [gcp] zones ({', '.join(zones)}): add it there first, "
         "or gcptui will not see the new VMs"
     )
+
+
+def image_maker(gce: GceClient, base: Instance, say: Callable[[str], None]) -> Callable[[DiskOrigin], str]:
+    """``plan_create``'s ``make_image`` for ``base``: an image of its boot disk (minutes), each step
+    said through ``say`` (a line of rich markup)."""
+
+    def make_image(origin: DiskOrigin) -> str:
+        name = image_name(base.name)
+        say(
+            f"the boot disk {origin.name} of {base.name} was made from neither an image nor a snapshot: "
+            f"making image {name} of it first (this takes minutes)"
+        )
+        began = time.monotonic()
+        url = image_from_disk(gce, base.zone, origin.name, name)
+        say(f"image {name} made in {time.monotonic() - began:.0f} s")
+        return url
+
+    return make_image
 
 
 def plan_create(

@@ -17,7 +17,6 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
-from datetime import datetime
 from typing import Any
 
 from gcptui.remote.models import Instance
@@ -159,21 +158,3 @@ def rates_from_skus(skus: Iterable[dict[str, Any]]) -> dict[str, float]:
         for key, value in sku_rates(sku).items():
             rates.setdefault(key, value)
     return rates
-
-
-def run_spend(
-    usd_per_hour: float | None, started_at: str | None, ended_at: str | None, now: datetime
-) -> float | None:
-    """What a run has cost so far: the VM's hourly price times the time since the job started (until it
-    ended). An upper bound when the VM was stopped meanwhile (a preemption): stopped time is not billed."""
-    if usd_per_hour is None or not started_at:
-        return None
-    try:
-        start = datetime.fromisoformat(started_at.replace("Z", "+00:00"))
-        end = datetime.fromisoformat(ended_at.replace("Z", "+00:00")) if ended_at else now
-    except ValueError:
-        return None
-    if start.tzinfo is None or end.tzinfo is None:
-        return None
-    hours = max(0.0, (end - start).total_seconds() / 3600)
-    return round(usd_per_hour * hours, 2)

@@ -12,6 +12,7 @@ from collections.abc import Iterator
 
 from gcptui.remote.cloud.fleet import FleetSource
 from gcptui.remote.compute.backend import SHARED_FLEET, Backend, BackendContext, Capability, Rows
+from gcptui.remote.config import Config
 from gcptui.remote.errors import GcptuiError
 from gcptui.remote.models import Instance, Source
 
@@ -36,6 +37,13 @@ def backend_class(kind: str) -> type[Backend]:
 def configured(kind: str, context: BackendContext) -> Backend | None:
     """The backend for ``kind`` when the config asks for it (None otherwise)."""
     return backend_class(kind).configured(context)
+
+
+def fleet_source(config: Config) -> FleetSource:
+    """The fleet listing of ``config`` (its GCE instances, priced, and static hosts; ``more_rows`` adds
+    the other kinds): how a headless command gets one without importing ``remote/cloud/``, which the
+    faces never do (import-linter). ``Services.fleet`` is the long-lived processes' one."""
+    return FleetSource(config)
 
 
 class Compute:

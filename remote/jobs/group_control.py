@@ -48,7 +48,7 @@ async def run_group(
             return killed
     await check_rendezvous(
         nodes,
-        {t.name: runner.reach(t) for t in targets},
+        {t.name: t for t in targets},
         group.port,
         remote_home=runner.remote_home,
     )

@@ -7,8 +7,8 @@ pid, pgid, times, exit code and how it ended in ``~/.gcptui/job/``: every client
 Each operation is one exec round trip over the machine's ``ExecChannel`` (SSH for a VM or host,
 Kubernetes exec for a pod: the supervisor speaks only stdin/stdout, so it runs unchanged in both);
 the user's command travels as one ``shlex.quote``d argument and runs as ``sh -c COMMAND``, exactly as
-typed. A machine is a ``Reach`` (its name and channel); an ``SshTarget`` still works as shorthand for
-that target over the runner's pool.
+typed. A machine is a ``Reach`` (its name and channel: ``Services.reach(row)``, or
+``compute.ssh_exec.pool_reach`` for an SSH target over the shared pool).
 """
 
 from __future__ import annotations
@@ -22,7 +22,6 @@ from typing import Any, Generic, Literal, Protocol, TypeVar
 import asyncssh
 
 from gcptui.remote.compute.exec_channel import Reach
-from gcptui.remote.compute.ssh_exec import pool_reach
 from gcptui.remote.config import Config, JobConfig, StorageConfig
 from gcptui.remote.errors import ConfigError, GcptuiError
 from gcptui.remote.jobs.protocol import (
@@ -40,10 +39,9 @@ from gcptui.remote.safe_text import vm_field
 from gcptui.remote.ssh.capped import exec_capped
 from gcptui.remote.ssh.errors import SshUnreachableError
 from gcptui.remote.ssh.pool import SshPool
-from gcptui.remote.ssh.target import SshTarget
 
 JobAction = Literal["start", "restart", "kill", "status"]
-JobHost = Reach | SshTarget  # a machine to act on: its channel, or an SSH target over the runner's pool
+JobHost = Reach  # a machine to act on: its name and its channel
 T = TypeVar("T")
 MAX_ANSWER_BYTES = 1 << 20  # the supervisor's answer: a status and the command, far below this
 
@@ -74,7 +72,7 @@ class HostResult(Generic[T]):
 
 
 class Named(Protocol):
-    """Anything named after its machine (a ``Reach``, an ``SshTarget``)."""
+    """Anything named after its machine (a ``Reach``)."""
 
     @property
     def name(self) -> str: ...
@@ -86,7 +84,8 @@ H = TypeVar("H", bound=Named)
 class JobRunner:
     """Job control for the configured ``[job]`` on any machine with an exec channel.
 
-    ``pool`` reaches the machines given as ``SshTarget``s; a ``Reach`` brings its own channel.
+    Every machine comes as a ``Reach``, which brings its own channel. ``pool`` is the process's SSH pool
+    (``Services.pool``); the runner itself reaches nothing through it.
 
     ``remote_home`` replaces ``$HOME`` on the VM for our commands and the job (tests isolate runs
     with it); None uses the login's own home. Every method raises a one-line ``GcptuiError``.
@@ -152,12 +151,7 @@ class JobRunner:
 
     def watch(self, host: JobHost, **options: Any) -> AsyncIterator[JobEvent]:
         """``watch_job`` on ``host`` over its channel, with this runner's remote home (see jobs/watch.py)."""
-        reach = self.reach(host)
-        return watch_job(reach.channel, reach.name, remote_home=self.remote_home, **options)
-
-    def reach(self, host: JobHost) -> Reach:
-        """``host`` as a ``Reach``: an ``SshTarget`` goes over this runner's pool, to that address."""
-        return host if isinstance(host, Reach) else pool_reach(self.pool, host)
+        return watch_job(host.channel, host.name, remote_home=self.remote_home, **options)
 
     # ---- many hosts at once -----------------------------------------------------------------
 
@@ -223,10 +217,9 @@ class JobRunner:
         ``send_env``: the job's environment precedes the (optional) script on stdin.
         """
         timeout = timeout or self.command_timeout
-        reach = self.reach(host)
-        name = reach.name
+        name = host.name
         for attempt in range(3):
-            machine = (name, reach.channel.where)
+            machine = (name, host.channel.where)
             install = machine not in self._installed
             env_end = f"#gcptui-env-end-{secrets.token_hex(8)}" if send_env else None
             command = self._remote_command(op, args, install, env_end)
@@ -236,7 +229,7 @@ class JobRunner:
             try:
                 # The VM's answer is read up to a cap: its state files (the command) are its to fill.
                 result = await exec_capped(
-                    reach.channel, command, input=stdin or None, max_bytes=MAX_ANSWER_BYTES, timeout=timeout
+                    host.channel, command, input=stdin or None, max_bytes=MAX_ANSWER_BYTES, timeout=timeout
                 )
             except asyncssh.ChannelOpenError:
                 # The session never opened (a connection that just died): nothing ran, so try again.

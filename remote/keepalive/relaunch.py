@@ -18,13 +18,13 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from gcptui.remote.compute.exec_channel import ExecChannel
+from gcptui.remote.compute.exec_channel import Reach
 from gcptui.remote.config import GroupConfig
 from gcptui.remote.errors import GcptuiError
 from gcptui.remote.jobs.group import GroupJobRunner
 from gcptui.remote.jobs.group_control import run_group
 from gcptui.remote.jobs.protocol import GROUP_STOP, JobStatus, metrics_path
-from gcptui.remote.jobs.runner import JobHost, JobRunner, gather_hosts
+from gcptui.remote.jobs.runner import JobRunner, gather_hosts
 from gcptui.remote.keepalive.job_ledger import JobLedger
 from gcptui.remote.keepalive.recovery import KeepAlive, RecoveryEvent, ResumePoint, StepReporter
 from gcptui.remote.models import Instance, State
@@ -155,22 +155,19 @@ class JobLauncher:
         services = self.services
         return await self.jobs.status(services.reach(instance))
 
-    def _channel(self, host: JobHost) -> ExecChannel:
-        return self.jobs.reach(host).channel
-
-    async def mark(self, host: JobHost) -> MetricsMark:
+    async def mark(self, host: Reach) -> MetricsMark:
         """The metrics file's size and last step on ``host`` now (before the restart)."""
         script = self._home() + _TAIL
         command = shlex.join(["sh", "-c", script, "tail", self.metrics_file, str(self.tail_lines)])
         # The VM's file: read up to a byte cap, whatever its lines' lengths (json_records skips long ones).
-        result = await exec_capped(self._channel(host), command, max_bytes=MAX_TAIL_BYTES, timeout=30)
+        result = await exec_capped(host.channel, command, max_bytes=MAX_TAIL_BYTES, timeout=30)
         lines = result.stdout.splitlines()
         size = _size(lines[0]) if lines else 0
         return MetricsMark(size, last_step_logged(lines[1:]))
 
-    async def wait_resumed(self, host: JobHost, offset: int, poll: float = 0.2) -> int | None:
+    async def wait_resumed(self, host: Reach, offset: int, poll: float = 0.2) -> int | None:
         """The step the restarted job resumed from, read from what it appended after ``offset``."""
-        channel = self._channel(host)
+        channel = host.channel
         script = self._home() + _FROM
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.resume_timeout

@@ -8,6 +8,7 @@ from __future__ import annotations
 import shlex
 from collections.abc import AsyncIterator
 
+from gcptui.remote.compute.ssh_exec import pool_reach
 from gcptui.remote.config import JobConfig
 from gcptui.remote.errors import GcptuiError
 from gcptui.remote.jobs.protocol import supervisor_command
@@ -60,6 +61,7 @@ class KeeperService:
         self.services = services
         self.instance = instance
         self.target = services.target(instance)
+        self.reach = pool_reach(services.pool, self.target)  # the job runner's way to the VM
 
     def _runner(self, env: dict[str, str] | None = None) -> JobRunner:
         command = f'while :; do {RUN}; echo "gcptui keeper: exited with $?, again in 5 s"; sleep 5; done'
@@ -78,10 +80,10 @@ class KeeperService:
     async def start(self, mode: str, env: dict[str, str], home: str) -> None:
         if mode != "systemd":
             runner = self._runner(env)
-            status = await runner.status(self.target)
+            status = await runner.status(self.reach)
             if status.state == "running":
-                await runner.kill(self.target)  # a new version: the old process gives its lease back first
-            await runner.start(self.target)
+                await runner.kill(self.reach)  # a new version: the old process gives its lease back first
+            await runner.start(self.reach)
             return
         unit = systemd_unit(self.target.user, home)
         script = (
@@ -98,7 +100,7 @@ class KeeperService:
         if await self.mode() == "systemd":
             rc, _out = await self._sh(f"systemctl is-active --quiet {UNIT}")
             return rc == 0
-        return (await self._runner().status(self.target)).state == "running"
+        return (await self._runner().status(self.reach)).state == "running"
 
     async def stop(self) -> None:
         """SIGTERM: the keeper gives its lease back as it exits, so a laptop takes over at once."""
@@ -107,14 +109,14 @@ class KeeperService:
             if rc != 0:
                 raise GcptuiError(f"keeper: systemctl stop failed: {vm_field(out.strip(), 300)}")
             return
-        await self._runner().kill(self.target)
+        await self._runner().kill(self.reach)
 
     async def remove_files(self) -> None:
         if await self.mode() == "systemd":
             await self._sh(f"sudo systemctl disable --now {UNIT}; sudo rm -f /etc/systemd/system/{UNIT}.service; "
                            "sudo systemctl daemon-reload")  # fmt: skip
         else:
-            await self._runner().kill(self.target)
+            await self._runner().kill(self.reach)
         await self._sh(f"rm -rf {KEEPER_DIR} ~/.local/state/gcptui/keeper ~/.gcptui/job-{KEEPER_SLOT}")
 
     async def logs(self, lines: int, follow: bool) -> AsyncIterator[str]:

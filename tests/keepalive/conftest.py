@@ -52,7 +52,7 @@ class Fleet:
         session = self.services.sync_session(instance)
         await session.full_sync()
         await session.close()
-        await self.services.jobs.start(self.services.target(instance))
+        await self.services.jobs.start(self.services.reach(instance))
 
     def steps(self, name: str) -> int:
         return max((r["step"] for r in self.metrics(name) if "event" not in r), default=0)  # type: ignore[type-var]

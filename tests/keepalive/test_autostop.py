@@ -29,9 +29,7 @@ async def test_idle_vm_stopped_running_job_spared_finished_job_stopped(fleet_fac
     for name in ("busy", "done"):
         (emu.instance(name).disk / "home" / "project").mkdir()  # type: ignore[operator]
     busy, done = await services.resolve(["busy", "done"])  # the job needs no files: no sync
-    await asyncio.gather(
-        services.jobs.start(services.target(busy)), services.jobs.start(services.target(done))
-    )
+    await asyncio.gather(services.jobs.start(services.reach(busy)), services.jobs.start(services.reach(done)))
     services.fleet.gce().min_wait_pause = 0.05  # the emulator's operations.wait does not answer early
 
     events: list[RecoveryEvent] = []
@@ -91,7 +89,7 @@ async def test_a_trial_running_in_another_slot_keeps_the_vm_up(fleet_factory) ->
     services = fleet.services
     (fleet.emu.instance("vm").disk / "home" / "project").mkdir()
     [vm] = await services.resolve(["vm"])
-    target = services.target(vm)
+    target = services.reach(vm)
     await services.jobs.start(target)  # slot 0: finishes at once with exit 0
     trials = TrialJobRunner(services.pool, services.config)
     trials.trial_jobs[("vm", 1)] = JobConfig(command="sleep 120", stop_grace_seconds=1)

@@ -39,7 +39,7 @@ async def test_keepalive_command_logs_each_event_and_stops_on_sigterm(fleet_fact
         session = fleet.services.sync_session(instance)
         await session.full_sync()
         await session.close()
-        await fleet.services.jobs.start(fleet.services.target(instance))
+        await fleet.services.jobs.start(fleet.services.reach(instance))
     with fleet.config_path.open("a") as config:
         config.write("\n[keepalive]\npoll_seconds = 0.5\n")
     process = await asyncio.create_subprocess_exec(

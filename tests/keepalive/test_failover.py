@@ -47,4 +47,4 @@ async def test_vm_recreated_in_another_zone_after_stockouts_outlast_failover_aft
     assert [g.type for g in new.gpus] == [g.type for g in old.gpus]
     [fresh] = await fleet.services.resolve(["spot-f"])
     assert fresh.zone == FAILOVER
-    assert (await fleet.services.jobs.status(fleet.services.target(fresh))).state == "running"
+    assert (await fleet.services.jobs.status(fleet.services.reach(fresh))).state == "running"

@@ -34,7 +34,7 @@ async def _group(fleet_factory):  # type: ignore[no-untyped-def]
         await session.full_sync()
         await session.close()
     runner = GroupJobRunner(services.pool, services.config, remote_home=services.jobs.remote_home)
-    targets = [services.target(i) for i in instances]
+    targets = [services.reach(i) for i in instances]
     started = await run_group("start", runner, services.config.groups[0], instances, targets)
     assert all(r.ok for r in started), [str(r.error) for r in started]
     await eventually(lambda: fleet.steps("n0") >= 1, timeout=30)
@@ -109,7 +109,7 @@ async def test_a_node_stopped_for_its_group_then_preempted_still_brings_the_grou
     # n0's recovery used to leave it stopped ("killed by the user"), and n1's waited for it in vain.
     assert [keepalive.timelines[n].outcome for n in ("n0", "n1")] == ["resumed", "resumed"], lines
     assert fleet.emu.instance("n0").status == fleet.emu.instance("n1").status == "RUNNING"
-    status = await services.jobs.status(services.target((await services.resolve(["n0"]))[0]))
+    status = await services.jobs.status(services.reach((await services.resolve(["n0"]))[0]))
     assert status.state == "running", lines
 
 

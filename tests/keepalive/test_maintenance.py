@@ -36,7 +36,7 @@ async def test_on_demand_vm_restarted_after_host_maintenance_gets_its_job_back(f
     assert any("host maintenance" in e.detail for e in timeline.events)
     [fresh] = await fleet.services.resolve(["gpu-od"])
     assert fresh.status == "RUNNING"
-    assert (await fleet.services.jobs.status(fleet.services.target(fresh))).state == "running"
+    assert (await fleet.services.jobs.status(fleet.services.reach(fresh))).state == "running"
 
 
 async def test_on_demand_vm_stopped_by_its_user_is_left_alone(fleet_factory) -> None:

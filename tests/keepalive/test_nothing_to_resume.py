@@ -60,7 +60,7 @@ async def test_finished_job_is_not_relaunched_and_its_vm_left_stopped(fleet_fact
     session = services.sync_session(instance)
     await session.full_sync()
     await session.close()
-    target = services.target(instance)
+    target = services.reach(instance)
     await services.jobs.start(target)
     await eventually(lambda: fleet.emu.instance("spot-done").status == "RUNNING")
 

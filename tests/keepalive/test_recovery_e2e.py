@@ -50,7 +50,7 @@ async def test_preempted_vm_is_restarted_and_resumes_without_losing_a_step(
         session = services.sync_session(instance)
         await session.full_sync()
         await session.close()
-        await services.jobs.start(services.target(instance))
+        await services.jobs.start(services.reach(instance))
     b_address = fleet.emu.address("spot-b")
 
     events: list[RecoveryEvent] = []

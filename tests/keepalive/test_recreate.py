@@ -21,7 +21,7 @@ async def test_delete_action_vm_is_recreated_and_set_up_again(fleet_factory) -> 
     session = services.sync_session(instance)
     await session.full_sync()
     await session.close()
-    await services.jobs.start(services.target(instance))
+    await services.jobs.start(services.reach(instance))
     old = fleet.emu.instance("spot-d")
     home = Path(old.disk) / "home"  # type: ignore[arg-type]
     await eventually(lambda: (home / "project" / "setup-ran").exists())
@@ -47,6 +47,6 @@ async def test_delete_action_vm_is_recreated_and_set_up_again(fleet_factory) -> 
     assert not (home / "old-disk").exists()  # a new disk...
     assert (home / "project" / "setup-ran").exists()  # ...synced and set up again
     [fresh] = await services.resolve(["spot-d"])
-    status = await services.jobs.status(services.target(fresh))
+    status = await services.jobs.status(services.reach(fresh))
     assert status.state == "running"
     assert timeline.resumed_step == 0  # a fresh start: the checkpoints went with the old disk

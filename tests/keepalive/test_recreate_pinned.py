@@ -66,7 +66,7 @@ async def test_delete_action_vm_recreated_relaunched_and_pinned_without_a_manual
     assert boot.type == "pd-balanced" and boot.size_gb == 10  # the original type and size kept
     assert _host_key_line(emu, "spot-p") in known_hosts.read_text().splitlines()
     [fresh] = await services.resolve(["spot-p"])
-    assert (await services.jobs.status(services.target(fresh))).state == "running"
+    assert (await services.jobs.status(services.reach(fresh))).state == "running"
 
 
 async def test_a_key_differing_from_the_known_one_is_refused_even_with_guest_attributes(

@@ -15,7 +15,7 @@ async def test_relaunch_now_whose_sync_fails_leaves_the_job_running(fleet_factor
     await fleet.start_job("spot-a")
     services = fleet.services
     [instance] = await services.resolve(["spot-a"])
-    before = await services.jobs.status(services.target(instance))
+    before = await services.jobs.status(services.reach(instance))
     assert before.state == "running"
     events: list[RecoveryEvent] = []
     keepalive = build_keepalive(services, on_event=events.append, poll_seconds=0.3, relaunch_timeout=1.0,
@@ -31,5 +31,5 @@ async def test_relaunch_now_whose_sync_fails_leaves_the_job_running(fleet_factor
         await keepalive.close()
     lines = [e.line() for e in events]
     assert keepalive.timelines["spot-a"].outcome == "failed", lines
-    after = await services.jobs.status(services.target(instance))
+    after = await services.jobs.status(services.reach(instance))
     assert (after.state, after.pid) == ("running", before.pid), lines

@@ -59,7 +59,7 @@ async def test_a_tpu_recovery_whose_lease_passed_on_does_not_restart_the_job(
             await session.close()
         jobs = WorkerJobRunner(services.pool, services.config)
         jobs.prepare("tpu-f", workers)
-        assert all(r.ok for r in await jobs.run_all("start", [services.target(w) for w in workers]))
+        assert all(r.ok for r in await jobs.run_all("start", [services.reach(w) for w in workers]))
         await eventually(lambda: gate.holding and rows._job_ran.get("tpu-f"), timeout=30)
         emulator.preempt_tpu("tpu-f")
         await eventually(lambda: rows.outcomes.get("tpu-f"), timeout=60)

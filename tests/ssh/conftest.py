@@ -14,6 +14,8 @@ from pathlib import Path
 import psutil
 import pytest
 
+from gcptui.remote.compute.exec_channel import Reach
+from gcptui.remote.compute.ssh_exec import pool_reach
 from gcptui.remote.config import JobConfig, SshConfig
 from gcptui.remote.jobs.runner import JobRunner
 from gcptui.remote.ssh.pool import SshPool
@@ -71,6 +73,12 @@ def group_members(pgid: int) -> list[int]:
 @pytest.fixture
 def target(sshd: Sshd) -> SshTarget:
     return target_of(sshd)
+
+
+@pytest.fixture
+def host(pool: SshPool, target: SshTarget) -> Reach:
+    """The fixture sshd as a job runner reaches it: over the test's pool, to ``target``."""
+    return pool_reach(pool, target)
 
 
 @pytest.fixture

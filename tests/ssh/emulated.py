@@ -13,10 +13,13 @@ from pathlib import Path
 import pytest
 
 from gcptui.remote.aio import cancel_and_wait
+from gcptui.remote.compute.exec_channel import Reach
+from gcptui.remote.compute.ssh_exec import pool_reach
 from gcptui.remote.config import Config, load_config
 from gcptui.remote.emulator import Emulator
 from gcptui.remote.jobs.watch import JobEvent, JobEventKind
 from gcptui.remote.models import Instance
+from gcptui.remote.ssh.pool import SshPool
 from gcptui.remote.ssh.target import SshTarget, target_for_instance
 from tests.helpers.emulator import FAST, gce_for
 
@@ -73,6 +76,11 @@ async def target(emulator: Emulator, name: str, *, via_api: bool = False) -> Ssh
             internal_ip=vm.network_ip or None, instance_id=str(vm.id), labels=dict(vm.labels), source="gce",
         )  # fmt: skip
     return target_for_instance(instance, config.ssh, base_dir=config.base_dir)
+
+
+async def reach_of(emulator: Emulator, pool: SshPool, name: str, *, via_api: bool = False) -> Reach:
+    """The VM as a job runner reaches it: ``target``, over ``pool``."""
+    return pool_reach(pool, await target(emulator, name, via_api=via_api))
 
 
 async def start_vm(emulator: Emulator, name: str) -> None:

@@ -10,6 +10,7 @@ from pathlib import Path
 import psutil
 import pytest
 
+from gcptui.remote.compute.exec_channel import Reach
 from gcptui.remote.config import Config, GroupConfig, JobConfig, SyncConfig
 from gcptui.remote.emulator import Emulator
 from gcptui.remote.emulator.hosts.vm_processes import vm_processes
@@ -19,9 +20,8 @@ from gcptui.remote.jobs.group_control import run_group
 from gcptui.remote.jobs.protocol import JobStatus
 from gcptui.remote.models import Instance
 from gcptui.remote.ssh.pool import SshPool
-from gcptui.remote.ssh.target import SshTarget
 from tests.ssh.conftest import wait_for
-from tests.ssh.emulated import boot, emulator_fixture, home, target  # noqa: F401 - the fixture
+from tests.ssh.emulated import boot, emulator_fixture, home, reach_of  # noqa: F401 - the fixture
 from tests.test_trainer_support import losses_by_step, read_records, run_trainer
 
 STEPS = 16
@@ -51,13 +51,13 @@ def group_config(port: int, command: str = f"python -m gcptui_trainer --run-dir 
     )
 
 
-async def fleet(emulator: Emulator) -> tuple[list[Instance], list[SshTarget]]:
+async def fleet(emulator: Emulator, pool: SshPool) -> tuple[list[Instance], list[Reach]]:
     await boot(emulator, "n0", "n1")
     instances = [instance_of(emulator, n) for n in ("n0", "n1")]
-    return instances, [await target(emulator, n) for n in ("n0", "n1")]
+    return instances, [await reach_of(emulator, pool, n) for n in ("n0", "n1")]
 
 
-async def settled(runner: GroupJobRunner, targets: list[SshTarget], timeout: float = 60.0) -> list[JobStatus]:
+async def settled(runner: GroupJobRunner, targets: list[Reach], timeout: float = 60.0) -> list[JobStatus]:
     last: list[JobStatus] = []
 
     async def done() -> bool:
@@ -72,7 +72,7 @@ async def settled(runner: GroupJobRunner, targets: list[SshTarget], timeout: flo
 async def test_two_nodes_train_like_two_processes_on_one_vm_and_kill_leaves_nothing(
     emulator: Emulator, pool: SshPool, tmp_path: Path
 ) -> None:
-    instances, targets = await fleet(emulator)
+    instances, targets = await fleet(emulator, pool)
     assert instances[0].internal_ip != instances[1].internal_ip
     config = group_config(free_port())
     runner = GroupJobRunner(pool, config)
@@ -142,7 +142,7 @@ def _is_job(process: psutil.Process) -> bool:
 async def test_a_taken_rendezvous_port_is_one_line_before_any_node_starts(
     emulator: Emulator, pool: SshPool
 ) -> None:
-    instances, targets = await fleet(emulator)
+    instances, targets = await fleet(emulator, pool)
     port = free_port()
     config = group_config(port, command="sleep 600")
     runner = GroupJobRunner(pool, config)
@@ -160,15 +160,14 @@ async def test_a_taken_rendezvous_port_is_one_line_before_any_node_starts(
 async def test_a_node_that_cannot_connect_gets_the_firewall_rule_to_add(
     emulator: Emulator, pool: SshPool
 ) -> None:
-    from gcptui.remote.compute.ssh_exec import pool_reach
     from gcptui.remote.jobs.group_check import connect_probe, unreachable_line
 
-    instances, targets = await fleet(emulator)
+    instances, targets = await fleet(emulator, pool)
     port = free_port()
     nodes = GroupJobRunner(pool, group_config(port)).prepare(group_config(port).groups[0], instances)
     # Nothing listens on node 0's port (as when a firewall drops the packets): n1's probe says why.
     assert instances[0].internal_ip
-    why = await connect_probe(pool_reach(pool, targets[1]), instances[0].internal_ip, port, timeout=5)
+    why = await connect_probe(targets[1], instances[0].internal_ip, port, timeout=5)
     assert why is not None and "refused" in why.lower()
     line = unreachable_line(nodes, "n1", why, port)
     assert "\n" not in line and f"cannot reach n0's rendezvous port {instances[0].internal_ip}:{port}" in line
@@ -178,16 +177,13 @@ async def test_a_node_that_cannot_connect_gets_the_firewall_rule_to_add(
     with socket.socket() as listener:
         listener.bind((instances[0].internal_ip, port))
         listener.listen()
-        assert (
-            await connect_probe(pool_reach(pool, targets[1]), instances[0].internal_ip, port, timeout=5)
-            is None
-        )
+        assert await connect_probe(targets[1], instances[0].internal_ip, port, timeout=5) is None
 
 
 async def test_every_worker_gets_job_env_nccl_settings_and_torchruns_variables(
     emulator: Emulator, pool: SshPool
 ) -> None:
-    instances, targets = await fleet(emulator)
+    instances, targets = await fleet(emulator, pool)
     command = (
         "sh -c 'echo env $NCCL_SOCKET_IFNAME $GCPTUI_GROUP_RUN $RANK $WORLD_SIZE $MASTER_PORT; sleep 600'"
     )

@@ -10,15 +10,16 @@ import os
 import signal
 import sys
 
+from gcptui.remote.compute.exec_channel import Reach
+from gcptui.remote.compute.ssh_exec import pool_reach
 from gcptui.remote.config import JobConfig
 from gcptui.remote.emulator import Emulator
 from gcptui.remote.jobs.protocol import JobStatus
 from gcptui.remote.jobs.runner import JobRunner
 from gcptui.remote.ssh.pool import SshPool
-from gcptui.remote.ssh.target import SshTarget
 from tests.helpers.emulator import gce_for
 from tests.ssh.conftest import FAST_SSH, group_members, process_alive, wait_for
-from tests.ssh.emulated import ZONE, boot, emulator_fixture, home, target  # noqa: F401 - the fixture
+from tests.ssh.emulated import ZONE, boot, emulator_fixture, home, reach_of, target  # noqa: F401 - the fixture
 
 SLEEPER = f"{sys.executable} -c 'import time; time.sleep(600)'"
 
@@ -30,7 +31,7 @@ def runner_for(pool: SshPool, **job: object) -> JobRunner:
     return JobRunner(pool, JobConfig(**settings), "~/project")  # type: ignore[arg-type]
 
 
-async def finished(runner: JobRunner, vm: SshTarget) -> JobStatus:
+async def finished(runner: JobRunner, vm: Reach) -> JobStatus:
     last: list[JobStatus] = []
 
     async def done() -> bool:
@@ -49,15 +50,16 @@ async def test_start_status_and_kill_on_an_emulated_vm_leave_a_decoy_running(
     assert vm.host_key_alias == f"compute.{emulator.instance('spot-1').id}"
     # Another python on the same VM, outside the job: kill must leave it alone.
     conn = await pool.connection(vm)
+    on = pool_reach(pool, vm)
     decoy = int((await conn.run(f"setsid {SLEEPER} > /dev/null 2>&1 & echo $!", check=True)).stdout or "")
     runner = runner_for(pool, command=f"sleep 600 & exec {SLEEPER}")
 
-    started = await runner.start(vm)
+    started = await runner.start(on)
     assert started.state == "running" and started.pgid is not None and started.pid is not None
-    status = await runner.status(vm)
+    status = await runner.status(on)
     assert (status.state, status.pid, status.command) == ("running", started.pid, started.command)
 
-    killed = await runner.kill(vm)
+    killed = await runner.kill(on)
     assert (killed.state, killed.exit_code) == ("killed", 143)  # SIGTERM sufficed: nothing lingered
     assert group_members(started.pgid) == []  # the job, its helper and the notice watcher are gone
     assert process_alive(decoy)
@@ -71,7 +73,7 @@ async def test_restart_and_a_failing_jobs_exit_code_on_an_emulated_vm(
     emulator: Emulator, pool: SshPool
 ) -> None:
     await boot(emulator, "spot-1")
-    vm = await target(emulator, "spot-1")
+    vm = await reach_of(emulator, pool, "spot-1")
     runner = runner_for(pool, command="sleep 600", resume="echo resumed > resumed.txt; exit 3")
     first = await runner.start(vm)
     second = await runner.restart(vm)
@@ -86,14 +88,14 @@ async def test_job_survives_the_client_disconnecting(emulator: Emulator) -> None
     await boot(emulator, "spot-1")
     vm = await target(emulator, "spot-1")
     async with SshPool(FAST_SSH) as first_pool:
-        started = await runner_for(first_pool, command="sleep 600").start(vm)
+        started = await runner_for(first_pool, command="sleep 600").start(pool_reach(first_pool, vm))
     # The pool is closed: its connection, and the session the start ran in, are gone.
     assert process_alive(started.pid)
     async with SshPool(FAST_SSH) as second_pool:
         runner = runner_for(second_pool, command="sleep 600")
-        status = await runner.status(vm)
+        status = await runner.status(pool_reach(second_pool, vm))
         assert (status.state, status.pid) == ("running", started.pid)
-        await runner.kill(vm)
+        await runner.kill(pool_reach(second_pool, vm))
 
 
 async def test_status_after_a_stop_and_start_says_the_job_is_gone(emulator: Emulator, pool: SshPool) -> None:
@@ -102,7 +104,7 @@ async def test_status_after_a_stop_and_start_says_the_job_is_gone(emulator: Emul
     # A job that ignores SIGTERM: the power-off's SIGKILL takes it and its supervisor, so no exit
     # code is ever written; status must not read "running" from the old pids.
     runner = runner_for(pool, command="trap '' TERM; sleep 600")
-    started = await runner.start(before)
+    started = await runner.start(pool_reach(pool, before))
     gce = gce_for(emulator, [ZONE])
     await asyncio.to_thread(gce.stop, "spot-1", ZONE)
     await emulator.wait_for_status("spot-1", "TERMINATED")
@@ -113,20 +115,20 @@ async def test_status_after_a_stop_and_start_says_the_job_is_gone(emulator: Emul
     after = await target(emulator, "spot-1", via_api=True)
     assert (after.address, after.port) != (before.address, before.port)
     assert after.host_key_alias == before.host_key_alias
-    status = await runner.status(after)
+    status = await runner.status(pool_reach(pool, after))
     assert (status.state, status.detail, status.exit_code) == ("killed", "vanished", None)
     assert status.pid == started.pid and status.command == "trap '' TERM; sleep 600"
     # The same disk: a new start works where the old job left its files.
-    restarted = await runner.start(after)
+    restarted = await runner.start(pool_reach(pool, after))
     assert restarted.state == "running"
-    await runner.kill(after)
+    await runner.kill(pool_reach(pool, after))
 
 
 async def test_status_while_a_kill_records_the_end_says_killed_not_vanished(
     emulator: Emulator, pool: SshPool
 ) -> None:
     await boot(emulator, "spot-1")
-    vm = await target(emulator, "spot-1")
+    vm = await reach_of(emulator, pool, "spot-1")
     runner = runner_for(pool, command="trap '' TERM; sleep 600")
     started = await runner.start(vm)
     assert started.pgid is not None

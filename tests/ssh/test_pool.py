@@ -10,6 +10,7 @@ from pathlib import Path
 import psutil
 import pytest
 
+from gcptui.remote.compute.exec_channel import Reach
 from gcptui.remote.jobs.runner import JobRunner
 from gcptui.remote.ssh.errors import (
     HostKeyChangedError,
@@ -150,23 +151,23 @@ async def test_pool_reconnects_by_itself_after_sshd_comes_back(
 
 
 async def test_status_reads_the_truth_again_after_sshd_restart(
-    pool: SshPool, sshd: Sshd, target: SshTarget, remote_home: Path
+    pool: SshPool, sshd: Sshd, host: Reach, remote_home: Path
 ) -> None:
     runner: JobRunner = make_runner(pool, remote_home, command="sleep 600")
-    started = await runner.start(target)
+    started = await runner.start(host)
     sshd.stop()
     sshd.start()
 
     async def running_again() -> bool:
         try:
-            return (await runner.status(target)).state == "running"
+            return (await runner.status(host)).state == "running"
         except SshUnreachableError:
             return False
 
     await wait_for(running_again, what="status over the reconnected pool")
-    status = await runner.status(target)
+    status = await runner.status(host)
     assert status.pid == started.pid and status.started_at == started.started_at
-    await runner.kill(target)
+    await runner.kill(host)
 
 
 async def test_closed_pool_refuses_new_work(target: SshTarget) -> None:

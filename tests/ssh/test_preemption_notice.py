@@ -15,15 +15,15 @@ from pathlib import Path
 import psutil
 import pytest
 
+from gcptui.remote.compute.exec_channel import Reach
 from gcptui.remote.config import JobConfig
 from gcptui.remote.emulator import Emulator
 from gcptui.remote.emulator.hosts.metadata import MetadataServer
 from gcptui.remote.jobs.runner import JobRunner
 from gcptui.remote.ssh.pool import SshPool
-from gcptui.remote.ssh.target import SshTarget
 from tests.helpers.sshd import Sshd
 from tests.ssh.conftest import group_members, make_runner, wait_for
-from tests.ssh.emulated import boot, emulator_fixture, home, notice_only, start_vm, target, watching  # noqa: F401
+from tests.ssh.emulated import boot, emulator_fixture, home, notice_only, reach_of, start_vm, watching  # noqa: F401
 from tests.ssh.test_jobs import finished
 
 # Checkpoints on SIGTERM, as a trainer would: proof that it heard the signal in time.
@@ -52,7 +52,7 @@ async def test_preemption_reaches_the_job_and_the_watching_client_within_seconds
     emulator: Emulator, pool: SshPool
 ) -> None:
     await boot(emulator, "spot-1", "spot-2")
-    doomed, spared = await target(emulator, "spot-1"), await target(emulator, "spot-2")
+    doomed, spared = await reach_of(emulator, pool, "spot-1"), await reach_of(emulator, pool, "spot-2")
     runner = runner_for(pool)
     started = await runner.start(doomed)
     await runner.start(spared)
@@ -88,7 +88,7 @@ async def test_preemption_reaches_the_job_and_the_watching_client_within_seconds
 
     # After the restart keep-alive would do, status still says what happened to the last run.
     await start_vm(emulator, "spot-1")
-    after = await runner.status(await target(emulator, "spot-1"))
+    after = await runner.status(await reach_of(emulator, pool, "spot-1"))
     assert (after.state, after.exit_code, after.detail) == ("exited", 0, "preempted")
     assert after.preempted_at == notice.status.preempted_at
 
@@ -98,7 +98,7 @@ async def test_the_notice_alone_makes_the_vm_side_watcher_sigterm_the_job(
 ) -> None:
     # Only the metadata flips (no ACPI SIGTERM from the emulator): the SIGTERM the job gets is ours.
     await boot(emulator, "spot-1")
-    vm = await target(emulator, "spot-1")
+    vm = await reach_of(emulator, pool, "spot-1")
     runner = runner_for(pool)
     started = await runner.start(vm)
     pgid = started.pgid
@@ -123,29 +123,29 @@ async def test_the_notice_alone_makes_the_vm_side_watcher_sigterm_the_job(
 
 
 async def test_without_a_metadata_server_the_watcher_gives_up_and_the_job_is_unaffected(
-    pool: SshPool, target: SshTarget, remote_home: Path
+    pool: SshPool, host: Reach, remote_home: Path
 ) -> None:
     # The sshd fixture is not GCE: no GCE_METADATA_HOST, and metadata.google.internal does not resolve.
     runner = make_runner(pool, remote_home, command="sleep 600")
-    started = await runner.start(target)
+    started = await runner.start(host)
     assert started.pgid is not None
     await wait_for(lambda: _true(watcher_processes(started.pgid) == []), what="the watcher to give up")  # type: ignore[arg-type]
-    status = await runner.status(target)
+    status = await runner.status(host)
     assert (status.state, status.pid, status.detail) == ("running", started.pid, None)
-    killed = await runner.kill(target)
+    killed = await runner.kill(host)
     assert (killed.state, killed.exit_code, killed.detail) == ("killed", 143, None)
     assert group_members(started.pgid) == []
     assert not (remote_home / ".gcptui/job/preempted").exists()
 
 
 async def test_a_kill_right_after_start_takes_the_still_retrying_watcher_with_it(
-    pool: SshPool, target: SshTarget, remote_home: Path
+    pool: SshPool, host: Reach, remote_home: Path
 ) -> None:
     # A metadata address that refuses connections: the watcher is still between retries at the kill.
     runner = make_runner(pool, remote_home, command="sleep 600", env={"GCE_METADATA_HOST": "127.0.0.1:9"})
-    started = await runner.start(target)
+    started = await runner.start(host)
     began = time.monotonic()
-    killed = await runner.kill(target)
+    killed = await runner.kill(host)
     assert (killed.state, killed.exit_code) == ("killed", 143)
     assert time.monotonic() - began < 1.5  # no wait for the 2 s grace: nothing ignored the SIGTERM
     assert group_members(started.pgid) == []  # type: ignore[arg-type]
@@ -153,7 +153,7 @@ async def test_a_kill_right_after_start_takes_the_still_retrying_watcher_with_it
 
 @pytest.mark.parametrize("fetcher", ["curl", "wget", sys.executable], ids=["curl", "wget", "python"])
 async def test_every_fetcher_sees_the_notice_on_a_real_sshd(
-    pool: SshPool, target: SshTarget, remote_home: Path, fetcher: str
+    pool: SshPool, host: Reach, remote_home: Path, fetcher: str
 ) -> None:
     # The emulator's metadata server on its own loopback address, named through the job's env.
     metadata = MetadataServer({"instance/preempted": "FALSE"})
@@ -163,13 +163,13 @@ async def test_every_fetcher_sees_the_notice_on_a_real_sshd(
             pool, remote_home, command=TRAPPER,
             env={"GCE_METADATA_HOST": address, "GCPTUI_METADATA_FETCHER": fetcher},
         )  # fmt: skip
-        started = await runner.start(target)
+        started = await runner.start(host)
         pgid = started.pgid
         assert pgid is not None
         await wait_for(lambda: _true(any("wait_for_change" in c for c in watcher_processes(pgid))),
                        what="the notice watcher's long poll")  # fmt: skip
         await metadata.set("instance/preempted", "TRUE")
-        ended = await finished(runner, target)
+        ended = await finished(runner, host)
         assert (ended.state, ended.exit_code, ended.detail) == ("exited", 0, "preempted")
         assert ended.preempted_at is not None
         assert (remote_home / "term.txt").read_text() == "got-term\n"
@@ -179,11 +179,11 @@ async def test_every_fetcher_sees_the_notice_on_a_real_sshd(
 
 
 async def test_the_watch_reports_a_lost_connection_then_resumes_and_leaves_nothing_behind(
-    pool: SshPool, sshd: Sshd, target: SshTarget, remote_home: Path
+    pool: SshPool, sshd: Sshd, host: Reach, remote_home: Path
 ) -> None:
     runner = make_runner(pool, remote_home, command="sleep 600")
-    started = await runner.start(target)
-    async with watching(runner.watch(target)) as watch:
+    started = await runner.start(host)
+    async with watching(runner.watch(host)) as watch:
         await watch.wait("state", where=lambda e: e.status is not None and e.status.pid == started.pid)
         sshd.stop()  # the server and the session running the watch are gone
         lost_at, lost = await watch.wait("lost", timeout=10)
@@ -191,7 +191,7 @@ async def test_the_watch_reports_a_lost_connection_then_resumes_and_leaves_nothi
         sshd.start()
         _, back = await watch.wait("state", after=lost_at, timeout=15)  # through the pool's reconnect
         assert back.status is not None and (back.status.state, back.status.pid) == ("running", started.pid)
-        await runner.kill(target)
+        await runner.kill(host)
         _, ended = await watch.wait("ended", after=lost_at)
         assert ended.status is not None and (ended.status.state, ended.status.exit_code) == ("killed", 143)
         assert watch.kinds().count("lost") == 1
@@ -214,7 +214,7 @@ async def _true(value: bool) -> bool:
 
 
 async def test_a_spot_preemption_is_named_so_even_when_its_own_watcher_is_slow(
-    pool: SshPool, target: SshTarget, remote_home: Path
+    pool: SshPool, host: Reach, remote_home: Path
 ) -> None:
     # A Spot preemption flips maintenance-event too. On a loaded VM the preemption watcher can lag
     # the maintenance one by more than its one-second head start: the banner must still say preemption.
@@ -226,7 +226,7 @@ async def test_a_spot_preemption_is_named_so_even_when_its_own_watcher_is_slow(
             pool, remote_home, command=TRAPPER,
             env={"GCE_METADATA_HOST": address, "GCPTUI_METADATA_FETCHER": "curl"},
         )  # fmt: skip
-        started = await runner.start(target)
+        started = await runner.start(host)
         pgid = started.pgid
         assert pgid is not None
 
@@ -242,7 +242,7 @@ async def test_a_spot_preemption_is_named_so_even_when_its_own_watcher_is_slow(
         await wait_for(lambda: _true("from the metadata server" in log.read_text()), what="the notice banner")
         frozen.resume()
         frozen = None
-        ended = await finished(runner, target)
+        ended = await finished(runner, host)
         assert (ended.state, ended.exit_code, ended.detail) == ("exited", 0, "preempted")
         banners = [line for line in log.read_text().splitlines() if "from the metadata server" in line]
         assert len(banners) == 1 and "preemption notice from the metadata server" in banners[0], banners

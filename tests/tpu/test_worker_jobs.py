@@ -42,7 +42,8 @@ async def test_a_job_runs_on_every_worker_with_its_rank_and_is_killed_on_all(
         targets = [services.target(w) for w in workers]
         assert all(t.host_key_alias and t.host_key_alias.startswith(f"tpu.{node.id}-") for t in targets)
 
-        started = await runner.run_all("start", targets)
+        hosts = [services.reach(w) for w in workers]
+        started = await runner.run_all("start", hosts)
         assert all(r.ok and r.value is not None and r.value.state == "running" for r in started), started
 
         internal = ",".join(w.network_ip for w in node.workers)
@@ -59,7 +60,7 @@ async def test_a_job_runs_on_every_worker_with_its_rank_and_is_killed_on_all(
                 f"{node.workers[0].network_ip}:8476",
             ]
 
-        killed = await runner.run_all("kill", targets)
+        killed = await runner.run_all("kill", hosts)
         assert [r.value.state if r.value else None for r in killed] == ["killed", "killed"]
     finally:
         await services.close()

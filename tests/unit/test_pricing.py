@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 
 from gcptui.remote.cloud.price_catalog import fallback_book
-from gcptui.remote.cloud.pricing import PriceBook, machine_shape, rates_from_skus, run_spend
-from gcptui.remote.models import Gpu, Instance, State
+from gcptui.remote.cloud.pricing import PriceBook, machine_shape, rates_from_skus
+from gcptui.remote.models import Gpu, Instance, State, run_spend
 from gcptui.tui.live.columns import fleet_cost_line, price_cell
 
 

@@ -9,16 +9,22 @@ from pathlib import Path
 from rich.console import Console
 from rich.markup import escape
 
-from gcptui.remote.cloud.create import CreateOptions, check_group, check_vm_name, parse_gpus
-from gcptui.remote.cloud.fleet import FleetSource
-from gcptui.remote.cloud.images import image_from_disk, image_name
-from gcptui.remote.cloud.instances import DiskOrigin, short_name
 from gcptui.remote.compute.backend import Capability
-from gcptui.remote.compute.registry import Compute
+from gcptui.remote.compute.registry import Compute, fleet_source
 from gcptui.remote.config import Config, find_config, load_config
 from gcptui.remote.config.record import record_group, with_group
 from gcptui.remote.errors import ConfigError
-from gcptui.remote.provision import Created, CreatePlan, VmCreator, plan_create, zone_unlisted
+from gcptui.remote.provision import (
+    Created,
+    CreateOptions,
+    VmCreator,
+    check_group,
+    check_vm_name,
+    image_maker,
+    parse_gpus,
+    plan_create,
+    zone_unlisted,
+)
 
 
 def options_from(args: argparse.Namespace) -> CreateOptions:
@@ -62,27 +68,6 @@ def group_file(args: argparse.Namespace, names: list[str]) -> Path:
     return path
 
 
-def describe(plan: CreatePlan) -> str:
-    """One line saying what every new VM gets."""
-    body = plan.body("x")
-    gpus = ", ".join(
-        f"{a['acceleratorCount']}x {short_name(a['acceleratorType'])}"
-        for a in body.get("guestAccelerators", [])
-    )
-    scheduling = body["scheduling"]
-    # Legacy preemptible VMs (provisioning model STANDARD) are Spot-priced and preempted as Spot ones:
-    # `gcptui ls` calls them spot too.
-    spot = scheduling.get("provisioningModel") == "SPOT" or bool(scheduling.get("preemptible"))
-    model = "Spot" if spot else "on-demand"
-    origin = plan.origin
-    source = short_name(origin.source_image or origin.source_snapshot or "")
-    kind = "image" if origin.source_image else "snapshot"
-    return (
-        f"{short_name(body['machineType'])}{f' + {gpus}' if gpus else ''}, {model}, in {plan.zone}; "
-        f"boot disk from {kind} {source} ({origin.type}, {origin.size_gb} GB)"
-    )
-
-
 def run_create(args: argparse.Namespace) -> int:
     if not args.base:
         raise ConfigError("vm create needs --from BASE: the VM whose settings to copy (see `gcptui ls`)")
@@ -92,7 +77,7 @@ def run_create(args: argparse.Namespace) -> int:
     if len(set(names)) != len(names):
         raise ConfigError("vm create: a name is given twice")
     config_path = group_file(args, names) if options.group else None
-    source = FleetSource(config)
+    source = fleet_source(config)
     if source.gcp is None:
         raise ConfigError("vm create needs a [gcp] section: static [[hosts]] cannot be created")
     unlisted = zone_unlisted(options.zone, config)
@@ -111,21 +96,9 @@ def run_create(args: argparse.Namespace) -> int:
         )
     console = Console(stderr=True, soft_wrap=True, highlight=False)
     gce = source.gce()
-
-    def make_image(origin: DiskOrigin) -> str:
-        name = image_name(base.name)
-        console.print(
-            f"the boot disk {origin.name} of {base.name} was made from neither an image nor a snapshot: "
-            f"making image {name} of it first (this takes minutes)"
-        )
-        began = time.monotonic()
-        url = image_from_disk(gce, base.zone, origin.name, name)
-        console.print(f"image {name} made in {time.monotonic() - began:.0f} s")
-        return url
-
-    plan = plan_create(gce, base, options, make_image)
+    plan = plan_create(gce, base, options, image_maker(gce, base, console.print))
     count = f"{len(names)} VM{'s' if len(names) != 1 else ''}"
-    console.print(escape(f"creating {count} like {base.name}: {describe(plan)}"))
+    console.print(escape(f"creating {count} like {base.name}: {plan.describe()}"))
     creator = VmCreator(
         gce, config, lambda name, step: console.print(escape(f"  {name}: {zone_advice(step, args.zone)}"))
     )

@@ -7,9 +7,8 @@ import json
 import sys
 from concurrent.futures import ThreadPoolExecutor, as_completed
 
-from gcptui.remote.cloud.fleet import FleetSource
-from gcptui.remote.compute.backend import SHARED_FLEET, BackendContext, Capability
-from gcptui.remote.compute.registry import Compute
+from gcptui.remote.compute.backend import Capability
+from gcptui.remote.compute.registry import Compute, fleet_source
 from gcptui.remote.config import load_config
 from gcptui.remote.errors import ConfigError, GcptuiError, NotFoundError
 from gcptui.remote.models import Instance
@@ -18,11 +17,9 @@ from gcptui.tui.cli.common import ask_line
 
 def run_ls(args: argparse.Namespace) -> int:
     config = load_config(getattr(args, "config", None))
-    source = FleetSource(config)
+    source = fleet_source(config)
     # Every configured kind of compute beside the VMs (TPU nodes, Vertex AI jobs, ...), through the seam.
-    source.more_rows = Compute.from_context(
-        BackendContext(config, shared={SHARED_FLEET: source})
-    ).rows_beyond_fleet
+    source.more_rows = Compute.over(source).rows_beyond_fleet
     snapshot = source.snapshot()
     instances = sorted(snapshot.instances, key=lambda i: i.name)  # by name, as the TUI sorts
     for note in snapshot.errors:  # e.g. an unreachable zone: what was listed still prints, exit 0
@@ -56,7 +53,7 @@ def run_vm(args: argparse.Namespace) -> int:
         raise ConfigError(f"{', '.join(create_only)}: only `gcptui vm create` takes these")
     if not args.names:
         raise ConfigError(f"vm {args.action} needs the names of the VMs to act on (see `gcptui ls`)")
-    source = FleetSource(load_config(getattr(args, "config", None)))
+    source = fleet_source(load_config(getattr(args, "config", None)))
     if source.gcp is None and not source.config.gke:  # a kubeconfig context needs no [gcp]
         raise ConfigError("vm commands need a [gcp] section: static [[hosts]] have no VM lifecycle")
     compute = Compute.over(source)

@@ -17,9 +17,9 @@ from textual.screen import ModalScreen
 from textual.widget import Widget
 from textual.widgets import Checkbox, Input, Label, Static
 
-from gcptui.remote.cloud.create import check_group, expand_names
 from gcptui.remote.errors import ConfigError
 from gcptui.remote.models import Instance
+from gcptui.remote.provision import check_group, expand_names
 
 
 @dataclass(frozen=True, slots=True)

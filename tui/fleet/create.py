@@ -9,13 +9,12 @@ import logging
 
 from textual.app import App
 
-from gcptui.remote.cloud.create import CreateOptions
 from gcptui.remote.compute.backend import Capability
 from gcptui.remote.config import GroupConfig
 from gcptui.remote.config.record import record_group, with_group
 from gcptui.remote.errors import GcptuiError
 from gcptui.remote.models import Instance
-from gcptui.remote.provision import Created, VmCreator, plan_create, zone_unlisted
+from gcptui.remote.provision import Created, CreateOptions, VmCreator, plan_create, zone_unlisted
 from gcptui.remote.services import Services
 from gcptui.tui.dialogs.create_form import CreateFormScreen, CreateRequest
 

@@ -13,8 +13,7 @@ from textual.containers import VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Static
 
-from gcptui.remote.cloud.pricing import run_spend
-from gcptui.remote.models import SOURCE_TITLES, Instance
+from gcptui.remote.models import SOURCE_TITLES, Instance, run_spend
 from gcptui.tui.live.cells import checkpoint_detail, gpu_panel_text, progress_cell
 from gcptui.tui.live.columns import status_text
 from gcptui.tui.live.state import Live
