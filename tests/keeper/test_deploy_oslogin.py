@@ -101,3 +101,9 @@ async def test_a_keeper_under_os_login_logs_in_as_its_service_account(
     assert emu.oslogin.profiles["ada@example.com"].keys == ada_keys
     assert emu.oslogin.calls["deleteSshPublicKey"] == 3
     assert not (keeper_vm.disk / "home" / ".gcptui-keeper").exists()  # type: ignore[operator]
+
+    # Again, with nothing left on the VM to run the deletion: it says what may be left, and how.
+    assert await _stop(services, "keeper-vm", remove=True) == 0
+    out = capsys.readouterr().out
+    assert f"gcloud compute os-login ssh-keys remove --account={SA} --key=FINGERPRINT" in out, out
+    assert list(profile.keys) == [other]
