@@ -105,10 +105,7 @@ class OsLogin:
         from google.cloud import oslogin_v1
         from google.cloud.oslogin_v1 import common
 
-        endpoint = self.gce.endpoint if is_local_endpoint(self.gce.endpoint) else OSLOGIN_ENDPOINT
-        client = oslogin_v1.OsLoginServiceClient(
-            transport="rest", credentials=self.gce.credentials, client_options={"api_endpoint": endpoint}
-        )
+        client = self._client()
         parent = f"users/{account}"
         with self.gce.api_errors("read your OS Login profile"):
             profile = client.get_login_profile(
@@ -132,6 +129,44 @@ class OsLogin:
                 f"the OS Login profile of {account} has no POSIX account: ask an admin to grant OS Login"
             )
         return user
+
+    def _client(self) -> Any:
+        from google.cloud import oslogin_v1
+
+        endpoint = self.gce.endpoint if is_local_endpoint(self.gce.endpoint) else OSLOGIN_ENDPOINT
+        return oslogin_v1.OsLoginServiceClient(
+            transport="rest", credentials=self.gce.credentials, client_options={"api_endpoint": endpoint}
+        )
+
+    def forget(self) -> str | None:
+        """Delete ``[ssh].key``'s public half from the account's own profile (by the fingerprint
+        the profile gives it; no other key is touched); its fingerprint, None when the profile did
+        not have it. ``CloudError`` (one line) else."""
+        account = self.account or resolve_account()
+        if not account:
+            raise CloudError("no account to forget the key of: set CLOUDSDK_CORE_ACCOUNT")
+        key = self._public_key_text()
+        from google.cloud import oslogin_v1
+
+        client = self._client()
+        with self.gce.api_errors("read the OS Login profile"):
+            profile = client.get_login_profile(
+                request=oslogin_v1.GetLoginProfileRequest(
+                    name=f"users/{account}", project_id=self.gce.project
+                ),
+                timeout=self.gce.timeout,
+            )
+        found = [
+            k.fingerprint for k in profile.ssh_public_keys.values() if " ".join(k.key.split()[:2]) == key
+        ]
+        for fp in found:
+            with self.gce.api_errors("delete the key from the OS Login profile"):
+                client.delete_ssh_public_key(
+                    request=oslogin_v1.DeleteSshPublicKeyRequest(name=f"users/{account}/sshPublicKeys/{fp}"),
+                    timeout=self.gce.timeout,
+                )
+        self.user = None  # the profile changed: resolve again before the next login
+        return found[0] if found else None
 
     def _public_key_text(self) -> str:
         if self.public_key is None:

@@ -183,6 +183,7 @@ class EmulatorAssembly:
         self.fleet.project_metadata.update(self._project_metadata)
         # One server, each Google API's routes under its own prefix.
         self.server = ApiServer(self.token)
+        self.server.principals = self.oslogin.principals  # the accounts' own tokens (one dict, shared)
         self.api = ComputeApi(self.server.app, self.fleet, page_size=self._page_size)
         self.tpus = TpuNodes(
             self.project, self._host, boot_seconds=self.timing.boot_seconds,

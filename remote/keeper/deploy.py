@@ -224,12 +224,12 @@ class KeeperDeploy:
         return public.split("\n")[-1]
 
     async def _oslogin(self, conn: asyncssh.SSHClientConnection, instance: Instance) -> bool:
-        """Where the project uses OS Login: the keeper imports its key into its VM's service
-        account's login profile (as that account, on the VM) and logs in as that profile's user;
-        False (metadata ``ssh-keys`` then) where it does not."""
+        """Where OS Login applies to the keeper VM (its own ``enable-oslogin``, else the project's):
+        the keeper imports its key into its VM's service account's login profile (as that account,
+        on the VM) and logs in as that profile's user; False (metadata ``ssh-keys`` then) where not."""
         from gcptui.remote.keeper.oslogin import import_command, oslogin_on, service_account
 
-        if not await asyncio.to_thread(oslogin_on, self.services):
+        if not await asyncio.to_thread(oslogin_on, self.services, instance):
             return False
         account = await asyncio.to_thread(service_account, self.services, instance.name, instance.zone)
         command = import_command(f"{KEEPER_DIR}/venv/bin/python", f"{KEEPER_DIR}/gcptui.toml", account)

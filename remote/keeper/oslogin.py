@@ -14,18 +14,23 @@ The account needs ``roles/compute.osAdminLogin`` (or ``osLogin``) on the project
 
 from __future__ import annotations
 
+import os
 import shlex
 import sys
 from typing import Any
 
 from gcptui.remote.errors import GcptuiError
+from gcptui.remote.models import Instance
 from gcptui.remote.services import Services
 
 ACCOUNT_ENV = "CLOUDSDK_CORE_ACCOUNT"  # the account OsLogin resolves (gcloud's own variable)
 
 
-def oslogin_on(services: Services) -> bool:
-    """Whether the project turns OS Login on (its ``enable-oslogin`` metadata). Blocking."""
+def oslogin_on(services: Services, instance: Instance | None = None) -> bool:
+    """Whether OS Login applies to ``instance`` (the keeper VM): its own ``enable-oslogin`` metadata
+    when set (GCE lets it override the project's), else the project's. Blocking."""
+    if instance is not None and instance.oslogin is not None:
+        return instance.oslogin
     from gcptui.remote.cloud.instances import metadata_flag
 
     services.fleet.reader()
@@ -50,20 +55,42 @@ def service_account(services: Services, name: str, zone: str) -> str:
     )
 
 
+def _entry(python: str, config: str, account: str, function: str) -> str:
+    code = f"import sys; from gcptui.remote.keeper.oslogin import {function}; {function}(sys.argv[1:])"
+    return f"{ACCOUNT_ENV}={shlex.quote(account)} {python} -c {shlex.quote(code)} {config}"
+
+
 def import_command(python: str, config: str, account: str) -> str:
     """The command ``keeper deploy`` runs on the keeper VM: ``login_here`` as ``account``."""
-    code = "import sys; from gcptui.remote.keeper.oslogin import main; main(sys.argv[1:])"
-    return f"{ACCOUNT_ENV}={shlex.quote(account)} {python} -c {shlex.quote(code)} {config}"
+    return _entry(python, config, account, "main")
+
+
+def forget_command(python: str, config: str, account: str) -> str:
+    """The command ``keeper remove`` runs on the keeper VM: ``forget_main`` as ``account``."""
+    return _entry(python, config, account, "forget_main")
+
+
+def leftover_line(account: str) -> str:
+    """What ``keeper remove`` says when it could not delete the key itself."""
+    return (
+        f"keeper: its SSH key may be left in {account}'s OS Login profile: list it with `gcloud compute "
+        f"os-login ssh-keys list --account={account}` and remove it with `gcloud compute os-login "
+        f"ssh-keys remove --account={account} --key=FINGERPRINT`"
+    )
 
 
 def login_here(services: Services) -> str | None:
     """On the keeper VM: the OS Login user of the account it acts as (``CLOUDSDK_CORE_ACCOUNT``),
-    its ``[ssh] key`` imported into that profile when missing; None when the project does not use
-    OS Login. ``CloudError`` (one line) when it cannot be resolved. Blocking."""
-    if not oslogin_on(services):
+    its ``[ssh] key`` imported into that profile when missing; None when OS Login is not in use
+    (the project does not turn it on and deploy gave no account: it chose OS Login for this keeper,
+    the keeper VM's own ``enable-oslogin`` included, when it did). ``CloudError`` (one line) when it
+    cannot be resolved. Blocking."""
+    if not oslogin_on(services) and not os.environ.get(ACCOUNT_ENV):
         return None
+    services.fleet.reader()
     login = services.fleet.oslogin
-    assert login is not None  # built by oslogin_on's reader()
+    if login is None:
+        return None
     return login.resolve()
 
 
@@ -79,3 +106,21 @@ def main(argv: list[str]) -> None:
         print(f"OS Login: {err}", file=sys.stderr)
         raise SystemExit(1) from None
     print(user or "")
+
+
+def forget_main(argv: list[str]) -> None:
+    """``python -c ... CONFIG``: delete the keeper's own ``[ssh] key`` from the OS Login profile of
+    ``CLOUDSDK_CORE_ACCOUNT`` (never another key); print its fingerprint, or nothing when the profile
+    did not have it; a one-line error and exit 1 when it cannot."""
+    from gcptui.remote.config import load_config
+
+    services = Services(load_config(argv[0]))
+    try:
+        services.fleet.reader()
+        login = services.fleet.oslogin
+        if login is None:
+            raise GcptuiError("the keeper's config has no [gcp] project")
+        print(login.forget() or "")
+    except GcptuiError as err:
+        print(f"OS Login: {err}", file=sys.stderr)
+        raise SystemExit(1) from None

@@ -68,6 +68,10 @@ class KeeperService:
         job = JobConfig(command=command, env=env or {}, stop_grace_seconds=10)
         return _SlotRunner(self.services.pool, job, "~/.gcptui-keeper")
 
+    async def sh(self, command: str) -> tuple[int, str]:
+        """Run ``command`` on the keeper VM: its exit status and output (stdout, then stderr)."""
+        return await self._sh(command)
+
     async def _sh(self, command: str, *, input: str | None = None) -> tuple[int, str]:
         conn = await self.services.pool.connection(self.target)
         result = await conn.run(command, input=input, check=False)

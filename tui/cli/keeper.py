@@ -13,13 +13,19 @@ import json
 import signal
 import socket
 import sys
+from typing import TYPE_CHECKING
 
-from gcptui.remote.aio import cancel_and_wait
+from gcptui.remote.aio import cancel_and_wait, within
 from gcptui.remote.config import load_config
 from gcptui.remote.errors import ConfigError, GcptuiError
 from gcptui.remote.keepalive.recovery import RecoveryEvent
+from gcptui.remote.safe_text import vm_field
 from gcptui.remote.services import Services
 from gcptui.tui.cli.common import with_services
+
+if TYPE_CHECKING:
+    from gcptui.remote.keeper.vm_service import KeeperService
+    from gcptui.remote.models import Instance
 
 
 def run_keeper(args: argparse.Namespace) -> int:
@@ -85,7 +91,14 @@ async def _stop(services: Services, name: str, *, remove: bool) -> int:
     from gcptui.remote.keeper.deploy import KEEPER_LABEL
     from gcptui.remote.keeper.project_keys import remove_project_keys
 
-    [instance] = await services.resolve([name])
+    try:
+        [instance] = await services.resolve([name])
+    except ConfigError:
+        if remove:  # the VM is gone: what it may have left behind, then the error
+            _say(f"keeper: {name} is gone; where OS Login was on, its key may be left in its service account's "
+                 "OS Login profile: `gcloud compute os-login ssh-keys list --account=ACCOUNT`, then "
+                 "`gcloud compute os-login ssh-keys remove --account=ACCOUNT --key=FINGERPRINT`")  # fmt: skip
+        raise
     if not remove:
         service = await _keeper_service(services, name)
         await service.stop()
@@ -93,10 +106,18 @@ async def _stop(services: Services, name: str, *, remove: bool) -> int:
             f"keeper: stopped on {name} (its lease given back); `gcptui keeper deploy --existing {name}` starts it again"
         )
         return 0
+    account = await _oslogin_account(services, instance)
+    forgotten = False
     if instance.state.value == "running":
         service = await _keeper_service(services, name)
+        if account is not None:
+            forgotten = await _forget_key(service, account)
         with contextlib.suppress(GcptuiError):
             await service.remove_files()
+    if account is not None and not forgotten:
+        from gcptui.remote.keeper.oslogin import leftover_line
+
+        _say(leftover_line(account))
     if await asyncio.to_thread(remove_project_keys, services):
         _say("keeper: its SSH key removed from the project's ssh-keys metadata")
     if instance.labels.get(KEEPER_LABEL) == "created":
@@ -106,6 +127,43 @@ async def _stop(services: Services, name: str, *, remove: bool) -> int:
     else:
         _say(f"keeper: removed from {name} (a VM deploy did not make is left running)")
     return 0
+
+
+async def _oslogin_account(services: Services, instance: Instance) -> str | None:
+    """The keeper VM's service account where OS Login applies to it (its key was imported into that
+    account's profile at deploy), else None."""
+    from gcptui.remote.keeper.oslogin import oslogin_on, service_account
+
+    if not await asyncio.to_thread(oslogin_on, services, instance):
+        return None
+    try:
+        return await asyncio.to_thread(service_account, services, instance.name, instance.zone)
+    except GcptuiError:
+        return None  # no service account: deploy could not have imported a key either
+
+
+async def _forget_key(service: KeeperService, account: str) -> bool:
+    """On the keeper VM, as ``account``: delete the keeper's own key from that account's OS Login
+    profile (``forget_main``), before its files go. True when the profile no longer has it."""
+    import asyncssh
+
+    from gcptui.remote.keeper.oslogin import forget_command
+    from gcptui.remote.keeper.vm_service import KEEPER_DIR
+
+    command = forget_command(f"{KEEPER_DIR}/venv/bin/python", f"{KEEPER_DIR}/gcptui.toml", account)
+    try:
+        rc, out = await within(120, service.sh(command))
+    except (GcptuiError, OSError, asyncssh.Error, TimeoutError) as err:
+        _say(f"keeper: could not reach {service.instance.name} to delete its key ({vm_field(str(err), 200)})")
+        return False
+    lines = out.strip().splitlines()
+    if rc != 0:
+        _say(f"keeper: deleting its key failed on the VM: {vm_field(lines[-1] if lines else '', 300)}")
+        return False
+    fp = vm_field(lines[-1], 80) if lines else ""
+    _say(f"keeper: its SSH key deleted from {account}'s OS Login profile ({fp})" if fp
+         else f"keeper: its SSH key was not in {account}'s OS Login profile")  # fmt: skip
+    return True
 
 
 def _run(args: argparse.Namespace) -> int:

@@ -1,10 +1,15 @@
 """The OS Login API, as far as SSH needs it: login profiles with a POSIX account and imported keys.
 
-``GET /v1/users/{user}/loginProfile`` and ``POST /v1/users/{user}:importSshPublicKey`` answer in the
-REST shapes of ``oslogin.googleapis.com``; the first touch of an account creates its POSIX account
+``GET /v1/users/{user}/loginProfile``, ``POST /v1/users/{user}:importSshPublicKey`` and ``DELETE
+/v1/users/{user}/sshPublicKeys/{fingerprint}`` answer in the REST shapes of ``oslogin.googleapis.com``; the first touch of an account creates its POSIX account
 (user name from the e-mail address, as Google derives it: ``ada@example.com`` → ``ada_example_com``).
 Emulated VMs with ``enable-oslogin`` (their own metadata, else the project's) let in only these
 users, with the keys imported into their profiles.
+
+As on Google, a principal reaches only its own profile: a caller holding an account's own token
+(``principal_token``) gets 403 on another account's. The emulator's main token stands for no account
+in particular (one credential for the whole emulated organisation): its holder acts as the account it
+names.
 """
 
 from __future__ import annotations
@@ -12,6 +17,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import re
+import secrets
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -52,6 +58,22 @@ class OsLoginProfiles:
         self.project = project
         self.profiles: dict[str, Profile] = {}
         self.calls: dict[str, int] = {}
+        self.principals: dict[str, str] = {}  # bearer token -> the account it stands for
+
+    def principal_token(self, email: str) -> str:
+        """A bearer token that stands for ``email`` alone (a VM's service account, say)."""
+        token = secrets.token_urlsafe(32)
+        self.principals[token] = email
+        return token
+
+    def own_profile(self, request: web.Request) -> Profile:
+        """The profile the path names, refused (403, as Google) to a principal that is not its owner."""
+        email = request.match_info["user"]
+        scheme, _, given = request.headers.get("Authorization", "").partition(" ")
+        principal = self.principals.get(given.strip()) if scheme.lower() == "bearer" else None
+        if principal is not None and principal != email:
+            raise ApiError(403, "The caller does not have permission", "forbidden")
+        return self.profile(email)
 
     def profile(self, email: str) -> Profile:
         if "@" not in email:
@@ -92,11 +114,11 @@ class OsLoginProfiles:
 
     async def get_login_profile(self, request: web.Request) -> web.Response:
         self.calls["getLoginProfile"] = self.calls.get("getLoginProfile", 0) + 1
-        return web.json_response(self.profile_json(self.profile(request.match_info["user"])))
+        return web.json_response(self.profile_json(self.own_profile(request)))
 
     async def import_ssh_public_key(self, request: web.Request) -> web.Response:
         self.calls["importSshPublicKey"] = self.calls.get("importSshPublicKey", 0) + 1
-        profile = self.profile(request.match_info["user"])
+        profile = self.own_profile(request)
         try:
             body = await request.json()
         except ValueError:
@@ -107,6 +129,17 @@ class OsLoginProfiles:
         profile.keys[fingerprint(key)] = key
         return web.json_response({"loginProfile": self.profile_json(profile)})
 
+    async def delete_ssh_public_key(self, request: web.Request) -> web.Response:
+        """``users.sshPublicKeys.delete``: the key named by its fingerprint; 404 when the profile has
+        no such key; ``Empty`` (``{}``) when it is gone."""
+        self.calls["deleteSshPublicKey"] = self.calls.get("deleteSshPublicKey", 0) + 1
+        profile = self.own_profile(request)
+        fp = request.match_info["fingerprint"]
+        if profile.keys.pop(fp, None) is None:
+            raise ApiError(404, f"Public key {fp} not found.", "notFound")
+        return web.json_response({})
+
     def add_routes(self, app: web.Application) -> None:
         app.router.add_get("/v1/users/{user}/loginProfile", self.get_login_profile)
         app.router.add_post(r"/v1/users/{user:[^/:]+}:importSshPublicKey", self.import_ssh_public_key)
+        app.router.add_delete("/v1/users/{user}/sshPublicKeys/{fingerprint}", self.delete_ssh_public_key)
