@@ -194,7 +194,7 @@ class GcptuiApp(Telling, KeepAliveControls, App[None]):
             for instance in message.snapshot.instances:
                 if instance.name in self.live:
                     live = self.live[instance.name]
-                    live.keepalive = self.keepalive.enabled(instance.name) if instance.spot else None
+                    live.keepalive = self.keepalive_setting(instance)
                     if live.outcome == "resumed" and instance.state is not State.RUNNING:
                         live.outcome = ""  # stopped since: "resumed" would be a stale word
         self._tell_fleet(FleetRefreshed(message.snapshot))

@@ -20,6 +20,8 @@ from gcptui.tui.live.notices import Notice, lease_notice, recovery_cell, recover
 if TYPE_CHECKING:
     from gcptui.remote.keepalive.autostop import AutoStopper
     from gcptui.remote.keepalive.lease_gate import Standing
+    from gcptui.remote.keepalive.rows import RowKeepAlive
+    from gcptui.remote.keepalive.service import KeepAliveService
 
 
 class KeepAliveControls:
@@ -27,6 +29,7 @@ class KeepAliveControls:
     services: Services
     monitors: Monitors
     keepalive: KeepAlive | None
+    row_keepalive: RowKeepAlive | None = None  # the other kinds' rows (TPU nodes, GKE workloads)
     autostopper: AutoStopper | None
     _keepalive_due: bool
     lease_standing: Standing | None = None  # who recovers (the lease), as of keep-alive's last poll
@@ -52,8 +55,9 @@ class KeepAliveControls:
     async def _keep_alive(self) -> None:
         from gcptui.tui.live.keepalive_run import run_keepalive
 
-        def started(keepalive: KeepAlive, autostopper: AutoStopper | None) -> None:
-            self.keepalive, self.autostopper = keepalive, autostopper
+        def started(service: KeepAliveService) -> None:
+            self.keepalive, self.autostopper = service.keepalive, service.autostopper
+            self.row_keepalive = service.rows
 
         await run_keepalive(self.services, self.config, self._recovery_event, started, self._lease_standing)
 
@@ -78,15 +82,28 @@ class KeepAliveControls:
         self._live_changed(event.name)
         self._say(recovery_notice(event))
 
+    def _switch(self, instance: Instance) -> KeepAlive | RowKeepAlive | None:
+        """Who keeps ``instance`` alive: the VMs' keep-alive for a row of the fleet listing, the rows'
+        for another kind's (a TPU node, a GKE workload); None before keep-alive started."""
+        if self.services.compute.in_fleet_listing(instance):
+            return self.keepalive
+        return self.row_keepalive
+
+    def keepalive_setting(self, instance: Instance) -> bool | None:
+        """The Keep-alive cell's setting for ``instance``: None where nothing preempts it."""
+        switch = self._switch(instance)
+        return switch.enabled(instance.name) if switch is not None and instance.spot else None
+
     def toggle_keepalive(self, instance: Instance) -> None:
-        if self.keepalive is None:
+        switch = self._switch(instance)
+        if self.keepalive is None or switch is None:
             self._app.notify("keep-alive needs [gcp]: static hosts cannot be restarted", severity="warning")
             return
         if not instance.spot:
             self._app.notify(f"{instance.name} is not a Spot VM: GCE does not preempt it", severity="warning")
             return
-        on = not self.keepalive.enabled(instance.name)
-        (self.keepalive.enable if on else self.keepalive.disable)(instance.name)
+        on = not switch.enabled(instance.name)
+        (switch.enable if on else switch.disable)(instance.name)
         live = self.monitors.state(instance.name)
         live.keepalive, live.recovery, live.outcome = on, "", ""  # a new setting: old outcomes are stale
         self._live_changed(instance.name)

@@ -74,6 +74,7 @@ class RowKeepAlive:
         self.outcomes: dict[str, str] = {}  # name -> how its last recovery ended
         self._job_ran: dict[str, bool] = {}  # name -> its job ran at the last look while it was up
         self._recovering: dict[str, asyncio.Task[None]] = {}
+        self._disabled: set[str] = set()  # switched off by the user (the TUI's k), whatever ``names`` says
         # The lease (service.py): False while another keep-alive holds it; this one then only watches.
         self.may_recover: Callable[[], bool] = lambda: True
         # Checked again right before the job is restarted (``LeaseGate.fence``): a recovery that began
@@ -82,10 +83,26 @@ class RowKeepAlive:
 
     # -- watching ----------------------------------------------------------------------------------
 
+    def enabled(self, name: str) -> bool:
+        """Whether ``name`` is watched when its row can be (named, or all; not switched off)."""
+        return name not in self._disabled and (self.names is None or name in self.names)
+
+    def enable(self, name: str) -> None:
+        """Watch ``name`` (switched on by the user, as ``KeepAlive.enable``), its restart count anew."""
+        self._disabled.discard(name)
+        if self.names is not None:
+            self.names.add(name)
+        self.restarts.pop(name, None)
+
+    def disable(self, name: str) -> None:
+        """Stop watching ``name``; a recovery in flight is cancelled (the user takes over)."""
+        self._disabled.add(name)
+        task = self._recovering.get(name)
+        if task is not None:
+            task.cancel()
+
     def _watched(self, backend: Backend, row: Instance) -> bool:
-        return (
-            watchable(backend, row) and bool(row.workers) and (self.names is None or row.name in self.names)
-        )
+        return watchable(backend, row) and bool(row.workers) and self.enabled(row.name)
 
     def _rows(self) -> list[tuple[Backend, Instance]]:
         """The watched rows of the kinds ``KeepAlive`` does not poll itself (its GCE listing)."""

@@ -8,9 +8,9 @@ import asyncio
 from collections.abc import Callable
 
 from gcptui.remote.config import Config
-from gcptui.remote.keepalive.autostop import AutoStopper
 from gcptui.remote.keepalive.lease_gate import Standing, standing_listener
-from gcptui.remote.keepalive.recovery import KeepAlive, RecoveryEvent
+from gcptui.remote.keepalive.recovery import RecoveryEvent
+from gcptui.remote.keepalive.service import KeepAliveService
 from gcptui.remote.services import Services
 
 
@@ -18,7 +18,7 @@ async def run_keepalive(
     services: Services,
     config: Config,
     on_event: Callable[[RecoveryEvent], None],
-    started: Callable[[KeepAlive, AutoStopper | None], None],
+    started: Callable[[KeepAliveService], None],
     on_standing: Callable[[Standing], None] | None = None,
 ) -> None:
     """Watch for preemptions and recover: every Spot VM from the start when ``[keepalive] enabled``,
@@ -31,7 +31,7 @@ async def run_keepalive(
     service = build_service(services, names=names, on_event=on_event)
     if service.gate is not None and on_standing is not None:
         service.keepalive.on_poll(standing_listener(service.gate, on_standing))
-    started(service.keepalive, service.autostopper)
+    started(service)
     try:
         await service.run()
     finally:
