@@ -19,6 +19,7 @@ import termios
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -37,18 +38,18 @@ class Setup:
     def __init__(self, emu: EmulatorThread, cluster: Cluster, config: Path) -> None:
         self.emu, self.cluster, self.config = emu, cluster, config
 
-    def pods(self, app: str) -> dict[str, dict[str, object]]:
+    def pods(self, app: str) -> dict[str, dict[str, Any]]:
         found = self.emu.call(lambda: self.cluster.store.select("pods", "default"))
         return {p["metadata"]["name"]: p for p in found if p["metadata"]["labels"].get("app") == app}
 
-    def wait_running(self, app: str, count: int) -> dict[str, dict[str, object]]:
+    def wait_running(self, app: str, count: int) -> dict[str, dict[str, Any]]:
         deadline = time.monotonic() + 30
         while True:
             pods = self.pods(app)
-            running = [p for p in pods.values() if p["status"].get("phase") == "Running"]  # type: ignore[attr-defined]
+            running = [p for p in pods.values() if p["status"].get("phase") == "Running"]
             if len(running) == count and not any(
                 p["metadata"].get("deletionTimestamp") for p in pods.values()
-            ):  # type: ignore[attr-defined]
+            ):
                 return pods
             assert time.monotonic() < deadline, pods
             time.sleep(0.1)
