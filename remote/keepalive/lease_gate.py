@@ -151,9 +151,14 @@ class LeaseGate:
 
     def fence(self) -> None:
         """Right before a job is relaunched: ``LeaseLost`` unless this keep-alive still holds the lease
-        (its own write is still the latest). Blocking."""
+        (the latest write names it). Blocking.
+
+        The holder decides, not the generation: this process renews in another thread each poll, so a
+        newer generation under its own name is its own renewal whose reply has not come back yet (at a
+        load of 8 that window ended a keeper's recovery, and nobody else relaunched the job). Only a
+        write of another holder, made after a conditional read, passes the lease on."""
         view = self.lease.look()
-        if view.holder != self.lease.holder or view.generation != self.lease.generation:
+        if view.holder != self.lease.holder:
             self.holding = False
             raise LeaseLost(
                 f"the keep-alive lease passed to {view.holder or 'nobody'}: not relaunched here (it recovers this VM)"

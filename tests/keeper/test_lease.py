@@ -3,9 +3,12 @@ one holder at a time, renewal, take-over after the holder lapses, hostile timing
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
-from gcptui.remote.keepalive.lease import LEASE_OBJECT, Lease, lease_key
+import pytest
+
+from gcptui.remote.keepalive.lease import LEASE_OBJECT, Lease, LeaseLost, lease_key
 from gcptui.remote.keepalive.lease_gate import KeeperStatus, LeaseGate, standing_listener
 from tests.helpers.gcs import FakeGcs
 
@@ -124,3 +127,17 @@ def test_without_a_keeper_the_laptop_holds_the_lease_and_says_so(fake_gcs: FakeG
     listener([])
     listener([])  # the same words: told once
     assert seen == ["this laptop holds the lease"]
+
+
+def test_the_fence_holds_through_the_holders_own_renewal_in_flight(fake_gcs: FakeGcs) -> None:
+    keeper, laptop, _, _ = gates(fake_gcs)
+    assert keeper.lease.hold()
+    # The poll's renewal, written by the bucket but its reply not yet back in this process (another
+    # thread): a newer generation under the keeper's own name. The relaunch still goes ahead.
+    server_side = Lease(BUCKET, keeper.lease.holder, b"k" * 32, ttl=TTL, client=fake_gcs.client())
+    assert server_side.claim(keeper.lease.look()) and server_side.generation != keeper.lease.generation
+    keeper.fence()
+    # Another holder's write passes the lease on: then the fence stops the relaunch.
+    assert laptop.lease.claim(replace(laptop.lease.look(), lapsed=True))
+    with pytest.raises(LeaseLost, match="passed to laptop:box"):
+        keeper.fence()

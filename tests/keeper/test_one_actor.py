@@ -27,9 +27,10 @@ TTL = 2.0
 FAST = {"poll_seconds": 0.3, "backoff_base": 0.2, "warm_after_seconds": 0.0}
 STARTS = "$HOME/job-starts"  # one line per start of the job on the VM, whoever started it
 PREEMPTIONS = 10  # the acceptance: ten in a row, each relaunched exactly once
-# A step every 20 ms, kept in ~/step across restarts; SIGTERM ends it (143) as it would a trainer.
+# A step every 20 ms, kept in ~/step across restarts (renamed into place: a SIGTERM between the
+# truncation and the write of `>` read 0 at the next start); SIGTERM ends it (143) as a trainer's would.
 LOOP = (
-    'while :; do i=$((i+1)); echo $i > $HOME/step; printf \'{"step": %d}\\n\' $i >> "$GCPTUI_METRICS"; '
+    'while :; do i=$((i+1)); echo $i > $HOME/step.new; mv $HOME/step.new $HOME/step; printf \'{"step": %d}\\n\' $i >> "$GCPTUI_METRICS"; '
     "sleep 0.02; done"
 )
 COMMAND = f"echo start >> {STARTS}; i=0; {LOOP}"
