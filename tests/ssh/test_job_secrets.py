@@ -11,7 +11,7 @@ import psutil
 from gcptui.remote.emulator import Emulator
 from gcptui.remote.ssh.pool import SshPool
 from tests.ssh.conftest import wait_for
-from tests.ssh.emulated import boot, emulator_fixture, home, target  # noqa: F401 - the fixture
+from tests.ssh.emulated import boot, emulator_fixture, home, reach_of  # noqa: F401 - the fixture
 from tests.ssh.test_jobs_emulator import runner_for
 
 SECRET = 'tok-3f9a\'quote "dq" $HOME `x`\nsecond line'
@@ -35,7 +35,7 @@ async def test_env_reaches_the_job_but_never_argv_and_state_is_private(
     emulator: Emulator, pool: SshPool
 ) -> None:
     await boot(emulator, "spot-1")
-    vm = await target(emulator, "spot-1")
+    vm = await reach_of(emulator, pool, "spot-1")
     vm_home = home(emulator, "spot-1")
     command = f'printf %s "$API_TOKEN" > got.txt; echo "$PLAIN" > plain.txt; exec {SLEEPER}'
     runner = runner_for(pool, command=command, env={"API_TOKEN": SECRET, "PLAIN": "visible-in-file-only"})
