@@ -4,6 +4,7 @@ Cloud Logging, the tree packaged into fake-gcs-server and fetched from there by 
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -116,7 +117,10 @@ def test_job_kill_cancels_restart_resumes_and_a_mixed_name_list_is_refused(
         assert main(["logs", "-f", job_id, "--config", config]) == 0  # ends once the job is CANCELLED
         assert capsys.readouterr().out.splitlines()[-1] == "[service] Job was cancelled."
         assert main(["job", "status", job_id, "--config", config]) == 0
-        assert capsys.readouterr().out.split() == [job_id, "JOB_STATE_CANCELLED", "stopped", "step", "-"]
+        status = capsys.readouterr().out.split()
+        # A loaded machine may let the trainer take a few steps before the cancel lands.
+        assert status[:4] == [job_id, "JOB_STATE_CANCELLED", "stopped", "step"], status
+        assert status[4] == "-" or re.fullmatch(r"\d+/10", status[4]), status
         # Restarting the cancelled job resubmits it with [job] resume into the same output folder.
         (tmp_path / "never").touch()
         assert main(["job", "restart", job_id, "--config", config]) == 0

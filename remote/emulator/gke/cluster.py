@@ -160,7 +160,10 @@ class Cluster:
         runner = self.runners.get(key)
         if runner is not None and runner.uid == pod["metadata"]["uid"]:
             await runner.stop(grace)
-            del self.runners[key]
+            # Another deletion of the same pod (a node's preemption beside a delete) may have finished
+            # first: the pod still goes from the store below, or it would stay Terminating for good.
+            if self.runners.get(key) is runner:
+                del self.runners[key]
         await asyncio.sleep(KUBELET_SYNC_SECONDS)
         current = self.store.get("pods", *key)
         if current is not None and current["metadata"]["uid"] == pod["metadata"]["uid"]:
