@@ -622,17 +622,22 @@ notice_watch() { # SUPERVISOR_PID GROUP KEY (instance/KEY: preempted or maintena
 			case $fails in 1) nap 0.5 ;; 2) nap 1 ;; 3) nap 2 ;; *) nap 5 ;; esac
 		fi
 	done
-	if [ "$term" = 1 ] && [ "$stop" = 0 ] && [ "$reached" = 1 ] && [ ! -f "$JOB/preempted" ]; then
+	# A TERM from outside: read the flag once, even when the supervisor has told us to stop meanwhile
+	# (the job trapped the same TERM and exited before we got here: the race a loaded VM loses).
+	if [ "$term" = 1 ] && [ "$reached" = 1 ] && [ ! -f "$JOB/preempted" ]; then
 		(trap '' TERM && fetch "" 2) && fetched && announced && preempted_now
 	fi
 	rm -f "$W.body" "$W.head"
 }
 
 # End the notice watcher (the job has ended); USR1 again while it lives, in case one fell between its
-# checks and its wait.
+# checks and its wait. A supervisor that got a TERM from outside passes it on first: the VM going
+# down signals its processes one by one, so the job can have exited on its TERM before the watcher
+# got its own, and the watcher's one last read is what names the end a preemption.
 stop_watcher() {
 	for w in $watchers; do
 		n=0
+		[ "$terminated" -eq 1 ] && kill -s TERM "$w" 2> /dev/null
 		kill -s USR1 "$w" 2> /dev/null
 		while alive "$w" && [ "$n" -lt 100 ]; do
 			sleep 0.05

@@ -8,6 +8,8 @@ Latencies are measured from the preempt call to the event reaching the test and 
 
 from __future__ import annotations
 
+import os
+import signal
 import sys
 import time
 from pathlib import Path
@@ -250,6 +252,54 @@ async def test_a_spot_preemption_is_named_so_even_when_its_own_watcher_is_slow(
         if frozen is not None:
             frozen.resume()
         await metadata.close()
+
+
+async def test_a_vm_going_down_names_the_end_a_preemption_when_the_job_hears_the_term_first(
+    pool: SshPool, host: Reach, remote_home: Path
+) -> None:
+    # A VM going down SIGTERMs its processes one by one: the job can trap its TERM and exit, and the
+    # supervisor can tell the notice watchers to stop, before the watchers got their own TERM or the
+    # answer to their long poll. The supervisor's TERM must still end in one last read of the flag.
+    metadata = MetadataServer({"instance/preempted": "FALSE", "instance/maintenance-event": "NONE"})
+    address = await metadata.start("127.0.0.1")
+    try:
+        runner = make_runner(
+            pool, remote_home, command=TRAPPER,
+            env={"GCE_METADATA_HOST": address, "GCPTUI_METADATA_FETCHER": "curl"},
+        )  # fmt: skip
+        started = await runner.start(host)
+        pgid = started.pgid
+        assert pgid is not None
+        await wait_for(lambda: _true(sum("wait_for_change" in c for c in watcher_processes(pgid)) == 2),
+                       what="both notice watchers' long polls")  # fmt: skip
+        # GCE has flipped the flag; the long polls' answers have not reached the watchers yet.
+        metadata.values["instance/preempted"] = "TRUE"
+        for pid in [pgid, *_trainers(pgid)]:  # the supervisor and the job, not the watchers
+            os.kill(pid, signal.SIGTERM)
+        ended = await finished(runner, host)
+        assert (ended.state, ended.exit_code, ended.detail) == ("exited", 0, "preempted")
+        assert ended.preempted_at is not None
+        assert (remote_home / "term.txt").read_text() == "got-term\n"
+        log = (remote_home / ".gcptui/job/output.log").read_text()
+        assert "preemption notice from the metadata server" in log
+        assert group_members(pgid) == []
+    finally:
+        await metadata.close()
+
+
+def _trainers(pgid: int) -> list[int]:
+    """The job's own processes in the group: the shell running TRAPPER."""
+    found = []
+    for pid in group_members(pgid):
+        try:
+            cmdline = " ".join(psutil.Process(pid).cmdline())
+            # The supervisor and its watcher subshells carry the command in their arguments too.
+            if "got-term" in cmdline and "gcptui-job" not in cmdline:
+                found.append(pid)
+        except psutil.Error:
+            continue
+    assert found, "the job's shell is not running"
+    return found
 
 
 def _watcher_of(pgid: int, path: str) -> psutil.Process:
