@@ -125,6 +125,10 @@ class Backend(ABC):
     """
 
     kind: ClassVar[Source]
+    # True where ``FleetSource.snapshot`` reads this kind's rows itself (GCE instances, priced, and
+    # static hosts): the VMs' keep-alive watches them. Every other kind reaches the fleet table
+    # through ``Compute.rows_beyond_fleet``, and ``RowKeepAlive`` watches it.
+    listed_by_fleet: ClassVar[bool] = False
 
     @classmethod
     @abstractmethod

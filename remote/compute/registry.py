@@ -85,7 +85,8 @@ class Compute:
     def in_fleet_listing(self, row: Instance) -> bool:
         """Whether ``row`` is one the fleet listing itself carries (a VM, a static host): the VMs'
         keep-alive watches it; other kinds' rows are the rows keep-alive's."""
-        return row.source in FLEET_SOURCE_KINDS
+        backend = self.backends.get(row.source)
+        return backend is not None and backend.listed_by_fleet
 
     def list_rows(self) -> Rows:
         """Every configured backend's rows, in registry order, with all their error lines."""
@@ -103,13 +104,9 @@ class Compute:
         rows: list[Instance] = []
         notes: list[str] = []
         for backend in self:
-            if backend.kind in FLEET_SOURCE_KINDS:
+            if backend.listed_by_fleet:
                 continue
             listed = backend.list_rows()
             rows.extend(listed.rows)
             notes.extend(listed.errors)
         return rows, notes
-
-
-# What ``FleetSource.snapshot`` reads itself (GCE instances, priced, and the static hosts).
-FLEET_SOURCE_KINDS = frozenset({"gce", "host"})

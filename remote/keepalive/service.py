@@ -15,7 +15,6 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from gcptui.remote.compute.registry import FLEET_SOURCE_KINDS
 from gcptui.remote.keepalive.autostop import AutoStopper
 from gcptui.remote.keepalive.lease import DEFAULT_TTL, Lease, lease_key
 from gcptui.remote.keepalive.lease_gate import KeeperStatus, LeaseGate, Role, fenced, holder_name
@@ -117,7 +116,7 @@ def build_service(
         autostopper = AutoStopper(services, settings, keepalive, names=scope)
         keepalive.on_poll(autostopper.track)
     rows: RowKeepAlive | None = None
-    if other_kinds and any(b.kind not in FLEET_SOURCE_KINDS for b in services.compute):
+    if other_kinds and any(not b.listed_by_fleet for b in services.compute):
         timings = dict(tuning or {})
         # Its events go into the same timelines as the VMs' (`t` on a TPU node or a GKE workload),
         # and from there to the same listeners, once.

@@ -149,6 +149,10 @@ async def test_rows_carry_the_backends_kind_and_a_neutral_state(rig: Rig) -> Non
     # The watch's cheap listing (keep-alive polls it) names the same rows, of the same kind.
     watched = await in_thread(rig.backend.watch_rows)
     assert {(r.name, r.source) for r in watched.rows} == {(r.name, r.source) for r in listed.rows}
+    # The fleet table carries the row once: the fleet listing reads it itself, or the kinds beyond it do.
+    table = await in_thread(rig.services.fleet.snapshot)
+    assert [(r.name, r.source) for r in table.instances].count((row.name, row.source)) == 1
+    assert rig.services.compute.in_fleet_listing(row) is rig.backend.listed_by_fleet
 
 
 async def test_lifecycle_follows_capabilities(rig: Rig) -> None:

@@ -71,6 +71,7 @@ _ALWAYS = frozenset(
 
 class GceBackend(Backend):
     kind: ClassVar[Source] = "gce"
+    listed_by_fleet: ClassVar[bool] = True
 
     def __init__(self, context: BackendContext, fleet: FleetSource) -> None:
         self.context = context

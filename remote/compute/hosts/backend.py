@@ -30,6 +30,7 @@ def host_rows(context: BackendContext) -> tuple[Instance, ...]:
 
 class HostsBackend(Backend):
     kind: ClassVar[Source] = "host"
+    listed_by_fleet: ClassVar[bool] = True
 
     def __init__(self, context: BackendContext) -> None:
         self.context = context
