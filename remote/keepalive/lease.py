@@ -5,6 +5,8 @@ only the lease's holder recovers them. The lease is one object, ``<bucket>/.gcpt
 changed only by conditional writes (``ifGenerationMatch``): taking it when absent needs generation 0,
 renewing or taking over needs the generation the writer last read. Two writers that read the same
 generation race, and Cloud Storage lets exactly one through (412 to the other): no home-made consensus.
+Each write also names the machines the holder is recovering, so that a successor that takes a lapsed
+lease over finishes what the holder began (its own fence stops its relaunch).
 
 No clocks are compared across machines. A holder renews on every poll, so a live holder's generation
 keeps changing; an observer calls a lease lapsed once it has seen the same generation for ``ttl``
@@ -24,9 +26,10 @@ import hashlib
 import hmac
 import json
 import os
+import re
 import secrets
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -37,6 +40,8 @@ LEASE_OBJECT = ".gcptui-keeper/lease"
 HEADER = b"gcptui-lease/1 "  # then the hex HMAC, a newline, the JSON body
 MAX_LEASE_BYTES = 4096  # a larger object is no lease of ours and is not read further
 DEFAULT_TTL = 60.0
+MAX_RECOVERING = 32  # machines a lease names as recovering (63-character names keep it far under 4 KiB)
+_MACHINE_NAME = re.compile(r"[a-z]([-a-z0-9]{0,61}[a-z0-9])?")  # a GCE instance name
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,11 +51,14 @@ class LeaseView:
     ``holder`` is None when there is no valid lease (absent, unsigned, another key's, unreadable).
     ``generation`` is the object's (0: absent), the token the next conditional write must name.
     ``lapsed``: the holder has not renewed for ``ttl`` by this observer's clock (or there is none).
+    ``recovering``: the machines whose recovery the holder had in flight at its last write: what a
+    successor that takes the lease over finishes (``LeaseGate.taken_over``).
     """
 
     holder: str | None
     generation: int
     lapsed: bool
+    recovering: tuple[str, ...] = ()
 
 
 def lease_key(path: Path) -> bytes:
@@ -207,14 +215,16 @@ class Lease(SignedObject):
         body, generation, fresh = self.read()
         holder = body.get("holder") if body is not None else None
         if not (isinstance(holder, str) and 0 < len(holder) <= 200):
-            holder = None
-        return LeaseView(holder, generation, holder is None or not fresh)
+            return LeaseView(None, generation, True)
+        recovering = _machine_names(body.get("recovering") if body is not None else None)
+        return LeaseView(holder, generation, not fresh, recovering)
 
-    def claim(self, view: LeaseView) -> bool:
+    def claim(self, view: LeaseView, recovering: Iterable[str] = ()) -> bool:
         """Take or renew the lease seen as ``view``; True when this process holds it now.
 
         Never taken from a live holder; written only if the object is still at ``view.generation``
-        (another writer in between wins, and this one does not hold it)."""
+        (another writer in between wins, and this one does not hold it). ``recovering`` names the
+        machines this process is recovering now, for a successor should it stop renewing."""
         from google.api_core import exceptions as api
 
         if view.holder not in (None, self.holder) and not view.lapsed:
@@ -222,7 +232,12 @@ class Lease(SignedObject):
             return False
         try:
             self.generation = self.write(
-                {"holder": self.holder, "ttl": self.ttl, "renewed": time.time()},
+                {
+                    "holder": self.holder,
+                    "ttl": self.ttl,
+                    "renewed": time.time(),
+                    "recovering": sorted(set(recovering))[:MAX_RECOVERING],
+                },
                 if_generation_match=view.generation,
             )
         except api.PreconditionFailed:
@@ -244,3 +259,11 @@ class Lease(SignedObject):
         with contextlib.suppress(api.NotFound, api.PreconditionFailed):
             self._blob().delete(if_generation_match=self.generation)
         self.generation = 0
+
+
+def _machine_names(raw: object) -> tuple[str, ...]:
+    """The machine names a lease lists, bounded: signed, yet kept to names a recovery can act on."""
+    if not isinstance(raw, list):
+        return ()
+    names = [n for n in raw[:MAX_RECOVERING] if isinstance(n, str) and _MACHINE_NAME.fullmatch(n)]
+    return tuple(dict.fromkeys(names))

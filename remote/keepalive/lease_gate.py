@@ -13,7 +13,8 @@ Two roles share one lease (``lease.py``), and only its holder recovers anything:
 Each side decides a keeper's liveness and a lease's lapse by its own monotonic clock (no wall clocks
 compared). A recovery checks the lease again right before its job is relaunched (``fence``): a
 holder that lost the lease meanwhile (a laptop that slept past the ttl) stops there with
-``LeaseLost``, so the job starts once. The keeper's events are mirrored into the laptop's timelines
+``LeaseLost``, so the job starts once; the lease names the recoveries in flight (written before a
+recovery starts any VM), and whoever takes it over finishes them (``taken_over``). The keeper's events are mirrored into the laptop's timelines
 ("keeper: ..."), which is how the TUI's keep-alive column and timeline show the keeper's actions.
 """
 
@@ -33,7 +34,7 @@ from typing import Any, Literal, cast, get_args
 
 from gcptui.remote.errors import GcptuiError
 from gcptui.remote.keepalive.events import EventKind, RecoveryEvent, Relaunch, ResumePoint, StepReporter
-from gcptui.remote.keepalive.lease import DEFAULT_TTL, Lease, LeaseLost, SignedObject
+from gcptui.remote.keepalive.lease import DEFAULT_TTL, Lease, LeaseLost, LeaseView, SignedObject
 from gcptui.remote.models import Instance
 from gcptui.remote.safe_text import vm_field
 
@@ -85,6 +86,7 @@ class LeaseGate:
     status: KeeperStatus
     role: Role
     busy: Callable[[], bool] = lambda: False  # a recovery of this keep-alive is in flight
+    in_flight: Callable[[], Iterable[str]] = tuple  # the machines whose recovery is in flight
     watched: Callable[[], Iterable[str]] = list  # what the keeper's status lists as watched
     clock: Callable[[], float] = time.monotonic
     holding: bool = False
@@ -97,6 +99,7 @@ class LeaseGate:
     _seq: int = 0
     _mirrored: tuple[str, int] = ("", 0)  # (keeper boot, last sequence) mirrored into our timelines
     _boot: str = field(default_factory=lambda: secrets.token_hex(4))
+    _taken: list[tuple[str, tuple[str, ...]]] = field(default_factory=list)  # see taken_over
 
     # -- each poll -------------------------------------------------------------------------------------
 
@@ -128,9 +131,25 @@ class LeaseGate:
                 log.warning("keeper status: %s", err)
         return holding
 
+    def _claim(self, view: LeaseView) -> bool:
+        """Take or renew the lease, naming the recoveries in flight; a lapsed lease taken from another
+        holder leaves its unfinished recoveries for ``taken_over``."""
+        holding = self.lease.claim(view, self.in_flight())
+        previous = view.holder
+        if holding and previous is not None and previous != self.lease.holder and view.recovering:
+            self._taken.append((previous, view.recovering))
+        return holding
+
+    def taken_over(self) -> list[tuple[str, tuple[str, ...]]]:
+        """(previous holder, the machines it was recovering) for each lease this keep-alive took from a
+        holder that stopped renewing mid-recovery, since the last call. That holder's fence stops its
+        relaunch (``LeaseLost``), so these recoveries are this keep-alive's to finish."""
+        taken, self._taken = self._taken, []
+        return taken
+
     def _decide(self) -> bool:
         if self.role == "keeper":
-            holding = self.lease.hold()
+            holding = self._claim(self.lease.look())
             self.holder = self.lease.holder if holding else self.lease.look().holder
             return holding
         body, _generation, fresh = self.status.read()
@@ -139,15 +158,32 @@ class LeaseGate:
         view = self.lease.look()
         self.holder = view.holder
         if not self.keeper_live:
-            holding = self.lease.claim(view)
+            holding = self._claim(view)
             self.holder = self.lease.holder if holding else view.holder
             return holding
         if view.holder == self.lease.holder and view.generation == self.lease.generation:
             if self.busy():
-                return self.lease.claim(view)  # finish the recovery in flight, then give it back
+                return self._claim(view)  # finish the recovery in flight, then give it back
             self.lease.release()
             self.holder = None
         return False
+
+    def record_intent(self) -> None:
+        """Before a recovery acts (starts or recreates a VM): renew the lease naming it in flight, so
+        that a successor taking the lease over while this process stalls finishes it; ``LeaseLost``
+        when the lease is another's. Blocking.
+
+        A conditional write can lose to this process's own renewal in another thread; a few tries
+        settle it, and the lease names this holder either way."""
+        for _ in range(3):
+            view = self.lease.look()
+            if view.holder != self.lease.holder:
+                self.holding = False
+                raise LeaseLost(
+                    f"the keep-alive lease passed to {view.holder or 'nobody'}: not recovered here"
+                )
+            if self._claim(view):
+                return
 
     def fence(self) -> None:
         """Right before a job is relaunched: ``LeaseLost`` unless this keep-alive still holds the lease

@@ -21,12 +21,14 @@ Every step is a ``RecoveryEvent`` with a timestamp, folded into one ``Timeline``
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 from collections.abc import Awaitable, Callable, Iterable
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from gcptui.remote.aio import within
+from gcptui.remote.backoff import Backoff
 from gcptui.remote.compute.backend import Backend, Capability
 from gcptui.remote.errors import GcptuiError
 from gcptui.remote.keepalive.causes import UNKNOWN_CAUSE, UNWATCHED_CAUSE, Causes
@@ -45,8 +47,10 @@ from gcptui.remote.keepalive.events import (
 )
 from gcptui.remote.keepalive.machines import Machine, Phase, run_of
 from gcptui.remote.keepalive.recovery_steps import RecoverySteps
+from gcptui.remote.keepalive.resume_rule import nothing_to_resume
 from gcptui.remote.keepalive.vm_restart import VmRestarter, gone
 from gcptui.remote.models import SWEEP_LABEL, Instance, State
+from gcptui.remote.safe_text import vm_field
 
 if TYPE_CHECKING:
     from gcptui.remote.jobs.protocol import JobStatus
@@ -117,7 +121,13 @@ class KeepAlive(RecoverySteps, EventLog):
         # The lease (lease_gate.py, set by service.py), asked once per poll: False while another
         # keep-alive (the keeper, or a laptop) holds it, and then this one watches but recovers nothing.
         self.gate: Callable[[], Awaitable[bool]] | None = None
+        # Also the lease's: a recovery's first step, before it starts or recreates anything, names it
+        # in the lease (a successor that takes the lease over finishes it: ``adopt``).
+        self.intent: Callable[[], Awaitable[None]] | None = None
         self._poll_listeners: list[Callable[[list[Instance]], None]] = []
+        # Recoveries a previous lease holder left unfinished (``adopt``): name -> (holder, until when).
+        self._adopted: dict[str, tuple[str, float]] = {}
+        self._finishing: dict[str, asyncio.Task[None]] = {}
         self._names: set[str] | None = set(names) if names is not None else None
         self._chosen: set[str] = set()  # switched on by name (enable): a sweep's VM too
         # One record per machine, its phase and what keep-alive knows of it (machines.py).
@@ -234,6 +244,66 @@ class KeepAlive(RecoverySteps, EventLog):
         found = self.machines.get(name)
         return found is not None and found.busy
 
+    def adopt(self, holder: str, names: Iterable[str]) -> None:
+        """This keep-alive took the lease over from ``holder``, which stopped renewing it while it was
+        recovering ``names`` (a laptop that slept, a keeper starved). Its fence stops its relaunch, and
+        it may have restarted a VM already, so no poll of ours would see a stop: each such VM that
+        runs is checked once it does, and a job its preemption cut short is relaunched here."""
+        until = asyncio.get_running_loop().time() + self.relaunch_timeout
+        for name in names:
+            self._adopted[name] = (holder, until)
+        self._wake.set()
+
+    def taking_over(self) -> list[str]:
+        """The machines whose adopted recovery is not decided yet (they keep the lease busy)."""
+        return [*self._adopted, *self._finishing]
+
+    def _finish_adopted(self, current: dict[str, Instance]) -> None:
+        loop = asyncio.get_running_loop()
+        for name, (holder, until) in list(self._adopted.items()):
+            instance = current.get(name)
+            machine = self.machines.get(name)
+            if (
+                instance is None or machine is None or not self.watched(instance) or machine.busy
+                or machine.phase is Phase.GAVE_UP or instance.state in _STOPPED_OR_GONE
+                or loop.time() > until or self.job_status is None
+            ):  # fmt: skip
+                # Stopped: this poll's own candidates decide, as for any stopped VM.
+                del self._adopted[name]
+            elif instance.state is State.RUNNING:
+                del self._adopted[name]
+                task = asyncio.create_task(self._finish(instance, holder), name=f"finish {name}")
+                self._finishing[name] = task
+                task.add_done_callback(functools.partial(self._finished, name))
+            # else starting (the previous holder's start): asked again at the next poll
+
+    def _finished(self, name: str, _task: asyncio.Task[None]) -> None:
+        self._finishing.pop(name, None)
+
+    async def _finish(self, instance: Instance, holder: str) -> None:
+        """Relaunch the job on ``instance`` if the previous holder's recovery left it cut short."""
+        assert self.job_status is not None
+        name = instance.name
+        pauses = Backoff(min(self.backoff_base, 0.5), min(self.backoff_cap, 5.0))
+        deadline = asyncio.get_running_loop().time() + self.relaunch_timeout
+        while True:
+            try:
+                status = await self.job_status(instance)
+                break
+            except (GcptuiError, OSError) as err:  # SSH not up yet on a VM started moments ago
+                if asyncio.get_running_loop().time() > deadline:
+                    log.warning("%s: the job's state after %s's recovery is unknown: %s", name, holder, err)
+                    return
+                await asyncio.sleep(pauses.pause())
+        machine = self.machine(name)
+        if status.state == "running" or nothing_to_resume(status) is not None or machine.busy:
+            return  # its relaunch landed after all, or nothing was cut short, or a recovery is on
+        if not self.enabled(name):
+            return
+        self.note_job(name, status)
+        detail = f"{vm_field(holder, 80)} stopped renewing the lease mid-recovery: finishing its recovery"
+        self._begin(instance, "preempted", detail, None, recreate=False)
+
     # -- detection -------------------------------------------------------------------------------
 
     def poke(self, name: str | None = None) -> None:
@@ -303,6 +373,8 @@ class KeepAlive(RecoverySteps, EventLog):
             ):
                 # GCE shows STOPPING during the soft-off of a preemption: poll fast until it is over.
                 self._suspect(name)
+        if holding and self._adopted:
+            self._finish_adopted(current)
         for machine in self.machines.values():
             if machine.instance is None or machine.name in current:
                 continue
@@ -408,6 +480,7 @@ class KeepAlive(RecoverySteps, EventLog):
         ]
         if self._warming is not None and not self._warming.done():
             tasks.append(self._warming)
+        tasks.extend(self._finishing.values())
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)

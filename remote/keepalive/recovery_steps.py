@@ -37,6 +37,7 @@ class RecoverySteps:
     # Provided by KeepAlive.
     timelines: dict[str, Timeline]
     relaunch: Relaunch
+    intent: Callable[[], Awaitable[None]] | None
     job_status: Callable[[Instance], Awaitable[JobStatus]] | None
     restart_idle: bool
     relaunch_timeout: float
@@ -72,6 +73,8 @@ class RecoverySteps:
             await asyncio.gather(after, return_exceptions=True)
         try:
             seen = machine.job
+            if self.intent is not None:
+                await self.intent()
             if instance.state is not State.RUNNING:
                 zone = await self._vms.restart(instance, recreate=recreate)
             fresh = await self._vms.wait_running(instance, zone)

@@ -145,26 +145,32 @@ def _gate(
     key = lease_key(default_lease_key_path())
 
     def busy() -> bool:
-        return any(m.busy for m in keepalive.machines.values()) or (
+        return bool(in_flight()) or (
             rows is not None and any(rows.recovering(n) for n in list(rows.restarts))
         )
+
+    def in_flight() -> list[str]:  # a successor that takes the lease over finishes these (`adopt`)
+        return [m.name for m in keepalive.machines.values() if m.busy] + keepalive.taking_over()
 
     def watched() -> list[str]:
         return [i.name for i in keepalive.instances() if keepalive.watched(i)]
 
     gate = LeaseGate(
         Lease(bucket, holder_name(role, name), key, ttl=ttl), KeeperStatus(bucket, key, ttl=ttl), role,
-        busy=busy, watched=watched,
+        busy=busy, watched=watched, in_flight=in_flight,
     )  # fmt: skip
 
     async def consult() -> bool:
         holding = await asyncio.to_thread(gate.check)
         for event in gate.new_keeper_events():
             keepalive.mirror(event)
+        for holder, names in gate.taken_over():
+            keepalive.adopt(holder, names)
         return holding
 
     keepalive.gate = consult
     keepalive.relaunch = fenced(keepalive.relaunch, gate)
+    keepalive.intent = lambda: asyncio.to_thread(gate.record_intent)
     if rows is not None:
         rows.may_recover = lambda: gate.holding
         rows.fence = lambda: asyncio.to_thread(gate.fence)

@@ -141,3 +141,38 @@ def test_the_fence_holds_through_the_holders_own_renewal_in_flight(fake_gcs: Fak
     assert laptop.lease.claim(replace(laptop.lease.look(), lapsed=True))
     with pytest.raises(LeaseLost, match="passed to laptop:box"):
         keeper.fence()
+
+
+def test_a_lease_taken_over_mid_recovery_hands_its_recoveries_to_the_successor(fake_gcs: FakeGcs) -> None:
+    keeper, laptop, keeper_clock, laptop_clock = gates(fake_gcs)
+    recovering = ["spot-1"]
+    keeper.in_flight = lambda: recovering
+    assert keeper.check()
+    assert keeper.lease.look().recovering == ("spot-1",)
+    assert keeper.check() and keeper.taken_over() == []  # its own renewals hand nothing over
+    # The keeper stops renewing (its VM starved) with spot-1's recovery in flight.
+    laptop_clock.now += TTL
+    assert not laptop.check()  # a keeper's status seen for the first time is live for a ttl
+    laptop_clock.now += TTL
+    assert laptop.check()
+    assert laptop.taken_over() == [("keeper:box", ("spot-1",))]
+    assert laptop.taken_over() == []  # once
+    # A holder that lapses idle hands nothing over: the keeper takes the laptop's lease back.
+    assert not keeper.check()
+    keeper_clock.now += TTL
+    assert keeper.check() and keeper.taken_over() == []
+
+
+def test_the_recoveries_a_lease_names_are_bounded_to_machine_names(fake_gcs: FakeGcs) -> None:
+    keeper, _, _, _ = gates(fake_gcs)
+    keeper.in_flight = lambda: [
+        "spot-1",
+        "Bad Name; rm -rf /",
+        "../x",
+        "a" * 64,
+        *[f"vm-{i}" for i in range(100)],
+    ]
+    assert keeper.check()
+    seen = keeper.lease.look().recovering
+    assert "spot-1" in seen and len(seen) <= 32
+    assert all(name.startswith(("spot-", "vm-")) for name in seen)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -17,6 +17,7 @@ import pytest
 
 from gcptui.remote.config import load_config
 from gcptui.remote.keepalive.lease import Lease, LeaseView
+from gcptui.remote.keepalive.lease_gate import LeaseGate
 from gcptui.remote.keepalive.service import KeepAliveService, build_service
 from gcptui.remote.services import Services
 from tests.helpers.emulator import eventually
@@ -167,11 +168,11 @@ async def test_a_write_delayed_past_the_other_sides_read_still_ends_in_one_relau
     other_wrote = threading.Event()
     claim = Lease.claim
 
-    def slow_claim(self: Lease, view: LeaseView) -> bool:
+    def slow_claim(self: Lease, view: LeaseView, recovering: Iterable[str] = ()) -> bool:
         if self.holder.endswith(":slow"):
             other_wrote.wait(timeout=20)  # in the gate's worker thread: the other side goes first
-            return claim(self, view)
-        won = claim(self, view)
+            return claim(self, view, recovering)
+        won = claim(self, view, recovering)
         if won:
             other_wrote.set()
         return won
@@ -192,3 +193,59 @@ async def test_a_write_delayed_past_the_other_sides_read_still_ends_in_one_relau
     finally:
         await fast.stop()
         await slow.stop()
+
+
+async def test_a_keeper_starved_mid_recovery_is_taken_over_and_the_laptop_finishes_its_recovery(
+    trained: Fleet, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The keeper restarts the preempted VM, then stalls before its relaunch (its VM starved): no
+    renewal, no status. The laptop takes the lapsed lease, and the keeper's fence then stops its
+    relaunch. The VM runs, so no poll sees a stop: the lease's list of recoveries in flight is what
+    tells the laptop to finish this one. The job starts once more, from its step."""
+    keeper = start_side(trained, "keeper")
+    await eventually(lambda: keeper.holding, timeout=20)
+    laptop = start_side(trained, "laptop")
+    stalled, taken = threading.Event(), threading.Event()
+    keeper_gate = keeper.service.gate
+    assert keeper_gate is not None
+    fence, claim = LeaseGate.fence, Lease.claim
+
+    def starved_fence(self: LeaseGate) -> None:
+        if self is keeper_gate:
+            stalled.set()  # from here the keeper's renewals and status stop too (starved_claim)
+            taken.wait(timeout=60)
+        fence(self)
+
+    def starved_claim(self: Lease, view: LeaseView, recovering: Iterable[str] = ()) -> bool:
+        if self is keeper_gate.lease and stalled.is_set():
+            taken.wait(timeout=60)
+        return claim(self, view, recovering)
+
+    monkeypatch.setattr(LeaseGate, "fence", starved_fence)
+    monkeypatch.setattr(Lease, "claim", starved_claim)
+    try:
+        await eventually(lambda: laptop.service.gate and laptop.service.gate.keeper_live, timeout=20)
+        before = trained.steps("spot-k")
+        await eventually(lambda: trained.steps("spot-k") > before + 5, timeout=30)
+        trained.emu.preempt("spot-k")
+        await eventually(lambda: stalled.is_set(), timeout=40)
+        assert trained.emu.instance("spot-k").status == "RUNNING"  # the keeper's restart, no relaunch yet
+        await eventually(lambda: laptop.holding, timeout=TTL + 10)
+        taken.set()
+        try:
+            await eventually(lambda: starts(trained) >= 2, timeout=40)
+            await eventually(lambda: trained.steps("spot-k") > 0, timeout=20)
+        except AssertionError as err:
+            raise AssertionError(f"{err}\n{told(keeper, laptop)}") from None
+        await eventually(lambda: any("lease passed" in line for line in _lines(keeper)), timeout=20)
+        await asyncio.sleep(2 * TTL)  # nothing late: the keeper's stopped relaunch stays stopped
+        assert starts(trained) == 2, told(keeper, laptop)
+        assert any("mid-recovery" in line for line in _lines(laptop)), told(keeper, laptop)
+    finally:
+        taken.set()
+        await laptop.stop()
+        await keeper.stop()
+
+
+def _lines(side: Side) -> list[str]:
+    return [e.line() for t in side.service.keepalive.history.get("spot-k", []) for e in t.events]
