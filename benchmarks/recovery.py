@@ -337,7 +337,7 @@ async def group_rounds(
         session = services.sync_session(instance)
         await session.full_sync()
         await session.close()
-    runner = GroupJobRunner(services.pool, services.config, remote_home=services.jobs.remote_home)
+    runner = GroupJobRunner(services.config, remote_home=services.jobs.remote_home)
     group = services.config.groups[0]
     started = await run_group("start", runner, group, instances, [services.reach(i) for i in instances])
     if not all(r.ok for r in started):
@@ -389,7 +389,7 @@ async def tpu_rounds(emu: Emulator, root: Path, args: argparse.Namespace) -> lis
                 session = services.sync_session(worker)
                 await session.full_sync()
                 await session.close()
-            jobs = WorkerJobRunner(services.pool, services.config)
+            jobs = WorkerJobRunner(services.config)
             jobs.prepare("tpu-b", workers)
             await jobs.run_all("start", [services.reach(w) for w in workers])
             events: list[RecoveryEvent] = []

@@ -109,14 +109,14 @@ async def bench(hosts: int, repeat: int, workdir: Path) -> dict[str, object]:
 
         async def cold_status(which: list[SshTarget]) -> None:
             async with SshPool(SSH) as pool:
-                results = await JobRunner(pool, job, "~/project", remote_home=str(home)).run_all(
+                results = await JobRunner(job, "~/project", remote_home=str(home)).run_all(
                     "status", [pool_reach(pool, t) for t in which]
                 )
                 assert all(r.ok for r in results), [str(r.error) for r in results if not r.ok]
 
         async with SshPool(SSH) as pool:
             # One home for all: every host is this machine, so one job is "the" job everywhere.
-            runner = JobRunner(pool, job, "~/project", remote_home=str(home))
+            runner = JobRunner(job, "~/project", remote_home=str(home))
             started = await runner.run_all("start", [pool_reach(pool, t) for t in one])
             assert started[0].ok, started[0].error
             await runner.run_all(

@@ -50,7 +50,7 @@ class Services:
         self.config = config
         self.fleet = FleetSource(config)
         self.pool = SshPool(config.ssh, host_keys=self._published_host_keys)
-        self.jobs = JobRunner.from_config(self.pool, config)
+        self.jobs = JobRunner.from_config(config)
         self._instances: dict[str, Instance] = {}  # the latest fleet reading, by name
         self._read_at = 0.0  # time.monotonic() of that reading
         self._reading: asyncio.Lock | None = None

@@ -318,7 +318,7 @@ class GcptuiApp(Telling, KeepAliveControls, App[None]):
         from gcptui.remote.keepalive.relaunch import JobLauncher
 
         services = self.services
-        runner = WorkerJobRunner(services.pool, services.config)
+        runner = WorkerJobRunner(services.config)
         if action in ("start", "restart"):
             launcher = JobLauncher(services, jobs=runner)
             await asyncio.gather(*(launcher.sync_barrier(w) for w in workers))

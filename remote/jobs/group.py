@@ -22,7 +22,6 @@ from gcptui.remote.errors import ConfigError
 from gcptui.remote.jobs.protocol import JobState, JobStatus
 from gcptui.remote.jobs.runner import JobRunner
 from gcptui.remote.models import Instance
-from gcptui.remote.ssh.pool import SshPool
 
 GROUP_ENV = "GCPTUI_GROUP"
 GROUP_RUN_ENV = "GCPTUI_GROUP_RUN"
@@ -118,8 +117,8 @@ class GroupJobRunner(JobRunner):
     keep-alive relaunch (``restart``) then run each node's wrapped command; other VMs get ``[job]``.
     """
 
-    def __init__(self, pool: SshPool, config: Config, *, remote_home: str | None = None) -> None:
-        super().__init__(pool, config.job, config.sync.dest, remote_home=remote_home, storage=config.storage)
+    def __init__(self, config: Config, *, remote_home: str | None = None) -> None:
+        super().__init__(config.job, config.sync.dest, remote_home=remote_home, storage=config.storage)
         self.node_jobs: dict[str, JobConfig] = {}
         self.node_groups: dict[str, str] = {}
         self.run_id = ""

@@ -38,7 +38,6 @@ from gcptui.remote.jobs.watch import JobEvent, watch_job
 from gcptui.remote.safe_text import vm_field
 from gcptui.remote.ssh.capped import exec_capped
 from gcptui.remote.ssh.errors import SshUnreachableError
-from gcptui.remote.ssh.pool import SshPool
 
 JobAction = Literal["start", "restart", "kill", "status"]
 JobHost = Reach  # a machine to act on: its name and its channel
@@ -84,8 +83,7 @@ H = TypeVar("H", bound=Named)
 class JobRunner:
     """Job control for the configured ``[job]`` on any machine with an exec channel.
 
-    Every machine comes as a ``Reach``, which brings its own channel. ``pool`` is the process's SSH pool
-    (``Services.pool``); the runner itself reaches nothing through it.
+    Every machine comes as a ``Reach``, which brings its own channel, so the runner holds no SSH pool.
 
     ``remote_home`` replaces ``$HOME`` on the VM for our commands and the job (tests isolate runs
     with it); None uses the login's own home. Every method raises a one-line ``GcptuiError``.
@@ -93,7 +91,6 @@ class JobRunner:
 
     def __init__(
         self,
-        pool: SshPool,
         job: JobConfig,
         dest: str,
         *,
@@ -101,7 +98,6 @@ class JobRunner:
         command_timeout: float = 60.0,
         storage: StorageConfig | None = None,
     ) -> None:
-        self.pool = pool
         self.job = job
         self.storage = storage or StorageConfig()
         self.dest = dest
@@ -112,9 +108,9 @@ class JobRunner:
         self._installed: set[tuple[str, str]] = set()
 
     @classmethod
-    def from_config(cls, pool: SshPool, config: Config) -> JobRunner:
+    def from_config(cls, config: Config) -> JobRunner:
         """A runner for ``config.job`` running in ``config.sync.dest``."""
-        return cls(pool, config.job, config.sync.dest, storage=config.storage)
+        return cls(config.job, config.sync.dest, storage=config.storage)
 
     # ---- one host ---------------------------------------------------------------------------
 

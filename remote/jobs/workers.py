@@ -16,7 +16,6 @@ from gcptui.remote.config import Config, JobConfig
 from gcptui.remote.errors import ConfigError
 from gcptui.remote.jobs.runner import JobRunner
 from gcptui.remote.models import Instance
-from gcptui.remote.ssh.pool import SshPool
 
 # What each worker's job is told (beside [job].env): the names TPU VMs' own tools use, and gcptui's.
 WORKER_ID_ENV = "TPU_WORKER_ID"  # this worker's index, 0 first (libtpu's name)
@@ -31,8 +30,8 @@ COORDINATOR_PORT = 8476  # JAX's default coordinator port on TPU VMs
 class WorkerJobRunner(JobRunner):
     """A ``JobRunner`` whose job on each worker of a prepared row is ``[job]`` with that worker's rank."""
 
-    def __init__(self, pool: SshPool, config: Config, *, remote_home: str | None = None) -> None:
-        super().__init__(pool, config.job, config.sync.dest, remote_home=remote_home, storage=config.storage)
+    def __init__(self, config: Config, *, remote_home: str | None = None) -> None:
+        super().__init__(config.job, config.sync.dest, remote_home=remote_home, storage=config.storage)
         self.worker_jobs: dict[str, JobConfig] = {}
         self.worker_rows: dict[str, str] = {}  # worker row name (NODE/wN) -> its row's name
 

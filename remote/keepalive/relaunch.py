@@ -226,7 +226,7 @@ class GroupLauncher(JobLauncher):
 
     def runner(self) -> GroupJobRunner:
         services = self.services
-        return GroupJobRunner(services.pool, services.config, remote_home=self.jobs.remote_home)
+        return GroupJobRunner(services.config, remote_home=self.jobs.remote_home)
 
     def on_event(self, event: RecoveryEvent) -> None:
         """Keep-alive's listener: a node's preemption stops the rest of its group at once."""

@@ -228,7 +228,7 @@ class RowKeepAlive:
             if not probe.ok:
                 raise GcptuiError(f"{target.name} does not run commands yet (exit {probe.exit_status})")
         self._emit(row.name, "connected", ", ".join(t.channel.where for t in targets))
-        runner = WorkerJobRunner(services.pool, services.config)
+        runner = WorkerJobRunner(services.config)
         launcher = JobLauncher(services, jobs=runner, resume_timeout=self.resume_timeout)
         await asyncio.gather(*(launcher.sync_barrier(w) for w in workers))
         self._emit(row.name, "synced", f"{len(workers)} workers hold the current tree")

@@ -66,7 +66,7 @@ class KeeperService:
     def _runner(self, env: dict[str, str] | None = None) -> JobRunner:
         command = f'while :; do {RUN}; echo "gcptui keeper: exited with $?, again in 5 s"; sleep 5; done'
         job = JobConfig(command=command, env=env or {}, stop_grace_seconds=10)
-        return _SlotRunner(self.services.pool, job, "~/.gcptui-keeper")
+        return _SlotRunner(job, "~/.gcptui-keeper")
 
     async def sh(self, command: str) -> tuple[int, str]:
         """Run ``command`` on the keeper VM: its exit status and output (stdout, then stderr)."""

@@ -51,7 +51,7 @@ class SchedulerBase:
         self.poll = poll_seconds if poll_seconds is not None else self.spec.poll_seconds
         self.relaunch_after = relaunch_after
         self.on_change = on_change
-        self.runner = TrialJobRunner(services.pool, services.config, remote_home=services.jobs.remote_home)
+        self.runner = TrialJobRunner(services.config, remote_home=services.jobs.remote_home)
         self.reader = VmReader(self.runner)
         self.instances: dict[str, Instance] = {}
         self._down_since: dict[str, float] = {}  # trial id -> when its job was first seen preempted

@@ -24,7 +24,6 @@ from gcptui.remote.jobs.protocol import slot_dir, supervisor_command
 from gcptui.remote.jobs.runner import JobRunner
 from gcptui.remote.safe_text import clip, sanitize
 from gcptui.remote.ssh.capped import exec_capped
-from gcptui.remote.ssh.pool import SshPool
 from gcptui.remote.sweep.spec import SweepSpec
 from gcptui.remote.sweep.state import Trial
 from gcptui.remote.telemetry.progress import json_records
@@ -111,8 +110,8 @@ class TrialJobRunner(JobRunner):
 
     Every operation acts on the slot of ``in_slot`` (0 outside one)."""
 
-    def __init__(self, pool: SshPool, config: Config, *, remote_home: str | None = None) -> None:
-        super().__init__(pool, config.job, config.sync.dest, remote_home=remote_home, storage=config.storage)
+    def __init__(self, config: Config, *, remote_home: str | None = None) -> None:
+        super().__init__(config.job, config.sync.dest, remote_home=remote_home, storage=config.storage)
         self.trial_jobs: dict[tuple[str, int], JobConfig] = {}
 
     def job_for(self, name: str) -> JobConfig:

@@ -267,9 +267,10 @@ async def test_a_job_starts_reports_its_status_and_is_killed_over_the_exec_chann
     home = tmp_path / "home"
     (home / "project").mkdir(parents=True)
     runner = JobRunner(
-        rig.services.pool, JobConfig(command="echo up here; exec sleep 600", stop_grace_seconds=2.0), "~/project",
+        JobConfig(command="echo up here; exec sleep 600", stop_grace_seconds=2.0),
+        "~/project",
         remote_home=str(home),
-    )  # fmt: skip
+    )
     machine = Reach(row.name, rig.backend.exec_channel(row))
 
     started = await runner.start(machine)

@@ -68,7 +68,7 @@ async def test_a_preempted_pod_is_replaced_and_keepalive_resumes_the_job_there(
         session = services.sync_session(pod)
         await session.full_sync()
         await session.close()
-        jobs = WorkerJobRunner(services.pool, services.config)
+        jobs = WorkerJobRunner(services.config)
         jobs.prepare("trainer", [pod])
         assert all(r.ok for r in await jobs.run_all("start", [services.reach(pod)]))
         first = cluster.runners[("default", "trainer-0")]

@@ -91,7 +91,7 @@ async def test_a_trial_running_in_another_slot_keeps_the_vm_up(fleet_factory) ->
     [vm] = await services.resolve(["vm"])
     target = services.reach(vm)
     await services.jobs.start(target)  # slot 0: finishes at once with exit 0
-    trials = TrialJobRunner(services.pool, services.config)
+    trials = TrialJobRunner(services.config)
     trials.trial_jobs[("vm", 1)] = JobConfig(command="sleep 120", stop_grace_seconds=1)
     with in_slot(1):  # slot 1: a sweep's trial, still running
         await trials.start(target)

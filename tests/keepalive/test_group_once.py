@@ -33,7 +33,7 @@ async def _group(fleet_factory):  # type: ignore[no-untyped-def]
         session = services.sync_session(instance)
         await session.full_sync()
         await session.close()
-    runner = GroupJobRunner(services.pool, services.config, remote_home=services.jobs.remote_home)
+    runner = GroupJobRunner(services.config, remote_home=services.jobs.remote_home)
     targets = [services.reach(i) for i in instances]
     started = await run_group("start", runner, services.config.groups[0], instances, targets)
     assert all(r.ok for r in started), [str(r.error) for r in started]

@@ -33,7 +33,7 @@ async def test_the_sweep_gets_the_same_service_with_failover_idle_restarts_and_t
 ) -> None:
     shared = services(api_emulator, tmp_path)
     jobs = shared.jobs
-    runner = TrialJobRunner(shared.pool, shared.config)
+    runner = TrialJobRunner(shared.config)
     sweep = sweep_keepalive(shared, runner, ["vm-0", "vm-1"])
     tui = build_service(services(api_emulator, tmp_path), names=None)
     try:

@@ -57,7 +57,7 @@ async def test_a_tpu_recovery_whose_lease_passed_on_does_not_restart_the_job(
             session = services.sync_session(worker)
             await session.full_sync()
             await session.close()
-        jobs = WorkerJobRunner(services.pool, services.config)
+        jobs = WorkerJobRunner(services.config)
         jobs.prepare("tpu-f", workers)
         assert all(r.ok for r in await jobs.run_all("start", [services.reach(w) for w in workers]))
         await eventually(lambda: gate.holding and rows._job_ran.get("tpu-f"), timeout=30)

@@ -112,8 +112,8 @@ def _belongs_to(pid: int, home: Path) -> bool:
         return False
 
 
-def make_runner(pool: SshPool, home: Path, **job: object) -> JobRunner:
+def make_runner(home: Path, **job: object) -> JobRunner:
     """A runner for ``[job]`` settings ``job`` in ``~/project`` of ``home``, with a short grace."""
     settings: dict[str, object] = {"stop_grace_seconds": 2.0}
     settings.update(job)
-    return JobRunner(pool, JobConfig(**settings), "~/project", remote_home=str(home))  # type: ignore[arg-type]
+    return JobRunner(JobConfig(**settings), "~/project", remote_home=str(home))  # type: ignore[arg-type]

@@ -75,7 +75,7 @@ async def test_two_nodes_train_like_two_processes_on_one_vm_and_kill_leaves_noth
     instances, targets = await fleet(emulator, pool)
     assert instances[0].internal_ip != instances[1].internal_ip
     config = group_config(free_port())
-    runner = GroupJobRunner(pool, config)
+    runner = GroupJobRunner(config)
     group = config.groups[0]
 
     started = await run_group("start", runner, group, instances, targets)
@@ -107,7 +107,7 @@ async def test_two_nodes_train_like_two_processes_on_one_vm_and_kill_leaves_noth
     # A running group, then `job kill big`: nothing of it stays on either VM, though torchrun starts
     # each worker (here `sleep`) in a session of its own, outside the job's process group.
     long = group_config(free_port(), command="sleep 600")
-    runner = GroupJobRunner(pool, long)
+    runner = GroupJobRunner(long)
     started = await run_group("start", runner, long.groups[0], instances, targets)
     assert all(r.ok for r in started), [str(r.error) for r in started]
 
@@ -145,7 +145,7 @@ async def test_a_taken_rendezvous_port_is_one_line_before_any_node_starts(
     instances, targets = await fleet(emulator, pool)
     port = free_port()
     config = group_config(port, command="sleep 600")
-    runner = GroupJobRunner(pool, config)
+    runner = GroupJobRunner(config)
     assert instances[0].internal_ip
     with socket.socket() as squatter:
         squatter.bind((instances[0].internal_ip, port))
@@ -164,7 +164,7 @@ async def test_a_node_that_cannot_connect_gets_the_firewall_rule_to_add(
 
     instances, targets = await fleet(emulator, pool)
     port = free_port()
-    nodes = GroupJobRunner(pool, group_config(port)).prepare(group_config(port).groups[0], instances)
+    nodes = GroupJobRunner(group_config(port)).prepare(group_config(port).groups[0], instances)
     # Nothing listens on node 0's port (as when a firewall drops the packets): n1's probe says why.
     assert instances[0].internal_ip
     why = await connect_probe(targets[1], instances[0].internal_ip, port, timeout=5)
@@ -195,7 +195,7 @@ async def test_every_worker_gets_job_env_nccl_settings_and_torchruns_variables(
         ),
         groups=[GroupConfig(name="big", vms=["n0", "n1"], port=port)],
     )
-    runner = GroupJobRunner(pool, config)
+    runner = GroupJobRunner(config)
     started = await run_group("start", runner, config.groups[0], instances, targets)
     assert all(r.ok for r in started), [str(r.error) for r in started]
     try:

@@ -38,7 +38,7 @@ async def test_env_reaches_the_job_but_never_argv_and_state_is_private(
     vm = await reach_of(emulator, pool, "spot-1")
     vm_home = home(emulator, "spot-1")
     command = f'printf %s "$API_TOKEN" > got.txt; echo "$PLAIN" > plain.txt; exec {SLEEPER}'
-    runner = runner_for(pool, command=command, env={"API_TOKEN": SECRET, "PLAIN": "visible-in-file-only"})
+    runner = runner_for(command=command, env={"API_TOKEN": SECRET, "PLAIN": "visible-in-file-only"})
     started = await runner.start(vm)
     got = vm_home / "project" / "got.txt"
 

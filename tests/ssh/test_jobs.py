@@ -37,10 +37,8 @@ async def finished(runner: JobRunner, host: Reach) -> JobStatus:
     return last[-1]
 
 
-async def test_status_reads_none_where_nothing_ever_ran(
-    pool: SshPool, host: Reach, remote_home: Path
-) -> None:
-    status = await make_runner(pool, remote_home, command="true").status(host)
+async def test_status_reads_none_where_nothing_ever_ran(host: Reach, remote_home: Path) -> None:
+    status = await make_runner(remote_home, command="true").status(host)
     assert status == JobStatus(name="box", state="none")
     assert status.to_json() == {
         "name": "box", "state": "none", "pid": None, "exit_code": None, "started_at": None, "command": None,
@@ -49,10 +47,9 @@ async def test_status_reads_none_where_nothing_ever_ran(
 
 
 async def test_start_runs_setup_once_then_the_command_in_dest_with_env(
-    pool: SshPool, host: Reach, remote_home: Path
+    host: Reach, remote_home: Path
 ) -> None:
     runner = make_runner(
-        pool,
         remote_home,
         setup="echo setup >> setup.log",
         command='printf "%s\\n" "$PWD" "$GCPTUI_METRICS" "$LR" > env.txt',
@@ -75,10 +72,8 @@ async def test_start_runs_setup_once_then_the_command_in_dest_with_env(
     assert log.count("job started") == 2  # appended across starts, one banner each
 
 
-async def test_failed_setup_is_reported_and_the_command_never_runs(
-    pool: SshPool, host: Reach, remote_home: Path
-) -> None:
-    runner = make_runner(pool, remote_home, setup="exit 5", command="touch ran")
+async def test_failed_setup_is_reported_and_the_command_never_runs(host: Reach, remote_home: Path) -> None:
+    runner = make_runner(remote_home, setup="exit 5", command="touch ran")
     await runner.start(host)
     ended = await finished(runner, host)
     assert (ended.state, ended.exit_code, ended.phase) == ("exited", 5, "setup")
@@ -86,8 +81,8 @@ async def test_failed_setup_is_reported_and_the_command_never_runs(
     assert not (remote_home / ".gcptui/setup.done").exists()
 
 
-async def test_exit_code_of_a_failing_job_is_reported(pool: SshPool, host: Reach, remote_home: Path) -> None:
-    runner = make_runner(pool, remote_home, command="echo doomed; exit 3")
+async def test_exit_code_of_a_failing_job_is_reported(host: Reach, remote_home: Path) -> None:
+    runner = make_runner(remote_home, command="echo doomed; exit 3")
     await runner.start(host)
     ended = await finished(runner, host)
     assert (ended.state, ended.exit_code) == ("exited", 3)
@@ -96,18 +91,18 @@ async def test_exit_code_of_a_failing_job_is_reported(pool: SshPool, host: Reach
 
 
 async def test_command_with_spaces_quotes_and_semicolons_runs_exactly_as_typed(
-    pool: SshPool, host: Reach, remote_home: Path
+    host: Reach, remote_home: Path
 ) -> None:
     command = """printf '%s\\n' "a  b" 'c"d' "e'f" '$HOME' > out.txt; echo 'x;y' >> out.txt"""
-    runner = make_runner(pool, remote_home, command=command)
+    runner = make_runner(remote_home, command=command)
     await runner.start(host)
     ended = await finished(runner, host)
     assert ended.exit_code == 0 and ended.command == command
     assert (remote_home / "project/out.txt").read_text() == "a  b\nc\"d\ne'f\n$HOME\nx;y\n"
 
 
-async def test_start_is_refused_while_a_job_runs(pool: SshPool, host: Reach, remote_home: Path) -> None:
-    runner = make_runner(pool, remote_home, command="sleep 600")
+async def test_start_is_refused_while_a_job_runs(host: Reach, remote_home: Path) -> None:
+    runner = make_runner(remote_home, command="sleep 600")
     first = await runner.start(host)
     with pytest.raises(JobAlreadyRunningError, match=r"already running on box \(pid \d+, started .*restart"):
         await runner.start(host)
@@ -116,13 +111,13 @@ async def test_start_is_refused_while_a_job_runs(pool: SshPool, host: Reach, rem
 
 
 async def test_kill_ends_the_job_group_and_leaves_a_decoy_python_running(
-    pool: SshPool, host: Reach, remote_home: Path
+    host: Reach, remote_home: Path
 ) -> None:
     decoy = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
     try:
         # A job with a helper process beside the main one, as a DataLoader would have.
         runner = make_runner(
-            pool, remote_home, command=f"sleep 600 & exec {sys.executable} -c 'import time; time.sleep(600)'"
+            remote_home, command=f"sleep 600 & exec {sys.executable} -c 'import time; time.sleep(600)'"
         )
         started = await runner.start(host)
         assert started.pgid is not None
@@ -137,7 +132,7 @@ async def test_kill_ends_the_job_group_and_leaves_a_decoy_python_running(
 
 
 async def test_job_ends_only_when_its_whole_group_has_even_if_the_shell_exits_first(
-    pool: SshPool, host: Reach, remote_home: Path
+    host: Reach, remote_home: Path
 ) -> None:
     # The shell exits at once; the python it left behind (a trainer saving its checkpoint after a
     # SIGTERM) takes a moment. The job must not read as ended before that save is on disk.
@@ -145,17 +140,15 @@ async def test_job_ends_only_when_its_whole_group_has_even_if_the_shell_exits_fi
     command = (
         f"{sys.executable} -c {saver!r} & while [ ! -f ready ]; do sleep 0.05; done; kill -TERM $!; exit 5"
     )
-    runner = make_runner(pool, remote_home, command=command)
+    runner = make_runner(remote_home, command=command)
     await runner.start(host)
     ended = await finished(runner, host)
     assert (remote_home / "project" / "saved").read_text() == "ok"
     assert (ended.state, ended.exit_code) == ("exited", 5)
 
 
-async def test_kill_escalates_to_sigkill_after_the_grace(
-    pool: SshPool, host: Reach, remote_home: Path
-) -> None:
-    runner = make_runner(pool, remote_home, command="trap '' TERM; sleep 600", stop_grace_seconds=0.3)
+async def test_kill_escalates_to_sigkill_after_the_grace(host: Reach, remote_home: Path) -> None:
+    runner = make_runner(remote_home, command="trap '' TERM; sleep 600", stop_grace_seconds=0.3)
     started = await runner.start(host)
     killed = await runner.kill(host)
     assert (killed.state, killed.exit_code) == ("killed", 137)
@@ -163,10 +156,8 @@ async def test_kill_escalates_to_sigkill_after_the_grace(
     assert "SIGKILL" in (remote_home / ".gcptui/job/output.log").read_text()
 
 
-async def test_kill_with_nothing_running_changes_nothing(
-    pool: SshPool, host: Reach, remote_home: Path
-) -> None:
-    runner = make_runner(pool, remote_home, command="exit 4")
+async def test_kill_with_nothing_running_changes_nothing(host: Reach, remote_home: Path) -> None:
+    runner = make_runner(remote_home, command="exit 4")
     assert (await runner.kill(host)).state == "none"
     await runner.start(host)
     await finished(runner, host)
@@ -174,12 +165,8 @@ async def test_kill_with_nothing_running_changes_nothing(
     assert (after.state, after.exit_code) == ("exited", 4)
 
 
-async def test_restart_kills_then_runs_the_resume_command(
-    pool: SshPool, host: Reach, remote_home: Path
-) -> None:
-    runner = make_runner(
-        pool, remote_home, command="sleep 600", resume="echo resumed > resumed.txt; sleep 600"
-    )
+async def test_restart_kills_then_runs_the_resume_command(host: Reach, remote_home: Path) -> None:
+    runner = make_runner(remote_home, command="sleep 600", resume="echo resumed > resumed.txt; sleep 600")
     first = await runner.start(host)
     second = await runner.restart(host)
     assert second.state == "running" and second.pgid != first.pgid
@@ -208,7 +195,7 @@ async def test_job_survives_the_client_process_exiting_and_the_connection_droppi
             target = SshTarget("box", {sshd.host!r}, {sshd.port}, {sshd.user!r}, Path({str(sshd.client_key)!r}),
                                Path({str(sshd.known_hosts)!r}))
             async with SshPool(SshConfig(connect_timeout=5)) as pool:
-                runner = JobRunner(pool, JobConfig(command="sleep 600"), "~/project", remote_home={str(remote_home)!r})
+                runner = JobRunner(JobConfig(command="sleep 600"), "~/project", remote_home={str(remote_home)!r})
                 print(json.dumps((await runner.start(pool_reach(pool, target))).to_json()))
 
         asyncio.run(main())
@@ -225,7 +212,7 @@ async def test_job_survives_the_client_process_exiting_and_the_connection_droppi
     assert process_alive(started["pid"])
     sshd.start()
     async with SshPool(SshConfig(connect_timeout=5)) as pool:
-        runner = make_runner(pool, remote_home, command="sleep 600")
+        runner = make_runner(remote_home, command="sleep 600")
         host = pool_reach(pool, target)
         status = await runner.status(host)
         assert (status.state, status.pid) == ("running", started["pid"])
@@ -242,7 +229,7 @@ async def test_several_hosts_at_once_give_one_result_each_and_one_start_wins(
     try:
         other = pool_reach(pool, target_of(second, name="box2"))
         dead = pool_reach(pool, SshTarget("dead", "127.0.0.251", 1, "root", None, tmp_path / "none"))
-        runner = make_runner(pool, remote_home, command="sleep 600")
+        runner = make_runner(remote_home, command="sleep 600")
         results = await runner.run_all("start", [host, other, dead])
         assert [r.name for r in results] == ["box", "box2", "dead"]
         assert "connection refused" in str(results[2].error)
@@ -257,18 +244,14 @@ async def test_several_hosts_at_once_give_one_result_each_and_one_start_wins(
         second.stop()
 
 
-async def test_missing_project_directory_says_to_sync_first(
-    pool: SshPool, host: Reach, tmp_path: Path
-) -> None:
-    runner = JobRunner(
-        pool, make_runner(pool, tmp_path, command="true").job, "~/nowhere", remote_home=str(tmp_path)
-    )
+async def test_missing_project_directory_says_to_sync_first(host: Reach, tmp_path: Path) -> None:
+    runner = JobRunner(make_runner(tmp_path, command="true").job, "~/nowhere", remote_home=str(tmp_path))
     with pytest.raises(JobError, match=r"nowhere does not exist.*gcptui sync box --once"):
         await runner.start(host)
 
 
 def test_metrics_path_follows_job_env() -> None:
-    runner_job = make_runner(SshPool(SshConfig()), Path("/tmp"), command="x").job
+    runner_job = make_runner(Path("/tmp"), command="x").job
     assert metrics_path(runner_job, "~/project") == ".gcptui/job/metrics.jsonl"
     env_job = runner_job.model_copy(update={"env": {"GCPTUI_METRICS": "runs/m.jsonl"}})
     assert metrics_path(env_job, "~/project") == "project/runs/m.jsonl"
@@ -285,10 +268,9 @@ async def _true(value: bool) -> bool:
 
 
 async def test_a_configured_bucket_reaches_the_job_as_its_checkpoint_url(
-    pool: SshPool, host: Reach, remote_home: Path
+    host: Reach, remote_home: Path
 ) -> None:
     runner = JobRunner(
-        pool,
         JobConfig(command='printf "%s" "$GCPTUI_CHECKPOINT_URL" > url.txt', stop_grace_seconds=2.0),
         "~/project",
         remote_home=str(remote_home),

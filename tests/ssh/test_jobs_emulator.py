@@ -24,11 +24,11 @@ from tests.ssh.emulated import ZONE, boot, emulator_fixture, home, reach_of, tar
 SLEEPER = f"{sys.executable} -c 'import time; time.sleep(600)'"
 
 
-def runner_for(pool: SshPool, **job: object) -> JobRunner:
+def runner_for(**job: object) -> JobRunner:
     """A runner in ``~/project`` of the VM's own home (the emulator gives each VM its disk)."""
     settings: dict[str, object] = {"stop_grace_seconds": 2.0}
     settings.update(job)
-    return JobRunner(pool, JobConfig(**settings), "~/project")  # type: ignore[arg-type]
+    return JobRunner(JobConfig(**settings), "~/project")  # type: ignore[arg-type]
 
 
 async def finished(runner: JobRunner, vm: Reach) -> JobStatus:
@@ -52,7 +52,7 @@ async def test_start_status_and_kill_on_an_emulated_vm_leave_a_decoy_running(
     conn = await pool.connection(vm)
     on = pool_reach(pool, vm)
     decoy = int((await conn.run(f"setsid {SLEEPER} > /dev/null 2>&1 & echo $!", check=True)).stdout or "")
-    runner = runner_for(pool, command=f"sleep 600 & exec {SLEEPER}")
+    runner = runner_for(command=f"sleep 600 & exec {SLEEPER}")
 
     started = await runner.start(on)
     assert started.state == "running" and started.pgid is not None and started.pid is not None
@@ -74,7 +74,7 @@ async def test_restart_and_a_failing_jobs_exit_code_on_an_emulated_vm(
 ) -> None:
     await boot(emulator, "spot-1")
     vm = await reach_of(emulator, pool, "spot-1")
-    runner = runner_for(pool, command="sleep 600", resume="echo resumed > resumed.txt; exit 3")
+    runner = runner_for(command="sleep 600", resume="echo resumed > resumed.txt; exit 3")
     first = await runner.start(vm)
     second = await runner.restart(vm)
     assert second.pgid != first.pgid and second.command == "echo resumed > resumed.txt; exit 3"
@@ -88,11 +88,11 @@ async def test_job_survives_the_client_disconnecting(emulator: Emulator) -> None
     await boot(emulator, "spot-1")
     vm = await target(emulator, "spot-1")
     async with SshPool(FAST_SSH) as first_pool:
-        started = await runner_for(first_pool, command="sleep 600").start(pool_reach(first_pool, vm))
+        started = await runner_for(command="sleep 600").start(pool_reach(first_pool, vm))
     # The pool is closed: its connection, and the session the start ran in, are gone.
     assert process_alive(started.pid)
     async with SshPool(FAST_SSH) as second_pool:
-        runner = runner_for(second_pool, command="sleep 600")
+        runner = runner_for(command="sleep 600")
         status = await runner.status(pool_reach(second_pool, vm))
         assert (status.state, status.pid) == ("running", started.pid)
         await runner.kill(pool_reach(second_pool, vm))
@@ -103,7 +103,7 @@ async def test_status_after_a_stop_and_start_says_the_job_is_gone(emulator: Emul
     before = await target(emulator, "spot-1", via_api=True)
     # A job that ignores SIGTERM: the power-off's SIGKILL takes it and its supervisor, so no exit
     # code is ever written; status must not read "running" from the old pids.
-    runner = runner_for(pool, command="trap '' TERM; sleep 600")
+    runner = runner_for(command="trap '' TERM; sleep 600")
     started = await runner.start(pool_reach(pool, before))
     gce = gce_for(emulator, [ZONE])
     await asyncio.to_thread(gce.stop, "spot-1", ZONE)
@@ -129,7 +129,7 @@ async def test_status_while_a_kill_records_the_end_says_killed_not_vanished(
 ) -> None:
     await boot(emulator, "spot-1")
     vm = await reach_of(emulator, pool, "spot-1")
-    runner = runner_for(pool, command="trap '' TERM; sleep 600")
+    runner = runner_for(command="trap '' TERM; sleep 600")
     started = await runner.start(vm)
     assert started.pgid is not None
     # The moment inside `kill` after its SIGKILL took the supervisor and before it writes the exit

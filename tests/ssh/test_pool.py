@@ -151,9 +151,9 @@ async def test_pool_reconnects_by_itself_after_sshd_comes_back(
 
 
 async def test_status_reads_the_truth_again_after_sshd_restart(
-    pool: SshPool, sshd: Sshd, host: Reach, remote_home: Path
+    sshd: Sshd, host: Reach, remote_home: Path
 ) -> None:
-    runner: JobRunner = make_runner(pool, remote_home, command="sleep 600")
+    runner: JobRunner = make_runner(remote_home, command="sleep 600")
     started = await runner.start(host)
     sshd.stop()
     sshd.start()

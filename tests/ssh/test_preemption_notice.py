@@ -33,8 +33,8 @@ TRAPPER = """trap 'echo got-term > "$HOME/term.txt"; exit 0' TERM; while :; do s
 NOTICE_BUDGET = 2.0  # seconds from the preempt call to the client's "preempted" event
 
 
-def runner_for(pool: SshPool, command: str = TRAPPER) -> JobRunner:
-    return JobRunner(pool, JobConfig(command=command, stop_grace_seconds=2.0), "~/project")
+def runner_for(command: str = TRAPPER) -> JobRunner:
+    return JobRunner(JobConfig(command=command, stop_grace_seconds=2.0), "~/project")
 
 
 def watcher_processes(pgid: int) -> list[str]:
@@ -55,7 +55,7 @@ async def test_preemption_reaches_the_job_and_the_watching_client_within_seconds
 ) -> None:
     await boot(emulator, "spot-1", "spot-2")
     doomed, spared = await reach_of(emulator, pool, "spot-1"), await reach_of(emulator, pool, "spot-2")
-    runner = runner_for(pool)
+    runner = runner_for()
     started = await runner.start(doomed)
     await runner.start(spared)
     async with watching(runner.watch(doomed)) as watch:
@@ -101,7 +101,7 @@ async def test_the_notice_alone_makes_the_vm_side_watcher_sigterm_the_job(
     # Only the metadata flips (no ACPI SIGTERM from the emulator): the SIGTERM the job gets is ours.
     await boot(emulator, "spot-1")
     vm = await reach_of(emulator, pool, "spot-1")
-    runner = runner_for(pool)
+    runner = runner_for()
     started = await runner.start(vm)
     pgid = started.pgid
     assert pgid is not None
@@ -125,10 +125,10 @@ async def test_the_notice_alone_makes_the_vm_side_watcher_sigterm_the_job(
 
 
 async def test_without_a_metadata_server_the_watcher_gives_up_and_the_job_is_unaffected(
-    pool: SshPool, host: Reach, remote_home: Path
+    host: Reach, remote_home: Path
 ) -> None:
     # The sshd fixture is not GCE: no GCE_METADATA_HOST, and metadata.google.internal does not resolve.
-    runner = make_runner(pool, remote_home, command="sleep 600")
+    runner = make_runner(remote_home, command="sleep 600")
     started = await runner.start(host)
     assert started.pgid is not None
     await wait_for(lambda: _true(watcher_processes(started.pgid) == []), what="the watcher to give up")  # type: ignore[arg-type]
@@ -141,10 +141,10 @@ async def test_without_a_metadata_server_the_watcher_gives_up_and_the_job_is_una
 
 
 async def test_a_kill_right_after_start_takes_the_still_retrying_watcher_with_it(
-    pool: SshPool, host: Reach, remote_home: Path
+    host: Reach, remote_home: Path
 ) -> None:
     # A metadata address that refuses connections: the watcher is still between retries at the kill.
-    runner = make_runner(pool, remote_home, command="sleep 600", env={"GCE_METADATA_HOST": "127.0.0.1:9"})
+    runner = make_runner(remote_home, command="sleep 600", env={"GCE_METADATA_HOST": "127.0.0.1:9"})
     started = await runner.start(host)
     began = time.monotonic()
     killed = await runner.kill(host)
@@ -155,14 +155,14 @@ async def test_a_kill_right_after_start_takes_the_still_retrying_watcher_with_it
 
 @pytest.mark.parametrize("fetcher", ["curl", "wget", sys.executable], ids=["curl", "wget", "python"])
 async def test_every_fetcher_sees_the_notice_on_a_real_sshd(
-    pool: SshPool, host: Reach, remote_home: Path, fetcher: str
+    host: Reach, remote_home: Path, fetcher: str
 ) -> None:
     # The emulator's metadata server on its own loopback address, named through the job's env.
     metadata = MetadataServer({"instance/preempted": "FALSE"})
     address = await metadata.start("127.0.0.1")
     try:
         runner = make_runner(
-            pool, remote_home, command=TRAPPER,
+            remote_home, command=TRAPPER,
             env={"GCE_METADATA_HOST": address, "GCPTUI_METADATA_FETCHER": fetcher},
         )  # fmt: skip
         started = await runner.start(host)
@@ -181,9 +181,9 @@ async def test_every_fetcher_sees_the_notice_on_a_real_sshd(
 
 
 async def test_the_watch_reports_a_lost_connection_then_resumes_and_leaves_nothing_behind(
-    pool: SshPool, sshd: Sshd, host: Reach, remote_home: Path
+    sshd: Sshd, host: Reach, remote_home: Path
 ) -> None:
-    runner = make_runner(pool, remote_home, command="sleep 600")
+    runner = make_runner(remote_home, command="sleep 600")
     started = await runner.start(host)
     async with watching(runner.watch(host)) as watch:
         await watch.wait("state", where=lambda e: e.status is not None and e.status.pid == started.pid)
@@ -216,7 +216,7 @@ async def _true(value: bool) -> bool:
 
 
 async def test_a_spot_preemption_is_named_so_even_when_its_own_watcher_is_slow(
-    pool: SshPool, host: Reach, remote_home: Path
+    host: Reach, remote_home: Path
 ) -> None:
     # A Spot preemption flips maintenance-event too. On a loaded VM the preemption watcher can lag
     # the maintenance one by more than its one-second head start: the banner must still say preemption.
@@ -225,7 +225,7 @@ async def test_a_spot_preemption_is_named_so_even_when_its_own_watcher_is_slow(
     frozen: psutil.Process | None = None
     try:
         runner = make_runner(
-            pool, remote_home, command=TRAPPER,
+            remote_home, command=TRAPPER,
             env={"GCE_METADATA_HOST": address, "GCPTUI_METADATA_FETCHER": "curl"},
         )  # fmt: skip
         started = await runner.start(host)
@@ -255,7 +255,7 @@ async def test_a_spot_preemption_is_named_so_even_when_its_own_watcher_is_slow(
 
 
 async def test_a_vm_going_down_names_the_end_a_preemption_when_the_job_hears_the_term_first(
-    pool: SshPool, host: Reach, remote_home: Path
+    host: Reach, remote_home: Path
 ) -> None:
     # A VM going down SIGTERMs its processes one by one: the job can trap its TERM and exit, and the
     # supervisor can tell the notice watchers to stop, before the watchers got their own TERM or the
@@ -264,7 +264,7 @@ async def test_a_vm_going_down_names_the_end_a_preemption_when_the_job_hears_the
     address = await metadata.start("127.0.0.1")
     try:
         runner = make_runner(
-            pool, remote_home, command=TRAPPER,
+            remote_home, command=TRAPPER,
             env={"GCE_METADATA_HOST": address, "GCPTUI_METADATA_FETCHER": "curl"},
         )  # fmt: skip
         started = await runner.start(host)

@@ -100,7 +100,7 @@ async def test_a_preempted_tpu_node_is_recreated_and_resumes_on_every_worker(
             session = services.sync_session(worker)
             await session.full_sync()
             await session.close()
-        jobs = WorkerJobRunner(services.pool, services.config)
+        jobs = WorkerJobRunner(services.config)
         jobs.prepare("tpu-a", workers)
         assert all(r.ok for r in await jobs.run_all("start", [services.reach(w) for w in workers]))
         node = emulator.tpu("tpu-a")

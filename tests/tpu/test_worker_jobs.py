@@ -37,7 +37,7 @@ async def test_a_job_runs_on_every_worker_with_its_rank_and_is_killed_on_all(
         (row,) = (await asyncio.to_thread(backend.list_rows)).rows
         workers = backend.worker_rows(row)
         assert [w.name for w in workers] == ["tpu-a/w0", "tpu-a/w1"]
-        runner = WorkerJobRunner(services.pool, config)
+        runner = WorkerJobRunner(config)
         runner.prepare(row.name, workers)
         targets = [services.target(w) for w in workers]
         assert all(t.host_key_alias and t.host_key_alias.startswith(f"tpu.{node.id}-") for t in targets)

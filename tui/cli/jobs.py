@@ -132,7 +132,7 @@ async def run_group_action(
     instances = [i for i, e in down if e is None]
     if not instances:
         return failed, []
-    runner = GroupJobRunner(services.pool, services.config, remote_home=services.jobs.remote_home)
+    runner = GroupJobRunner(services.config, remote_home=services.jobs.remote_home)
     targets = [services.reach(i) for i in instances]
     if args.action in ("start", "restart") and not args.no_sync:
         from gcptui.tui.cli.sync import sync_before_job
@@ -193,7 +193,7 @@ async def run_on_workers(
             raise_usage(
                 f"job {action} runs on every worker of {parent} at once: name {parent}, not one worker"
             )
-        runner = WorkerJobRunner(services.pool, services.config)
+        runner = WorkerJobRunner(services.config)
         runner.prepare(parent, mine)
         results += await runner.run_all(action, [services.reach(w) for w in mine])  # type: ignore[arg-type]
     return results

@@ -36,7 +36,7 @@ async def group_job_action(services: Services, monitors: Monitors, action: JobAc
     if action in ("start", "restart"):
         for instance in instances:
             await monitors.barrier(instance)
-    runner = GroupJobRunner(services.pool, services.config, remote_home=services.jobs.remote_home)
+    runner = GroupJobRunner(services.config, remote_home=services.jobs.remote_home)
     results = await run_group(action, runner, group, instances, [services.reach(i) for i in instances])
     for instance in instances:
         await monitors.refresh_job(instance.name)
