@@ -24,13 +24,14 @@ from gcptui.remote.aio import cancel_and_wait
 from gcptui.remote.backoff import Backoff
 from gcptui.remote.compute.backend import Backend, Capability, Recovery
 from gcptui.remote.errors import GcptuiError
+from gcptui.remote.jobs.protocol import JobStatus
 from gcptui.remote.jobs.workers import WorkerJobRunner
 from gcptui.remote.keepalive.events import EventKind, RecoveryEvent, now
 from gcptui.remote.keepalive.lease import LeaseLost
 from gcptui.remote.keepalive.relaunch import JobLauncher
 from gcptui.remote.keepalive.resume_rule import nothing_to_resume
 from gcptui.remote.models import Instance, State, StopCause
-from gcptui.remote.safe_text import one_line
+from gcptui.remote.safe_text import one_line, vm_field
 from gcptui.remote.services import Services
 
 log = logging.getLogger(__name__)
@@ -80,6 +81,10 @@ class RowKeepAlive:
         # Checked again right before the job is restarted (``LeaseGate.fence``): a recovery that began
         # while this keep-alive held the lease stops there if the lease passed on meanwhile.
         self.fence: Callable[[], Awaitable[None]] | None = None
+        # And before a recovery acts: the lease names it (``LeaseGate.record_intent``).
+        self.intent: Callable[[], Awaitable[None]] | None = None
+        # Recoveries a previous lease holder left unfinished (``adopt``): name -> (holder, until when).
+        self._adopted: dict[str, tuple[str, float]] = {}
 
     # -- watching ----------------------------------------------------------------------------------
 
@@ -123,12 +128,29 @@ class RowKeepAlive:
                 log.warning("keep-alive poll of the other kinds of compute failed: %s", err)
             await asyncio.sleep(self.poll_seconds)
 
+    def adopt(self, holder: str, names: Iterable[str]) -> None:
+        """This keep-alive took the lease over from ``holder``, which stopped renewing it while it was
+        recovering ``names`` (``KeepAlive.adopt`` for the VMs). Its node may be made anew already, so no
+        poll here would see a preemption: a row among them that runs with its job not running on
+        worker 0 (a node made anew has no job record at all) gets its job relaunched here."""
+        until = asyncio.get_running_loop().time() + self.resume_timeout + 600.0
+        for name in names:
+            if name in self._job_ran:  # a row this keep-alive watched run (the lease lists VMs too)
+                self._adopted[name] = (holder, until)
+
+    def in_flight(self) -> list[str]:
+        """The rows whose recovery this keep-alive has begun, or adopted and not decided yet."""
+        return [*self._recovering, *self._adopted]
+
     async def poll(self) -> None:
         rows = await asyncio.to_thread(self._rows)
         self.polls += 1
         for backend, row in rows:
             if row.name in self._recovering:
                 continue
+            if row.name in self._adopted and self.may_recover():
+                if await self._finish_adopted(backend, row):
+                    continue
             if row.state is State.RUNNING:
                 ran = await self._job_running(backend, row)
                 if ran is not None:
@@ -147,6 +169,34 @@ class RowKeepAlive:
                 self._recovering[row.name] = task
                 task.add_done_callback(self._forget(row.name))
 
+    async def _finish_adopted(self, backend: Backend, row: Instance) -> bool:
+        """Decide an adopted row once it runs; True when its relaunch started here."""
+        holder, until = self._adopted[row.name]
+        if asyncio.get_running_loop().time() > until or row.state.down:
+            del self._adopted[row.name]  # a row that is down again: this poll's own rules decide
+            return False
+        if row.state is not State.RUNNING:
+            return False  # still being made: asked again at the next poll
+        status = await self._worker0_status(backend, row)
+        if status is None:
+            return False  # its workers do not answer yet
+        del self._adopted[row.name]
+        if status.state == "running":
+            return False  # the previous holder's relaunch landed after all
+        self.restarts[row.name] = self.restarts.get(row.name, 0) + 1
+        task = asyncio.create_task(self._finish(backend, row, holder), name=f"finish {row.name}")
+        self._recovering[row.name] = task
+        task.add_done_callback(self._forget(row.name))
+        return True
+
+    async def _finish(self, backend: Backend, row: Instance, holder: str) -> None:
+        self._emit(
+            row.name,
+            "preempted",
+            f"{vm_field(holder, 80)} stopped renewing the lease mid-recovery: finishing its recovery",
+        )
+        await self._relaunch_until_started(backend, row)
+
     def _forget(self, name: str) -> Callable[[asyncio.Task[None]], None]:
         def forget(_task: asyncio.Task[None]) -> None:
             self._recovering.pop(name, None)
@@ -157,14 +207,18 @@ class RowKeepAlive:
         """Whether the row's job has something to resume: it runs on the first worker, or it was cut
         short by the machine going away (the node still reads READY during a preemption's grace, while
         the job has already checkpointed and exited 143: ``resume_rule``); None when it cannot be read."""
+        status = await self._worker0_status(backend, row)
+        return None if status is None else nothing_to_resume(status) is None
+
+    async def _worker0_status(self, backend: Backend, row: Instance) -> JobStatus | None:
+        """The job's record on the row's first worker; None when it cannot be read."""
         workers = backend.worker_rows(row)
         if not workers:
             return None
         try:
-            status = await self.services.jobs.status(self.services.reach(workers[0]))  # SSH, or a pod's exec
+            return await self.services.jobs.status(self.services.reach(workers[0]))  # SSH, or a pod's exec
         except (GcptuiError, OSError, asyncssh.Error, TimeoutError):
             return None
-        return nothing_to_resume(status) is None
 
     def recovering(self, name: str) -> bool:
         return name in self._recovering
@@ -182,6 +236,8 @@ class RowKeepAlive:
         self._emit(name, "preempted", f"{row.source} row reads {one_line(row.status)}")
         self._emit(name, "restarting", "bringing it back like itself (a preempted TPU node is made anew)")
         try:
+            if self.intent is not None:
+                await self.intent()
             how: Recovery = await asyncio.to_thread(backend.recover, row)
         except Exception as err:  # noqa: BLE001 - any failure is this recovery's, said and logged
             log.warning("recovering %s failed", name, exc_info=not isinstance(err, GcptuiError))
@@ -194,6 +250,10 @@ class RowKeepAlive:
             self._emit(name, "failed", f"{name} is gone after its recovery")
             return
         self._emit(name, "running", f"{how}: {len(fresh.workers)} workers up")
+        await self._relaunch_until_started(backend, fresh)
+
+    async def _relaunch_until_started(self, backend: Backend, fresh: Instance) -> None:
+        name = fresh.name
         pauses = Backoff(self.backoff_base, 30.0)
         for attempt in range(1, RELAUNCH_ATTEMPTS + 1):
             self._emit(name, "relaunching", f"attempt {attempt}")

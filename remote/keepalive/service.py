@@ -145,12 +145,11 @@ def _gate(
     key = lease_key(default_lease_key_path())
 
     def busy() -> bool:
-        return bool(in_flight()) or (
-            rows is not None and any(rows.recovering(n) for n in list(rows.restarts))
-        )
+        return bool(in_flight())
 
     def in_flight() -> list[str]:  # a successor that takes the lease over finishes these (`adopt`)
-        return [m.name for m in keepalive.machines.values() if m.busy] + keepalive.taking_over()
+        names = [m.name for m in keepalive.machines.values() if m.busy] + keepalive.taking_over()
+        return names + (rows.in_flight() if rows is not None else [])
 
     def watched() -> list[str]:
         return [i.name for i in keepalive.instances() if keepalive.watched(i)]
@@ -166,6 +165,8 @@ def _gate(
             keepalive.mirror(event)
         for holder, names in gate.taken_over():
             keepalive.adopt(holder, names)
+            if rows is not None:
+                rows.adopt(holder, names)
         return holding
 
     keepalive.gate = consult
@@ -174,6 +175,7 @@ def _gate(
     if rows is not None:
         rows.may_recover = lambda: gate.holding
         rows.fence = lambda: asyncio.to_thread(gate.fence)
+        rows.intent = lambda: asyncio.to_thread(gate.record_intent)
     if role == "keeper":
         keepalive.subscribe(gate.record)
     return gate

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import threading
+from collections.abc import Iterable
 from pathlib import Path
 
 import pytest
@@ -13,7 +15,8 @@ from gcptui.remote.config import load_config
 from gcptui.remote.emulator import Emulator
 from gcptui.remote.jobs.workers import WorkerJobRunner
 from gcptui.remote.keepalive.events import RecoveryEvent
-from gcptui.remote.keepalive.lease import Lease
+from gcptui.remote.keepalive.lease import Lease, LeaseView
+from gcptui.remote.keepalive.lease_gate import LeaseGate
 from gcptui.remote.keepalive.service import build_service
 from gcptui.remote.services import Services
 from tests.helpers.emulator import eventually
@@ -73,3 +76,81 @@ async def test_a_tpu_recovery_whose_lease_passed_on_does_not_restart_the_job(
         await asyncio.gather(runner, return_exceptions=True)
         await service.close()
         await services.close()
+
+
+async def test_a_keeper_starved_mid_tpu_recovery_is_taken_over_and_the_laptop_restarts_the_job(
+    emulator: Emulator, fake_gcs: FakeGcs, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The keeper makes the preempted node anew, then stalls right before the job's restart (no
+    renewal, no status). The laptop takes the lapsed lease over; the node reads READY, so only the
+    lease's list of recoveries in flight tells it to finish this one: the job starts on every worker."""
+    monkeypatch.setenv("GCPTUI_STATE_DIR", str(tmp_path / "state"))
+    fake_gcs.make_bucket("runs")
+    emulator.add_tpu("tpu-s", accelerator_type="v4-16", spot=True)
+    await emulator.wait_for_tpu("tpu-s", "READY")
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "README.md").write_text("tpu project\n")
+    path = emulator.write_config(tmp_path / "gcptui.toml", sync_source=project)
+    q = json.dumps
+    with path.open("a") as config:
+        config.write(f'\n[job]\ncommand = {q(JOB)}\nresume = {q(JOB)}\n\n[storage]\nbucket = "gs://runs/s"\n')
+    sides = []
+    for role in ("keeper", "laptop"):
+        services = Services(load_config(str(path)))
+        events: list[RecoveryEvent] = []
+        service = build_service(services, on_event=events.append, autostop=False, notices=False, lease=role,
+                                lease_ttl=2.0, keeper_name="test-keeper",
+                                tuning={"poll_seconds": 0.3, "backoff_base": 0.2})  # fmt: skip
+        sides.append((services, service, events, asyncio.create_task(service.run())))
+    (services, keeper, keeper_events, _), (_, laptop, laptop_events, _) = sides
+    keeper_gate, laptop_gate, laptop_rows = keeper.gate, laptop.gate, laptop.rows
+    assert keeper_gate is not None and laptop_gate is not None and laptop_rows is not None
+    stalled, taken = threading.Event(), threading.Event()
+    fence, claim = LeaseGate.fence, Lease.claim
+
+    def starved_fence(self: LeaseGate) -> None:
+        if self is keeper_gate:
+            stalled.set()
+            taken.wait(timeout=60)
+        fence(self)
+
+    def starved_claim(self: Lease, view: LeaseView, recovering: Iterable[str] = ()) -> bool:
+        if self is keeper_gate.lease and stalled.is_set():
+            taken.wait(timeout=60)
+        return claim(self, view, recovering)
+
+    monkeypatch.setattr(LeaseGate, "fence", starved_fence)
+    monkeypatch.setattr(Lease, "claim", starved_claim)
+    try:
+        workers = await services.machines(["tpu-s"], running=True)
+        for worker in workers:
+            session = services.sync_session(worker)
+            await session.full_sync()
+            await session.close()
+        jobs = WorkerJobRunner(services.config)
+        jobs.prepare("tpu-s", workers)
+        assert all(r.ok for r in await jobs.run_all("start", [services.reach(w) for w in workers]))
+        await eventually(lambda: keeper_gate.holding and laptop_gate.keeper_live
+                         and laptop_rows._job_ran.get("tpu-s"), timeout=30)  # fmt: skip
+        emulator.preempt_tpu("tpu-s")
+        await eventually(lambda: stalled.is_set(), timeout=90)
+        await eventually(lambda: laptop_gate.holding, timeout=15)
+        taken.set()
+        await eventually(lambda: laptop_rows.outcomes.get("tpu-s") == "resumed", timeout=90)
+        await eventually(
+            lambda: keeper.rows is not None and keeper.rows.outcomes.get("tpu-s") == "failed", timeout=20
+        )
+        kinds = [e.kind for e in keeper_events if e.name == "tpu-s"]
+        assert "started" not in kinds, kinds  # the keeper's fence stopped its restart
+        assert any("mid-recovery" in e.detail for e in laptop_events if e.name == "tpu-s")
+        fresh = await services.machines(["tpu-s"], running=True)
+        statuses = [await services.jobs.status(services.reach(w)) for w in fresh]
+        assert [s.state for s in statuses] == ["running"] * len(fresh)
+    finally:
+        taken.set()
+        for made, service, _, task in sides:
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+            await service.close()
+            await made.close()
