@@ -110,8 +110,16 @@ class KeeperDeploy:
         await self._files(conn, home)
         await self._project(instance, home)
         public = await self._key(conn)
-        if not await self._oslogin(conn, instance):
-            await asyncio.to_thread(self._authorize, target.user, public)
+        from gcptui.remote.keeper.oslogin import login_ways
+
+        via_profile, via_metadata = await asyncio.to_thread(login_ways, self.services, instance)
+        if via_profile:
+            await self._oslogin(conn, instance)
+        if via_metadata:
+            # As [ssh].user, whom the keeper logs in as where OS Login is off (not the laptop's OS
+            # Login user, which `target` names when the keeper VM itself uses OS Login).
+            user = self.services.compute.of(instance).ssh_target(instance, None).user
+            await asyncio.to_thread(self._authorize, user, public)
         mode = (await self._sh(conn, service_mode_script())).strip()
         service = KeeperService(self.services, instance)
         await service.start(mode, env=self._env(), home=home)
@@ -223,14 +231,12 @@ class KeeperDeploy:
             raise GcptuiError("keeper deploy: the keeper's SSH key was not made on the VM")
         return public.split("\n")[-1]
 
-    async def _oslogin(self, conn: asyncssh.SSHClientConnection, instance: Instance) -> bool:
-        """Where OS Login applies to the keeper VM (its own ``enable-oslogin``, else the project's):
-        the keeper imports its key into its VM's service account's login profile (as that account,
-        on the VM) and logs in as that profile's user; False (metadata ``ssh-keys`` then) where not."""
-        from gcptui.remote.keeper.oslogin import import_command, oslogin_on, service_account
+    async def _oslogin(self, conn: asyncssh.SSHClientConnection, instance: Instance) -> None:
+        """Where OS Login applies to a VM the keeper watches: the keeper imports its key into its VM's
+        service account's login profile (as that account, on the VM) and logs in as that profile's
+        user there."""
+        from gcptui.remote.keeper.oslogin import import_command, service_account
 
-        if not await asyncio.to_thread(oslogin_on, self.services, instance):
-            return False
         account = await asyncio.to_thread(service_account, self.services, instance.name, instance.zone)
         command = import_command(f"{KEEPER_DIR}/venv/bin/python", f"{KEEPER_DIR}/gcptui.toml", account)
         lines = (await self._sh(conn, command, timeout=120)).strip().splitlines()
@@ -243,7 +249,6 @@ class KeeperDeploy:
         self.say(
             f"keeper: OS Login is on: its key imported into {account}'s login profile; it logs in as {user}"
         )
-        return True
 
     def _authorize(self, user: str, public: str) -> None:
         """Add ``user:KEY`` to the project's ``ssh-keys`` (with the metadata's fingerprint: a

@@ -20,7 +20,7 @@ import sys
 from typing import Any
 
 from gcptui.remote.errors import GcptuiError
-from gcptui.remote.models import Instance
+from gcptui.remote.models import SWEEP_LABEL, Instance
 from gcptui.remote.services import Services
 
 ACCOUNT_ENV = "CLOUDSDK_CORE_ACCOUNT"  # the account OsLogin resolves (gcloud's own variable)
@@ -36,6 +36,20 @@ def oslogin_on(services: Services, instance: Instance | None = None) -> bool:
     services.fleet.reader()
     login = services.fleet.oslogin
     return login is not None and bool(metadata_flag(login.project_metadata(), "enable-oslogin"))
+
+
+def login_ways(services: Services, keeper_vm: Instance) -> tuple[bool, bool]:
+    """(its service account's OS Login profile, the project's ``ssh-keys``): where the keeper's key
+    must be authorized to reach the VMs it watches now (every Spot VM but a sweep's), each VM by its
+    own ``enable-oslogin``, else the project's. A fleet may mix the two (an instance's setting wins),
+    and then both are needed. With no such VM yet, the keeper VM's own setting stands in. Blocking."""
+    project = oslogin_on(services)
+    ways = {
+        vm.oslogin if vm.oslogin is not None else project
+        for vm in services.fleet.reader().list_instances()
+        if vm.spot and vm.name != keeper_vm.name and SWEEP_LABEL not in vm.labels
+    } or {oslogin_on(services, keeper_vm)}
+    return True in ways, False in ways
 
 
 def service_account(services: Services, name: str, zone: str) -> str:

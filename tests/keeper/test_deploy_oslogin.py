@@ -51,7 +51,9 @@ async def test_a_keeper_under_os_login_logs_in_as_its_service_account(
     keeper_vm.extra["serviceAccounts"] = [
         {"email": SA, "scopes": ["https://www.googleapis.com/auth/cloud-platform"]}
     ]
-    await wait_until_running(emu, ["keeper-vm"])
+    # A Spot VM without its own enable-oslogin: the project's (off) applies, so metadata keys open it.
+    emu.add_instance("spot-m", spot=True)
+    await wait_until_running(emu, ["keeper-vm", "spot-m"])
     await fleet.start_job("spot-o")
 
     said: list[str] = []
@@ -62,7 +64,14 @@ async def test_a_keeper_under_os_login_logs_in_as_its_service_account(
     assert any(f"logs in as {profile.username}" in line for line in said), said
     public = (keeper_vm.disk / "home" / ".gcptui-keeper" / "id_ed25519.pub").read_text().split()[1]  # type: ignore[operator]
     assert any(key.split()[1] == public for key in profile.keys.values())  # its own key, in its own profile
-    assert "gcptui-keeper" not in emu.fleet.project_metadata.get("ssh-keys", "")  # type: ignore[union-attr]
+    # The fleet mixes the two: the key is in the project's ssh-keys too, for [ssh].user (whom the keeper
+    # logs in as where OS Login is off), not for the laptop's OS Login user.
+    spot_m = emu.instance("spot-m")
+    [spot_m_row] = await services.resolve(["spot-m"])
+    user = services.target(spot_m_row).user
+    assert spot_m.metadata.get("enable-oslogin") is None and user != profile.username
+    project_keys = emu.fleet.project_metadata.get("ssh-keys", "").splitlines()  # type: ignore[union-attr]
+    assert [line.split()[1] for line in project_keys if line.startswith(f"{user}:")] == [public], project_keys
 
     await eventually(lambda: "spot-o" in keeper_report(services).to_json()["watched"], timeout=60)
     await eventually(lambda: fleet.steps("spot-o") > 20, timeout=30)

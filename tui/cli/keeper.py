@@ -130,11 +130,11 @@ async def _stop(services: Services, name: str, *, remove: bool) -> int:
 
 
 async def _oslogin_account(services: Services, instance: Instance) -> str | None:
-    """The keeper VM's service account where OS Login applies to it (its key was imported into that
-    account's profile at deploy), else None."""
-    from gcptui.remote.keeper.oslogin import oslogin_on, service_account
+    """The keeper VM's service account where OS Login applies to a VM it watches (its key was imported
+    into that account's profile at deploy: ``login_ways``), else None."""
+    from gcptui.remote.keeper.oslogin import login_ways, service_account
 
-    if not await asyncio.to_thread(oslogin_on, services, instance):
+    if not (await asyncio.to_thread(login_ways, services, instance))[0]:
         return None
     try:
         return await asyncio.to_thread(service_account, services, instance.name, instance.zone)
