@@ -54,6 +54,9 @@ class Capability(StrEnum):
     # containers' command is the training (no ``[job].command``), as no job log exists on the machine
     CONTAINER_LOGS = "container-logs"
     CANCEL = "cancel"  # killing its job is an asynchronous cancel (``cancel``), not a signal sent
+    # the provider can be asked to act out a maintenance event on it (``simulate_maintenance``): a
+    # Spot VM is preempted, as GCE documents for testing preemption (``gcptui vm preempt``)
+    SIMULATE_MAINTENANCE = "simulate-maintenance"
 
 
 class Recovery(StrEnum):
@@ -169,6 +172,11 @@ class Backend(ABC):
     def cancel(self, row: Instance) -> None:
         """Ask the provider to stop the row's job (``CANCEL``); returns once asked, not once ended."""
         raise Unsupported(row, "be cancelled")
+
+    def simulate_maintenance(self, row: Instance) -> None:
+        """Have the provider act out a maintenance event on the row (``SIMULATE_MAINTENANCE``); returns
+        once it accepted the event."""
+        raise Unsupported(row, "be sent a simulated maintenance event (`vm preempt`)")
 
     def why_stopped(self, row: Instance) -> StopCause:
         """Why a row in a down state (``State.down``) stopped, from what the provider still records.

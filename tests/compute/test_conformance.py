@@ -158,6 +158,9 @@ async def test_rows_carry_the_backends_kind_and_a_neutral_state(rig: Rig) -> Non
 async def test_lifecycle_follows_capabilities(rig: Rig) -> None:
     row = rig.row()
     capable = rig.backend.capabilities(row)
+    if Capability.SIMULATE_MAINTENANCE not in capable:  # `vm preempt` asks this, and says so per row
+        with pytest.raises(Unsupported, match=f"{row.name} is a {row.source} row: it cannot be sent"):
+            rig.backend.simulate_maintenance(row)
     if Capability.STOP not in capable:
         with pytest.raises(Unsupported, match=f"{row.name} is a {row.source} row: it cannot be stopped"):
             rig.backend.stop(row)

@@ -94,6 +94,9 @@ def test_vm_commands_act_on_a_tpu_node_through_its_backend(
     # A Spot node cannot be stopped (only deleted): one line, nothing changed.
     assert main(["vm", "stop", "tpu-s", "--config", config]) == 2
     assert "tpu-s is a tpu row: `vm stop` cannot act on it" in capsys.readouterr().err
+    # The Cloud TPU API has no call that acts out a preemption: said per row, through the seam.
+    assert main(["vm", "preempt", "tpu-s", "--config", config]) == 2
+    assert "tpu-s is a tpu row: `vm preempt` cannot act on it" in capsys.readouterr().err
     assert emulator_thread.tpu("tpu-s").state == "READY"
     assert main(["vm", "delete", "tpu-s", "--yes", "--config", config]) == 0
     emulator_thread.wait_for_tpu("tpu-s", None)

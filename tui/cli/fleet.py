@@ -65,17 +65,16 @@ def run_vm(args: argparse.Namespace) -> int:
     # A name given twice is one VM: acting on it twice at once makes the second call fail (a second
     # delete finds it gone).
     targets = list({i.name: i for i in targets}.values())
-    needs = {"delete": Capability.DELETE, "start": Capability.START, "stop": Capability.STOP}.get(
-        args.action, Capability.STOP
-    )
+    needs = {
+        "delete": Capability.DELETE, "start": Capability.START, "stop": Capability.STOP,
+        "preempt": Capability.SIMULATE_MAINTENANCE,
+    }[args.action]  # fmt: skip
     fixed = [i for i in targets if not compute.can(i, needs)]
     if fixed:
         # Said per kind: a static host has no lifecycle at all; a Spot TPU node is deleted, not stopped.
         raise ConfigError(
             "; ".join(f"{i.name} is a {i.source} row: `vm {args.action}` cannot act on it" for i in fixed)
         )
-    if args.action == "preempt" and any(i.workers for i in targets):
-        raise ConfigError("vm preempt acts on GCE VMs: the Cloud TPU API has no call that preempts a node")
     if args.action == "delete" and not args.yes and not sys.stdin.isatty():
         raise ConfigError("delete needs confirmation: pass --yes to delete without asking")
     from gcptui.remote.gke_workflows import billing_lines, is_workload
@@ -99,11 +98,10 @@ def run_vm(args: argparse.Namespace) -> int:
 
     def act(instance: Instance) -> None:
         """The action through the row's backend (preempt: GCE's simulateMaintenanceEvent)."""
-        if args.action == "preempt":
-            source.gce().simulate_maintenance_event(instance.name, instance.zone)
-            return
         backend = compute.of(instance)
-        {"start": backend.start, "stop": backend.stop, "delete": backend.delete}[args.action](instance)
+        actions = {"start": backend.start, "stop": backend.stop, "delete": backend.delete,
+                   "preempt": backend.simulate_maintenance}  # fmt: skip
+        actions[args.action](instance)
 
     from rich.console import Console
     from rich.markup import escape

@@ -65,7 +65,7 @@ def _operations(reader: ComputeReader, cause: StopCause) -> Callable[[], list[Pr
 
 _ALWAYS = frozenset(
     {Capability.SHELL, Capability.START, Capability.STOP, Capability.DELETE, Capability.RECOVER,
-     Capability.CREATE_LIKE, Capability.PRICE}
+     Capability.CREATE_LIKE, Capability.PRICE, Capability.SIMULATE_MAINTENANCE}
 )  # fmt: skip
 
 
@@ -115,6 +115,9 @@ class GceBackend(Backend):
 
     def delete(self, row: Instance) -> None:
         self.fleet.gce().delete(row.name, row.zone)
+
+    def simulate_maintenance(self, row: Instance) -> None:
+        self.fleet.gce().simulate_maintenance_event(row.name, row.zone)
 
     def watch_rows(self) -> Rows:
         """One aggregated listing as JSON (no prices, no preemption lookup: a preempted VM reads
