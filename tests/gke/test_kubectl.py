@@ -5,9 +5,17 @@ One cluster serves the whole file (its module fixture): each kubectl start costs
 
 from __future__ import annotations
 
+import fcntl
 import json
+import os
+import pty
+import select
 import shutil
+import signal
+import struct
 import subprocess
+import termios
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -132,6 +140,85 @@ def test_apply_get_describe_logs(cluster: Cluster) -> None:
     assert bad.returncode == 1 and "is not a known field selector" in bad.stderr
     missing = cluster.kubectl("get", "pod", "nothing", check=False)
     assert 'pods "nothing" not found' in missing.stderr
+
+
+SHELL = """
+apiVersion: apps/v1
+kind: StatefulSet
+metadata: {name: shell}
+spec:
+  replicas: 1
+  serviceName: shell
+  selector: {matchLabels: {app: shell}}
+  template:
+    metadata: {labels: {app: shell}}
+    spec:
+      containers:
+      - {name: main, image: busybox, command: ["sh", "-c", "while true; do sleep 1; done"]}
+"""
+
+
+def test_exec_with_a_terminal_gives_the_shell_a_tty_its_size_and_each_resize(cluster: Cluster) -> None:
+    """``kubectl exec -it``, as a person types it: a tty on the pod's side (TTY: true, stderr folded
+    into it), the terminal's size at the start, a resize (channel 4) after SIGWINCH, the exit status."""
+    (cluster.root / "shell.yaml").write_text(SHELL)
+    cluster.kubectl("apply", "--validate=false", "-f", str(cluster.root / "shell.yaml"))
+    cluster.wait("pod/shell-0", "condition=Ready")
+    master, slave = pty.openpty()
+    _set_size(slave, 30, 100)
+    kubectl = subprocess.Popen(
+        ["kubectl", "--kubeconfig", str(cluster.emu.kubeconfig), "exec", "-it", "shell-0", "--", "sh"],
+        stdin=slave, stdout=slave, stderr=slave, start_new_session=True,
+    )  # fmt: skip
+    os.close(slave)
+    screen = Screen(master)
+    try:
+        screen.type("tty -s && echo is-a-tty; stty size\n")
+        screen.until("30 100")
+        assert "is-a-tty" in screen.text
+        _set_size(master, 40, 120)
+        kubectl.send_signal(signal.SIGWINCH)  # what the terminal sends its foreground process
+        # The resize travels beside the keys: ask until the shell sees the new size.
+        screen.until("40 120", ask="stty size\n")
+        screen.type("exit 4\n")
+        assert kubectl.wait(timeout=30) == 4
+    finally:
+        if kubectl.poll() is None:
+            kubectl.kill()
+            kubectl.wait()
+        os.close(master)
+
+
+class Screen:
+    """What kubectl wrote to its terminal, read with a deadline (select), never a sleep."""
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+        self.text = ""
+
+    def type(self, keys: str) -> None:
+        os.write(self.fd, keys.encode())
+
+    def until(self, wanted: str, *, ask: str = "", timeout: float = 20.0) -> None:
+        deadline = time.monotonic() + timeout
+        seen = len(self.text)
+        if ask:
+            self.type(ask)
+        while wanted not in self.text[seen:]:
+            left = deadline - time.monotonic()
+            assert left > 0, f"{wanted!r} not on the screen within {timeout}s: {self.text[-500:]!r}"
+            ready, _, _ = select.select([self.fd], [], [], min(left, 1.0))
+            if ready:
+                try:
+                    self.text += os.read(self.fd, 4096).decode(errors="replace")
+                except OSError:  # EIO: kubectl closed the terminal
+                    raise AssertionError(f"kubectl ended before {wanted!r}: {self.text[-500:]!r}") from None
+            elif ask:
+                self.type(ask)
+
+
+def _set_size(fd: int, rows: int, columns: int) -> None:
+    fcntl.ioctl(fd, termios.TIOCSWINSZ, struct.pack("HHHH", rows, columns, 0, 0))
 
 
 def test_logs_follow_delete_and_rollout_restart(cluster: Cluster) -> None:
