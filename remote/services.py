@@ -19,6 +19,7 @@ from gcptui.remote.compute.ssh_exec import SshExecChannel, pool_reach
 from gcptui.remote.config import Config
 from gcptui.remote.errors import CloudError, ConfigError, GcptuiError, NotFoundError
 from gcptui.remote.jobs.runner import JobRunner
+from gcptui.remote.jobs.watch_hub import JobWatches
 from gcptui.remote.models import Instance, State
 from gcptui.remote.ssh.errors import SshConfigError, SshError, SshUnreachableError
 from gcptui.remote.ssh.pool import SshPool
@@ -51,6 +52,7 @@ class Services:
         self.fleet = FleetSource(config)
         self.pool = SshPool(config.ssh, host_keys=self._published_host_keys)
         self.jobs = JobRunner.from_config(config)
+        self.job_watches = JobWatches()  # one job watch per machine, for the TUI and keep-alive alike
         self._instances: dict[str, Instance] = {}  # the latest fleet reading, by name
         self._read_at = 0.0  # time.monotonic() of that reading
         self._reading: asyncio.Lock | None = None
@@ -290,6 +292,7 @@ class Services:
         return [i for i in snapshot.instances if i.state.reachable]
 
     async def close(self) -> None:
+        await self.job_watches.close()
         await self.pool.close()
 
 

@@ -1,7 +1,7 @@
 """Feed ``KeepAlive`` the fast signals: the VM's own preemption notice and dropped SSH connections.
 
 ``NoticeWatchers`` keeps one task per watched, running VM. Where ``gcptui.remote.jobs.watch`` exists (the
-job supervisor's metadata watcher) the task follows ``watch_job`` over the VM's pooled connection
+job supervisor's metadata watcher) the task follows ``watch_job`` (the process's one watch of that VM, ``Services.job_watches``) over the VM's pooled connection
 and turns its ``preempted`` event into ``keepalive.notice(name)`` and ``lost`` into
 ``keepalive.poke(name)``. Without it the task only holds the pooled connection open, so the pool's
 keepalives notice a dead link and ``poke`` polls GCE at once; the polling path still recovers.
@@ -15,7 +15,6 @@ from typing import TYPE_CHECKING, Any
 
 from gcptui.remote.aio import log_failure, report_failure
 from gcptui.remote.errors import GcptuiError
-from gcptui.remote.jobs.watch import watch_job
 from gcptui.remote.keepalive.recovery import KeepAlive, RecoveryEvent
 from gcptui.remote.models import Instance, State
 from gcptui.remote.ssh.pool import HostState, HostStatus
@@ -92,7 +91,8 @@ class NoticeWatchers:
             await self.services.pool.connection(self.services.target(instance))
             # The connection may have been up before we subscribed: only a drop from UP is a signal.
             self._states[instance.name] = HostState.UP
-            await forward_job_events(self.keepalive, instance.name, watch_job(reach.channel, instance.name))
+            events = self.services.job_watches.watch(reach.channel, instance.name)  # shared with the TUI's
+            await forward_job_events(self.keepalive, instance.name, events)
         except (GcptuiError, OSError) as err:
             log.info("notice watcher for %s stopped: %s", instance.name, err)
 

@@ -20,7 +20,6 @@ from gcptui.remote.compute.exec_channel import ExecChannel, Reach
 from gcptui.remote.compute.ssh_exec import pool_reach
 from gcptui.remote.errors import GcptuiError
 from gcptui.remote.jobs.protocol import JobStatus, metrics_path
-from gcptui.remote.jobs.watch import watch_job
 from gcptui.remote.models import FleetSnapshot, Instance
 from gcptui.remote.services import Services
 from gcptui.remote.sync import BatchApplied, SyncEvent, SyncSession, SyncStateChanged, SyncWarning
@@ -252,7 +251,7 @@ class Monitors:
     async def _watch_job(self, name: str, channel: ExecChannel) -> None:
         """Follow the VM's job state as it changes (one long-lived exec, not a poll per VM)."""
         live = self.state(name)
-        async for event in watch_job(channel, name):
+        async for event in self.services.job_watches.watch(channel, name):  # shared with keep-alive's
             if event.kind == "lost":
                 live.job_error = event.reason or "connection lost"
             elif event.status is not None:
