@@ -17,12 +17,12 @@ import pytest
 
 from gcptui.remote.config import load_config
 from gcptui.remote.keepalive.lease import Lease, LeaseView
-from gcptui.remote.keepalive.lease_gate import LeaseGate
 from gcptui.remote.keepalive.service import KeepAliveService, build_service
 from gcptui.remote.services import Services
 from tests.helpers.emulator import eventually
 from tests.helpers.gcs import FakeGcs
 from tests.keepalive.conftest import Fleet
+from tests.keeper.starve import starve_at_the_fence
 
 TTL = 2.0
 FAST = {"poll_seconds": 0.3, "backoff_base": 0.2, "warm_after_seconds": 0.0}
@@ -205,24 +205,9 @@ async def test_a_keeper_starved_mid_recovery_is_taken_over_and_the_laptop_finish
     keeper = start_side(trained, "keeper")
     await eventually(lambda: keeper.holding, timeout=20)
     laptop = start_side(trained, "laptop")
-    stalled, taken = threading.Event(), threading.Event()
-    keeper_gate = keeper.service.gate
-    assert keeper_gate is not None
-    fence, claim = LeaseGate.fence, Lease.claim
-
-    def starved_fence(self: LeaseGate) -> None:
-        if self is keeper_gate:
-            stalled.set()  # from here the keeper's renewals and status stop too (starved_claim)
-            taken.wait(timeout=60)
-        fence(self)
-
-    def starved_claim(self: Lease, view: LeaseView, recovering: Iterable[str] = ()) -> bool:
-        if self is keeper_gate.lease and stalled.is_set():
-            taken.wait(timeout=60)
-        return claim(self, view, recovering)
-
-    monkeypatch.setattr(LeaseGate, "fence", starved_fence)
-    monkeypatch.setattr(Lease, "claim", starved_claim)
+    assert keeper.service.gate is not None
+    starved = starve_at_the_fence(monkeypatch, keeper.service.gate)
+    stalled, taken = starved.stalled, starved.taken
     try:
         await eventually(lambda: laptop.service.gate and laptop.service.gate.keeper_live, timeout=20)
         before = trained.steps("spot-k")

@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import threading
-from collections.abc import Iterable
 from pathlib import Path
 
 import pytest
@@ -15,30 +13,41 @@ from gcptui.remote.config import load_config
 from gcptui.remote.emulator import Emulator
 from gcptui.remote.jobs.workers import WorkerJobRunner
 from gcptui.remote.keepalive.events import RecoveryEvent
-from gcptui.remote.keepalive.lease import Lease, LeaseView
-from gcptui.remote.keepalive.lease_gate import LeaseGate
+from gcptui.remote.keepalive.lease import Lease
 from gcptui.remote.keepalive.service import build_service
 from gcptui.remote.services import Services
 from tests.helpers.emulator import eventually
 from tests.helpers.gcs import FakeGcs
+from tests.keeper.starve import starve_at_the_fence
 
 JOB = 'i=0; while :; do i=$((i+1)); printf \'{"step": %d}\\n\' $i >> "$GCPTUI_METRICS"; sleep 0.05; done'
 
 
-async def test_a_tpu_recovery_whose_lease_passed_on_does_not_restart_the_job(
-    emulator: Emulator, fake_gcs: FakeGcs, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+async def tpu_config(
+    emulator: Emulator, fake_gcs: FakeGcs, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str
+) -> Path:
+    """A Spot v4-16 node ``name``, READY, and a config whose job writes steps and whose lease lives in
+    a bucket of the fake GCS."""
     monkeypatch.setenv("GCPTUI_STATE_DIR", str(tmp_path / "state"))
     fake_gcs.make_bucket("runs")
-    emulator.add_tpu("tpu-f", accelerator_type="v4-16", spot=True)
-    await emulator.wait_for_tpu("tpu-f", "READY")
+    emulator.add_tpu(name, accelerator_type="v4-16", spot=True)
+    await emulator.wait_for_tpu(name, "READY")
     project = tmp_path / "project"
     project.mkdir()
     (project / "README.md").write_text("tpu project\n")
     path = emulator.write_config(tmp_path / "gcptui.toml", sync_source=project)
     q = json.dumps
     with path.open("a") as config:
-        config.write(f'\n[job]\ncommand = {q(JOB)}\nresume = {q(JOB)}\n\n[storage]\nbucket = "gs://runs/f"\n')
+        config.write(
+            f'\n[job]\ncommand = {q(JOB)}\nresume = {q(JOB)}\n\n[storage]\nbucket = "gs://runs/{name}"\n'
+        )
+    return path
+
+
+async def test_a_tpu_recovery_whose_lease_passed_on_does_not_restart_the_job(
+    emulator: Emulator, fake_gcs: FakeGcs, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = await tpu_config(emulator, fake_gcs, tmp_path, monkeypatch, "tpu-f")
     services = Services(load_config(str(path)))
     events: list[RecoveryEvent] = []
     service = build_service(services, on_event=events.append, autostop=False, notices=False,
@@ -49,7 +58,7 @@ async def test_a_tpu_recovery_whose_lease_passed_on_does_not_restart_the_job(
     def on_event(event: RecoveryEvent) -> None:
         events.append(event)
         if event.kind == "running":  # the node is back: another actor takes the lease meanwhile
-            other = Lease("gs://runs/f", "keeper:other", gate.lease._key, client=fake_gcs.client())
+            other = Lease("gs://runs/tpu-f", "keeper:other", gate.lease._key, client=fake_gcs.client())
             other.write({"holder": "keeper:other", "ttl": 60}, if_generation_match=gate.lease.generation)
 
     rows.on_event = on_event
@@ -84,17 +93,7 @@ async def test_a_keeper_starved_mid_tpu_recovery_is_taken_over_and_the_laptop_re
     """The keeper makes the preempted node anew, then stalls right before the job's restart (no
     renewal, no status). The laptop takes the lapsed lease over; the node reads READY, so only the
     lease's list of recoveries in flight tells it to finish this one: the job starts on every worker."""
-    monkeypatch.setenv("GCPTUI_STATE_DIR", str(tmp_path / "state"))
-    fake_gcs.make_bucket("runs")
-    emulator.add_tpu("tpu-s", accelerator_type="v4-16", spot=True)
-    await emulator.wait_for_tpu("tpu-s", "READY")
-    project = tmp_path / "project"
-    project.mkdir()
-    (project / "README.md").write_text("tpu project\n")
-    path = emulator.write_config(tmp_path / "gcptui.toml", sync_source=project)
-    q = json.dumps
-    with path.open("a") as config:
-        config.write(f'\n[job]\ncommand = {q(JOB)}\nresume = {q(JOB)}\n\n[storage]\nbucket = "gs://runs/s"\n')
+    path = await tpu_config(emulator, fake_gcs, tmp_path, monkeypatch, "tpu-s")
     sides = []
     for role in ("keeper", "laptop"):
         services = Services(load_config(str(path)))
@@ -106,22 +105,8 @@ async def test_a_keeper_starved_mid_tpu_recovery_is_taken_over_and_the_laptop_re
     (services, keeper, keeper_events, _), (_, laptop, laptop_events, _) = sides
     keeper_gate, laptop_gate, laptop_rows = keeper.gate, laptop.gate, laptop.rows
     assert keeper_gate is not None and laptop_gate is not None and laptop_rows is not None
-    stalled, taken = threading.Event(), threading.Event()
-    fence, claim = LeaseGate.fence, Lease.claim
-
-    def starved_fence(self: LeaseGate) -> None:
-        if self is keeper_gate:
-            stalled.set()
-            taken.wait(timeout=60)
-        fence(self)
-
-    def starved_claim(self: Lease, view: LeaseView, recovering: Iterable[str] = ()) -> bool:
-        if self is keeper_gate.lease and stalled.is_set():
-            taken.wait(timeout=60)
-        return claim(self, view, recovering)
-
-    monkeypatch.setattr(LeaseGate, "fence", starved_fence)
-    monkeypatch.setattr(Lease, "claim", starved_claim)
+    starved = starve_at_the_fence(monkeypatch, keeper_gate)
+    stalled, taken = starved.stalled, starved.taken
     try:
         workers = await services.machines(["tpu-s"], running=True)
         for worker in workers:
