@@ -14,8 +14,9 @@ Each side decides a keeper's liveness and a lease's lapse by its own monotonic c
 compared). A recovery checks the lease again right before its job is relaunched (``fence``): a
 holder that lost the lease meanwhile (a laptop that slept past the ttl) stops there with
 ``LeaseLost``, so the job starts once; the lease names the recoveries in flight (written before a
-recovery starts any VM), and whoever takes it over finishes them (``taken_over``). The keeper's events are mirrored into the laptop's timelines
-("keeper: ..."), which is how the TUI's keep-alive column and timeline show the keeper's actions.
+recovery starts any VM), and whoever takes it over finishes them (``taken_over``). The keeper's
+events are mirrored into the laptop's timelines ("keeper: ..."), which is how the TUI's keep-alive
+column and timeline show the keeper's actions.
 """
 
 from __future__ import annotations
@@ -85,7 +86,6 @@ class LeaseGate:
     lease: Lease
     status: KeeperStatus
     role: Role
-    busy: Callable[[], bool] = lambda: False  # a recovery of this keep-alive is in flight
     in_flight: Callable[[], Iterable[str]] = tuple  # the machines whose recovery is in flight
     watched: Callable[[], Iterable[str]] = list  # what the keeper's status lists as watched
     clock: Callable[[], float] = time.monotonic
@@ -162,7 +162,7 @@ class LeaseGate:
             self.holder = self.lease.holder if holding else view.holder
             return holding
         if view.holder == self.lease.holder and view.generation == self.lease.generation:
-            if self.busy():
+            if list(self.in_flight()):
                 return self._claim(view)  # finish the recovery in flight, then give it back
             self.lease.release()
             self.holder = None

@@ -296,7 +296,14 @@ class KeepAlive(RecoverySteps, EventLog):
                     return
                 await asyncio.sleep(pauses.pause())
         machine = self.machine(name)
-        if status.state == "running" or nothing_to_resume(status) is not None or machine.busy:
+        # No record at all where this keep-alive saw a job: the previous holder made the VM anew (its
+        # disk went with the preemption), and the job resumes from the bucket, as in its recovery.
+        made_anew = status.state == "none" and machine.job is not None and machine.job.state != "none"
+        if (
+            status.state == "running"
+            or (nothing_to_resume(status) is not None and not made_anew)
+            or machine.busy
+        ):
             return  # its relaunch landed after all, or nothing was cut short, or a recovery is on
         if not self.enabled(name):
             return

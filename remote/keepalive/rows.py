@@ -36,6 +36,9 @@ from gcptui.remote.services import Services
 
 log = logging.getLogger(__name__)
 RELAUNCH_ATTEMPTS = 8  # SSH to a node just made may take a while to answer
+# How long an adopted recovery waits for its row to run again: a node made anew takes minutes. While
+# it waits it keeps the lease busy, so the lease is not given back with the recovery unfinished.
+ADOPT_WAIT_S = 600.0
 
 
 # What a row needs for keep-alive to recover it here: taken back by its provider, brought back through
@@ -133,7 +136,7 @@ class RowKeepAlive:
         recovering ``names`` (``KeepAlive.adopt`` for the VMs). Its node may be made anew already, so no
         poll here would see a preemption: a row among them that runs with its job not running on
         worker 0 (a node made anew has no job record at all) gets its job relaunched here."""
-        until = asyncio.get_running_loop().time() + self.resume_timeout + 600.0
+        until = asyncio.get_running_loop().time() + self.resume_timeout + ADOPT_WAIT_S
         for name in names:
             if name in self._job_ran:  # a row this keep-alive watched run (the lease lists VMs too)
                 self._adopted[name] = (holder, until)

@@ -144,9 +144,6 @@ def _gate(
     bucket = services.config.storage.bucket
     key = lease_key(default_lease_key_path())
 
-    def busy() -> bool:
-        return bool(in_flight())
-
     def in_flight() -> list[str]:  # a successor that takes the lease over finishes these (`adopt`)
         names = [m.name for m in keepalive.machines.values() if m.busy] + keepalive.taking_over()
         return names + (rows.in_flight() if rows is not None else [])
@@ -156,7 +153,7 @@ def _gate(
 
     gate = LeaseGate(
         Lease(bucket, holder_name(role, name), key, ttl=ttl), KeeperStatus(bucket, key, ttl=ttl), role,
-        busy=busy, watched=watched, in_flight=in_flight,
+        in_flight=in_flight, watched=watched,
     )  # fmt: skip
 
     async def consult() -> bool:
