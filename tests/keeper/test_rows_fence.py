@@ -44,6 +44,18 @@ async def tpu_config(
     return path
 
 
+async def start_on_every_worker(services: Services, name: str) -> None:
+    """Sync the project to every worker of node ``name`` and start the job on all of them."""
+    workers = await services.machines([name], running=True)
+    for worker in workers:
+        session = services.sync_session(worker)
+        await session.full_sync()
+        await session.close()
+    jobs = WorkerJobRunner(services.config)
+    jobs.prepare(name, workers)
+    assert all(r.ok for r in await jobs.run_all("start", [services.reach(w) for w in workers]))
+
+
 async def test_a_tpu_recovery_whose_lease_passed_on_does_not_restart_the_job(
     emulator: Emulator, fake_gcs: FakeGcs, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -64,14 +76,7 @@ async def test_a_tpu_recovery_whose_lease_passed_on_does_not_restart_the_job(
     rows.on_event = on_event
     runner = asyncio.create_task(service.run())
     try:
-        workers = await services.machines(["tpu-f"], running=True)
-        for worker in workers:
-            session = services.sync_session(worker)
-            await session.full_sync()
-            await session.close()
-        jobs = WorkerJobRunner(services.config)
-        jobs.prepare("tpu-f", workers)
-        assert all(r.ok for r in await jobs.run_all("start", [services.reach(w) for w in workers]))
+        await start_on_every_worker(services, "tpu-f")
         await eventually(lambda: gate.holding and rows._job_ran.get("tpu-f"), timeout=30)
         emulator.preempt_tpu("tpu-f")
         await eventually(lambda: rows.outcomes.get("tpu-f"), timeout=60)
@@ -108,14 +113,7 @@ async def test_a_keeper_starved_mid_tpu_recovery_is_taken_over_and_the_laptop_re
     starved = starve_at_the_fence(monkeypatch, keeper_gate)
     stalled, taken = starved.stalled, starved.taken
     try:
-        workers = await services.machines(["tpu-s"], running=True)
-        for worker in workers:
-            session = services.sync_session(worker)
-            await session.full_sync()
-            await session.close()
-        jobs = WorkerJobRunner(services.config)
-        jobs.prepare("tpu-s", workers)
-        assert all(r.ok for r in await jobs.run_all("start", [services.reach(w) for w in workers]))
+        await start_on_every_worker(services, "tpu-s")
         await eventually(lambda: keeper_gate.holding and laptop_gate.keeper_live
                          and laptop_rows._job_ran.get("tpu-s"), timeout=30)  # fmt: skip
         emulator.preempt_tpu("tpu-s")
