@@ -342,7 +342,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     args.remote_command = remote_command
     debug = getattr(args, "debug", False)
     try:
-        return args.handler(args)
+        code = args.handler(args)
+        sys.stdout.flush()  # inside the guard: a reader gone (`| head`) is noticed here, not at exit
+        return code
+    except BrokenPipeError:
+        return _reader_gone()
     except GcptuiError as err:
         if debug:
             raise
@@ -352,6 +356,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         return err.exit_code
     except KeyboardInterrupt:
         return 130
+
+
+def _reader_gone() -> int:
+    """Whoever read our stdout stopped (`gcptui logs JOB | head`): done, quietly, exit 0, as `ls | head`.
+    What is still buffered goes to /dev/null, so Python's own flush at exit finds no pipe to fail on."""
+    import os
+
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):  # a stdout without a descriptor (a test's capture): nothing to quiet
+        pass
+    return 0
 
 
 def entry() -> None:
