@@ -41,8 +41,17 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--readonly", action="store_true", help="disable every action that changes a VM or a job"
     )
+    parser.add_argument("--version", action="version", version=f"gcptui {_version()}")
     parser.set_defaults(handler=_run_tui)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    init = sub.add_parser(
+        "init",
+        parents=[common],
+        help="write a commented starter gcptui.toml here (gcloud's project and zone)",
+    )
+    init.add_argument("--force", action="store_true", help="replace an existing gcptui.toml")
+    init.set_defaults(handler=_lazy("gcptui.tui.cli.init", "run_init"))
 
     demo = sub.add_parser(
         "demo", parents=[common], help="the TUI on a local emulated fleet (no cloud account)"
@@ -280,6 +289,15 @@ def build_parser() -> argparse.ArgumentParser:
     sweep.set_defaults(handler=_lazy("gcptui.tui.cli.sweep", "run_sweep_command"))
     _describe_by_help(parser)
     return parser
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("gcptui")
+    except PackageNotFoundError:  # run from a tree that was never installed
+        return "unknown"
 
 
 NAME_HELP = "VMs, static hosts or [[groups]] names (a group: every node), as `gcptui ls` lists them"
