@@ -11,7 +11,6 @@ from typing import Literal
 
 from rich.text import Text
 
-from gcptui.remote.compute.vertex.jobs import DISPLAY_LABEL
 from gcptui.remote.models import Instance, State
 from gcptui.tui.live.state import Live
 
@@ -41,7 +40,9 @@ def row_title(instance: Instance) -> str:
     """What a person calls the row: its name, or a Vertex AI job's display name (the ``--name`` it
     was submitted with; its 19-digit id stays the handle gcloud and ``ls --json`` give)."""
     if instance.source == "vertex":
-        return instance.labels.get(DISPLAY_LABEL) or instance.name
+        from gcptui.remote.vertex_workflows import display_name  # loaded only when a job is listed
+
+        return display_name(instance)
     return instance.name
 
 
