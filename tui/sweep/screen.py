@@ -148,6 +148,8 @@ class SweepScreen(Screen[None]):
             + (f", {counts['pruned']} pruned" if counts["pruned"] else "")
             + f"   sort: {self.sort}"
             + (f"  filter: {self.filter_text}" if self.filter_text else "")
+            # VM:N in the VM column: the VM's job slot N, another trial beside the first on it.
+            + ("   VM:N = job slot N of the VM" if any(t.slot for t in state.trials) else "")
         )
         if leader is not None:
             summary += f"\nleader {leader.id}: {state.spec.metric} {_number(leader.metric)}"
