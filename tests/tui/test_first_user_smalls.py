@@ -72,3 +72,10 @@ def test_the_timeline_says_how_the_preemption_was_found_and_why_steps_lost_are_u
     assert "unknown until the job resumes" in text
     console.print(timeline_table(replace(gone, resumed_step=40)))
     assert "no step was reported before the preemption" in console.export_text()
+
+
+def test_the_details_say_why_no_sync_was_sent_rather_than_a_dash() -> None:
+    from gcptui.tui.live.state import Live
+
+    assert Live(sync_state="in_sync").last_sync_text() == "nothing to send: the machine already had this tree"
+    assert Live(sync_state="syncing").last_sync_text() == "none yet"
