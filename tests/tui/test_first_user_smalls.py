@@ -79,3 +79,17 @@ def test_the_details_say_why_no_sync_was_sent_rather_than_a_dash() -> None:
 
     assert Live(sync_state="in_sync").last_sync_text() == "nothing to send: the machine already had this tree"
     assert Live(sync_state="syncing").last_sync_text() == "none yet"
+
+
+async def test_the_sweep_says_the_leader_ranks_by_the_last_value_and_what_best_is() -> None:
+    from textual.widgets import Static
+
+    from gcptui.tui.sweep.screen import SweepScreen
+    from tests.sweep.test_screen import Host, sample_state
+
+    screen = SweepScreen("screen", refresh_seconds=0)
+    async with Host(screen).run_test(size=(120, 16)) as pilot:
+        screen.show_state(sample_state())
+        await pilot.pause()
+        summary = str(screen.query_one("#sweep-summary", Static).render())
+        assert "leader t001: val_loss 1.9 (last value; Best: best reached)" in summary, summary

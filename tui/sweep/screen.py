@@ -152,7 +152,9 @@ class SweepScreen(Screen[None]):
             + ("   VM:N = job slot N of the VM" if any(t.slot for t in state.trials) else "")
         )
         if leader is not None:
-            summary += f"\nleader {leader.id}: {state.spec.metric} {_number(leader.metric)}"
+            # The leader ranks by each trial's last value (what it ended with); Best is the best
+            # value a trial reached on the way, which can beat the leader's: said, not left to guess.
+            summary += f"\nleader {leader.id}: {state.spec.metric} {_number(leader.metric)} (last value; Best: best reached)"
             if len(leader.curve) > 1:
                 values = [value for _, value in leader.curve]
                 summary += f"  curve {sparkline(values)} (steps {leader.curve[0][0]}-{leader.curve[-1][0]})"
