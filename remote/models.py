@@ -154,6 +154,9 @@ class Instance:
     usd_per_hour: float | None = None
     price_source: str | None = None
     price_as_of: str | None = None
+    # What a person calls the row when its name is a handle (a Vertex AI job's display name beside
+    # its numeric id); None: its name.
+    title: str | None = None
 
     @property
     def key(self) -> str:

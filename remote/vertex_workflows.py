@@ -192,13 +192,6 @@ def resubmit_body(job: dict[str, Any], config: Config) -> dict[str, Any]:
 PROGRESS_LINES = 2000  # the newest lines of the chief read for its progress (records are a line each)
 
 
-def display_name(row: Instance) -> str:
-    """The name a Vertex AI job was submitted with (``vertex submit --name``), else its id."""
-    from gcptui.remote.compute.vertex.jobs import DISPLAY_LABEL
-
-    return row.labels.get(DISPLAY_LABEL) or row.name
-
-
 def progress_of(rest: VertexRest, job_name: str) -> Progress:
     """Where the job's run stands: the progress records among the chief's newest log lines (the
     trainer writes them to stdout, ``GCPTUI_METRICS=/dev/stdout``; ``vertex submit`` sets it)."""

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from rich.text import Text
 from textual import events, on
@@ -11,6 +11,7 @@ from textual.containers import Vertical
 from textual.message import Message
 from textual.widgets import DataTable, Header, Input, Static
 
+from gcptui.remote.compute.backend import Capability
 from gcptui.remote.config import GroupConfig
 from gcptui.remote.models import FleetSnapshot, Instance
 from gcptui.tui.fleet.actions import FleetActions
@@ -24,7 +25,6 @@ from gcptui.tui.live.columns import (
     LIVE_COLUMNS,
     SORTABLE,
     fleet_cost_line,
-    is_job_row,
     matches,
 )
 from gcptui.tui.live.state import Live
@@ -218,6 +218,8 @@ class FleetScreen(GroupRowsMixin, MachineKeys):
         assert self.snapshot is not None
         listed, shown = self.snapshot.instances, self.visible_instances()
         words = []
+        # A row whose lines are in Cloud Logging (a Vertex AI job) is a job, not a machine.
+        is_job_row: Callable[[Instance], bool] = lambda i: self.actions.can(i, Capability.CLOUD_LOGS)  # noqa: E731
         for kind, counted in (("machine", lambda i: not is_job_row(i)), ("job", is_job_row)):
             total = sum(1 for i in listed if counted(i))
             if total or kind == "machine":

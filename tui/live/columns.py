@@ -37,18 +37,9 @@ def status_word(instance: Instance) -> str:
 
 
 def row_title(instance: Instance) -> str:
-    """What a person calls the row: its name, or a Vertex AI job's display name (the ``--name`` it
-    was submitted with; its 19-digit id stays the handle gcloud and ``ls --json`` give)."""
-    if instance.source == "vertex":
-        from gcptui.remote.vertex_workflows import display_name  # loaded only when a job is listed
-
-        return display_name(instance)
-    return instance.name
-
-
-def is_job_row(instance: Instance) -> bool:
-    """A row that is a job (a Vertex AI custom job), not a machine: counted apart."""
-    return instance.source == "vertex"
+    """What a person calls the row: its title (a Vertex AI job's display name, the ``--name`` it was
+    submitted with; its 19-digit id stays the handle gcloud and ``ls --json`` give), else its name."""
+    return instance.title or instance.name
 
 
 def status_style(instance: Instance) -> str:
