@@ -93,3 +93,21 @@ async def test_the_sweep_says_the_leader_ranks_by_the_last_value_and_what_best_i
         await pilot.pause()
         summary = str(screen.query_one("#sweep-summary", Static).render())
         assert "leader t001: val_loss 1.9 (last value; Best: best reached)" in summary, summary
+
+
+async def test_the_sweep_table_fits_80_columns_with_a_trial_waiting_on_its_preempted_vm() -> None:
+    from textual.widgets import DataTable
+
+    from gcptui.tui.sweep.screen import SweepScreen
+    from tests.sweep.test_screen import Host, sample_state
+
+    screen = SweepScreen("screen", refresh_seconds=0)
+    state = sample_state()  # t003 runs on gpu-1, which is being recovered
+    async with Host(screen).run_test(size=(80, 20)) as pilot:
+        screen.show_state(state)
+        await pilot.pause()
+        table = screen.query_one(DataTable)
+        assert "preempted" in [str(c) for c in table.get_row("t003")]
+        labels = [str(column.label) for column in table.ordered_columns]
+        right = sum(column.get_render_width(table) for column in table.ordered_columns)
+        assert labels[-2:] == ["Best", "ETA"] and right <= 80, (labels, right)

@@ -68,6 +68,17 @@ def _where(trial: Trial) -> str:
     return f"{trial.vm}:{trial.slot}" if trial.slot else trial.vm
 
 
+NARROW_BELOW = 100  # columns: below, a trial waiting on its preempted VM reads "preempted" alone
+
+
+def _state_word(trial: Trial, narrow: bool) -> str:
+    """The trial's state; a running one whose VM is being recovered says so ("running (preempted)",
+    at 80-99 columns "preempted": the row, Best and ETA included, then fits 80 columns)."""
+    if trial.recovering and trial.state == "running":
+        return "preempted" if narrow else "running (preempted)"
+    return trial.state
+
+
 def _number(value: float | None) -> str:
     return "-" if value is None else f"{value:.5g}"
 
@@ -170,6 +181,7 @@ class SweepScreen(Screen[None]):
         table.clear(columns=True)
         params = list(state.spec.params)
         table.add_columns("Trial", *params, "VM", "State", "Step", state.spec.metric, "Best", "ETA")
+        narrow = 0 < self.size.width < NARROW_BELOW
         for trial in self._rows(state):
             lead = leader is not None and trial.id == leader.id
             style = "bold reverse" if lead else ""
@@ -181,10 +193,7 @@ class SweepScreen(Screen[None]):
                 Text(("★ " if lead else "  ") + trial.id, style=style),
                 *(Text(_param(trial.params.get(p, "")), style=style) for p in params),
                 Text(_where(trial), style=style),
-                Text(
-                    trial.state + (" (preempted)" if trial.recovering and trial.state == "running" else ""),
-                    style=style or STATE_STYLES.get(trial.state, ""),
-                ),  # fmt: skip
+                Text(_state_word(trial, narrow), style=style or STATE_STYLES.get(trial.state, "")),
                 Text(step, style=style),
                 Text(_number(trial.metric), style=style),
                 Text(_number(trial.best_metric), style=style),
