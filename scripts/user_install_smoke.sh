@@ -67,13 +67,39 @@ until_true 60 logs_have_steps || fail "logs: no training step on trainer-l4-1"
 
 step "vertex submit and logs"
 submitted=$(gcptui vertex submit --name smoke-vertex 2>&1) || fail "vertex submit: $submitted"
-vertex_logs() { gcptui logs vertex:smoke-vertex -n 50 2>/dev/null | grep -qi "step"; }
-until_true 90 vertex_logs || fail "vertex logs: no training step from smoke-vertex"
+job=$(printf '%s\n' "$submitted" | tail -n 1)  # its resource name, printed last
+vertex_logs() { gcptui logs "$job" -n 50 2>/dev/null | grep -qi "step"; }
+until_true 90 vertex_logs || fail "vertex logs: no training step from $job"
+gcptui job kill "$job" >/dev/null
 
 step "a sweep with its state in the bucket"
-gcptui sweep start --spec "$dir/sweep.toml" >/dev/null 2>&1 || true
-sweep_state() { gcptui sweep status --json 2>/dev/null | grep -q '"trials"'; }
-until_true 60 sweep_state || fail "sweep: no state read back"
+cat >"$dir/sweep.toml" <<'TOML'
+name = "smoke-sweep"
+command = "python toy_train.py --run-dir {run_dir} --steps 40 --log-every 5 --checkpoint-every 20 --step-delay 0.02 --lr {lr} --resume"
+metric = "loss"
+goal = "min"
+search = "grid"
+vms = ["trainer-a100-1"]
+at_end = "none"
+keepalive = false
+poll_seconds = 0.5
+
+[params.lr]
+kind = "list"
+values = [0.01, 0.02]
+TOML
+gcptui sweep run "$dir/sweep.toml" >"$work/sweep.log" 2>&1 || { tail -n 20 "$work/sweep.log" >&2; fail "sweep run"; }
+gcptui sweep status smoke-sweep --json | grep -q '"finished"' || fail "sweep status: no trial finished"
+in_bucket=$(cd "$work" && "$venv/python" - "$dir/gcptui.toml" <<'PY'
+import sys
+from google.cloud import storage
+from gcptui.remote.config import load_config
+url = load_config(sys.argv[1]).storage.bucket  # loading it points the client at the emulator's bucket
+bucket, _, prefix = url.removeprefix("gs://").partition("/")
+print(sum("smoke-sweep" in blob.name for blob in storage.Client().list_blobs(bucket, prefix=prefix or None)))
+PY
+)
+[ "${in_bucket:-0}" -gt 0 ] || fail "sweep: no state of smoke-sweep in the bucket"
 
 step "keeper deploy"
 gcptui keeper deploy --zone us-central1-a >"$work/keeper.log" 2>&1 || { cat "$work/keeper.log" >&2; fail "keeper deploy"; }

@@ -30,6 +30,7 @@ from gcptui.remote.emulator.gke.clusters import GkeClusters
 from gcptui.remote.emulator.gke.container_api import ContainerApi
 from gcptui.remote.emulator.hosts.machine import Machine
 from gcptui.remote.emulator.hosts.vm_host import AddressOnlyHost, SshVmHost
+from gcptui.remote.emulator.iam.api import ServiceAccounts
 from gcptui.remote.emulator.logging.api import LoggingApi, LogStore
 from gcptui.remote.emulator.oslogin.api import OsLoginProfiles
 from gcptui.remote.emulator.tpu.api import TpuApi
@@ -196,6 +197,8 @@ class EmulatorAssembly:
                                  logs=self.logs, timing=self.vertex_timing, env=self.vertex_env)  # fmt: skip
         VertexApi(self.vertex, {region_of(zone) for zone in self._zones}).add_routes(self.server.app)
         LoggingApi(self.logs, self.project, self.project_number).add_routes(self.server.app)
+        self.iam = ServiceAccounts(self.project, self.project_number)
+        self.iam.add_routes(self.server.app)
         ContainerApi(self.gke).add_routes(self.server.app)
         if isinstance(self._host, SshVmHost):
             self._host.oslogin_on = self._oslogin_on

@@ -234,6 +234,10 @@ def build_parser() -> argparse.ArgumentParser:
     keeper_deploy.add_argument("--zone", default=None, help="its zone (default: the first of [gcp] zones)")
     keeper_deploy.add_argument("--machine-type", default="e2-small", help="default e2-small")
     keeper_deploy.add_argument("--existing", metavar="VM", default=None, help="set the keeper up on this VM")
+    keeper_deploy.add_argument(
+        "--service-account", metavar="EMAIL", default=None,
+        help="the account the VM deploy makes runs as (default: gcptui-keeper@PROJECT, made if missing)",
+    )  # fmt: skip
     keeper_status = keeper_actions.add_parser(
         "status", parents=[common], help="up, last poll, machines watched, recent timeline, lease holder"
     )

@@ -17,6 +17,7 @@ from gcptui.remote.emulator.compute.fleet import Fleet
 from gcptui.remote.emulator.compute.images import ImagesApi, add_image_routes
 from gcptui.remote.emulator.compute.images import operation_json as global_operation_json
 from gcptui.remote.emulator.compute.inserts import own_urls_as_gce, vm_from_insert
+from gcptui.remote.emulator.compute.instance_metadata import metadata_handler
 from gcptui.remote.emulator.compute.project import ProjectApi, add_routes
 from gcptui.remote.emulator.compute.resources import (
     disk_json,
@@ -62,6 +63,10 @@ class ComputeApi:
                 V1 + "/zones/{zone}/instances/{name}/" + verb,
                 self._method(f"instances.{verb}", self.lifecycle(verb)),
             )
+        route.add_post(  # instance metadata (its own ssh-keys among it): instance_metadata.py
+            V1 + "/zones/{zone}/instances/{name}/setMetadata",
+            self._method("instances.setMetadata", metadata_handler(fleet)),
+        )
         route.add_get(
             V1 + "/zones/{zone}/operations", self._method("zoneOperations.list", self.list_operations)
         )
