@@ -60,11 +60,6 @@ step "ls"
 until_true 30 sh -c "'$venv/gcptui' ls --config '$dir/gcptui.toml' 2>/dev/null | grep -q 'trainer-l4-1.*RUNNING'" \
   || fail "ls: trainer-l4-1 is not RUNNING"
 
-step "job start and logs on trainer-l4-1"
-gcptui job start trainer-l4-1 >/dev/null
-logs_have_steps() { gcptui logs trainer-l4-1 -n 50 2>/dev/null | grep -qi "step"; }
-until_true 60 logs_have_steps || fail "logs: no training step on trainer-l4-1"
-
 step "vertex submit and logs"
 submitted=$(gcptui vertex submit --name smoke-vertex 2>&1) || fail "vertex submit: $submitted"
 job=$(printf '%s\n' "$submitted" | tail -n 1)  # its resource name, printed last
@@ -108,9 +103,14 @@ until_true 60 keeper_up || fail "keeper status: not up"
 watched() { gcptui keeper status --json 2>/dev/null | grep -q '"trainer-l4-1"'; }
 until_true 60 watched || fail "keeper status: trainer-l4-1 not watched"
 
+step "job start and logs on trainer-l4-1 (the keeper watching it)"
+gcptui job start trainer-l4-1 >/dev/null
+logs_have_steps() { gcptui logs trainer-l4-1 -n 50 2>/dev/null | grep -qi "step"; }
+until_true 60 logs_have_steps || fail "logs: no training step on trainer-l4-1"
+
 step "vm preempt trainer-l4-1: the keeper alone recovers it"
 gcptui vm preempt trainer-l4-1 >/dev/null
-resumed() { gcptui keeper status 2>/dev/null | grep -q "trainer-l4-1: resumed"; }
+resumed() { gcptui keeper status 2>/dev/null | grep -q "trainer-l4-1: resumed.*0 steps lost"; }
 until_true 150 resumed || { gcptui keeper status >&2 || true; fail "the keeper did not resume trainer-l4-1"; }
 
 step "keeper remove"
