@@ -83,6 +83,13 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="N",
         help="a GKE cluster of N Spot GPU nodes, its kubeconfig in DIR/kubeconfig (default 0: none)",
     )
+    emu.add_argument(
+        "--port",
+        type=int,
+        default=None,
+        metavar="P",
+        help="the API on P, the VMs' SSH on P+1, the bucket on P+2 (default: those --dir's last run used)",
+    )
     emu.set_defaults(handler=_lazy("gcptui.tui.cli.demo", "run_emulator_command"))
 
     ls = sub.add_parser("ls", parents=[common], help="instances and static hosts")
