@@ -291,7 +291,9 @@ class ResumableRun(RunCheckpointing):
             self._save(wait=False)
         return True
 
-    def expect_samples_per_step(self, samples: int, made_of: str = "batch size x accumulation x processes") -> None:
+    def expect_samples_per_step(
+        self, samples: int, made_of: str = "batch size x accumulation x processes"
+    ) -> None:
         """Declare the samples per optimizer step over all processes, before the first step.
 
         A resume from a checkpoint trained with another number is refused (CheckpointMismatchError):

@@ -12,8 +12,8 @@ import json
 import sys
 from pathlib import Path
 
-from gcptui.remote.cloud.gcloud_config import resolve_default_zone, resolve_project
 from gcptui.remote.errors import ConfigError
+from gcptui.remote.services import gcloud_defaults
 
 FILE_NAME = "gcptui.toml"
 
@@ -59,6 +59,6 @@ def run_init(args: argparse.Namespace) -> int:
     path = Path.cwd() / FILE_NAME
     if path.exists() and not args.force:
         raise ConfigError(f"{path} exists: edit it, or `gcptui init --force` to replace it")
-    path.write_text(starter_config(resolve_project(), resolve_default_zone()), encoding="utf-8")
+    path.write_text(starter_config(*gcloud_defaults()), encoding="utf-8")
     print(f"wrote {path}: set [job] command, then run `gcptui`", file=sys.stderr)
     return 0

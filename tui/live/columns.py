@@ -11,7 +11,6 @@ from typing import Literal
 
 from rich.text import Text
 
-from gcptui.remote.compute.vertex.jobs import DISPLAY_LABEL
 from gcptui.remote.models import Instance, State
 from gcptui.tui.live.state import Live
 
@@ -40,14 +39,12 @@ def status_word(instance: Instance) -> str:
 def row_title(instance: Instance) -> str:
     """What a person calls the row: its name, or a Vertex AI job's display name (the ``--name`` it
     was submitted with; its 19-digit id stays the handle gcloud and ``ls --json`` give)."""
-    if instance.source == "vertex":
-        return instance.labels.get(DISPLAY_LABEL) or instance.name
-    return instance.name
+    return instance.title or instance.name
 
 
 def is_job_row(instance: Instance) -> bool:
     """A row that is a job (a Vertex AI custom job), not a machine: counted apart."""
-    return instance.source == "vertex"
+    return not instance.machine
 
 
 def status_style(instance: Instance) -> str:
