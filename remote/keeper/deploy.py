@@ -113,9 +113,7 @@ class KeeperDeploy:
                 conn = await self.services.pool.connection(self.services.target(instance))
                 probed = parse_probe(await self._sh(conn, PROBE))
                 if probed != target:
-                    for wheel in wheels:
-                        wheel.unlink()
-                    wheels = await self._wheelhouse(wheelhouse, probed)
+                    wheels = await self._wheelhouse(Path(tempfile.mkdtemp(dir=wheelhouse)), probed)
             home = (await self._sh(conn, 'printf %s "$HOME"')).strip()
             await self._sh(
                 conn, f"rm -rf {KEEPER_DIR}/wheels && mkdir -p {KEEPER_DIR}/wheels && chmod 700 {KEEPER_DIR}"

@@ -3,22 +3,30 @@ gathered on the laptop, so the VM installs with ``pip install --no-index`` and n
 
 gcptui's own wheel is zipped from this install (``wheels.py``); its dependencies come from
 ``pip download --only-binary=:all:`` for the VM's Python version and platform (this machine's
-package index or the folders pip is configured with: ``PIP_INDEX_URL``, ``PIP_FIND_LINKS``). The trainer
+package index or the folders pip is configured with: ``PIP_INDEX_URL``, ``PIP_FIND_LINKS``), kept in
+this user's cache for the next deploy with the same requirements and target. The trainer
 is not shipped: the keeper runs no training. Which Python the VM has is asked of it (``PROBE``) or,
 for a VM deploy is about to make, known from its image (``DEBIAN_12``).
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 import re
+import shutil
 import subprocess
 import sys
+import tempfile
+import zipfile
 from dataclasses import dataclass
+from email.parser import Parser
 from pathlib import Path
 
 from gcptui.remote.errors import GcptuiError
 from gcptui.remote.keeper.wheels import build_wheel
 
+COMPLETE = "complete"  # written last into a cache folder: it holds every wheel
 OLDEST_GLIBC_MINOR = 17  # manylinux2014: the oldest tag binary wheels still ship
 PIP_TIMEOUT = 900.0
 # Prints e.g. `3 11 linux x86_64 glibc 2.36`, or `3 12 darwin arm64 14.5` on macOS.
@@ -78,8 +86,26 @@ def parse_probe(text: str) -> Target:
 
 
 def build_wheelhouse(folder: Path, target: Target) -> list[Path]:
-    """gcptui's wheel and its dependencies' for ``target`` in ``folder``; one-line error if pip cannot."""
+    """gcptui's wheel (in ``folder``) and its dependencies' for ``target``: from this user's cache
+    when an earlier deploy gathered the same requirements for the same target, else ``pip download``
+    (one-line error if pip cannot) and kept in that cache."""
     own = build_wheel("gcptui", folder)
+    cache = _cache(own, target)
+    if not (cache / COMPLETE).exists():
+        _download(own, target, folder / "download")
+        staging = Path(tempfile.mkdtemp(prefix=".new-", dir=_ensure(cache.parent)))
+        for wheel in (folder / "download").glob("*.whl"):
+            if not wheel.name.startswith("gcptui-"):
+                shutil.move(wheel, staging / wheel.name)
+        (staging / COMPLETE).write_text("")
+        try:
+            staging.rename(cache)  # atomic: another deploy's copy, if it got there first, is as good
+        except OSError:
+            shutil.rmtree(staging, ignore_errors=True)
+    return [own, *sorted(cache.glob("*.whl"))]
+
+
+def _download(own: Path, target: Target, folder: Path) -> None:
     platforms = [arg for tag in target.platforms for arg in ("--platform", tag)]
     command = [
         sys.executable, "-m", "pip", "download", "--quiet", "--disable-pip-version-check",
@@ -90,13 +116,28 @@ def build_wheelhouse(folder: Path, target: Target) -> list[Path]:
     except (OSError, subprocess.TimeoutExpired) as err:
         raise GcptuiError(f"keeper deploy: `pip download` did not run ({err})") from None
     if done.returncode != 0:
-        errors = [
-            line for line in done.stderr.splitlines() if line.startswith("ERROR")
-        ] or done.stderr.splitlines()
+        lines = done.stderr.splitlines()
+        errors = [line for line in lines if line.startswith("ERROR")] or lines
         tail = errors[-1].removeprefix("ERROR: ").strip()[:300] if errors else "no output"
         raise GcptuiError(
             f"keeper deploy: cannot gather gcptui's dependencies as wheels for {target.describe()} "
             f"({tail}): the keeper's VM installs them from here; reach a package index, or set "
             "PIP_FIND_LINKS to a folder that holds them"
         )
-    return sorted(folder.glob("*.whl"))
+
+
+def _cache(own: Path, target: Target) -> Path:
+    """This user's cache folder for the dependencies of ``own`` (its Requires-Dist) on ``target``."""
+    import platformdirs
+
+    with zipfile.ZipFile(own) as wheel:
+        name = next(n for n in wheel.namelist() if n.endswith(".dist-info/METADATA"))
+        metadata = Parser().parsestr(wheel.read(name).decode())
+    requires = sorted(metadata.get_all("Requires-Dist") or [])
+    key = hashlib.sha256(json.dumps([target.python, target.platforms, requires]).encode()).hexdigest()[:20]
+    return platformdirs.user_cache_path("gcptui") / "keeper-wheels" / key
+
+
+def _ensure(path: Path) -> Path:
+    path.mkdir(parents=True, exist_ok=True)
+    return path

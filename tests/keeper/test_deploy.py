@@ -4,14 +4,18 @@ resumes with 0 steps lost, and `keeper status` shows the timeline."""
 
 from __future__ import annotations
 
+import asyncio
+import sys
 from pathlib import Path
 
 import pytest
 
+from gcptui.remote.aio import within
 from gcptui.remote.emulator.emulator import wait_until_running
 from gcptui.remote.keeper.deploy import DeployPlan, KeeperDeploy
 from gcptui.remote.keeper.status import keeper_report
 from gcptui.remote.keeper.vm_service import KeeperService
+from gcptui.tui.cli.keeper import _lease_after
 from tests.helpers.emulator import eventually
 from tests.helpers.gcs import FakeGcs
 from tests.keepalive.conftest import TRAIN
@@ -74,7 +78,29 @@ async def test_a_deployed_keeper_recovers_a_preempted_vm_alone(
     assert any("resumed" in line for line in keeper_report(services).lines())
 
     assert await service.running()
-    logs = [line async for line in service.logs(50, follow=False)]
-    assert any("spot-t: resumed" in line for line in logs), logs
-    await service.stop()  # the keeper gives its lease back as it goes
-    await eventually(lambda: keeper_report(services).lease_holder is None, timeout=20)
+    # Without --name, `keeper logs` and `keeper stop` find the keeper by the bucket's keeper status
+    # (its VM is not deploy's default name).
+    rc, logs = await cli(fleet.config_path, "keeper", "logs", "-n", "50")
+    assert rc == 0 and "spot-t: resumed" in logs, logs
+    rc, out = await cli(fleet.config_path, "keeper", "stop")  # the keeper gives its lease back as it goes
+    assert rc == 0 and "stopped on keeper-vm (its lease given back)" in out, out
+    assert keeper_report(services).lease_holder is None
+    assert not await service.running()
+
+
+async def cli(config: Path, *args: str) -> tuple[int, str]:
+    """`gcptui ARGS --config CONFIG` in a process of its own (the emulator serves from this loop)."""
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "gcptui.tui", *args, "--config", str(config),
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
+    )  # fmt: skip
+    out, _ = await within(120, process.communicate())
+    return int(process.returncode or 0), out.decode()
+
+
+def test_stop_says_what_became_of_the_lease() -> None:
+    assert _lease_after("k", None, None) == "it held no lease"
+    assert _lease_after("k", "laptop:l:1:ab", "laptop:l:1:ab") == "it held no lease"
+    assert _lease_after("k", "keeper:k2:ab", None) == "it held no lease"
+    assert _lease_after("k", "keeper:k:ab", None) == "its lease given back"
+    assert "not given back" in _lease_after("k", "keeper:k:ab", "keeper:k:ab")

@@ -5,6 +5,7 @@ the lease's Cloud Storage client work there. The trainer is not in it (the keepe
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -43,9 +44,13 @@ def test_the_wheelhouse_installs_with_no_index_into_a_bare_venv(tmp_path: Path) 
         n.startswith("gcptui_trainer") for n in names
     )
     assert not any(n.startswith(("torch-", "nvidia_")) for n in names), names
+    uploaded = tmp_path / "uploaded"  # deploy copies the listed wheels into one folder on the VM
+    uploaded.mkdir()
+    for wheel in wheels:
+        shutil.copy(wheel, uploaded / wheel.name)
     install = subprocess.run(
         [sys.executable, "-m", "pip", "--python", str(python), "install", "-q", "--no-compile", "--no-index",
-         "--find-links", str(house), "gcptui"],
+         "--find-links", str(uploaded), "gcptui"],
         capture_output=True, text=True, env=bare_env(), timeout=600,
     )  # fmt: skip
     assert install.returncode == 0, install.stderr[-2000:]
@@ -75,6 +80,7 @@ def test_a_laptop_that_cannot_gather_the_wheels_says_so_in_one_line(
         monkeypatch.delenv(key)
     monkeypatch.setenv("PIP_CONFIG_FILE", os.devnull)
     monkeypatch.setenv("PIP_NO_INDEX", "1")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))  # and no earlier deploy's wheels
     with pytest.raises(GcptuiError) as err:
         build_wheelhouse(tmp_path, linux_target("3.11", "x86_64", 36))
     message = str(err.value)

@@ -41,6 +41,35 @@ def run_keeper(args: argparse.Namespace) -> int:
     return with_services(args, lambda services: _stop(services, args.name, remove=action == "remove"))
 
 
+async def _keeper_name(services: Services, name: str | None) -> str:
+    """``--name``, else the VM the bucket's keeper status names (its holder ``keeper:NAME:TAG``), else
+    deploy's default name."""
+    from gcptui.remote.keeper.deploy import DEFAULT_NAME
+    from gcptui.remote.keeper.status import keeper_report, named_vm
+
+    if name:
+        return name
+    if not services.config.storage.bucket:
+        return DEFAULT_NAME
+    try:
+        report = await asyncio.to_thread(keeper_report, services)
+    except GcptuiError as err:
+        _say(f"keeper: the bucket's keeper status cannot be read ({err}); looking for {DEFAULT_NAME}")
+        return DEFAULT_NAME
+    return named_vm(report) or DEFAULT_NAME
+
+
+async def _lease_holder(services: Services) -> str | None:
+    """Who holds the lease now (None: nobody, or no bucket to ask)."""
+    from gcptui.remote.keeper.status import keeper_report
+
+    if not services.config.storage.bucket:
+        return None
+    with contextlib.suppress(GcptuiError):
+        return (await asyncio.to_thread(keeper_report, services)).lease_holder
+    return None
+
+
 def _say(line: str) -> None:
     print(line, flush=True)
 
@@ -81,16 +110,17 @@ async def _keeper_service(services: Services, name: str):  # type: ignore[no-unt
 
 
 async def _logs(services: Services, args: argparse.Namespace) -> int:
-    service = await _keeper_service(services, args.name)
+    service = await _keeper_service(services, await _keeper_name(services, args.name))
     async for line in service.logs(max(0, int(args.lines)), bool(args.follow)):
         print(line, flush=True)
     return 0
 
 
-async def _stop(services: Services, name: str, *, remove: bool) -> int:
+async def _stop(services: Services, given: str | None, *, remove: bool) -> int:
     from gcptui.remote.keeper.deploy import KEEPER_LABEL
     from gcptui.remote.keeper.project_keys import remove_project_keys
 
+    name = await _keeper_name(services, given)
     try:
         [instance] = await services.resolve([name])
     except ConfigError:
@@ -101,10 +131,10 @@ async def _stop(services: Services, name: str, *, remove: bool) -> int:
         raise
     if not remove:
         service = await _keeper_service(services, name)
+        before = await _lease_holder(services)
         await service.stop()
-        _say(
-            f"keeper: stopped on {name} (its lease given back); `gcptui keeper deploy --existing {name}` starts it again"
-        )
+        _say(f"keeper: stopped on {name} ({_lease_after(name, before, await _lease_holder(services))}); "
+             f"`gcptui keeper deploy --existing {name}` starts it again")  # fmt: skip
         return 0
     account = await _oslogin_account(services, instance)
     forgotten = False
@@ -127,6 +157,16 @@ async def _stop(services: Services, name: str, *, remove: bool) -> int:
     else:
         _say(f"keeper: removed from {name} (a VM deploy did not make is left running)")
     return 0
+
+
+def _lease_after(name: str, before: str | None, after: str | None) -> str:
+    """What became of the lease as the keeper on ``name`` stopped, from who held it before and after."""
+    mine = f"keeper:{name}:"
+    if not (before or "").startswith(mine):
+        return "it held no lease"
+    if (after or "").startswith(mine):
+        return "its lease was not given back: it lapses after its ttl, then a laptop takes over"
+    return "its lease given back"
 
 
 async def _oslogin_account(services: Services, instance: Instance) -> str | None:
@@ -195,7 +235,7 @@ def _run(args: argparse.Namespace) -> int:
                 _say(f"keeper: OS Login user {user}")
         service = build_service(
             services, on_event=on_event, lease="keeper", lease_ttl=args.lease_ttl, autostop=False,
-            keeper_name=socket.gethostname(), tuning=tuning,
+            keeper_name=args.name or socket.gethostname(), tuning=tuning,
         )  # fmt: skip
         _say(f"keeper: watching every Spot VM; lease ttl {args.lease_ttl:g}s; polling every "
              f"{service.keepalive.poll_seconds:g}s")  # fmt: skip

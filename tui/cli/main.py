@@ -261,14 +261,20 @@ def build_parser() -> argparse.ArgumentParser:
     keeper_actions.add_parser(
         "remove", parents=[common], help="stop it, remove its files and SSH key, delete the VM deploy made"
     )
-    for action in ("deploy", "logs", "stop", "remove"):
+    keeper_deploy.add_argument(
+        "--name", default="gcptui-keeper", help="the keeper VM (default gcptui-keeper)"
+    )
+    for action in ("logs", "stop", "remove"):
         keeper_actions.choices[action].add_argument(
-            "--name", default="gcptui-keeper", help="the keeper VM (default gcptui-keeper)"
+            "--name", default=None, help="the keeper VM (default: the one the bucket's keeper status names)"
         )
     keeper_run = keeper_actions.add_parser(
         "run", parents=[common], help="(on the keeper VM) the keeper itself"
     )
     keeper_run.add_argument("--lease-ttl", type=float, default=60.0, help="seconds (default 60)")
+    keeper_run.add_argument(
+        "--name", default=None, help="its VM, named in its status (default: the host name)"
+    )
     keeper_run.add_argument(
         "--poll-seconds", type=float, default=None, help="default: [keepalive] poll_seconds"
     )

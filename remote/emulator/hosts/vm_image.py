@@ -27,25 +27,22 @@ def image_environment() -> dict[str, str]:
 
 
 def prepare_image(root: Path) -> Path:
-    """The image's ``bin`` folder under ``root`` (made once, kept while it still runs): ``python3``
-    (the bare interpreter) and ``sudo`` (refusing). It goes on a VM's PATH before the laptop's."""
+    """The image's ``bin`` folder, ``root/bin`` (made once, kept while its interpreter is current):
+    ``python3`` (the bare interpreter: ``root`` is its venv, so Python finds ``root/pyvenv.cfg``
+    beside it; a link from elsewhere would not) and ``sudo`` (refusing); no ``python``, so that name
+    falls through to the ML environment further down a VM's PATH."""
     bin_dir = root / "bin"
-    venv = root / "os-python"
-    python3 = venv / "bin" / "python3"
-    if not _current(venv):
+    if not _current(root):
         # --without-pip: Debian's python3 has no pip either; `python3 -m venv` still makes venvs with pip
         # (ensurepip is in the standard library here, where Debian puts it in python3-venv).
         subprocess.run(
-            [sys.executable, "-m", "venv", "--clear", "--without-pip", str(venv)],
+            [sys.executable, "-m", "venv", "--clear", "--without-pip", str(root)],
             check=True, capture_output=True, timeout=120,
         )  # fmt: skip
-    bin_dir.mkdir(parents=True, exist_ok=True)
-    link = bin_dir / "python3"
-    if not link.is_symlink() or os.readlink(link) != str(python3):
-        link.unlink(missing_ok=True)
-        link.symlink_to(python3)
-    sudo = bin_dir / "sudo"
-    if not sudo.exists():
+        for extra in bin_dir.glob("activate*"):
+            extra.unlink()
+        (bin_dir / "python").unlink(missing_ok=True)
+        sudo = bin_dir / "sudo"
         sudo.write_text(SUDO)
         sudo.chmod(0o755)
     return bin_dir
