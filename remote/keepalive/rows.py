@@ -23,6 +23,7 @@ import asyncssh
 from gcptui.remote.aio import cancel_and_wait
 from gcptui.remote.backoff import Backoff
 from gcptui.remote.compute.backend import Backend, Capability, Recovery
+from gcptui.remote.compute.exec_channel import run_capped
 from gcptui.remote.errors import GcptuiError
 from gcptui.remote.jobs.protocol import JobStatus
 from gcptui.remote.jobs.workers import WorkerJobRunner
@@ -287,7 +288,7 @@ class RowKeepAlive:
             raise GcptuiError(f"{row.name} has no workers up yet")
         targets = [services.reach(w) for w in workers]  # SSH hosts (a TPU node's), or pods over exec
         for target in targets:
-            probe = await target.channel.run("true", timeout=30)
+            probe = await run_capped(target.channel, "true")  # capped and timed: the VM's output is its own
             if not probe.ok:
                 raise GcptuiError(f"{target.name} does not run commands yet (exit {probe.exit_status})")
         self._emit(row.name, "connected", ", ".join(t.channel.where for t in targets))
