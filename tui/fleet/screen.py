@@ -54,6 +54,7 @@ class FleetScreen(GroupRowsMixin, MachineKeys):
         self.demo = demo
         self.snapshot: FleetSnapshot | None = None
         self.error: str | None = None
+        self.lease_note: tuple[str, bool] | None = None  # keep-alive's lease out of reach: (words, paused)
         self.filter_text = ""
         self.sort = SortOrder()
         self.marked: set[str] = set()
@@ -173,6 +174,8 @@ class FleetScreen(GroupRowsMixin, MachineKeys):
             text.append("  ")
         if self.banner:
             text.append(f"{self.banner}  ", style="bold reverse magenta")
+        if self.lease_note is not None and self.lease_note[1]:
+            text.append(f"{self.lease_note[0]}  ", style="bold red")  # first: nothing recovers until fixed
         if self.snapshot is not None:
             total = len(self.snapshot.instances)
             shown = len(self.visible_instances())
@@ -198,9 +201,18 @@ class FleetScreen(GroupRowsMixin, MachineKeys):
             return
         else:
             text.append("Loading fleet…")
+        if self.lease_note is not None and not self.lease_note[1]:
+            text.append(f" · {self.lease_note[0]}", style="yellow")
         if self.error:
             text.append(f"  ✗ {self.error}", style="bold red")
         self.status_line.update(text)
+
+    def show_lease(self, note: tuple[str, bool] | None) -> None:
+        """Keep-alive's lease is out of reach: ``(words, paused)``, paused (a keeper is known: nothing
+        recovers) first on the line, else (recovering without the lease) at its end; None: reached."""
+        if note != self.lease_note:
+            self.lease_note = note
+            self._render_status()
 
     # -- actions --------------------------------------------------------------------------------
 
