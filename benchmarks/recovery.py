@@ -461,6 +461,8 @@ async def tpu_rounds(emu: Emulator, root: Path, args: argparse.Namespace) -> lis
                         "recreate_s": secs(at.get("preempted"), at.get("running")),
                         "to_resumed_s": secs(at.get("preempted"), at.get("resumed") or resumed_at),
                         "steps_lost": max(lost) if lost else None,
+                        # Each step of the recovery, seconds after its detection: where the time goes.
+                        "steps_s": {kind: secs(at.get("preempted"), when) for kind, when in at.items()},
                     }
                     rounds.append(row)
                     log(f"tpu round {number}: {row}")
