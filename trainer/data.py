@@ -56,6 +56,16 @@ class DeterministicBatchSampler(Sampler[list[int]]):
         # (epoch, start) of a resume, kept until iteration begins: a framework that calls
         # set_epoch(epoch) itself (Lightning, accelerate) must not reset a resumed epoch's position.
         self._resume: tuple[int, int] | None = None
+        self._iterated_from: tuple[int, int] | None = None
+
+    @property
+    def iterated_from(self) -> tuple[int, int] | None:
+        """(epoch, start) of the newest iteration whose first batch was drawn; None before any.
+
+        A DataLoader with worker processes draws batches when its iterator is made (it prefetches),
+        one without them at the first `next()`: this says which position an iteration really used.
+        """
+        return self._iterated_from
 
     def order(self, epoch: int) -> torch.Tensor:
         """The epoch's permutation of all sample indices."""
@@ -87,6 +97,7 @@ class DeterministicBatchSampler(Sampler[list[int]]):
     def __iter__(self) -> Iterator[list[int]]:
         # The body runs at the first next(), after the framework's set_epoch: the resume is used up.
         self._resume = None
+        self._iterated_from = (self._epoch, self._start)
         for batch in self.batches(self._epoch, self._start):
             yield batch.tolist()
 

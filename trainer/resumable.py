@@ -32,7 +32,7 @@ from . import distributed
 from .artifacts import check_artifact_name, remove_debris, write_artifact
 from .background import BackgroundCheckpointWriter
 from .checkpoint import CheckpointInfo, CheckpointStore
-from .errors import RESUME_FLAG, TrainerError
+from .errors import RESUME_FLAG, CheckpointMismatchError, TrainerError
 from .metrics import MetricsLog, default_metrics_path
 from .mirror import BucketMirror
 from .plan import planned_steps
@@ -176,6 +176,9 @@ class ResumableRun(RunCheckpointing):
         self.run_id = ""
         # Samples per optimizer step over all ranks, as the last step (or the checkpoint) had them.
         self.samples_per_step: int | None = None
+        # Set by expect_samples_per_step: then the manifest records it, not the last step's count
+        # (an epoch's last batch may be short).
+        self._declared_samples: int | None = None
         self._epoch_open = False
         self._saved_at: tuple[int, int, int] | None = None
         # RNG states as of the last step end (taken at an epoch's last step, or by the first
@@ -265,7 +268,8 @@ class ResumableRun(RunCheckpointing):
             # check_preemption() (a DataLoader iterator does), so take the RNGs a save there needs now.
             self._boundary_rng = capture_rng_state()
         self._samples_since += samples
-        self.samples_per_step = samples * self.place.world_size
+        if self._declared_samples is None:
+            self.samples_per_step = samples * self.place.world_size
         log_now = self.log_every > 0 and (
             not self._logged_any or self.step % self.log_every == 0 or self.step == self.total_steps
         )
@@ -286,6 +290,25 @@ class ResumableRun(RunCheckpointing):
         if self.checkpoint_every > 0 and self.step % self.checkpoint_every == 0:
             self._save(wait=False)
         return True
+
+    def expect_samples_per_step(
+        self, samples: int, made_of: str = "batch size x accumulation x processes"
+    ) -> None:
+        """Declare the samples per optimizer step over all processes, before the first step.
+
+        A resume from a checkpoint trained with another number is refused (CheckpointMismatchError):
+        positions count batches, so a changed batch size would misread where the epoch stood and
+        train samples twice or never. `made_of` names the settings that make the number, for the message.
+        """
+        recorded = self.samples_per_step if self.restored_from is not None else None
+        if recorded is not None and recorded != samples:
+            self.close()
+            raise CheckpointMismatchError(
+                f"checkpoint {self.restored_from.payload if self.restored_from else ''} was trained with "
+                f"{recorded} samples per optimizer step ({made_of}), this run has {samples}: resume with "
+                "the same settings or use a new run directory"
+            )
+        self._declared_samples = self.samples_per_step = samples
 
     def check_preemption(self) -> bool:
         """Outside a training step (e.g. once per evaluation batch): save and exit if SIGTERM came.

@@ -1,15 +1,16 @@
 """``gcptui keeper deploy``: the keep-alive on a small VM in the project, set up in one command.
 
-Steps, each said as a line: the VM (made on demand, ``e2-small`` by default, its $/h said first; or an
-existing one), this gcptui installed there in a venv from wheels built here (made from the
-installed distributions (``wheels.py``), copied over SSH: the VM needs no package index), the config with its paths
-rewritten (``vm_config.py``), the lease key, the laptop's known-hosts file (public host keys), the
-project tree (what a relaunch syncs), the keeper's own SSH key made there and authorized in the
-project's ``ssh-keys`` metadata (where the project uses OS Login: imported into the keeper VM's
-service account's login profile instead, ``oslogin.py``), and the headless keep-alive as a service: a systemd unit
-(``Restart=always``, enabled at boot) on a real VM, the job supervisor (``gcptui-job.sh``, job slot
-``KEEPER_SLOT``) on an emulated one. On the emulator, whose VMs run on this machine, the venv is made
-with ``--system-site-packages`` and gets only gcptui's own wheels (the dependencies are already there).
+Steps, each said as a line: the keeper's wheelhouse gathered here (gcptui and every runtime dependency
+as wheels for the VM's Python, ``wheelhouse.py``: a laptop that cannot gather it is told so before
+anything is made), the VM (made on demand, ``e2-small`` by default, its $/h said first; or an existing
+one), the wheels copied over SSH and installed with ``--no-index`` into a venv without system
+site-packages (the VM needs no package index), the config with its paths rewritten
+(``vm_config.py``), the lease key, the laptop's known-hosts file (public host keys), the project tree
+(what a relaunch syncs), the keeper's own SSH key made there and authorized in the project's
+``ssh-keys`` metadata (where the project uses OS Login: imported into the keeper VM's service
+account's login profile instead, ``oslogin.py``), and the headless keep-alive as a service: a systemd
+unit (``Restart=always``, enabled at boot) where the VM runs systemd and its user may ``sudo``, else
+the job supervisor (``gcptui-job.sh``, job slot ``KEEPER_SLOT``).
 """
 
 from __future__ import annotations
@@ -17,8 +18,6 @@ from __future__ import annotations
 import asyncio
 import os
 import shlex
-import subprocess
-import sys
 import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -33,7 +32,7 @@ from gcptui.remote.keepalive.lease import lease_key
 from gcptui.remote.keepalive.service import default_lease_key_path
 from gcptui.remote.keeper.vm_config import keeper_config, travels_token
 from gcptui.remote.keeper.vm_service import KEEPER_DIR, KeeperService, service_mode_script
-from gcptui.remote.keeper.wheels import build_wheels
+from gcptui.remote.keeper.wheelhouse import DEBIAN_12, PROBE, Target, build_wheelhouse, parse_probe
 from gcptui.remote.models import Instance
 from gcptui.remote.safe_text import vm_field
 from gcptui.remote.services import Services
@@ -100,13 +99,28 @@ class KeeperDeploy:
         self.account = ""  # the keeper VM's service account, where OS Login is on
 
     async def run(self) -> Instance:
-        instance = await self._vm()
-        target = self.services.target(instance)
-        conn = await self.services.pool.connection(target)
-        home = (await self._sh(conn, 'printf %s "$HOME"')).strip()
-        await self._sh(conn, f"mkdir -p {KEEPER_DIR}/wheels && chmod 700 {KEEPER_DIR}")
-        emulated = (await self._sh(conn, 'printf %s "${GCPTUI_EMULATED_VM:-}"')).strip() != ""
-        await self._install(conn, emulated)
+        with tempfile.TemporaryDirectory(prefix="gcptui-wheels-") as folder:
+            wheelhouse = Path(folder)
+            if self.plan.existing:  # nothing is made before the wheelhouse is: ask the VM its Python first
+                instance = await self._vm()
+                conn = await self.services.pool.connection(self.services.target(instance))
+                target = parse_probe(await self._sh(conn, PROBE))
+                wheels = await self._wheelhouse(wheelhouse, target)
+            else:  # gathered for the image's Python before the VM is made; again if the VM differs
+                target = DEBIAN_12
+                wheels = await self._wheelhouse(wheelhouse, target)
+                instance = await self._vm()
+                conn = await self.services.pool.connection(self.services.target(instance))
+                probed = parse_probe(await self._sh(conn, PROBE))
+                if probed != target:
+                    for wheel in wheels:
+                        wheel.unlink()
+                    wheels = await self._wheelhouse(wheelhouse, probed)
+            home = (await self._sh(conn, 'printf %s "$HOME"')).strip()
+            await self._sh(
+                conn, f"rm -rf {KEEPER_DIR}/wheels && mkdir -p {KEEPER_DIR}/wheels && chmod 700 {KEEPER_DIR}"
+            )
+            await self._install(conn, wheels)
         await self._files(conn, home)
         await self._project(instance, home)
         public = await self._key(conn)
@@ -155,28 +169,22 @@ class KeeperDeploy:
         async with conn.start_sftp_client() as sftp:
             await sftp.put(str(local), remote)
 
-    async def _install(self, conn: asyncssh.SSHClientConnection, emulated: bool) -> None:
-        self.say("keeper: building gcptui's wheels")
-        with tempfile.TemporaryDirectory(prefix="gcptui-wheels-") as folder:
-            wheels = await asyncio.to_thread(build_wheels, Path(folder))
-            if not emulated:
-                await asyncio.to_thread(_dependency_wheels, Path(folder))
-                wheels = sorted(Path(folder).glob("*.whl"))
-            self.say(f"keeper: copying {len(wheels)} wheels")
-            for wheel in wheels:
-                await self._put(conn, wheel, f".gcptui-keeper/wheels/{wheel.name}")
-        # Wheel file names are [A-Za-z0-9_.-] only (PEP 427): no quoting needed beside $HOME's.
-        own = " ".join(f"{KEEPER_DIR}/wheels/{w.name}" for w in wheels if w.name.startswith("gcptui"))
+    async def _wheelhouse(self, folder: Path, target: Target) -> list[Path]:
+        self.say(f"keeper: gathering gcptui and its dependencies as wheels for {target.describe()}")
+        return await asyncio.to_thread(build_wheelhouse, folder, target)
+
+    async def _install(self, conn: asyncssh.SSHClientConnection, wheels: list[Path]) -> None:
+        self.say(f"keeper: copying {len(wheels)} wheels")
+        for wheel in wheels:
+            await self._put(conn, wheel, f".gcptui-keeper/wheels/{wheel.name}")
         venv = f"{KEEPER_DIR}/venv"
-        if emulated:  # the emulated VM is this machine: its Python already has the dependencies
-            install = (f"python -m venv --clear --system-site-packages {venv} && "
-                       f"{venv}/bin/python -m pip install --quiet --no-deps --no-index --force-reinstall {own}")  # fmt: skip
-        else:
-            # Debian's python3 comes without venv: its package is the one thing fetched (from Debian's mirror).
-            install = ("{ python3 -c 'import ensurepip' 2>/dev/null || { sudo apt-get update -qq && "
-                       "sudo DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-venv; }; } && "
-                       f"python3 -m venv --clear {venv} && {venv}/bin/python -m pip install --quiet --no-index "
-                       f"--find-links {KEEPER_DIR}/wheels {own}")  # fmt: skip
+        # Debian's python3 comes without venv: its package is the one thing fetched (from Debian's
+        # mirror). The venv sees no system site-packages; pip takes nothing but the wheels copied.
+        install = ("{ python3 -c 'import ensurepip' 2>/dev/null || { sudo apt-get update -qq && "
+                   "sudo DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-venv; }; } && "
+                   f"python3 -m venv --clear {venv} && {venv}/bin/python -m pip install --quiet "
+                   f"--disable-pip-version-check --no-compile --no-index --find-links {KEEPER_DIR}/wheels gcptui && "
+                   f"rm -rf {KEEPER_DIR}/wheels")  # fmt: skip
         self.say("keeper: installing gcptui in a venv")
         await self._sh(conn, install, timeout=600)
 
@@ -271,14 +279,3 @@ class KeeperDeploy:
 
             env[ACCOUNT_ENV] = self.account  # whose OS Login profile `keeper run` logs in with
         return env
-
-
-def _dependency_wheels(folder: Path) -> None:
-    """The dependencies as wheels, from this machine's pip cache or index (a real VM has no index
-    access of its own to rely on); ``pip download`` into ``folder``."""
-    command = [sys.executable, "-m", "pip", "download", "--quiet", "--only-binary=:all:", "--python-version",
-               "3.11", "--platform", "manylinux2014_x86_64", "-d", str(folder), *[str(w) for w in folder.glob("gcptui-*.whl")]]  # fmt: skip
-    done = subprocess.run(command, capture_output=True, text=True, timeout=900)
-    if done.returncode != 0:
-        tail = (done.stderr.strip().splitlines() or ["no output"])[-1]
-        raise GcptuiError(f"fetching gcptui's dependencies as wheels failed: {tail}")

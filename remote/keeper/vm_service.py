@@ -1,6 +1,6 @@
 """The keeper's process on its VM, as a service that comes back: a systemd unit (``Restart=always``,
-enabled at boot) where the VM runs systemd and its user may ``sudo``; else (an emulated VM, which has
-no systemd) the job supervisor (``gcptui-job.sh``) in its own job slot, running a loop that starts the
+enabled at boot) where the VM runs systemd and its user may ``sudo``; else (no systemd, or no root) the
+job supervisor (``gcptui-job.sh``) in its own job slot, running a loop that starts the
 keeper again 5 s after it exits. Which one was chosen is written to ``~/.gcptui-keeper/mode``."""
 
 from __future__ import annotations
@@ -27,8 +27,8 @@ MAX_LOG_LINE = 4000
 def service_mode_script() -> str:
     """Prints ``systemd`` or ``supervisor`` and records it."""
     return (
-        'if [ -z "${GCPTUI_EMULATED_VM:-}" ] && [ -d /run/systemd/system ] && command -v systemctl >/dev/null '
-        "&& sudo -n true 2>/dev/null; then m=systemd; else m=supervisor; fi; "
+        "if [ -d /run/systemd/system ] && command -v systemctl >/dev/null && sudo -n true 2>/dev/null; then"
+        " m=systemd; else m=supervisor; fi; "
         f'printf %s "$m" > {KEEPER_DIR}/mode; printf %s "$m"'
     )
 

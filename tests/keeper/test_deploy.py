@@ -47,6 +47,13 @@ async def test_a_deployed_keeper_recovers_a_preempted_vm_alone(
     # The keeper reached the training VM with its own key, not the laptop's: the project's metadata has it.
     assert "gcptui-keeper" in emu.fleet.project_metadata.get("ssh-keys", "")  # type: ignore[union-attr]
     config = (emu.instance("keeper-vm").disk / "home" / ".gcptui-keeper" / "gcptui.toml").read_text()  # type: ignore[operator]
+    # Installed as on a bare Debian VM: its own venv, no system site-packages, nothing but the wheels.
+    venv = emu.instance("keeper-vm").disk / "home" / ".gcptui-keeper" / "venv"  # type: ignore[operator]
+    assert "include-system-site-packages = false" in (venv / "pyvenv.cfg").read_text()
+    assert any("wheels for Python 3." in line for line in said), said
+    service = KeeperService(services, keeper_vm)
+    rc, out = await service.sh("python3 -c 'import asyncssh'")
+    assert rc != 0 and "No module named 'asyncssh'" in out, out  # the VM's python3 is bare
     assert str(emu.client_key) not in config and ".gcptui-keeper/id_ed25519" in config
 
     report = await eventually(lambda: (r := keeper_report(services)).up and r.lease_holder and r, timeout=60)
@@ -66,7 +73,6 @@ async def test_a_deployed_keeper_recovers_a_preempted_vm_alone(
     assert len(starts.read_text().split()) == 2
     assert any("resumed" in line for line in keeper_report(services).lines())
 
-    service = KeeperService(services, keeper_vm)
     assert await service.running()
     logs = [line async for line in service.logs(50, follow=False)]
     assert any("spot-t: resumed" in line for line in logs), logs

@@ -42,7 +42,8 @@ def job_rows(statuses: list[JobStatus]) -> list[list[str | Text]]:
 
 def run_job(args: argparse.Namespace) -> int:
     async def body(services: Services) -> int:
-        if vertex_names(args.names):  # Vertex AI jobs: cancel, resubmit, read (tui/cli/vertex.py)
+        # Vertex AI jobs: cancel, resubmit, read (tui/cli/vertex.py)
+        if await vertex_names(services, args.names):
             from gcptui.tui.cli.vertex import vertex_job
 
             return await vertex_job(services, args)
@@ -203,7 +204,7 @@ def run_logs(args: argparse.Namespace) -> int:
     from gcptui.tui.cli.logs import run_logs as print_logs
 
     async def body(services: Services) -> int:
-        if vertex_names(args.names):  # Vertex AI jobs: their Cloud Logging entries
+        if await vertex_names(services, args.names):  # Vertex AI jobs: their Cloud Logging entries
             from gcptui.tui.cli.vertex import vertex_logs
 
             return await vertex_logs(services, args)
@@ -306,11 +307,15 @@ async def gke_logs(services: Services, args: argparse.Namespace) -> int:
     return await run_pod_logs(pod_logs(services.compute, rows, follow=args.f, tail=lines), labels)
 
 
-def vertex_names(names: list[str]) -> bool:
-    """True when every name is a Vertex AI job's id or resource name (one line when mixed with VMs)."""
-    from gcptui.tui.cli.vertex import is_job_name
+async def vertex_names(services: Services, names: list[str]) -> bool:
+    """True when every name is a Vertex AI job's id, resource name or display name (one line when
+    mixed with machines). The display names are listed only when some name is no id."""
+    from gcptui.tui.cli.vertex import display_names, is_job_name
 
     jobs = [name for name in names if is_job_name(name)]
+    if len(jobs) < len(names):
+        titles = await asyncio.to_thread(display_names, services)
+        jobs += [name for name in names if name in titles and not is_job_name(name)]
     if jobs and len(jobs) != len(names):
         raise_usage("give either Vertex AI jobs or machines, not both, in one command")
     return bool(jobs)
