@@ -195,6 +195,7 @@ class GcptuiApp(Telling, KeepAliveControls, App[None]):
                 if instance.name in self.live:
                     live = self.live[instance.name]
                     live.keepalive = self.keepalive_setting(instance)
+                    live.paused = self.recovery_paused
                     if live.outcome == "resumed" and instance.state is not State.RUNNING:
                         live.outcome = ""  # stopped since: "resumed" would be a stale word
         self._tell_fleet(FleetRefreshed(message.snapshot))

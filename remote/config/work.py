@@ -243,6 +243,16 @@ class KeepaliveConfig(_Section):
             "A STOP-action VM keeps its disk (and checkpoints) and is never moved."
         ),
     )
+    lease: bool = Field(
+        default=True,
+        description=(
+            "With `[storage] bucket`: take the recovery lease in the bucket, so that only one keep-alive (this "
+            "laptop or the keeper, `gcptui keeper`) recovers each preemption. False: recover without asking "
+            "anyone (no keeper deployed for this bucket). Should the lease be out of reach (credentials, "
+            "network), keep-alive recovers without it unless a keeper is known for the bucket, and then "
+            "says `recovery paused` with the reason."
+        ),
+    )
     zones: list[str] = Field(
         default=[],
         description=(

@@ -55,6 +55,7 @@ class FleetScreen(GroupRowsMixin, MachineKeys):
         self.demo = demo
         self.snapshot: FleetSnapshot | None = None
         self.error: str | None = None
+        self.lease_note: tuple[str, bool] | None = None  # keep-alive's lease out of reach: (words, paused)
         self.filter_text = ""
         self.sort = SortOrder()
         self.marked: set[str] = set()
@@ -174,6 +175,8 @@ class FleetScreen(GroupRowsMixin, MachineKeys):
             text.append("  ")
         if self.banner:
             text.append(f"{self.banner}  ", style="bold reverse magenta")
+        if self.lease_note is not None and self.lease_note[1]:
+            text.append(f"{self.lease_note[0]}  ", style="bold red")  # first: nothing recovers until fixed
         if self.snapshot is not None:
             when = self.snapshot.refreshed_at.astimezone().strftime("%H:%M:%S")
             text.append(self._count_words())
@@ -196,9 +199,18 @@ class FleetScreen(GroupRowsMixin, MachineKeys):
             return
         else:
             text.append("Loading fleet…")
+        if self.lease_note is not None and not self.lease_note[1]:
+            text.append(f" · {self.lease_note[0]}", style="yellow")
         if self.error:
             text.append(f"  ✗ {self.error}", style="bold red")
         self.status_line.update(text)
+
+    def show_lease(self, note: tuple[str, bool] | None) -> None:
+        """Keep-alive's lease is out of reach: ``(words, paused)``, paused (a keeper is known: nothing
+        recovers) first on the line, else (recovering without the lease) at its end; None: reached."""
+        if note != self.lease_note:
+            self.lease_note = note
+            self._render_status()
 
     def _count_words(self) -> str:
         """``5 machines`` (``2/5`` filtered), with the jobs (Vertex AI) counted apart: ``· 1 job``."""
