@@ -136,9 +136,10 @@ class ResumableTrainer(transformers.Trainer):
             self.args.train_batch_size * self.args.gradient_accumulation_steps * self.args.world_size,
             "per_device_train_batch_size x gradient_accumulation_steps x processes",
         )
-        if self.args.save_strategy != "no":
+        save_strategy = str(getattr(self.args.save_strategy, "value", self.args.save_strategy))
+        if save_strategy != "no":
             self.run.metrics.warn(
-                f"TrainingArguments(save_strategy={str(self.args.save_strategy)!r}) also writes HF's own "
+                f"TrainingArguments(save_strategy={save_strategy!r}) also writes HF's own "
                 f"checkpoint-N folders to {self.args.output_dir}, which resuming does not use: set "
                 "save_strategy='no'"
             )

@@ -23,8 +23,11 @@ from gcptui_trainer import DeterministicBatchSampler
 from gcptui_trainer.errors import CheckpointMismatchError
 from tests.test_trainer_support import assert_same_tensors, events, losses_by_step, read_records
 
-pl = pytest.importorskip("lightning.pytorch")
-transformers = pytest.importorskip("transformers")
+pytest.importorskip("lightning")
+pytest.importorskip("transformers")
+
+import lightning.pytorch as pl  # noqa: E402  (after the skips: both are optional extras)
+import transformers  # noqa: E402
 
 SAMPLES, FEATURES = 48, 4
 
@@ -49,6 +52,10 @@ def _terminate_at(step: int | None, current: int) -> None:
 class EmaModule(pl.LightningModule):
     """A regressor with dropout, an EMA of its weights updated in its own on_train_batch_end."""
 
+    ema: torch.Tensor
+    ema_updates: torch.Tensor
+    late_calls: torch.Tensor
+
     def __init__(self) -> None:
         super().__init__()
         self.net = nn.Sequential(nn.Linear(FEATURES, 8), nn.Dropout(0.2), nn.Linear(8, 1))
@@ -61,7 +68,12 @@ class EmaModule(pl.LightningModule):
         points, targets = batch
         loss = nn.functional.mse_loss(self.net(points).squeeze(-1), targets)
         self.batch_losses.append(float(loss.detach()))
+        self.log("train_loss", loss)
         return loss
+
+    def validation_step(self, batch: list[torch.Tensor], batch_idx: int) -> None:
+        points, targets = batch
+        self.log("val_loss", nn.functional.mse_loss(self.net(points).squeeze(-1), targets))
 
     def on_train_batch_end(self, outputs: Any, batch: Any, batch_idx: int) -> None:
         self.ema.mul_(0.9).add_(_flat(self.net), alpha=0.1)
@@ -93,7 +105,12 @@ class Terminate(pl.Callback):
 
 
 def _lightning(
-    run_dir: Path, steps: int, batch_size: int = 4, accumulate: int = 2, term_at: int | None = None
+    run_dir: Path,
+    steps: int,
+    batch_size: int = 4,
+    accumulate: int = 2,
+    term_at: int | None = None,
+    validate: bool = False,
 ) -> EmaModule:
     from gcptui_trainer.lightning import ResumableLightning
 
@@ -101,14 +118,17 @@ def _lightning(
     points, targets = _data()
     sampler = DeterministicBatchSampler(SAMPLES, batch_size, seed=0)
     loader = DataLoader(TensorDataset(points, targets), batch_sampler=sampler, generator=torch.Generator())
+    val_loader = DataLoader(
+        TensorDataset(points[:16], targets[:16]), batch_size=8, generator=torch.Generator()
+    )
     model = EmaModule()
     resumable = ResumableLightning(run_dir, model, checkpoint_every=4, log_every=1, echo=False)  # no config=
     trainer = pl.Trainer(
         max_steps=steps, accumulate_grad_batches=accumulate, callbacks=[Terminate(term_at), resumable, LateCallback()],
         enable_checkpointing=False, logger=False, enable_progress_bar=False, enable_model_summary=False,
-        accelerator="cpu", num_sanity_val_steps=0,
+        accelerator="cpu", num_sanity_val_steps=0, limit_val_batches=1.0 if validate else 0,
     )  # fmt: skip
-    trainer.fit(model, loader, ckpt_path=resumable.ckpt_path)
+    trainer.fit(model, loader, val_loader, ckpt_path=resumable.ckpt_path)
     resumable.finished()
     return model
 
@@ -134,6 +154,27 @@ def test_lightning_end_of_step_hooks_are_in_the_checkpoint_of_their_step(tmp_pat
     assert logged[1] == pytest.approx(sum(reference.batch_losses[:2]) / 2, rel=1e-6)
 
 
+def _evaluations(run_dir: Path) -> list[dict[str, Any]]:
+    return [{k: v for k, v in r.items() if k != "time"} for r in events(read_records(run_dir), "evaluation")]
+
+
+@pytest.mark.timeout(60)
+def test_lightning_sigterm_at_an_epochs_last_batch_repeats_its_validation_under_that_epoch(
+    tmp_path: Path,
+) -> None:
+    steps = 12  # 2 epochs of 6 steps, a validation after each
+    _lightning(tmp_path / "reference", steps, validate=True)
+    reference = _evaluations(tmp_path / "reference")
+    assert [(e["step"], e["epoch"]) for e in reference] == [(6, 0), (12, 1)]
+    assert set(reference[0]) == {"event", "step", "epoch", "val_loss"}  # not training's train_loss
+
+    run_dir = tmp_path / "run"
+    with pytest.raises(SystemExit):
+        _lightning(run_dir, steps, term_at=6, validate=True)  # saved before epoch 0's validation
+    _lightning(run_dir, steps, validate=True)
+    assert _evaluations(run_dir) == reference
+
+
 def test_lightning_refuses_another_batch_size_without_config(tmp_path: Path) -> None:
     _lightning(tmp_path / "run", 3, batch_size=4)
     with pytest.raises(
@@ -144,6 +185,9 @@ def test_lightning_refuses_another_batch_size_without_config(tmp_path: Path) -> 
 
 # -- Hugging Face Trainer --------------------------------------------------------------------------
 class Regressor(nn.Module):
+    ema: torch.Tensor
+    ema_updates: torch.Tensor
+
     def __init__(self) -> None:
         super().__init__()
         self.net = nn.Sequential(nn.Linear(FEATURES, 8), nn.Dropout(0.2), nn.Linear(8, 1))

@@ -79,13 +79,25 @@ def _evaluations(run_dir: Path) -> dict[int, dict[str, object]]:
 
 
 def _interrupted_run(
-    example: FrameworkExample, run_dir: Path, kill_at: int, first: tuple[str, ...], then: tuple[str, ...]
+    example: FrameworkExample,
+    run_dir: Path,
+    kill_at: int,
+    first: tuple[str, ...],
+    then: tuple[str, ...],
+    saved: int | None = None,
 ) -> None:
-    """SIGKILL once `kill_at` is logged (launched with `first`), SIGTERM inside step term_at's
-    validation and a run to the end (both launched with `then`)."""
+    """SIGKILL once `kill_at` is logged and checkpoint `saved` written (launched with `first`),
+    SIGTERM inside step term_at's validation and a run to the end (both launched with `then`)."""
     common = ("--steps", str(example.steps))
     process = start_example(example.script, run_dir, *common, *first, env=ENV)
-    assert process.wait_for_step(kill_at), process.output()
+
+    def due(records: list[dict[str, object]]) -> bool:
+        written = saved is None or any(
+            r.get("event") == "checkpoint" and r.get("step") == saved for r in records
+        )
+        return written and any("loss" in r and int(r["step"]) >= kill_at for r in records)  # type: ignore[call-overload]
+
+    assert process.wait_until(due), process.output()
     process.popen.kill()
     assert process.finish() == -signal.SIGKILL, process.output()
 
@@ -134,7 +146,8 @@ def test_framework_example_resumes_exactly_with_dataloader_workers(
     example = EXAMPLES[name]
     workers = ("--workers", "2", *(("--persistent-workers",) if persistent else ()))
     run_dir = tmp_path / "run"
-    _interrupted_run(example, run_dir, 30, SLOW, workers)
+    # A loaded machine may still be syncing checkpoint 24 at step 30: the kill waits for it.
+    _interrupted_run(example, run_dir, 30, SLOW, workers, saved=24)
     resumed = [r["step"] for r in events(read_records(run_dir), "resumed")]
     assert resumed == [24, example.term_at], "the resumes were not both mid-epoch"
     _assert_same_run(example, references[name], run_dir)

@@ -112,7 +112,7 @@ def test_a_buffer_registered_after_the_run_was_built_is_saved_and_resumes_once_r
     fixed = nn.Linear(2, 1)
     fixed.register_buffer("ema", torch.zeros(3))  # registered first: the checkpoint is this model's
     ResumableRun(tmp_path / "run", model=fixed, total_steps=2, echo=False).close()
-    assert torch.equal(fixed.ema, torch.full((3,), 0.5))
+    assert torch.equal(fixed.state_dict()["ema"], torch.full((3,), 0.5))
 
 
 def test_sampler_drop_last_false_trains_every_sample_once_an_epoch() -> None:
