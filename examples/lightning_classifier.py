@@ -78,13 +78,8 @@ def train(args: argparse.Namespace) -> None:
     data = make_data(1280, 16, 8, args.seed)
     train_set, val_set = TensorDataset(*data[:1024]), TensorDataset(*data[1024:])
     sampler = DeterministicBatchSampler(len(train_set), args.batch_size, seed=args.seed)  # +
-    workers = {
-        "num_workers": args.workers,
-        "persistent_workers": args.persistent_workers and args.workers > 0,
-    }
-    train_loader = DataLoader(
-        train_set, batch_sampler=sampler, generator=torch.Generator(), **workers
-    )  # + (sampler)
+    workers = dict(num_workers=args.workers, persistent_workers=args.persistent_workers and args.workers > 0)
+    train_loader = DataLoader(train_set, batch_sampler=sampler, generator=torch.Generator(), **workers)  # +
     val_loader = DataLoader(val_set, batch_size=64, generator=torch.Generator(), **workers)
     model = Classifier(16, 8, 3e-3, args.steps, args.eval_delay)
     resumable = ResumableLightning(  # + restores the model now, the rest in fit()

@@ -233,12 +233,10 @@ class ResumableLightning(pl.Callback):
     def on_validation_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         if trainer.sanity_checking:
             return
-        metrics = {
-            name: float(value)
-            for name, value in trainer.callback_metrics.items()
-            if isinstance(value, (torch.Tensor, float, int)) and torch.as_tensor(value).numel() == 1
-        }
-        self.run.log_event("evaluation", step=self.run.step, epoch=trainer.current_epoch, **metrics)
+        metrics = _validation_metrics(trainer)
+        # The epoch of the step it follows: a validation repeated after a resume at an epoch's last
+        # batch runs when Lightning has already moved on to the next epoch.
+        self.run.log_event("evaluation", step=self.run.step, epoch=self.run.epoch, **metrics)
         self.run.check_preemption()
 
     def on_train_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
@@ -308,6 +306,25 @@ def _repeat_interrupted_validation(checkpoint: dict[str, Any]) -> None:
                          "completed": done_before}  # fmt: skip
     progress["current"] = {"ready": 1, "started": 1, "processed": 0, "completed": 0}
     progress["is_last_batch"] = False
+
+
+def _validation_metrics(trainer: pl.Trainer) -> dict[str, float]:
+    """The scalar metrics this validation logged, as numbers.
+
+    `callback_metrics` also holds what training logged last; a validation repeated after a resume
+    has none of that, so only the validation loop's own names are kept (its results, private in
+    Lightning 2.x; all of `callback_metrics` where they cannot be read).
+    """
+    metrics = dict(trainer.callback_metrics)
+    results = getattr(trainer, "_results", None)
+    if results is not None and callable(getattr(results, "metrics", None)):
+        logged = set(results.metrics(on_step=False)["callback"])
+        metrics = {name: value for name, value in metrics.items() if name in logged}
+    return {
+        name: float(value)
+        for name, value in metrics.items()
+        if isinstance(value, (torch.Tensor, float, int)) and torch.as_tensor(value).numel() == 1
+    }
 
 
 def _batch_size(batch: Any) -> int:

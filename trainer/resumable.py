@@ -73,8 +73,11 @@ class ResumableRun(RunCheckpointing):
         keep: how many checkpoints to keep.
         resume: continue from the newest checkpoint; when False, a run_dir that already holds
             checkpoints is refused with RunDirectoryInUseError.
-        config: settings that must not change across a resume (e.g. seed, batch size); a checkpoint
-            made with other values is refused with CheckpointMismatchError.
+        config: settings that must not change across a resume (e.g. seed, learning rate): a dict, an
+            argparse.Namespace or a dataclass (HF's TrainingArguments); a checkpoint made with
+            other values is refused with CheckpointMismatchError. Output paths, logging, saving
+            and loader-worker settings (run_dir, output_dir, log_*, logging_*, save_*,
+            checkpoint_every, num_workers, ...: `state.FREE_SETTINGS`) may always change.
         description: a name for the model shape used in error messages (e.g. "tiny").
         stateful: more objects with state_dict()/load_state_dict() to save (an EMA model, a
             `LoopState` of loop variables). Their state may hold tensors, NumPy values and plain
@@ -93,8 +96,8 @@ class ResumableRun(RunCheckpointing):
             streams; new ones start streams seeded from (step, rank).
         echo: also print each progress line and event to stdout (False: only the metrics file,
             warnings still go to stderr).
-        config_may_change: names in `config` left out of the comparison, e.g. when `config` is
-            the whole argparse namespace: `config=args, config_may_change=("run_dir", "log_every")`.
+        config_may_change: more names in `config` left out of the comparison, e.g. when `config`
+            is the whole argparse namespace: `config=args, config_may_change=("eval_delay",)`.
         artifacts: the names `save_artifact` will be given, checked when the run is built; a
             name not among them is refused at its save (TrainerError).
     """
