@@ -338,10 +338,3 @@ class FollowingGetter:
             if fresh == target:
                 raise
             return await self.services.pool.connection(fresh)
-
-
-def gcloud_defaults() -> tuple[str | None, str | None]:
-    """The project and zone gcloud is set to (None where unset), for a starter config (``gcptui init``)."""
-    from gcptui.remote.cloud.gcloud_config import resolve_default_zone, resolve_project
-
-    return resolve_project(), resolve_default_zone()
