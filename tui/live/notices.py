@@ -88,9 +88,8 @@ def lease_notice(standing: Standing, before: Standing | None) -> Notice | None:
     if before is None and standing.kind in ("mine", "nobody") and "keeper" not in standing.text:
         return None  # no keeper deployed: the laptop recovers, as it always did
     why = STANDING_WHY[standing.kind]
-    severity: Severity = {"taking_over": "warning", "unleased": "warning", "paused": "error"}.get(
-        standing.kind, "information"
-    )
+    severities: dict[str, Severity] = {"taking_over": "warning", "unleased": "warning", "paused": "error"}
+    severity = severities.get(standing.kind, "information")
     timeout = 30.0 if standing.kind == "paused" else None
     return Notice(f"{standing.text}{': ' + why if why else ''}", "Keep-alive", severity, timeout)
 

@@ -77,7 +77,8 @@ def pane_sources(
                     PaneSource(pod.name, functools.partial(container_log_events, services, pod, logs))
                 )
         workers = () if instance is None or container else services.compute.of(instance).worker_rows(instance)
-        for machine, title in [(w, w.name) for w in workers] or [(instance, name)]:
+        machines: list[tuple[Instance | None, str]] = [(w, w.name) for w in workers] or [(instance, name)]
+        for machine, title in machines:
             channel = services.channel_or_none(machine) if machine is not None else None
             if channel is None:
                 if not container:
