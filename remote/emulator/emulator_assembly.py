@@ -69,6 +69,7 @@ class EmulatorAssembly:
         page_size: int = 500,
         zones: Iterable[str] = DEFAULT_ZONES,
         api_port: int = 0,
+        ssh_port: int = 0,
         one_address: bool | None = None,
         operation_ttl: float = OPERATION_TTL,
         project_metadata: dict[str, str] | None = None,
@@ -88,6 +89,7 @@ class EmulatorAssembly:
         self._zones = list(zones)
         self._page_size = page_size
         self._api_port = api_port
+        self._ssh_port = ssh_port  # 0: any free port
         # None: each VM on its own 127.0.0.x where the OS routes them (Linux), else all on 127.0.0.1
         # with a port each (macOS). GCPTUI_EMULATOR_ONE_ADDRESS=1 forces the latter.
         self.one_address = (
@@ -167,7 +169,7 @@ class EmulatorAssembly:
         self.root.mkdir(parents=True, exist_ok=True)
         self._write_token()
         if self.ssh:
-            self.ssh_port = free_port()
+            self.ssh_port = self._ssh_port or free_port()
             self._host = SshVmHost(
                 self.root,
                 self.project,

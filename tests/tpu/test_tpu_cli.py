@@ -60,6 +60,11 @@ def test_one_key_runs_the_job_on_both_workers_and_logs_show_both(
     statuses = json.loads(capsys.readouterr().out)
     assert [(s["name"], s["state"]) for s in statuses] == [("tpu-a/w0", "running"), ("tpu-a/w1", "running")]
 
+    # Started again: refused, and the way on names the node (its job runs on every worker at once).
+    assert main(["job", "start", "tpu-a", "--no-sync", "--config", config]) == 1
+    said = capsys.readouterr().err
+    assert "already running on tpu-a/w0" in said and "`gcptui job restart tpu-a`" in said, said
+
     # Starting one worker of a slice alone is refused (it would wait for the others for ever).
     assert main(["job", "restart", "tpu-a/w1", "--no-sync", "--config", config]) == 2
     assert "runs on every worker of tpu-a at once" in capsys.readouterr().err

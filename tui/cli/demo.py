@@ -95,7 +95,15 @@ def run_emulator_command(args: argparse.Namespace) -> int:
         directory.mkdir(parents=True, exist_ok=True)
     except OSError as err:
         raise ConfigError(f"cannot make --dir {directory}: {err.strerror}") from None
+    from gcptui.remote.emulator.emulator_ports import EmulatorPorts, claim, ports_in_config
+    from gcptui.tui.cli.demo_project import write_demo_project
+
     with _only_emulator_in(directory):
+        asked = args.port is not None
+        last = EmulatorPorts.from_base(args.port) if asked else ports_in_config(directory / "gcptui.toml")
+        ports, notes = claim(last, asked=asked)
+        for note in notes:
+            print(f"gcptui emulator: {note}", file=sys.stderr)
         return run_emulator(
             directory,
             args.vms,
@@ -103,6 +111,8 @@ def run_emulator_command(args: argparse.Namespace) -> int:
             tpus=args.tpus,
             tpu_workers=args.tpu_workers,
             gke_nodes=args.gke_nodes,
+            ports=ports,
+            write_project=write_demo_project,
         )
 
 
@@ -198,9 +208,10 @@ def run_demo(args: argparse.Namespace) -> int:
             if args.gke_nodes:  # before the config: it names the cluster's kubeconfig context
                 _add_gke_workload(emulator, args.gke_nodes)
             config_path = emulator.write_config(directory / "gcptui.toml")
-            if storage is not None:  # the laptop side too: `p` pulls from the bucket when a VM is gone
-                stack.enter_context(_environment("STORAGE_EMULATOR_HOST", storage[1]))
+            if storage is not None:  # the Vertex AI workers reach it as the VMs' jobs do
+                emulator.emulator.vertex_env["STORAGE_EMULATOR_HOST"] = storage[1]
             project = write_demo_project(directory, config_path, storage)
+            # ``[storage] emulator_host``: the laptop side too (`p` pulls from the bucket when a VM is gone).
             config = load_config(config_path)
             banner = demo_banner(storage is not None)
             if args.sweep:

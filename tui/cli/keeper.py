@@ -94,6 +94,10 @@ async def _deploy(services: Services, args: argparse.Namespace) -> int:
         name, zone or "", args.machine_type, existing=args.existing is not None, service_account=account
     )
     await KeeperDeploy(services, plan, _say).run()
+    from gcptui.remote.keepalive.service import known_keepers
+
+    # Should this laptop later lose its way to the bucket, its keep-alive defers to this keeper.
+    known_keepers().note(services.config.storage.bucket, True)
     _say(f"keeper: deployed on {name}; `gcptui keeper status` shows it")
     return 0
 

@@ -77,6 +77,8 @@ async def run_logs(
         stream = LogStream(get, path, history_lines=lines, follow=follow, raw=exact)
         try:
             await show(stream, name, label, prefix, path)
+        except BrokenPipeError:
+            raise  # our own reader is gone (`| head`): the whole command is over, not this source
         except (GcptuiError, OSError) as error:  # this source is lost; the others still print
             notice = f"{label}: {error}"
             print(one_line(notice) if _is_tty(err) else notice, file=err, flush=True)
@@ -118,7 +120,13 @@ async def run_logs(
             elif event.kind == "waiting" and not follow:
                 print(f"{label}: {path} does not exist (yet)", file=err, flush=True)
 
-    await asyncio.gather(*(pump(n, name, path) for n, (name, path) in enumerate(sources)))
+    pumps = [asyncio.ensure_future(pump(n, name, path)) for n, (name, path) in enumerate(sources)]
+    try:
+        await asyncio.gather(*pumps)
+    finally:  # one pump's end of the command (a closed pipe) ends the others before the connections close
+        for task in pumps:
+            task.cancel()
+        await asyncio.gather(*pumps, return_exceptions=True)
     return 1 if failed else 0
 
 

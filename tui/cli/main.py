@@ -41,8 +41,17 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--readonly", action="store_true", help="disable every action that changes a VM or a job"
     )
+    parser.add_argument("--version", action="version", version=f"gcptui {_version()}")
     parser.set_defaults(handler=_run_tui)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    init = sub.add_parser(
+        "init",
+        parents=[common],
+        help="write a commented starter gcptui.toml here (gcloud's project and zone)",
+    )
+    init.add_argument("--force", action="store_true", help="replace an existing gcptui.toml")
+    init.set_defaults(handler=_lazy("gcptui.tui.cli.init", "run_init"))
 
     demo = sub.add_parser(
         "demo", parents=[common], help="the TUI on a local emulated fleet (no cloud account)"
@@ -82,6 +91,13 @@ def build_parser() -> argparse.ArgumentParser:
         default=0,
         metavar="N",
         help="a GKE cluster of N Spot GPU nodes, its kubeconfig in DIR/kubeconfig (default 0: none)",
+    )
+    emu.add_argument(
+        "--port",
+        type=int,
+        default=None,
+        metavar="P",
+        help="the API on P, the VMs' SSH on P+1, the bucket on P+2 (default: those --dir's last run used)",
     )
     emu.set_defaults(handler=_lazy("gcptui.tui.cli.demo", "run_emulator_command"))
 
@@ -292,6 +308,15 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("gcptui")
+    except PackageNotFoundError:  # run from a tree that was never installed
+        return "unknown"
+
+
 NAME_HELP = "VMs, static hosts or [[groups]] names (a group: every node), as `gcptui ls` lists them"
 
 
@@ -352,7 +377,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     args.remote_command = remote_command
     debug = getattr(args, "debug", False)
     try:
-        return args.handler(args)
+        code = args.handler(args)
+        sys.stdout.flush()  # inside the guard: a reader gone (`| head`) is noticed here, not at exit
+        return code
+    except BrokenPipeError:
+        return _reader_gone()
     except GcptuiError as err:
         if debug:
             raise
@@ -362,6 +391,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         return err.exit_code
     except KeyboardInterrupt:
         return 130
+
+
+def _reader_gone() -> int:
+    """Whoever read our stdout stopped (`gcptui logs JOB | head`): done, quietly, exit 0, as `ls | head`.
+    What is still buffered goes to /dev/null, so Python's own flush at exit finds no pipe to fail on."""
+    import os
+
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):  # a stdout without a descriptor (a test's capture): nothing to quiet
+        pass
+    return 0
 
 
 def entry() -> None:

@@ -74,11 +74,15 @@ class KubeApi:
         self.token = token
         self.app = web.Application(middlewares=[self._middleware])
         r = self.app.router
-        r.add_get("/version", _answer(lambda _: KUBE_VERSION))
-        r.add_get("/api", self._api_versions)
-        r.add_get("/apis", _answer(lambda _: group_list()))
-        r.add_get("/api/v1", _answer(lambda _: resource_list("")))
-        r.add_get("/apis/{group:apps|batch}/v1", _answer(lambda q: resource_list(q.match_info["group"])))
+        # Discovery paths answer with or without a trailing slash, as the API server's do.
+        for slash in ("", "/"):
+            r.add_get("/version" + slash, _answer(lambda _: KUBE_VERSION))
+            r.add_get("/api" + slash, self._api_versions)
+            r.add_get("/apis" + slash, _answer(lambda _: group_list()))
+            r.add_get("/api/v1" + slash, _answer(lambda _: resource_list("")))
+            r.add_get(
+                "/apis/{group:apps|batch}/v1" + slash, _answer(lambda q: resource_list(q.match_info["group"]))
+            )
         for prefix in ("/api/v1/", "/apis/{group:apps|batch}/v1/"):
             r.add_route("*", prefix + "{rest:.+}", self._resource)
 
@@ -268,6 +272,10 @@ class KubeApi:
         return body
 
     def _check(self, resource: Resource, body: dict[str, Any], namespace: str) -> None:
+        # The API server fills a missing apiVersion and kind from the URL (Python users often leave
+        # them out); only ones that name another type are refused.
+        body.setdefault("apiVersion", resource.api_version)
+        body.setdefault("kind", resource.kind)
         if body.get("kind") != resource.kind or body.get("apiVersion") != resource.api_version:
             raise KubeError(400, "BadRequest", f"the API version in the data ({body.get('apiVersion')}) does not match "
                             f"the expected API version ({resource.api_version})")  # fmt: skip
@@ -345,7 +353,9 @@ class KubeApi:
             meta = spec["template"].setdefault("metadata", {})
             meta["labels"] = {**(meta.get("labels") or {}), **own, "job-name": body["metadata"]["name"],
                               "batch.kubernetes.io/job-name": body["metadata"]["name"]}  # fmt: skip
-        body["status"] = {}
+        # The status the API server's defaulting gives a new object (clients' models require
+        # a StatefulSet's replicas); the controllers fill the rest in.
+        body["status"] = {"replicas": 0, "availableReplicas": 0} if resource.kind == "StatefulSet" else {}
         return _json(self.store.create(resource.name, namespace, body), 201)
 
     def _store_change(self, resource: Resource, old: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
@@ -410,4 +420,9 @@ class KubeApi:
         for pod in self.cluster._owned(obj):
             self.cluster.delete_pod(pod)
         self.store.remove(resource.name, obj)
-        return _json(obj)
+        # Gone at once (no finalizer holds it): the API server answers a Status, not the object.
+        meta = obj["metadata"]
+        details = {"name": meta["name"], "group": resource.group, "kind": resource.name, "uid": meta["uid"]}
+        return _json(
+            {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "details": details}
+        )

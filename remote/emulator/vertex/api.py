@@ -15,6 +15,7 @@ from typing import Any
 
 from aiohttp import web
 
+from gcptui.remote.emulator.core.enums import names_for_numbers
 from gcptui.remote.emulator.core.errors import ApiError, json_response
 from gcptui.remote.emulator.vertex.jobs import Job, VertexJobs
 from gcptui.remote.emulator.vertex.spec import check_job
@@ -43,6 +44,22 @@ def list_filter(text: str) -> Callable[[dict[str, Any]], bool]:
 
     return keep
 
+
+_POOLS = "jobSpec.workerPoolSpecs[]."
+# A CustomJob's enum fields a client may send as numbers (google-cloud-aiplatform does).
+JOB_ENUMS = {
+    "jobSpec.scheduling.strategy": ("google.cloud.aiplatform.v1.Scheduling.Strategy", {
+        0: "STRATEGY_UNSPECIFIED", 1: "ON_DEMAND", 2: "LOW_COST", 3: "STANDARD", 4: "SPOT", 6: "FLEX_START"}),
+    _POOLS + "machineSpec.acceleratorType": ("google.cloud.aiplatform.v1.AcceleratorType", {
+        0: "ACCELERATOR_TYPE_UNSPECIFIED", 1: "NVIDIA_TESLA_K80", 2: "NVIDIA_TESLA_P100", 3: "NVIDIA_TESLA_V100",
+        4: "NVIDIA_TESLA_P4", 5: "NVIDIA_TESLA_T4", 6: "TPU_V2", 7: "TPU_V3", 8: "NVIDIA_TESLA_A100",
+        9: "NVIDIA_A100_80GB", 10: "TPU_V4_POD", 11: "NVIDIA_L4", 12: "TPU_V5_LITEPOD", 13: "NVIDIA_H100_80GB",
+        14: "NVIDIA_H100_MEGA_80GB", 15: "NVIDIA_H200_141GB", 16: "NVIDIA_B200", 17: "NVIDIA_GB200",
+        18: "NVIDIA_RTX_PRO_6000"}),
+    _POOLS + "machineSpec.reservationAffinity.reservationAffinityType": (
+        "google.cloud.aiplatform.v1.ReservationAffinity.Type",
+        {0: "TYPE_UNSPECIFIED", 1: "NO_RESERVATION", 2: "ANY_RESERVATION", 3: "SPECIFIC_RESERVATION"}),
+}  # fmt: skip
 
 _BASE = "/v1/projects/{project}/locations/{region}/customJobs"
 DEFAULT_PAGE = 100
@@ -74,6 +91,7 @@ class VertexApi:
             body = await request.json()
         except (ValueError, UnicodeDecodeError):
             raise ApiError(400, "Invalid JSON payload received.", "badRequest") from None
+        names_for_numbers(body, JOB_ENUMS, "custom_job")
         check_job(body)
         return json_response(self.jobs.json(self.jobs.create(region, body)))
 
