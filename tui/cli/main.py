@@ -99,10 +99,20 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="P",
         help="the API on P, the VMs' SSH on P+1, the bucket on P+2 (default: those --dir's last run used)",
     )
+    emu.add_argument(
+        "--preempt-grace",
+        type=float,
+        default=30.0,
+        metavar="S",
+        help="seconds a preempted VM or TPU node runs on after its notice (default 30, as GCE)",
+    )
     emu.set_defaults(handler=_lazy("gcptui.tui.cli.demo", "run_emulator_command"))
 
     ls = sub.add_parser("ls", parents=[common], help="instances and static hosts")
     ls.add_argument("--json", action="store_true", help="print JSON objects")
+    ls.add_argument(
+        "--all", action="store_true", help="also GKE nodes' own instances (labelled goog-gke-node)"
+    )
     ls.set_defaults(handler=_lazy("gcptui.tui.cli.fleet", "run_ls"))
 
     vm = sub.add_parser(
