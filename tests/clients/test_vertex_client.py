@@ -75,6 +75,16 @@ def test_list_filters_pages_cancel_and_delete(emu: EmulatorThread, jobs: aip.Job
     wanted = 'display_name="listed-1" AND labels.sweep="s1"'
     one = list(jobs.list_custom_jobs(request=aip.ListCustomJobsRequest(parent=parent(emu), filter=wanted)))
     assert [j.name for j in one] == [names[1]]
+
+    def listed(text: str) -> list[str]:
+        request = aip.ListCustomJobsRequest(parent=parent(emu), filter=text)
+        return sorted(job.name for job in jobs.list_custom_jobs(request=request))
+
+    # Item 6: AIP-160's OR, !=, and comparisons on create_time.
+    assert listed('display_name="listed-0" OR display_name="listed-2"') == sorted([names[0], names[2]])
+    assert listed('labels.sweep="s1" AND display_name!="listed-1"') == sorted([names[0], names[2]])
+    assert listed('labels.sweep="s1" AND create_time>"2020-01-01T00:00:00Z"') == sorted(names)
+    assert listed('labels.sweep="s1" AND create_time<"2020-01-01T00:00:00Z"') == []
     for name in names:
         jobs.cancel_custom_job(name=name)
     for name in names:
