@@ -38,6 +38,7 @@ from gcptui.remote.keeper.wheelhouse import DEBIAN_12, PROBE, Target, build_whee
 from gcptui.remote.models import Instance
 from gcptui.remote.safe_text import vm_field
 from gcptui.remote.services import Services
+from gcptui.remote.sync.events import SyncWarning
 
 DEFAULT_NAME = "gcptui-keeper"
 DEFAULT_MACHINE_TYPE = "e2-small"
@@ -232,6 +233,10 @@ class KeeperDeploy:
         try:
             await asyncio.to_thread(copy.fleet.snapshot)  # resolves an OS Login user, as for the first
             session = copy.sync_session(instance)
+            # What the guard held back (a .env, a token, a key), each named once: it stays on the laptop.
+            session.subscribe(
+                lambda e: self.say(f"keeper: {e.message}") if isinstance(e, SyncWarning) and e.local else None
+            )
             await session.full_sync()
             await session.close()
         finally:
