@@ -33,6 +33,15 @@ def test_ls_json_lists_a_tpu_node_with_its_workers(
     assert tpu["usd_per_hour"] > 0 and tpu["price_source"] == "fallback"
     assert rows["vm-a"]["source"] == "gce" and rows["vm-a"]["workers"] == []
 
+    # `gpu` with no name: every machine, as `job status` (a TPU node: each worker's chips, tpuN,
+    # no temperature or power columns tpu-info never fills).
+    assert main(["gpu", "--once", "--config", config]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    for worker in ("tpu-a/w0", "tpu-a/w1"):
+        chips = [line for line in lines if line.startswith(f"{worker}  tpu")]
+        assert len(chips) == 4 and not any(line.endswith("?W") for line in chips), lines
+    assert any(line.startswith("vm-a  ") for line in lines), lines
+
     emulator_thread.preempt_tpu("tpu-a")
     emulator_thread.wait_for_tpu("tpu-a", "PREEMPTED")
     assert main(["ls", "--json", "--config", config]) == 0

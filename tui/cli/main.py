@@ -219,9 +219,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     submit.set_defaults(handler=_lazy("gcptui.tui.cli.vertex", "run_vertex"))
 
-    gpu = sub.add_parser("gpu", parents=[common], help="GPU samples (nvidia-smi on the VM)")
+    gpu = sub.add_parser(
+        "gpu", parents=[common], help="GPU and TPU samples (nvidia-smi, tpu-info on the machine)"
+    )
     gpu.add_argument(
-        "names", nargs="+", metavar="NAME", help="VMs or static hosts, as `gcptui ls` names them"
+        "names", nargs="*", metavar="NAME", help="machines, as `gcptui ls` names them (none: every one)"
     )
     gpu.add_argument("--json", action="store_true", help="print JSON")
     gpu.add_argument("--once", action="store_true", help="one sample per VM, then exit")

@@ -120,6 +120,10 @@ class Live:
         if latest is None or latest.state != "ok" or not latest.gpus:
             return gpu_cell(self.gpu, idle=self.gpu_idle)  # …, no GPU, reconnecting
         # The newest SPARK_POINTS samples per GPU only: the cell is redrawn at every sample.
+        if all(g.util is None for g in latest.gpus):
+            # No figure to show (a TPU before libtpu serves its metrics, at a job's start): "?", as
+            # `gcptui gpu` says, never a 0% nobody measured.
+            return Text("?", "dim")
         newest = [list(islice(reversed(values), SPARK_POINTS)) for values in self.gpu.util.values()]
         means = [sum(point) / len(point) for point in zip(*newest, strict=False)][::-1]
         util = means[-1] if means else 0.0
