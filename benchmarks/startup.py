@@ -38,6 +38,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from bench_run import owned_run, quick, quick_flag  # noqa: E402
+
 from gcptui.remote.emulator.demo import demo_fleet  # noqa: E402
 from tests.e2e.terminal import (  # noqa: E402
     ROOT,
@@ -126,17 +128,19 @@ def main() -> int:
     parser.add_argument(
         "--command", default=None, help="how to start gcptui (default: as the e2e tests choose)"
     )
-    args = parser.parse_args()
+    quick_flag(parser)
+    args = quick(parser.parse_args(), runs=1)
     if not tmux_available():
         print("tmux is not installed (apt-get install tmux)", file=sys.stderr)
         return 2
     argv, which = (args.command.split(), "--command") if args.command else gcptui_command()
     load_before = os.getloadavg()
     runs = []
-    for number in range(args.runs):
-        figures = one_run(argv, args.vms, args.timeout)
-        runs.append(figures)
-        print(f"run {number + 1}: " + "  ".join(f"{k} {v:.2f}" for k, v in figures.items()), flush=True)
+    with owned_run("startup"):
+        for number in range(args.runs):
+            figures = one_run(argv, args.vms, args.timeout)
+            runs.append(figures)
+            print(f"run {number + 1}: " + "  ".join(f"{k} {v:.2f}" for k, v in figures.items()), flush=True)
     load_after = os.getloadavg()
     keys = runs[0].keys()
     result = {
