@@ -22,7 +22,7 @@ class ServiceAccounts:
     """The project's service accounts, by e-mail address."""
 
     project: str
-    number: int
+    number: str
 
     def __post_init__(self) -> None:
         self.accounts: dict[str, dict[str, Any]] = {}
