@@ -53,7 +53,7 @@ gcptui() { (cd "$work" && "$venv/gcptui" "$@" --config "$dir/gcptui.toml"); }
 step "gcptui emulator --vms 3 --dir $dir"
 "$venv/gcptui" emulator --vms 3 --dir "$dir" >"$work/emulator.log" 2>&1 &
 emulator_pid=$!
-until_true 60 grep -q "emulator ready" "$work/emulator.log" || fail "the emulator did not start"
+until_true 60 grep -qs "emulator ready" "$work/emulator.log" || fail "the emulator did not start"
 grep -q '^\[storage\]' "$dir/gcptui.toml" || fail "the emulator's config names no bucket"
 
 step "ls"
