@@ -53,7 +53,7 @@ gcptui() { (cd "$work" && "$venv/gcptui" "$@" --config "$dir/gcptui.toml"); }
 step "gcptui emulator --vms 3 --dir $dir"
 "$venv/gcptui" emulator --vms 3 --dir "$dir" >"$work/emulator.log" 2>&1 &
 emulator_pid=$!
-until_true 60 grep -q "emulator ready" "$work/emulator.log" || fail "the emulator did not start"
+until_true 60 grep -qs "emulator ready" "$work/emulator.log" || fail "the emulator did not start"
 grep -q '^\[storage\]' "$dir/gcptui.toml" || fail "the emulator's config names no bucket"
 
 step "ls"
@@ -113,7 +113,12 @@ gcptui vm preempt trainer-l4-1 >/dev/null
 resumed() { gcptui keeper status 2>/dev/null | grep -q "trainer-l4-1: resumed.*0 steps lost"; }
 until_true 150 resumed || { gcptui keeper status >&2 || true; fail "the keeper did not resume trainer-l4-1"; }
 
-step "keeper remove"
+grep -q "include-system-site-packages = false" "$dir/vms/gcptui-keeper/home/.gcptui-keeper/venv/pyvenv.cfg" \
+  || fail "the keeper's venv sees the VM's system site-packages"
+
+step "keeper stop, then keeper remove"
+stopped=$(gcptui keeper stop 2>&1) || fail "keeper stop: $stopped"
+case "$stopped" in *"its lease given back"*) ;; *) fail "keeper stop: $stopped" ;; esac
 gcptui keeper remove >/dev/null
 if gcptui ls 2>/dev/null | grep -q "gcptui-keeper"; then fail "keeper remove left its VM"; fi
 step "passed in $((SECONDS - started)) s"

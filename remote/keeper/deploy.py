@@ -135,7 +135,7 @@ class KeeperDeploy:
             # As [ssh].user, whom the keeper logs in as where OS Login is off (not the laptop's OS
             # Login user, which `target` names when the keeper VM itself uses OS Login).
             user = self.services.compute.of(instance).ssh_target(instance, None).user
-            await self._authorize(key_entry(user, public))
+            await self._authorize(user, public)
         mode = (await self._sh(conn, service_mode_script())).strip()
         service = KeeperService(self.services, instance)
         await service.start(mode, env=self._env(), home=home)
@@ -274,7 +274,7 @@ class KeeperDeploy:
             f"keeper: OS Login is on: its key imported into {account}'s login profile; it logs in as {user}"
         )
 
-    async def _authorize(self, entry: str) -> None:
+    async def _authorize(self, user: str, public: str) -> None:
         """The keeper's key in the ``ssh-keys`` of each VM it watches now (instance metadata: it opens
         no other VM); the keeper adds it to those it starts watching later (``KeyPlanter``)."""
         from gcptui.remote.keeper.instance_keys import add_instance_key, watched_at_start
@@ -282,11 +282,18 @@ class KeeperDeploy:
         snapshot = await asyncio.to_thread(self.services.fleet.snapshot)
         rows = [row for row in snapshot.instances if watched_at_start(row)]
         for row in rows:
-            await asyncio.to_thread(add_instance_key, self.services, row, entry)
+            await asyncio.to_thread(add_instance_key, self.services, row, key_entry(user, public))
         names = ", ".join(row.name for row in rows) or "no Spot VM yet"
         self.say(
             f"keeper: its SSH key in the ssh-keys metadata of the VMs it watches ({names}), not the project's"
         )
+        if self.config.tpu.zones:
+            # A TPU VM's metadata is set when its node is made: the project's ssh-keys are how the
+            # keeper reaches the workers of the nodes that exist already.
+            from gcptui.remote.keeper.project_keys import add_project_key
+
+            await asyncio.to_thread(add_project_key, self.services, user, public)
+            self.say("keeper: and in the project's ssh-keys, for the TPU VMs' workers ([tpu] zones is set)")
 
     def _env(self) -> dict[str, str]:
         """What the keeper's process needs beyond its config: a Cloud Storage emulator's address."""
