@@ -1,4 +1,4 @@
-"""`gcptui vm preempt` of a Vertex AI job's Spot worker, through the emulator's own control path
+"""`gcptui vm preempt` (and `P` in the demo) of a Vertex AI job's Spot worker, through the emulator's own control path
 (``[gcp] control_endpoint``; Vertex AI has no such call): the worker is preempted and Vertex restarts
 it. An on-demand job, or a config without the control path (as on GCP), is one line, exit 2; the
 control path answers in Google's error shape and wants the bearer token as every path does."""
@@ -14,9 +14,13 @@ from typing import Any
 
 import pytest
 
+from gcptui.remote.config import load_config
+from gcptui.remote.emulator import Emulator
 from gcptui.remote.emulator.thread import EmulatorThread
+from gcptui.tui.app import GcptuiApp
 from gcptui.tui.cli.main import main
 from tests.helpers.emulator import wait_until
+from tests.tui.test_fleet_jobs import until
 
 REGION = "us-central1"
 
@@ -74,3 +78,24 @@ def test_vm_preempt_reaches_a_vertex_jobs_spot_worker(
         _post(api_emulator, f"{control}/projects/{api_emulator.project}/zones/us-central1-a/instances/x:preempt", {},
               token="nope")  # fmt: skip
     assert anonymous.value.code == 401
+
+
+async def test_P_in_the_demo_preempts_a_tpu_node_through_its_backend(
+    emulator: Emulator, tmp_path: Path
+) -> None:  # noqa: N802
+    """`P` (a demo key) acts through the row's backend, as `vm preempt` does: a Spot TPU node too."""
+    emulator.add_tpu("tpu-s", accelerator_type="v4-8", spot=True)
+    await emulator.wait_for_tpu("tpu-s", "READY")
+    app = GcptuiApp(
+        load_config(emulator.write_config(tmp_path / "gcptui.toml")), demo=True, refresh_seconds=0.5
+    )
+    async with app.run_test(size=(180, 30)) as pilot:
+        await until(
+            pilot, lambda: (s := app.fleet_screen.snapshot) is not None and s.find("tpu-s") is not None
+        )
+        assert app.fleet_screen.selected_instance().name == "tpu-s"  # type: ignore[union-attr]
+        await pilot.press("P")
+        try:
+            await until(pilot, lambda: emulator.tpu("tpu-s").state == "PREEMPTED", timeout=30)
+        except AssertionError:
+            raise AssertionError([n.message for n in app._notifications]) from None
