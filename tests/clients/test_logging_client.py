@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 from google.api_core import exceptions
-from google.cloud import logging as cloud_logging
+from google.cloud import logging as cloud_logging  # type: ignore[attr-defined]
 
 from gcptui.remote.emulator.thread import EmulatorThread
 from tests.clients.conftest import client_kwargs
