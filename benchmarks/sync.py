@@ -33,6 +33,7 @@ import asyncssh  # noqa: E402
 from bench_run import owned_run, quick, quick_flag  # noqa: E402
 
 from gcptui.remote.compute.ssh_exec import SshExecChannel  # noqa: E402
+from gcptui.remote.ssh.pool import ENCRYPTION_ALGS  # noqa: E402
 from gcptui.remote.sync import SyncSession  # noqa: E402
 from tests.helpers.sshd import Sshd, make_client_key  # noqa: E402
 from tests.helpers.wan import add_known_host, spawn_wan_proxy  # noqa: E402
@@ -126,10 +127,13 @@ def burst(root: Path, count: int, round_: int) -> list[Path]:
 
 
 async def connect(link: Link) -> asyncssh.SSHClientConnection:
+    """A connection as the product's SSH pool makes it: its cipher order (AES-GCM first) included.
+    (asyncssh's default, ChaCha20, costs ~21 % more client CPU and ~11 % more on the VM side.)"""
     sshd = link.sshd
     return await asyncssh.connect(
         link.host, port=link.port, username=sshd.user,
         client_keys=[str(sshd.client_key)], known_hosts=str(sshd.known_hosts),
+        encryption_algs=ENCRYPTION_ALGS,
     )  # fmt: skip
 
 
