@@ -141,3 +141,20 @@ def test_unserved_method_answers_googles_json_error(emu: EmulatorThread) -> None
     answer = session.put(f"{emu.endpoint}/compute/v1/projects/{emu.project}/global/images", json={})
     assert answer.status_code == 404
     assert answer.json()["error"]["status"] == "NOT_FOUND"
+
+
+def test_extended_operation_result_with_the_documented_workaround(
+    emu: EmulatorThread, instances: compute_v1.InstancesClient, operations: compute_v1.ZoneOperationsClient
+) -> None:
+    """``insert()``'s ExtendedOperation polls through a ZoneOperationsClient built without our
+    endpoint; handing it one built with it (docs/EMULATOR.md) makes ``result()`` work."""
+    instances._transport._extended_operations_services["zone_operations"] = operations  # type: ignore[attr-defined]
+    vm = compute_v1.Instance(
+        name="extended", machine_type=f"zones/{ZONE}/machineTypes/e2-medium",
+        disks=[compute_v1.AttachedDisk(boot=True, auto_delete=True, initialize_params=compute_v1.AttachedDiskInitializeParams(
+            source_image="projects/debian-cloud/global/images/family/debian-12"))],
+    )  # fmt: skip
+    operation = instances.insert(project=emu.project, zone=ZONE, instance_resource=vm)
+    operation.result(timeout=30)
+    assert operation.done() and not operation.error_code
+    instances.delete(project=emu.project, zone=ZONE, instance="extended").result(timeout=30)
