@@ -217,3 +217,22 @@ def test_watch_streams_a_pods_changes(api: client.ApiClient) -> None:
             break
     assert seen[0] == ("ADDED", "Pending") and seen[-1] == ("MODIFIED", "Running")
     core.delete_namespaced_pod("watched", "default", grace_period_seconds=0)
+
+
+def test_scale_subresource_and_delete_collection(api: client.ApiClient) -> None:
+    apps, core = client.AppsV1Api(api), client.CoreV1Api(api)
+    body = client.V1StatefulSet(
+        metadata=client.V1ObjectMeta(name="scaled"),
+        spec=client.V1StatefulSetSpec(
+            service_name="scaled", replicas=1, selector=client.V1LabelSelector(match_labels={"app": "scaled"}),
+            template=_pod_template({"app": "scaled"}, ["sleep", "60"]),
+        ),
+    )  # fmt: skip
+    apps.create_namespaced_stateful_set("default", body)
+    scale = apps.patch_namespaced_stateful_set_scale("scaled", "default", {"spec": {"replicas": 2}})
+    assert scale.spec.replicas == 2 and scale.status.selector == "app=scaled"
+    wait_until(lambda: len(core.list_namespaced_pod("default", label_selector="app=scaled").items) == 2, 30)
+    assert apps.read_namespaced_stateful_set_scale("scaled", "default").spec.replicas == 2
+    core.delete_collection_namespaced_pod("default", label_selector="app=scaled", grace_period_seconds=0)
+    apps.delete_namespaced_stateful_set("scaled", "default")
+    wait_until(lambda: not core.list_namespaced_pod("default", label_selector="app=scaled").items, 30)
