@@ -158,3 +158,21 @@ def test_extended_operation_result_with_the_documented_workaround(
     operation.result(timeout=30)
     assert operation.done() and not operation.error_code
     instances.delete(project=emu.project, zone=ZONE, instance="extended").result(timeout=30)
+
+
+def test_disk_types_and_regions(emu: EmulatorThread) -> None:
+    disk_types = compute_v1.DiskTypesClient(**_kwargs(emu))  # type: ignore[arg-type]
+    assert "pd-balanced" in {d.name for d in disk_types.list(project=emu.project, zone=ZONE)}
+    assert disk_types.get(project=emu.project, zone=ZONE, disk_type="pd-ssd").valid_disk_size
+    scoped = [
+        (key, d.name)
+        for key, page in disk_types.aggregated_list(project=emu.project)
+        for d in page.disk_types
+    ]
+    assert (f"zones/{ZONE}", "pd-standard") in scoped
+    regions = compute_v1.RegionsClient(**_kwargs(emu))  # type: ignore[arg-type]
+    central = regions.get(project=emu.project, region="us-central1")
+    assert central.status == "UP" and any(zone.endswith(f"/zones/{ZONE}") for zone in central.zones)
+    assert "europe-west4" in {r.name for r in regions.list(project=emu.project)}
+    with pytest.raises(exceptions.NotFound):
+        regions.get(project=emu.project, region="mars-north1")
