@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import io
 import re
+import shlex
 import tarfile
 import time
 from collections.abc import AsyncIterator, Callable
@@ -65,6 +66,7 @@ class SubmitOptions:
     spot: bool | None = None
     image: str | None = None
     resume: bool = False
+    container: str | None = None  # run this image itself (its entrypoint): no packaged tree
 
 
 def package(config: Config, say: Callable[[str], None] | None = None) -> bytes:
@@ -114,12 +116,13 @@ def output_dir(config: Config, name: str) -> str:
 
 
 def job_body(config: Config, options: SubmitOptions, code_url: str) -> dict[str, Any]:
-    """The ``CustomJob`` to create (``--replicas N``: the chief pool of 1 and a pool of N − 1)."""
+    """The ``CustomJob`` to create (``--replicas N``: the chief pool of 1 and a pool of N − 1); with
+    ``options.container``, its workers run that image: its ENTRYPOINT, or ``[job] command`` when set."""
     vertex, job = config.vertex, config.job
     command = (job.resume or job.command) if options.resume else job.command
-    if not command:
+    if not command and not options.container:
         raise ConfigError("[job] command is empty: set the command the job runs in the config")
-    image = options.image or vertex.image
+    image = options.container or options.image or vertex.image
     if not image:
         raise ConfigError(
             "no image for the job's workers: set [vertex] image (a prebuilt PyTorch training image)"
@@ -133,12 +136,16 @@ def job_body(config: Config, options: SubmitOptions, code_url: str) -> dict[str,
         machine.update(acceleratorType=kind, acceleratorCount=int(count))
     out = output_dir(config, options.name)
     env = {"GCPTUI_METRICS": "/dev/stdout", "GCPTUI_CHECKPOINT_URL": f"{out}/checkpoints", **job.env}
-    container = {
+    container: dict[str, Any] = {
         "imageUri": image,
         "command": ["python3", "-c", BOOTSTRAP()],
         "args": [code_url, command, job.resume or job.command],
         "env": [{"name": k, "value": v} for k, v in sorted(env.items())],
     }
+    if options.container:  # the built image holds the code: no bootstrap, no package
+        container = {"imageUri": options.container, "env": container["env"]}
+        if command:
+            container["command"] = shlex.split(command)
     pool = {"machineSpec": machine, "replicaCount": "1", "containerSpec": container,
             "diskSpec": {"bootDiskType": "pd-ssd", "bootDiskSizeGb": 100}}  # fmt: skip
     pools = [pool] + ([{**pool, "replicaCount": str(options.replicas - 1)}] if options.replicas > 1 else [])
@@ -173,7 +180,8 @@ def prepare(
         raise ConfigError("no region: set [vertex] region (or regions), or pass --region")
     code_url = f"{output_dir(config, options.name)}/code-{time.strftime('%Y%m%dT%H%M%S')}.tar.gz"
     body = job_body(config, options, code_url)  # before uploading: a config mistake costs nothing
-    upload(code_url, package(config, say))
+    if not options.container:
+        upload(code_url, package(config, say))
     return region, body
 
 

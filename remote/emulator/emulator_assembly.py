@@ -13,14 +13,21 @@ import json
 import os
 import secrets
 import socket
+import urllib.error
+import urllib.request
 from collections.abc import Iterable
 from pathlib import Path
+from urllib.parse import quote
 
 import asyncssh
 from aiohttp import web
 
 from gcptui.remote.cloud.price_catalog import fallback_book
+from gcptui.remote.emulator.artifactregistry.api import ArtifactRegistryApi
+from gcptui.remote.emulator.artifactregistry.registry import Registry
 from gcptui.remote.emulator.billing.catalog import CatalogApi, region_of
+from gcptui.remote.emulator.cloudbuild.api import CloudBuildApi
+from gcptui.remote.emulator.cloudbuild.builds import MAX_SOURCE, Builds
 from gcptui.remote.emulator.compute.api import ComputeApi
 from gcptui.remote.emulator.compute.faults import Faults
 from gcptui.remote.emulator.compute.fleet import OPERATION_TTL, Fleet, Timing
@@ -113,6 +120,10 @@ class EmulatorAssembly:
         self.vertex_timing = VertexTiming()
         self.vertex_env: dict[str, str] = {}  # given to every Vertex AI task (e.g. STORAGE_EMULATOR_HOST)
         self.vertex: VertexJobs | None = None
+        # Artifact Registry's images (folders keyed by digest) and the Cloud Build builds that push them;
+        # Vertex AI's workers run those images (same endpoint).
+        self.registry = Registry(self.root / "artifactregistry", project, self.project_number)
+        self.builds: Builds | None = None
         # GKE clusters (the Container API on this endpoint, a Kubernetes API server of their own each).
         self.gke = GkeClusters(self.root / "gke", project, self.token)
         self.gke_instances: GkeNodeInstances | None = None  # each node's Compute Engine instance
@@ -200,8 +211,14 @@ class EmulatorAssembly:
         self.oslogin.add_routes(self.server.app)
         self.catalog.add_routes(self.server.app)
         self.vertex = VertexJobs(self.root / "vertex", project=self.project, number=self.project_number,
-                                 logs=self.logs, timing=self.vertex_timing, env=self.vertex_env)  # fmt: skip
-        VertexApi(self.vertex, {region_of(zone) for zone in self._zones}).add_routes(self.server.app)
+                                 logs=self.logs, timing=self.vertex_timing, env=self.vertex_env,
+                                 images=self.registry)  # fmt: skip
+        regions = {region_of(zone) for zone in self._zones}
+        VertexApi(self.vertex, regions).add_routes(self.server.app)
+        self.builds = Builds(self.root / "cloudbuild", self.project, self.project_number, self.logs,
+                             self._fetch_source, self.registry)  # fmt: skip
+        CloudBuildApi(self.builds, regions).add_routes(self.server.app)
+        ArtifactRegistryApi(self.registry, regions).add_routes(self.server.app)
         LoggingApi(self.logs, self.project, self.project_number).add_routes(self.server.app)
         self.iam = ServiceAccounts(self.project, self.project_number)
         self.iam.add_routes(self.server.app)
@@ -231,6 +248,8 @@ class EmulatorAssembly:
             await self.tpus.close()
         if self.vertex is not None:
             await self.vertex.close()
+        if self.builds is not None:
+            await self.builds.close()
         if self.fleet is not None:
             await self.fleet.close()
         if self._host is not None:
@@ -238,6 +257,22 @@ class EmulatorAssembly:
         if self._runner is not None:
             await self._runner.cleanup()
             self._runner = None
+
+    def _fetch_source(self, bucket: str, name: str) -> bytes:
+        """A build's source object, read from the emulated bucket (``STORAGE_EMULATOR_HOST`` of the
+        jobs' environment: fake-gcs-server's JSON API); bounded."""
+        host = self.vertex_env.get("STORAGE_EMULATOR_HOST", "").rstrip("/")
+        if not host:
+            raise OSError("the emulator has no bucket (start it with fake-gcs-server installed)")
+        url = f"{host}/storage/v1/b/{quote(bucket, safe='')}/o/{quote(name, safe='')}?alt=media"
+        try:
+            with urllib.request.urlopen(url, timeout=30) as response:  # noqa: S310 - loopback http only
+                data: bytes = response.read(MAX_SOURCE + 1)
+        except urllib.error.HTTPError as error:
+            raise OSError(f"gs://{bucket}/{name}: HTTP {error.code}") from None
+        if len(data) > MAX_SOURCE:
+            raise OSError(f"gs://{bucket}/{name} is larger than the emulator fetches")
+        return data
 
     def _fleet(self) -> Fleet:
         if self.fleet is None:

@@ -198,6 +198,14 @@ def build_parser() -> argparse.ArgumentParser:
     )
     logs.set_defaults(handler=_lazy("gcptui.tui.cli.jobs", "run_logs"))
 
+    build = sub.add_parser(
+        "build", parents=[common], help="build the project's image with Cloud Build (Artifact Registry)"
+    )
+    build.add_argument("--dockerfile", default="Dockerfile", metavar="PATH", help="in [sync] source")
+    build.add_argument("--tag", default="latest", help="the image's tag (default: latest)")
+    build.add_argument("--yes", action="store_true", help="create the repository without asking")
+    build.set_defaults(handler=_lazy("gcptui.tui.cli.build", "run_build_command"))
+
     vertex = sub.add_parser("vertex", parents=[common], help="Vertex AI custom jobs")
     vertex_actions = vertex.add_subparsers(dest="vertex_action", metavar="ACTION", required=True)
     submit = vertex_actions.add_parser(
@@ -213,7 +221,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     submit.add_argument("--replicas", type=int, default=1, help="workers: the chief and N-1 more")
     submit.add_argument("--spot", action="store_true", help="Spot capacity (default: [vertex] spot)")
-    submit.add_argument("--image", default=None, help="default: [vertex] image")
+    image = submit.add_mutually_exclusive_group()
+    image.add_argument("--image", default=None, metavar="URI", help="run this image (its entrypoint)")
+    image.add_argument("--build", action="store_true", help="`gcptui build` first, then run its image")
+    submit.add_argument(
+        "--yes", action="store_true", help="with --build: create the repository without asking"
+    )
     submit.add_argument(
         "--resume", default=None, metavar="NAME", help="run [job] resume in NAME's output folder"
     )
