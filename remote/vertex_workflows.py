@@ -189,13 +189,25 @@ def resubmit_body(job: dict[str, Any], config: Config) -> dict[str, Any]:
     """The body of ``job restart``: the same job with ``[job] resume`` instead of its command,
     writing under the same output directory (so the trainer restores from the bucket)."""
     command = config.job.resume or config.job.command
-    if not command:
-        raise ConfigError("[job] resume and command are empty: set the command that continues the run")
     spec = job.get("jobSpec") or {}
+    packaged = any(
+        ((p or {}).get("containerSpec") or {}).get("args") for p in spec.get("workerPoolSpecs") or []
+    )
+    if not command and packaged:
+        raise ConfigError("[job] resume and command are empty: set the command that continues the run")
     pools = []
     for pool in spec.get("workerPoolSpecs") or []:
         container = dict((pool or {}).get("containerSpec") or {})
         args = list(container.get("args") or [])
+        if not args and (job.get("labels") or {}).get("gcptui") == "vertex-submit":
+            # An image's job (--build, --image): the same digest, `[job] resume` as its command when set.
+            pools.append(
+                {
+                    **pool,
+                    "containerSpec": {**container, **({"command": shlex.split(command)} if command else {})},
+                }
+            )
+            continue
         if len(args) not in (2, 3) or not str(args[0]).startswith("gs://"):
             raise GcptuiError(f"{job.get('name')} was not submitted by gcptui: restart it with gcloud")
         pools.append({**pool, "containerSpec": {**container, "args": [args[0], command, command]}})

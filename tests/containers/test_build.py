@@ -96,6 +96,20 @@ def test_build_then_submit_runs_the_images_entrypoint_and_an_unchanged_tree_is_n
         assert "[workerpool0-0] cwd app ['.dockerignore', 'Dockerfile', 'train.py']" in lines
         assert lines[-1] == "[service] Job completed successfully."
 
+        # `job restart` submits the same digest again.
+        assert main(["job", "restart", job_id, "--config", config]) == 0
+        again = capsys.readouterr().out.splitlines()[-1].rsplit("/", 1)[1]
+        assert emu.emulator.vertex is not None
+        images = {
+            p["containerSpec"]["imageUri"]
+            for p in emu.emulator.vertex.jobs[again].body["jobSpec"]["workerPoolSpecs"]
+        }
+        assert images == {reference}
+        assert main(["logs", "-f", again, "--config", config]) == 0
+        assert (
+            "[workerpool0-0] hello-from-image train ['--epochs', '2']" in capsys.readouterr().out.splitlines()
+        )
+
         # A changed tree is built again, to a new digest.
         (source / "train.py").write_text(TRAIN + "print('v2', flush=True)\n")
         assert main(["build", "--yes", "--tag", "v2", "--config", config]) == 0
