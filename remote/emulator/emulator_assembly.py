@@ -121,11 +121,11 @@ class EmulatorAssembly:
         self.vertex_env: dict[str, str] = {}  # given to every Vertex AI task (e.g. STORAGE_EMULATOR_HOST)
         self.vertex: VertexJobs | None = None
         # Artifact Registry's images (folders keyed by digest) and the Cloud Build builds that push them;
-        # Vertex AI's workers run those images (same endpoint).
+        # Vertex AI's workers and GKE's pods run those images (same endpoint).
         self.registry = Registry(self.root / "artifactregistry", project, self.project_number)
         self.builds: Builds | None = None
         # GKE clusters (the Container API on this endpoint, a Kubernetes API server of their own each).
-        self.gke = GkeClusters(self.root / "gke", project, self.token)
+        self.gke = GkeClusters(self.root / "gke", project, self.token, images=self.registry)
         self.gke_instances: GkeNodeInstances | None = None  # each node's Compute Engine instance
         self.endpoint = ""
         self.ssh_port = 0

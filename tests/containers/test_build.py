@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import re
+import time
 from pathlib import Path
 
 import pytest
@@ -146,3 +147,28 @@ def test_a_dockerfile_docker_refuses_fails_the_build_with_its_line(
         assert main(["build", "--yes", "--config", config]) != 0
         assert "unknown instruction: FORM" in capsys.readouterr().err
         assert json.dumps(builds(emu)) == "2"
+
+
+def test_a_gke_pod_runs_the_built_image(
+    tmp_path: Path, source: Path, fake_gcs: FakeGcs, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with EmulatorThread(tmp_path / "emu", ssh=False) as emu:
+        emu.emulator.vertex_env["STORAGE_EMULATOR_HOST"] = fake_gcs.host
+        config = _config(emu, tmp_path, source)
+        assert main(["build", "--yes", "--config", config]) == 0
+        reference = capsys.readouterr().out.splitlines()[-1]
+        cluster = emu.add_gke_cluster("training", "us-central1-a", nodes=1)
+        container = {"name": "train", "image": reference, "args": ["--gke"]}  # args replace the image's CMD
+        labels = {"app": "img"}
+        manifest = {"apiVersion": "apps/v1", "kind": "StatefulSet", "metadata": {"name": "img", "labels": labels},
+                    "spec": {"replicas": 1, "selector": {"matchLabels": labels}, "serviceName": "img",
+                             "template": {"metadata": {"labels": labels}, "spec": {"containers": [container]}}}}  # fmt: skip
+        emu.call(cluster.store.create, "statefulsets", "default", manifest)
+        deadline = time.monotonic() + 30
+        log = ""
+        while "hello-from-image" not in log:
+            assert time.monotonic() < deadline, f"the pod did not run the image: {log!r}"
+            runner = cluster.runners.get(("default", "img-0"))
+            log = runner.log_file(0).read_text() if runner and runner.log_file(0).exists() else ""
+            time.sleep(0.05)  # polling the emulator's thread
+        assert "hello-from-image train ['--gke']" in log

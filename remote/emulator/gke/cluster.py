@@ -17,7 +17,7 @@ from typing import Any, TypeVar
 
 from gcptui.remote.aio import log_failure, report_failure
 from gcptui.remote.emulator.core.names import Accelerator
-from gcptui.remote.emulator.gke.pods import PodRunner
+from gcptui.remote.emulator.gke.pods import ImageSource, PodRunner
 from gcptui.remote.emulator.gke.store import Store, now_rfc3339
 from gcptui.remote.emulator.hosts.vm_disk import VmDisk
 
@@ -62,6 +62,7 @@ class Cluster:
     shutdown_grace_seconds: float = 15.0  # what a Spot node's shutdown gives a pod before SIGKILL
     _controller: asyncio.Task[None] | None = None
     _next_node: int = 0
+    images: ImageSource | None = None  # Artifact Registry's images, run by the pods (pods.py)
 
     def _spawn(self, work: Coroutine[Any, Any, T], name: str) -> asyncio.Task[T]:
         """A background task held until it ends (an unreferenced task may be collected mid-way),
@@ -141,7 +142,8 @@ class Cluster:
         if nodes:
             self.event(created, "Scheduled", f"Successfully assigned {namespace}/{created['metadata']['name']} "
                        f"to {spec['nodeName']}", "default-scheduler")  # fmt: skip
-        runner = PodRunner(self.store, self.root, created, self.node_bin(spec["nodeName"]) if nodes else None)
+        runner = PodRunner(self.store, self.root, created, self.node_bin(spec["nodeName"]) if nodes else None,
+                           self.images)  # fmt: skip
         self.runners[(namespace, created["metadata"]["name"])] = runner
         runner.task = self._spawn(runner.run(), f"gke pod {created['metadata']['name']}")
         return created
