@@ -140,12 +140,15 @@ async def container_log_events(
     yield LogNotice("ended", "no pod left to follow")
 
 
-def restart(compute: Compute, row: Instance) -> str:
-    """Recreate a workload's pods through its controller (``kubectl rollout restart``); blocking."""
+def restart(compute: Compute, row: Instance, image: str | None = None) -> str:
+    """Recreate a workload's pods through its controller (``kubectl rollout restart``; with
+    ``image``, rolled to that image); blocking."""
     backend = gke_backend(compute, row)
     if backend is None or row.parent is not None:
         raise GcptuiError(f"{row.name} is not a GKE workload: give the workload's name, not a pod's")
-    backend.restart(row)
+    backend.restart(row, image)
+    if image:
+        return f"{row.name}: pods being recreated by their StatefulSet with {image}"
     return f"{row.name}: pods being recreated by their StatefulSet"
 
 

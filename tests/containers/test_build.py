@@ -172,3 +172,20 @@ def test_a_gke_pod_runs_the_built_image(
             log = runner.log_file(0).read_text() if runner and runner.log_file(0).exists() else ""
             time.sleep(0.05)  # polling the emulator's thread
         assert "hello-from-image train ['--gke']" in log
+
+        # `job restart WORKLOAD --image` rolls the StatefulSet to a new build: its pod runs that.
+        config = _config(emu, tmp_path, source)  # now with the cluster's [[gke]]
+        (source / "train.py").write_text(TRAIN + "print('v2', flush=True)\n")
+        assert main(["build", "--yes", "--tag", "v2", "--config", config]) == 0
+        second = capsys.readouterr().out.splitlines()[-1]
+        assert main(["job", "restart", "img", "--image", second, "--config", config]) == 0
+        assert f"with {second}" in capsys.readouterr().err
+        while "v2" not in log:
+            assert time.monotonic() < deadline + 30, f"the pod did not roll to the new image: {log!r}"
+            runner = cluster.runners.get(("default", "img-0"))
+            log = runner.log_file(0).read_text() if runner and runner.log_file(0).exists() else ""
+            time.sleep(0.05)  # polling the emulator's thread
+        workload = cluster.store.get("statefulsets", "default", "img")
+        assert workload is not None
+        assert workload["spec"]["template"]["spec"]["containers"][0]["image"] == second
+        assert workload["spec"]["template"]["spec"]["containers"][0]["args"] == ["--gke"]  # the rest kept

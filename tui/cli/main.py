@@ -167,6 +167,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     job.add_argument("--json", action="store_true", help="print JSON objects")
     job.add_argument("--no-sync", action="store_true", help="start without syncing the tree first")
+    job.add_argument(
+        "--image", default=None, metavar="URI", help="restart: roll a GKE workload to this image"
+    )
     job.set_defaults(handler=_lazy("gcptui.tui.cli.jobs", "run_job"))
 
     pull = sub.add_parser(

@@ -380,8 +380,11 @@ class GkeBackend(Backend):
                 )
             time.sleep(self.poll_seconds)
 
-    def restart(self, row: Instance) -> None:
-        """Recreate a StatefulSet's pods through its controller, as ``kubectl rollout restart`` does."""
+    def restart(self, row: Instance, image: str | None = None) -> None:
+        """Recreate a StatefulSet's pods through its controller, as ``kubectl rollout restart`` does;
+        with ``image``, its first container's image is set too (``kubectl set image``), so the
+        pods roll to it. A read then a replace (its resourceVersion guards a concurrent change): a
+        strategic merge of the containers list is keyed by name on GKE, which a plain merge is not."""
         if row.labels.get("gke-kind") != "StatefulSet":
             raise Unsupported(
                 row, "be restarted (only a StatefulSet's pods are recreated by their controller)"
@@ -394,9 +397,17 @@ class GkeBackend(Backend):
         }
 
         async def restart(api: ApiClient) -> None:
-            await cluster.request(
-                api, "PATCH", path, body=patch, content_type="application/strategic-merge-patch+json"
-            )
+            if image is None:
+                await cluster.request(
+                    api, "PATCH", path, body=patch, content_type="application/strategic-merge-patch+json"
+                )
+                return
+            workload = await cluster.request(api, "GET", path)
+            template = workload["spec"]["template"]
+            template["spec"]["containers"][0]["image"] = image
+            annotations = template.setdefault("metadata", {}).setdefault("annotations", {})
+            annotations["kubectl.kubernetes.io/restartedAt"] = stamp
+            await cluster.request(api, "PUT", path, body=workload)
 
         cluster.run(restart)
 
