@@ -369,6 +369,16 @@ class GcptuiApp(Telling, KeepAliveControls, App[None]):
         if screen is not None:
             self.push_screen(screen)
 
+    def open_curves(self, names: list[str]) -> None:
+        from gcptui.remote.jobs.protocol import metrics_path
+        from gcptui.tui.curves.screen import CurvesScreen
+
+        snapshot = self.fleet_screen.snapshot
+        found = [i for n in names if snapshot is not None and (i := snapshot.find(n)) is not None]
+        if found:
+            path = metrics_path(self.config.job, self.config.sync.dest)
+            self.push_screen(CurvesScreen([(i.name, self.services.channel(i)) for i in found], path))
+
     def open_sweep(self) -> None:
         from gcptui.tui.sweep.screen import open_newest_sweep
 

@@ -94,6 +94,14 @@ ACTIONS: tuple[Action, ...] = (
     ),  # fmt: skip
     Action("keepalive.relaunch", "L", "relaunch", "Relaunch now", "Keep-alive", mutating=True, show=False),
     Action("keepalive.timeline", "t", "timeline", "Preemption timeline", "Keep-alive", show=False),
+    Action(
+        "curves.open",
+        "v",
+        "curves",
+        "Training curves of the marked (or selected) machines",
+        "Curves",
+        show=False,
+    ),
     Action("results.pull", "p", "pull", "Pull the run directory to ./pulled/NAME", "Results", show=False),
     Action("vm.start", "U", "vm_start", "Start VM", "VM", mutating=True, show=False),
     Action(
@@ -207,6 +215,32 @@ ACTIONS: tuple[Action, ...] = (
         label="Plots",
     ),
     Action("sweep.back", "escape", "back", "Back to the fleet", "Sweep screen", screen="sweep", label="Back"),
+    # The curves screen (`v`).
+    Action(
+        "curves.metric", "m", "next_metric", "Next metric", "Curves screen", screen="curves", label="Metric"
+    ),
+    Action(
+        "curves.x",
+        "x",
+        "toggle_x",
+        "x axis: step or wall time",
+        "Curves screen",
+        screen="curves",
+        label="Step/time",
+    ),
+    Action(
+        "curves.smooth",
+        "s",
+        "cycle_smoothing",
+        "Smoothing: off, 0.6, 0.9",
+        "Curves screen",
+        screen="curves",
+        label="Smooth",
+    ),
+    Action(
+        "curves.log", "l", "toggle_log", "Log y axis on/off", "Curves screen", screen="curves", label="Log"
+    ),
+    Action("curves.back", "escape", "back", "Back", "Curves screen", screen="curves", label="Back"),
     # Moving in a table of rows (the fleet's; tui/rows.py binds them on the table itself, so the
     # filter box keeps j, k, g and Home/End as text). Home/End move rows, never sideways.
     Action("rows.down", "j", "cursor_down", "Next row (down too)", "Move", screen="rows", show=False),
