@@ -170,6 +170,9 @@ async def follow_history(
 ) -> AsyncIterator[LogNotice | None]:
     """Read the metrics file at ``path`` over ``channel`` into ``history`` (whole, then as it grows
     when ``follow``); yields None after each chunk that changed it, and the stream's notices."""
+    # A path relative to the remote home (metrics_path's default) is said from it: a session's
+    # working folder need not be the home.
+    path = path if path.startswith(("/", "~")) else f"~/{path}"
     stream = LogStream(channel, path, history_lines=HISTORY_LINES, follow=follow, poll_interval=poll_interval)
     async for event in stream:
         if isinstance(event, LogNotice):
