@@ -36,12 +36,21 @@ class CurvesScreen(Screen[None]):
     CurvesScreen #curves-status { height: 1; padding: 0 1; color: $text-muted; }
     """
 
-    def __init__(self, sources: list[tuple[str, ExecChannel]], path: str) -> None:
+    def __init__(
+        self,
+        sources: list[tuple[str, ExecChannel]],
+        path: str,
+        *,
+        read: dict[str, MetricHistory] | None = None,
+    ) -> None:
+        """``read``: histories already read (shown as they are, not followed)."""
         super().__init__()
         self.sources = sources
         self.path = path
         self.runs: dict[str, MetricHistory] = {name: MetricHistory() for name, _ in sources}
         self.status: dict[str, str] = {name: "connecting" for name, _ in sources}
+        for name, history in (read or {}).items():
+            self.runs[name], self.status[name] = history, "read"
         self.view = View()
         self._dirty = True
 
