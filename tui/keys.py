@@ -269,12 +269,12 @@ ACTIONS: tuple[Action, ...] = (
 # Keys that mean different things on different screens: `?` lists them, so a habit from one
 # screen is not a surprise on another.
 KEY_NOTES: tuple[tuple[str, str], ...] = (
-    ("s", "starts a job on the fleet; in the logs screen it turns following on/off; sorts trials in the sweep screen"),
+    ("s", "starts a job on the fleet; in the logs screen it turns following on/off; sorts trials in the sweep screen; smooths the curves"),
     ("w", "opens the sweep screen from the fleet; wraps long lines in the logs screen"),
     ("f", "fullscreen pane in the logs screen; in the sweep screen it steps through trial states"),
     ("p", "pulls the run directory on the fleet; plots on/off in the sweep screen"),
     ("z", "expands or folds a group's row (Enter too); g is the first row, as in less and vim"),
-    ("Esc", "clears the fleet's filter; goes back from the logs and sweep screens"),
+    ("Esc", "clears the fleet's filter; goes back from the logs, sweep and curves screens"),
 )  # fmt: skip
 
 

@@ -25,7 +25,7 @@ from gcptui.remote.safe_text import vm_field
 from gcptui.remote.telemetry.log_stream import LogNotice, LogStream
 from gcptui.remote.telemetry.progress import MAX_COUNT, MAX_MAGNITUDE, json_object
 
-DEFAULT_CAP = 2000  # points kept per series: several times the dots of a 160-column plot
+DEFAULT_CAP = 1000  # points kept per series (up to twice that): several times the dots of a 160-column plot
 MAX_SERIES = 64  # metric names kept per run: a script logging thousands of names stays bounded
 MAX_MARKS = 1000
 MAX_NAME = 60
