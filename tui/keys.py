@@ -185,6 +185,15 @@ ACTIONS: tuple[Action, ...] = (
         screen="logs",
         label="Save",
     ),
+    Action(
+        "logs.curves",
+        "v",
+        "curves",
+        "Training curves of these machines",
+        "Logs screen",
+        screen="logs",
+        show=False,
+    ),
     Action("logs.back", "escape", "back", "Back to the fleet", "Logs screen", screen="logs", label="Back"),
     # The sweep screen (`w`); Enter on a trial opens its own log (the table's own select key).
     Action(

@@ -81,3 +81,15 @@ async def test_two_runs_one_preempted_and_resumed_plot_whole_with_the_preemption
         screen.redraw()
         shown = str(screen.query_one("#curves-plot").render())
         assert "━ spot-a" in shown and "━ spot-b" in shown and "┊ preempted" in shown
+
+        # The same key from the logs screen: the curves of its panes' machines, over the logs.
+        await pilot.press("escape")
+        await until(pilot, lambda: app.screen is fleet)
+        await pilot.press("l")
+        await until(pilot, lambda: type(app.screen).__name__ == "LogsScreen")
+        logs = app.screen
+        await pilot.press("v")
+        await until(pilot, lambda: isinstance(app.screen, CurvesScreen) and app.screen is not screen)
+        assert set(app.screen.runs) == {"spot-a", "spot-b"}  # type: ignore[attr-defined]
+        await pilot.press("escape")
+        await until(pilot, lambda: app.screen is logs)

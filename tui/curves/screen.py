@@ -18,6 +18,7 @@ from textual.screen import Screen
 from textual.widgets import Static
 
 from gcptui.remote.compute.exec_channel import ExecChannel
+from gcptui.remote.errors import GcptuiError
 from gcptui.remote.safe_text import one_line
 from gcptui.remote.telemetry.history import MetricHistory, follow_history
 from gcptui.tui.curves.data import SMOOTHING, View, metrics_of, plot_height, render
@@ -66,9 +67,13 @@ class CurvesScreen(Screen[None]):
         self.redraw()
 
     async def _follow(self, name: str, channel: ExecChannel) -> None:
-        async for notice in follow_history(channel, self.path, self.runs[name]):
-            if notice is not None:
-                self.status[name] = notice.kind
+        try:
+            async for notice in follow_history(channel, self.path, self.runs[name]):
+                if notice is not None:
+                    self.status[name] = notice.kind
+                self._dirty = True
+        except GcptuiError as error:  # a machine that refuses for good: said in its place, others go on
+            self.status[name] = f"error: {error}"
             self._dirty = True
 
     def _redraw_if_changed(self) -> None:
