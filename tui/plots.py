@@ -161,7 +161,8 @@ def ema(values: Sequence[float], weight: float) -> list[float]:
     return out
 
 
-def _x_text(value: float) -> str:
+def x_number(value: float) -> str:
+    """An x axis end: a step as an integer, anything else to 3 significant digits."""
     return str(int(value)) if float(value).is_integer() and abs(value) < 1e15 else _label(value)
 
 
@@ -218,7 +219,7 @@ def curves(
     marks: Sequence[MarkAt] = (),
     smooth: float = 0.0,
     log_y: bool = False,
-    x_text: Callable[[float], str] = _x_text,
+    x_text: Callable[[float], str] = x_number,
 ) -> Text:
     """Each (name, [(x, value), ...]) as a line in its own colour (the first: the leader's, drawn
     last so it stays on top), with a legend under the plot. ``marks`` are vertical lines (a

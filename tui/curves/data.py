@@ -16,7 +16,7 @@ from rich.text import Text
 from gcptui.remote.compute.exec_channel import ExecChannel
 from gcptui.remote.errors import GcptuiError
 from gcptui.remote.telemetry.history import MetricHistory, follow_history
-from gcptui.tui.plots import MarkAt, curves
+from gcptui.tui.plots import MarkAt, curves, x_number
 
 DEFAULT_METRIC = "loss"
 SMOOTHING = (0.0, 0.6, 0.9)  # the steps of the screen's smoothing key (EMA weights)
@@ -84,7 +84,6 @@ def series_of(
 def render(runs: dict[str, MetricHistory], view: View, *, width: int, height: int) -> Text:
     """The curves of ``view.metric`` of every run, ``width`` columns wide (legend included)."""
     series, marks = series_of(runs, view)
-    x_text = duration if view.by == "time" else None
     return curves(
         series,
         width=width,
@@ -93,7 +92,7 @@ def render(runs: dict[str, MetricHistory], view: View, *, width: int, height: in
         marks=marks,
         smooth=view.smooth,
         log_y=view.log_y,
-        **({"x_text": x_text} if x_text else {}),
+        x_text=duration if view.by == "time" else x_number,
     )
 
 
