@@ -223,6 +223,15 @@ ACTIONS: tuple[Action, ...] = (
         screen="sweep",
         label="Plots",
     ),
+    Action(
+        "sweep.curves",
+        "v",
+        "curves",
+        "The best trials' curves in the curves screen (as they are now)",
+        "Sweep screen",
+        screen="sweep",
+        show=False,
+    ),
     Action("sweep.back", "escape", "back", "Back to the fleet", "Sweep screen", screen="sweep", label="Back"),
     # The curves screen (`v`).
     Action(

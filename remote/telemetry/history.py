@@ -150,6 +150,17 @@ class MetricHistory:
             self.last_step, self.last_time = step, at
         return changed
 
+    @classmethod
+    def of_points(cls, metric: str, points: Iterable[tuple[int, float]]) -> MetricHistory:
+        """A history of one metric from (step, value) pairs kept elsewhere (a sweep trial's curve;
+        no times: its wall-time axis is flat)."""
+        history = cls()
+        series = history.series[metric] = Series(history.cap)
+        for step, value in points:
+            if _step(step) is not None and (number := _number(value)) is not None:
+                series.add(step, 0.0, number)
+        return history
+
     def feed_all(self, lines: Iterable[str]) -> bool:
         changed = False
         for line in lines:

@@ -4,6 +4,7 @@ the legend and the x range whole (SVG snapshots, looked at by eye)."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 from textual.app import App
@@ -58,3 +59,40 @@ def test_the_keys_change_the_view_and_the_plot_stays_within_80_columns() -> None
             assert not isinstance(app.screen, CurvesScreen)
 
     asyncio.run(go())
+
+
+async def test_v_in_the_sweep_screen_shows_the_best_trials_curves(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from gcptui.remote.config import Config
+    from gcptui.remote.sweep.state import save_state
+    from gcptui.tui.app import GcptuiApp
+    from gcptui.tui.sweep.screen import SweepScreen
+    from tests.sweep.test_screen import sample_state
+
+    monkeypatch.setenv("GCPTUI_SWEEPS_DIR", str(tmp_path))
+    state = sample_state()
+    for k, trial in enumerate(state.trials[:3]):
+        trial.curve = [(step, 3.0 - k * 0.2 - step / 100) for step in range(10, 210, 10)]
+    save_state(state)
+    app = GcptuiApp(Config(), poll_fleet=False)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await pilot.press("w")
+        await until_screen(pilot, SweepScreen)
+        await pilot.press("v")
+        await until_screen(pilot, CurvesScreen)
+        curves = app.screen
+        assert isinstance(curves, CurvesScreen)
+        assert list(curves.runs) == ["t001", "t002", "t000"]  # best first, as the sweep ranks them
+        assert curves.view.metric == "val_loss" and curves.runs["t001"].series["val_loss"].steps[-1] == 200
+        assert "━ t001" in str(curves.query_one("#curves-plot").render())
+        await pilot.press("escape")
+        await until_screen(pilot, SweepScreen)
+
+
+async def until_screen(pilot, kind: type) -> None:  # type: ignore[no-untyped-def]
+    for _ in range(200):
+        if isinstance(pilot.app.screen, kind):
+            return
+        await pilot.pause(0.02)
+    raise AssertionError(f"no {kind.__name__} on top")
