@@ -158,6 +158,12 @@ class Instance:
     usd_per_hour: float | None = None
     price_source: str | None = None
     price_as_of: str | None = None
+    # What a person calls the row when it is not its name (a Vertex AI job's display name; its
+    # 19-digit id stays the handle gcloud and ``ls --json`` give).
+    title: str | None = None
+    # False: the row is a job the provider runs on machines it does not show (a Vertex AI custom
+    # job), so the faces count it apart from machines.
+    machine: bool = True
 
     @property
     def key(self) -> str:

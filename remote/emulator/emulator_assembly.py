@@ -32,6 +32,7 @@ from gcptui.remote.emulator.gke.clusters import GkeClusters
 from gcptui.remote.emulator.gke.container_api import ContainerApi
 from gcptui.remote.emulator.hosts.machine import Machine
 from gcptui.remote.emulator.hosts.vm_host import AddressOnlyHost, SshVmHost
+from gcptui.remote.emulator.iam.api import ServiceAccounts
 from gcptui.remote.emulator.logging.api import LoggingApi, LogStore
 from gcptui.remote.emulator.oslogin.api import OsLoginProfiles
 from gcptui.remote.emulator.tpu.api import TpuApi
@@ -202,6 +203,8 @@ class EmulatorAssembly:
                                  logs=self.logs, timing=self.vertex_timing, env=self.vertex_env)  # fmt: skip
         VertexApi(self.vertex, {region_of(zone) for zone in self._zones}).add_routes(self.server.app)
         LoggingApi(self.logs, self.project, self.project_number).add_routes(self.server.app)
+        self.iam = ServiceAccounts(self.project, self.project_number)
+        self.iam.add_routes(self.server.app)
         ContainerApi(self.gke).add_routes(self.server.app)
         ControlApi(self.fleet, self.tpus, self.vertex).add_routes(self.server.app)  # the emulator's own path
         if isinstance(self._host, SshVmHost):

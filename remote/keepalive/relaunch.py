@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from gcptui.remote.compute.exec_channel import Reach
+from gcptui.remote.compute.exec_channel import Reach, run_capped
 from gcptui.remote.config import GroupConfig
 from gcptui.remote.errors import GcptuiError
 from gcptui.remote.jobs.group import GroupJobRunner
@@ -133,7 +133,7 @@ class JobLauncher:
         reach = services.reach(instance)  # built from the fresh Instance: its new address
         # Reach the machine once before the sync (over SSH the pool replaces a slot whose address
         # changed): the timeline's "connected" means a command runs there.
-        await reach.channel.run("true")
+        await run_capped(reach.channel, "true")  # capped and timed: the VM's output is its own
         say("connected", reach.channel.where)
         # The sync first: when it fails, a job still running (a relaunch asked for by hand) is left
         # running, as it was. That job is then stopped before the mark: else the lines it writes
@@ -283,7 +283,7 @@ class GroupLauncher(JobLauncher):
             )
         targets = [services.reach(i) for i in instances]
         first = targets[0]  # rank 0 writes the metrics, on node 0
-        await first.channel.run("true")
+        await run_capped(first.channel, "true")
         say("connected", services.reach(instance).channel.where)
         # The sync first, then nodes still running (a relaunch by hand) stop before the mark: see
         # JobLauncher.relaunch.

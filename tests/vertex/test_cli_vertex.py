@@ -3,15 +3,16 @@ Cloud Logging, the tree packaged into fake-gcs-server and fetched from there by 
 
 from __future__ import annotations
 
+import io
 import json
 import re
+import tarfile
 from pathlib import Path
 
 import pytest
 
 from gcptui.remote.config import load_config
 from gcptui.remote.emulator.thread import EmulatorThread
-from gcptui.remote.errors import ConfigError
 from gcptui.remote.vertex_workflows import package
 from gcptui.tui.cli.main import main
 from tests.helpers.gcs import FakeGcs
@@ -80,7 +81,8 @@ def test_submit_runs_two_workers_whose_logs_follow_to_the_end_and_restart_resume
         assert main(["ls", "--json", "--config", config]) == 0
         (listed,) = [row for row in json.loads(capsys.readouterr().out) if row["source"] == "vertex"]
         assert listed["name"] == job_id and listed["zone"] == "us-central1" and listed["spot"]
-        assert main(["ls", "--config", config]) == 0 and job_id in capsys.readouterr().out
+        assert main(["ls", "--config", config]) == 0
+        assert "\nrun-a\t" in capsys.readouterr().out  # the table names it by its display name
 
         assert main(["job", "status", job_id, "--json", "--config", config]) == 0
         status = json.loads(capsys.readouterr().out)
@@ -117,9 +119,11 @@ def test_job_kill_cancels_restart_resumes_and_a_mixed_name_list_is_refused(
         assert main(["logs", "-f", job_id, "--config", config]) == 0  # ends once the job is CANCELLED
         assert capsys.readouterr().out.splitlines()[-1] == "[service] Job was cancelled."
         assert main(["job", "status", job_id, "--config", config]) == 0
-        status = capsys.readouterr().out.split()
+        header, line = capsys.readouterr().out.splitlines()
+        status = line.split("\t")
         # A loaded machine may let the trainer take a few steps before the cancel lands.
-        assert status[:4] == [job_id, "JOB_STATE_CANCELLED", "stopped", "step"], status
+        assert header.split("\t") == ["Id", "Name", "Status", "State", "Step"]
+        assert status[:4] == [job_id, "run-b", "CANCELLED", "stopped"], status
         assert status[4] == "-" or re.fullmatch(r"\d+/10", status[4]), status
         # Restarting the cancelled job resubmits it with [job] resume into the same output folder.
         (tmp_path / "never").touch()
@@ -135,13 +139,16 @@ def test_job_kill_cancels_restart_resumes_and_a_mixed_name_list_is_refused(
         assert main(["job", "kill", "123456789", "--config", config]) == 1
 
 
-def test_package_refuses_a_private_key(tmp_path: Path) -> None:
+def test_package_leaves_a_private_key_out_and_names_it(tmp_path: Path) -> None:
     source = tmp_path / "src"
     source.mkdir()
     (source / "id_rsa").write_text(
         "-----BEGIN OPENSSH PRIVATE KEY-----\nabc\n-----END OPENSSH PRIVATE KEY-----\n"
     )
+    (source / "train.py").write_text("print(1)\n")
     config = tmp_path / "gcptui.toml"
     config.write_text(f"[sync]\nsource = {json.dumps(str(source))}\n")
-    with pytest.raises(ConfigError, match="refusing to package .* private key"):
-        package(load_config(str(config)))
+    said: list[str] = []
+    with tarfile.open(fileobj=io.BytesIO(package(load_config(str(config)), said.append))) as archive:
+        assert archive.getnames() == ["train.py"]
+    assert len(said) == 1 and "id_rsa" in said[0] and "[sync].allow_secrets" in said[0]
