@@ -161,8 +161,12 @@ class SignedObject:
         ttl: float = DEFAULT_TTL,
         client: Any = None,
         clock: Callable[[], float] = time.monotonic,
+        stale_ok: bool = False,
     ) -> None:
         self.bucket_name, prefix = split_bucket(bucket_url)
+        # For display only (`keeper status` of a keeper down for hours): an old write is still read,
+        # never trusted to decide anything (the keep-alives' objects keep this False).
+        self.stale_ok = stale_ok
         self.path = prefix + name
         self.ttl = ttl
         self._key = key
@@ -242,7 +246,7 @@ class SignedObject:
         if not (isinstance(boot, str) and 0 < len(boot) <= 64 and isinstance(count, int)
                 and isinstance(written, int | float)):  # fmt: skip
             return "no freshness signed"
-        if time.time() - written > STALE_AFTER_S:
+        if time.time() - written > STALE_AFTER_S and not self.stale_ok:
             return f"written {int(time.time() - written)}s ago"
         with self._counting:
             latest = self._latest.get(boot)

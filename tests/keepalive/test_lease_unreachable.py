@@ -171,3 +171,16 @@ async def test_a_known_keeper_pauses_recovery_and_every_face_says_why_from_the_f
         assert REASON in str(posted["text"])
     finally:
         server.shutdown()
+
+
+async def test_lease_false_recovers_without_asking_anyone(
+    emulator: Emulator, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = await config(emulator, tmp_path, monkeypatch, "lease = false\n")
+    services = Services(load_config(str(path)))
+    try:
+        service = build_service(services, autostop=False, notices=False)
+        assert service.gate is None and service.keepalive.gate is None  # no lease consulted, nothing paused
+        await service.close()
+    finally:
+        await services.close()
