@@ -104,8 +104,8 @@ def train(args: argparse.Namespace) -> None:
         checkpoint_every=args.checkpoint_every,  # +
         log_every=1,
         artifacts=("final.pt",),
-        config=args,  # + every flag must be the same on resume, but these:
-        config_may_change=("run_dir", "checkpoint_every", "eval_delay", "workers", "persistent_workers"),  # +
+        config=args,  # + every flag must be the same on resume, but paths, logging, workers and:
+        config_may_change=("eval_delay",),  # +
     )
     trainer.train()  # resumes by itself, exits 143 on SIGTERM
     trainer.save_artifact("final.pt", model.state_dict())

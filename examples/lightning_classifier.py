@@ -84,7 +84,7 @@ def train(args: argparse.Namespace) -> None:
     model = Classifier(16, 8, 3e-3, args.steps, args.eval_delay)
     resumable = ResumableLightning(  # + restores the model now, the rest in fit()
         args.run_dir, model, checkpoint_every=args.checkpoint_every, log_every=1, artifacts=("final.pt",),  # +
-        config=args, config_may_change=("run_dir", "checkpoint_every", "eval_delay", "workers", "persistent_workers"),  # +
+        config=args, config_may_change=("eval_delay",),  # + (paths, logging, workers are free too)
     )  # fmt: skip
     trainer = pl.Trainer(
         max_steps=args.steps,

@@ -26,7 +26,7 @@ from gcptui.remote.ssh.pool import SshPool
 from gcptui.remote.ssh.target import SshTarget
 from gcptui.remote.sync import BatchApplied, SyncEvent, SyncSession
 from gcptui.remote.sync.fanout import FanOut
-from gcptui.remote.sync.secrets import SecretGuard, private_keys
+from gcptui.remote.sync.secrets import SecretGuard, own_key_copies
 
 if TYPE_CHECKING:
     import asyncssh
@@ -156,20 +156,20 @@ class Services:
 
     def sync_source(self) -> Path:
         """The local folder sync sends, checked once: refused (one line naming the file) when it
-        holds the config's SSH private key or any file that looks like a private key."""
+        holds the config's SSH private key (other credentials are held back by ``sync_guard``)."""
         source = self.config.sync_source()
         if self._source_checked != source:
             if not source.is_dir():
                 raise ConfigError(f"[sync].source {source} is not a folder: set [sync].source in the config")
             sync = self.config.sync
-            found = private_keys(
+            # Only the own SSH key refuses the whole folder; other secrets are held back one by one.
+            found = own_key_copies(
                 source, exclude=sync.exclude, allow=sync.allow_secrets, own_key=self._ssh_key()
             )
             if found:
-                more = f" (and {len(found) - 1} more)" if len(found) > 1 else ""
                 raise ConfigError(
-                    f"refusing to sync {source}: it holds a private key, {source / found[0]}{more}: set "
-                    "[sync].source to your project, exclude the file, or list it in [sync].allow_secrets"
+                    f"refusing to sync {source}: it holds your SSH private key ([ssh] key), {source / found[0]}: "
+                    "set [sync].source to your project, or exclude the file"
                 )
             self._source_checked = source
         return source
@@ -178,7 +178,7 @@ class Services:
         return self.config.resolve_local(self.config.ssh.key) if self.config.ssh.key else None
 
     def sync_guard(self) -> SecretGuard:
-        """The private-key check every file a sync session sends passes (sync_source's, per file)."""
+        """The credentials check every file a sync session sends passes (remote/sync/secrets.py)."""
         return SecretGuard(allow=self.config.sync.allow_secrets, own_key=self._ssh_key())
 
     def sync_line(self, instance: Instance) -> str:

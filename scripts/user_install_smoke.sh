@@ -53,27 +53,48 @@ gcptui() { (cd "$work" && "$venv/gcptui" "$@" --config "$dir/gcptui.toml"); }
 step "gcptui emulator --vms 3 --dir $dir"
 "$venv/gcptui" emulator --vms 3 --dir "$dir" >"$work/emulator.log" 2>&1 &
 emulator_pid=$!
-until_true 60 grep -q "emulator ready" "$work/emulator.log" || fail "the emulator did not start"
+until_true 60 grep -qs "emulator ready" "$work/emulator.log" || fail "the emulator did not start"
 grep -q '^\[storage\]' "$dir/gcptui.toml" || fail "the emulator's config names no bucket"
 
 step "ls"
 until_true 30 sh -c "'$venv/gcptui' ls --config '$dir/gcptui.toml' 2>/dev/null | grep -q 'trainer-l4-1.*RUNNING'" \
   || fail "ls: trainer-l4-1 is not RUNNING"
 
-step "job start and logs on trainer-l4-1"
-gcptui job start trainer-l4-1 >/dev/null
-logs_have_steps() { gcptui logs trainer-l4-1 -n 50 2>/dev/null | grep -qi "step"; }
-until_true 60 logs_have_steps || fail "logs: no training step on trainer-l4-1"
-
 step "vertex submit and logs"
 submitted=$(gcptui vertex submit --name smoke-vertex 2>&1) || fail "vertex submit: $submitted"
-vertex_logs() { gcptui logs vertex:smoke-vertex -n 50 2>/dev/null | grep -qi "step"; }
-until_true 90 vertex_logs || fail "vertex logs: no training step from smoke-vertex"
+job=$(printf '%s\n' "$submitted" | tail -n 1)  # its resource name, printed last
+vertex_logs() { gcptui logs "$job" -n 50 2>/dev/null | grep -qi "step"; }
+until_true 90 vertex_logs || fail "vertex logs: no training step from $job"
+gcptui job kill "$job" >/dev/null
 
 step "a sweep with its state in the bucket"
-gcptui sweep start --spec "$dir/sweep.toml" >/dev/null 2>&1 || true
-sweep_state() { gcptui sweep status --json 2>/dev/null | grep -q '"trials"'; }
-until_true 60 sweep_state || fail "sweep: no state read back"
+cat >"$dir/sweep.toml" <<'TOML'
+name = "smoke-sweep"
+command = "python toy_train.py --run-dir {run_dir} --steps 40 --log-every 5 --checkpoint-every 20 --step-delay 0.02 --lr {lr} --resume"
+metric = "loss"
+goal = "min"
+search = "grid"
+vms = ["trainer-a100-1"]
+at_end = "none"
+keepalive = false
+poll_seconds = 0.5
+
+[params.lr]
+kind = "list"
+values = [0.01, 0.02]
+TOML
+gcptui sweep run "$dir/sweep.toml" >"$work/sweep.log" 2>&1 || { tail -n 20 "$work/sweep.log" >&2; fail "sweep run"; }
+gcptui sweep status smoke-sweep --json | grep -q '"finished"' || fail "sweep status: no trial finished"
+in_bucket=$(cd "$work" && "$venv/python" - "$dir/gcptui.toml" <<'PY'
+import sys
+from google.cloud import storage
+from gcptui.remote.config import load_config
+url = load_config(sys.argv[1]).storage.bucket  # loading it points the client at the emulator's bucket
+bucket, _, prefix = url.removeprefix("gs://").partition("/")
+print(sum("smoke-sweep" in blob.name for blob in storage.Client().list_blobs(bucket, prefix=prefix or None)))
+PY
+)
+[ "${in_bucket:-0}" -gt 0 ] || fail "sweep: no state of smoke-sweep in the bucket"
 
 step "keeper deploy"
 gcptui keeper deploy --zone us-central1-a >"$work/keeper.log" 2>&1 || { cat "$work/keeper.log" >&2; fail "keeper deploy"; }
@@ -82,12 +103,22 @@ until_true 60 keeper_up || fail "keeper status: not up"
 watched() { gcptui keeper status --json 2>/dev/null | grep -q '"trainer-l4-1"'; }
 until_true 60 watched || fail "keeper status: trainer-l4-1 not watched"
 
+step "job start and logs on trainer-l4-1 (the keeper watching it)"
+gcptui job start trainer-l4-1 >/dev/null
+logs_have_steps() { gcptui logs trainer-l4-1 -n 50 2>/dev/null | grep -qi "step"; }
+until_true 60 logs_have_steps || fail "logs: no training step on trainer-l4-1"
+
 step "vm preempt trainer-l4-1: the keeper alone recovers it"
 gcptui vm preempt trainer-l4-1 >/dev/null
-resumed() { gcptui keeper status 2>/dev/null | grep -q "trainer-l4-1: resumed"; }
+resumed() { gcptui keeper status 2>/dev/null | grep -q "trainer-l4-1: resumed.*0 steps lost"; }
 until_true 150 resumed || { gcptui keeper status >&2 || true; fail "the keeper did not resume trainer-l4-1"; }
 
-step "keeper remove"
+grep -q "include-system-site-packages = false" "$dir/vms/gcptui-keeper/home/.gcptui-keeper/venv/pyvenv.cfg" \
+  || fail "the keeper's venv sees the VM's system site-packages"
+
+step "keeper stop, then keeper remove"
+stopped=$(gcptui keeper stop 2>&1) || fail "keeper stop: $stopped"
+case "$stopped" in *"its lease given back"*) ;; *) fail "keeper stop: $stopped" ;; esac
 gcptui keeper remove >/dev/null
 if gcptui ls 2>/dev/null | grep -q "gcptui-keeper"; then fail "keeper remove left its VM"; fi
 step "passed in $((SECONDS - started)) s"

@@ -10,7 +10,8 @@ the run's RNG states and data position, written through `ResumableRun`: atomic, 
 mirrored to GCPTUI_CHECKPOINT_URL, resumed from the newest complete one. What Lightning lacks and
 this adds: a save and exit 143 on SIGTERM (Lightning stops at the next batch and exits 0, saving
 nothing), RNG states, and a mid-epoch position for `DeterministicBatchSampler` (the train
-DataLoader's `batch_sampler`), so a resumed epoch trains on exactly the batches it had left.
+DataLoader's `batch_sampler`), so a resumed epoch trains on exactly the batches it had left, with
+or without DataLoader workers. A step is saved after every `on_train_batch_end` of it has run.
 Needs `pip install 'gcptui-trainer[lightning]'`; only this module imports Lightning.
 """
 

@@ -387,9 +387,10 @@ class GcptuiApp(Telling, KeepAliveControls, App[None]):
         self.push_screen(LogsScreen([PaneSource(*found)], buffer_lines=self.config.logs.buffer_lines))
 
     async def vm_action(self, action: str, instance: Instance) -> str | None:
-        gce = await asyncio.to_thread(self.fleet.gce)
-        call = {"start": gce.start, "stop": gce.stop, "preempt": gce.simulate_maintenance_event}[action]
-        await asyncio.to_thread(call, instance.name, instance.zone)
+        # Through the row's backend: `P` in the demo preempts a TPU node or a Vertex AI job's worker too.
+        backend = self.services.compute.of(instance)
+        call = {"start": backend.start, "stop": backend.stop, "preempt": backend.simulate_maintenance}[action]
+        await asyncio.to_thread(call, instance)
         self.refresh_fleet()
         return f"{instance.name}: {action} done"
 

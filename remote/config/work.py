@@ -72,11 +72,13 @@ class SyncConfig(_Section):
     allow_secrets: list[str] = Field(
         default=[],
         description=(
-            "Paths, relative to `source`, of private-key files that may be synced anyway. Without them sync "
-            "refuses a source holding the config's own SSH key (or a copy of it) or any file that looks like a "
-            "private key (`-----BEGIN ... PRIVATE KEY-----`, `id_*` without `.pub`, `*.pem`, `*.p12`, `*.pfx`), "
-            "naming the file; one that appears or changes while live sync runs is held back and named once, "
-            "and the rest keeps syncing."
+            "Gitignore-syntax patterns, relative to `source`, of files that sync, `vertex submit` and the keeper's "
+            "copy send although the credentials guard would hold them back: private keys (`id_*` without `.pub`, "
+            "`*.pem`, `*.p12`, `*.pfx`, a `-----BEGIN ... PRIVATE KEY-----` anywhere in a file of up to 64 KiB), "
+            "`.env*`, `.netrc`, `.git-credentials`, `.pypirc`, `*credentials*` files, Google `authorized_user` and "
+            "`service_account` JSON, refresh tokens, AWS secret keys, kubeconfigs holding a token, and anything "
+            "under `.config/gcloud/`, `.aws/`, `.azure/`, `.kube/`. A held-back file is named once and the rest "
+            "syncs; a source holding the config's own SSH key is refused whole (the wrong folder)."
         ),
     )
     stall_seconds: float = Field(

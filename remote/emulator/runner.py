@@ -14,8 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TextIO
 
-from gcptui.remote.emulator import toy_train
-from gcptui.remote.emulator.demo import add_fleet, demo_fleet
+from gcptui.remote.emulator.demo import add_fleet, demo_fleet, gke_trainer_argv
 from gcptui.remote.emulator.emulator import Emulator
 from gcptui.remote.emulator.emulator_ports import EmulatorPorts
 from gcptui.remote.emulator.storage.fake_gcs import (
@@ -97,9 +96,7 @@ async def serve_emulator(
         if gke_nodes:  # one cluster of Spot L4 nodes; DIR/kubeconfig reaches its API server
             cluster = await emulator.add_gke_cluster("training", "us-central1-a", nodes=gke_nodes)
             # A small training workload to watch: the torch-free toy trainer, one pod per node (up to 2).
-            toy = [sys.executable, "-IS", str(Path(toy_train.__file__)), "--run-dir", "run", "--steps", "100000",
-                   "--step-delay", "0.5"]  # fmt: skip
-            cluster.add_statefulset("trainer", min(2, gke_nodes), toy)
+            cluster.add_statefulset("trainer", min(2, gke_nodes), gke_trainer_argv())
         storage = (bucket.bucket_url, bucket.host) if bucket is not None else None
         if write_project is not None:
             config = emulator.write_config()

@@ -4,12 +4,16 @@ errors as ``ApiException`` with the API server's status codes."""
 
 from __future__ import annotations
 
+import json
+import time
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
+from kubernetes.stream import stream
+from kubernetes.stream.ws_client import ERROR_CHANNEL
 
 from gcptui.remote.emulator.thread import EmulatorThread
 from tests.helpers.emulator import wait_until
@@ -136,3 +140,66 @@ def test_discovery_with_trailing_slash(api: client.ApiClient) -> None:
     resources = client.CoreV1Api(api).get_api_resources()
     assert "pods" in {r.name for r in resources.resources}
     assert "statefulsets" in {r.name for r in client.AppsV1Api(api).get_api_resources().resources}
+
+
+def _running_pod(core: client.CoreV1Api, name: str) -> None:
+    pod = client.V1Pod(
+        metadata=client.V1ObjectMeta(name=name),
+        spec=client.V1PodSpec(
+            containers=[client.V1Container(name="main", image="x", command=["sleep", "60"])]
+        ),
+    )
+    core.create_namespaced_pod("default", pod)
+    wait_until(lambda: core.read_namespaced_pod(name, "default").status.phase == "Running", 30)
+
+
+def test_exec_takes_stdin_in_text_frames_and_reports_a_missing_binary(api: client.ApiClient) -> None:
+    """Item 4: the client writes stdin as text frames; a missing binary ends with an error Status."""
+    core = client.CoreV1Api(api)
+    _running_pod(core, "shell")
+    session = stream(core.connect_get_namespaced_pod_exec, "shell", "default", command=["head", "-n", "1"],
+                     stdin=True, stdout=True, stderr=True, tty=False, _preload_content=False)  # fmt: skip
+    session.write_stdin("hello from stdin\n")
+    output, deadline = "", time.monotonic() + 15  # bounded: a server that drops text frames never ends it
+    while session.is_open() and time.monotonic() < deadline:
+        session.update(timeout=5)
+        output += session.read_stdout() if session.peek_stdout() else ""
+    assert output == "hello from stdin\n"
+    assert session.returncode == 0
+    missing = stream(core.connect_get_namespaced_pod_exec, "shell", "default", command=["no-such-binary"],
+                     stdin=False, stdout=True, stderr=True, tty=False, _preload_content=False)  # fmt: skip
+    missing.run_forever(timeout=10)
+    final = json.loads(missing.read_channel(ERROR_CHANNEL))
+    assert final["status"] == "Failure" and "executable file not found" in final["message"]
+    core.delete_namespaced_pod("shell", "default", grace_period_seconds=0)
+
+
+def test_services_and_configmaps_are_served(api: client.ApiClient) -> None:
+    core = client.CoreV1Api(api)
+    service = client.V1Service(
+        metadata=client.V1ObjectMeta(name="trainer"),
+        spec=client.V1ServiceSpec(cluster_ip="None", selector={"app": "trainer"},
+                                  ports=[client.V1ServicePort(port=29500, name="rendezvous")]),
+    )  # fmt: skip
+    created = core.create_namespaced_service("default", service)
+    assert created.spec.cluster_ip == "None" and created.spec.ports[0].protocol == "TCP"
+    assert [s.metadata.name for s in core.list_namespaced_service("default").items] == ["trainer"]
+    config_map = client.V1ConfigMap(metadata=client.V1ObjectMeta(name="settings"), data={"lr": "0.1"})
+    core.create_namespaced_config_map("default", config_map)
+    patched = core.patch_namespaced_config_map("settings", "default", {"data": {"lr": "0.2"}})
+    assert patched.data == {"lr": "0.2"}
+    assert core.read_namespaced_config_map("settings", "default").data == {"lr": "0.2"}
+    core.delete_namespaced_config_map("settings", "default")
+    core.delete_namespaced_service("trainer", "default")
+    with pytest.raises(ApiException) as gone:
+        core.read_namespaced_service("trainer", "default")
+    assert gone.value.status == 404
+
+
+def test_events_tell_what_the_controllers_did(api: client.ApiClient) -> None:
+    core = client.CoreV1Api(api)
+    _running_pod(core, "observed")
+    events = core.list_namespaced_event("default", field_selector="involvedObject.name=observed")
+    assert [e.reason for e in events.items] == ["Scheduled"]
+    assert events.items[0].involved_object.kind == "Pod"
+    core.delete_namespaced_pod("observed", "default", grace_period_seconds=0)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 from google.api_core import exceptions
-from google.cloud import tpu_v2
+from google.cloud import tpu_v2  # type: ignore[attr-defined]
 
 from gcptui.remote.emulator.thread import EmulatorThread
 from tests.clients.conftest import client_kwargs

@@ -47,9 +47,12 @@ async def test_a_deployed_keeper_recovers_a_preempted_vm_alone(
     keeper_vm = await KeeperDeploy(
         services, DeployPlan("keeper-vm", "", "e2-small", existing=True), said.append
     ).run()
-    assert any("ssh-keys" in line for line in said), said
-    # The keeper reached the training VM with its own key, not the laptop's: the project's metadata has it.
-    assert "gcptui-keeper" in emu.fleet.project_metadata.get("ssh-keys", "")  # type: ignore[union-attr]
+    assert any("ssh-keys metadata of the VMs it watches (spot-t)" in line for line in said), said
+    # The keeper reaches the training VM with its own key, not the laptop's: that VM's own metadata has
+    # it, the project's does not (it opens no other VM).
+    assert "gcptui-keeper" in emu.instance("spot-t").metadata.get("ssh-keys", "")
+    assert "gcptui-keeper" not in emu.fleet.project_metadata.get("ssh-keys", "")  # type: ignore[union-attr]
+    assert "gcptui-keeper" not in emu.instance("keeper-vm").metadata.get("ssh-keys", "")
     config = (emu.instance("keeper-vm").disk / "home" / ".gcptui-keeper" / "gcptui.toml").read_text()  # type: ignore[operator]
     # Installed as on a bare Debian VM: its own venv, no system site-packages, nothing but the wheels.
     venv = emu.instance("keeper-vm").disk / "home" / ".gcptui-keeper" / "venv"  # type: ignore[operator]
@@ -63,6 +66,11 @@ async def test_a_deployed_keeper_recovers_a_preempted_vm_alone(
     report = await eventually(lambda: (r := keeper_report(services)).up and r.lease_holder and r, timeout=60)
     assert report.lease_holder.startswith("keeper:"), report
     await eventually(lambda: "spot-t" in keeper_report(services).to_json()["watched"], timeout=20)
+    # A Spot VM made after deploy: the keeper puts its key on it itself, with its own credentials.
+    emu.add_instance("spot-late", spot=True)
+    await eventually(
+        lambda: "gcptui-keeper" in emu.instance("spot-late").metadata.get("ssh-keys", ""), timeout=30
+    )
 
     await eventually(lambda: fleet.steps("spot-t") > 20, timeout=30)
     emu.preempt("spot-t")
@@ -86,6 +94,11 @@ async def test_a_deployed_keeper_recovers_a_preempted_vm_alone(
     assert rc == 0 and "stopped on keeper-vm (its lease given back)" in out, out
     assert keeper_report(services).lease_holder is None
     assert not await service.running()
+    rc, out = await cli(fleet.config_path, "keeper", "remove")
+    assert rc == 0 and "removed from the ssh-keys metadata of spot-late, spot-t" in out, out
+    assert not any(
+        "gcptui-keeper" in emu.instance(n).metadata.get("ssh-keys", "") for n in ("spot-t", "spot-late")
+    )
 
 
 async def cli(config: Path, *args: str) -> tuple[int, str]:

@@ -71,12 +71,10 @@ def _check_gke_nodes(nodes: int) -> None:
 def _add_gke_workload(emulator: EmulatorThread, nodes: int) -> None:
     """The demo's small GKE workload, as `gcptui emulator --gke-nodes` has it: a cluster of Spot L4
     nodes and a StatefulSet of the torch-free toy trainer, one pod per node (up to 2)."""
-    from gcptui.remote.emulator import toy_train
+    from gcptui.remote.emulator.demo import gke_trainer_argv
 
     cluster = emulator.add_gke_cluster("training", "us-central1-a", nodes=nodes)
-    toy = [sys.executable, "-IS", str(Path(toy_train.__file__)), "--run-dir", "run", "--steps", "100000",
-           "--step-delay", "0.5"]  # fmt: skip
-    emulator.call(cluster.add_statefulset, "trainer", min(2, nodes), toy)
+    emulator.call(cluster.add_statefulset, "trainer", min(2, nodes), gke_trainer_argv())
 
 
 def run_emulator_command(args: argparse.Namespace) -> int:
@@ -88,6 +86,8 @@ def run_emulator_command(args: argparse.Namespace) -> int:
             f"--tpus {args.tpus} --tpu-workers {args.tpu_workers}: choose 0-16 nodes of 1-8 workers"
         )
     _check_gke_nodes(args.gke_nodes)
+    if not 0 <= args.preempt_grace <= 120:
+        raise ConfigError(f"--preempt-grace {args.preempt_grace:g}: choose 0-120 seconds")
     directory = Path(args.dir) if args.dir else Path(tempfile.mkdtemp(prefix="gcptui-emulator-"))
     if directory.exists() and not directory.is_dir():
         raise ConfigError(f"--dir {directory} is a file: give a folder (it is made if missing)")
@@ -113,6 +113,7 @@ def run_emulator_command(args: argparse.Namespace) -> int:
             gke_nodes=args.gke_nodes,
             ports=ports,
             write_project=write_demo_project,
+            preempt_grace_seconds=args.preempt_grace,
         )
 
 

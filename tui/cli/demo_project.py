@@ -86,9 +86,9 @@ def write_demo_project(directory: Path, config_path: Path, storage: tuple[str, s
     project = directory / "project"
     torch = all(importlib.util.find_spec(name) is not None for name in ("torch", "gcptui_trainer"))
     module = "-m gcptui_trainer" if torch else "toy_train.py"
-    if not torch:
-        (project / "toy_train.py").parent.mkdir(parents=True, exist_ok=True)
-        (project / "toy_train.py").write_text((Path(toy_train.__file__)).read_text())
+    # Always there (a few kB), so a sweep or a Vertex AI job of the tour (docs/EMULATOR.md) can run it.
+    (project / "toy_train.py").parent.mkdir(parents=True, exist_ok=True)
+    (project / "toy_train.py").write_text((Path(toy_train.__file__)).read_text())
     for relative, text in DEMO_FILES.items():
         path = project / relative
         path.parent.mkdir(parents=True, exist_ok=True)

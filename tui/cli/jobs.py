@@ -346,7 +346,11 @@ def run_gpu(args: argparse.Namespace) -> int:
     from gcptui.tui.cli.logs import run_gpu as print_gpu
 
     async def body(services: Services) -> int:
-        instances = await services.machines(args.names, running=True)
+        if args.names:
+            instances = await services.machines(args.names, running=True)
+        else:  # every machine, as `job status` means it (a TPU node: each of its workers)
+            running = await reachable_saying_the_rest(services)
+            instances = await services.machines([i.name for i in running]) if running else []
         return await print_gpu(
             {i.name: services.channel(i) for i in instances}, json_output=args.json, once=args.once
         )

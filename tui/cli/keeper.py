@@ -24,6 +24,9 @@ from gcptui.remote.services import Services
 from gcptui.tui.cli.common import with_services
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from gcptui.remote.keeper.instance_keys import KeyPlanter
     from gcptui.remote.keeper.vm_service import KeeperService
     from gcptui.remote.models import Instance
 
@@ -82,7 +85,14 @@ async def _deploy(services: Services, args: argparse.Namespace) -> int:
     if args.existing is None and zone is None:
         raise ConfigError("keeper deploy: name a zone (--zone, or [gcp] zones in gcptui.toml)")
     name = args.existing or args.name
-    plan = DeployPlan(name, zone or "", args.machine_type, existing=args.existing is not None)
+    account = getattr(args, "service_account", None)
+    if account and args.existing is not None:
+        raise ConfigError(
+            f"keeper deploy: --service-account applies to the VM deploy makes; {args.existing} keeps its own"
+        )
+    plan = DeployPlan(
+        name, zone or "", args.machine_type, existing=args.existing is not None, service_account=account
+    )
     await KeeperDeploy(services, plan, _say).run()
     from gcptui.remote.keepalive.service import known_keepers
 
@@ -122,7 +132,9 @@ async def _logs(services: Services, args: argparse.Namespace) -> int:
 
 async def _stop(services: Services, given: str | None, *, remove: bool) -> int:
     from gcptui.remote.keeper.deploy import KEEPER_LABEL
+    from gcptui.remote.keeper.instance_keys import remove_everywhere
     from gcptui.remote.keeper.project_keys import remove_project_keys
+    from gcptui.remote.keeper.service_account import delete_account
 
     name = await _keeper_name(services, given)
     try:
@@ -152,12 +164,20 @@ async def _stop(services: Services, given: str | None, *, remove: bool) -> int:
         from gcptui.remote.keeper.oslogin import leftover_line
 
         _say(leftover_line(account))
-    if await asyncio.to_thread(remove_project_keys, services):
+    changed, failures = await asyncio.to_thread(remove_everywhere, services)
+    if changed:
+        _say(f"keeper: its SSH key removed from the ssh-keys metadata of {', '.join(changed)}")
+    for line in failures:
+        _say(f"keeper: {line}")
+    if await asyncio.to_thread(remove_project_keys, services):  # where an earlier deploy put it
         _say("keeper: its SSH key removed from the project's ssh-keys metadata")
     if instance.labels.get(KEEPER_LABEL) == "created":
+        made_as = await _vm_account(services, instance)
         gce = await asyncio.to_thread(services.fleet.gce)
         await asyncio.to_thread(gce.delete, instance.name, instance.zone)
         _say(f"keeper: VM {name} deleted")
+        if made_as is not None and await asyncio.to_thread(delete_account, services, made_as):
+            _say(f"keeper: its service account {made_as} deleted")
     else:
         _say(f"keeper: removed from {name} (a VM deploy did not make is left running)")
     return 0
@@ -171,6 +191,16 @@ def _lease_after(name: str, before: str | None, after: str | None) -> str:
     if (after or "").startswith(mine):
         return "its lease was not given back: it lapses after its ttl, then a laptop takes over"
     return "its lease given back"
+
+
+async def _vm_account(services: Services, instance: Instance) -> str | None:
+    """The service account ``instance`` runs as (None: none, or it cannot be read)."""
+    from gcptui.remote.keeper.oslogin import service_account
+
+    try:
+        return await asyncio.to_thread(service_account, services, instance.name, instance.zone)
+    except GcptuiError:
+        return None
 
 
 async def _oslogin_account(services: Services, instance: Instance) -> str | None:
@@ -210,6 +240,26 @@ async def _forget_key(service: KeeperService, account: str) -> bool:
     return True
 
 
+def _key_planter(
+    services: Services, watched: Callable[[Instance], bool], oslogin_user: str | None
+) -> KeyPlanter | None:
+    """Where OS Login is off: the keeper puts its own key on each VM it starts watching (its public
+    key beside its private one, ``[ssh] key``), as the user ``[ssh] user`` names."""
+    from pathlib import Path
+
+    from gcptui.remote.keeper.instance_keys import KeyPlanter, key_entry
+    from gcptui.remote.ssh.target import default_user
+
+    if oslogin_user:
+        return None
+    try:
+        public = Path(services.config.ssh.key).expanduser().with_suffix(".pub").read_text().strip()
+    except OSError:
+        return None  # not a deployed keeper's layout: the VMs' own keys are as deploy left them
+    user = services.config.ssh.user or default_user()
+    return KeyPlanter(services, watched, key_entry(user, public), _say)
+
+
 def _run(args: argparse.Namespace) -> int:
     from gcptui.remote.keepalive.lease_gate import standing_listener
     from gcptui.remote.keepalive.service import build_service
@@ -230,6 +280,7 @@ def _run(args: argparse.Namespace) -> int:
         tuning = {"poll_seconds": args.poll_seconds} if args.poll_seconds else {}
         if not services.config.storage.bucket:
             raise ConfigError("the keeper needs [storage] bucket in gcptui.toml: the lease lives there")
+        user: str | None = None
         try:  # OS Login: the user resolved before the first SSH (keep-alive's polls never list the fleet)
             user = await asyncio.to_thread(login_here, services)
         except GcptuiError as err:
@@ -245,6 +296,9 @@ def _run(args: argparse.Namespace) -> int:
              f"{service.keepalive.poll_seconds:g}s")  # fmt: skip
         if service.gate is not None:
             service.keepalive.on_poll(standing_listener(service.gate, said_once(_say)))
+        planter = _key_planter(services, service.keepalive.watched, user)
+        if planter is not None:
+            service.keepalive.on_poll(planter)
         runner = asyncio.create_task(service.run(), name="keeper")
         stopper = asyncio.create_task(stop.wait())
         try:
@@ -253,6 +307,8 @@ def _run(args: argparse.Namespace) -> int:
                 runner.result()
         finally:
             await cancel_and_wait(runner, stopper)
+            if planter is not None:
+                await planter.close()
             await service.close()
             await services.close()
         _say("keeper: stopped, lease given back")

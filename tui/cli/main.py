@@ -99,10 +99,20 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="P",
         help="the API on P, the VMs' SSH on P+1, the bucket on P+2 (default: those --dir's last run used)",
     )
+    emu.add_argument(
+        "--preempt-grace",
+        type=float,
+        default=30.0,
+        metavar="S",
+        help="seconds a preempted VM or TPU node runs on after its notice (default 30, as GCE)",
+    )
     emu.set_defaults(handler=_lazy("gcptui.tui.cli.demo", "run_emulator_command"))
 
     ls = sub.add_parser("ls", parents=[common], help="instances and static hosts")
     ls.add_argument("--json", action="store_true", help="print JSON objects")
+    ls.add_argument(
+        "--all", action="store_true", help="also GKE nodes' own instances (labelled goog-gke-node)"
+    )
     ls.set_defaults(handler=_lazy("gcptui.tui.cli.fleet", "run_ls"))
 
     vm = sub.add_parser(
@@ -209,9 +219,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     submit.set_defaults(handler=_lazy("gcptui.tui.cli.vertex", "run_vertex"))
 
-    gpu = sub.add_parser("gpu", parents=[common], help="GPU samples (nvidia-smi on the VM)")
+    gpu = sub.add_parser(
+        "gpu", parents=[common], help="GPU and TPU samples (nvidia-smi, tpu-info on the machine)"
+    )
     gpu.add_argument(
-        "names", nargs="+", metavar="NAME", help="VMs or static hosts, as `gcptui ls` names them"
+        "names", nargs="*", metavar="NAME", help="machines, as `gcptui ls` names them (none: every one)"
     )
     gpu.add_argument("--json", action="store_true", help="print JSON")
     gpu.add_argument("--once", action="store_true", help="one sample per VM, then exit")
@@ -250,6 +262,10 @@ def build_parser() -> argparse.ArgumentParser:
     keeper_deploy.add_argument("--zone", default=None, help="its zone (default: the first of [gcp] zones)")
     keeper_deploy.add_argument("--machine-type", default="e2-small", help="default e2-small")
     keeper_deploy.add_argument("--existing", metavar="VM", default=None, help="set the keeper up on this VM")
+    keeper_deploy.add_argument(
+        "--service-account", metavar="EMAIL", default=None,
+        help="the account the VM deploy makes runs as (default: gcptui-keeper@PROJECT, made if missing)",
+    )  # fmt: skip
     keeper_status = keeper_actions.add_parser(
         "status", parents=[common], help="up, last poll, machines watched, recent timeline, lease holder"
     )

@@ -29,6 +29,11 @@ _ID = re.compile(r"[0-9]{6,25}")
 _RESOURCE = re.compile(r"projects/[^/\s]+/locations/[a-z0-9-]+/customJobs/[0-9]{1,25}")
 
 
+def _say(line: str) -> None:
+    """A file held back from the package (the local tree's names, made inert): one stderr line."""
+    print(one_line(sanitize(line, colours=False)), file=sys.stderr, flush=True)
+
+
 def is_job_name(name: str) -> bool:
     """A Vertex AI job's id or resource name (a VM name never starts with a digit)."""
     return bool(_ID.fullmatch(name) or _RESOURCE.fullmatch(name))
@@ -162,7 +167,7 @@ def run_vertex(args: argparse.Namespace) -> int:
             # Resuming NAME: its output directory (and so its checkpoints) is the one written to.
             name = args.resume
         chosen = SubmitOptions(**{**options.__dict__, "name": name}) if name != options.name else options
-        region, job = await asyncio.to_thread(prepare, services.config, chosen)
+        region, job = await asyncio.to_thread(prepare, services.config, chosen, _say)
         created = await asyncio.to_thread(backend.rest().create_job, region, job)
         print(f"submitted {one_line(created.get('displayName', ''))} ({created.get('state')}) in {region}")
         print(created["name"])  # last line on stdout: the resource name, for scripts

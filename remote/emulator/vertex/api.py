@@ -9,7 +9,6 @@ CANCELLED later). ``P`` is the project's id or number; names are written with th
 from __future__ import annotations
 
 import base64
-import re
 from collections.abc import Callable
 from typing import Any
 
@@ -17,32 +16,22 @@ from aiohttp import web
 
 from gcptui.remote.emulator.core.enums import names_for_numbers
 from gcptui.remote.emulator.core.errors import ApiError, json_response
+from gcptui.remote.emulator.logging.query import QueryError, compile_filter
 from gcptui.remote.emulator.vertex.jobs import Job, VertexJobs
 from gcptui.remote.emulator.vertex.spec import check_job
 
-_TERM = re.compile(r'\s*(state|display_name|labels\.[a-z0-9_-]+)\s*=\s*"([^"]*)"\s*')
+# AIP-160 list filters (``=``, ``!=``, ``<``, ``>``, ``:``, ``AND``, ``OR``, ``NOT``) on a job's view:
+# the Logging room's parser reads the same language (OR binding tighter than AND in both).
+_TIMES = frozenset({"create_time", "update_time", "start_time", "end_time"})
 
 
 def list_filter(text: str) -> Callable[[dict[str, Any]], bool]:
-    """``state="JOB_STATE_RUNNING" AND display_name="x" AND labels.k="v"`` (what gcptui and gcloud
-    send); anything else is a ValueError (a 400), never a wider match."""
-    wanted: list[tuple[str, str]] = []
-    for part in re.split(r"\s+AND\s+", text.strip()) if text.strip() else []:
-        match = _TERM.fullmatch(part)
-        if match is None:
-            raise ValueError(f"unsupported filter term {part!r}")
-        wanted.append((match.group(1), match.group(2)))
-
-    def keep(view: dict[str, Any]) -> bool:
-        for field, value in wanted:
-            if field.startswith("labels."):
-                if view["labels"].get(field[len("labels.") :]) != value:
-                    return False
-            elif view[field] != value:
-                return False
-        return True
-
-    return keep
+    """``state="JOB_STATE_RUNNING" AND (display_name="x" OR labels.k="v")``; a malformed filter is a
+    ValueError (a 400), never a wider match."""
+    try:
+        return compile_filter(text, _TIMES)
+    except QueryError as error:
+        raise ValueError(str(error)) from None
 
 
 _POOLS = "jobSpec.workerPoolSpecs[]."
@@ -118,11 +107,15 @@ class VertexApi:
     @staticmethod
     def _view(job: Job) -> dict[str, Any]:
         """The fields a list filter names (``state="JOB_STATE_RUNNING"``, ``display_name="x"``)."""
-        return {
+        view = {
             "state": job.state,
             "display_name": job.body["displayName"],
             "labels": job.body.get("labels", {}),
+            "create_time": job.created.isoformat().replace("+00:00", "Z"),
         }
+        if job.started is not None:
+            view["start_time"] = job.started.isoformat().replace("+00:00", "Z")
+        return view
 
     async def get(self, request: web.Request) -> web.Response:
         return json_response(self.jobs.json(self._job(request, "customJobs.get")))
