@@ -22,11 +22,11 @@ operation): callers run them in a worker thread (``asyncio.to_thread``). Errors 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import AsyncIterator, Callable, Collection, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 from gcptui.remote.errors import CloudError, GcptuiError
 from gcptui.remote.models import Instance, Source, State, StopCause, Worker
@@ -93,6 +93,38 @@ class NotOffered(GcptuiError):
 
 # ``edit_ssh_keys``' edit: the authorized key lines -> the new lines, or None to change nothing.
 KeyEdit = Callable[[list[str]], "list[str] | None"]
+
+
+class ContainerLine(Protocol):
+    """One line of a container's own output (``container_logs``)."""
+
+    @property
+    def pod(self) -> str: ...  # the worker that wrote it (a pod's name)
+    @property
+    def time(self) -> str: ...  # RFC 3339, as the provider stamped it
+    @property
+    def text(self) -> str: ...  # sanitized, one line
+
+
+class BillingNode(Protocol):
+    """A machine that keeps billing after a row is deleted (``billing_nodes``)."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def pool(self) -> str: ...
+    @property
+    def machine_type(self) -> str: ...
+    @property
+    def zone(self) -> str: ...
+    @property
+    def spot(self) -> bool: ...
+    @property
+    def accelerator(self) -> str: ...
+    @property
+    def gpus(self) -> int: ...
+    @property
+    def usd_per_hour(self) -> float | None: ...
 
 
 class Stockout(CloudError):
@@ -317,3 +349,17 @@ class Backend(ABC):
     def google_identity(self) -> tuple[Any, str]:
         """(credentials, project) this backend's Google calls use, for an API it does not wrap (IAM)."""
         raise NotOffered(self.kind, "has no Google identity")
+
+    # Workloads (``CONTAINER_LOGS``): rows whose containers' command is the training.
+    def pod_logs(self, row: Instance, *, follow: bool, tail: int | None) -> AsyncIterator[ContainerLine]:
+        """The containers' own output of ``row``'s workers (a worker row: its own), merged as lines
+        arrive, each followed across container restarts and its replacement (``CONTAINER_LOGS``)."""
+        raise Unsupported(row, "show its containers' own output")
+
+    def restart(self, row: Instance) -> None:
+        """Recreate the workload's workers through its controller (``kubectl rollout restart``)."""
+        raise Unsupported(row, "be restarted in place")
+
+    def billing_nodes(self, row: Instance) -> Sequence[BillingNode]:
+        """What keeps billing after ``row`` is deleted (the nodes its workers occupy). Default: nothing."""
+        return ()
