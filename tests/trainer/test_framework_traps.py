@@ -5,6 +5,9 @@
   Trainer was built) belongs to that step's checkpoint: a run stopped by a real SIGTERM and resumed
   ends with every tensor of the uninterrupted run's state dict and logs the same loss every step.
 - A resume with another batch size is refused with one line, though the script passes no `config=`.
+- Smaller: Lightning's logged loss with gradient accumulation is training_step's; a validation
+  repeated after a SIGTERM at an epoch's last batch is logged as the first one was (its epoch, its
+  own metrics); HF says when `save_strategy` also writes its own checkpoint folders.
 """
 
 from __future__ import annotations
@@ -281,3 +284,19 @@ def test_hf_refuses_another_batch_size_without_config(tmp_path: Path) -> None:
         CheckpointMismatchError, match="trained with 8 samples per optimizer step .* this run has 4"
     ):
         _hf(tmp_path / "run", 6, batch_size=2)
+
+
+def test_hf_says_its_own_checkpoint_folders_are_written_when_save_strategy_is_on(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from gcptui_trainer.hf import ResumableTrainer
+
+    args = transformers.TrainingArguments(
+        output_dir=str(tmp_path / "out"), max_steps=2, save_steps=1, report_to="none", use_cpu=True
+    )  # save_strategy left at HF's default, "steps"
+    trainer = ResumableTrainer(
+        model=Regressor(), args=args, train_dataset=Rows(), run_dir=tmp_path / "run", echo=False
+    )
+    trainer.run.close()
+    (line,) = [line for line in capsys.readouterr().err.splitlines() if "save_strategy" in line]
+    assert "save_strategy='steps'" in line and "set save_strategy='no'" in line
