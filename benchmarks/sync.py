@@ -30,6 +30,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import asyncssh  # noqa: E402
+from bench_run import owned_run, quick, quick_flag  # noqa: E402
 
 from gcptui.remote.compute.ssh_exec import SshExecChannel  # noqa: E402
 from gcptui.remote.ssh.pool import ENCRYPTION_ALGS  # noqa: E402
@@ -461,4 +462,8 @@ if __name__ == "__main__":
     parser.add_argument("--wan", action="store_true", help="through the WAN proxy; baseline rsync -az")
     parser.add_argument("--delay-ms", type=float, default=25.0, help="--wan: one-way delay per direction")
     parser.add_argument("--mbit", type=float, default=50.0, help="--wan: bandwidth cap per direction")
-    print(json.dumps(asyncio.run(main(parser.parse_args()))))
+    quick_flag(parser)
+    arguments = quick(parser.parse_args(), files=400, mb=16, edits=20, burst=300, rounds=1, initial_rounds=1)
+    with owned_run("sync"):
+        result = asyncio.run(main(arguments))
+    print(json.dumps(result))

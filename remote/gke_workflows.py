@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 from gcptui.remote.aio import merged
 from gcptui.remote.errors import GcptuiError
-from gcptui.remote.models import Instance
+from gcptui.remote.models import Instance, State
 from gcptui.remote.safe_text import one_line
 from gcptui.remote.telemetry.log_stream import LogChunk, LogEvent, LogNotice
 
@@ -19,6 +19,8 @@ if TYPE_CHECKING:
     from gcptui.remote.compute.gke.backend import GkeBackend
     from gcptui.remote.compute.gke.pod_exec import PodExecChannel
     from gcptui.remote.compute.registry import Compute
+    from gcptui.remote.jobs.protocol import JobStatus
+    from gcptui.remote.telemetry.progress import Progress
 
 
 def gke_backend(compute: Compute, row: Instance) -> GkeBackend | None:
@@ -50,6 +52,58 @@ async def pod_logs(
 
     async for item in merged(one(row) for row in rows):
         yield item
+
+
+# What `job status` shows as the command of a pod where gcptui started no job: its containers' own.
+CONTAINER_COMMAND = "(the containers' own command)"
+PROGRESS_TAIL = 2000  # the newest lines of rank 0's output read for where its run stands
+
+
+def container_job(row: Instance, name: str | None = None) -> JobStatus:
+    """The job of a GKE workload or pod row whose containers' own command is the training (gcptui
+    started none there): the pod's state is the job's (running; ended: exited, 0 when it succeeded)."""
+    from gcptui.remote.jobs.protocol import JobState, JobStatus
+
+    state: JobState = "none"
+    exit_code = None
+    if row.state in (State.RUNNING, State.STOPPING):
+        state = "running"
+    elif row.state is State.SUCCEEDED:
+        state, exit_code = "exited", 0
+    elif row.state in (State.FAILED, State.PREEMPTED):
+        state = "exited"
+    detail = "preempted" if row.state is State.PREEMPTED else None
+    return JobStatus(name=name or row.name, state=state, exit_code=exit_code, command=CONTAINER_COMMAND,
+                     detail=detail)  # fmt: skip
+
+
+def is_container_job(status: JobStatus | None) -> bool:
+    """``status`` says what a pod's containers run (gcptui started no job there)."""
+    return status is not None and status.command == CONTAINER_COMMAND
+
+
+def container_job_of(compute: Compute, row: Instance, status: JobStatus) -> JobStatus:
+    """``status`` of a GKE workload or pod where gcptui started no job (``none``): the job its
+    containers' own command is; else ``status`` as it is."""
+    if status.state != "none" or gke_backend(compute, row) is None:
+        return status
+    return container_job(row, status.name)
+
+
+async def container_progress(compute: Compute, row: Instance) -> AsyncIterator[Progress]:
+    """Where the run of a GKE workload's rank 0 (or a pod's own) stands, after each line of its
+    containers' output that moved it (the log API, followed across restarts and a replacement pod):
+    the trainer's progress records or its readable step lines."""
+    from gcptui.remote.telemetry.progress import ProgressTracker
+
+    backend = gke_backend(compute, row)
+    pods = (backend.worker_rows(row) if row.parent is None else (row,)) if backend is not None else ()
+    if backend is None or not pods:
+        return
+    tracker = ProgressTracker()
+    async for line in backend.pod_logs(pods[0], follow=True, tail=PROGRESS_TAIL):
+        if tracker.feed_output(line.text):
+            yield tracker.progress
 
 
 def log_pane_rows(compute: Compute, row: Instance) -> tuple[Instance, ...]:

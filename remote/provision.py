@@ -12,9 +12,9 @@ options, the name and flag checks, the plan and the creator from here, never ``r
 from __future__ import annotations
 
 import dataclasses
+import threading
 import time
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -157,18 +157,41 @@ class VmCreator:
         self.boot_timeout = boot_timeout
         self.host_key_timeout = host_key_timeout
         self.poll_seconds = poll_seconds
+        self.interrupted = threading.Event()  # Ctrl-C: every thread stops waiting at its next read
 
     def create_many(self, plan: CreatePlan, names: list[str]) -> dict[str, Created | GcptuiError]:
-        """Every name at once (one thread each, at most 16); each result or its one-line error."""
-        with ThreadPoolExecutor(max_workers=max(1, min(16, len(names)))) as pool:
-            futures = {name: pool.submit(self._guarded, plan, name) for name in names}
-            return {name: future.result() for name, future in futures.items()}
+        """Every name at once (one thread each, at most 16 at a time); each result or its one-line
+        error. Interrupted (Ctrl-C): returns at once, no VM not yet inserted is inserted, and the
+        threads left waiting on the cloud are daemons (they never hold the process); the VMs already
+        inserted boot on (the caller says which exist)."""
+        results: dict[str, Created | GcptuiError] = {}
+        slots = threading.BoundedSemaphore(16)
+        finished = threading.Semaphore(0)
+
+        def run(name: str) -> None:
+            with slots:
+                if self.interrupted.is_set():
+                    results[name] = GcptuiError(f"{name}: not created (interrupted)")
+                else:
+                    results[name] = self._guarded(plan, name)
+            finished.release()
+
+        for name in names:
+            threading.Thread(target=run, args=(name,), name=f"create {name}", daemon=True).start()
+        try:
+            for _ in names:
+                finished.acquire()
+        except KeyboardInterrupt:
+            self.interrupted.set()
+            raise
+        return {name: results[name] for name in names}
 
     def _guarded(self, plan: CreatePlan, name: str) -> Created | GcptuiError:
         try:
             return self.create(plan, name)
         except GcptuiError as err:
-            self.report(name, f"failed: {err}")
+            if not self.interrupted.is_set():  # after Ctrl-C the caller says what exists, once
+                self.report(name, f"failed: {err}")
             return err
 
     def create(self, plan: CreatePlan, name: str) -> Created:
@@ -190,6 +213,8 @@ class VmCreator:
 
     def _wait_running(self, name: str, zone: str) -> Instance:
         def read() -> Instance | None:
+            if self.interrupted.is_set():
+                raise GcptuiError(f"{name}: no longer waited for (interrupted)")
             raw = self.gce.get_raw(name, zone)
             return instance_from_resource(raw) if raw is not None else None
 

@@ -250,6 +250,12 @@ def _display(line: LogLine) -> str:
     return f"[{one_line(line.task)}] {sanitize(line.text)}"
 
 
+def _shown(lines: list[LogLine]) -> list[str]:
+    """The pane's lines of ``lines``: the trainer's progress records (JSON on stdout, read for the
+    Progress column) left out, so each step reads once, as the trainer's own text line."""
+    return [_display(line) for line in lines if not ProgressTracker().feed(line.text)]
+
+
 async def job_log_events(
     rest: VertexRest, job_name: str, *, history_lines: int, settle_seconds: float, interval: float = 1.0
 ) -> AsyncIterator[LogEvent]:
@@ -264,15 +270,15 @@ async def job_log_events(
         lines = await asyncio.to_thread(follower.history, history_lines)
         shown += len(lines)
         yield LogNotice("following", "Cloud Logging")
-        if lines:
-            yield LogChunk([_display(line) for line in lines], None, shown)
+        if text := _shown(lines):
+            yield LogChunk(text, None, shown)
         while True:
             job = await asyncio.to_thread(rest.get_job, job_name)
             ended = job.get("state") in ENDED
             lines = await asyncio.to_thread(follower.poll, final=ended)
             shown += len(lines)
-            if lines:
-                yield LogChunk([_display(line) for line in lines], None, shown)
+            if text := _shown(lines):
+                yield LogChunk(text, None, shown)
             if ended:
                 yield LogNotice("ended", str(job.get("state", "")))
                 return

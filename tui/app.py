@@ -195,6 +195,7 @@ class GcptuiApp(Telling, KeepAliveControls, App[None]):
                 if instance.name in self.live:
                     live = self.live[instance.name]
                     live.keepalive = self.keepalive_setting(instance)
+                    live.paused = self.recovery_paused
                     if live.outcome == "resumed" and instance.state is not State.RUNNING:
                         live.outcome = ""  # stopped since: "resumed" would be a stale word
         self._tell_fleet(FleetRefreshed(message.snapshot))
@@ -340,11 +341,20 @@ class GcptuiApp(Telling, KeepAliveControls, App[None]):
         snapshot = self.fleet_screen.snapshot
         if snapshot is None:
             return
-        sources, unreachable = pane_sources(self.services, snapshot, names, self.config.logs, slot)
+        sources, unreachable = pane_sources(
+            self.services, snapshot, names, self.config.logs, slot, started=self.started_a_job
+        )
         for name in unreachable:
             self.notify(f"{name}: not reachable over SSH", severity="warning")
         if sources:
             self.push_screen(LogsScreen(sources[:8], buffer_lines=self.config.logs.buffer_lines))
+
+    def started_a_job(self, name: str) -> bool:
+        """gcptui started a job on ``name`` (its job state is no pod's containers' own, nor none)."""
+        from gcptui.remote.gke_workflows import is_container_job
+
+        job = live.job if (live := self.live.get(name)) is not None else None
+        return job is not None and job.state != "none" and not is_container_job(job)
 
     async def group_job_action(self, action: str, group: str) -> str | None:
         from gcptui.tui.fleet.group_jobs import group_job_action
@@ -377,9 +387,10 @@ class GcptuiApp(Telling, KeepAliveControls, App[None]):
         self.push_screen(LogsScreen([PaneSource(*found)], buffer_lines=self.config.logs.buffer_lines))
 
     async def vm_action(self, action: str, instance: Instance) -> str | None:
-        gce = await asyncio.to_thread(self.fleet.gce)
-        call = {"start": gce.start, "stop": gce.stop, "preempt": gce.simulate_maintenance_event}[action]
-        await asyncio.to_thread(call, instance.name, instance.zone)
+        # Through the row's backend: `P` in the demo preempts a TPU node or a Vertex AI job's worker too.
+        backend = self.services.compute.of(instance)
+        call = {"start": backend.start, "stop": backend.stop, "preempt": backend.simulate_maintenance}[action]
+        await asyncio.to_thread(call, instance)
         self.refresh_fleet()
         return f"{instance.name}: {action} done"
 

@@ -26,10 +26,13 @@ from gcptui.remote.emulator.compute.faults import Faults
 from gcptui.remote.emulator.compute.fleet import OPERATION_TTL, Fleet, Timing
 from gcptui.remote.emulator.compute.state import Accelerator
 from gcptui.remote.emulator.core.server import ApiServer
+from gcptui.remote.emulator.emulator_control import CONTROL_PREFIX, ControlApi
+from gcptui.remote.emulator.emulator_gke_nodes import GkeNodeHost, GkeNodeInstances
 from gcptui.remote.emulator.gke.clusters import GkeClusters
 from gcptui.remote.emulator.gke.container_api import ContainerApi
 from gcptui.remote.emulator.hosts.machine import Machine
 from gcptui.remote.emulator.hosts.vm_host import AddressOnlyHost, SshVmHost
+from gcptui.remote.emulator.iam.api import ServiceAccounts
 from gcptui.remote.emulator.logging.api import LoggingApi, LogStore
 from gcptui.remote.emulator.oslogin.api import OsLoginProfiles
 from gcptui.remote.emulator.tpu.api import TpuApi
@@ -68,6 +71,7 @@ class EmulatorAssembly:
         page_size: int = 500,
         zones: Iterable[str] = DEFAULT_ZONES,
         api_port: int = 0,
+        ssh_port: int = 0,
         one_address: bool | None = None,
         operation_ttl: float = OPERATION_TTL,
         project_metadata: dict[str, str] | None = None,
@@ -87,6 +91,7 @@ class EmulatorAssembly:
         self._zones = list(zones)
         self._page_size = page_size
         self._api_port = api_port
+        self._ssh_port = ssh_port  # 0: any free port
         # None: each VM on its own 127.0.0.x where the OS routes them (Linux), else all on 127.0.0.1
         # with a port each (macOS). GCPTUI_EMULATOR_ONE_ADDRESS=1 forces the latter.
         self.one_address = (
@@ -110,6 +115,7 @@ class EmulatorAssembly:
         self.vertex: VertexJobs | None = None
         # GKE clusters (the Container API on this endpoint, a Kubernetes API server of their own each).
         self.gke = GkeClusters(self.root / "gke", project, self.token)
+        self.gke_instances: GkeNodeInstances | None = None  # each node's Compute Engine instance
         self.endpoint = ""
         self.ssh_port = 0
 
@@ -166,7 +172,7 @@ class EmulatorAssembly:
         self.root.mkdir(parents=True, exist_ok=True)
         self._write_token()
         if self.ssh:
-            self.ssh_port = free_port()
+            self.ssh_port = self._ssh_port or free_port()
             self._host = SshVmHost(
                 self.root,
                 self.project,
@@ -177,9 +183,10 @@ class EmulatorAssembly:
             )
         else:
             self._host = AddressOnlyHost()
-        self.fleet = Fleet(
-            self.project, self._host, self.faults, self.timing, self._zones, self.operation_ttl
-        )
+        # A GKE node is also a Compute Engine instance, as on GCP (emulator_gke_nodes.py).
+        self.fleet = Fleet(self.project, GkeNodeHost(self._host, self.gke), self.faults, self.timing,
+                           self._zones, self.operation_ttl)  # fmt: skip
+        self.gke_instances = GkeNodeInstances(self.fleet)
         self.fleet.project_metadata.update(self._project_metadata)
         # One server, each Google API's routes under its own prefix.
         self.server = ApiServer(self.token)
@@ -196,7 +203,10 @@ class EmulatorAssembly:
                                  logs=self.logs, timing=self.vertex_timing, env=self.vertex_env)  # fmt: skip
         VertexApi(self.vertex, {region_of(zone) for zone in self._zones}).add_routes(self.server.app)
         LoggingApi(self.logs, self.project, self.project_number).add_routes(self.server.app)
+        self.iam = ServiceAccounts(self.project, self.project_number)
+        self.iam.add_routes(self.server.app)
         ContainerApi(self.gke).add_routes(self.server.app)
+        ControlApi(self.fleet, self.tpus, self.vertex).add_routes(self.server.app)  # the emulator's own path
         if isinstance(self._host, SshVmHost):
             self._host.oslogin_on = self._oslogin_on
             self._host.oslogin_allows = self.oslogin.allows
@@ -207,8 +217,15 @@ class EmulatorAssembly:
         port = self._runner.addresses[0][1]
         self.endpoint = f"http://127.0.0.1:{port}"
 
+    @property
+    def control_endpoint(self) -> str:
+        """Where the emulator's control path is served (``[gcp] control_endpoint``)."""
+        return self.endpoint + CONTROL_PREFIX
+
     async def close(self) -> None:
         """Stop serving and power every VM off, killing all their processes; disks stay."""
+        if self.gke_instances is not None:
+            await self.gke_instances.close()
         await self.gke.close()
         if self.tpus is not None:
             await self.tpus.close()
@@ -249,7 +266,7 @@ class EmulatorAssembly:
         q = json.dumps
         lines = [
             "[gcp]", f"project = {q(self.project)}", f"api_endpoint = {q(self.endpoint)}",
-            f"access_token_file = {q(str(self.token_file))}", "",
+            f"access_token_file = {q(str(self.token_file))}", f"control_endpoint = {q(self.control_endpoint)}", "",
         ]  # fmt: skip
         if self.ssh:
             lines += [

@@ -189,9 +189,10 @@ class JobRunner:
         )
         if rc == ALREADY_RUNNING:
             name = host.name
+            whole = name.split("/", 1)[0]  # a TPU worker's job is its node's: restarted whole
             raise JobAlreadyRunningError(
                 f"a job is already running on {name} (pid {status.pid}, started {status.started_at}): "
-                f"use `gcptui job restart {name}` or `gcptui job kill {name}`",
+                f"use `gcptui job restart {whole}` or `gcptui job kill {whole}`",
                 status,
             )
         return status

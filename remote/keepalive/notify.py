@@ -9,12 +9,13 @@ recovery, and its failures are logged (without the URL, which often holds a toke
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import queue
 import threading
 from typing import Any
 
-from gcptui.remote.keepalive.events import RecoveryEvent
+from gcptui.remote.keepalive.events import RecoveryEvent, now
 from gcptui.remote.safe_text import one_line
 
 log = logging.getLogger(__name__)
@@ -70,6 +71,15 @@ class WebhookNotifier:
             log.warning(
                 "notify: %d events waiting for the webhook; dropped one for %s", MAX_QUEUED, event.name
             )
+
+    def lease(self, kind: str, text: str) -> None:
+        """The recovery lease's standing changed in a way a user must hear of (``kind``: ``paused``,
+        ``unleased``, or back to normal): POSTed like an outcome, with no machine."""
+        line = one_line(text).strip()[:500]
+        body = {"event": f"lease_{kind}", "outcome": kind, "machine": "", "at": now().isoformat(),
+                "detail": line, "sender": self.sender, "text": f"{self.sender}: {line}"}  # fmt: skip
+        with contextlib.suppress(queue.Full):
+            self._queue.put_nowait(body)
 
     def close(self, timeout: float = TIMEOUT) -> None:
         """Send what is queued (up to ``timeout``), then stop the thread."""

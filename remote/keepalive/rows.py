@@ -139,7 +139,9 @@ class RowKeepAlive:
         worker 0 (a node made anew has no job record at all) gets its job relaunched here."""
         until = asyncio.get_running_loop().time() + self.resume_timeout + ADOPT_WAIT_S
         for name in names:
-            if name in self._job_ran:  # a row this keep-alive watched run (the lease lists VMs too)
+            # Only a row whose job this keep-alive saw run (the lease lists VMs too; a job seen killed
+            # or finished has nothing a recovery may bring back).
+            if self._job_ran.get(name):
                 self._adopted[name] = (holder, until)
 
     def in_flight(self) -> list[str]:
@@ -185,8 +187,12 @@ class RowKeepAlive:
         if status is None:
             return False  # its workers do not answer yet
         del self._adopted[row.name]
-        if status.state == "running":
-            return False  # the previous holder's relaunch landed after all
+        # Relaunched only when a preemption cut the job short (the rule of every recovery), or the
+        # node was made anew (no job record at all where this keep-alive saw the job run): never a
+        # job the user killed or that finished, whatever a lease (or a replay of one) says.
+        made_anew = status.state == "none" and self._job_ran.get(row.name, False)
+        if status.state == "running" or (nothing_to_resume(status) is not None and not made_anew):
+            return False  # the previous holder's relaunch landed after all, or nothing was cut short
         self.restarts[row.name] = self.restarts.get(row.name, 0) + 1
         task = asyncio.create_task(self._finish(backend, row, holder), name=f"finish {row.name}")
         self._recovering[row.name] = task
@@ -212,7 +218,13 @@ class RowKeepAlive:
         short by the machine going away (the node still reads READY during a preemption's grace, while
         the job has already checkpointed and exited 143: ``resume_rule``); None when it cannot be read."""
         status = await self._worker0_status(backend, row)
-        return None if status is None else nothing_to_resume(status) is None
+        if status is None:
+            return None
+        if status.state == "none" and self._job_ran.get(row.name):
+            # No record at all: a node made anew by a recovery (this one's or a previous lease
+            # holder's, not relaunched yet): the job that ran before it still has something to resume.
+            return True
+        return nothing_to_resume(status) is None
 
     async def _worker0_status(self, backend: Backend, row: Instance) -> JobStatus | None:
         """The job's record on the row's first worker; None when it cannot be read."""

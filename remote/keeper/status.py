@@ -8,6 +8,7 @@ keep-alives use their own monotonic clocks, ``lease_gate.py``).
 
 from __future__ import annotations
 
+import re
 import time
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -59,6 +60,19 @@ class KeeperReport:
         for _, event in status_events(self.body)[-20:]:
             out.append("  " + event.line())
         return out
+
+
+def named_vm(report: KeeperReport) -> str | None:
+    """The keeper's VM as its signed status names it (holder ``keeper:NAME:TAG``), if a GCE name."""
+    holder = report.body.get("holder") if report.found else None
+    parts = holder.split(":") if isinstance(holder, str) else []
+    if (
+        len(parts) == 3
+        and parts[0] == "keeper"
+        and re.fullmatch(r"[a-z]([-a-z0-9]{0,61}[a-z0-9])?", parts[1])
+    ):
+        return parts[1]
+    return None
 
 
 def keeper_report(services: Services) -> KeeperReport:

@@ -5,7 +5,6 @@ Used by ``gcptui ssh`` (which execs it) and by the TUI's shell key (which suspen
 
 from __future__ import annotations
 
-import shlex
 import shutil
 
 from gcptui.remote.errors import GcptuiError
@@ -29,6 +28,7 @@ def ssh_argv(target: SshTarget, command: list[str], *, tty: bool) -> list[str]:
         argv.append("-t")
     argv += ["-l", target.user, "--", target.address]
     if command:
-        # One quoted word per argument, as typed: the remote shell sees exactly this argv.
-        argv.append(shlex.join(command))
+        # The words joined by spaces, for the remote shell to parse, as OpenSSH itself does
+        # (`ssh host 'echo $HOME; ls'`); `-- python train.py --lr 0.1` reads the same either way.
+        argv.append(" ".join(command))
     return argv

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import time
 from collections import deque
 from collections.abc import AsyncIterator, Iterable
@@ -107,6 +108,15 @@ class ProgressTracker:
         if event is not None:
             return False
         return self._apply_record(record)
+
+    def feed_output(self, line: str) -> bool:
+        """Apply one line of a job's own output (a GKE container's, read from the log API): a progress
+        record (``GCPTUI_METRICS=/dev/stdout``), else the trainer's readable step line
+        (``step 120/1000 loss 0.4321 512 samples/s``, docs/trainer.md). True when the progress changed."""
+        if self.feed(line):
+            return True
+        record = step_line_record(line)
+        return record is not None and self._apply_record(record)
 
     def _apply_mirror(self, event: object, record: dict[str, object]) -> bool:
         p = self._progress
@@ -219,6 +229,28 @@ def json_object(line: str) -> dict[str, Any] | None:
     except (ValueError, RecursionError):
         return None
     return record if isinstance(record, dict) else None
+
+
+# The trainer's readable line for a step (trainer/metrics.py): `step N[/TOTAL] loss L [R samples/s]`.
+_STEP_LINE = re.compile(
+    r"step (\d{1,15})(?:/(\d{1,15}))? loss (-?[0-9]{1,20}(?:\.[0-9]{1,20})?(?:e[-+]?\d{1,3})?|nan|-?inf)"
+    r"(?: ([0-9]{1,15}(?:\.[0-9]{1,6})?) samples/s)?"
+)
+
+
+def step_line_record(line: str) -> dict[str, Any] | None:
+    """The record a readable step line stands for (``step``, ``total_steps``, ``loss``,
+    ``samples_per_s``), or None for any other line (the whole line must be one: no guessing)."""
+    found = _STEP_LINE.fullmatch(line.strip())
+    if found is None:
+        return None
+    step, total, loss, rate = found.groups()
+    record: dict[str, Any] = {"step": int(step), "loss": float(loss)}
+    if total is not None:
+        record["total_steps"] = int(total)
+    if rate is not None:
+        record["samples_per_s"] = float(rate)
+    return record
 
 
 def json_records(lines: Iterable[str]) -> list[dict[str, Any]]:

@@ -19,7 +19,8 @@ _CELLS = re.compile(r"[|│┃]")
 _HBM = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*GiB\s*/\s*(\d+(?:\.\d+)?)\s*GiB\s*$")
 _PERCENT = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*%\s*$")
 _LETTER = re.compile(r"[A-Za-z]")
-_TYPE = re.compile(r"^TPU (v\d+[a-z]*) chip$")
+# `TPU v4 chip`, `TPU v6e chip`, and since v7 `TPU7x chip` (tpu_info/device.py's TpuChip.__str__).
+_TYPE = re.compile(r"^(TPU ?v?\d{1,2}[a-z]{0,4}) chip$")
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,11 +44,32 @@ def _gib_to_mib(value: str) -> float | None:
     return number * 1024 if 0 <= number <= 4096 else None
 
 
+def _per_chip(
+    usage: dict[int, tuple[float | None, float | None, float | None]],
+) -> dict[int, tuple[float | None, float | None, float | None]]:
+    """A row per device (two per chip): each chip's HBM is its devices' together, its duty cycle the
+    first device's (tpu-info prints it on even devices only)."""
+    chips: dict[int, tuple[float | None, float | None, float | None]] = {}
+    for number, (used, total, util) in enumerate(value for _, value in sorted(usage.items())):
+        chip = number // 2
+        if chip not in chips:
+            chips[chip] = (used, total, util)
+            continue
+        first_used, first_total, first_util = chips[chip]
+        chips[chip] = (_sum(first_used, used), _sum(first_total, total), first_util)
+    return chips
+
+
+def _sum(a: float | None, b: float | None) -> float | None:
+    return None if a is None or b is None else a + b
+
+
 def parse_tpu_info(text: str) -> list[TpuChip]:
     """The chips ``tpu-info`` reported, in chip order; HBM and duty cycle None when it had no runtime
     metrics (no workload runs). An output with no chip table gives no samples."""
     chip_type = "TPU"
     chips = 0
+    devices_per_chip = 1  # v2, v3 and 7x: 2, and the utilization table has a row per device
     usage: dict[int, tuple[float | None, float | None, float | None]] = {}
     section = ""
     for line in text[:MAX_OUTPUT_CHARS].splitlines():
@@ -61,8 +83,10 @@ def parse_tpu_info(text: str) -> list[TpuChip]:
         if section == "TPU Chips" and len(cells) >= 2:
             found = _TYPE.match(cells[1])
             if found and chips < MAX_CHIPS:
-                chip_type = f"TPU {found.group(1)}"
+                chip_type = found.group(1)
                 chips += 1
+                if len(cells) >= 3 and cells[2] == "2":
+                    devices_per_chip = 2
         elif (
             section == "TPU Runtime Utilization"
             and len(cells) >= 3
@@ -79,6 +103,8 @@ def parse_tpu_info(text: str) -> list[TpuChip]:
                 _gib_to_mib(hbm.group(2)),
                 util if util is not None and 0 <= util <= 100 else None,
             )
+    if devices_per_chip == 2 and len(usage) > chips:
+        usage = _per_chip(usage)
     if chips and not set(usage) <= set(range(chips)):
         # Some versions number the chips globally across the slice (8, 9, 12, 13): keep their order.
         usage = dict(enumerate(value for _, value in sorted(usage.items())))

@@ -7,6 +7,9 @@ from __future__ import annotations
 import asyncio
 import getpass
 import json
+import signal
+import subprocess
+import sys
 import tomllib
 from datetime import datetime
 from pathlib import Path
@@ -20,7 +23,7 @@ from gcptui.remote.emulator.thread import EmulatorThread
 from gcptui.remote.errors import ConfigError
 from gcptui.remote.ssh.host_keys import matching_lines
 from gcptui.tui.cli.main import main
-from tests.helpers.emulator import gce_for
+from tests.helpers.emulator import gce_for, wait_until
 
 ZONE = "us-central1-a"
 IMAGE = "projects/gcptui-demo/global/images/trainer-base-2024"
@@ -261,3 +264,27 @@ def test_vm_create_into_a_zone_outside_gcp_zones_is_refused_before_any_insert(
         stderr
     )
     assert api_emulator.calls("instances.insert") == 0
+
+
+def test_vm_create_interrupted_names_the_vms_that_exist_and_how_to_delete_them(
+    emulator_thread: EmulatorThread, tmp_path: Path
+) -> None:
+    emu = emulator_thread
+    _insert_base(emu)
+    gce = gce_for(emu)
+    config = _config(emu, tmp_path, tmp_path / "own_known_hosts")
+    emu.timing.boot_seconds = 600  # the new VMs stay PROVISIONING: the command is still waiting on them
+    run = subprocess.Popen(
+        [sys.executable, "-m", "gcptui.tui", "vm", "create", "a", "b", "--from", "base-gpu", "--config", str(config)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True,
+    )  # fmt: skip
+    try:
+        wait_until(
+            lambda: gce.get_raw("a", ZONE) is not None and gce.get_raw("b", ZONE) is not None, timeout=60
+        )
+        run.send_signal(signal.SIGINT)  # Ctrl-C
+        _, stderr = run.communicate(timeout=30)  # at once: not after the boots it was waiting for
+    finally:
+        run.kill()
+    assert run.returncode == 130, stderr
+    assert stderr.splitlines()[-1] == "interrupted: a, b exist (billed while running): `gcptui vm delete a b`"

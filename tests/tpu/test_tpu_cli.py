@@ -33,6 +33,15 @@ def test_ls_json_lists_a_tpu_node_with_its_workers(
     assert tpu["usd_per_hour"] > 0 and tpu["price_source"] == "fallback"
     assert rows["vm-a"]["source"] == "gce" and rows["vm-a"]["workers"] == []
 
+    # `gpu` with no name: every machine, as `job status` (a TPU node: each worker's chips, tpuN,
+    # no temperature or power columns tpu-info never fills).
+    assert main(["gpu", "--once", "--config", config]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    for worker in ("tpu-a/w0", "tpu-a/w1"):
+        chips = [line for line in lines if line.startswith(f"{worker}  tpu")]
+        assert len(chips) == 4 and not any(line.endswith("?W") for line in chips), lines
+    assert any(line.startswith("vm-a  ") for line in lines), lines
+
     emulator_thread.preempt_tpu("tpu-a")
     emulator_thread.wait_for_tpu("tpu-a", "PREEMPTED")
     assert main(["ls", "--json", "--config", config]) == 0
@@ -59,6 +68,11 @@ def test_one_key_runs_the_job_on_both_workers_and_logs_show_both(
     assert main(["job", "status", "tpu-a", "--json", "--config", config]) == 0
     statuses = json.loads(capsys.readouterr().out)
     assert [(s["name"], s["state"]) for s in statuses] == [("tpu-a/w0", "running"), ("tpu-a/w1", "running")]
+
+    # Started again: refused, and the way on names the node (its job runs on every worker at once).
+    assert main(["job", "start", "tpu-a", "--no-sync", "--config", config]) == 1
+    said = capsys.readouterr().err
+    assert "already running on tpu-a/w0" in said and "`gcptui job restart tpu-a`" in said, said
 
     # Starting one worker of a slice alone is refused (it would wait for the others for ever).
     assert main(["job", "restart", "tpu-a/w1", "--no-sync", "--config", config]) == 2
@@ -94,9 +108,16 @@ def test_vm_commands_act_on_a_tpu_node_through_its_backend(
     # A Spot node cannot be stopped (only deleted): one line, nothing changed.
     assert main(["vm", "stop", "tpu-s", "--config", config]) == 2
     assert "tpu-s is a tpu row: `vm stop` cannot act on it" in capsys.readouterr().err
-    # The Cloud TPU API has no call that acts out a preemption: said per row, through the seam.
-    assert main(["vm", "preempt", "tpu-s", "--config", config]) == 2
+    # The Cloud TPU API has no call that acts out a preemption: said per row, through the seam, where
+    # the config names no control path (as on GCP) ...
+    on_gcp = tmp_path / "gcp.toml"
+    on_gcp.write_text("".join(line for line in Path(config).read_text().splitlines(keepends=True)
+                              if not line.startswith("control_endpoint")))  # fmt: skip
+    assert main(["vm", "preempt", "tpu-s", "--config", str(on_gcp)]) == 2
     assert "tpu-s is a tpu row: `vm preempt` cannot act on it" in capsys.readouterr().err
     assert emulator_thread.tpu("tpu-s").state == "READY"
+    # ... and the emulator's control path preempts it (`gcptui emulator`'s config names it).
+    assert main(["vm", "preempt", "tpu-s", "--config", config]) == 0
+    emulator_thread.wait_for_tpu("tpu-s", "PREEMPTED")
     assert main(["vm", "delete", "tpu-s", "--yes", "--config", config]) == 0
     emulator_thread.wait_for_tpu("tpu-s", None)

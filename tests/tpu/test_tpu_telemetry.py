@@ -12,8 +12,10 @@ from gcptui.remote.compute.tpu.backend import TpuBackend
 from gcptui.remote.config import load_config
 from gcptui.remote.emulator import Emulator
 from gcptui.remote.services import Services
-from gcptui.remote.telemetry.gpu import GpuMonitor
+from gcptui.remote.telemetry.gpu import GpuMonitor, GpuSample, GpuSnapshot
 from gcptui.remote.telemetry.tpu_info import parse_tpu_info
+from gcptui.tui.cli.logs import snapshot_lines
+from gcptui.tui.live.state import Live
 
 # As tpu-info 0.5 prints it (its README), global chip ids in the utilization table.
 PIPES = """\
@@ -46,6 +48,119 @@ TPU Runtime Utilization
 │ 0    │ 0.00 GiB / 31.75 GiB │      0.00% │
 └──────┴──────────────────────┴────────────┘
 """
+
+
+# tpu-info 0.14 into a pipe (its README's static mode): the libtpu version and accelerator type first,
+# more tables after the utilization (TensorCore, latencies), which are not chips.
+STATIC_0_14 = """\
+Libtpu version: 0.0.19.dev20250721+nightly
+Accelerator type: v6e
+
+TPU Chips
+
+| Chip        | Type         | Devices | PID     |
+|-------------|--------------|---------|---------|
+| /dev/vfio/0 | TPU v6e chip | 1       | 1469584 |
+| /dev/vfio/1 | TPU v6e chip | 1       | 1469584 |
+
+TPU Runtime Utilization
+
+| Chip | HBM Usage (GiB)       | Duty cycle |
+|------|-----------------------|------------|
+| 0    | 18.45 GiB / 31.25 GiB |    100.00% |
+| 1    | 10.40 GiB / 31.25 GiB |     37.50% |
+
+TensorCore Utilization
+
+| Core ID | TensorCore Utilization |
+|---------|------------------------|
+| 0       | 13.60%                 |
+| 1       | 14.81%                 |
+
+TPU gRPC TCP Minimum RTT
+
+| P50      | P90      | P95      | P999     |
+|----------|----------|----------|----------|
+| 35.99 us | 52.15 us | 53.83 us | 55.51 us |
+"""
+# The moments around a job's start (and any time no framework holds the chips): the chips' owner is
+# already the job's, but libtpu serves no metrics yet; tpu-info prints its warning panel and N/A in
+# every cell of the utilization table (cli_helper.py's TpuRuntimeUtilizationTable).
+STARTING = """\
+Libtpu version: 0.0.19
+Accelerator type: v4
+
+TPU Chips
+
+| Chip        | Type        | Devices | PID  |
+|-------------|-------------|---------|------|
+| /dev/accel0 | TPU v4 chip | 1       | 4242 |
+| /dev/accel1 | TPU v4 chip | 1       | 4242 |
+
+╭──────────────────── Runtime Utilization Status ────────────────────╮
+│ WARNING: Libtpu metrics unavailable. Is there a framework using    │
+│ the TPU? See tpu_info docs for more information.                   │
+╰────────────────────────────────────────────────────────────────────╯
+TPU Runtime Utilization
+
+| Chip | HBM Usage (GiB) | Duty cycle |
+|------|-----------------|------------|
+| 0    | N/A             | N/A        |
+| 1    | N/A             | N/A        |
+"""
+# Two devices per chip (v2, v3): a utilization row per device, the duty cycle on even devices only.
+TWO_DEVICES = """\
+TPU Chips
+
+| Chip        | Type        | Devices | PID  |
+|-------------|-------------|---------|------|
+| /dev/accel0 | TPU v3 chip | 2       | 77   |
+| /dev/accel1 | TPU v3 chip | 2       | 77   |
+
+TPU Runtime Utilization
+
+| Chip | HBM Usage (GiB)     | Duty cycle |
+|------|---------------------|------------|
+| 0    | 3.00 GiB / 8.00 GiB |     80.00% |
+| 1    | 1.00 GiB / 8.00 GiB |            |
+| 2    | 2.00 GiB / 8.00 GiB |     60.00% |
+| 3    | 2.00 GiB / 8.00 GiB |            |
+"""
+
+
+def test_tpu_info_as_it_prints_now_around_a_job_start_and_per_device() -> None:
+    assert [(c.index, c.name, c.util, c.mem_used_mib) for c in parse_tpu_info(STATIC_0_14)] == [
+        (0, "TPU v6e", 100.0, 18.45 * 1024),
+        (1, "TPU v6e", 37.5, 10.40 * 1024),
+    ]
+    assert [(c.index, c.name, c.util, c.mem_used_mib) for c in parse_tpu_info(STARTING)] == [
+        (0, "TPU v4", None, None),
+        (1, "TPU v4", None, None),
+    ]
+    assert [(c.index, c.util, c.mem_used_mib, c.mem_total_mib) for c in parse_tpu_info(TWO_DEVICES)] == [
+        (0, 80.0, 4.0 * 1024, 16.0 * 1024),
+        (1, 60.0, 4.0 * 1024, 16.0 * 1024),
+    ]
+    seven = STATIC_0_14.replace("TPU v6e chip", "TPU7x chip")
+    assert {c.name for c in parse_tpu_info(seven)} == {"TPU7x"}
+
+
+def test_the_cli_and_the_table_show_the_same_figure_for_tpu_chips() -> None:
+    for text, util in ((STATIC_0_14, "100%"), (STARTING, "?")):
+        chip = parse_tpu_info(text)[0]  # one chip: the table's cell is the mean over a machine's chips
+        snapshot = GpuSnapshot(
+            gpus=(
+                GpuSample(
+                    chip.index, chip.name, chip.util, chip.mem_used_mib, chip.mem_total_mib, None, None
+                ),
+            )
+        )
+        lines = snapshot_lines("tpu-a/w0", snapshot)
+        assert lines[0].startswith("tpu-a/w0  tpu0  TPU v") and not lines[0].endswith("?W"), lines
+        live = Live(watched=True)
+        live.gpu.add(snapshot)
+        cell = live.gpu_text(narrow=True).plain
+        assert f"util {util:>4}" in lines[0] and cell == util, (lines[0], cell)
 
 
 def test_both_table_styles_give_one_sample_per_chip() -> None:

@@ -8,6 +8,7 @@ from pathlib import Path
 from gcptui.remote.config import load_config
 from gcptui.remote.emulator import Emulator
 from gcptui.tui.app import GcptuiApp
+from gcptui.tui.logs.screen import LogsScreen
 from tests.tui.test_fleet_jobs import until
 
 JOB = """
@@ -39,6 +40,14 @@ async def test_s_on_a_tpu_node_starts_the_job_on_every_worker(emulator: Emulator
         await until(
             pilot, lambda: app.live["tpu-t"].job is not None and app.live["tpu-t"].job.state == "running"
         )
+        # `l`: a pane per worker (the CLI's logs merge both), `m` merges them, each line its worker's.
+        await pilot.press("l")
+        await until(pilot, lambda: isinstance(app.screen, LogsScreen))
+        screen = app.screen
+        assert isinstance(screen, LogsScreen)
+        assert [p.source_name for p in screen.panes] == ["tpu-t/w0", "tpu-t/w1"]
+        await pilot.press("m")
+        assert screen.merged
 
 
 async def test_a_on_a_spot_tpu_node_switches_its_keep_alive(emulator: Emulator, tmp_path: Path) -> None:

@@ -13,6 +13,7 @@ import pytest
 from gcptui.remote.jobs.protocol import JobStatus
 from gcptui.tui.app import GcptuiApp
 from gcptui.tui.fleet.bands import BANDS, KEPT, Layout, band_for, choose
+from gcptui.tui.live.state import Live
 from tests.tui.test_fleet_jobs import until
 from tests.tui.test_fleet_snapshots import SNAPSHOT, make_app
 from tests.tui.test_narrow import training_live
@@ -36,7 +37,7 @@ def screen_lines(app: GcptuiApp) -> list[str]:
 def assert_kept_cells_whole(app: GcptuiApp, width: int) -> None:
     table = app.fleet_screen.table
     lines = screen_lines(app)
-    labels = [table._label(key) for key in table.column_layout.keys]
+    labels = [table._label(key, table.column_layout.form) for key in table.column_layout.keys]
     header = next(line for line in lines if line.lstrip().startswith("Name"))
     starts, at = {}, 0
     for key, label in zip(table.column_layout.keys, labels, strict=True):
@@ -48,7 +49,8 @@ def assert_kept_cells_whole(app: GcptuiApp, width: int) -> None:
     for row_key in table.rows:
         cells = dict(zip(table.column_layout.keys, table.get_row(row_key), strict=True))
         name = str(cells["name"])
-        line = next(line for line in lines if line[starts["name"] :].startswith(name))
+        line = next((line for line in lines if line[starts["name"] :].startswith(name)), None)
+        assert line is not None, (width, name, lines)
         for key in KEPT:
             text = str(cells[key])
             x = starts[key]
@@ -101,3 +103,54 @@ def test_bands_choose_by_width_and_keep_the_kept_when_names_are_long(width: int)
     assert set(KEPT) <= set(layout.keys)
     used = sum((40 if k == "name" else 8) + 2 for k in layout.keys)
     assert used <= width or layout.keys == tuple(k for k in layout.keys if k in KEPT)
+
+
+def busy_fleet(app: GcptuiApp) -> None:
+    """The widest moment a user meets: a marked machine whose sync just landed (the flash), and a
+    preempted one whose recovery is in progress."""
+    import time
+
+    live = training_live()
+    live.last_sync_at, live.last_sync_files = time.time() + 3600, 5  # the flash lasts the test through
+    app.live["trainer-a100"] = live
+    recovering = Live(keepalive=True)
+    recovering.recovery = "restarting"
+    app.live["trainer-h100"] = recovering
+    app.fleet_screen.marked = {"trainer-a100"}
+
+
+@pytest.mark.parametrize("width", [80, 120, 160, 220])
+async def test_a_marked_machine_a_sync_flash_and_a_recovery_cut_no_kept_column(
+    tmp_path: Path, width: int
+) -> None:
+    app = make_app(tmp_path)
+    async with app.run_test(size=(width, 24)) as pilot:
+        busy_fleet(app)
+        app.fleet_screen.show_snapshot(SNAPSHOT)
+        table = app.fleet_screen.table
+        await until(pilot, lambda: table.row_count == len(SNAPSHOT.instances) and not table.overflowing())
+        await pilot.pause()
+        assert_kept_cells_whole(app, width)
+
+
+async def test_a_column_once_shown_stays_while_a_recovery_goes_through_its_steps(tmp_path: Path) -> None:
+    app = make_app(tmp_path)
+    async with app.run_test(size=(160, 24)) as pilot:
+        live = training_live()
+        live.job = JobStatus("trainer-a100", "killed")  # preempted: no ETA, no live figures
+        live.gpu_idle = False
+        app.live["trainer-a100"] = live
+        app.fleet_screen.show_snapshot(SNAPSHOT)
+        table = app.fleet_screen.table
+        await until(pilot, lambda: table.row_count == len(SNAPSHOT.instances))
+        shown = table.column_layout.keys
+        running = JobStatus("trainer-a100", "running", pid=4242, started_at="2026-11-20T11:00:00Z")
+        steps = [("preempted", None), ("restarting", None), ("running", None), ("", running), ("", None)]
+        for step, job in steps:  # a recovery's words come and go, the job runs again (its ETA back)
+            live.recovery, live.job = step, job or live.job
+            app._live_changed("trainer-a100")
+            app.fleet_screen.show_snapshot(SNAPSHOT)
+            await until(pilot, lambda: not table.overflowing())
+            await pilot.pause()
+            assert table.column_layout.keys == shown, (step, shown, table.column_layout.keys)
+        assert_kept_cells_whole(app, 160)

@@ -57,7 +57,9 @@ async def test_narrow_terminal_shows_job_progress_and_gpu_and_keeps_help_and_qui
         await start(app, pilot)
         table = app.fleet_screen.table
         visible = table.visible_labels()
-        assert visible[:5] == ["Name", "Status", "Job", "Progress", "GPU util"], visible
+        assert visible[:5] == ["Name", "Status", "Job", "Progress", "GPU"], (
+            visible
+        )  # narrow: "GPU", its bare figure
         assert not WIDE_ONLY & {str(c.label) for c in table.columns.values()}
         row = table.get_row(SNAPSHOT.instances[0].key)
         assert "50%" in str(row[3]) and "87%" in str(row[4])  # the bare figures
@@ -85,7 +87,7 @@ async def test_wide_terminal_shows_every_column_and_resizing_switches_layouts(tm
 
         await pilot.resize_terminal(90, 14)
         await until(pilot, lambda: table.column_layout.form == "narrow")
-        assert table.visible_labels()[:5] == ["Name", "Status", "Job", "Progress", "GPU util"]
+        assert table.visible_labels()[:5] == ["Name", "Status", "Job", "Progress", "GPU"]
         assert table.selected_key() == selected  # the cursor stays on its machine
         keys = footer_keys(app)
         assert keys["q"][1] <= 90 and "?" in keys

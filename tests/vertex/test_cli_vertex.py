@@ -81,7 +81,8 @@ def test_submit_runs_two_workers_whose_logs_follow_to_the_end_and_restart_resume
         assert main(["ls", "--json", "--config", config]) == 0
         (listed,) = [row for row in json.loads(capsys.readouterr().out) if row["source"] == "vertex"]
         assert listed["name"] == job_id and listed["zone"] == "us-central1" and listed["spot"]
-        assert main(["ls", "--config", config]) == 0 and job_id in capsys.readouterr().out
+        assert main(["ls", "--config", config]) == 0
+        assert "\nrun-a\t" in capsys.readouterr().out  # the table names it by its display name
 
         assert main(["job", "status", job_id, "--json", "--config", config]) == 0
         status = json.loads(capsys.readouterr().out)
@@ -118,9 +119,11 @@ def test_job_kill_cancels_restart_resumes_and_a_mixed_name_list_is_refused(
         assert main(["logs", "-f", job_id, "--config", config]) == 0  # ends once the job is CANCELLED
         assert capsys.readouterr().out.splitlines()[-1] == "[service] Job was cancelled."
         assert main(["job", "status", job_id, "--config", config]) == 0
-        status = capsys.readouterr().out.split()
+        header, line = capsys.readouterr().out.splitlines()
+        status = line.split("\t")
         # A loaded machine may let the trainer take a few steps before the cancel lands.
-        assert status[:4] == [job_id, "JOB_STATE_CANCELLED", "stopped", "step"], status
+        assert header.split("\t") == ["Id", "Name", "Status", "State", "Step"]
+        assert status[:4] == [job_id, "run-b", "CANCELLED", "stopped"], status
         assert status[4] == "-" or re.fullmatch(r"\d+/10", status[4]), status
         # Restarting the cancelled job resubmits it with [job] resume into the same output folder.
         (tmp_path / "never").touch()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from rich.console import Console
@@ -13,7 +14,7 @@ from gcptui.remote.compute.backend import Capability
 from gcptui.remote.compute.registry import Compute, fleet_source
 from gcptui.remote.config import Config, find_config, load_config
 from gcptui.remote.config.record import record_group, with_group
-from gcptui.remote.errors import ConfigError
+from gcptui.remote.errors import ConfigError, GcptuiError
 from gcptui.remote.provision import (
     Created,
     CreateOptions,
@@ -103,7 +104,10 @@ def run_create(args: argparse.Namespace) -> int:
         gce, config, lambda name, step: console.print(escape(f"  {name}: {zone_advice(step, args.zone)}"))
     )
     began = time.monotonic()
-    results = creator.create_many(plan, names)
+    try:
+        results = creator.create_many(plan, names)
+    except KeyboardInterrupt:
+        return interrupted(console, names, lambda name: gce.get_raw(name, plan.zone) is not None)
     made = [r.instance for r in results.values() if isinstance(r, Created)]
     for name, result in results.items():
         if isinstance(result, Created):
@@ -129,6 +133,26 @@ def run_create(args: argparse.Namespace) -> int:
     if args.sync and made:
         return _first_sync(args, [i.name for i in made]) or (0 if len(made) == len(names) else 1)
     return 0 if len(made) == len(names) else 1
+
+
+def interrupted(console: Console, names: list[str], exists: Callable[[str], bool]) -> int:
+    """After Ctrl-C: which of ``names`` exist (each inserted VM boots on and bills while it runs)
+    and the command that deletes them; exit 130, as an interrupted command does."""
+    try:
+        made = [name for name in names if exists(name)]
+    except (GcptuiError, KeyboardInterrupt):  # no answer (or a second Ctrl-C): every name may exist
+        console.print(f"interrupted: any of {', '.join(names)} may exist: see `gcptui ls`")
+        return 130
+    if not made:
+        console.print("interrupted: no VM was created")
+        return 130
+    verb = "exists" if len(made) == 1 else "exist"
+    console.print(
+        escape(
+            f"interrupted: {', '.join(made)} {verb} (billed while running): `gcptui vm delete {' '.join(made)}`"
+        )
+    )
+    return 130
 
 
 def _first_sync(args: argparse.Namespace, names: list[str]) -> int:

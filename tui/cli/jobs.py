@@ -42,7 +42,8 @@ def job_rows(statuses: list[JobStatus]) -> list[list[str | Text]]:
 
 def run_job(args: argparse.Namespace) -> int:
     async def body(services: Services) -> int:
-        if vertex_names(args.names):  # Vertex AI jobs: cancel, resubmit, read (tui/cli/vertex.py)
+        # Vertex AI jobs: cancel, resubmit, read (tui/cli/vertex.py)
+        if await vertex_names(services, args.names):
             from gcptui.tui.cli.vertex import vertex_job
 
             return await vertex_job(services, args)
@@ -80,6 +81,8 @@ def run_job(args: argparse.Namespace) -> int:
             args.action, [services.reach(i) for i in instances if i.parent is None]
         )
         results += await run_on_workers(services, args.action, workers)
+        if args.action == "status" and services.config.gke:
+            results = containers_own_jobs(services, instances, results)
         objects = [r.value.to_json() for r in results if r.ok and r.value is not None]
         for item in objects:  # a group's node carries its group however it was named (DESIGN's JSON)
             group = next((g.name for g in services.config.groups if item["name"] in g.vms), None)
@@ -109,6 +112,24 @@ def run_job(args: argparse.Namespace) -> int:
         return 0 if all(r.ok for r in results) else 1
 
     return with_services(args, body)
+
+
+def containers_own_jobs(
+    services: Services, instances: list[Instance], results: list[HostResult[JobStatus]]
+) -> list[HostResult[JobStatus]]:
+    """A GKE pod where gcptui started no job runs its containers' own command: its state from the pod
+    (not ``none`` while it trains), as the TUI's Job column reads it."""
+    from dataclasses import replace
+
+    from gcptui.remote.gke_workflows import container_job_of
+
+    rows = {i.name: i for i in instances}
+    return [
+        replace(r, value=container_job_of(services.compute, rows[r.name], r.value))
+        if r.value is not None and r.name in rows
+        else r
+        for r in results
+    ]
 
 
 async def run_group_action(
@@ -168,9 +189,10 @@ async def stop_before_sync(
     for result in await runner.run_all("status", targets):
         status = result.value
         if status is not None and status.state == "running":
+            whole = result.name.split("/", 1)[0]  # a TPU worker's job is its node's: restarted whole
             message = (
                 f"a job is already running on {result.name} (pid {status.pid}, started {status.started_at}): "
-                f"use `gcptui job restart {result.name}` or `gcptui job kill {result.name}`"
+                f"use `gcptui job restart {whole}` or `gcptui job kill {whole}`"
             )
             held[result.name] = HostResult(result.name, error=JobAlreadyRunningError(message, status))
         elif not result.ok:
@@ -203,7 +225,7 @@ def run_logs(args: argparse.Namespace) -> int:
     from gcptui.tui.cli.logs import run_logs as print_logs
 
     async def body(services: Services) -> int:
-        if vertex_names(args.names):  # Vertex AI jobs: their Cloud Logging entries
+        if await vertex_names(services, args.names):  # Vertex AI jobs: their Cloud Logging entries
             from gcptui.tui.cli.vertex import vertex_logs
 
             return await vertex_logs(services, args)
@@ -306,11 +328,15 @@ async def gke_logs(services: Services, args: argparse.Namespace) -> int:
     return await run_pod_logs(pod_logs(services.compute, rows, follow=args.f, tail=lines), labels)
 
 
-def vertex_names(names: list[str]) -> bool:
-    """True when every name is a Vertex AI job's id or resource name (one line when mixed with VMs)."""
-    from gcptui.tui.cli.vertex import is_job_name
+async def vertex_names(services: Services, names: list[str]) -> bool:
+    """True when every name is a Vertex AI job's id, resource name or display name (one line when
+    mixed with machines). The display names are listed only when some name is no id."""
+    from gcptui.tui.cli.vertex import display_names, is_job_name
 
     jobs = [name for name in names if is_job_name(name)]
+    if len(jobs) < len(names):
+        titles = await asyncio.to_thread(display_names, services)
+        jobs += [name for name in names if name in titles and not is_job_name(name)]
     if jobs and len(jobs) != len(names):
         raise_usage("give either Vertex AI jobs or machines, not both, in one command")
     return bool(jobs)
@@ -320,7 +346,11 @@ def run_gpu(args: argparse.Namespace) -> int:
     from gcptui.tui.cli.logs import run_gpu as print_gpu
 
     async def body(services: Services) -> int:
-        instances = await services.machines(args.names, running=True)
+        if args.names:
+            instances = await services.machines(args.names, running=True)
+        else:  # every machine, as `job status` means it (a TPU node: each of its workers)
+            running = await reachable_saying_the_rest(services)
+            instances = await services.machines([i.name for i in running]) if running else []
         return await print_gpu(
             {i.name: services.channel(i) for i in instances}, json_output=args.json, once=args.once
         )

@@ -77,6 +77,8 @@ async def run_logs(
         stream = LogStream(get, path, history_lines=lines, follow=follow, raw=exact)
         try:
             await show(stream, name, label, prefix, path)
+        except BrokenPipeError:
+            raise  # our own reader is gone (`| head`): the whole command is over, not this source
         except (GcptuiError, OSError) as error:  # this source is lost; the others still print
             notice = f"{label}: {error}"
             print(one_line(notice) if _is_tty(err) else notice, file=err, flush=True)
@@ -118,7 +120,13 @@ async def run_logs(
             elif event.kind == "waiting" and not follow:
                 print(f"{label}: {path} does not exist (yet)", file=err, flush=True)
 
-    await asyncio.gather(*(pump(n, name, path) for n, (name, path) in enumerate(sources)))
+    pumps = [asyncio.ensure_future(pump(n, name, path)) for n, (name, path) in enumerate(sources)]
+    try:
+        await asyncio.gather(*pumps)
+    finally:  # one pump's end of the command (a closed pipe) ends the others before the connections close
+        for task in pumps:
+            task.cancel()
+        await asyncio.gather(*pumps, return_exceptions=True)
     return 1 if failed else 0
 
 
@@ -160,6 +168,8 @@ def snapshot_lines(name: str, snapshot: GpuSnapshot) -> list[str]:
     if not snapshot.gpus:
         return [f"{name}  {snapshot.message or snapshot.state}"]
     rows = []
+    # A TPU chip is tpuN; tpu-info reports no temperature or power: no such columns at all.
+    sensors = any(g.temp_c is not None or g.power_w is not None for g in snapshot.gpus)
     for gpu in snapshot.gpus:
         mem = (
             f"{gpu.mem_used_mib:.0f}/{gpu.mem_total_mib:.0f} MiB"
@@ -169,7 +179,9 @@ def snapshot_lines(name: str, snapshot: GpuSnapshot) -> list[str]:
         util = f"{gpu.util:.0f}%" if gpu.util is not None else "?"
         temp = f"{gpu.temp_c:.0f}C" if gpu.temp_c is not None else "?C"
         power = f"{gpu.power_w:.0f}W" if gpu.power_w is not None else "?W"
-        rows.append(f"{name}  gpu{gpu.index}  {gpu.name}  util {util:>4}  mem {mem}  {temp}  {power}")
+        label = f"tpu{gpu.index}" if gpu.name.startswith("TPU") else f"gpu{gpu.index}"
+        line = f"{name}  {label}  {gpu.name}  util {util:>4}  mem {mem}"
+        rows.append(f"{line}  {temp}  {power}" if sensors else line)
     for proc in snapshot.processes or ():
         used = f"{proc.used_mib:.0f} MiB" if proc.used_mib is not None else "?"
         rows.append(f"{name}    pid {proc.pid}  {used}  {proc.name}")

@@ -41,8 +41,17 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--readonly", action="store_true", help="disable every action that changes a VM or a job"
     )
+    parser.add_argument("--version", action="version", version=f"gcptui {_version()}")
     parser.set_defaults(handler=_run_tui)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    init = sub.add_parser(
+        "init",
+        parents=[common],
+        help="write a commented starter gcptui.toml here (gcloud's project and zone)",
+    )
+    init.add_argument("--force", action="store_true", help="replace an existing gcptui.toml")
+    init.set_defaults(handler=_lazy("gcptui.tui.cli.init", "run_init"))
 
     demo = sub.add_parser(
         "demo", parents=[common], help="the TUI on a local emulated fleet (no cloud account)"
@@ -83,10 +92,27 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="N",
         help="a GKE cluster of N Spot GPU nodes, its kubeconfig in DIR/kubeconfig (default 0: none)",
     )
+    emu.add_argument(
+        "--port",
+        type=int,
+        default=None,
+        metavar="P",
+        help="the API on P, the VMs' SSH on P+1, the bucket on P+2 (default: those --dir's last run used)",
+    )
+    emu.add_argument(
+        "--preempt-grace",
+        type=float,
+        default=30.0,
+        metavar="S",
+        help="seconds a preempted VM or TPU node runs on after its notice (default 30, as GCE)",
+    )
     emu.set_defaults(handler=_lazy("gcptui.tui.cli.demo", "run_emulator_command"))
 
     ls = sub.add_parser("ls", parents=[common], help="instances and static hosts")
     ls.add_argument("--json", action="store_true", help="print JSON objects")
+    ls.add_argument(
+        "--all", action="store_true", help="also GKE nodes' own instances (labelled goog-gke-node)"
+    )
     ls.set_defaults(handler=_lazy("gcptui.tui.cli.fleet", "run_ls"))
 
     vm = sub.add_parser(
@@ -193,9 +219,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     submit.set_defaults(handler=_lazy("gcptui.tui.cli.vertex", "run_vertex"))
 
-    gpu = sub.add_parser("gpu", parents=[common], help="GPU samples (nvidia-smi on the VM)")
+    gpu = sub.add_parser(
+        "gpu", parents=[common], help="GPU and TPU samples (nvidia-smi, tpu-info on the machine)"
+    )
     gpu.add_argument(
-        "names", nargs="+", metavar="NAME", help="VMs or static hosts, as `gcptui ls` names them"
+        "names", nargs="*", metavar="NAME", help="machines, as `gcptui ls` names them (none: every one)"
     )
     gpu.add_argument("--json", action="store_true", help="print JSON")
     gpu.add_argument("--once", action="store_true", help="one sample per VM, then exit")
@@ -234,6 +262,10 @@ def build_parser() -> argparse.ArgumentParser:
     keeper_deploy.add_argument("--zone", default=None, help="its zone (default: the first of [gcp] zones)")
     keeper_deploy.add_argument("--machine-type", default="e2-small", help="default e2-small")
     keeper_deploy.add_argument("--existing", metavar="VM", default=None, help="set the keeper up on this VM")
+    keeper_deploy.add_argument(
+        "--service-account", metavar="EMAIL", default=None,
+        help="the account the VM deploy makes runs as (default: gcptui-keeper@PROJECT, made if missing)",
+    )  # fmt: skip
     keeper_status = keeper_actions.add_parser(
         "status", parents=[common], help="up, last poll, machines watched, recent timeline, lease holder"
     )
@@ -245,14 +277,20 @@ def build_parser() -> argparse.ArgumentParser:
     keeper_actions.add_parser(
         "remove", parents=[common], help="stop it, remove its files and SSH key, delete the VM deploy made"
     )
-    for action in ("deploy", "logs", "stop", "remove"):
+    keeper_deploy.add_argument(
+        "--name", default="gcptui-keeper", help="the keeper VM (default gcptui-keeper)"
+    )
+    for action in ("logs", "stop", "remove"):
         keeper_actions.choices[action].add_argument(
-            "--name", default="gcptui-keeper", help="the keeper VM (default gcptui-keeper)"
+            "--name", default=None, help="the keeper VM (default: the one the bucket's keeper status names)"
         )
     keeper_run = keeper_actions.add_parser(
         "run", parents=[common], help="(on the keeper VM) the keeper itself"
     )
     keeper_run.add_argument("--lease-ttl", type=float, default=60.0, help="seconds (default 60)")
+    keeper_run.add_argument(
+        "--name", default=None, help="its VM, named in its status (default: the host name)"
+    )
     keeper_run.add_argument(
         "--poll-seconds", type=float, default=None, help="default: [keepalive] poll_seconds"
     )
@@ -280,6 +318,15 @@ def build_parser() -> argparse.ArgumentParser:
     sweep.set_defaults(handler=_lazy("gcptui.tui.cli.sweep", "run_sweep_command"))
     _describe_by_help(parser)
     return parser
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("gcptui")
+    except PackageNotFoundError:  # run from a tree that was never installed
+        return "unknown"
 
 
 NAME_HELP = "VMs, static hosts or [[groups]] names (a group: every node), as `gcptui ls` lists them"
@@ -342,7 +389,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     args.remote_command = remote_command
     debug = getattr(args, "debug", False)
     try:
-        return args.handler(args)
+        code = args.handler(args)
+        sys.stdout.flush()  # inside the guard: a reader gone (`| head`) is noticed here, not at exit
+        return code
+    except BrokenPipeError:
+        return _reader_gone()
     except GcptuiError as err:
         if debug:
             raise
@@ -352,6 +403,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         return err.exit_code
     except KeyboardInterrupt:
         return 130
+
+
+def _reader_gone() -> int:
+    """Whoever read our stdout stopped (`gcptui logs JOB | head`): done, quietly, exit 0, as `ls | head`.
+    What is still buffered goes to /dev/null, so Python's own flush at exit finds no pipe to fail on."""
+    import os
+
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):  # a stdout without a descriptor (a test's capture): nothing to quiet
+        pass
+    return 0
 
 
 def entry() -> None:

@@ -1,7 +1,8 @@
 """``gcptui vertex submit``, and ``logs`` / ``job kill|restart|status`` for Vertex AI custom jobs.
 
-A Vertex AI job is named by its id (the fleet table's name, what gcloud takes) or its resource name
-(``projects/P/locations/R/customJobs/ID``, what ``vertex submit`` prints last).
+A Vertex AI job is named by its display name (the fleet table's name, ``vertex submit --name``), its
+id (what gcloud takes) or its resource name (``projects/P/locations/R/customJobs/ID``, what
+``vertex submit`` prints last).
 """
 
 from __future__ import annotations
@@ -14,13 +15,15 @@ import sys
 from typing import TextIO
 
 from gcptui.remote.compute.vertex.backend import VertexBackend
-from gcptui.remote.compute.vertex.jobs import ENDED, job_row
+from gcptui.remote.compute.vertex.jobs import DISPLAY_LABEL, ENDED, job_row
 from gcptui.remote.compute.vertex.logs import LogFollower, LogLine
 from gcptui.remote.errors import ConfigError, GcptuiError
 from gcptui.remote.safe_text import one_line, sanitize
 from gcptui.remote.services import Services
+from gcptui.remote.telemetry.progress import ProgressTracker
 from gcptui.remote.vertex_workflows import SubmitOptions, prepare, progress_of, resubmit_body, settle_seconds
 from gcptui.tui.cli.common import with_services
+from gcptui.tui.cli.tables import print_table
 
 _ID = re.compile(r"[0-9]{6,25}")
 _RESOURCE = re.compile(r"projects/[^/\s]+/locations/[a-z0-9-]+/customJobs/[0-9]{1,25}")
@@ -46,16 +49,39 @@ def backend_of(services: Services) -> VertexBackend:
 
 
 def resource_name(backend: VertexBackend, name: str) -> str:
-    """The job's resource name: given, or the listed job of that id (one line when there is none)."""
+    """The job's resource name: given, or the listed job of that id or display name (one line when
+    there is none, or when the display name is several jobs' and not one of them still runs)."""
     if _RESOURCE.fullmatch(name):
         return name
-    for row in backend.list_rows().rows:
+    rows = backend.list_rows().rows
+    for row in rows:
         if row.name == name and row.instance_id:
             return row.instance_id
+    titled = [row for row in rows if row.labels.get(DISPLAY_LABEL) == name and row.instance_id]
+    live = [row for row in titled if not backend.ended(row)]
+    chosen = live if len(live) == 1 else titled  # a restart's new job, beside the one it replaced
+    if len(chosen) == 1 and chosen[0].instance_id:
+        return chosen[0].instance_id
+    if chosen:
+        ids = ", ".join(row.name for row in chosen)
+        raise ConfigError(f"{name} is the name of {len(chosen)} Vertex AI jobs ({ids}): give the id")
     regions = ", ".join(backend.regions)
     raise GcptuiError(
         f"no Vertex AI job {name} in {regions}: see `gcptui ls` (or add its region to [vertex] regions)"
     )
+
+
+def display_names(services: Services) -> set[str]:
+    """The display names of the listed Vertex AI jobs (none without ``[vertex] regions``); blocking."""
+    if not services.config.vertex.regions or services.config.gcp is None:
+        return set()
+    return {row.labels.get(DISPLAY_LABEL, "") for row in backend_of(services).list_rows().rows} - {""}
+
+
+def is_progress_record(text: str) -> bool:
+    """A trainer's progress record (``{"step": 7, ...}`` on stdout, ``GCPTUI_METRICS=/dev/stdout``):
+    read for the Progress column, not printed beside the text line the trainer writes for the step."""
+    return ProgressTracker().feed(text)
 
 
 def format_line(line: LogLine, terminal: bool) -> str:
@@ -75,10 +101,12 @@ def print_job_logs(services: Services, names: list[str], *, follow: bool, lines:
         )
         shown = follower.history(lines) if not follow or lines else []
         for line in shown:
-            print(format_line(line, terminal), file=out, flush=True)
+            if not is_progress_record(line.text):
+                print(format_line(line, terminal), file=out, flush=True)
         if follow:
             for line in follower.follow(interval):
-                print(format_line(line, terminal), file=out, flush=True)
+                if not is_progress_record(line.text):
+                    print(format_line(line, terminal), file=out, flush=True)
     return 0
 
 
@@ -92,11 +120,12 @@ async def vertex_job(services: Services, args: argparse.Namespace) -> int:
     backend = backend_of(services)
     if args.action == "start":
         raise GcptuiError("a Vertex AI job starts when it is submitted: `gcptui vertex submit`")
+    table: list[list[str]] = []
     for name in args.names:
         resource = await asyncio.to_thread(resource_name, backend, name)
         if args.action == "kill":
             await asyncio.to_thread(backend.rest().cancel_job, resource)
-            print(f"{name}: cancel requested (the job reads JOB_STATE_CANCELLED once its workers stopped)")
+            print(f"{name}: cancel requested (the job reads CANCELLED once its workers stopped)")
         elif args.action == "restart":
             job = await asyncio.to_thread(backend.rest().get_job, resource)
             if job.get("state") not in ENDED:
@@ -117,7 +146,11 @@ async def vertex_job(services: Services, args: argparse.Namespace) -> int:
                                             "loss": progress.loss, "eta_seconds": progress.eta_seconds}  # fmt: skip
                 print(json.dumps(document))
             else:
-                print(f"{one_line(row.name)}\t{one_line(row.status)}\t{row.state}\tstep {step}")
+                title = row.labels.get(DISPLAY_LABEL) or "-"
+                words = (row.name, title, row.status.removeprefix("JOB_STATE_"), row.state.value, step)
+                table.append([one_line(word) for word in words])
+    if table:  # with a header, as `job status` of machines prints its table
+        print_table(("Id", "Name", "Status", "State", "Step"), table)
     return 0
 
 

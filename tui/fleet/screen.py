@@ -24,6 +24,7 @@ from gcptui.tui.live.columns import (
     LIVE_COLUMNS,
     SORTABLE,
     fleet_cost_line,
+    is_job_row,
     matches,
 )
 from gcptui.tui.live.state import Live
@@ -54,6 +55,7 @@ class FleetScreen(GroupRowsMixin, MachineKeys):
         self.demo = demo
         self.snapshot: FleetSnapshot | None = None
         self.error: str | None = None
+        self.lease_note: tuple[str, bool] | None = None  # keep-alive's lease out of reach: (words, paused)
         self.filter_text = ""
         self.sort = SortOrder()
         self.marked: set[str] = set()
@@ -173,12 +175,11 @@ class FleetScreen(GroupRowsMixin, MachineKeys):
             text.append("  ")
         if self.banner:
             text.append(f"{self.banner}  ", style="bold reverse magenta")
+        if self.lease_note is not None and self.lease_note[1]:
+            text.append(f"{self.lease_note[0]}  ", style="bold red")  # first: nothing recovers until fixed
         if self.snapshot is not None:
-            total = len(self.snapshot.instances)
-            shown = len(self.visible_instances())
-            count = f"{shown}/{total}" if self.filter_text else f"{total}"
             when = self.snapshot.refreshed_at.astimezone().strftime("%H:%M:%S")
-            text.append(f"{count} machines")
+            text.append(self._count_words())
             # What the user set comes first: a long source or banner may push the rest off the edge.
             if self.filter_text:
                 text.append(f" · filter: {self.filter_text}", style="bold")
@@ -198,9 +199,31 @@ class FleetScreen(GroupRowsMixin, MachineKeys):
             return
         else:
             text.append("Loading fleet…")
+        if self.lease_note is not None and not self.lease_note[1]:
+            text.append(f" · {self.lease_note[0]}", style="yellow")
         if self.error:
             text.append(f"  ✗ {self.error}", style="bold red")
         self.status_line.update(text)
+
+    def show_lease(self, note: tuple[str, bool] | None) -> None:
+        """Keep-alive's lease is out of reach: ``(words, paused)``, paused (a keeper is known: nothing
+        recovers) first on the line, else (recovering without the lease) at its end; None: reached."""
+        if note != self.lease_note:
+            self.lease_note = note
+            self._render_status()
+
+    def _count_words(self) -> str:
+        """``5 machines`` (``2/5`` filtered), with the jobs (Vertex AI) counted apart: ``· 1 job``."""
+        assert self.snapshot is not None
+        listed, shown = self.snapshot.instances, self.visible_instances()
+        words = []
+        for kind, counted in (("machine", lambda i: not is_job_row(i)), ("job", is_job_row)):
+            total = sum(1 for i in listed if counted(i))
+            if total or kind == "machine":
+                seen = sum(1 for i in shown if counted(i))
+                count = f"{seen}/{total}" if self.filter_text else f"{total}"
+                words.append(f"{count} {kind}{'' if total == 1 and not self.filter_text else 's'}")
+        return " · ".join(words)
 
     # -- actions --------------------------------------------------------------------------------
 

@@ -75,7 +75,7 @@ class FleetTable(RowTable[str | Text]):
         super().__init__(id=id)
         self._pending: list[Cell] = []  # cells set inside ``cells_together``, applied at its end
         self._narrower: set[str] = set()  # columns that may be wider than their cells now
-        self.column_layout = choose(width or 200, lambda key, form: len(self._label(key)))
+        self.column_layout = choose(width or 200, lambda key, form: len(self._label(key, form)))
         self.fixed_columns = 1  # the name: which row is which, however far one scrolls right
 
     @property
@@ -91,7 +91,10 @@ class FleetTable(RowTable[str | Text]):
         return tuple(c for c in LIVE_COLUMNS if c.key in self.column_layout.keys)
 
     @staticmethod
-    def _label(key: str) -> str:
+    def _label(key: str, form: Form = "wide") -> str:
+        """A column's header; at 80-100 columns GPU util reads ``GPU`` (its cells are the bare figure)."""
+        if form == "narrow" and key == "gpu":
+            return "GPU"
         return dict(SORTABLE)[key]
 
     def on_mount(self) -> None:
@@ -100,10 +103,11 @@ class FleetTable(RowTable[str | Text]):
         self._add_columns()
 
     def _add_columns(self) -> None:
+        form = self.column_layout.form
         for column in self.instance_columns:
-            self.add_column(column.label, key=column.key)
+            self.add_column(self._label(column.key, form), key=column.key)
         for live_column in self.live_columns:
-            self.add_column(live_column.label, key=live_column.key)
+            self.add_column(self._label(live_column.key, form), key=live_column.key)
 
     def available_width(self) -> int:
         """The columns the rows may take: the table's width less a vertical scrollbar's when the
@@ -126,7 +130,9 @@ class FleetTable(RowTable[str | Text]):
             if (key, form) not in cache:
                 cells = [self._cell_for(key, form, row, live) for row in rows]
                 widths = [c.cell_len if isinstance(c, Text) else Text(c).cell_len for c in cells]
-                cache[key, form] = max([len(self._label(key)), *widths])
+                if key == "progress":  # its ETA's room too, there or not: see Live.progress_width
+                    widths += [state.progress_width(form) for row in rows if (state := live.get(row.name))]
+                cache[key, form] = max([len(self._label(key, form)), *widths])
             return cache[key, form]
 
         layout = choose(self.available_width(), measure, self.cell_padding)

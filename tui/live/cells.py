@@ -158,7 +158,7 @@ def gpu_cell(history: GpuHistory, width: int = 8, idle: bool = False) -> Text:
             text.append(" ")
         util = gpu.util or 0.0
         text.append(sparkline(history.util.get(gpu.index, ()), width), util_style(util))
-        text.append(f"{util:3.0f}%", util_style(util))
+        text.append(f"{util:3.0f}%" if gpu.util is not None else "   ?", util_style(util))
         if gpu.mem_percent is not None:
             text.append(f" {gpu.mem_percent:2.0f}%m", "cyan")
     return text

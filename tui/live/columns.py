@@ -29,8 +29,22 @@ STATE_STYLES: dict[State, str] = {
 
 
 def status_word(instance: Instance) -> str:
-    """The backend's own word, except a preemption reads PREEMPTED so a person sees it at a glance."""
-    return "PREEMPTED" if instance.state is State.PREEMPTED else instance.status
+    """The backend's own word, except a preemption reads PREEMPTED so a person sees it at a glance;
+    Vertex AI's ``JOB_STATE_`` prefix is left out (``CANCELLED``, ``RUNNING``: what its console says)."""
+    if instance.state is State.PREEMPTED:
+        return "PREEMPTED"
+    return instance.status.removeprefix("JOB_STATE_")
+
+
+def row_title(instance: Instance) -> str:
+    """What a person calls the row: its name, or a Vertex AI job's display name (the ``--name`` it
+    was submitted with; its 19-digit id stays the handle gcloud and ``ls --json`` give)."""
+    return instance.title or instance.name
+
+
+def is_job_row(instance: Instance) -> bool:
+    """A row that is a job (a Vertex AI custom job), not a machine: counted apart."""
+    return not instance.machine
 
 
 def status_style(instance: Instance) -> str:
@@ -87,7 +101,7 @@ def fleet_cost_line(instances: tuple[Instance, ...] | list[Instance]) -> str:
 
 
 INSTANCE_COLUMNS: tuple[Column, ...] = (
-    Column("name", "Name", lambda i: i.name, lambda i: i.name),
+    Column("name", "Name", row_title, row_title),
     Column("zone", "Zone", lambda i: i.zone or "(host)", lambda i: i.zone),
     Column("status", "Status", status_text, status_word),
     Column("machine_type", "Machine", lambda i: i.machine_type or "-", lambda i: i.machine_type),

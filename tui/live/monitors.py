@@ -16,9 +16,11 @@ from typing import Any
 
 from gcptui.remote.aio import report_failure, within
 from gcptui.remote.backoff import Backoff
+from gcptui.remote.compute.backend import Capability
 from gcptui.remote.compute.exec_channel import ExecChannel, Reach
 from gcptui.remote.compute.ssh_exec import pool_reach
 from gcptui.remote.errors import GcptuiError
+from gcptui.remote.gke_workflows import container_job, container_progress, is_container_job
 from gcptui.remote.jobs.protocol import JobStatus, metrics_path
 from gcptui.remote.models import FleetSnapshot, Instance
 from gcptui.remote.services import Services
@@ -38,8 +40,8 @@ RESTART_MAX_S = 60.0
 HEALTHY_S = 60.0
 
 # At most this many machines are watched at once (each holds a connection and three streams);
-# benchmarks/fleet_live.py measures the TUI at 64.
-MAX_WATCHED = 64
+# benchmarks/fleet_live.py measures the TUI at 64 to 256 (a pod slice's or a team's sweep's worth).
+MAX_WATCHED = 256
 
 
 # How often a running Vertex AI job's logs are read for its progress (one Cloud Logging list each).
@@ -103,6 +105,8 @@ class Monitors:
         self._jobs_without_shell: dict[str, asyncio.Task[None]] = {}  # Vertex AI jobs: progress from logs
         self._said_local: set[str] = set()  # sync warnings about the local tree, said once for all VMs
         self._relay: FanOut | None = None  # live sync of several VMs: one upload, relayed by the first
+        # Rows whose containers' own command may be the training (GKE): as last listed, by name.
+        self._container_rows: dict[str, Instance] = {}
         services.sync_batch_listeners.append(self._on_sync_batch)
 
     def state(self, name: str) -> Live:
@@ -121,6 +125,14 @@ class Monitors:
             if name not in names:
                 self._stop(name)
         self._watch_logged_progress(snapshot)
+        self._container_rows = {
+            i.name: i for i in wanted if self.services.compute.can(i, Capability.CONTAINER_LOGS)
+        }
+        for name, row in self._container_rows.items():
+            live = self.live.get(name)
+            if live is not None and is_container_job(live.job):  # the pod moved on: so did its job
+                live.job = container_job(row)
+                self.changed(name)
         for instance in wanted:
             found = self._reach(instance)
             if found is None:
@@ -140,8 +152,6 @@ class Monitors:
         records on the chief's stdout), polled while they run."""
         if not self.services.config.vertex.regions and not self._jobs_without_shell:
             return  # no [vertex] regions: nothing to poll (and no backend built for it)
-        from gcptui.remote.compute.backend import Capability
-
         logged = Capability.CLOUD_LOGS  # its progress records are lines in Cloud Logging
         running = {
             i.name: i for i in snapshot.instances if i.state.up and self.services.compute.can(i, logged)
@@ -192,6 +202,10 @@ class Monitors:
             self._spawn_watcher(f"progress {name}", lambda: self._watch_progress(name, channel, metrics)),
             self._spawn_watcher(f"gpu {name}", lambda: self._watch_gpu(name, channel)),
         ]
+        if self.services.compute.can(instance, Capability.CONTAINER_LOGS):
+            self._tasks[name].append(
+                self._spawn_watcher(f"containers {name}", lambda: self._watch_container_progress(name))
+            )
 
     def _stop(self, name: str, *, disconnect: bool = True) -> None:
         for task in self._tasks.pop(name, []):
@@ -256,6 +270,10 @@ class Monitors:
                 live.job_error = event.reason or "connection lost"
             elif event.status is not None:
                 live.job, live.job_error = event.status, ""
+                row = self._container_rows.get(name)
+                if row is not None and event.status.state == "none":
+                    # gcptui started no job in the pod: its containers' own command is the training.
+                    live.job = container_job(row)
                 if event.kind == "ended":
                     self.job_ended(name, event.status)
             self.changed(name)
@@ -272,6 +290,18 @@ class Monitors:
         async for item in follow_progress(channel, path):
             if isinstance(item, Progress):
                 self.state(name).progress = item
+                self.changed(name)
+
+    async def _watch_container_progress(self, name: str) -> None:
+        """A GKE workload's progress from its rank 0's output (the log API) while gcptui started no
+        job there (a job it started has its metrics file, read by ``_watch_progress``)."""
+        row = self._container_rows.get(name)
+        if row is None:
+            return
+        async for progress in container_progress(self.services.compute, row):
+            live = self.state(name)
+            if live.job is None or is_container_job(live.job):
+                live.progress = progress
                 self.changed(name)
 
     async def _watch_gpu(self, name: str, channel: ExecChannel) -> None:

@@ -23,6 +23,15 @@ SYNC_STYLES = {
     "in_sync": "green", "syncing": "yellow", "scanning": "yellow", "connecting": "dim",
     "paused": "dim", "reconnecting": "yellow", "error": "bold red", "stopped": "dim", "incomplete": "bold yellow",
 }  # fmt: skip
+OUTCOME_STYLES = {"resumed": "green", "left stopped": "yellow", "idle": "yellow"}
+# The Keep-alive cell's words at 80-100 columns: each at most the label's width.
+NARROW_WORDS = {
+    "left stopped": "stopped",
+    "stopped unwatched": "unwatched",
+    "auto-stopped": "autostop",
+    "restarting": "restarting",
+}
+ETA_ROOM = 6  # " 3h05m": the widest ETA format_duration writes, with its space
 SPARK_POINTS = 6  # GPU utilization samples in the table's sparkline
 SYNC_FLASH_SECONDS = 3.0  # how long "synced N files" shows after a batch landed
 
@@ -54,6 +63,7 @@ class Live:
     last_sync_files: int = 0
     last_sync_bytes: int = 0
     keepalive: bool | None = None  # None: not a Spot VM, nothing to keep alive
+    paused: bool = False  # keep-alive's lease is out of reach and a keeper is known: nothing recovers it
     recovery: str = ""  # the step of a recovery in progress, e.g. "restarting"; "" when none runs
     outcome: str = ""  # how the last recovery ended ("resumed", "left stopped", ...); "" when stale
     watched: bool = False  # monitors are reading it now (a stopped VM keeps its last progress)
@@ -79,7 +89,16 @@ class Live:
             text.append(" preempted", "magenta")
         return text
 
-    def progress_text(self, compact: bool = False, narrow: bool = False) -> Text:
+    def progress_width(self, form: str) -> int:
+        """The Progress cell's width with room for an ETA whether one shows or not: it comes and goes
+        with the job (a recovery's steps), and a column must not come and go with it."""
+        compact, narrow = form != "wide", form == "narrow"
+        progress = self.progress
+        if progress is None or progress.step is None or not progress.total_steps:
+            return self.progress_text(compact, narrow).cell_len
+        return self.progress_text(compact, narrow, eta=False).cell_len + ETA_ROOM
+
+    def progress_text(self, compact: bool = False, narrow: bool = False, *, eta: bool = True) -> Text:
         """``step/total pct ETA`` and a loss sparkline, narrow enough for the table (the rate and
         per-GPU detail are in the detail view); ``compact`` leaves the sparkline out, ``narrow``
         (80-100 columns) the step count and the loss too: ``50% 12m``."""
@@ -95,7 +114,7 @@ class Live:
         else:
             text.append(f"step {progress.step}", "bold")
         running = self.job is not None and self.job.state == "running"
-        if running and progress.eta_seconds is not None:
+        if eta and running and progress.eta_seconds is not None:
             text.append(f" {format_duration(progress.eta_seconds)}", "magenta")
         if progress.losses and not (compact or narrow):
             text.append(f" {sparkline(progress.losses, 6, maximum=None)}", "yellow")
@@ -116,9 +135,17 @@ class Live:
         if not self.watched:
             return Text("-", "dim")
         latest = self.gpu.latest
+        if narrow and self.gpu_idle:
+            return Text("IDLE", "bold white on red")  # the flag says more than the low figure
         if latest is None or latest.state != "ok" or not latest.gpus:
+            if narrow and (latest is None or latest.state == "reconnecting"):
+                return Text("…", "dim")  # within the narrow label's width
             return gpu_cell(self.gpu, idle=self.gpu_idle)  # …, no GPU, reconnecting
         # The newest SPARK_POINTS samples per GPU only: the cell is redrawn at every sample.
+        if all(g.util is None for g in latest.gpus):
+            # No figure to show (a TPU before libtpu serves its metrics, at a job's start): "?", as
+            # `gcptui gpu` says, never a 0% nobody measured.
+            return Text("?", "dim")
         newest = [list(islice(reversed(values), SPARK_POINTS)) for values in self.gpu.util.values()]
         means = [sum(point) / len(point) for point in zip(*newest, strict=False)][::-1]
         util = means[-1] if means else 0.0
@@ -146,6 +173,8 @@ class Live:
             and now - self.last_sync_at < SYNC_FLASH_SECONDS
         ):
             files = self.last_sync_files
+            if narrow:  # within the Keep-alive column's width: the row fits 80 columns whole
+                return Text(f"synced {files}" if files < 1000 else "synced", "bold green")
             return Text(f"synced {files} file{'s' if files != 1 else ''}", "bold green")
         word = {"in_sync": "in sync", "syncing": f"syncing {self.sync_pending}"}.get(
             self.sync_state, self.sync_state
@@ -167,11 +196,17 @@ class Live:
         """The setting now (on/off), then the recovery in progress or the last one's outcome;
         ``narrow``: the recovery or the outcome alone when there is one."""
         if narrow and (self.recovery or self.outcome):
-            return self._recovery_text(Text())
+            # One short word (at most the label's 10 characters): the row fits 80 columns whole.
+            word = self.recovery or self.outcome
+            word = NARROW_WORDS.get(word, word)
+            style = "bold magenta" if self.recovery else OUTCOME_STYLES.get(self.outcome, "bold red")
+            return Text(word if len(word) <= 10 else word[:9] + "…", style)
         if self.keepalive is None:
             text = Text("-", "dim")
         else:
             text = Text("on", "green") if self.keepalive else Text("off", "dim")
+            if self.keepalive and self.paused and not self.recovery:
+                text.append(" · recovery paused", "bold red")  # why: the status line
         return self._recovery_text(text)
 
     def _recovery_text(self, text: Text) -> Text:
@@ -179,8 +214,6 @@ class Live:
         if self.recovery:
             text.append(f"{lead}{self.recovery}…", "bold magenta")
         elif self.outcome:
-            style = {"resumed": "green", "left stopped": "yellow", "idle": "yellow"}.get(
-                self.outcome, "bold red"
-            )
+            style = OUTCOME_STYLES.get(self.outcome, "bold red")
             text.append(f"{' · ' if text else ''}{self.outcome}", style)
         return text

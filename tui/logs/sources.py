@@ -11,7 +11,7 @@ since then no job log exists in the pod.
 from __future__ import annotations
 
 import functools
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 
 from gcptui.remote.compute.backend import Capability
 from gcptui.remote.compute.exec_channel import ExecChannel
@@ -48,11 +48,18 @@ def container_log_events(services: Services, row: Instance, logs: LogsConfig) ->
 
 
 def pane_sources(
-    services: Services, snapshot: FleetSnapshot, names: list[str], logs: LogsConfig, slot: int = 0
+    services: Services,
+    snapshot: FleetSnapshot,
+    names: list[str],
+    logs: LogsConfig,
+    slot: int = 0,
+    started: Callable[[str], bool] = lambda _name: False,
 ) -> tuple[list[PaneSource], list[str]]:
     """The panes for ``names``, and the names that nothing reaches (no address, no shell).
 
     ``slot`` > 0 (a sweep's second trial on a VM, ...): that job slot's log alone, titled ``NAME:SLOT``.
+    A GKE workload's panes are its pods' containers' output, plus the job's own log when ``started``
+    says gcptui started a job there; a TPU node's, one per worker (``NODE/w0``, ``NODE/w1``, ...).
     """
     sources: list[PaneSource] = []
     unreachable: list[str] = []
@@ -61,11 +68,7 @@ def pane_sources(
         if instance is not None and services.compute.can(instance, Capability.CLOUD_LOGS):
             sources.append(PaneSource(name, functools.partial(cloud_log_events, services, instance, logs)))
             continue
-        container = (
-            instance is not None
-            and not services.config.job.command.strip()
-            and services.compute.can(instance, Capability.CONTAINER_LOGS)
-        )
+        container = instance is not None and services.compute.can(instance, Capability.CONTAINER_LOGS)
         if container and instance is not None:
             from gcptui.remote.gke_workflows import log_pane_rows
 
@@ -73,20 +76,24 @@ def pane_sources(
                 sources.append(
                     PaneSource(pod.name, functools.partial(container_log_events, services, pod, logs))
                 )
-        channel = services.channel_or_none(instance) if instance is not None else None
-        if channel is None:
-            if not container:
-                unreachable.append(name)
-            continue
-        job_log = log_path(slot)
-        # The containers' output stands for the job log; ``[logs] files`` are still files in the pod.
-        own = () if container else (job_log,)
-        for path in own if slot else (*own, *logs.files):
-            if path == job_log:
-                label = f"{name}:{slot}" if slot else name
-            else:
-                label = f"{name}:{path.rsplit('/', 1)[-1]}"
-            sources.append(
-                PaneSource(label, functools.partial(log_events, channel, path, logs.history_lines))
-            )
+        workers = () if instance is None or container else services.compute.of(instance).worker_rows(instance)
+        machines: list[tuple[Instance | None, str]] = [(w, w.name) for w in workers] or [(instance, name)]
+        for machine, title in machines:
+            channel = services.channel_or_none(machine) if machine is not None else None
+            if channel is None:
+                if not container:
+                    unreachable.append(title)
+                continue
+            job_log = log_path(slot)
+            # The containers' output stands for the job log of a job gcptui did not start; ``[logs]
+            # files`` are still files in the pod.
+            own = () if container and not started(name) else (job_log,)
+            for path in own if slot else (*own, *logs.files):
+                if path == job_log:
+                    label = f"{title}:{slot}" if slot else title
+                else:
+                    label = f"{title}:{path.rsplit('/', 1)[-1]}"
+                sources.append(
+                    PaneSource(label, functools.partial(log_events, channel, path, logs.history_lines))
+                )
     return sources, unreachable

@@ -32,7 +32,7 @@ from gcptui.remote.compute.backend import (
 )
 from gcptui.remote.compute.ready import wait_ready
 from gcptui.remote.errors import CloudError, GcptuiError, NotFoundError
-from gcptui.remote.models import Instance, Source, State, StopCause
+from gcptui.remote.models import GKE_NODE_LABEL, Instance, Source, State, StopCause
 from gcptui.remote.ssh.target import SshTarget, target_for_instance
 
 if TYPE_CHECKING:
@@ -96,6 +96,10 @@ class GceBackend(Backend):
         return Rows(tuple(rows), unreachable_notes(reader.unreachable))
 
     def capabilities(self, row: Instance) -> frozenset[Capability]:
+        if GKE_NODE_LABEL in row.labels:
+            # A GKE node's instance: its cluster recovers it and its workloads are the rows gcptui acts
+            # on; a maintenance event on it is how GKE Spot preemption is tested.
+            return frozenset({Capability.PRICE, Capability.SIMULATE_MAINTENANCE})
         more: set[Capability] = set()
         if row.spot:
             more.add(Capability.PREEMPTIBLE)
@@ -125,7 +129,8 @@ class GceBackend(Backend):
         from gcptui.remote.cloud.instances_json import instance_from_json
 
         reader = self.fleet.reader()
-        raws = reader.list_json()
+        # GKE nodes' instances are their clusters' to recover (GKE_NODE_LABEL): never watched here.
+        raws = [raw for raw in reader.list_json() if GKE_NODE_LABEL not in (raw.get("labels") or {})]
         with self._lock:
             self._listed = {str(raw.get("name", "")): raw for raw in raws}
         return Rows(tuple(instance_from_json(raw) for raw in raws), unreachable_notes(reader.unreachable))

@@ -27,6 +27,7 @@ from gcptui.remote.compute.backend import (
     Rows,
     Unsupported,
 )
+from gcptui.remote.compute.control import ask_to_preempt, control_endpoint
 from gcptui.remote.compute.tpu.api import TpuRest
 from gcptui.remote.compute.tpu.nodes import (
     node_row,
@@ -141,6 +142,8 @@ class TpuBackend(Backend):
         more: set[Capability] = set()
         if row.spot:
             more.add(Capability.PREEMPTIBLE)
+            if control_endpoint(self.context.config) and row.parent is None:
+                more.add(Capability.SIMULATE_MAINTENANCE)  # no TPU API call: an emulator's control path
         else:
             # Only an on-demand node can be stopped and started again, keeping its disks.
             more |= {Capability.START, Capability.STOP, Capability.DISK_OUTLIVES}
@@ -156,6 +159,12 @@ class TpuBackend(Backend):
         return self._with_aliases(found) if found is not None else None
 
     # -- lifecycle -------------------------------------------------------------------------------------
+
+    def simulate_maintenance(self, row: Instance) -> None:
+        """Preempt the Spot node now, through the control path (``control.py``)."""
+        if not self.can(row, Capability.SIMULATE_MAINTENANCE):
+            super().simulate_maintenance(row)
+        ask_to_preempt(self.fleet, f"projects/{self.fleet.project()}/locations/{row.zone}/nodes/{row.name}")
 
     def start(self, row: Instance) -> None:
         if not self.can(row, Capability.START):

@@ -52,7 +52,9 @@ class ApiServer:
             return await handler(request)
         except ApiError as err:
             return error_response(err.status, err.message, err.reason)
-        except web.HTTPNotFound:
+        except (web.HTTPNotFound, web.HTTPMethodNotAllowed):
+            # Google routes by method and path together: a method it does not serve on a path is an
+            # unknown URL too, answered in its JSON error shape (never aiohttp's plain-text 405).
             message = f"The requested URL {request.path} was not found on this server."
             return error_response(404, message, "notFound")
 

@@ -38,6 +38,8 @@ RESOURCES = (
     Resource("", "nodes", "Node", False, tuple(READ), ("no",)),
     Resource("", "namespaces", "Namespace", False, tuple(READ), ("ns",)),
     Resource("", "events", "Event", True, tuple(READ), ("ev",)),
+    Resource("", "services", "Service", True, tuple(WRITE), ("svc",), ("all",)),
+    Resource("", "configmaps", "ConfigMap", True, tuple(WRITE), ("cm",)),
     Resource("apps", "statefulsets", "StatefulSet", True, tuple(WRITE), ("sts",), ("all",)),
     Resource("batch", "jobs", "Job", True, tuple(WRITE), (), ("all",)),
 )

@@ -18,6 +18,7 @@ import asyncssh
 from gcptui.remote.emulator.hosts.machine import Machine
 from gcptui.remote.emulator.hosts.metadata import MetadataServer, publish_guest_attribute
 from gcptui.remote.emulator.hosts.vm_disk import VmDisk, disk_root
+from gcptui.remote.emulator.hosts.vm_image import image_environment, prepare_image
 from gcptui.remote.emulator.hosts.vm_processes import MARKER, end_vm_processes
 from gcptui.remote.emulator.hosts.vm_ssh import VmSshServer
 from gcptui.remote.models import SSH_PORT_LABEL
@@ -99,6 +100,7 @@ class SshVmHost:
         self.one_address = one_address
         self.known_hosts = known_hosts
         self.addresses = AddressPool()
+        self.image_bin = prepare_image(root / "image")  # every VM's python3 and sudo (vm_image.py)
         self._client_key = asyncssh.import_public_key(client_public_key)
         # Set by the emulator: whether OS Login decides who logs in to a VM, and who may.
         self.oslogin_on: Callable[[Machine], bool] = lambda vm: False
@@ -251,7 +253,10 @@ class SshVmHost:
             d for d in os.environ.get("PATH", "/usr/bin:/bin").split(os.pathsep)
             if d and not os.path.exists(os.path.join(d, "nvidia-smi"))  # only the VM's own nvidia-smi
         ]  # fmt: skip
-        path = os.pathsep.join([str(disk.bin), os.path.dirname(sys.executable), *host_path])
+        # The image's bare python3 first; the laptop's interpreter as the image's ML ``python``.
+        path = os.pathsep.join(
+            [str(disk.bin), str(self.image_bin), os.path.dirname(sys.executable), *host_path]
+        )
 
         def environment(username: str) -> dict[str, str]:
             return {
@@ -262,6 +267,7 @@ class SshVmHost:
                 "PATH": path,
                 "LANG": os.environ.get("LANG", "C.UTF-8"),
                 "GCE_METADATA_HOST": metadata.address,
+                **image_environment(),
                 MARKER: vm.uid,
             }
 

@@ -8,7 +8,7 @@ then CANCELLED with ``error.code`` 1. A Spot job's task can be preempted: stoppe
 restarted by Vertex (not counted as a crash). ``scheduling.timeout`` ends a job FAILED (code 4).
 
 The image is a name only: a task runs ``containerSpec.command + args`` with the local Python first on
-PATH; fetching the code (from the emulated bucket) is the command's own business, as on Vertex.
+PATH (a ``pythonPackageSpec`` task installs its packages and runs its module: vertex/packages.py); fetching the code (from the emulated bucket) is the command's own business, as on Vertex.
 Every output line becomes a Cloud Logging entry with Vertex's resource labels (``ml_job``,
 ``job_id``, ``task_name``); stdout at INFO, stderr at ERROR; the service's own lines under
 ``task_name`` ``service``. Worker output is untrusted: lines are cut at ``MAX_LINE`` bytes.
@@ -32,6 +32,7 @@ from typing import Any, Protocol
 from gcptui.remote.aio import within
 from gcptui.remote.emulator.core.errors import ApiError
 from gcptui.remote.emulator.logging.api import rfc3339  # Vertex writes into Logging: the one arrow
+from gcptui.remote.emulator.vertex.packages import package_argv
 from gcptui.remote.emulator.vertex.spec import duration_seconds
 
 MAX_LINE = 64 * 1024
@@ -223,6 +224,9 @@ class VertexJobs:
                 continue
             container = pool.get("containerSpec") or {}
             argv = [*(container.get("command") or []), *(container.get("args") or [])]
+            if isinstance(pool.get("pythonPackageSpec"), dict):
+                container = pool["pythonPackageSpec"]  # its env, as a container's
+                argv = package_argv(container)
             for r in range(int(pool["replicaCount"])):
                 name = f"workerpool{p}-{r}"
                 env = {
