@@ -68,9 +68,9 @@ def test_create_a_vm_as_googles_sample_does(
         instances.set_labels_unary(project=emu.project, zone=ZONE, instance="sample-vm",
                                    instances_set_labels_request_resource=request)  # fmt: skip
     disks = compute_v1.DisksClient(**_kwargs(emu))  # type: ignore[arg-type]
-    assert [d.name for d in disks.list(project=emu.project, zone=ZONE)] == ["sample-vm"]
-    aggregated = dict(disks.aggregated_list(project=emu.project))
-    assert [d.name for d in aggregated[f"zones/{ZONE}"].disks] == ["sample-vm"]
+    assert "sample-vm" in [d.name for d in disks.list(project=emu.project, zone=ZONE)]
+    scoped = [(key, d.name) for key, page in disks.aggregated_list(project=emu.project) for d in page.disks]
+    assert (f"zones/{ZONE}", "sample-vm") in scoped
     _wait(operations, emu, instances.delete_unary(project=emu.project, zone=ZONE, instance="sample-vm"))
     with pytest.raises(exceptions.NotFound):
         instances.get(project=emu.project, zone=ZONE, instance="sample-vm")
@@ -141,3 +141,38 @@ def test_unserved_method_answers_googles_json_error(emu: EmulatorThread) -> None
     answer = session.put(f"{emu.endpoint}/compute/v1/projects/{emu.project}/global/images", json={})
     assert answer.status_code == 404
     assert answer.json()["error"]["status"] == "NOT_FOUND"
+
+
+def test_extended_operation_result_with_the_documented_workaround(
+    emu: EmulatorThread, instances: compute_v1.InstancesClient, operations: compute_v1.ZoneOperationsClient
+) -> None:
+    """``insert()``'s ExtendedOperation polls through a ZoneOperationsClient built without our
+    endpoint; handing it one built with it (docs/EMULATOR.md) makes ``result()`` work."""
+    instances._transport._extended_operations_services["zone_operations"] = operations  # type: ignore[attr-defined]
+    vm = compute_v1.Instance(
+        name="extended", machine_type=f"zones/{ZONE}/machineTypes/e2-medium",
+        disks=[compute_v1.AttachedDisk(boot=True, auto_delete=True, initialize_params=compute_v1.AttachedDiskInitializeParams(
+            source_image="projects/debian-cloud/global/images/family/debian-12"))],
+    )  # fmt: skip
+    operation = instances.insert(project=emu.project, zone=ZONE, instance_resource=vm)
+    operation.result(timeout=30)
+    assert operation.done() and not operation.error_code
+    instances.delete(project=emu.project, zone=ZONE, instance="extended").result(timeout=30)
+
+
+def test_disk_types_and_regions(emu: EmulatorThread) -> None:
+    disk_types = compute_v1.DiskTypesClient(**_kwargs(emu))  # type: ignore[arg-type]
+    assert "pd-balanced" in {d.name for d in disk_types.list(project=emu.project, zone=ZONE)}
+    assert disk_types.get(project=emu.project, zone=ZONE, disk_type="pd-ssd").valid_disk_size
+    scoped = [
+        (key, d.name)
+        for key, page in disk_types.aggregated_list(project=emu.project)
+        for d in page.disk_types
+    ]
+    assert (f"zones/{ZONE}", "pd-standard") in scoped
+    regions = compute_v1.RegionsClient(**_kwargs(emu))  # type: ignore[arg-type]
+    central = regions.get(project=emu.project, region="us-central1")
+    assert central.status == "UP" and any(zone.endswith(f"/zones/{ZONE}") for zone in central.zones)
+    assert "europe-west4" in {r.name for r in regions.list(project=emu.project)}
+    with pytest.raises(exceptions.NotFound):
+        regions.get(project=emu.project, region="mars-north1")

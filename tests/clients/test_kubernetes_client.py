@@ -10,7 +10,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from kubernetes import client, config
+from kubernetes import client, config, watch
 from kubernetes.client.exceptions import ApiException
 from kubernetes.stream import stream
 from kubernetes.stream.ws_client import ERROR_CHANNEL
@@ -203,3 +203,36 @@ def test_events_tell_what_the_controllers_did(api: client.ApiClient) -> None:
     assert [e.reason for e in events.items] == ["Scheduled"]
     assert events.items[0].involved_object.kind == "Pod"
     core.delete_namespaced_pod("observed", "default", grace_period_seconds=0)
+
+
+def test_watch_streams_a_pods_changes(api: client.ApiClient) -> None:
+    core = client.CoreV1Api(api)
+    listed = core.list_namespaced_pod("default")
+    _running_pod(core, "watched")
+    seen: list[tuple[str, str]] = []
+    for event in watch.Watch().stream(core.list_namespaced_pod, "default", field_selector="metadata.name=watched",
+                                      resource_version=listed.metadata.resource_version, timeout_seconds=10):  # fmt: skip
+        seen.append((event["type"], event["object"].status.phase))
+        if event["object"].status.phase == "Running":
+            break
+    assert seen[0] == ("ADDED", "Pending") and seen[-1] == ("MODIFIED", "Running")
+    core.delete_namespaced_pod("watched", "default", grace_period_seconds=0)
+
+
+def test_scale_subresource_and_delete_collection(api: client.ApiClient) -> None:
+    apps, core = client.AppsV1Api(api), client.CoreV1Api(api)
+    body = client.V1StatefulSet(
+        metadata=client.V1ObjectMeta(name="scaled"),
+        spec=client.V1StatefulSetSpec(
+            service_name="scaled", replicas=1, selector=client.V1LabelSelector(match_labels={"app": "scaled"}),
+            template=_pod_template({"app": "scaled"}, ["sleep", "60"]),
+        ),
+    )  # fmt: skip
+    apps.create_namespaced_stateful_set("default", body)
+    scale = apps.patch_namespaced_stateful_set_scale("scaled", "default", {"spec": {"replicas": 2}})
+    assert scale.spec.replicas == 2 and scale.status.selector == "app=scaled"
+    wait_until(lambda: len(core.list_namespaced_pod("default", label_selector="app=scaled").items) == 2, 30)
+    assert apps.read_namespaced_stateful_set_scale("scaled", "default").spec.replicas == 2
+    core.delete_collection_namespaced_pod("default", label_selector="app=scaled", grace_period_seconds=0)
+    apps.delete_namespaced_stateful_set("scaled", "default")
+    wait_until(lambda: not core.list_namespaced_pod("default", label_selector="app=scaled").items, 30)

@@ -179,6 +179,11 @@ def test_gcloud_reads_the_catalogs_disks_and_images(tmp_path: Path) -> None:
         gpus = gcloud("compute", "accelerator-types", "list", "--format=value(name,zone)")
         assert f"nvidia-l4\t{ZONE}" in gpus.splitlines()
         assert gcloud("compute", "disks", "list", "--format=value(name)").split() == ["vm-a"]
+        assert (
+            "pd-balanced"
+            in gcloud("compute", "disk-types", "list", f"--zones={ZONE}", "--format=value(name)").split()
+        )
+        assert "us-central1" in gcloud("compute", "regions", "list", "--format=value(name)").split()
         images = gcloud("compute", "images", "list", "--format=value(name,family)").splitlines()
         assert "debian-12-v20250101\tdebian-12" in images
         result = subprocess.run(

@@ -109,6 +109,11 @@ def machine_type(name: str) -> MachineType | None:
     return MachineType(name, int(custom.group(1)), int(custom.group(2))) if custom else None
 
 
+def catalog_id(kind: str, name: str) -> str:
+    """A stable numeric id for one of GCE's own resources (a type, a region)."""
+    return _id(kind, name)
+
+
 def _id(kind: str, name: str) -> str:
     return str(int(hashlib.sha256(f"{kind}/{name}".encode()).hexdigest()[:15], 16))
 
@@ -140,4 +145,24 @@ def accelerator_type_json(project: str, zone: str, name: str) -> dict[str, Any]:
         "name": name, "description": description, "maximumCardsPerInstance": most,
         "zone": f"{API_ROOT}/projects/{project}/zones/{zone}",
         "selfLink": f"{API_ROOT}/projects/{project}/zones/{zone}/acceleratorTypes/{name}",
+    }  # fmt: skip
+
+
+# disk type -> (description, valid sizes, default size in GB)
+_DISK_TYPES = {
+    "pd-standard": ("Standard Persistent Disk", "10GB-65536GB", 500),
+    "pd-balanced": ("Balanced Persistent Disk", "10GB-65536GB", 100),
+    "pd-ssd": ("SSD Persistent Disk", "10GB-65536GB", 100),
+    "pd-extreme": ("Extreme Persistent Disk", "500GB-65536GB", 1000),
+    "hyperdisk-balanced": ("Hyperdisk Balanced Persistent Disk", "4GB-65536GB", 100),
+}
+
+
+def disk_type_json(project: str, zone: str, name: str) -> dict[str, Any]:
+    description, sizes, default = _DISK_TYPES.get(name, (name, "10GB-65536GB", 100))
+    return {
+        "kind": "compute#diskType", "id": _id("diskTypes", name), "creationTimestamp": CREATED, "name": name,
+        "description": description, "validDiskSize": sizes, "defaultDiskSizeGb": str(default),
+        "zone": f"{API_ROOT}/projects/{project}/zones/{zone}",
+        "selfLink": f"{API_ROOT}/projects/{project}/zones/{zone}/diskTypes/{name}",
     }  # fmt: skip

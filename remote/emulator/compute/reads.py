@@ -1,5 +1,5 @@
 """What gcloud and Google's samples read besides instances: machine types, accelerator types and disks
-(each zone's list, one item, the aggregated list), images (a project's list, one image, the newest of
+and disk types (each zone's list, one item, the aggregated list), regions, images (a project's list, one image, the newest of
 a family, the public image projects' too), and ``instances.setLabels``.
 
 gcloud's ``compute machine-types list``, ``accelerator-types list`` and ``disks list`` call the
@@ -16,7 +16,10 @@ from aiohttp import web
 
 from gcptui.remote.emulator.compute.catalog import (
     ACCELERATORS,
+    CREATED,
     accelerator_type_json,
+    catalog_id,
+    disk_type_json,
     machine_type,
     machine_type_json,
     machine_types,
@@ -24,8 +27,8 @@ from gcptui.remote.emulator.compute.catalog import (
 from gcptui.remote.emulator.compute.filters import parse_filter
 from gcptui.remote.emulator.compute.fleet import Fleet
 from gcptui.remote.emulator.compute.images import PUBLIC_FAMILIES, ImagesApi, image_json, public_image_json
-from gcptui.remote.emulator.compute.inserts import API_ROOT
-from gcptui.remote.emulator.compute.resources import disk_json, operation_json
+from gcptui.remote.emulator.compute.inserts import API_ROOT, DISK_TYPES
+from gcptui.remote.emulator.compute.resources import disk_json, operation_json, region_of
 from gcptui.remote.emulator.compute.state import Operation, new_fingerprint, same_fingerprint
 from gcptui.remote.emulator.core.errors import ApiError, json_response, not_found
 
@@ -48,7 +51,7 @@ class ComputeReads:
 
     def add(self, app: web.Application, wrap: Callable[[str, Any], Any], root: str) -> None:
         r = app.router
-        for kind in ("machineTypes", "acceleratorTypes", "disks"):
+        for kind in ("machineTypes", "acceleratorTypes", "diskTypes", "disks"):
             r.add_get(f"{root}/zones/{{zone}}/{kind}", wrap(f"{kind}.list", self._zonal_list(kind)))
             r.add_get(f"{root}/aggregated/{kind}", wrap(f"{kind}.aggregatedList", self._aggregated(kind)))
         r.add_get(root + "/zones/{zone}/machineTypes/{type}", wrap("machineTypes.get", self.get_machine_type))
@@ -56,6 +59,9 @@ class ComputeReads:
             root + "/zones/{zone}/acceleratorTypes/{type}",
             wrap("acceleratorTypes.get", self.get_accelerator_type),
         )
+        r.add_get(root + "/zones/{zone}/diskTypes/{type}", wrap("diskTypes.get", self.get_disk_type))
+        r.add_get(root + "/regions", wrap("regions.list", self.list_regions))
+        r.add_get(root + "/regions/{region}", wrap("regions.get", self.get_region))
         r.add_get(root + "/global/images", wrap("images.list", self.list_images))
         r.add_get(
             root + "/global/images/family/{family}", wrap("images.getFromFamily", self.image_from_family)
@@ -74,6 +80,8 @@ class ComputeReads:
                 out += [machine_type_json(project, zone, m) for m in machine_types()]
             elif kind == "acceleratorTypes":
                 out += [accelerator_type_json(project, zone, name) for name in sorted(ACCELERATORS)]
+            elif kind == "diskTypes":
+                out += [disk_type_json(project, zone, name) for name in sorted(DISK_TYPES)]
             else:
                 found = sorted(
                     (d for (z, _), d in self.fleet.disks.items() if z == zone), key=lambda d: d.name
@@ -114,11 +122,7 @@ class ComputeReads:
                 scoped = items[f"zones/{body['zone'].rsplit('/', 1)[-1]}"]
                 scoped.pop("warning", None)
                 scoped.setdefault(kind, []).append(body)
-            singular = {
-                "machineTypes": "machineType",
-                "acceleratorTypes": "acceleratorType",
-                "disks": "disk",
-            }[kind]
+            singular = kind[:-1]  # machineTypes -> machineType, disks -> disk
             out: dict[str, Any] = {
                 "kind": f"compute#{singular}AggregatedList",
                 "id": f"projects/{self.fleet.project}/aggregated/{kind}",
@@ -143,6 +147,45 @@ class ComputeReads:
         if name not in ACCELERATORS:
             raise not_found(f"projects/{self.fleet.project}/zones/{zone}/acceleratorTypes/{name}")
         return json_response(accelerator_type_json(self.fleet.project, zone, name))
+
+    async def get_disk_type(self, request: web.Request) -> web.Response:
+        zone, name = request.match_info["zone"], request.match_info["type"]
+        if name not in DISK_TYPES:
+            raise not_found(f"projects/{self.fleet.project}/zones/{zone}/diskTypes/{name}")
+        return json_response(disk_type_json(self.fleet.project, zone, name))
+
+    def _regions(self) -> dict[str, list[str]]:
+        regions: dict[str, list[str]] = {}
+        for zone in self.fleet.zones:
+            regions.setdefault(region_of(zone), []).append(zone)
+        return regions
+
+    def _region_json(self, name: str, zones: list[str]) -> dict[str, Any]:
+        base = f"{API_ROOT}/projects/{self.fleet.project}"
+        return {
+            "kind": "compute#region", "id": catalog_id("regions", name), "creationTimestamp": CREATED,
+            "name": name, "description": name, "status": "UP", "zones": [f"{base}/zones/{z}" for z in sorted(zones)],
+            "selfLink": f"{base}/regions/{name}",
+        }  # fmt: skip
+
+    async def list_regions(self, request: web.Request) -> web.Response:
+        bodies = [self._region_json(name, zones) for name, zones in sorted(self._regions().items())]
+        page, token = self._page(request, self._filtered(request, bodies))
+        base = f"{API_ROOT}/projects/{self.fleet.project}"
+        body: dict[str, Any] = {"kind": "compute#regionList", "id": f"projects/{self.fleet.project}/regions",
+                                "selfLink": f"{base}/regions"}  # fmt: skip
+        if page:
+            body["items"] = page
+        if token:
+            body["nextPageToken"] = token
+        return json_response(body)
+
+    async def get_region(self, request: web.Request) -> web.Response:
+        name = request.match_info["region"]
+        zones = self._regions().get(name)
+        if zones is None:
+            raise not_found(f"projects/{self.fleet.project}/regions/{name}")
+        return json_response(self._region_json(name, zones))
 
     # -- images ------------------------------------------------------------------------------------------
 

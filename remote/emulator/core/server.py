@@ -17,7 +17,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from aiohttp import web
 from aiohttp.typedefs import Middleware
 
-from gcptui.remote.emulator.core.errors import ApiError, error_response
+from gcptui.remote.emulator.core.errors import STATUS_NAMES, ApiError, error_response
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
@@ -57,6 +57,12 @@ class ApiServer:
             # unknown URL too, answered in its JSON error shape (never aiohttp's plain-text 405).
             message = f"The requested URL {request.path} was not found on this server."
             return error_response(404, message, "notFound")
+        except web.HTTPException as raised:
+            if raised.status < 400 or raised.status not in STATUS_NAMES:
+                raise
+            return error_response(
+                raised.status, raised.reason, "invalid" if raised.status == 400 else "error"
+            )
 
     def _authorized(self, request: web.Request) -> bool:
         scheme, _, given = request.headers.get("Authorization", "").partition(" ")

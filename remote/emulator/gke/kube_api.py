@@ -150,7 +150,11 @@ class KubeApi:
                 )
             if sub == "status" and method == "GET":
                 return _json(self._get(resource, namespace, name))
+            if sub == "scale" and resource.kind == "StatefulSet" and method in ("GET", "PATCH", "PUT"):
+                return await self._scale(request, resource, namespace, name)
             raise web.HTTPNotFound()
+        if method == "DELETE" and not name:
+            return await self._delete_collection(request, resource, namespace)
         if method == "GET" and not name:
             if request.query.get("watch") in ("1", "true"):
                 return await self._watch(request, resource, namespace)
@@ -434,6 +438,58 @@ class KubeApi:
             raise KubeError(409, "Conflict", f'Operation cannot be fulfilled on {resource.name} "{name}": the object '
                             "has been modified; please apply your changes to the latest version and try again")  # fmt: skip
         return _json(self._store_change(resource, old, body))
+
+    async def _scale(
+        self, request: web.Request, resource: Resource, namespace: str, name: str
+    ) -> web.Response:
+        """``statefulsets/NAME/scale`` (``kubectl scale``): the replica count as an autoscaling/v1 Scale."""
+        obj = self._get(resource, namespace, name)
+        if request.method != "GET":
+            body = await self._body(request)
+            replicas = (body.get("spec") or {}).get("replicas")
+            if not isinstance(replicas, int) or isinstance(replicas, bool) or replicas < 0:
+                raise self._invalid(
+                    resource, name, "spec.replicas", "Invalid value: must be greater than or equal to 0"
+                )
+            new = copy.deepcopy(obj)
+            new["spec"]["replicas"] = replicas
+            obj = self._store_change(resource, obj, new)
+        meta = obj["metadata"]
+        selector = ",".join(
+            f"{k}={v}" for k, v in sorted(obj["spec"]["selector"].get("matchLabels", {}).items())
+        )
+        return _json({
+            "kind": "Scale", "apiVersion": "autoscaling/v1",
+            "metadata": {k: meta[k] for k in ("name", "namespace", "uid", "resourceVersion", "creationTimestamp") if k in meta},
+            "spec": {"replicas": obj["spec"].get("replicas", 1)},
+            "status": {"replicas": (obj.get("status") or {}).get("replicas", 0), "selector": selector},
+        })  # fmt: skip
+
+    async def _delete_collection(
+        self, request: web.Request, resource: Resource, namespace: str
+    ) -> web.Response:
+        """``deletecollection``: every object the selectors match goes (pods gracefully); the answer
+        is the list of them, as the API server gives it."""
+        if "deletecollection" not in resource.verbs:
+            return _json(
+                status(
+                    405, "MethodNotAllowed", "the server does not allow this method on the requested resource"
+                ),
+                405,
+            )
+        match = self._matcher(request, namespace)
+        grace = request.query.get("gracePeriodSeconds", "")
+        gone = []
+        for obj in [o for o in self.store.select(resource.name, namespace or None) if match(o)]:
+            if resource.kind == "Pod":
+                gone.append(self.cluster.delete_pod(obj, float(grace) if grace.isdigit() else None))
+                continue
+            for pod in self.cluster._owned(obj):
+                self.cluster.delete_pod(pod)
+            self.store.remove(resource.name, obj)
+            gone.append(obj)
+        return _json({"kind": f"{resource.kind}List", "apiVersion": resource.api_version,
+                      "metadata": {"resourceVersion": str(self.store.version)}, "items": gone})  # fmt: skip
 
     async def _delete(
         self, request: web.Request, resource: Resource, namespace: str, name: str

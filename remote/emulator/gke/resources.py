@@ -45,6 +45,7 @@ RESOURCES = (
 )
 SUBRESOURCES = {("", "pods/log"): ("Pod", ["get"]), ("", "pods/exec"): ("PodExecOptions", ["create", "get"]),
                 ("apps", "statefulsets/status"): ("StatefulSet", ["get"]),
+                ("apps", "statefulsets/scale"): ("Scale", ["get", "patch", "update"]),
                 ("batch", "jobs/status"): ("Job", ["get"])}  # fmt: skip
 
 
@@ -56,9 +57,10 @@ def resource_list(group: str) -> dict[str, Any]:
     resources = [r.discovery() for r in RESOURCES if r.group == group]
     for (g, name), (kind, verbs) in SUBRESOURCES.items():
         if g == group:
-            resources.append(
-                {"name": name, "singularName": "", "namespaced": True, "kind": kind, "verbs": verbs}
-            )
+            entry = {"name": name, "singularName": "", "namespaced": True, "kind": kind, "verbs": verbs}
+            if kind == "Scale":  # the scale subresource speaks autoscaling/v1, as discovery says
+                entry.update(group="autoscaling", version="v1")
+            resources.append(entry)
     return {"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": f"{group}/v1" if group else "v1",
             "resources": resources}  # fmt: skip
 
