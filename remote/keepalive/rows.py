@@ -249,7 +249,9 @@ class RowKeepAlive:
     async def _recover(self, backend: Backend, row: Instance) -> None:
         name = row.name
         self._emit(name, "preempted", f"{row.source} row reads {one_line(row.status)}")
-        self._emit(name, "restarting", "bringing it back like itself (a preempted TPU node, or a pod, is made anew)")
+        self._emit(
+            name, "restarting", "bringing it back like itself (a preempted TPU node, or a pod, is made anew)"
+        )
         try:
             if self.intent is not None:
                 await self.intent()

@@ -31,7 +31,7 @@ REDRAW_S = 0.25
 class CurvesScreen(Screen[None]):
     """Curves of ``sources`` (name, exec channel) from the metrics file at ``path`` on each."""
 
-    BINDINGS: ClassVar[list[BindingType]] = bindings_for("curves")
+    BINDINGS: ClassVar[list[BindingType]] = [*bindings_for("curves")]
     DEFAULT_CSS = """
     CurvesScreen #curves-plot { height: 1fr; padding: 0 1; }
     CurvesScreen #curves-status { height: 1; padding: 0 1; color: $text-muted; }
