@@ -463,7 +463,7 @@ if __name__ == "__main__":
     parser.add_argument("--delay-ms", type=float, default=25.0, help="--wan: one-way delay per direction")
     parser.add_argument("--mbit", type=float, default=50.0, help="--wan: bandwidth cap per direction")
     quick_flag(parser)
-    arguments = quick(parser.parse_args(), files=400, mb=16, edits=20, burst=300, rounds=1, initial_rounds=1)
+    arguments = quick(parser.parse_args(), files=300, mb=8, edits=20, burst=200, rounds=3, initial_rounds=3)
     with owned_run("sync"):
         result = asyncio.run(main(arguments))
     print(json.dumps(result))
