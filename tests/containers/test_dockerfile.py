@@ -45,6 +45,8 @@ def test_copy_env_workdir_and_the_entrypoint_forms(tmp_path: Path) -> None:
         ("COPY . /app\n", "must start with FROM"),
         ("FROM x\nFETCH y\n", "line 2: unknown instruction: FETCH"),
         ("FROM x\nCOPY ../secret /app\n", "outside the build context"),
+        ("FROM x\nCOPY ../* /app/\n", "outside the build context"),
+        ("FROM x\nCOPY /etc/pass* /app/\n", "not found in the build context"),
         ("FROM x\nCOPY nothing.txt /app/\n", "nothing.txt: not found"),
         ('FROM x\nCMD ["a", 1]\n', "must list strings"),
         ("FROM x\nRUN a \\\n", "continuation"),

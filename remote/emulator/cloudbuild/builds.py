@@ -199,6 +199,9 @@ class Builds:
             self._say(build, f"ERROR: {build.detail}", "ERROR")
         except asyncio.CancelledError:
             build.status = "CANCELLED"
+        except Exception as error:  # noqa: BLE001 - the emulator's own fault: the build ends, as Google's would
+            build.detail, build.status = f"internal error: {error.__class__.__name__}", "INTERNAL_ERROR"
+            self._say(build, f"ERROR: {build.detail}", "ERROR")
         finally:
             build.finished = datetime.now(UTC)
             build.ended.set()

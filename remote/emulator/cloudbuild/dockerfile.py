@@ -110,9 +110,10 @@ def _copy(instruction: Instruction, context: Path, rootfs: Path, workdir: str) -
     absolute = dest if dest.startswith("/") else str(PurePosixPath(workdir) / dest)
     target = _inside(rootfs, absolute)
     for source in sources:
-        matches = (
-            sorted(context.glob(source)) if any(c in source for c in "*?[") else [_inside(context, source)]
-        )
+        _inside(context, source)  # a ".." anywhere, glob or not, leaves the context
+        relative = source.lstrip("/") or "."  # a source is the context's: "/" is its root, as Docker reads it
+        glob = any(c in source for c in "*?[")
+        matches = sorted(context.glob(relative)) if glob else [_inside(context, relative)]
         if not matches or not all(m.exists() for m in matches):
             raise DockerfileError(
                 f"line {instruction.line}: COPY failed: {source}: not found in the build context"
