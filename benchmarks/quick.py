@@ -177,7 +177,11 @@ HARNESSES: tuple[Harness, ...] = (
         "tpu_pod",
         ("tpu_pod.py", "--quick"),
         # Absolute times on a shared machine, no same-run alternative to divide by: checked, not guarded.
-        checks={"every worker's job running": lambda r: r.get("running") == r.get("workers")},
+        checks={
+            "every worker's job running": lambda r: (
+                r.get("running") == r.get("workers") == r.get("cli_running")
+            )
+        },
     ),
     Harness(
         "trainer_gpu",

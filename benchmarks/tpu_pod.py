@@ -16,7 +16,9 @@ Starts ``gcptui emulator --tpus 1 --tpu-workers N`` as its own process (as a use
   that ``start_all_s`` includes);
 - ``start_all_s``: ``job start`` on the node as ``gcptui job start tpu-1 --no-sync`` does it (one
   ``WorkerJobRunner``, every worker at once, over a fresh SSH pool), until every worker's job reads
-  running; ``running``: how many did.
+  running; ``running``: how many did;
+- ``cli_start_all_s``: the same through ``gcptui job start tpu-1 --no-sync --json`` in a process of
+  its own (imports, listing the node, connecting), and ``cli_running``: how many it reported running.
 
 The rest of DESIGN.md's fourth-round keys (sync to the workers, merged logs, preemption) are not
 measured here yet: the JSON names them under ``not_measured``. Cleans up every process it started on
@@ -46,6 +48,7 @@ from gcptui.remote.jobs.workers import WorkerJobRunner  # noqa: E402
 from gcptui.remote.services import Services  # noqa: E402
 
 READY_TIMEOUT_S = 300.0
+JOB_COMMAND = "sleep 600"  # every worker's job: running until killed
 # DESIGN.md's other fourth-round keys of this harness: not measured by it yet.
 NOT_MEASURED = ("initial_s", "initial_one_s", "initial_over_one", "trees_identical", "edit_visible_ms_p50",
                 "logs_key_ms_p95", "lines_lost", "resume_after_ready_s", "steps_lost")  # fmt: skip
@@ -103,6 +106,29 @@ def node_up(backend: TpuBackend, workers: int) -> bool:
     return len(up) == workers and all(w.internal_ip or w.external_ip for w in up)
 
 
+def cli_start(directory: Path, node: str) -> tuple[float, int]:
+    """``gcptui job start NODE --no-sync --json`` as a user types it (the emulator's config with the
+    benchmark's job): its wall time, and how many workers it reports running."""
+    text = (directory / "gcptui.toml").read_text()
+    job = text.index("\n[job]\n")
+    line_start = text.index("\ncommand = ", job) + 1
+    line_end = text.index("\n", line_start)
+    config = directory / "tpu_pod.toml"
+    config.write_text(f'{text[:line_start]}command = "{JOB_COMMAND}"{text[line_end:]}')
+    gcptui = Path(sys.executable).with_name("gcptui")
+    argv = [str(gcptui) if gcptui.exists() else "gcptui", "job", "--config", str(config), "--json", "--no-sync",
+            "start", node]  # fmt: skip
+    began = time.monotonic()
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=120)
+    took = time.monotonic() - began
+    try:
+        statuses = json.loads(done.stdout)
+    except ValueError:
+        log(f"  gcptui job start: rc {done.returncode}: {done.stderr.strip()[-300:]}")
+        return took, 0
+    return took, sum(1 for s in statuses if isinstance(s, dict) and s.get("state") == "running")
+
+
 async def measure(workers: int, root: Path) -> dict[str, object]:
     directory = root / "emulator"
     began = time.monotonic()
@@ -112,7 +138,7 @@ async def measure(workers: int, root: Path) -> dict[str, object]:
         announced_s = time.monotonic() - began
         config = load_config(str(directory / "gcptui.toml"))
         # Every worker runs the same short-lived-free job: it stays running until killed.
-        config = config.model_copy(update={"job": config.job.model_copy(update={"command": "sleep 600"})})
+        config = config.model_copy(update={"job": config.job.model_copy(update={"command": JOB_COMMAND})})
         services = Services(config)
         try:
             backend = services.compute.backends["tpu"]
@@ -152,6 +178,11 @@ async def measure(workers: int, root: Path) -> dict[str, object]:
             kinds: dict[str, list[float]] = {}
             peak_rss, peak_pss, running_processes = tree_rss(emulator.pid, directory, kinds)
             await runner.run_all("kill", hosts)
+            cli_start_s, cli_running = await asyncio.to_thread(cli_start, directory, row.name)
+            log(
+                f"gcptui job start {row.name} --no-sync: {cli_running}/{workers} running in {cli_start_s:.2f} s"
+            )
+            await runner.run_all("kill", hosts)
         finally:
             await services.close()
         load1, load5, _ = os.getloadavg()
@@ -169,6 +200,8 @@ async def measure(workers: int, root: Path) -> dict[str, object]:
             "start_all_s": round(start_all_s, 2),
             "connect_all_s": round(connect_all_s, 2),
             "running": running,
+            "cli_start_all_s": round(cli_start_s, 2),
+            "cli_running": cli_running,
             "start_errors": errors,
             "load_avg": [round(load1, 2), round(load5, 2)],
             "not_measured": list(NOT_MEASURED),
