@@ -184,6 +184,14 @@ HARNESSES: tuple[Harness, ...] = (
         },
     ),
     Harness(
+        "curves",
+        ("curves.py", "--quick"),
+        checks={
+            "history bounded": lambda r: (r.get("points_kept_max") or math.inf) <= (r.get("points_cap") or 0),
+            "steps continuous": lambda r: r.get("steps_continuous") is True,
+        },
+    ),
+    Harness(
         "trainer_gpu",
         ("trainer_gpu.py", "--quick"),
         checks={

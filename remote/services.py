@@ -131,11 +131,15 @@ class Services:
         return FollowingGetter(self, instance.name)
 
     async def _published_host_keys(self, target: SshTarget) -> list[str]:
-        """A GCE VM's host keys from its ``hostkeys/`` guest attributes (none when they are off)."""
-        if self.config.gcp is None or target.zone is None:
+        """The host keys the provider publishes for the machine ``target`` reaches (a GCE VM's
+        ``hostkeys/`` guest attributes; none when they are off). Only a target with a zone asks: a
+        backend that names its own host key alias pins its keys itself (``ssh/target.py``)."""
+        if target.zone is None:
             return []
+        # The row as last read; one not read yet stands in by name and zone (a VM's target, as above).
+        row = self._instances.get(target.name) or Instance(name=target.name, zone=target.zone, status="")
         try:
-            return await asyncio.to_thread(self.fleet.gce().guest_host_keys, target.name, target.zone)
+            return await asyncio.to_thread(self.compute.of(row).published_host_keys, row)
         except GcptuiError:
             return []  # the explicit `gcptui ssh accept` stays the way in
 

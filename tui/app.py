@@ -50,6 +50,7 @@ from gcptui.tui.textual_compat import install_acyclic_strips
 if TYPE_CHECKING:
     from gcptui.remote.keepalive.autostop import AutoStopper
     from gcptui.remote.sweep.state import Trial
+    from gcptui.remote.telemetry.history import MetricHistory
 
 REFRESH_SECONDS = 5.0
 # The table shows the monitors' news at most this often (bursts coalesced; see _live_changed).
@@ -368,6 +369,22 @@ class GcptuiApp(Telling, KeepAliveControls, App[None]):
         screen = group_logs_screen(self, self.services, self.fleet_screen.snapshot, group)
         if screen is not None:
             self.push_screen(screen)
+
+    def open_curves(self, names: list[str]) -> None:
+        from gcptui.remote.jobs.protocol import metrics_path
+        from gcptui.tui.curves.screen import CurvesScreen
+
+        snapshot = self.fleet_screen.snapshot
+        found = [i for n in names if snapshot is not None and (i := snapshot.find(n)) is not None]
+        if found:
+            path = metrics_path(self.config.job, self.config.sync.dest)
+            self.push_screen(CurvesScreen([(i.name, self.services.channel(i)) for i in found], path))
+
+    def show_curves(self, read: dict[str, MetricHistory]) -> None:
+        """The curves screen on histories read already (a sweep's trials)."""
+        from gcptui.tui.curves.screen import CurvesScreen
+
+        self.push_screen(CurvesScreen([], "", read=read))
 
     def open_sweep(self) -> None:
         from gcptui.tui.sweep.screen import open_newest_sweep

@@ -25,6 +25,9 @@ log = logging.getLogger(__name__)
 _ALGORITHM = re.compile(r"[a-z0-9][a-z0-9@.-]{0,63}")
 _BLOB = re.compile(r"[A-Za-z0-9+/]{16,16384}={0,2}")
 _OUTER = " \t\r\n"
+# Each refused attribute is warned of once per process, not at every connect attempt that reads it.
+_warned: set[tuple[str, str, int]] = set()
+MAX_WARNED = 4096
 
 
 def published_host_key(machine: str, algorithm: str, value: str) -> str | None:
@@ -46,6 +49,11 @@ def published_host_key(machine: str, algorithm: str, value: str) -> str | None:
             problem = f"its value is not an {algorithm} public key"
         else:
             return " ".join(key.export_public_key("openssh").decode("ascii").split()[:2])
+    seen = (machine, algorithm[:64], hash(value))
+    if seen in _warned:
+        return None
+    if len(_warned) < MAX_WARNED:
+        _warned.add(seen)
     log.warning(
         "host key guest attribute hostkeys/%s of %s refused: %s; its SSH host key stays unknown "
         "(check the machine, or accept a key you verified with `gcptui ssh accept`)",

@@ -242,10 +242,10 @@ class AutoStopper:
         elif decision.kind == "cancel":
             self._report(name, "autostop_cancelled", f"{decision.action} cancelled: {decision.detail}")
         elif decision.kind == "act" and decision.action is not None:
-            gce = self.services.fleet.gce()
-            act = gce.stop if decision.action == "stop" else gce.delete
             try:
-                await asyncio.to_thread(act, name, instance.zone)
+                backend = self.services.compute.of(instance)
+                act = backend.stop if decision.action == "stop" else backend.delete
+                await asyncio.to_thread(act, instance)
             except GcptuiError as err:
                 self._report(name, "autostop_cancelled", f"{decision.action} failed: {err}")
                 return

@@ -122,6 +122,8 @@ def _unreachable(url: str, err: BaseException) -> LeaseUnreachable:
     from google.api_core import exceptions as api
 
     login = "run `gcloud auth application-default login` (or set GOOGLE_APPLICATION_CREDENTIALS)"
+    if isinstance(err, api.RetryError) and isinstance(err.cause, Exception):
+        err = err.cause  # the retries' deadline passed: what failed each time says why
     if isinstance(err, LeaseUnreachable):
         return err
     if isinstance(err, api.Forbidden | api.Unauthorized):
@@ -161,8 +163,13 @@ class SignedObject:
         ttl: float = DEFAULT_TTL,
         client: Any = None,
         clock: Callable[[], float] = time.monotonic,
+        stale_ok: bool = False,
     ) -> None:
         self.bucket_name, prefix = split_bucket(bucket_url)
+        self.bucket_url = f"gs://{self.bucket_name}/{prefix}"  # [storage] bucket, however it was spelled
+        # For display only (`keeper status` of a keeper down for hours): an old write is still read,
+        # never trusted to decide anything (the keep-alives' objects keep this False).
+        self.stale_ok = stale_ok
         self.path = prefix + name
         self.ttl = ttl
         self._key = key
@@ -242,7 +249,7 @@ class SignedObject:
         if not (isinstance(boot, str) and 0 < len(boot) <= 64 and isinstance(count, int)
                 and isinstance(written, int | float)):  # fmt: skip
             return "no freshness signed"
-        if time.time() - written > STALE_AFTER_S:
+        if time.time() - written > STALE_AFTER_S and not self.stale_ok:
             return f"written {int(time.time() - written)}s ago"
         with self._counting:
             latest = self._latest.get(boot)

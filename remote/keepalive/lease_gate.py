@@ -210,7 +210,7 @@ class LeaseGate:
             self._keeper_seen = present
             if self.known is not None:
                 try:
-                    self.known.note(self.status.url, present)
+                    self.known.note(self.status.bucket_url, present)
                 except OSError as err:  # the state dir: keep-alive goes on; only the fallback knows less
                     log.warning("keep-alive: cannot note the bucket's keeper: %s", err)
 
@@ -219,7 +219,7 @@ class LeaseGate:
         the bucket by this process, or (never read) this laptop saw or deployed one before."""
         if self._keeper_seen is not None:
             return self._keeper_seen
-        return self.known is not None and self.known.known(self.status.url)
+        return self.known is not None and self.known.known(self.status.bucket_url)
 
     def record_intent(self) -> None:
         """Before a recovery acts (starts or recreates a VM): renew the lease naming it in flight, so

@@ -75,9 +75,9 @@ class WebhookNotifier:
     def lease(self, kind: str, text: str) -> None:
         """The recovery lease's standing changed in a way a user must hear of (``kind``: ``paused``,
         ``unleased``, or back to normal): POSTed like an outcome, with no machine."""
-        line = one_line(text).strip()[:500]
+        line = one_line(text).strip()[:MAX_DETAIL]
         body = {"event": f"lease_{kind}", "outcome": kind, "machine": "", "at": now().isoformat(),
-                "detail": line, "sender": self.sender, "text": f"{self.sender}: {line}"}  # fmt: skip
+                "detail": line, "sender": self.sender, "text": chat_escaped(f"{self.sender}: {line}")[:MAX_TEXT]}  # fmt: skip
         with contextlib.suppress(queue.Full):
             self._queue.put_nowait(body)
 

@@ -23,7 +23,6 @@ import asyncssh
 from gcptui.remote.aio import cancel_and_wait
 from gcptui.remote.backoff import Backoff
 from gcptui.remote.compute.backend import Backend, Capability, Recovery
-from gcptui.remote.compute.exec_channel import run_capped
 from gcptui.remote.errors import GcptuiError
 from gcptui.remote.jobs.protocol import JobStatus
 from gcptui.remote.jobs.workers import WorkerJobRunner
@@ -250,7 +249,9 @@ class RowKeepAlive:
     async def _recover(self, backend: Backend, row: Instance) -> None:
         name = row.name
         self._emit(name, "preempted", f"{row.source} row reads {one_line(row.status)}")
-        self._emit(name, "restarting", "bringing it back like itself (a preempted TPU node is made anew)")
+        self._emit(
+            name, "restarting", "bringing it back like itself (a preempted TPU node, or a pod, is made anew)"
+        )
         try:
             if self.intent is not None:
                 await self.intent()
@@ -293,28 +294,15 @@ class RowKeepAlive:
         self._emit(name, "failed", f"the job did not start again after {RELAUNCH_ATTEMPTS} attempts")
 
     async def _relaunch(self, backend: Backend, row: Instance) -> int | None:
-        """Sync every worker, restart the job on all of them at once; the step worker 0 resumed from."""
-        services = self.services
+        """The job relaunched on every worker at once, as every recovery relaunches one
+        (``JobLauncher.relaunch_members``); the step worker 0 resumed from."""
         workers = backend.worker_rows(row)
         if not workers:
             raise GcptuiError(f"{row.name} has no workers up yet")
-        targets = [services.reach(w) for w in workers]  # SSH hosts (a TPU node's), or pods over exec
-        for target in targets:
-            probe = await run_capped(target.channel, "true")  # capped and timed: the VM's output is its own
-            if not probe.ok:
-                raise GcptuiError(f"{target.name} does not run commands yet (exit {probe.exit_status})")
-        self._emit(row.name, "connected", ", ".join(t.channel.where for t in targets))
-        runner = WorkerJobRunner(services.config)
-        launcher = JobLauncher(services, jobs=runner, resume_timeout=self.resume_timeout)
-        await asyncio.gather(*(launcher.sync_barrier(w) for w in workers))
-        self._emit(row.name, "synced", f"{len(workers)} workers hold the current tree")
-        mark = await launcher.mark(targets[0])
-        if self.fence is not None:
-            await self.fence()  # the last moment before a start that two actors must not both make
-        runner.prepare(row.name, workers)
-        results = await runner.run_all("restart", targets)
-        failed = [r for r in results if not r.ok]
-        if failed:
-            raise GcptuiError(f"{failed[0].name}: {failed[0].error}")
-        self._emit(row.name, "started", f"{len(workers)} workers")
-        return await launcher.wait_resumed(targets[0], mark.offset)
+        runner = WorkerJobRunner(self.services.config)
+        runner.prepare(row.name, workers)  # each worker's job: [job] with its rank and the others' addresses
+        launcher = JobLauncher(self.services, jobs=runner, resume_timeout=self.resume_timeout)
+        point = await launcher.relaunch_members(
+            workers, lambda kind, detail: self._emit(row.name, kind, detail), fence=self.fence
+        )
+        return point.step

@@ -280,7 +280,7 @@ class KeeperDeploy:
         from gcptui.remote.keeper.instance_keys import add_instance_key, watched_at_start
 
         snapshot = await asyncio.to_thread(self.services.fleet.snapshot)
-        rows = [row for row in snapshot.instances if watched_at_start(row)]
+        rows = [row for row in snapshot.instances if watched_at_start(self.services, row)]
         for row in rows:
             await asyncio.to_thread(add_instance_key, self.services, row, key_entry(user, public))
         names = ", ".join(row.name for row in rows) or "no Spot VM yet"

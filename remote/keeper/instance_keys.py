@@ -10,19 +10,18 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Callable
-from typing import Any
 
+from gcptui.remote.compute.backend import Capability
 from gcptui.remote.errors import GcptuiError
 from gcptui.remote.keeper.project_keys import KEY_COMMENT
 from gcptui.remote.models import SWEEP_LABEL, Instance
 from gcptui.remote.services import Services
 
-ATTEMPTS = 5
 
-
-def watched_at_start(row: Instance) -> bool:
-    """What a keeper watching every Spot VM watches: GCE Spot VMs, a sweep's left to the sweep."""
-    return row.source == "gce" and row.spot and SWEEP_LABEL not in row.labels
+def watched_at_start(services: Services, row: Instance) -> bool:
+    """What a keeper watching every Spot VM watches: Spot VMs that hold keys of their own, a sweep's
+    left to the sweep."""
+    return row.spot and SWEEP_LABEL not in row.labels and services.compute.can(row, Capability.INSTANCE_KEYS)
 
 
 def key_entry(user: str, public: str) -> str:
@@ -30,55 +29,10 @@ def key_entry(user: str, public: str) -> str:
     return f"{user}:{' '.join(public.split()[:2])} {KEY_COMMENT}"
 
 
-def _client(services: Services) -> tuple[Any, Any, str]:
-    from google.cloud import compute_v1
-
-    gce = services.fleet.gce()
-    endpoint = services.config.gcp.api_endpoint if services.config.gcp is not None else ""
-    options = {"api_endpoint": endpoint} if endpoint else None
-    return (
-        compute_v1,
-        compute_v1.InstancesClient(credentials=gce.credentials, client_options=options),
-        gce.project,
-    )
-
-
-def _change(services: Services, name: str, zone: str, edit: Callable[[list[str]], list[str] | None]) -> bool:
-    """Apply ``edit(lines) -> lines | None`` to instance ``name``'s ``ssh-keys``; False: nothing changed."""
-    from google.api_core import exceptions as api
-
-    compute_v1, instances, project = _client(services)
-    for _ in range(ATTEMPTS):
-        try:
-            current = instances.get(project=project, zone=zone, instance=name).metadata
-            items = {item.key: item.value for item in current.items}
-            lines = [line for line in items.get("ssh-keys", "").splitlines() if line.strip()]
-            changed = edit(lines)
-            if changed is None:
-                return False
-            items["ssh-keys"] = "\n".join(changed)
-            metadata = compute_v1.Metadata(
-                fingerprint=current.fingerprint,
-                items=[compute_v1.Items(key=k, value=v) for k, v in items.items()],
-            )
-            instances.set_metadata(
-                project=project, zone=zone, instance=name, metadata_resource=metadata
-            ).result()
-            return True
-        except api.PreconditionFailed:
-            continue  # someone else changed its metadata meanwhile: read it again
-        except api.GoogleAPICallError as err:
-            raise GcptuiError(
-                f"cannot change {name}'s ssh-keys metadata ({err.code}): the account needs "
-                "compute.instances.setMetadata (roles/compute.instanceAdmin.v1)"
-            ) from None
-    raise GcptuiError(f"{name}'s metadata kept changing: try again")
-
-
 def add_instance_key(services: Services, instance: Instance, entry: str) -> bool:
     """Authorize ``entry`` on ``instance`` alone; False when it already was."""
-    return _change(
-        services, instance.name, instance.zone, lambda lines: None if entry in lines else [*lines, entry]
+    return services.compute.of(instance).edit_ssh_keys(
+        instance, lambda lines: None if entry in lines else [*lines, entry]
     )
 
 
@@ -89,15 +43,15 @@ def remove_instance_keys(services: Services, instance: Instance) -> bool:
         kept = [line for line in lines if not line.endswith(" " + KEY_COMMENT)]
         return None if kept == lines else kept
 
-    return _change(services, instance.name, instance.zone, edit)
+    return services.compute.of(instance).edit_ssh_keys(instance, edit)
 
 
 def remove_everywhere(services: Services) -> tuple[list[str], list[str]]:
-    """Take the keeper's keys off every GCE VM of the project: (names changed, one line per failure)."""
+    """Take the keeper's keys off every VM of the project: (names changed, one line per failure)."""
     changed: list[str] = []
     failures: list[str] = []
     for row in services.fleet.snapshot().instances:
-        if row.source != "gce":
+        if not services.compute.can(row, Capability.INSTANCE_KEYS):
             continue
         try:
             if remove_instance_keys(services, row):
@@ -123,8 +77,8 @@ class KeyPlanter:
     def __call__(self, rows: list[Instance]) -> None:
         if self._task is not None and not self._task.done():
             return  # the previous round is still at it: the next poll looks again
-        todo = [r for r in rows if r.source == "gce" and r.instance_id and r.instance_id not in self.keyed
-                and self.watched(r)]  # fmt: skip
+        todo = [r for r in rows if r.instance_id and r.instance_id not in self.keyed and self.watched(r)
+                and self.services.compute.can(r, Capability.INSTANCE_KEYS)]  # fmt: skip
         if todo:
             self._task = asyncio.get_running_loop().create_task(self._plant(todo))
 

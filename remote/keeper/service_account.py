@@ -37,10 +37,10 @@ TIMEOUT = 30.0
 def _session(services: Services) -> tuple[Any, str, str]:
     from google.auth.transport.requests import AuthorizedSession
 
-    gce = services.fleet.gce()
+    credentials, project = services.compute.backend("gce", "the keeper's service account").google_identity()
     gcp = services.config.gcp
     endpoint = (gcp.api_endpoint if gcp is not None and gcp.api_endpoint else IAM_ENDPOINT).rstrip("/")
-    return AuthorizedSession(gce.credentials), endpoint, gce.project
+    return AuthorizedSession(credentials), endpoint, project
 
 
 def _fail(what: str, response: Any) -> GcptuiError:

@@ -79,7 +79,7 @@ def keeper_report(services: Services) -> KeeperReport:
     """Read the keeper's status and the lease (blocking: two GETs)."""
     bucket = services.config.storage.bucket
     key = lease_key(default_lease_key_path())
-    status = KeeperStatus(bucket, key)
+    status = KeeperStatus(bucket, key, stale_ok=True)  # a keeper down for hours still shows, as DOWN
     body, _generation, _fresh = status.read()
     lease = Lease(bucket, "observer", key).look()
     holder = None if lease.holder is None else vm_field(lease.holder, 200)

@@ -5,6 +5,7 @@ control path answers in Google's error shape and wants the bearer token as every
 
 from __future__ import annotations
 
+import asyncio
 import json
 import sys
 import urllib.error
@@ -19,7 +20,7 @@ from gcptui.remote.emulator import Emulator
 from gcptui.remote.emulator.thread import EmulatorThread
 from gcptui.tui.app import GcptuiApp
 from gcptui.tui.cli.main import main
-from tests.helpers.emulator import wait_until
+from tests.helpers.emulator import eventually, wait_until
 from tests.tui.test_fleet_jobs import until
 
 REGION = "us-central1"
@@ -99,3 +100,31 @@ async def test_P_in_the_demo_preempts_a_tpu_node_through_its_backend(
             await until(pilot, lambda: emulator.tpu("tpu-s").state == "PREEMPTED", timeout=30)
         except AssertionError:
             raise AssertionError([n.message for n in app._notifications]) from None
+
+
+async def test_vm_preempt_of_a_workload_preempts_the_node_of_its_pod_0_through_compute_engine(
+    emulator: Emulator, tmp_path: Path
+) -> None:
+    """A GKE workload's row: its pod 0's node's Compute Engine instance gets simulateMaintenanceEvent,
+    as GKE users test a Spot preemption; the node shuts down, a new one joins, the pod is made anew."""
+    cluster = await emulator.add_gke_cluster("training", "us-central1-a", nodes=2)
+    cluster.shutdown_grace_seconds = 1.0
+    cluster.add_statefulset("trainer", 1, ["sleep", "600"], gpus=0)
+    await eventually(lambda: ("default", "trainer-0") in cluster.runners, timeout=30)
+    pod = cluster.store.get("pods", "default", "trainer-0")
+    assert pod is not None
+    node, uid = pod["spec"]["nodeName"], pod["metadata"]["uid"]
+    await emulator.wait_for_status(node, "RUNNING")  # its instance, labelled goog-gke-node
+    assert emulator.instance(node).labels["goog-gke-node"] == ""
+    config = emulator.write_config(tmp_path / "gcptui.toml")
+
+    assert await asyncio.to_thread(main, ["vm", "preempt", "trainer", "--config", str(config)]) == 0
+    await emulator.wait_for_status(node, None)  # the Spot node's instance is reclaimed ...
+    assert cluster.store.get("nodes", "", node) is None
+    await eventually(lambda: len(cluster.store.select("nodes")) == 2, timeout=30)  # ... and a new node joins
+    joined = {n["metadata"]["name"] for n in cluster.store.select("nodes")}
+    await eventually(
+        lambda: all(emulator.fleet and (("us-central1-a", n) in emulator.fleet.vms) for n in joined)
+    )
+    await eventually(lambda: (p := cluster.store.get("pods", "default", "trainer-0")) is not None
+                     and p["metadata"]["uid"] != uid, timeout=30)  # fmt: skip

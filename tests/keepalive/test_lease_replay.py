@@ -18,7 +18,7 @@ from gcptui.remote.emulator import Emulator
 from gcptui.remote.jobs.workers import WorkerJobRunner
 from gcptui.remote.keepalive.events import RecoveryEvent
 from gcptui.remote.keepalive.lease import HEADER, LEASE_OBJECT, Lease, lease_key
-from gcptui.remote.keepalive.lease_gate import STATUS_OBJECT
+from gcptui.remote.keepalive.lease_gate import STATUS_OBJECT, KeeperStatus
 from gcptui.remote.keepalive.service import build_service, default_lease_key_path
 from gcptui.remote.services import Services
 from tests.helpers.emulator import eventually
@@ -123,3 +123,18 @@ async def test_a_replayed_lease_does_not_run_again_a_tpu_job_the_user_killed(
         await asyncio.gather(runner, return_exceptions=True)
         await service.close()
         await services.close()
+
+
+def test_keeper_status_still_shows_a_keeper_down_for_hours_that_no_keep_alive_trusts(
+    fake_gcs: FakeGcs,
+) -> None:
+    _, laptop, _, _ = gates(fake_gcs)
+    key = b"k" * 32
+    body = json.dumps({"holder": "keeper:box", "at": time.time() - 7200, "boot": "b1",
+                       "fresh": {"boot": "b1", "count": 3, "written": time.time() - 7200}}).encode()  # fmt: skip
+    path = "exp/" + STATUS_OBJECT
+    signature = hmac.new(key, path.encode() + b"\n" + body, hashlib.sha256).hexdigest().encode()
+    blob(fake_gcs, STATUS_OBJECT).upload_from_string(HEADER + signature + b"\n" + body)
+    assert laptop.check() and laptop.keeper is None  # no keep-alive defers to it
+    shown = KeeperStatus("gs://runs/exp", key, client=fake_gcs.client(), stale_ok=True).read()[0]
+    assert shown is not None and shown["holder"] == "keeper:box"  # `keeper status` shows it (as DOWN)

@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import asyncio
 import json
+import socket
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, HTTPServer
 from pathlib import Path
 
@@ -171,3 +173,47 @@ async def test_a_known_keeper_pauses_recovery_and_every_face_says_why_from_the_f
         assert REASON in str(posted["text"])
     finally:
         server.shutdown()
+
+
+async def test_lease_false_recovers_without_asking_anyone(
+    emulator: Emulator, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = await config(emulator, tmp_path, monkeypatch, "lease = false\n")
+    services = Services(load_config(str(path)))
+    try:
+        service = build_service(services, autostop=False, notices=False)
+        assert service.gate is None and service.keepalive.gate is None  # no lease consulted, nothing paused
+        await service.close()
+    finally:
+        await services.close()
+
+
+def test_a_bucket_endpoint_that_refuses_is_told_within_a_poll_with_its_fix(tmp_path: Path) -> None:
+    """No network to Cloud Storage (a loopback port nobody listens on): each check gives up within
+    seconds (not the client's two minutes of retries), then recovers without the lease while no
+    keeper is known for the bucket, and pauses once one is."""
+    from google.auth.credentials import AnonymousCredentials
+    from google.cloud import storage  # type: ignore[attr-defined]
+
+    from gcptui.remote.keepalive.known_keepers import KnownKeepers
+    from gcptui.remote.keepalive.lease import Lease
+    from gcptui.remote.keepalive.lease_gate import KeeperStatus, LeaseGate
+
+    with socket.socket() as sock:  # a port bound and closed: connections to it are refused
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    client = storage.Client(credentials=AnonymousCredentials(), project="p",
+                            client_options={"api_endpoint": f"http://127.0.0.1:{port}"})  # fmt: skip
+    known = KnownKeepers(tmp_path / "known-keepers.json")
+    bucket = "gs://runs/r"
+    gate = LeaseGate(Lease(bucket, "laptop:x", b"k" * 32, client=client),
+                     KeeperStatus(bucket, b"k" * 32, client=client), "laptop", known=known)  # fmt: skip
+    began = time.monotonic()
+    assert gate.check() and gate.unleased
+    assert time.monotonic() - began < 10  # keep-alive's default poll
+    standing = gate.standing()
+    assert standing.kind == "unleased" and "no connection to Cloud Storage" in standing.text, standing
+    gate.fence()  # nobody to fence off: a recovery goes on
+    known.note(bucket, True)  # `keeper deploy` ran for this bucket meanwhile
+    assert not gate.check() and not gate.unleased
+    assert gate.standing().text.startswith("recovery paused: cannot reach gs://runs/r/.gcptui-keeper/lease: ")

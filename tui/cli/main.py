@@ -179,6 +179,15 @@ def build_parser() -> argparse.ArgumentParser:
     pull.add_argument("local_dir", metavar="LOCAL_DIR", nargs="?", default=None, help="default: .")
     pull.add_argument("--force", action="store_true", help="overwrite local files newer than the VM's")
     pull.set_defaults(handler=_lazy("gcptui.tui.cli.pull", "run_pull"))
+    plot = sub.add_parser(
+        "plot", parents=[common], help="the curves of a metric of machines (as the curves screen draws them)"
+    )
+    plot.add_argument("name", metavar="NAME", nargs="+", help="machines, as `gcptui ls` names them")
+    plot.add_argument("--metric", metavar="M", default=None, help="the metric to plot (default: loss)")
+    plot_out = plot.add_mutually_exclusive_group()
+    plot_out.add_argument("--svg", metavar="FILE", default=None, help="write the plot as an SVG")
+    plot_out.add_argument("--png", metavar="FILE", default=None, help="not available: use --svg")
+    plot.set_defaults(handler=_lazy("gcptui.tui.cli.plot", "run_plot"))
 
     logs = sub.add_parser("logs", parents=[common], help="job output; several names merged with a prefix")
     logs.add_argument("names", nargs="+", metavar="NAME", help=NAME_HELP)

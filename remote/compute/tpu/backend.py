@@ -117,8 +117,11 @@ class TpuBackend(Backend):
                 keys = self.rest().host_keys(row.zone, row.name)
             except GcptuiError:
                 return row  # the next listing tries again; SSH refuses an unknown key meanwhile
-            with self._lock:
-                self._keys[row.instance_id] = keys
+            if len(keys) == len(row.workers):
+                # Kept only once every worker has published its key: a node listed while its workers
+                # still boot is read again at the next listing, not left unpinned for good.
+                with self._lock:
+                    self._keys[row.instance_id] = keys
             known_hosts = self._known_hosts()
             from gcptui.remote.ssh.host_keys import pin_host_keys
 
