@@ -174,6 +174,16 @@ HARNESSES: tuple[Harness, ...] = (
     ),
     Harness("startup", ("startup.py", "--quick")),
     Harness(
+        "tpu_pod",
+        ("tpu_pod.py", "--quick"),
+        # Absolute times on a shared machine, no same-run alternative to divide by: checked, not guarded.
+        checks={
+            "every worker's job running": lambda r: (
+                r.get("running") == r.get("workers") == r.get("cli_running")
+            )
+        },
+    ),
+    Harness(
         "curves",
         ("curves.py", "--quick"),
         checks={

@@ -81,9 +81,9 @@ def run_emulator_command(args: argparse.Namespace) -> int:
     from gcptui.remote.emulator.runner import run_emulator
 
     _check_vms(args.vms)
-    if not 0 <= args.tpus <= 16 or not 1 <= args.tpu_workers <= 8:
+    if not 0 <= args.tpus <= 16 or not 1 <= args.tpu_workers <= 64:
         raise ConfigError(
-            f"--tpus {args.tpus} --tpu-workers {args.tpu_workers}: choose 0-16 nodes of 1-8 workers"
+            f"--tpus {args.tpus} --tpu-workers {args.tpu_workers}: choose 0-16 nodes of 1-64 workers"
         )
     _check_gke_nodes(args.gke_nodes)
     if not 0 <= args.preempt_grace <= 120:

@@ -83,7 +83,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     emu.add_argument("--tpus", type=int, default=0, help="how many emulated Spot TPU VM nodes (default 0)")
     emu.add_argument(
-        "--tpu-workers", type=int, default=1, metavar="W", help="worker hosts per TPU node (default 1)"
+        "--tpu-workers", type=int, default=1, metavar="W", help="worker hosts per TPU node, 1-64 (default 1)"
     )
     emu.add_argument(
         "--gke-nodes",

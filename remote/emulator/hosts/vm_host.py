@@ -110,13 +110,16 @@ class SshVmHost:
         self.metadata_keys: Callable[[Machine], list[str]] = lambda vm: []
         self._machines: dict[str, _Machine] = {}
         self._vms: dict[str, Machine] = {}
+        self._known_hosts_stale = False
 
     def added(self, vm: Machine) -> None:
         disk = VmDisk(disk_root(self.root / "vms", vm.name))
         vm.disk = disk.root
         self._machines[vm.uid] = _Machine(disk, disk.prepare(vm.gpus))
         self._vms[vm.uid] = vm
-        self._write_known_hosts()
+        # Written at the next boot, once for all the machines added since: a 64-worker TPU node
+        # would otherwise rewrite the file 64 times, each time longer. Nobody reaches an unbooted VM.
+        self._known_hosts_stale = True
 
     def _allows_for(self, vm: Machine) -> Callable[[str, asyncssh.SSHKey], bool]:
         def allows(username: str, key: asyncssh.SSHKey) -> bool:
@@ -140,6 +143,8 @@ class SshVmHost:
     async def boot(self, vm: Machine, address: str | None = None) -> str:
         """Start the VM's servers on a new address, or first on ``address`` (a reset keeps its own)."""
         machine = self._machines[vm.uid]
+        if self._known_hosts_stale:
+            self._write_known_hosts()
         keep = address
         for _ in range(20):
             address = "127.0.0.1" if self.one_address else (keep or self.addresses.take())
@@ -235,6 +240,7 @@ class SshVmHost:
         temporary = self.known_hosts.with_suffix(".tmp")
         temporary.write_text("".join(lines))
         os.replace(temporary, self.known_hosts)
+        self._known_hosts_stale = False
 
     def _metadata_values(self, vm: Machine) -> dict[str, str]:
         return {
