@@ -29,6 +29,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 import torch  # noqa: E402
+from bench_run import owned_run, quick, quick_flag  # noqa: E402
 
 from gcptui_trainer.background import snapshot_to_cpu  # noqa: E402
 from gcptui_trainer.checkpoint import CheckpointStore  # noqa: E402
@@ -295,9 +296,10 @@ def main() -> None:
     parser.add_argument("--mirror-only", action="store_true", help="measure only mirroring")
     parser.add_argument("--mirror-sizes", default="small,base",
                         help="states timed from checkpoint to mirrored (comma-separated; 'none' skips)")  # fmt: skip
-    args = parser.parse_args()
+    quick_flag(parser)
+    args = quick(parser.parse_args(), throughput_steps=100, repeats=1)
     result: dict = {"cpu_threads": 1, "cpus": os.cpu_count(), "torch": torch.__version__}
-    with tempfile.TemporaryDirectory(prefix="ckpt-bench-") as tmp:
+    with owned_run("checkpoint"), tempfile.TemporaryDirectory(prefix="ckpt-bench-") as tmp:
         workdir = Path(tmp)
         if args.mirror or args.mirror_only:
             sizes = tuple(x for x in args.mirror_sizes.split(",") if x and x != "none")

@@ -20,6 +20,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from bench_run import owned_run, quick, quick_flag  # noqa: E402
+
 ZONE = "us-central1-a"
 
 
@@ -27,17 +29,20 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--counts", default="1,2,4,8")
     parser.add_argument("--boot-seconds", type=float, default=3.0)
-    args = parser.parse_args()
+    quick_flag(parser)
+    args = quick(parser.parse_args(), counts="1,4", boot_seconds=1.0)
     counts = [int(c) for c in args.counts.split(",")]
 
     from gcptui.remote.cloud.create import CreateOptions
+    from gcptui.remote.cloud.images import image_from_disk
     from gcptui.remote.config import load_config
     from gcptui.remote.emulator.thread import EmulatorThread
     from gcptui.remote.provision import VmCreator, plan_create
-    from tests.cli.test_vm_create import _base_body
+    from tests.cli.test_vm_create import IMAGE, _base_body
 
     results: dict[str, float] = {}
     with (
+        owned_run("create"),
         tempfile.TemporaryDirectory() as tmp,
         EmulatorThread(Path(tmp) / "emu", boot_seconds=args.boot_seconds, stop_seconds=0.1) as emu,
     ):
@@ -46,6 +51,9 @@ def main() -> None:
 
         source = FleetSource(config)
         gce = source.gce()
+        # The base's boot image first, as a user would have made it (the emulator starts with none).
+        emu.add_instance("seed", ZONE, status="TERMINATED")
+        image_from_disk(gce, ZONE, "seed", IMAGE.rsplit("/", 1)[-1])
         gce.insert(ZONE, _base_body())
         plan = plan_create(gce, source.snapshot().find("base-gpu"), CreateOptions())  # type: ignore[arg-type]
         creator = VmCreator(gce, config, lambda name, step: None, poll_seconds=0.5)

@@ -28,6 +28,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from bench_run import owned_run, quick, quick_flag  # noqa: E402
+
 
 def tui_child(config: str, t0: float, expected: int) -> None:
     """Runs in a fresh interpreter: report first frame and full table times, then exit."""
@@ -93,7 +95,8 @@ def main() -> None:
     parser.add_argument("--zones", type=int, default=10)
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--tui-child", nargs=3, metavar=("CONFIG", "T0", "EXPECTED"))
-    args = parser.parse_args()
+    quick_flag(parser)
+    args = quick(parser.parse_args(), instances=200, zones=4, runs=1)
     if args.tui_child:
         tui_child(args.tui_child[0], float(args.tui_child[1]), int(args.tui_child[2]))
         return
@@ -101,7 +104,11 @@ def main() -> None:
     from gcptui.remote.emulator.demo import large_fleet
     from gcptui.remote.emulator.thread import EmulatorThread
 
-    with tempfile.TemporaryDirectory() as tmp, EmulatorThread(Path(tmp) / "emu", ssh=False) as emulator:
+    with (
+        owned_run("fleet_list"),
+        tempfile.TemporaryDirectory() as tmp,
+        EmulatorThread(Path(tmp) / "emu", ssh=False) as emulator,
+    ):
         emulator.add_fleet(large_fleet(args.instances, args.zones))
         config = str(emulator.write_config(Path(tmp) / "gcptui.toml"))
         # Own HOME: the price cache (~/.gcptui/prices.json) is this run's; one untimed run fills it.

@@ -48,6 +48,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import psutil  # noqa: E402
+from bench_run import owned_run, quick, quick_flag  # noqa: E402
 from textual import events  # noqa: E402
 
 from gcptui.remote.aio import within  # noqa: E402
@@ -136,7 +137,9 @@ def keep_off_last_cpu() -> None:
         pass
 
 
-async def watch(config: Path, n: int, duration: float, profile: Path | None) -> dict[str, object]:
+async def watch(
+    config: Path, n: int, duration: float, profile: Path | None, steady: bool = True
+) -> dict[str, object]:
     app = GcptuiApp(load_config(str(config)), refresh_seconds=10.0)
     me = psutil.Process()
     latencies: list[float] = []
@@ -153,13 +156,13 @@ async def watch(config: Path, n: int, duration: float, profile: Path | None) -> 
             raise SystemExit(f"{n} machines: not every job and GPU stream was seen within the deadline")
         # Keep-alive imports the Compute client library 20 s after it starts (once, ~100 MB, seconds
         # of CPU), and the app freezes its start-up's objects 45 s after mount: the window starts
-        # after both, they are no per-machine cost.
-        while time.monotonic() < deadline:
+        # after both, they are no per-machine cost. (--quick measures before them: a short window.)
+        while steady and time.monotonic() < deadline:
             warming = getattr(app.keepalive, "_warming", None)
             if warming is not None and warming.done() and gc.get_freeze_count():
                 break  # and the app has frozen its start-up's objects (GcptuiApp._freeze_start_up)
             await pilot.pause(0.5)
-        await pilot.pause(3.0)  # steady state
+        await pilot.pause(3.0 if steady else 0.5)  # steady state
         table = app.fleet_screen.table
         shown_at: list[float] = []
         shown = asyncio.Event()
@@ -228,7 +231,7 @@ async def watch(config: Path, n: int, duration: float, profile: Path | None) -> 
     }
 
 
-def run_one(kind: str, n: int, duration: float, profile: Path | None) -> dict[str, object]:
+def run_one(kind: str, n: int, duration: float, profile: Path | None, steady: bool) -> dict[str, object]:
     """One fleet size, in this process (a fresh one per size: its CPU and RSS are that size's)."""
     root = Path(tempfile.mkdtemp(prefix=f"gcptui-fleet-live-{n}-"))
     fleet = start_fleet(kind, n, root)  # first: it must not inherit the TUI's CPUs
@@ -236,7 +239,7 @@ def run_one(kind: str, n: int, duration: float, profile: Path | None) -> dict[st
     try:
         if kind == "emulator":
             start_jobs(root / "gcptui.toml", n)
-        return asyncio.run(watch(root / "gcptui.toml", n, duration, profile))
+        return asyncio.run(watch(root / "gcptui.toml", n, duration, profile, steady))
     finally:
         fleet.terminate()
         try:
@@ -264,10 +267,18 @@ def main() -> None:
     parser.add_argument("--fleet", choices=("synthetic", "emulator"), default="synthetic")
     parser.add_argument("--profile", type=Path, help="write a cProfile of each window into this folder")
     parser.add_argument("--one", type=int, help=argparse.SUPPRESS)  # one size, in a child process
-    args = parser.parse_args()
+    quick_flag(parser)
+    args = quick(parser.parse_args(), machines="4,16", duration=6.0)
     if args.one is not None:
-        print(json.dumps(run_one(args.fleet, args.one, args.duration, args.profile)), flush=True)
+        with owned_run(f"fleet-live-{args.one}"):
+            result = run_one(args.fleet, args.one, args.duration, args.profile, steady=not args.quick)
+        print(json.dumps(result), flush=True)
         return
+    with owned_run("fleet_live"):
+        measure(args)
+
+
+def measure(args: argparse.Namespace) -> None:
     sizes = [int(x) for x in args.machines.split(",")]
     load_before = os.getloadavg()[0]
     runs: list[dict[str, object]] = []
@@ -284,7 +295,9 @@ def main() -> None:
         ]
         if args.profile is not None:
             argv += ["--profile", str(args.profile)]
-        result = subprocess.run(argv, capture_output=True, text=True, timeout=600)
+        if args.quick:
+            argv.append("--quick")  # the child's own window: no wait for the one-off start-up costs
+        result = subprocess.run(argv, capture_output=True, text=True, timeout=900)
         lines = result.stdout.strip().splitlines()
         if result.returncode != 0 or not lines:
             run: dict[str, object] = {"machines": n, "error": (result.stderr.strip() or "no result")[-300:]}

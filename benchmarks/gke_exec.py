@@ -32,6 +32,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from bench_run import owned_run, quick, quick_flag  # noqa: E402
+
 from gcptui.remote.compute.exec_channel import ExecChannel  # noqa: E402
 from gcptui.remote.config import load_config  # noqa: E402
 from gcptui.remote.emulator.emulator import Emulator  # noqa: E402
@@ -152,5 +154,12 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=50)
     parser.add_argument("--edits", type=int, default=100)
-    arguments = parser.parse_args()
-    print(json.dumps(asyncio.run(main(arguments.repeat, arguments.edits))))
+    quick_flag(parser)
+    arguments = quick(parser.parse_args(), repeat=10, edits=10)
+    with owned_run("gke_exec"):
+        result = asyncio.run(main(arguments.repeat, arguments.edits))
+    # The pod's exec channel beside SSH into a VM, in the same run: p50 over p50.
+    for figure in ("true", "edit_visible", "sync_edit_visible"):
+        pod, vm = result["pod_exec"][figure]["p50_ms"], result["vm_ssh"][figure]["p50_ms"]  # type: ignore[index]
+        result[f"pod_over_vm_{figure}_p50"] = round(pod / vm, 3) if vm else None
+    print(json.dumps(result))

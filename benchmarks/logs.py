@@ -32,6 +32,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import asyncssh  # noqa: E402
+from bench_run import owned_run, quick, quick_flag  # noqa: E402
 from textual import events  # noqa: E402
 from textual.app import App  # noqa: E402
 from textual.screen import Screen  # noqa: E402
@@ -360,9 +361,12 @@ def main() -> None:
         "--mode", choices=["sshd", "inprocess"], default="sshd" if sshd_available() else "inprocess"
     )
     parser.add_argument("--profile", type=Path, help="write a pyinstrument HTML profile of the run here")
-    args = parser.parse_args()
+    quick_flag(parser)
+    args = quick(parser.parse_args(), streams=2, rate=500, duration=4.0)
     if args.profile is None:
-        print(json.dumps(asyncio.run(bench(args))))
+        with owned_run("logs"):
+            result = asyncio.run(bench(args))
+        print(json.dumps(result))
         return
     from pyinstrument import Profiler
 

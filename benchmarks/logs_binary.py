@@ -26,6 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import asyncssh  # noqa: E402
 import psutil  # noqa: E402
+from bench_run import owned_run, quick, quick_flag  # noqa: E402
 from textual import events  # noqa: E402
 from textual.app import App  # noqa: E402
 
@@ -130,8 +131,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--megabytes", type=int, default=400)
     parser.add_argument("--esc-at", type=float, default=0.9, help="press Esc once this share has arrived")
-    args = parser.parse_args()
-    print(json.dumps(asyncio.run(bench(args.megabytes, args.esc_at))))
+    quick_flag(parser)
+    args = quick(parser.parse_args(), megabytes=20)
+    with owned_run("logs_binary"):
+        result = asyncio.run(bench(args.megabytes, args.esc_at))
+    print(json.dumps(result))
 
 
 if __name__ == "__main__":

@@ -28,6 +28,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+from bench_run import owned_run, quick, quick_flag  # noqa: E402
+
 from gcptui.remote.compute.ssh_exec import SshExecChannel  # noqa: E402
 from gcptui.remote.config import SshConfig  # noqa: E402
 from gcptui.remote.ssh.pool import SshPool  # noqa: E402
@@ -92,8 +94,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--mib", type=int, default=200)
     parser.add_argument("--rounds", type=int, default=3)
-    args = parser.parse_args()
-    with tempfile.TemporaryDirectory(prefix="pull-bench-") as tmp:
+    quick_flag(parser)
+    args = quick(parser.parse_args(), mib=8, rounds=1)
+    with owned_run("pull"), tempfile.TemporaryDirectory(prefix="pull-bench-") as tmp:
         work = Path(tmp)
         remote = work / "vm" / "demo"
         build_run(remote, args.mib)

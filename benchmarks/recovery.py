@@ -32,6 +32,15 @@ both from the bucket. ``tpu_*`` figures: PREEMPTED to detection, detection to th
 (``tpu_recreate_s``), detection to worker 0's ``resumed`` line, and the steps lost on each worker beyond
 its newest mirrored checkpoint.
 
+``--quick`` (about a minute): one polling round, one with the watchers and the TPU round, nothing else;
+what CI runs so that the harness cannot rot unnoticed.
+
+The harness sets up what it needs itself: a private state dir for the keep-alive lease's key
+(``GCPTUI_STATE_DIR``) and, for the TPU round, ``STORAGE_EMULATOR_HOST`` in its own environment (the
+laptop side's lease client) as well as the VMs' ``[job].env``. SIGTERM, SIGINT or SIGHUP mid-run cancel
+the run: the emulator powers every VM off (their trainers with it) and fake-gcs-server stops, so
+nothing it started outlives it; it then exits 143 (130 for SIGINT) with no JSON line.
+
 Prints progress to stderr and ONE JSON object (medians and per-round values) as the last stdout line.
 """
 
@@ -40,6 +49,8 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
+import signal
 import statistics
 import sys
 import tempfile
@@ -166,6 +177,7 @@ async def bench(args: argparse.Namespace, root: Path) -> dict[str, object]:
         await session.full_sync()
         await session.close()
         await services.jobs.start(services.reach(instance))
+        log("spot-a: training")
 
         rounds: list[dict[str, object]] = []
         notices = False
@@ -200,6 +212,8 @@ async def bench(args: argparse.Namespace, root: Path) -> dict[str, object]:
 
         return {
             "benchmark": "recovery",
+            "quick": args.quick,
+            "load_avg": [round(x, 2) for x in os.getloadavg()],
             "rounds": len(rounds),
             "poll_seconds": args.poll,
             "boot_seconds": args.boot,
@@ -371,6 +385,9 @@ async def tpu_rounds(emu: Emulator, root: Path, args: argparse.Namespace) -> lis
         return []
     rounds: list[dict[str, object]] = []
     with FakeGcsServer(binary, root / "gcs", bucket="tpu-bench") as gcs:
+        # The laptop side (keep-alive's lease in the bucket) reaches the same fake-gcs-server as the
+        # VMs' trainers: without it the lease client looks for Google credentials.
+        os.environ["STORAGE_EMULATOR_HOST"] = gcs.host
         emu.add_tpu("tpu-b", accelerator_type="v4-16", spot=True)
         await emu.wait_for_tpu("tpu-b", "READY", timeout=60)
         project = root / "tpu-project"
@@ -392,11 +409,14 @@ async def tpu_rounds(emu: Emulator, root: Path, args: argparse.Namespace) -> lis
             jobs = WorkerJobRunner(services.config)
             jobs.prepare("tpu-b", workers)
             await jobs.run_all("start", [services.reach(w) for w in workers])
+            log("tpu-b: training on both workers")
             events: list[RecoveryEvent] = []
             service = build_service(services, on_event=events.append, notices=False, autostop=False,
                                     tuning={"backoff_base": 0.2})  # fmt: skip
-            rows = service.rows
+            rows, gate = service.rows, service.gate
             assert rows is not None
+            if gate is None:
+                raise RuntimeError("the TPU round runs with the lease: [storage] bucket is set")
             runner = asyncio.create_task(service.run())
             try:
                 for number in range(1, args.tpu_rounds + 1):
@@ -435,11 +455,14 @@ async def tpu_rounds(emu: Emulator, root: Path, args: argparse.Namespace) -> lis
                     resumed_at = datetime.now(UTC)
                     row = {
                         "round": number,
+                        "lease": gate.describe(),  # who recovered: this laptop, holding the lease
                         "outcome": rows.outcomes.get("tpu-b"),
                         "detection_s": secs(off, at.get("preempted")),
                         "recreate_s": secs(at.get("preempted"), at.get("running")),
                         "to_resumed_s": secs(at.get("preempted"), at.get("resumed") or resumed_at),
                         "steps_lost": max(lost) if lost else None,
+                        # Each step of the recovery, seconds after its detection: where the time goes.
+                        "steps_s": {kind: secs(at.get("preempted"), when) for kind, when in at.items()},
                     }
                     rounds.append(row)
                     log(f"tpu round {number}: {row}")
@@ -466,6 +489,30 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
+async def interruptible(args: argparse.Namespace, root: Path) -> dict[str, object] | int:
+    """``bench``, cancelled by SIGTERM, SIGINT or SIGHUP so that its cleanup runs (the emulator powers
+    its VMs off, fake-gcs-server stops): the exit status for the signal, or the result."""
+    loop = asyncio.get_running_loop()
+    task = asyncio.current_task()
+    assert task is not None
+    got: list[int] = []
+
+    def stop(sig: int) -> None:
+        if not got:  # once: a second signal must not cancel the cleanup itself
+            got.append(sig)
+            log(f"recovery benchmark: {signal.Signals(sig).name}, cleaning up")
+            task.cancel()
+
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        loop.add_signal_handler(sig, stop, sig)
+    try:
+        return await bench(args, root)
+    except asyncio.CancelledError:
+        if not got:
+            raise
+        return 128 + got[0]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=3)
@@ -482,9 +529,18 @@ def main() -> None:
                         help="rounds of host maintenance on an on-demand GPU VM (default 1)")  # fmt: skip
     parser.add_argument("--tpu-rounds", type=int, default=1,
                         help="rounds on a Spot TPU node of two workers, recreated and resumed from a bucket (default 1)")  # fmt: skip
+    parser.add_argument("--quick", action="store_true",
+                        help="about a minute: one round polling, one watching, the TPU round; nothing else")  # fmt: skip
     args = parser.parse_args()
+    if args.quick:
+        args.rounds, args.group_rounds, args.delete_rounds, args.maintenance_rounds = 1, 0, 0, 0
+        args.tpu_rounds = min(args.tpu_rounds, 1)
     with tempfile.TemporaryDirectory(prefix="gcptui-recovery-") as tmp:
-        result = asyncio.run(bench(args, Path(tmp)))
+        # Its own state dir: the lease key and what keep-alive notes of keepers never touch the user's.
+        os.environ["GCPTUI_STATE_DIR"] = str(Path(tmp) / "state")
+        result = asyncio.run(interruptible(args, Path(tmp)))
+    if isinstance(result, int):
+        sys.exit(result)
     print(json.dumps(result))
 
 

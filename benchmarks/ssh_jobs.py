@@ -33,6 +33,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from bench_run import owned_run, quick, quick_flag  # noqa: E402
+
 from gcptui.remote.compute.ssh_exec import pool_reach  # noqa: E402
 from gcptui.remote.config import JobConfig, SshConfig  # noqa: E402
 from gcptui.remote.jobs.runner import JobRunner  # noqa: E402
@@ -151,10 +153,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--hosts", type=int, default=32)
     parser.add_argument("--repeat", type=int, default=5)
-    args = parser.parse_args()
+    quick_flag(parser)
+    args = quick(parser.parse_args(), hosts=4, repeat=3)
     if not sshd_available():
         sys.exit("OpenSSH sshd is not installed (apt-get install openssh-server)")
-    with tempfile.TemporaryDirectory(prefix="gcptui-bench-ssh-") as tmp:
+    with owned_run("ssh_jobs"), tempfile.TemporaryDirectory(prefix="gcptui-bench-ssh-") as tmp:
         figures = asyncio.run(bench(args.hosts, args.repeat, Path(tmp)))
     result = {
         "benchmark": "ssh_jobs",
@@ -164,6 +167,13 @@ def main() -> None:
         "cpus": os.cpu_count(),
         "load_avg_1m": round(os.getloadavg()[0], 2),
         **figures,
+        # What a command over the pool costs beside a fresh OpenSSH ssh, in the same run.
+        **{
+            f"exec_over_openssh_{n}": round(
+                figures[f"exec_true_{n}"]["median_ms"] / figures[f"openssh_true_{n}"]["median_ms"], 3
+            )  # type: ignore[index]
+            for n in ("1", str(args.hosts))
+        },
     }
     print(json.dumps(result))
 

@@ -26,6 +26,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+from bench_run import owned_run, quick, quick_flag  # noqa: E402
+
 from gcptui.remote.config import load_config  # noqa: E402
 from gcptui.remote.emulator import Emulator  # noqa: E402
 from gcptui.remote.emulator.emulator import wait_until_running  # noqa: E402
@@ -107,9 +109,10 @@ def main() -> None:
     parser.add_argument("--vms", type=int, default=2)
     parser.add_argument("--trials", type=int, default=8)
     parser.add_argument("--poll", type=float, default=1.0, help="the sweep's poll_seconds (default 1)")
-    args = parser.parse_args()
-    os.environ.setdefault("GCPTUI_SWEEPS_DIR", tempfile.mkdtemp(prefix="gcptui-bench-sweeps-"))
-    with tempfile.TemporaryDirectory(prefix="gcptui-bench-sweep-") as tmp:
+    quick_flag(parser)
+    args = quick(parser.parse_args(), vms=1, trials=3)
+    with owned_run("sweep"), tempfile.TemporaryDirectory(prefix="gcptui-bench-sweep-") as tmp:
+        os.environ.setdefault("GCPTUI_SWEEPS_DIR", str(Path(tmp) / "sweeps"))
         result = asyncio.run(run(args.vms, args.trials, args.poll, Path(tmp)))
     print(json.dumps(result))
 

@@ -36,6 +36,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "benchmarks"))
 
+from bench_run import quick, quick_flag  # noqa: E402
 from sweep_toy import OPTIMUM, loss_at  # noqa: E402
 
 from gcptui.remote.sweep.spec import SweepSpec  # noqa: E402
@@ -175,7 +176,8 @@ def main() -> int:
     parser.add_argument("--steps", type=int, default=40)
     parser.add_argument("--slots", type=int, default=4)
     parser.add_argument("--emulator", action="store_true", help="also one sweep on the emulator")
-    args = parser.parse_args()
+    quick_flag(parser)
+    args = quick(parser.parse_args(), seeds=5)
     per_seed = []
     started = time.monotonic()
     for seed in range(args.seeds):

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING
 import asyncssh
 
 from gcptui.remote.compute.ssh_exec import SshExecChannel
+from gcptui.remote.ssh.pool import ENCRYPTION_ALGS
 from gcptui.remote.sync import SyncSession
 from gcptui.remote.sync.fanout import FanOut
 from tests.helpers.sshd import Sshd
@@ -49,6 +50,7 @@ def _getter(sshd: Sshd, host: str, port: int):  # noqa: ANN202 - a ConnectionGet
                     username=sshd.user,
                     client_keys=[str(sshd.client_key)],
                     known_hosts=str(sshd.known_hosts),
+                    encryption_algs=ENCRYPTION_ALGS,  # as the product's pool connects
                 )  # fmt: skip
             )
         return conns[-1]

@@ -25,6 +25,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from bench_run import owned_run, quick, quick_flag
+
 GPU_FIELDS = "index,name,utilization.gpu,memory.used,memory.total,temperature.gpu,power.draw"
 PROCESS_FIELDS = "pid,process_name,used_memory"
 
@@ -112,7 +114,13 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=300)
     parser.add_argument("--throughput-steps", type=int, default=400)
     parser.add_argument("--out", type=Path, default=None, help="where nvidia-smi output is saved")
-    args = parser.parse_args()
+    quick_flag(parser)
+    args = quick(parser.parse_args(), size="tiny", steps=60)
+    with owned_run("trainer_gpu"):
+        measure(args)
+
+
+def measure(args: argparse.Namespace) -> None:
     import torch
 
     cuda = torch.cuda.is_available()
@@ -152,18 +160,19 @@ def main() -> None:
         result["sigterm_resume"] = compare(reference, losses(work / "term"))
 
         say("throughput")
-        for every in (0, 100):
+        for every in () if args.quick else (0, 100):  # a quick run: what resumes, not how fast
             run_dir = work / f"tp{every}"
             t_args = ["--size", args.size, "--steps", str(args.throughput_steps), "--log-every", "10",
                       "--checkpoint-every", str(every)]  # fmt: skip
             finish(launch(run_dir, t_args))
             result[f"steps_per_s_checkpoint_every_{every}"] = round(rate(run_dir, 20), 2)
-        result["throughput_ratio"] = round(
-            result["steps_per_s_checkpoint_every_100"] / result["steps_per_s_checkpoint_every_0"], 4
-        )
+        if not args.quick:
+            result["throughput_ratio"] = round(
+                result["steps_per_s_checkpoint_every_100"] / result["steps_per_s_checkpoint_every_0"], 4
+            )
 
         torchrun = shutil.which("torchrun")
-        if torchrun:
+        if torchrun and not args.quick:  # two more processes importing torch: not for a quick run
             say("torchrun, one process per GPU")
             nproc = max(1, torch.cuda.device_count()) if cuda else 2
             run_dir = work / "torchrun"

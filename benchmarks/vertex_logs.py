@@ -28,6 +28,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from bench_run import owned_run, quick, quick_flag  # noqa: E402
+
 from gcptui.remote.compute.vertex.logs import LogFollower  # noqa: E402
 from gcptui.remote.config import load_config  # noqa: E402
 from gcptui.remote.emulator.storage.fake_gcs import FakeGcsServer, fake_gcs_binary  # noqa: E402
@@ -107,8 +109,11 @@ def main() -> None:
     parser.add_argument("--lines", type=int, default=200)
     parser.add_argument("--every", type=float, default=0.02)
     parser.add_argument("--interval", type=float, default=0.5)
-    args = parser.parse_args()
-    print(json.dumps(run(args.replicas, args.lines, args.every, args.interval)))
+    quick_flag(parser)
+    args = quick(parser.parse_args(), replicas=1, lines=40)
+    with owned_run("vertex_logs"):
+        result = run(args.replicas, args.lines, args.every, args.interval)
+    print(json.dumps(result))
 
 
 if __name__ == "__main__":

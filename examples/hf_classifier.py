@@ -64,6 +64,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--eval-every", type=int, default=10, help="evaluate every this many steps")
     parser.add_argument("--checkpoint-every", type=int, default=8)
     parser.add_argument("--eval-delay", type=float, default=0.0, help="seconds per evaluation batch")
+    parser.add_argument("--workers", type=int, default=0, help="DataLoader worker processes")
+    parser.add_argument("--persistent-workers", action="store_true", help="keep workers between epochs")
     return parser.parse_args(argv)
 
 
@@ -89,6 +91,8 @@ def train(args: argparse.Namespace) -> None:
         use_cpu=True,
         seed=args.seed,
         disable_tqdm=True,
+        dataloader_num_workers=args.workers,
+        dataloader_persistent_workers=args.persistent_workers and args.workers > 0,
     )
     trainer = ResumableTrainer(  # + (was: Trainer)
         model=model,
@@ -100,8 +104,8 @@ def train(args: argparse.Namespace) -> None:
         checkpoint_every=args.checkpoint_every,  # +
         log_every=1,
         artifacts=("final.pt",),
-        config=args,  # + every flag must be the same on resume, but these:
-        config_may_change=("run_dir", "checkpoint_every", "eval_delay"),  # +
+        config=args,  # + every flag must be the same on resume, but paths, logging, workers and:
+        config_may_change=("eval_delay",),  # +
     )
     trainer.train()  # resumes by itself, exits 143 on SIGTERM
     trainer.save_artifact("final.pt", model.state_dict())

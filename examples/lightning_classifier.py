@@ -66,6 +66,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--val-every", type=int, default=20, help="validate every this many batches")
     parser.add_argument("--checkpoint-every", type=int, default=8)
     parser.add_argument("--eval-delay", type=float, default=0.0, help="seconds per validation batch")
+    parser.add_argument("--workers", type=int, default=0, help="DataLoader worker processes")
+    parser.add_argument("--persistent-workers", action="store_true", help="keep workers between epochs")
     return parser.parse_args(argv)
 
 
@@ -76,12 +78,13 @@ def train(args: argparse.Namespace) -> None:
     data = make_data(1280, 16, 8, args.seed)
     train_set, val_set = TensorDataset(*data[:1024]), TensorDataset(*data[1024:])
     sampler = DeterministicBatchSampler(len(train_set), args.batch_size, seed=args.seed)  # +
-    train_loader = DataLoader(train_set, batch_sampler=sampler, generator=torch.Generator())  # + (sampler)
-    val_loader = DataLoader(val_set, batch_size=64, generator=torch.Generator())
+    workers = dict(num_workers=args.workers, persistent_workers=args.persistent_workers and args.workers > 0)
+    train_loader = DataLoader(train_set, batch_sampler=sampler, generator=torch.Generator(), **workers)  # +
+    val_loader = DataLoader(val_set, batch_size=64, generator=torch.Generator(), **workers)
     model = Classifier(16, 8, 3e-3, args.steps, args.eval_delay)
     resumable = ResumableLightning(  # + restores the model now, the rest in fit()
         args.run_dir, model, checkpoint_every=args.checkpoint_every, log_every=1, artifacts=("final.pt",),  # +
-        config=args, config_may_change=("run_dir", "checkpoint_every", "eval_delay"),  # + the rest must not
+        config=args, config_may_change=("eval_delay",),  # + (paths, logging, workers are free too)
     )  # fmt: skip
     trainer = pl.Trainer(
         max_steps=args.steps,

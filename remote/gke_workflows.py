@@ -1,8 +1,9 @@
 """GKE workflows above the backend, for the faces: a workload's pods' own output (the log API),
 its restart through its controller, and what its deletion leaves billing.
 
-The faces never test a row's ``source``: they ask here whether the backend that listed a row is the
-GKE one (``gke_backend``), as ``vertex_workflows.is_vertex_job`` does for Vertex AI."""
+The faces never test a row's ``source``: they ask here whether a row is a workload or one of its pods
+(``gke_backend``: the row's ``CONTAINER_LOGS``), and reach it through the protocol's methods
+(``pod_logs``, ``restart``, ``billing_nodes``), never the GKE backend's class."""
 
 from __future__ import annotations
 
@@ -10,25 +11,24 @@ from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING
 
 from gcptui.remote.aio import merged
+from gcptui.remote.compute.backend import Capability
 from gcptui.remote.errors import GcptuiError
 from gcptui.remote.models import Instance, State
 from gcptui.remote.safe_text import one_line
 from gcptui.remote.telemetry.log_stream import LogChunk, LogEvent, LogNotice
 
 if TYPE_CHECKING:
-    from gcptui.remote.compute.gke.backend import GkeBackend
+    from gcptui.remote.compute.backend import Backend
     from gcptui.remote.compute.gke.pod_exec import PodExecChannel
     from gcptui.remote.compute.registry import Compute
     from gcptui.remote.jobs.protocol import JobStatus
     from gcptui.remote.telemetry.progress import Progress
 
 
-def gke_backend(compute: Compute, row: Instance) -> GkeBackend | None:
-    """The GKE backend when it listed ``row`` (a workload or one of its pods), else None."""
-    from gcptui.remote.compute.gke.backend import GkeBackend
-
-    backend = compute.backends.get(row.source)
-    return backend if isinstance(backend, GkeBackend) else None
+def gke_backend(compute: Compute, row: Instance) -> Backend | None:
+    """The backend that listed ``row`` when it is a workload or one of its pods (its containers'
+    command is the training: ``CONTAINER_LOGS``), else None."""
+    return compute.of(row) if compute.can(row, Capability.CONTAINER_LOGS) else None
 
 
 def is_workload(compute: Compute, row: Instance) -> bool:
@@ -140,12 +140,15 @@ async def container_log_events(
     yield LogNotice("ended", "no pod left to follow")
 
 
-def restart(compute: Compute, row: Instance) -> str:
-    """Recreate a workload's pods through its controller (``kubectl rollout restart``); blocking."""
+def restart(compute: Compute, row: Instance, image: str | None = None) -> str:
+    """Recreate a workload's pods through its controller (``kubectl rollout restart``; with
+    ``image``, rolled to that image); blocking."""
     backend = gke_backend(compute, row)
     if backend is None or row.parent is not None:
         raise GcptuiError(f"{row.name} is not a GKE workload: give the workload's name, not a pod's")
-    backend.restart(row)
+    backend.restart(row, image)
+    if image:
+        return f"{row.name}: pods being recreated by their StatefulSet with {image}"
     return f"{row.name}: pods being recreated by their StatefulSet"
 
 

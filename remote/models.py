@@ -97,6 +97,10 @@ SSH_PORT_LABEL = "gcptui-ssh-port"
 # provisioning, or by hand): their own sweep keep-alive resumes their trials, so a keep-alive over
 # "every Spot VM" (the TUI's, `gcptui keepalive`, the keeper) leaves them alone.
 SWEEP_LABEL = "gcptui-sweep"
+# The label GKE puts on each node's Compute Engine instance: a node belongs to its cluster (its
+# workloads are the rows gcptui shows and recovers), so the fleet leaves such instances out unless
+# asked (``gcptui ls --all``); `vm preempt` still reaches one (``simulateMaintenanceEvent``).
+GKE_NODE_LABEL = "goog-gke-node"
 
 
 def sweep_label_value(name: str) -> str:
@@ -154,9 +158,12 @@ class Instance:
     usd_per_hour: float | None = None
     price_source: str | None = None
     price_as_of: str | None = None
-    # What a person calls the row when its name is a handle (a Vertex AI job's display name beside
-    # its numeric id); None: its name.
+    # What a person calls the row when it is not its name (a Vertex AI job's display name; its
+    # 19-digit id stays the handle gcloud and ``ls --json`` give).
     title: str | None = None
+    # False: the row is a job the provider runs on machines it does not show (a Vertex AI custom
+    # job), so the faces count it apart from machines.
+    machine: bool = True
 
     @property
     def key(self) -> str:

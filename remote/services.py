@@ -26,7 +26,7 @@ from gcptui.remote.ssh.pool import SshPool
 from gcptui.remote.ssh.target import SshTarget
 from gcptui.remote.sync import BatchApplied, SyncEvent, SyncSession
 from gcptui.remote.sync.fanout import FanOut
-from gcptui.remote.sync.secrets import SecretGuard, private_keys
+from gcptui.remote.sync.secrets import SecretGuard, own_key_copies
 
 if TYPE_CHECKING:
     import asyncssh
@@ -131,11 +131,15 @@ class Services:
         return FollowingGetter(self, instance.name)
 
     async def _published_host_keys(self, target: SshTarget) -> list[str]:
-        """A GCE VM's host keys from its ``hostkeys/`` guest attributes (none when they are off)."""
-        if self.config.gcp is None or target.zone is None:
+        """The host keys the provider publishes for the machine ``target`` reaches (a GCE VM's
+        ``hostkeys/`` guest attributes; none when they are off). Only a target with a zone asks: a
+        backend that names its own host key alias pins its keys itself (``ssh/target.py``)."""
+        if target.zone is None:
             return []
+        # The row as last read; one not read yet stands in by name and zone (a VM's target, as above).
+        row = self._instances.get(target.name) or Instance(name=target.name, zone=target.zone, status="")
         try:
-            return await asyncio.to_thread(self.fleet.gce().guest_host_keys, target.name, target.zone)
+            return await asyncio.to_thread(self.compute.of(row).published_host_keys, row)
         except GcptuiError:
             return []  # the explicit `gcptui ssh accept` stays the way in
 
@@ -156,20 +160,20 @@ class Services:
 
     def sync_source(self) -> Path:
         """The local folder sync sends, checked once: refused (one line naming the file) when it
-        holds the config's SSH private key or any file that looks like a private key."""
+        holds the config's SSH private key (other credentials are held back by ``sync_guard``)."""
         source = self.config.sync_source()
         if self._source_checked != source:
             if not source.is_dir():
                 raise ConfigError(f"[sync].source {source} is not a folder: set [sync].source in the config")
             sync = self.config.sync
-            found = private_keys(
+            # Only the own SSH key refuses the whole folder; other secrets are held back one by one.
+            found = own_key_copies(
                 source, exclude=sync.exclude, allow=sync.allow_secrets, own_key=self._ssh_key()
             )
             if found:
-                more = f" (and {len(found) - 1} more)" if len(found) > 1 else ""
                 raise ConfigError(
-                    f"refusing to sync {source}: it holds a private key, {source / found[0]}{more}: set "
-                    "[sync].source to your project, exclude the file, or list it in [sync].allow_secrets"
+                    f"refusing to sync {source}: it holds your SSH private key ([ssh] key), {source / found[0]}: "
+                    "set [sync].source to your project, or exclude the file"
                 )
             self._source_checked = source
         return source
@@ -178,7 +182,7 @@ class Services:
         return self.config.resolve_local(self.config.ssh.key) if self.config.ssh.key else None
 
     def sync_guard(self) -> SecretGuard:
-        """The private-key check every file a sync session sends passes (sync_source's, per file)."""
+        """The credentials check every file a sync session sends passes (remote/sync/secrets.py)."""
         return SecretGuard(allow=self.config.sync.allow_secrets, own_key=self._ssh_key())
 
     def sync_line(self, instance: Instance) -> str:

@@ -3,8 +3,9 @@ job's progress from its log lines.
 
 ``gcptui vertex submit``: package ``[sync] source``, upload it, and submit a custom job running it.
 
-The package is the tree sync would send (its ignore rules, ``exclude``), refused when it holds a
-private key (as sync refuses), as a ``.tar.gz`` at ``BUCKET/vertex/NAME/code-STAMP.tar.gz``. The job's
+The package is the tree sync would send (its ignore rules, ``exclude``, and its credentials guard:
+a ``.env``, a token, a private key is left out and named), refused when it holds the config's own SSH
+key (as sync refuses), as a ``.tar.gz`` at ``BUCKET/vertex/NAME/code-STAMP.tar.gz``. The job's
 workers run ``bootstrap.py`` (fetch, unpack into ./project, exec ``[job] command`` there) in the
 configured image. Each job of a name writes under one output directory, ``BUCKET/vertex/NAME``
 (``baseOutputDirectory``): the trainer mirrors its checkpoints to ``GCPTUI_CHECKPOINT_URL`` =
@@ -20,9 +21,10 @@ from __future__ import annotations
 import asyncio
 import io
 import re
+import shlex
 import tarfile
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from importlib import resources
 from typing import TYPE_CHECKING, Any
@@ -35,7 +37,7 @@ from gcptui.remote.errors import ConfigError, GcptuiError
 from gcptui.remote.safe_text import one_line, sanitize
 from gcptui.remote.sync.local_tree import scan_tree
 from gcptui.remote.sync.rules import SyncRules
-from gcptui.remote.sync.secrets import private_keys
+from gcptui.remote.sync.secrets import FIX, SecretGuard, own_key_copies
 from gcptui.remote.telemetry.log_stream import LogChunk, LogEvent, LogNotice
 from gcptui.remote.telemetry.progress import Progress, ProgressTracker
 
@@ -64,24 +66,31 @@ class SubmitOptions:
     spot: bool | None = None
     image: str | None = None
     resume: bool = False
+    container: str | None = None  # run this image itself (its entrypoint): no packaged tree
 
 
-def package(config: Config) -> bytes:
-    """The ``[sync] source`` tree as a gzip'd tar (regular files and folders, sync's rules)."""
+def package(config: Config, say: Callable[[str], None] | None = None) -> bytes:
+    """The ``[sync] source`` tree as a gzip'd tar (regular files and folders, sync's rules), without
+    what sync holds back (credentials: each named once through ``say``)."""
     source = config.sync_source()
     if not source.is_dir():
         raise ConfigError(f"[sync].source {source} is not a folder: set [sync].source in the config")
     sync = config.sync
     key = config.resolve_local(config.ssh.key) if config.ssh.key else None
-    found = private_keys(source, exclude=sync.exclude, allow=sync.allow_secrets, own_key=key)
+    found = own_key_copies(source, exclude=sync.exclude, allow=sync.allow_secrets, own_key=key)
     if found:
         raise ConfigError(
-            f"refusing to package {source}: it holds a private key, {source / found[0]}: set [sync].source "
-            "to your project, exclude the file, or list it in [sync].allow_secrets"
+            f"refusing to package {source}: it holds your SSH private key ([ssh] key), {source / found[0]}: "
+            "set [sync].source to your project, or exclude the file"
         )
+    guard = SecretGuard(allow=sync.allow_secrets, own_key=key)
     buffer = io.BytesIO()
     with tarfile.open(fileobj=buffer, mode="w:gz") as archive:
         for rel, entry in sorted(scan_tree(source, SyncRules(source, sync.exclude)).entries.items()):
+            if entry.kind == "f" and (reason := guard.check_file(rel, source / rel, entry.size)) is not None:
+                if say is not None:
+                    say(f"not packaged: {rel} {reason}; {FIX}")
+                continue
             if entry.kind in ("f", "d"):
                 archive.add(source / rel, arcname=rel, recursive=False)
     return buffer.getvalue()
@@ -107,12 +116,13 @@ def output_dir(config: Config, name: str) -> str:
 
 
 def job_body(config: Config, options: SubmitOptions, code_url: str) -> dict[str, Any]:
-    """The ``CustomJob`` to create (``--replicas N``: the chief pool of 1 and a pool of N − 1)."""
+    """The ``CustomJob`` to create (``--replicas N``: the chief pool of 1 and a pool of N − 1); with
+    ``options.container``, its workers run that image: its ENTRYPOINT, or ``[job] command`` when set."""
     vertex, job = config.vertex, config.job
     command = (job.resume or job.command) if options.resume else job.command
-    if not command:
+    if not command and not options.container:
         raise ConfigError("[job] command is empty: set the command the job runs in the config")
-    image = options.image or vertex.image
+    image = options.container or options.image or vertex.image
     if not image:
         raise ConfigError(
             "no image for the job's workers: set [vertex] image (a prebuilt PyTorch training image)"
@@ -126,12 +136,16 @@ def job_body(config: Config, options: SubmitOptions, code_url: str) -> dict[str,
         machine.update(acceleratorType=kind, acceleratorCount=int(count))
     out = output_dir(config, options.name)
     env = {"GCPTUI_METRICS": "/dev/stdout", "GCPTUI_CHECKPOINT_URL": f"{out}/checkpoints", **job.env}
-    container = {
+    container: dict[str, Any] = {
         "imageUri": image,
         "command": ["python3", "-c", BOOTSTRAP()],
         "args": [code_url, command, job.resume or job.command],
         "env": [{"name": k, "value": v} for k, v in sorted(env.items())],
     }
+    if options.container:  # the built image holds the code: no bootstrap, no package
+        container = {"imageUri": options.container, "env": container["env"]}
+        if command:
+            container["command"] = shlex.split(command)
     pool = {"machineSpec": machine, "replicaCount": "1", "containerSpec": container,
             "diskSpec": {"bootDiskType": "pd-ssd", "bootDiskSizeGb": 100}}  # fmt: skip
     pools = [pool] + ([{**pool, "replicaCount": str(options.replicas - 1)}] if options.replicas > 1 else [])
@@ -147,8 +161,10 @@ def job_body(config: Config, options: SubmitOptions, code_url: str) -> dict[str,
     }
 
 
-def prepare(config: Config, options: SubmitOptions) -> tuple[str, dict[str, Any]]:
-    """Check, package and upload; the region and the job body to create."""
+def prepare(
+    config: Config, options: SubmitOptions, say: Callable[[str], None] | None = None
+) -> tuple[str, dict[str, Any]]:
+    """Check, package and upload; the region and the job body to create (``say``: the files held back)."""
     if config.gcp is None:
         raise ConfigError("vertex submit needs [gcp] (the project and its credentials)")
     if not _NAME.fullmatch(options.name):
@@ -164,7 +180,8 @@ def prepare(config: Config, options: SubmitOptions) -> tuple[str, dict[str, Any]
         raise ConfigError("no region: set [vertex] region (or regions), or pass --region")
     code_url = f"{output_dir(config, options.name)}/code-{time.strftime('%Y%m%dT%H%M%S')}.tar.gz"
     body = job_body(config, options, code_url)  # before uploading: a config mistake costs nothing
-    upload(code_url, package(config))
+    if not options.container:
+        upload(code_url, package(config, say))
     return region, body
 
 
@@ -172,13 +189,25 @@ def resubmit_body(job: dict[str, Any], config: Config) -> dict[str, Any]:
     """The body of ``job restart``: the same job with ``[job] resume`` instead of its command,
     writing under the same output directory (so the trainer restores from the bucket)."""
     command = config.job.resume or config.job.command
-    if not command:
-        raise ConfigError("[job] resume and command are empty: set the command that continues the run")
     spec = job.get("jobSpec") or {}
+    packaged = any(
+        ((p or {}).get("containerSpec") or {}).get("args") for p in spec.get("workerPoolSpecs") or []
+    )
+    if not command and packaged:
+        raise ConfigError("[job] resume and command are empty: set the command that continues the run")
     pools = []
     for pool in spec.get("workerPoolSpecs") or []:
         container = dict((pool or {}).get("containerSpec") or {})
         args = list(container.get("args") or [])
+        if not args and (job.get("labels") or {}).get("gcptui") == "vertex-submit":
+            # An image's job (--build, --image): the same digest, `[job] resume` as its command when set.
+            pools.append(
+                {
+                    **pool,
+                    "containerSpec": {**container, **({"command": shlex.split(command)} if command else {})},
+                }
+            )
+            continue
         if len(args) not in (2, 3) or not str(args[0]).startswith("gs://"):
             raise GcptuiError(f"{job.get('name')} was not submitted by gcptui: restart it with gcloud")
         pools.append({**pool, "containerSpec": {**container, "args": [args[0], command, command]}})

@@ -34,19 +34,34 @@ class DeterministicBatchSampler(Sampler[list[int]]):
 
     Each epoch is a permutation of range(num_samples) seeded by (seed, epoch); the global batch at
     `position` is the slice [position * batch_size * world_size, ...) of it, and each rank takes
-    its own batch_size-long part. The last incomplete global batch is dropped so every rank makes
-    the same number of steps. Usable as a DataLoader `batch_sampler` (call `set_epoch` first).
+    its own batch_size-long part. By default the last incomplete global batch is dropped (each
+    epoch leaves out `num_samples % (batch_size * world_size)` samples, different ones each epoch)
+    so every rank makes the same number of steps; with one process, `drop_last=False` trains them
+    in a shorter last batch. Usable as a DataLoader `batch_sampler` (call `set_epoch` first).
     """
 
     def __init__(
-        self, num_samples: int, batch_size: int, seed: int, rank: int = 0, world_size: int = 1
+        self,
+        num_samples: int,
+        batch_size: int,
+        seed: int,
+        rank: int = 0,
+        world_size: int = 1,
+        drop_last: bool = True,
     ) -> None:
         self.num_samples = num_samples
         self.batch_size = batch_size
         self.seed = seed
         self.rank = rank
         self.world_size = world_size
-        self.steps_per_epoch = num_samples // (batch_size * world_size)
+        self.drop_last = drop_last
+        full, rest = divmod(num_samples, batch_size * world_size)
+        if rest and not drop_last and world_size > 1:
+            raise ValueError(
+                "drop_last=False needs world_size=1: with more processes the short last batch would "
+                "leave some ranks a step behind the others"
+            )
+        self.steps_per_epoch = full + (1 if rest and not drop_last else 0)
         if self.steps_per_epoch == 0:
             raise ValueError(
                 f"{num_samples} samples are fewer than one global batch of {batch_size * world_size}"
@@ -56,6 +71,16 @@ class DeterministicBatchSampler(Sampler[list[int]]):
         # (epoch, start) of a resume, kept until iteration begins: a framework that calls
         # set_epoch(epoch) itself (Lightning, accelerate) must not reset a resumed epoch's position.
         self._resume: tuple[int, int] | None = None
+        self._iterated_from: tuple[int, int] | None = None
+
+    @property
+    def iterated_from(self) -> tuple[int, int] | None:
+        """(epoch, start) of the newest iteration whose first batch was drawn; None before any.
+
+        A DataLoader with worker processes draws batches when its iterator is made (it prefetches),
+        one without them at the first `next()`: this says which position an iteration really used.
+        """
+        return self._iterated_from
 
     def order(self, epoch: int) -> torch.Tensor:
         """The epoch's permutation of all sample indices."""
@@ -87,6 +112,7 @@ class DeterministicBatchSampler(Sampler[list[int]]):
     def __iter__(self) -> Iterator[list[int]]:
         # The body runs at the first next(), after the framework's set_epoch: the resume is used up.
         self._resume = None
+        self._iterated_from = (self._epoch, self._start)
         for batch in self.batches(self._epoch, self._start):
             yield batch.tolist()
 

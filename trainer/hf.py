@@ -32,9 +32,9 @@ from .errors import TrainerError
 from .resumable import ResumableRun
 from .rng import capture_rng_state, restore_rng_state
 
-# Files of HF's checkpoint folder that are not kept: the weights and training arguments (written
-# again from the restored model when the folder is rebuilt; training_args.bin is a pickle) and the
-# RNG states (written again from the run's, which are those of the step's end).
+# Files of HF's checkpoint folder that are not kept: the weights (the run restores the model itself;
+# the rebuilt folder has none), the training arguments (training_args.bin is a pickle) and the RNG
+# states (written again from the run's, which are those of the step's end).
 _REBUILT = re.compile(r".*\.safetensors|.*\.bin|.*\.index\.json|rng_state(_\d+)?\.pth")
 _PLAIN_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*")
 # The run's `position` says whether the step's evaluation is still to do (1) or not (0): a save
@@ -67,6 +67,10 @@ class _Progress(transformers.TrainerCallback):
 
     def on_train_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         trainer = self.trainer
+        # Last in line, whenever the other callbacks were added: a checkpoint taken at a step's end
+        # holds what every other on_step_end (an EMA update) did to that step.
+        handler = trainer.callback_handler
+        handler.callbacks = [c for c in handler.callbacks if c is not self] + [self]
         trainer.run.total_steps = state.max_steps
         trainer._hf.ready = True
         if trainer._repeat_evaluation:
@@ -122,9 +126,23 @@ class ResumableTrainer(transformers.Trainer):
         self._losses: list[torch.Tensor] = []
         self._samples = 0
         self._staging: Path | None = None
+        self._resume_folder: Path | None = None
         options["stateful"] = {**options.get("stateful", {}), "hf": self._hf}
         options.setdefault("total_steps", sys.maxsize)  # the Trainer decides when training ends
         self.run = ResumableRun(run_dir, model=self._run_model, **options)
+        # Samples per optimizer step over all processes: a resume with another count would misread
+        # how far into the epoch HF's skip goes, training samples twice or never.
+        self.run.expect_samples_per_step(
+            self.args.train_batch_size * self.args.gradient_accumulation_steps * self.args.world_size,
+            "per_device_train_batch_size x gradient_accumulation_steps x processes",
+        )
+        save_strategy = str(getattr(self.args.save_strategy, "value", self.args.save_strategy))
+        if save_strategy != "no":
+            self.run.metrics.warn(
+                f"TrainingArguments(save_strategy={save_strategy!r}) also writes HF's own "
+                f"checkpoint-N folders to {self.args.output_dir}, which resuming does not use: set "
+                "save_strategy='no'"
+            )
         # The restored RNGs (those of the checkpoint's step end) go into the folder HF resumes from.
         self._resumed_rng = capture_rng_state() if self.run.restored_from is not None else None
         # A checkpoint taken before its step's evaluation finished: that evaluation runs on resume.
@@ -171,6 +189,21 @@ class ResumableTrainer(transformers.Trainer):
         self.run.position = 0
         return metrics
 
+    def get_train_dataloader(self) -> Any:
+        loader = super().get_train_dataloader()
+        # Without a generator of its own, each new iterator of the loader draws a seed from the global
+        # RNG, and how often that happens depends on num_workers and persistent_workers (a persistent
+        # iterator is made once) and on where a run resumed: the dropout stream would differ.
+        base = getattr(loader, "base_dataloader", loader)  # accelerate's DataLoaderShard wraps one
+        if getattr(base, "generator", True) is None:
+            base.generator = torch.Generator()
+        return loader
+
+    def _load_from_checkpoint(self, resume_from_checkpoint: str, model: nn.Module | None = None) -> None:
+        if self._resume_folder is not None and Path(resume_from_checkpoint) == self._resume_folder:
+            return  # the run restored the weights bit for bit when it was built
+        super()._load_from_checkpoint(resume_from_checkpoint, model)
+
     def save_artifact(self, name: str, obj_or_path: Any) -> Path:
         """`ResumableRun.save_artifact`: atomically write `run_dir/artifacts/NAME`."""
         return self.run.save_artifact(name, obj_or_path)
@@ -216,7 +249,7 @@ class ResumableTrainer(transformers.Trainer):
             if not isinstance(name, str) or not _PLAIN_NAME.fullmatch(name) or not isinstance(data, bytes):
                 raise TrainerError(f"checkpoint {self.run.restored_from} holds a bad file name {name!r}")
             (folder / name).write_bytes(data)
-        self.save_model(str(folder), _internal_call=True)  # the restored weights, as HF writes them
+        self._resume_folder = folder  # no weights in it: _load_from_checkpoint leaves the model as restored
         current = capture_rng_state()
         if self._resumed_rng is not None:
             restore_rng_state(self._resumed_rng)

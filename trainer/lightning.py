@@ -10,7 +10,8 @@ the run's RNG states and data position, written through `ResumableRun`: atomic, 
 mirrored to GCPTUI_CHECKPOINT_URL, resumed from the newest complete one. What Lightning lacks and
 this adds: a save and exit 143 on SIGTERM (Lightning stops at the next batch and exits 0, saving
 nothing), RNG states, and a mid-epoch position for `DeterministicBatchSampler` (the train
-DataLoader's `batch_sampler`), so a resumed epoch trains on exactly the batches it had left.
+DataLoader's `batch_sampler`), so a resumed epoch trains on exactly the batches it had left, with
+or without DataLoader workers. A step is saved after every `on_train_batch_end` of it has run.
 Needs `pip install 'gcptui-trainer[lightning]'`; only this module imports Lightning.
 """
 
@@ -97,6 +98,11 @@ class ResumableLightning(pl.Callback):
         self._samples = 0
         self._steps_seen = 0
         self._sampler: DeterministicBatchSampler | None = None
+        self._accumulate = 1
+        # (epoch, batch) the first batch after a resume must come from; checked at that batch.
+        self._resumed_at: tuple[int, int] | None = None
+        # (epoch, batch index) of an optimizer step whose end-of-step hooks are still running.
+        self._step_end: tuple[int, int] | None = None
 
     @property
     def ckpt_path(self) -> str | None:
@@ -119,6 +125,8 @@ class ResumableLightning(pl.Callback):
     # -- Lightning's hooks ----------------------------------------------------------------------
     def setup(self, trainer: pl.Trainer, pl_module: pl.LightningModule, stage: str) -> None:
         self._lightning.trainer = trainer
+        if stage == "fit":
+            _wrap_batch_end(pl_module, self._end_step)
         if self._lightning.pending is not None and stage == "fit":
             checkpoint = {**self._lightning.pending, "state_dict": pl_module.state_dict()}
             _repeat_interrupted_validation(checkpoint)
@@ -126,11 +134,22 @@ class ResumableLightning(pl.Callback):
             trainer.strategy.checkpoint_io = _FromMemory(checkpoint, self._inner_io)
             self._lightning.pending = None
 
+    def teardown(self, trainer: pl.Trainer, pl_module: pl.LightningModule, stage: str) -> None:
+        if stage == "fit":
+            _unwrap_batch_end(pl_module)
+
     def on_train_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         if self._inner_io is not None:
             trainer.strategy.checkpoint_io = self._inner_io
             self._inner_io = None
         self._sampler = sampler = _check_loaders(trainer)
+        self._accumulate = max(int(trainer.accumulate_grad_batches), 1)
+        # Samples per optimizer step over all processes: a resume with another count would misread
+        # the epoch's position (positions count batches) and train samples twice or never.
+        self.run.expect_samples_per_step(
+            sampler.batch_size * self._accumulate * self.run.place.world_size,
+            "batch size x accumulate_grad_batches x processes",
+        )
         if trainer.max_steps > 0 or trainer.max_epochs is not None:
             self.run.total_steps = int(trainer.estimated_stepping_batches)
         self._steps_seen = trainer.global_step
@@ -139,7 +158,14 @@ class ResumableLightning(pl.Callback):
             # epoch is then the next one, from batch 0); mid-epoch it carries on in the same epoch.
             # on_train_epoch_start is not called when restarting mid-epoch: the epoch is set here.
             epoch = trainer.current_epoch
-            sampler.resume_at(epoch, self.run.position if epoch == self.run.epoch else 0)
+            start = self.run.position if epoch == self.run.epoch else 0
+            drawn = sampler.iterated_from is not None
+            sampler.resume_at(epoch, start)
+            if drawn:
+                # Lightning made the train iterator before this hook; with worker processes that
+                # already drew (prefetched) batches from the epoch's start: make it again from here.
+                _restart_train_iterator(trainer)
+            self._resumed_at = (epoch, start)
         if self._rng is not None:
             restore_rng_state(self._rng)
             self._rng = None
@@ -151,19 +177,45 @@ class ResumableLightning(pl.Callback):
         if self._sampler is not None:
             self._sampler.set_epoch(trainer.current_epoch)
 
+    def on_train_batch_start(
+        self, trainer: pl.Trainer, pl_module: pl.LightningModule, batch: Any, batch_idx: int
+    ) -> None:
+        if self._resumed_at is None or self._sampler is None:
+            return
+        # The first batch after a resume must be the one at the saved position; a loader whose
+        # iterator began before the position was set (a wrapper around the DataLoader) is refused.
+        resumed_at, self._resumed_at = self._resumed_at, None
+        if self._sampler.iterated_from not in (None, resumed_at):
+            raise TrainerError(
+                f"the train DataLoader began epoch {resumed_at[0]} at batch "
+                f"{self._sampler.iterated_from[1]}, not at the resumed batch {resumed_at[1]}: "
+                "pass the DataLoader with its DeterministicBatchSampler to fit() directly"
+            )
+
     def on_train_batch_end(
         self, trainer: pl.Trainer, pl_module: pl.LightningModule, outputs: Any, batch: Any, batch_idx: int
     ) -> None:
         loss = outputs.get("loss") if isinstance(outputs, dict) else outputs
         if isinstance(loss, torch.Tensor):
-            self._losses.append(loss.detach())
+            # Lightning hands callbacks the loss divided by accumulate_grad_batches (what it
+            # back-propagates); the progress line shows training_step's own loss.
+            scale = self._accumulate if pl_module.automatic_optimization else 1
+            self._losses.append(loss.detach() * scale)
         self._samples += _batch_size(batch)
         if trainer.global_step == self._steps_seen:
             return  # accumulating gradients: no optimizer step, no consistent point to save at
         self._steps_seen = trainer.global_step
+        self._step_end = (trainer.current_epoch, batch_idx)
+        # The step is reported (and may be saved) by _end_step, after every callback's and the
+        # LightningModule's on_train_batch_end: what they change belongs to this step's checkpoint.
+
+    def _end_step(self) -> None:
+        if self._step_end is None:
+            return
+        (epoch, batch_idx), self._step_end = self._step_end, None
         # The mean loss of the batches this step accumulated; positions count batches, not steps.
         step_loss = torch.stack(self._losses).mean() if self._losses else torch.tensor(float("nan"))
-        self.run.epoch, self.run.position = trainer.current_epoch, batch_idx
+        self.run.epoch, self.run.position = epoch, batch_idx
         samples, self._losses, self._samples = self._samples, [], 0
         self.run.add_progress(step_loss, samples=samples)
 
@@ -182,12 +234,10 @@ class ResumableLightning(pl.Callback):
     def on_validation_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         if trainer.sanity_checking:
             return
-        metrics = {
-            name: float(value)
-            for name, value in trainer.callback_metrics.items()
-            if isinstance(value, (torch.Tensor, float, int)) and torch.as_tensor(value).numel() == 1
-        }
-        self.run.log_event("evaluation", step=self.run.step, epoch=trainer.current_epoch, **metrics)
+        metrics = _validation_metrics(trainer)
+        # The epoch of the step it follows: a validation repeated after a resume at an epoch's last
+        # batch runs when Lightning has already moved on to the next epoch.
+        self.run.log_event("evaluation", step=self.run.step, epoch=self.run.epoch, **metrics)
         self.run.check_preemption()
 
     def on_train_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
@@ -200,6 +250,42 @@ class ResumableLightning(pl.Callback):
     ) -> None:
         if not self.run.preempted:
             self.run.close()  # Ctrl-C or a crash: the signal handlers go back, in-flight saves finish
+
+
+def _wrap_batch_end(pl_module: pl.LightningModule, after: Any) -> None:
+    """Make `after()` run right after the LightningModule's own `on_train_batch_end`.
+
+    Lightning calls every callback's `on_train_batch_end`, then the module's, then closes the batch;
+    there is no hook after the module's. A checkpoint taken in a callback's hook would miss what the
+    module's hook (an EMA update) and the callbacks listed after this one do to that step.
+    """
+    _unwrap_batch_end(pl_module)
+    hook = pl_module.on_train_batch_end
+
+    def on_train_batch_end(*args: Any, **kwargs: Any) -> Any:
+        result = hook(*args, **kwargs)
+        after()
+        return result
+
+    on_train_batch_end.__wrapped_by_gcptui__ = hook  # type: ignore[attr-defined]
+    pl_module.__dict__["on_train_batch_end"] = on_train_batch_end
+
+
+def _unwrap_batch_end(pl_module: pl.LightningModule) -> None:
+    wrapper = pl_module.__dict__.get("on_train_batch_end")
+    if wrapper is not None and hasattr(wrapper, "__wrapped_by_gcptui__"):
+        del pl_module.__dict__["on_train_batch_end"]
+
+
+def _restart_train_iterator(trainer: pl.Trainer) -> None:
+    """Make the fit loop's train iterator again (the sampler's position has changed since it was made)."""
+    fetcher = getattr(trainer.fit_loop, "_data_fetcher", None)  # private, stable through Lightning 2.x
+    if fetcher is None:
+        raise TrainerError(
+            "this Lightning version's fit loop has no train data fetcher to restart: resume with "
+            "num_workers=0 in the train DataLoader, or install lightning 2.x"
+        )
+    iter(fetcher)
 
 
 def _repeat_interrupted_validation(checkpoint: dict[str, Any]) -> None:
@@ -221,6 +307,25 @@ def _repeat_interrupted_validation(checkpoint: dict[str, Any]) -> None:
                          "completed": done_before}  # fmt: skip
     progress["current"] = {"ready": 1, "started": 1, "processed": 0, "completed": 0}
     progress["is_last_batch"] = False
+
+
+def _validation_metrics(trainer: pl.Trainer) -> dict[str, float]:
+    """The scalar metrics this validation logged, as numbers.
+
+    `callback_metrics` also holds what training logged last; a validation repeated after a resume
+    has none of that, so only the validation loop's own names are kept (its results, private in
+    Lightning 2.x; all of `callback_metrics` where they cannot be read).
+    """
+    metrics = dict(trainer.callback_metrics)
+    results = getattr(trainer, "_results", None)
+    if results is not None and callable(getattr(results, "metrics", None)):
+        logged = set(results.metrics(on_step=False)["callback"])
+        metrics = {name: value for name, value in metrics.items() if name in logged}
+    return {
+        name: float(value)
+        for name, value in metrics.items()
+        if isinstance(value, (torch.Tensor, float, int)) and torch.as_tensor(value).numel() == 1
+    }
 
 
 def _batch_size(batch: Any) -> int:

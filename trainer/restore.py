@@ -22,6 +22,7 @@ from .errors import (
 )
 from .metrics import MetricsLog
 from .portable import restore_portable
+from .state import is_free_setting
 
 # Errors that cross from rank 0 to the other ranks by name (an exception object may not pickle).
 _ERRORS_BY_NAME: dict[str, type[TrainerError]] = {
@@ -148,7 +149,8 @@ def check_compatible(info: CheckpointInfo, expected: dict[str, Any]) -> None:
         raise CheckpointMismatchError(
             f"checkpoint {info.payload} is for another model ({theirs.get('description')}, "
             f"{theirs.get('parameters')} parameters) than this run ({ours['description']}, "
-            f"{ours['parameters']} parameters): resume with the same model settings or use a new run directory"
+            f"{ours['parameters']} parameters): resume with the same model settings (and register every "
+            "parameter and buffer before building the run) or use a new run directory"
         )
     world_size = expected["world_size"]
     if manifest.get("world_size") != world_size and not expected.get("reshard"):
@@ -161,6 +163,8 @@ def check_compatible(info: CheckpointInfo, expected: dict[str, Any]) -> None:
         )
     config = expected["config"]
     for key in sorted(set(config) | set(manifest.get("config", {}))):
+        if is_free_setting(key):
+            continue  # recorded by an older version, free now
         before, now = manifest.get("config", {}).get(key), config.get(key)
         if before != now:
             raise CheckpointMismatchError(

@@ -32,7 +32,7 @@ from . import distributed
 from .artifacts import check_artifact_name, remove_debris, write_artifact
 from .background import BackgroundCheckpointWriter
 from .checkpoint import CheckpointInfo, CheckpointStore
-from .errors import RESUME_FLAG, TrainerError
+from .errors import RESUME_FLAG, CheckpointMismatchError, TrainerError
 from .metrics import MetricsLog, default_metrics_path
 from .mirror import BucketMirror
 from .plan import planned_steps
@@ -73,8 +73,11 @@ class ResumableRun(RunCheckpointing):
         keep: how many checkpoints to keep.
         resume: continue from the newest checkpoint; when False, a run_dir that already holds
             checkpoints is refused with RunDirectoryInUseError.
-        config: settings that must not change across a resume (e.g. seed, batch size); a checkpoint
-            made with other values is refused with CheckpointMismatchError.
+        config: settings that must not change across a resume (e.g. seed, learning rate): a dict, an
+            argparse.Namespace or a dataclass (HF's TrainingArguments); a checkpoint made with
+            other values is refused with CheckpointMismatchError. Output paths, logging, saving
+            and loader-worker settings (run_dir, output_dir, log_*, logging_*, save_*,
+            checkpoint_every, num_workers, ...: `state.FREE_SETTINGS`) may always change.
         description: a name for the model shape used in error messages (e.g. "tiny").
         stateful: more objects with state_dict()/load_state_dict() to save (an EMA model, a
             `LoopState` of loop variables). Their state may hold tensors, NumPy values and plain
@@ -93,8 +96,8 @@ class ResumableRun(RunCheckpointing):
             streams; new ones start streams seeded from (step, rank).
         echo: also print each progress line and event to stdout (False: only the metrics file,
             warnings still go to stderr).
-        config_may_change: names in `config` left out of the comparison, e.g. when `config` is
-            the whole argparse namespace: `config=args, config_may_change=("run_dir", "log_every")`.
+        config_may_change: more names in `config` left out of the comparison, e.g. when `config`
+            is the whole argparse namespace: `config=args, config_may_change=("eval_delay",)`.
         artifacts: the names `save_artifact` will be given, checked when the run is built; a
             name not among them is refused at its save (TrainerError).
     """
@@ -176,6 +179,9 @@ class ResumableRun(RunCheckpointing):
         self.run_id = ""
         # Samples per optimizer step over all ranks, as the last step (or the checkpoint) had them.
         self.samples_per_step: int | None = None
+        # Set by expect_samples_per_step: then the manifest records it, not the last step's count
+        # (an epoch's last batch may be short).
+        self._declared_samples: int | None = None
         self._epoch_open = False
         self._saved_at: tuple[int, int, int] | None = None
         # RNG states as of the last step end (taken at an epoch's last step, or by the first
@@ -265,7 +271,8 @@ class ResumableRun(RunCheckpointing):
             # check_preemption() (a DataLoader iterator does), so take the RNGs a save there needs now.
             self._boundary_rng = capture_rng_state()
         self._samples_since += samples
-        self.samples_per_step = samples * self.place.world_size
+        if self._declared_samples is None:
+            self.samples_per_step = samples * self.place.world_size
         log_now = self.log_every > 0 and (
             not self._logged_any or self.step % self.log_every == 0 or self.step == self.total_steps
         )
@@ -286,6 +293,25 @@ class ResumableRun(RunCheckpointing):
         if self.checkpoint_every > 0 and self.step % self.checkpoint_every == 0:
             self._save(wait=False)
         return True
+
+    def expect_samples_per_step(
+        self, samples: int, made_of: str = "batch size x accumulation x processes"
+    ) -> None:
+        """Declare the samples per optimizer step over all processes, before the first step.
+
+        A resume from a checkpoint trained with another number is refused (CheckpointMismatchError):
+        positions count batches, so a changed batch size would misread where the epoch stood and
+        train samples twice or never. `made_of` names the settings that make the number, for the message.
+        """
+        recorded = self.samples_per_step if self.restored_from is not None else None
+        if recorded is not None and recorded != samples:
+            self.close()
+            raise CheckpointMismatchError(
+                f"checkpoint {self.restored_from.payload if self.restored_from else ''} was trained with "
+                f"{recorded} samples per optimizer step ({made_of}), this run has {samples}: resume with "
+                "the same settings or use a new run directory"
+            )
+        self._declared_samples = self.samples_per_step = samples
 
     def check_preemption(self) -> bool:
         """Outside a training step (e.g. once per evaluation batch): save and exit if SIGTERM came.

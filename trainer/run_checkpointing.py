@@ -27,7 +27,7 @@ from .portable import portable_snapshot
 from .preemption import PreemptionSignal
 from .restore import load_for_resume
 from .rng import capture_rng_state, restore_rng_state, seed_new_rank
-from .state import apply_state, collect_state
+from .state import apply_state, collect_state, model_identity
 
 # 128 + SIGTERM: the shell's code for "ended by SIGTERM"; the run is not done, and says so.
 PREEMPTED_EXIT_CODE = 143
@@ -132,7 +132,9 @@ class RunCheckpointing:
                 "position": self.position,
                 "world_size": self.place.world_size,
                 "samples_per_step": self.samples_per_step,
-                "model": self._identity,
+                # Taken now, not when the run was built: a buffer registered since (an EMA) is in
+                # this state, and a relaunch that registers it up front must match.
+                "model": model_identity(self._model, self._identity["description"]),
                 "config": self._config,
                 "run_id": self.run_id,
             }

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import hashlib
 import json
+from collections.abc import Mapping
 from typing import Any
 
 import torch
@@ -47,13 +49,46 @@ def json_normal(value: Any) -> Any:
     return json.loads(json.dumps(value, default=str))
 
 
+# Settings that never change what a run computes (where it writes, how often it logs or saves, how
+# many loader workers it uses): free across a resume without naming them in config_may_change, so
+# `config=args` (or HF's TrainingArguments) does not lock a moved output directory.
+FREE_SETTINGS = frozenset({
+    "run_dir", "output_dir", "logging_dir", "overwrite_output_dir", "run_name", "report_to",
+    "checkpoint_every", "log_every", "resume", "resume_from_checkpoint", "disable_tqdm", "push_to_hub",
+    "workers", "num_workers", "persistent_workers", "dataloader_num_workers",
+    "dataloader_persistent_workers", "dataloader_prefetch_factor", "dataloader_pin_memory",
+})  # fmt: skip
+_FREE_PREFIXES = ("log_", "logging_", "save_", "hub_")
+
+
+def is_free_setting(name: str) -> bool:
+    """True for a config name a resume may change without saying so (see FREE_SETTINGS)."""
+    return name in FREE_SETTINGS or name.startswith(_FREE_PREFIXES)
+
+
 def run_config(config: Any, may_change: tuple[str, ...]) -> dict[str, Any]:
-    """The settings a resume must keep: `config` (a dict or an argparse.Namespace) less `may_change`."""
-    values = vars(config) if isinstance(config, argparse.Namespace) else dict(config or {})
+    """The settings a resume must keep: `config` (a dict, an argparse.Namespace or a dataclass such
+    as HF's TrainingArguments) less `may_change` and the free settings."""
+    if config is None or isinstance(config, Mapping):
+        values = dict(config or {})
+    elif isinstance(config, argparse.Namespace):
+        values = dict(vars(config))
+    elif dataclasses.is_dataclass(config) and not isinstance(config, type):
+        # Its declared fields only: vars() would also hold cached objects (TrainingArguments keeps
+        # its device state there) whose text differs from process to process.
+        values = {
+            f.name: getattr(config, f.name) for f in dataclasses.fields(config) if not f.name.startswith("_")
+        }
+    else:
+        raise TrainerError(
+            f"config must be a dict, an argparse.Namespace or a dataclass, not {type(config).__name__}"
+        )
     unknown = sorted(set(may_change) - set(values))
     if unknown:
         raise TrainerError(f"config_may_change names {unknown}, which config does not have: fix the names")
-    return json_normal({key: value for key, value in values.items() if key not in may_change})
+    return json_normal(
+        {key: value for key, value in values.items() if key not in may_change and not is_free_setting(key)}
+    )
 
 
 def check_name_now(name: str) -> str:

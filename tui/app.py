@@ -50,6 +50,7 @@ from gcptui.tui.textual_compat import install_acyclic_strips
 if TYPE_CHECKING:
     from gcptui.remote.keepalive.autostop import AutoStopper
     from gcptui.remote.sweep.state import Trial
+    from gcptui.remote.telemetry.history import MetricHistory
 
 REFRESH_SECONDS = 5.0
 # The table shows the monitors' news at most this often (bursts coalesced; see _live_changed).
@@ -195,6 +196,7 @@ class GcptuiApp(Telling, KeepAliveControls, App[None]):
                 if instance.name in self.live:
                     live = self.live[instance.name]
                     live.keepalive = self.keepalive_setting(instance)
+                    live.paused = self.recovery_paused
                     if live.outcome == "resumed" and instance.state is not State.RUNNING:
                         live.outcome = ""  # stopped since: "resumed" would be a stale word
         self._tell_fleet(FleetRefreshed(message.snapshot))
@@ -368,6 +370,22 @@ class GcptuiApp(Telling, KeepAliveControls, App[None]):
         if screen is not None:
             self.push_screen(screen)
 
+    def open_curves(self, names: list[str]) -> None:
+        from gcptui.remote.jobs.protocol import metrics_path
+        from gcptui.tui.curves.screen import CurvesScreen
+
+        snapshot = self.fleet_screen.snapshot
+        found = [i for n in names if snapshot is not None and (i := snapshot.find(n)) is not None]
+        if found:
+            path = metrics_path(self.config.job, self.config.sync.dest)
+            self.push_screen(CurvesScreen([(i.name, self.services.channel(i)) for i in found], path))
+
+    def show_curves(self, read: dict[str, MetricHistory]) -> None:
+        """The curves screen on histories read already (a sweep's trials)."""
+        from gcptui.tui.curves.screen import CurvesScreen
+
+        self.push_screen(CurvesScreen([], "", read=read))
+
     def open_sweep(self) -> None:
         from gcptui.tui.sweep.screen import open_newest_sweep
 
@@ -386,9 +404,10 @@ class GcptuiApp(Telling, KeepAliveControls, App[None]):
         self.push_screen(LogsScreen([PaneSource(*found)], buffer_lines=self.config.logs.buffer_lines))
 
     async def vm_action(self, action: str, instance: Instance) -> str | None:
-        gce = await asyncio.to_thread(self.fleet.gce)
-        call = {"start": gce.start, "stop": gce.stop, "preempt": gce.simulate_maintenance_event}[action]
-        await asyncio.to_thread(call, instance.name, instance.zone)
+        # Through the row's backend: `P` in the demo preempts a TPU node or a Vertex AI job's worker too.
+        backend = self.services.compute.of(instance)
+        call = {"start": backend.start, "stop": backend.stop, "preempt": backend.simulate_maintenance}[action]
+        await asyncio.to_thread(call, instance)
         self.refresh_fleet()
         return f"{instance.name}: {action} done"
 

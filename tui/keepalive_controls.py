@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from gcptui.remote.keepalive.lease_gate import Standing
     from gcptui.remote.keepalive.rows import RowKeepAlive
     from gcptui.remote.keepalive.service import KeepAliveService
+    from gcptui.tui.fleet.screen import FleetScreen
 
 
 class KeepAliveControls:
@@ -35,6 +36,9 @@ class KeepAliveControls:
     lease_standing: Standing | None = None  # who recovers (the lease), as of keep-alive's last poll
 
     if TYPE_CHECKING:  # provided by GcptuiApp
+
+        @property
+        def fleet_screen(self) -> FleetScreen: ...
 
         def _live_changed(self, name: str) -> None: ...
 
@@ -64,6 +68,23 @@ class KeepAliveControls:
     def _lease_standing(self, standing: Standing) -> None:
         before, self.lease_standing = self.lease_standing, standing
         self._say(lease_notice(standing, before))
+        # The lease out of reach: said on the status line while it lasts, and in each watched row's
+        # cell when nothing recovers it (paused), not only in a notification that fades.
+        out_of_reach = standing.kind in ("paused", "unleased")
+        self.fleet_screen.show_lease((standing.text, standing.kind == "paused") if out_of_reach else None)
+        self.mark_paused()
+
+    @property
+    def recovery_paused(self) -> bool:
+        return self.lease_standing is not None and self.lease_standing.kind == "paused"
+
+    def mark_paused(self) -> None:
+        """Each row's Keep-alive cell says "recovery paused" while the lease's standing is paused."""
+        paused = self.recovery_paused
+        for name, live in self.monitors.live.items():
+            if live.paused != paused:
+                live.paused = paused
+                self._live_changed(name)
 
     def cancel_autostop(self, name: str) -> None:
         """A key on VM ``name``: a warned auto-stop does not happen (its idle clock starts over)."""

@@ -94,6 +94,14 @@ ACTIONS: tuple[Action, ...] = (
     ),  # fmt: skip
     Action("keepalive.relaunch", "L", "relaunch", "Relaunch now", "Keep-alive", mutating=True, show=False),
     Action("keepalive.timeline", "t", "timeline", "Preemption timeline", "Keep-alive", show=False),
+    Action(
+        "curves.open",
+        "v",
+        "curves",
+        "Training curves of the marked (or selected) machines",
+        "Curves",
+        show=False,
+    ),
     Action("results.pull", "p", "pull", "Pull the run directory to ./pulled/NAME", "Results", show=False),
     Action("vm.start", "U", "vm_start", "Start VM", "VM", mutating=True, show=False),
     Action(
@@ -177,6 +185,15 @@ ACTIONS: tuple[Action, ...] = (
         screen="logs",
         label="Save",
     ),
+    Action(
+        "logs.curves",
+        "v",
+        "curves",
+        "Training curves of these machines",
+        "Logs screen",
+        screen="logs",
+        show=False,
+    ),
     Action("logs.back", "escape", "back", "Back to the fleet", "Logs screen", screen="logs", label="Back"),
     # The sweep screen (`w`); Enter on a trial opens its own log (the table's own select key).
     Action(
@@ -206,7 +223,42 @@ ACTIONS: tuple[Action, ...] = (
         screen="sweep",
         label="Plots",
     ),
+    Action(
+        "sweep.curves",
+        "v",
+        "curves",
+        "The best trials' curves in the curves screen (as they are now)",
+        "Sweep screen",
+        screen="sweep",
+        show=False,
+    ),
     Action("sweep.back", "escape", "back", "Back to the fleet", "Sweep screen", screen="sweep", label="Back"),
+    # The curves screen (`v`).
+    Action(
+        "curves.metric", "m", "next_metric", "Next metric", "Curves screen", screen="curves", label="Metric"
+    ),
+    Action(
+        "curves.x",
+        "x",
+        "toggle_x",
+        "x axis: step or wall time",
+        "Curves screen",
+        screen="curves",
+        label="Step/time",
+    ),
+    Action(
+        "curves.smooth",
+        "s",
+        "cycle_smoothing",
+        "Smoothing: off, 0.6, 0.9",
+        "Curves screen",
+        screen="curves",
+        label="Smooth",
+    ),
+    Action(
+        "curves.log", "l", "toggle_log", "Log y axis on/off", "Curves screen", screen="curves", label="Log"
+    ),
+    Action("curves.back", "escape", "back", "Back", "Curves screen", screen="curves", label="Back"),
     # Moving in a table of rows (the fleet's; tui/rows.py binds them on the table itself, so the
     # filter box keeps j, k, g and Home/End as text). Home/End move rows, never sideways.
     Action("rows.down", "j", "cursor_down", "Next row (down too)", "Move", screen="rows", show=False),
@@ -235,12 +287,12 @@ ACTIONS: tuple[Action, ...] = (
 # Keys that mean different things on different screens: `?` lists them, so a habit from one
 # screen is not a surprise on another.
 KEY_NOTES: tuple[tuple[str, str], ...] = (
-    ("s", "starts a job on the fleet; in the logs screen it turns following on/off; sorts trials in the sweep screen"),
+    ("s", "starts a job on the fleet; in the logs screen it turns following on/off; sorts trials in the sweep screen; smooths the curves"),
     ("w", "opens the sweep screen from the fleet; wraps long lines in the logs screen"),
     ("f", "fullscreen pane in the logs screen; in the sweep screen it steps through trial states"),
     ("p", "pulls the run directory on the fleet; plots on/off in the sweep screen"),
     ("z", "expands or folds a group's row (Enter too); g is the first row, as in less and vim"),
-    ("Esc", "clears the fleet's filter; goes back from the logs and sweep screens"),
+    ("Esc", "clears the fleet's filter; goes back from the logs, sweep and curves screens"),
 )  # fmt: skip
 
 

@@ -171,7 +171,7 @@ def update_cells_in_place(
     (the caller measures those columns again now and then: ``remeasure_columns``).
     """
     console = table.app.console
-    changed: set[tuple[RowKey, ColumnKey]] = set()
+    changed: dict[str, set[str]] = {}  # row name -> its changed columns' names
     rows: set[RowKey] = set()
     rest: list[Cell] = []
     for row_name, column_name, value in cells:
@@ -189,27 +189,59 @@ def update_cells_in_place(
         if new_width < old_width >= column.content_width:
             narrower.add(column_name)
         table._data[row_key][column_key] = value
-        changed.add((row_key, column_key))
+        changed.setdefault(row_name, set()).add(column_name)
         rows.add(row_key)
     if not changed:
         return rest
     indexes = {table._row_locations.get(key) for key in rows}
     lines = {y for y, (key, _) in enumerate(table._y_offsets) if key in rows}
-    header = table.header_height if table.show_header else 0
-    for name in DATA_TABLE_CACHES:
-        cache = getattr(table, name)
-        for key in list(cache.keys()):
-            if (
-                (name == "_cell_render_cache" and (key[0], key[1]) in changed)
-                or (name == "_row_render_cache" and key[0] in rows)
-                or (name == "_row_renderable_cache" and key[1] in indexes)
-                or (name == "_line_cache" and key[0] - header in lines)
-            ):
-                cache.discard(key)
+    _drop_cached(table, changed, indexes, lines)
     for index in indexes:
         if index is not None:
             table.refresh_row(index)  # only the row's region: the rest of the screen stays as drawn
     return rest
+
+
+# Where ``DataTable``'s render cache keys hold the table's ``_update_count`` (see ``_drop_cached``).
+UPDATE_COUNT_AT = {
+    "_cell_render_cache": 6,
+    "_row_render_cache": 8,
+    "_row_renderable_cache": 0,
+    "_line_cache": 9,
+}
+
+
+def _drop_cached(
+    table: DataTable,  # type: ignore[type-arg]
+    changed: dict[str, set[str]],
+    indexes: set[int | None],
+    lines: set[int],
+) -> None:
+    """Drop the changed cells' entries from the table's render caches, and every entry made under an
+    older ``_update_count`` (Textual never reads those again, but they stay until the cache's LRU
+    pushes them out: up to 10,000 cells, which this scan, run at every flush, walked each time).
+
+    The keys are compared by their names (``RowKey.value``): ``RowKey.__hash__`` is a Python call,
+    and a set lookup per key of a full cell cache was ~20,000 such calls a flush (~10 ms at 64
+    machines, the key-latency tail in ``benchmarks/fleet_live.py``)."""
+    count = table._update_count
+    header = table.header_height if table.show_header else 0
+    for name in DATA_TABLE_CACHES:
+        cache = getattr(table, name)
+        at = UPDATE_COUNT_AT[name]
+        for key in list(cache.keys()):
+            if key[at] != count:
+                cache.discard(key)
+            elif name == "_cell_render_cache":
+                columns = changed.get(key[0].value)
+                if columns is not None and key[1].value in columns:
+                    cache.discard(key)
+            elif (
+                (name == "_row_render_cache" and key[0].value in changed)
+                or (name == "_row_renderable_cache" and key[1] in indexes)
+                or (name == "_line_cache" and key[0] - header in lines)
+            ):
+                cache.discard(key)
 
 
 def remeasure_columns(table: DataTable, columns: Iterable[str]) -> None:  # type: ignore[type-arg]

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 from gcptui.remote.config import Config, GcpConfig
 from gcptui.remote.errors import CloudError, ConfigError
-from gcptui.remote.models import FleetSnapshot, Instance, State
+from gcptui.remote.models import GKE_NODE_LABEL, FleetSnapshot, Instance, State
 
 if TYPE_CHECKING:
     from gcptui.remote.cloud.compute_rest import ComputeReader
@@ -66,6 +66,8 @@ class FleetSource:
         # The rows of the other kinds of compute (TPU nodes, Vertex AI jobs, GKE workloads), added to each
         # snapshot: set by ``Services`` from the compute registry (this module sits below it).
         self.more_rows: Callable[[], tuple[list[Instance], list[str]]] | None = None
+        # GKE nodes' instances (``GKE_NODE_LABEL``) in the snapshot: `ls --all`, and `vm` (which names them).
+        self.gke_nodes = False
 
     @property
     def gcp(self) -> GcpConfig | None:
@@ -217,7 +219,10 @@ class FleetSource:
         errors: tuple[str, ...] = ()
         if self.gcp is not None:
             reader = self.reader()
-            instances.extend(self.priced(reader.list_instances()))
+            listed = reader.list_instances()
+            if not self.gke_nodes:
+                listed = [i for i in listed if GKE_NODE_LABEL not in i.labels]
+            instances.extend(self.priced(listed))
             errors = unreachable_notes(reader.unreachable) + self._login_notes(instances)
             book = self.prices()
             if book is not None and book.note:

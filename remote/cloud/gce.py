@@ -195,10 +195,13 @@ class GceClient:
         return self._compute.Instance.from_json(json.dumps(raw), ignore_unknown_fields=True)
 
     def guest_host_keys(self, name: str, zone: str) -> list[str]:
-        """The VM's host keys from its ``hostkeys/`` guest attributes (``ssh-ed25519 AAAA...`` lines).
+        """The VM's host keys from its ``hostkeys/`` guest attributes (``ssh-ed25519 AAAA...``, one per
+        attribute, re-exported; an attribute that is not exactly one key is refused with a warning).
 
         Empty when guest attributes are off or not yet written (GCE answers 404 or 400 then)."""
         from google.api_core.exceptions import BadRequest, NotFound
+
+        from gcptui.remote.cloud.published_keys import published_host_key
 
         with self._errors(f"read the host keys of {name}", instance=name, zone=zone):
             try:
@@ -208,9 +211,10 @@ class GceClient:
                 )  # fmt: skip
             except (NotFound, BadRequest):
                 return []
-        return [
-            f"{e.key} {e.value}" for e in found.query_value.items if e.namespace == "hostkeys" and e.value
-        ]
+        # The VM wrote these itself: each attribute is one key or nothing (remote/cloud/published_keys.py).
+        items = [e for e in found.query_value.items if e.namespace == "hostkeys"][:16]
+        keys = [published_host_key(name, e.key, e.value) for e in items]
+        return [key for key in keys if key]
 
     def reader(self) -> ComputeReader:
         """The JSON reader over the same endpoint and credentials: zone operations are read there."""

@@ -22,16 +22,19 @@ operation): callers run them in a worker thread (``asyncio.to_thread``). Errors 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import AsyncIterator, Callable, Collection, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
-from typing import TYPE_CHECKING, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 from gcptui.remote.errors import CloudError, GcptuiError
 from gcptui.remote.models import Instance, Source, State, StopCause, Worker
 
 if TYPE_CHECKING:
+    from gcptui.remote.cloud.create import CreateOptions
+    from gcptui.remote.cloud.oslogin import OsLogin
+    from gcptui.remote.compute.copies import Copier, CopyPlan, Report
     from gcptui.remote.compute.exec_channel import ExecChannel
     from gcptui.remote.config import Config
     from gcptui.remote.ssh.target import SshTarget
@@ -57,6 +60,9 @@ class Capability(StrEnum):
     # the provider can be asked to act out a maintenance event on it (``simulate_maintenance``): a
     # Spot VM is preempted, as GCE documents for testing preemption (``gcptui vm preempt``)
     SIMULATE_MAINTENANCE = "simulate-maintenance"
+    # SSH keys of its own in the provider's metadata, beside the project's (``edit_ssh_keys``): the
+    # keeper authorizes itself on the machines it watches alone
+    INSTANCE_KEYS = "instance-keys"
 
 
 class Recovery(StrEnum):
@@ -76,6 +82,49 @@ class Unsupported(GcptuiError):
 
     def __init__(self, row: Instance, what: str) -> None:
         super().__init__(f"{row.name} is a {row.source} row: it cannot {what}")
+
+
+class NotOffered(GcptuiError):
+    """A backend was asked for something of its provider's project that it does not keep."""
+
+    def __init__(self, kind: str, what: str) -> None:
+        super().__init__(f"the {kind} backend {what}")
+
+
+# ``edit_ssh_keys``' edit: the authorized key lines -> the new lines, or None to change nothing.
+KeyEdit = Callable[[list[str]], "list[str] | None"]
+
+
+class ContainerLine(Protocol):
+    """One line of a container's own output (``container_logs``)."""
+
+    @property
+    def pod(self) -> str: ...  # the worker that wrote it (a pod's name)
+    @property
+    def time(self) -> str: ...  # RFC 3339, as the provider stamped it
+    @property
+    def text(self) -> str: ...  # sanitized, one line
+
+
+class BillingNode(Protocol):
+    """A machine that keeps billing after a row is deleted (``billing_nodes``)."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def pool(self) -> str: ...
+    @property
+    def machine_type(self) -> str: ...
+    @property
+    def zone(self) -> str: ...
+    @property
+    def spot(self) -> bool: ...
+    @property
+    def accelerator(self) -> str: ...
+    @property
+    def gpus(self) -> int: ...
+    @property
+    def usd_per_hour(self) -> float | None: ...
 
 
 class Stockout(CloudError):
@@ -259,3 +308,58 @@ class Backend(ABC):
         """How to reach ``row`` (or its first worker) over SSH, for a row whose exec channel is SSH:
         address, port, user (``user``: the one OS Login dictates), key, host key alias."""
         raise Unsupported(row, "be reached over SSH")
+
+    # Copies of a row (``CREATE_LIKE``, many at once): ``vm create --from``, the TUI's create form, a
+    # sweep's ``vms = { from = BASE }``.
+    def plan_copies(
+        self, base: Instance, options: CreateOptions, say_image: Callable[[str], None] | None = None
+    ) -> CopyPlan:
+        """Read what copies of ``base`` are made from; ``say_image``: where its disk has no image, make
+        one (minutes), saying each step (without it, such a base is refused in one line)."""
+        raise Unsupported(base, "be copied")
+
+    def copier(self, report: Report) -> Copier:
+        """What makes the copies of a plan (``create_many``), each step heard by ``report``."""
+        raise NotOffered(self.kind, "cannot copy rows")
+
+    # Keys and identities: what the SSH pool and the keeper ask of a machine's provider.
+    def published_host_keys(self, row: Instance) -> list[str]:
+        """The SSH host keys the provider publishes for ``row`` (known_hosts key parts); empty when it
+        publishes none (the explicit ``gcptui ssh accept`` stays the way in)."""
+        return []
+
+    def edit_ssh_keys(self, row: Instance, edit: KeyEdit) -> bool:
+        """Apply ``edit`` to the SSH keys authorized on ``row`` alone (``INSTANCE_KEYS``); False when
+        it changed nothing. A concurrent change is read again, never overwritten."""
+        raise Unsupported(row, "hold SSH keys of its own")
+
+    def edit_project_ssh_keys(self, edit: KeyEdit) -> bool:
+        """Apply ``edit`` to the SSH keys authorized on every machine of the provider's project."""
+        raise NotOffered(self.kind, "keeps no project-wide SSH keys")
+
+    def service_account(self, row: Instance) -> str | None:
+        """The e-mail of the identity ``row``'s machine acts as; None when it has none."""
+        raise Unsupported(row, "act as a service account")
+
+    def os_login(self) -> OsLogin | None:
+        """The project's OS Login (its ``enable-oslogin``, the users it dictates); None where the
+        kind's machines do not use it."""
+        return None
+
+    def google_identity(self) -> tuple[Any, str]:
+        """(credentials, project) this backend's Google calls use, for an API it does not wrap (IAM)."""
+        raise NotOffered(self.kind, "has no Google identity")
+
+    # Workloads (``CONTAINER_LOGS``): rows whose containers' command is the training.
+    def pod_logs(self, row: Instance, *, follow: bool, tail: int | None) -> AsyncIterator[ContainerLine]:
+        """The containers' own output of ``row``'s workers (a worker row: its own), merged as lines
+        arrive, each followed across container restarts and its replacement (``CONTAINER_LOGS``)."""
+        raise Unsupported(row, "show its containers' own output")
+
+    def restart(self, row: Instance) -> None:
+        """Recreate the workload's workers through its controller (``kubectl rollout restart``)."""
+        raise Unsupported(row, "be restarted in place")
+
+    def billing_nodes(self, row: Instance) -> Sequence[BillingNode]:
+        """What keeps billing after ``row`` is deleted (the nodes its workers occupy). Default: nothing."""
+        return ()

@@ -17,8 +17,17 @@ Rules every implementation keeps:
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
+
+from gcptui.remote.ssh.capped import exec_capped
+
+# A probe or short command whose output we read: the machine decides what it prints, never how much
+# memory or time the laptop or keeper spends on it (``true`` answered with endless output once took
+# the keep-alive from 41 MB to 1.5 GB).
+PROBE_TIMEOUT = 30.0
+PROBE_BYTES = 65_536
 
 
 class ExecStdin(Protocol):
@@ -116,3 +125,14 @@ class Reach:
 
     name: str
     channel: ExecChannel
+
+
+async def run_capped(
+    channel: ExecChannel, command: str, *, timeout: float = PROBE_TIMEOUT, max_bytes: int = PROBE_BYTES
+) -> ExecResult:
+    """``channel.run`` for a command whose output is read: at most ``max_bytes`` of stdout (and
+    ``MAX_STDERR`` of stderr) kept, the process closed past them (``exit_status`` None then), and
+    ``TimeoutError`` past ``timeout`` seconds, reaching the machine included."""
+    async with asyncio.timeout(timeout):
+        result = await exec_capped(channel, command, max_bytes=max_bytes, timeout=timeout)
+    return ExecResult(result.exit_status, result.stdout.encode(), result.stderr.encode())

@@ -77,6 +77,15 @@ class Compute:
             raise GcptuiError(f"{row.name}: no {row.source} backend is configured for this row")
         return backend
 
+    def backend(self, kind: Source, needed_for: str) -> Backend:
+        """The configured backend of ``kind``, for what concerns its provider's project rather than one
+        row (the keeper's project-wide SSH keys, OS Login, IAM); a one-line error naming
+        ``needed_for`` when the config does not ask for it."""
+        backend = self.backends.get(kind)
+        if backend is None:
+            raise GcptuiError(f"{needed_for} needs the {kind} backend: the config does not set it up")
+        return backend
+
     def can(self, row: Instance, capability: Capability) -> bool:
         """Whether ``row`` can do ``capability`` (False for a kind not configured)."""
         backend = self.backends.get(row.source)

@@ -49,6 +49,17 @@ class GcpConfig(_Section):
         ),
     )
 
+    control_endpoint: str = Field(
+        default="",
+        description=(
+            "An emulator's control path (`gcptui emulator` writes it), starting with `http://` or "
+            "`https://`: `gcptui vm preempt` (and `P` in the demo) asks it to preempt what Google's APIs "
+            "offer no call for, a Spot TPU node or a Vertex AI job's Spot worker, with the API's "
+            "credentials. Empty: `vm preempt` reaches what Google can act out, Spot VMs and GKE nodes "
+            "(`simulateMaintenanceEvent`)."
+        ),
+    )
+
     @field_validator("project")
     @classmethod
     def _project_not_empty(cls, value: str | None) -> str | None:
@@ -67,7 +78,7 @@ class GcpConfig(_Section):
                 raise ValueError(f"{zone!r} is not a zone name like 'us-central1-a'")
         return value
 
-    @field_validator("api_endpoint")
+    @field_validator("api_endpoint", "control_endpoint")
     @classmethod
     def _endpoint_has_scheme(cls, value: str) -> str:
         if value and not re.match(r"https?://[^/]+", value):

@@ -44,7 +44,17 @@ def load_config(explicit: str | os.PathLike[str] | None = None) -> Config:
     path = find_config(explicit)
     if path is None:
         return Config(gcp=GcpConfig())
-    return parse_config(read_text(path), path)
+    config = parse_config(read_text(path), path)
+    use_storage_emulator(config)
+    return config
+
+
+def use_storage_emulator(config: Config) -> None:
+    """``[storage] emulator_host`` as ``STORAGE_EMULATOR_HOST`` for this process (unless one is
+    exported): the Cloud Storage client reads only the environment, and every storage client of
+    gcptui's, and the keeper's deploy, read it there."""
+    if config.storage.emulator_host:
+        os.environ.setdefault("STORAGE_EMULATOR_HOST", config.storage.emulator_host)
 
 
 def read_text(path: Path) -> str:

@@ -72,11 +72,13 @@ class SyncConfig(_Section):
     allow_secrets: list[str] = Field(
         default=[],
         description=(
-            "Paths, relative to `source`, of private-key files that may be synced anyway. Without them sync "
-            "refuses a source holding the config's own SSH key (or a copy of it) or any file that looks like a "
-            "private key (`-----BEGIN ... PRIVATE KEY-----`, `id_*` without `.pub`, `*.pem`, `*.p12`, `*.pfx`), "
-            "naming the file; one that appears or changes while live sync runs is held back and named once, "
-            "and the rest keeps syncing."
+            "Gitignore-syntax patterns, relative to `source`, of files that sync, `vertex submit` and the keeper's "
+            "copy send although the credentials guard would hold them back: private keys (`id_*` without `.pub`, "
+            "`*.pem`, `*.p12`, `*.pfx`, a `-----BEGIN ... PRIVATE KEY-----` anywhere in a file of up to 64 KiB), "
+            "`.env*`, `.netrc`, `.git-credentials`, `.pypirc`, `*credentials*` files, Google `authorized_user` and "
+            "`service_account` JSON, refresh tokens, AWS secret keys, kubeconfigs holding a token, and anything "
+            "under `.config/gcloud/`, `.aws/`, `.azure/`, `.kube/`. A held-back file is named once and the rest "
+            "syncs; a source holding the config's own SSH key is refused whole (the wrong folder)."
         ),
     )
     stall_seconds: float = Field(
@@ -165,6 +167,24 @@ class StorageConfig(_Section):
         ),
     )
 
+    emulator_host: str = Field(
+        default="",
+        description=(
+            "A Cloud Storage emulator's address (`http://HOST:PORT`, what `gcptui emulator` writes): "
+            "gcptui's own storage clients (checkpoint pulls, sweeps, the keep-alive lease, Vertex AI "
+            "packages) and the keeper it deploys use it, as if `STORAGE_EMULATOR_HOST` were exported "
+            "(an exported one wins). Jobs take theirs from `[job.env]`. Empty: Google's Cloud Storage."
+        ),
+    )
+
+    @field_validator("emulator_host")
+    @classmethod
+    def _emulator_host_is_a_url(cls, value: str) -> str:
+        value = value.strip().rstrip("/")
+        if value and not re.fullmatch(r"https?://[^/\s]+", value):
+            raise ValueError(f"{value!r} is not an address: write it as http://HOST:PORT")
+        return value
+
     @field_validator("bucket")
     @classmethod
     def _bucket_is_a_gs_url(cls, value: str) -> str:
@@ -223,6 +243,16 @@ class KeepaliveConfig(_Section):
             "(termination action DELETE: its disk is gone anyway) is recreated in the next zone of `zones` "
             "instead, same machine type, GPUs and Spot; it resumes from `[storage] bucket`. 0: never move. "
             "A STOP-action VM keeps its disk (and checkpoints) and is never moved."
+        ),
+    )
+    lease: bool = Field(
+        default=True,
+        description=(
+            "With `[storage] bucket`: take the recovery lease in the bucket, so that only one keep-alive (this "
+            "laptop or the keeper, `gcptui keeper`) recovers each preemption. False: recover without asking "
+            "anyone (no keeper deployed for this bucket). Should the lease be out of reach (credentials, "
+            "network), keep-alive recovers without it unless a keeper is known for the bucket, and then "
+            "says `recovery paused` with the reason."
         ),
     )
     zones: list[str] = Field(

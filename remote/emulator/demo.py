@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Collection
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from gcptui.remote.emulator.emulator import Emulator
@@ -99,6 +100,22 @@ def demo_fleet(
             )
         )
     return specs
+
+
+def gke_trainer_argv() -> list[str]:
+    """The container of the demo's GKE workload (a StatefulSet ``trainer``): the torch-free toy trainer,
+    in a shell entrypoint that ignores SIGTERM, as many containers' PID 1 does. A node's shutdown then
+    ends the trainer (it checkpoints and exits) while the pod itself lives out the kubelet's grace
+    period, as on GKE: long enough for a watcher to read the shutdown on the pod (its DisruptionTarget
+    condition) before the StatefulSet makes the pod anew on another node."""
+    import shlex
+    import sys
+
+    from gcptui.remote.emulator import toy_train
+
+    toy = shlex.join([sys.executable, "-IS", str(Path(toy_train.__file__)), "--run-dir", "run", "--steps",
+                      "100000", "--step-delay", "0.5"])  # fmt: skip
+    return ["sh", "-c", f"trap '' TERM; {toy}; exec sleep 86400"]
 
 
 def add_fleet(emulator: Emulator, specs: list[InstanceSpec]) -> None:

@@ -13,23 +13,33 @@ import json
 import os
 import secrets
 import socket
+import urllib.error
+import urllib.request
 from collections.abc import Iterable
 from pathlib import Path
+from urllib.parse import quote
 
 import asyncssh
 from aiohttp import web
 
 from gcptui.remote.cloud.price_catalog import fallback_book
+from gcptui.remote.emulator.artifactregistry.api import ArtifactRegistryApi
+from gcptui.remote.emulator.artifactregistry.registry import Registry
 from gcptui.remote.emulator.billing.catalog import CatalogApi, region_of
+from gcptui.remote.emulator.cloudbuild.api import CloudBuildApi
+from gcptui.remote.emulator.cloudbuild.builds import MAX_SOURCE, Builds
 from gcptui.remote.emulator.compute.api import ComputeApi
 from gcptui.remote.emulator.compute.faults import Faults
 from gcptui.remote.emulator.compute.fleet import OPERATION_TTL, Fleet, Timing
 from gcptui.remote.emulator.compute.state import Accelerator
 from gcptui.remote.emulator.core.server import ApiServer
+from gcptui.remote.emulator.emulator_control import CONTROL_PREFIX, ControlApi
+from gcptui.remote.emulator.emulator_gke_nodes import GkeNodeHost, GkeNodeInstances
 from gcptui.remote.emulator.gke.clusters import GkeClusters
 from gcptui.remote.emulator.gke.container_api import ContainerApi
 from gcptui.remote.emulator.hosts.machine import Machine
 from gcptui.remote.emulator.hosts.vm_host import AddressOnlyHost, SshVmHost
+from gcptui.remote.emulator.iam.api import ServiceAccounts
 from gcptui.remote.emulator.logging.api import LoggingApi, LogStore
 from gcptui.remote.emulator.oslogin.api import OsLoginProfiles
 from gcptui.remote.emulator.tpu.api import TpuApi
@@ -68,6 +78,7 @@ class EmulatorAssembly:
         page_size: int = 500,
         zones: Iterable[str] = DEFAULT_ZONES,
         api_port: int = 0,
+        ssh_port: int = 0,
         one_address: bool | None = None,
         operation_ttl: float = OPERATION_TTL,
         project_metadata: dict[str, str] | None = None,
@@ -87,6 +98,7 @@ class EmulatorAssembly:
         self._zones = list(zones)
         self._page_size = page_size
         self._api_port = api_port
+        self._ssh_port = ssh_port  # 0: any free port
         # None: each VM on its own 127.0.0.x where the OS routes them (Linux), else all on 127.0.0.1
         # with a port each (macOS). GCPTUI_EMULATOR_ONE_ADDRESS=1 forces the latter.
         self.one_address = (
@@ -108,8 +120,13 @@ class EmulatorAssembly:
         self.vertex_timing = VertexTiming()
         self.vertex_env: dict[str, str] = {}  # given to every Vertex AI task (e.g. STORAGE_EMULATOR_HOST)
         self.vertex: VertexJobs | None = None
+        # Artifact Registry's images (folders keyed by digest) and the Cloud Build builds that push them;
+        # Vertex AI's workers and GKE's pods run those images (same endpoint).
+        self.registry = Registry(self.root / "artifactregistry", project, self.project_number)
+        self.builds: Builds | None = None
         # GKE clusters (the Container API on this endpoint, a Kubernetes API server of their own each).
-        self.gke = GkeClusters(self.root / "gke", project, self.token)
+        self.gke = GkeClusters(self.root / "gke", project, self.token, images=self.registry)
+        self.gke_instances: GkeNodeInstances | None = None  # each node's Compute Engine instance
         self.endpoint = ""
         self.ssh_port = 0
 
@@ -166,7 +183,7 @@ class EmulatorAssembly:
         self.root.mkdir(parents=True, exist_ok=True)
         self._write_token()
         if self.ssh:
-            self.ssh_port = free_port()
+            self.ssh_port = self._ssh_port or free_port()
             self._host = SshVmHost(
                 self.root,
                 self.project,
@@ -177,9 +194,10 @@ class EmulatorAssembly:
             )
         else:
             self._host = AddressOnlyHost()
-        self.fleet = Fleet(
-            self.project, self._host, self.faults, self.timing, self._zones, self.operation_ttl
-        )
+        # A GKE node is also a Compute Engine instance, as on GCP (emulator_gke_nodes.py).
+        self.fleet = Fleet(self.project, GkeNodeHost(self._host, self.gke), self.faults, self.timing,
+                           self._zones, self.operation_ttl)  # fmt: skip
+        self.gke_instances = GkeNodeInstances(self.fleet)
         self.fleet.project_metadata.update(self._project_metadata)
         # One server, each Google API's routes under its own prefix.
         self.server = ApiServer(self.token)
@@ -193,10 +211,19 @@ class EmulatorAssembly:
         self.oslogin.add_routes(self.server.app)
         self.catalog.add_routes(self.server.app)
         self.vertex = VertexJobs(self.root / "vertex", project=self.project, number=self.project_number,
-                                 logs=self.logs, timing=self.vertex_timing, env=self.vertex_env)  # fmt: skip
-        VertexApi(self.vertex, {region_of(zone) for zone in self._zones}).add_routes(self.server.app)
+                                 logs=self.logs, timing=self.vertex_timing, env=self.vertex_env,
+                                 images=self.registry)  # fmt: skip
+        regions = {region_of(zone) for zone in self._zones}
+        VertexApi(self.vertex, regions).add_routes(self.server.app)
+        self.builds = Builds(self.root / "cloudbuild", self.project, self.project_number, self.logs,
+                             self._fetch_source, self.registry)  # fmt: skip
+        CloudBuildApi(self.builds, regions).add_routes(self.server.app)
+        ArtifactRegistryApi(self.registry, regions).add_routes(self.server.app)
         LoggingApi(self.logs, self.project, self.project_number).add_routes(self.server.app)
+        self.iam = ServiceAccounts(self.project, self.project_number)
+        self.iam.add_routes(self.server.app)
         ContainerApi(self.gke).add_routes(self.server.app)
+        ControlApi(self.fleet, self.tpus, self.vertex).add_routes(self.server.app)  # the emulator's own path
         if isinstance(self._host, SshVmHost):
             self._host.oslogin_on = self._oslogin_on
             self._host.oslogin_allows = self.oslogin.allows
@@ -207,13 +234,22 @@ class EmulatorAssembly:
         port = self._runner.addresses[0][1]
         self.endpoint = f"http://127.0.0.1:{port}"
 
+    @property
+    def control_endpoint(self) -> str:
+        """Where the emulator's control path is served (``[gcp] control_endpoint``)."""
+        return self.endpoint + CONTROL_PREFIX
+
     async def close(self) -> None:
         """Stop serving and power every VM off, killing all their processes; disks stay."""
+        if self.gke_instances is not None:
+            await self.gke_instances.close()
         await self.gke.close()
         if self.tpus is not None:
             await self.tpus.close()
         if self.vertex is not None:
             await self.vertex.close()
+        if self.builds is not None:
+            await self.builds.close()
         if self.fleet is not None:
             await self.fleet.close()
         if self._host is not None:
@@ -221,6 +257,22 @@ class EmulatorAssembly:
         if self._runner is not None:
             await self._runner.cleanup()
             self._runner = None
+
+    def _fetch_source(self, bucket: str, name: str) -> bytes:
+        """A build's source object, read from the emulated bucket (``STORAGE_EMULATOR_HOST`` of the
+        jobs' environment: fake-gcs-server's JSON API); bounded."""
+        host = self.vertex_env.get("STORAGE_EMULATOR_HOST", "").rstrip("/")
+        if not host:
+            raise OSError("the emulator has no bucket (start it with fake-gcs-server installed)")
+        url = f"{host}/storage/v1/b/{quote(bucket, safe='')}/o/{quote(name, safe='')}?alt=media"
+        try:
+            with urllib.request.urlopen(url, timeout=30) as response:  # noqa: S310 - loopback http only
+                data: bytes = response.read(MAX_SOURCE + 1)
+        except urllib.error.HTTPError as error:
+            raise OSError(f"gs://{bucket}/{name}: HTTP {error.code}") from None
+        if len(data) > MAX_SOURCE:
+            raise OSError(f"gs://{bucket}/{name} is larger than the emulator fetches")
+        return data
 
     def _fleet(self) -> Fleet:
         if self.fleet is None:
@@ -249,7 +301,7 @@ class EmulatorAssembly:
         q = json.dumps
         lines = [
             "[gcp]", f"project = {q(self.project)}", f"api_endpoint = {q(self.endpoint)}",
-            f"access_token_file = {q(str(self.token_file))}", "",
+            f"access_token_file = {q(str(self.token_file))}", f"control_endpoint = {q(self.control_endpoint)}", "",
         ]  # fmt: skip
         if self.ssh:
             lines += [

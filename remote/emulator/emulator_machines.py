@@ -146,6 +146,8 @@ class EmulatorMachines(EmulatorAssembly):
         pool = NodePool("pool-1", machine_type, nodes, spot, accelerators)
         cluster = await self.gke.add(name, location, [pool])
         self.gke.write_kubeconfig(self.kubeconfig)
+        if self.gke_instances is not None:
+            self.gke_instances.watch(cluster)  # its nodes are Compute Engine instances too
         return cluster
 
     def preempt_gke_node(self, node: str) -> None:

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Literal
 
 from gcptui.remote.aio import within
 from gcptui.remote.compute.backend import Capability
+from gcptui.remote.compute.exec_channel import run_capped
 from gcptui.remote.config import AutostopConfig
 from gcptui.remote.errors import GcptuiError
 from gcptui.remote.models import Instance, State
@@ -221,9 +222,11 @@ class AutoStopper:
         util: float | None = None
         if instance.gpus and status.state != "running":
             # Through the row's exec channel (SSH here; another backend's own), not asyncssh by name.
-            result = await reach.channel.run(f"sh -c {shlex.quote(GPU_QUERY)}", timeout=2 * PROBE_TIMEOUT)
+            result = await run_capped(
+                reach.channel, f"sh -c {shlex.quote(GPU_QUERY)}", timeout=2 * PROBE_TIMEOUT
+            )
             # The VM's text: ASCII digits only ("²".isdigit() is True, and float() refuses it).
-            words = result.stdout[:65_536].decode("ascii", "replace").split()
+            words = result.stdout.decode("ascii", "replace").split()
             values = [
                 float(v) for v in words if v.isascii() and v.replace(".", "", 1).isdigit() and len(v) < 20
             ]
@@ -239,10 +242,10 @@ class AutoStopper:
         elif decision.kind == "cancel":
             self._report(name, "autostop_cancelled", f"{decision.action} cancelled: {decision.detail}")
         elif decision.kind == "act" and decision.action is not None:
-            gce = self.services.fleet.gce()
-            act = gce.stop if decision.action == "stop" else gce.delete
             try:
-                await asyncio.to_thread(act, name, instance.zone)
+                backend = self.services.compute.of(instance)
+                act = backend.stop if decision.action == "stop" else backend.delete
+                await asyncio.to_thread(act, instance)
             except GcptuiError as err:
                 self._report(name, "autostop_cancelled", f"{decision.action} failed: {err}")
                 return

@@ -17,6 +17,12 @@ holder that lost the lease meanwhile (a laptop that slept past the ttl) stops th
 recovery starts any VM), and whoever takes it over finishes them (``taken_over``). The keeper's
 events are mirrored into the laptop's timelines ("keeper: ..."), which is how the TUI's keep-alive
 column and timeline show the keeper's actions.
+
+When the lease cannot be reached at all (``LeaseUnreachable``: credentials, network, a wrong bucket), a
+laptop falls back on what it knows of the bucket (``known_keepers.py``): with no keeper ever seen or
+deployed there, it recovers without the lease (``unleased``; nobody else recovers these machines);
+with one, it keeps deferring to it, and its standing says "recovery paused" with the reason and the
+fix, so that the faces show it within the poll.
 """
 
 from __future__ import annotations
@@ -35,7 +41,15 @@ from typing import Any, Literal, cast, get_args
 
 from gcptui.remote.errors import GcptuiError
 from gcptui.remote.keepalive.events import EventKind, RecoveryEvent, Relaunch, ResumePoint, StepReporter
-from gcptui.remote.keepalive.lease import DEFAULT_TTL, Lease, LeaseLost, LeaseView, SignedObject
+from gcptui.remote.keepalive.known_keepers import KnownKeepers
+from gcptui.remote.keepalive.lease import (
+    DEFAULT_TTL,
+    Lease,
+    LeaseLost,
+    LeaseUnreachable,
+    LeaseView,
+    SignedObject,
+)
 from gcptui.remote.models import Instance
 from gcptui.remote.safe_text import vm_field
 
@@ -93,6 +107,13 @@ class LeaseGate:
     holder: str | None = None  # who holds the lease, as last seen (None: nobody)
     keeper_live: bool = False  # (laptop) a keeper's status changed within the ttl
     keeper: dict[str, Any] | None = None  # the keeper's status, as last read
+    known: KnownKeepers | None = (
+        None  # (laptop) the buckets known to have a keeper, for when this is out of reach
+    )
+    unreachable: LeaseUnreachable | None = (
+        None  # why the last check could not reach the lease (None: it could)
+    )
+    unleased: bool = False  # (laptop) recovering without the lease: out of reach, and no keeper known
     polls: int = 0
     started: float = field(default_factory=time.time)
     _events: deque[tuple[int, RecoveryEvent]] = field(default_factory=lambda: deque(maxlen=STATUS_EVENTS))
@@ -100,6 +121,9 @@ class LeaseGate:
     _mirrored: tuple[str, int] = ("", 0)  # (keeper boot, last sequence) mirrored into our timelines
     _boot: str = field(default_factory=lambda: secrets.token_hex(4))
     _taken: list[tuple[str, tuple[str, ...]]] = field(default_factory=list)  # see taken_over
+    _keeper_seen: bool | None = (
+        None  # (laptop) this process read a keeper status in the bucket (None: never read)
+    )
 
     # -- each poll -------------------------------------------------------------------------------------
 
@@ -107,18 +131,28 @@ class LeaseGate:
         """Look at the lease and take, renew or give it back; True when this keep-alive may recover.
 
         A bucket that cannot be read keeps a holder acting for half a ttl past its last renewal (no
-        other actor can take over before a whole ttl), then it stops until the bucket answers."""
+        other actor can take over before a whole ttl); then a laptop that knows no keeper for the
+        bucket recovers without the lease, and one that knows a keeper (and the keeper itself) stops
+        until the bucket answers."""
         self.polls += 1
         try:
             holding = self._decide()
+            self.unreachable, self.unleased = None, False
         except GcptuiError as err:
-            log.warning("keep-alive lease: %s", err)
+            # Named after the lease whichever object failed (the status is read first): one bucket.
+            why, fix = (err.why, err.fix) if isinstance(err, LeaseUnreachable) else (str(err), "see the log")
+            out = LeaseUnreachable(self.lease.url, why, fix)
+            if self.unreachable is None or str(out) != str(self.unreachable):
+                log.warning("keep-alive lease: %s", out)  # once per reason, not once per poll
+            self.unreachable = out
             renewed = self.lease.renewed_at
             holding = (
                 bool(self.lease.generation)
                 and renewed is not None
                 and (self.clock() - renewed < self.lease.ttl / 2)
             )
+            self.unleased = not holding and self.role == "laptop" and not self.keeper_known()
+            holding = holding or self.unleased
         if holding != self.holding:
             log.info(
                 "keep-alive lease: %s", "held by this keep-alive" if holding else f"held by {self.holder}"
@@ -152,9 +186,12 @@ class LeaseGate:
             holding = self._claim(self.lease.look())
             self.holder = self.lease.holder if holding else self.lease.look().holder
             return holding
-        body, _generation, fresh = self.status.read()
+        refused = self.status.refused
+        body, generation, fresh = self.status.read()
         self.keeper = body
         self.keeper_live = body is not None and fresh
+        # A keeper status there, even a stale one refused as a replay: a keeper was deployed here.
+        self._note_keeper(body is not None or (generation != 0 and self.status.refused > refused))
         view = self.lease.look()
         self.holder = view.holder
         if not self.keeper_live:
@@ -168,13 +205,32 @@ class LeaseGate:
             self.holder = None
         return False
 
+    def _note_keeper(self, present: bool) -> None:
+        if present != self._keeper_seen:
+            self._keeper_seen = present
+            if self.known is not None:
+                try:
+                    self.known.note(self.status.bucket_url, present)
+                except OSError as err:  # the state dir: keep-alive goes on; only the fallback knows less
+                    log.warning("keep-alive: cannot note the bucket's keeper: %s", err)
+
+    def keeper_known(self) -> bool:
+        """(laptop) Whether a keeper may be recovering this bucket's machines: its status was read in
+        the bucket by this process, or (never read) this laptop saw or deployed one before."""
+        if self._keeper_seen is not None:
+            return self._keeper_seen
+        return self.known is not None and self.known.known(self.status.bucket_url)
+
     def record_intent(self) -> None:
         """Before a recovery acts (starts or recreates a VM): renew the lease naming it in flight, so
         that a successor taking the lease over while this process stalls finishes it; ``LeaseLost``
         when the lease is another's. Blocking.
 
         A conditional write can lose to this process's own renewal in another thread; a few tries
-        settle it, and the lease names this holder either way."""
+        settle it, and the lease names this holder either way. Without the lease (``unleased``) there
+        is nobody to tell."""
+        if self.unleased:
+            return
         for _ in range(3):
             view = self.lease.look()
             if view.holder != self.lease.holder:
@@ -192,7 +248,10 @@ class LeaseGate:
         The holder decides, not the generation: this process renews in another thread each poll, so a
         newer generation under its own name is its own renewal whose reply has not come back yet (at a
         load of 8 that window ended a keeper's recovery, and nobody else relaunched the job). Only a
-        write of another holder, made after a conditional read, passes the lease on."""
+        write of another holder, made after a conditional read, passes the lease on. Recovering
+        without the lease (``unleased``, as of the last check), there is no other actor to fence off."""
+        if self.unleased:
+            return
         view = self.lease.look()
         if view.holder != self.lease.holder:
             self.holding = False
@@ -249,6 +308,14 @@ class LeaseGate:
     def standing(self) -> Standing:
         """Who recovers, as this keep-alive sees it after its last ``check()``: for a status line."""
         me = "this keeper" if self.role == "keeper" else "this laptop"
+        if self.unreachable is not None and self.unleased:
+            return Standing(
+                "unleased",
+                f"recovering without the lease (no keeper known for this bucket): cannot reach "
+                f"{self.unreachable.url}: {self.unreachable.why}, fix: {self.unreachable.fix}",
+            )
+        if self.unreachable is not None and not self.holding:
+            return Standing("paused", f"recovery paused: {self.unreachable}")
         silent = self._keeper_silence()
         if self.holding:
             text = f"{me} holds the lease"
@@ -280,7 +347,7 @@ class Standing:
     """The lease's standing: ``kind`` changes only when who recovers changes (a face says it then),
     ``text`` may change each poll (the keeper's silence counts up)."""
 
-    kind: Literal["mine", "keeper", "taking_over", "other", "nobody"]
+    kind: Literal["mine", "keeper", "taking_over", "other", "nobody", "paused", "unleased"]
     text: str
 
 

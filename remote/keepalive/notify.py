@@ -1,19 +1,21 @@
 """``[notify] webhook``: recoveries done, failed or given up, POSTed as JSON where a user will see them.
 
 For the hours the laptop is closed and the keeper recovers alone. One small JSON object per event,
-with a ``text`` line too, so a chat channel's incoming webhook (which reads ``text``) shows it as is.
+with a ``text`` line too, so a chat channel's incoming webhook (which reads ``text``) shows it: the
+VM's words in it escaped (``<``, ``>``, ``&``: no mention, link or markup of theirs) and bounded.
 Sent from one background thread through a bounded queue: a slow or dead endpoint never delays a
 recovery, and its failures are logged (without the URL, which often holds a token), never raised.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import queue
 import threading
 from typing import Any
 
-from gcptui.remote.keepalive.events import RecoveryEvent
+from gcptui.remote.keepalive.events import RecoveryEvent, now
 from gcptui.remote.safe_text import one_line
 
 log = logging.getLogger(__name__)
@@ -22,6 +24,14 @@ log = logging.getLogger(__name__)
 OUTCOMES = {"resumed": "recovered", "failed": "recovery failed", "gave_up": "gave up"}
 MAX_QUEUED = 100
 TIMEOUT = 10.0
+MAX_DETAIL = 500  # characters of an event's detail (a VM's error line) carried onward
+MAX_TEXT = 1000  # characters of the chat line, whatever the machine's name and detail hold
+
+
+def chat_escaped(text: str) -> str:
+    """``text`` as inert chat text: Slack (and Mattermost) read ``<...>`` as links and mentions
+    (``<!channel>``, ``<https://evil|click here>``) and ``&`` as an entity; escaped they show as typed."""
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
 
 class WebhookNotifier:
@@ -42,15 +52,18 @@ class WebhookNotifier:
         outcome = OUTCOMES.get(event.kind)
         if outcome is None:
             return
-        detail = one_line(event.detail).strip()[:500]
+        detail = one_line(event.detail).strip()[:MAX_DETAIL]
+        machine = one_line(event.name)[:200]
+        # A VM's words reach the chat channel as text, never as its markup, and bounded.
+        line = f"{self.sender}: {machine} {outcome}{': ' + detail if detail else ''}"
         body = {
             "event": event.kind,
             "outcome": outcome,
-            "machine": event.name,
+            "machine": machine,
             "at": event.at.isoformat(),
             "detail": detail,
             "sender": self.sender,
-            "text": f"{self.sender}: {event.name} {outcome}{': ' + detail if detail else ''}",
+            "text": chat_escaped(line)[:MAX_TEXT],
         }
         try:
             self._queue.put_nowait(body)
@@ -58,6 +71,15 @@ class WebhookNotifier:
             log.warning(
                 "notify: %d events waiting for the webhook; dropped one for %s", MAX_QUEUED, event.name
             )
+
+    def lease(self, kind: str, text: str) -> None:
+        """The recovery lease's standing changed in a way a user must hear of (``kind``: ``paused``,
+        ``unleased``, or back to normal): POSTed like an outcome, with no machine."""
+        line = one_line(text).strip()[:MAX_DETAIL]
+        body = {"event": f"lease_{kind}", "outcome": kind, "machine": "", "at": now().isoformat(),
+                "detail": line, "sender": self.sender, "text": chat_escaped(f"{self.sender}: {line}")[:MAX_TEXT]}  # fmt: skip
+        with contextlib.suppress(queue.Full):
+            self._queue.put_nowait(body)
 
     def close(self, timeout: float = TIMEOUT) -> None:
         """Send what is queued (up to ``timeout``), then stop the thread."""

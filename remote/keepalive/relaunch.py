@@ -14,17 +14,17 @@ from __future__ import annotations
 
 import asyncio
 import shlex
-from collections.abc import Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from gcptui.remote.compute.exec_channel import Reach
+from gcptui.remote.compute.exec_channel import Reach, run_capped
 from gcptui.remote.config import GroupConfig
 from gcptui.remote.errors import GcptuiError
 from gcptui.remote.jobs.group import GroupJobRunner
 from gcptui.remote.jobs.group_control import run_group
 from gcptui.remote.jobs.protocol import GROUP_STOP, JobStatus, metrics_path
-from gcptui.remote.jobs.runner import JobRunner, gather_hosts
+from gcptui.remote.jobs.runner import HostResult, JobRunner, gather_hosts
 from gcptui.remote.keepalive.job_ledger import JobLedger
 from gcptui.remote.keepalive.recovery import KeepAlive, RecoveryEvent, ResumePoint, StepReporter
 from gcptui.remote.models import Instance, State
@@ -128,24 +128,53 @@ class JobLauncher:
 
         Raises ``GcptuiError`` (SSH not up yet, sync failed, ...): ``KeepAlive`` retries with backoff.
         """
-        say: StepReporter = report or (lambda _kind, _detail: None)
+        return await self.relaunch_members([instance], report or (lambda _kind, _detail: None))
+
+    async def relaunch_members(
+        self,
+        members: Sequence[Instance],
+        say: StepReporter,
+        fence: Callable[[], Awaitable[None]] | None = None,
+    ) -> ResumePoint:
+        """The relaunch every recovery makes, over one machine's job or one job across ranked members
+        (a TPU node's workers, worker 0 first, whose metrics tell the step): reach each, sync each,
+        stop what may still run, mark the first's metrics, ``fence`` (the lease: the last moment before
+        a start two actors must not both make), restart on all at once, read where the first resumed.
+        ``self.jobs`` restarts each member's own job (``WorkerJobRunner`` gives each worker its rank).
+
+        ``GcptuiError`` (a member not up yet, a failed sync or restart): the caller retries."""
         services = self.services
-        reach = services.reach(instance)  # built from the fresh Instance: its new address
-        # Reach the machine once before the sync (over SSH the pool replaces a slot whose address
-        # changed): the timeline's "connected" means a command runs there.
-        await reach.channel.run("true")
-        say("connected", reach.channel.where)
+        if not members:
+            raise GcptuiError("no machine up yet to relaunch the job on")
+        targets = [services.reach(m) for m in members]  # from the fresh rows: their new addresses
+        # Reach each once before the sync (over SSH the pool replaces a slot whose address changed):
+        # the timeline's "connected" means a command runs there.
+        for target in targets:
+            probe = await run_capped(target.channel, "true")  # capped and timed: the VM's output is its own
+            if probe.exit_status is not None and not probe.ok:  # None: its output was cut at the cap
+                raise GcptuiError(f"{target.name} does not run commands yet (exit {probe.exit_status})")
+        say("connected", ", ".join(t.channel.where for t in targets))
+        one = len(members) == 1
         # The sync first: when it fails, a job still running (a relaunch asked for by hand) is left
         # running, as it was. That job is then stopped before the mark: else the lines it writes
         # until the restart's kill (its last steps, its checkpoint on SIGTERM) would be read as the
         # new job's, a fresh start from step 0. After a preemption nothing runs.
-        await self.sync_barrier(instance)
-        say("synced", "the VM holds the current tree")
-        await self.jobs.kill(reach)
-        mark = await self.mark(reach)
-        status = await self.jobs.restart(reach)
-        say("started", f"pid {status.pid}: {status.command or ''}".strip())
-        step = await self.wait_resumed(reach, mark.offset)
+        await asyncio.gather(*(self.sync_barrier(m) for m in members))
+        say(
+            "synced",
+            "the VM holds the current tree" if one else f"{len(members)} workers hold the current tree",
+        )
+        _raise_first(await self.jobs.run_all("kill", targets))
+        mark = await self.mark(targets[0])
+        if fence is not None:
+            await fence()
+        started = _raise_first(await self.jobs.run_all("restart", targets))
+        status = started[0]
+        say(
+            "started",
+            f"pid {status.pid}: {status.command or ''}".strip() if one else f"{len(members)} workers",
+        )
+        step = await self.wait_resumed(targets[0], mark.offset)
         return ResumePoint(step=step, last_step=mark.last_step)
 
     __call__ = relaunch
@@ -283,7 +312,7 @@ class GroupLauncher(JobLauncher):
             )
         targets = [services.reach(i) for i in instances]
         first = targets[0]  # rank 0 writes the metrics, on node 0
-        await first.channel.run("true")
+        await run_capped(first.channel, "true")
         say("connected", services.reach(instance).channel.where)
         # The sync first, then nodes still running (a relaunch by hand) stop before the mark: see
         # JobLauncher.relaunch.
@@ -305,6 +334,15 @@ class GroupLauncher(JobLauncher):
         for task in list(self._stopping):
             task.cancel()
         await asyncio.gather(*self._stopping, return_exceptions=True)
+
+
+def _raise_first(results: Sequence[HostResult[JobStatus]]) -> list[JobStatus]:
+    """Each member's status, or the first member's error (named) when any failed."""
+    failed = [r for r in results if r.error is not None or r.value is None]
+    if failed:
+        error = failed[0].error
+        raise GcptuiError(f"{failed[0].name}: {error}") if len(results) > 1 or error is None else error
+    return [r.value for r in results if r.value is not None]
 
 
 def build_keepalive(

@@ -39,22 +39,30 @@ async def relaunch_until(
     attempt = 0
     while True:
         report("relaunching", f"attempt {attempt + 1}")
+        # The deadline covers each attempt too, not only the pauses between them: a machine that
+        # answers slowly or endlessly cannot hold the recovery past ``timeout``.
+        overall = asyncio.timeout_at(deadline)
         try:
-            if check is not None:
-                reason = nothing_to_resume(await check(instance))
-                if reason is not None:
-                    return ResumePoint(nothing=reason)
-                check = None
-            result = await relaunch(instance, report)  # its steps are event kinds too
+            async with overall:
+                if check is not None:
+                    reason = nothing_to_resume(await check(instance))
+                    if reason is not None:
+                        return ResumePoint(nothing=reason)
+                    check = None
+                result = await relaunch(instance, report)  # its steps are event kinds too
             return result if isinstance(result, ResumePoint) else ResumePoint(step=result)
         except LeaseLost:
             raise  # another keep-alive recovers this VM now: never retried here
         except (GcptuiError, OSError, asyncssh.Error) as err:
             # asyncssh.Error: the connection closed under the relaunch (the pool moved to the
             # VM's new address meanwhile): transient, like SSH not being up yet.
+            if overall.expired():
+                raise GcptuiError(
+                    f"{instance.name}: could not relaunch the job within {timeout:g}s"
+                ) from None
             if loop.time() > deadline:
                 raise GcptuiError(f"{instance.name}: could not relaunch the job: {err}") from None
-            delay = backoff(attempt, backoff_base, backoff_cap)
+            delay = min(backoff(attempt, backoff_base, backoff_cap), max(0.0, deadline - loop.time()))
             report("retry", f"{err} - again in {delay:g}s")
             attempt += 1
             await asyncio.sleep(delay)

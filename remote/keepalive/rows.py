@@ -138,7 +138,9 @@ class RowKeepAlive:
         worker 0 (a node made anew has no job record at all) gets its job relaunched here."""
         until = asyncio.get_running_loop().time() + self.resume_timeout + ADOPT_WAIT_S
         for name in names:
-            if name in self._job_ran:  # a row this keep-alive watched run (the lease lists VMs too)
+            # Only a row whose job this keep-alive saw run (the lease lists VMs too; a job seen killed
+            # or finished has nothing a recovery may bring back).
+            if self._job_ran.get(name):
                 self._adopted[name] = (holder, until)
 
     def in_flight(self) -> list[str]:
@@ -184,8 +186,12 @@ class RowKeepAlive:
         if status is None:
             return False  # its workers do not answer yet
         del self._adopted[row.name]
-        if status.state == "running":
-            return False  # the previous holder's relaunch landed after all
+        # Relaunched only when a preemption cut the job short (the rule of every recovery), or the
+        # node was made anew (no job record at all where this keep-alive saw the job run): never a
+        # job the user killed or that finished, whatever a lease (or a replay of one) says.
+        made_anew = status.state == "none" and self._job_ran.get(row.name, False)
+        if status.state == "running" or (nothing_to_resume(status) is not None and not made_anew):
+            return False  # the previous holder's relaunch landed after all, or nothing was cut short
         self.restarts[row.name] = self.restarts.get(row.name, 0) + 1
         task = asyncio.create_task(self._finish(backend, row, holder), name=f"finish {row.name}")
         self._recovering[row.name] = task
@@ -211,7 +217,13 @@ class RowKeepAlive:
         short by the machine going away (the node still reads READY during a preemption's grace, while
         the job has already checkpointed and exited 143: ``resume_rule``); None when it cannot be read."""
         status = await self._worker0_status(backend, row)
-        return None if status is None else nothing_to_resume(status) is None
+        if status is None:
+            return None
+        if status.state == "none" and self._job_ran.get(row.name):
+            # No record at all: a node made anew by a recovery (this one's or a previous lease
+            # holder's, not relaunched yet): the job that ran before it still has something to resume.
+            return True
+        return nothing_to_resume(status) is None
 
     async def _worker0_status(self, backend: Backend, row: Instance) -> JobStatus | None:
         """The job's record on the row's first worker; None when it cannot be read."""
@@ -237,7 +249,9 @@ class RowKeepAlive:
     async def _recover(self, backend: Backend, row: Instance) -> None:
         name = row.name
         self._emit(name, "preempted", f"{row.source} row reads {one_line(row.status)}")
-        self._emit(name, "restarting", "bringing it back like itself (a preempted TPU node is made anew)")
+        self._emit(
+            name, "restarting", "bringing it back like itself (a preempted TPU node, or a pod, is made anew)"
+        )
         try:
             if self.intent is not None:
                 await self.intent()
@@ -280,28 +294,15 @@ class RowKeepAlive:
         self._emit(name, "failed", f"the job did not start again after {RELAUNCH_ATTEMPTS} attempts")
 
     async def _relaunch(self, backend: Backend, row: Instance) -> int | None:
-        """Sync every worker, restart the job on all of them at once; the step worker 0 resumed from."""
-        services = self.services
+        """The job relaunched on every worker at once, as every recovery relaunches one
+        (``JobLauncher.relaunch_members``); the step worker 0 resumed from."""
         workers = backend.worker_rows(row)
         if not workers:
             raise GcptuiError(f"{row.name} has no workers up yet")
-        targets = [services.reach(w) for w in workers]  # SSH hosts (a TPU node's), or pods over exec
-        for target in targets:
-            probe = await target.channel.run("true", timeout=30)
-            if not probe.ok:
-                raise GcptuiError(f"{target.name} does not run commands yet (exit {probe.exit_status})")
-        self._emit(row.name, "connected", ", ".join(t.channel.where for t in targets))
-        runner = WorkerJobRunner(services.config)
-        launcher = JobLauncher(services, jobs=runner, resume_timeout=self.resume_timeout)
-        await asyncio.gather(*(launcher.sync_barrier(w) for w in workers))
-        self._emit(row.name, "synced", f"{len(workers)} workers hold the current tree")
-        mark = await launcher.mark(targets[0])
-        if self.fence is not None:
-            await self.fence()  # the last moment before a start that two actors must not both make
-        runner.prepare(row.name, workers)
-        results = await runner.run_all("restart", targets)
-        failed = [r for r in results if not r.ok]
-        if failed:
-            raise GcptuiError(f"{failed[0].name}: {failed[0].error}")
-        self._emit(row.name, "started", f"{len(workers)} workers")
-        return await launcher.wait_resumed(targets[0], mark.offset)
+        runner = WorkerJobRunner(self.services.config)
+        runner.prepare(row.name, workers)  # each worker's job: [job] with its rank and the others' addresses
+        launcher = JobLauncher(self.services, jobs=runner, resume_timeout=self.resume_timeout)
+        point = await launcher.relaunch_members(
+            workers, lambda kind, detail: self._emit(row.name, kind, detail), fence=self.fence
+        )
+        return point.step

@@ -16,8 +16,17 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from gcptui.remote.keepalive.autostop import AutoStopper
+from gcptui.remote.keepalive.known_keepers import KnownKeepers
 from gcptui.remote.keepalive.lease import DEFAULT_TTL, Lease, lease_key
-from gcptui.remote.keepalive.lease_gate import KeeperStatus, LeaseGate, Role, fenced, holder_name
+from gcptui.remote.keepalive.lease_gate import (
+    KeeperStatus,
+    LeaseGate,
+    Role,
+    Standing,
+    fenced,
+    holder_name,
+    standing_listener,
+)
 from gcptui.remote.keepalive.notify import WebhookNotifier
 from gcptui.remote.keepalive.recovery import KeepAlive, RecoveryEvent
 from gcptui.remote.keepalive.relaunch import JobLauncher, build_keepalive
@@ -67,6 +76,11 @@ def default_lease_key_path() -> Path:
     return base / "keeper" / "lease.key"
 
 
+def known_keepers() -> KnownKeepers:
+    """The buckets this laptop knows a keeper for (``known_keepers.py``), beside the lease key."""
+    return KnownKeepers(default_lease_key_path().with_name("known-keepers.json"))
+
+
 def build_service(
     services: Services,
     *,
@@ -95,7 +109,8 @@ def build_service(
     ``lease``: this keep-alive's role in the lease when ``[storage] bucket`` is set (``"laptop"`` defers
     to a live keeper, ``"keeper"`` is the keeper), ``lease_ttl`` seconds by this process's own clock
     before a silent holder counts as gone; None, or a ``launcher`` of the caller's own (a sweep resumes
-    trials, which the keeper does not know how to), recovers without asking anyone.
+    trials, which the keeper does not know how to), recovers without asking anyone; so does
+    ``[keepalive] lease = false``.
     """
     notifier: WebhookNotifier | None = None
     if services.config.notify.webhook:
@@ -126,8 +141,10 @@ def build_service(
         )  # fmt: skip
     gate: LeaseGate | None = None
     bucket = services.config.storage.bucket
-    if lease is not None and bucket and launcher is None:
+    if lease is not None and bucket and launcher is None and services.config.keepalive.lease:
         gate = _gate(services, keepalive, rows, lease, lease_ttl, keeper_name)
+        if notifier is not None:
+            keepalive.on_poll(standing_listener(gate, _standing_posted(notifier)))
     return KeepAliveService(keepalive, watchers, autostopper, rows, notifier, gate)
 
 
@@ -153,7 +170,7 @@ def _gate(
 
     gate = LeaseGate(
         Lease(bucket, holder_name(role, name), key, ttl=ttl), KeeperStatus(bucket, key, ttl=ttl), role,
-        in_flight=in_flight, watched=watched,
+        in_flight=in_flight, watched=watched, known=known_keepers() if role == "laptop" else None,
     )  # fmt: skip
 
     async def consult() -> bool:
@@ -187,6 +204,23 @@ def _both(
         second(event)
 
     return both
+
+
+# The standings a user must hear of while nobody watches: recovery paused, or running without the lease.
+_POSTED = frozenset({"paused", "unleased"})
+
+
+def _standing_posted(notifier: WebhookNotifier) -> Callable[[Standing], None]:
+    """POST the lease's standing when it enters (or leaves) one of ``_POSTED``: once per change."""
+    last: list[str] = []
+
+    def post(standing: Standing) -> None:
+        before = last[0] if last else None
+        last[:] = [standing.kind]
+        if before != standing.kind and (standing.kind in _POSTED or before in _POSTED):
+            notifier.lease(standing.kind, standing.text)
+
+    return post
 
 
 def _own(notifier: WebhookNotifier) -> Callable[[RecoveryEvent], None]:

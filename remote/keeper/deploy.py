@@ -1,15 +1,16 @@
 """``gcptui keeper deploy``: the keep-alive on a small VM in the project, set up in one command.
 
-Steps, each said as a line: the VM (made on demand, ``e2-small`` by default, its $/h said first; or an
-existing one), this gcptui installed there in a venv from wheels built here (made from the
-installed distributions (``wheels.py``), copied over SSH: the VM needs no package index), the config with its paths
-rewritten (``vm_config.py``), the lease key, the laptop's known-hosts file (public host keys), the
-project tree (what a relaunch syncs), the keeper's own SSH key made there and authorized in the
-project's ``ssh-keys`` metadata (where the project uses OS Login: imported into the keeper VM's
-service account's login profile instead, ``oslogin.py``), and the headless keep-alive as a service: a systemd unit
-(``Restart=always``, enabled at boot) on a real VM, the job supervisor (``gcptui-job.sh``, job slot
-``KEEPER_SLOT``) on an emulated one. On the emulator, whose VMs run on this machine, the venv is made
-with ``--system-site-packages`` and gets only gcptui's own wheels (the dependencies are already there).
+Steps, each said as a line: the keeper's wheelhouse gathered here (gcptui and every runtime dependency
+as wheels for the VM's Python, ``wheelhouse.py``: a laptop that cannot gather it is told so before
+anything is made), the VM (made on demand, ``e2-small`` by default, its $/h said first; or an existing
+one), the wheels copied over SSH and installed with ``--no-index`` into a venv without system
+site-packages (the VM needs no package index), the config with its paths rewritten
+(``vm_config.py``), the lease key, the laptop's known-hosts file (public host keys), the project tree
+(what a relaunch syncs), the keeper's own SSH key made there and authorized in the ``ssh-keys``
+metadata of the VMs it watches, never the project's (``instance_keys.py``; where the project uses OS Login: imported into the keeper VM's service
+account's login profile instead, ``oslogin.py``), and the headless keep-alive as a service: a systemd
+unit (``Restart=always``, enabled at boot) where the VM runs systemd and its user may ``sudo``, else
+the job supervisor (``gcptui-job.sh``, job slot ``KEEPER_SLOT``).
 """
 
 from __future__ import annotations
@@ -17,8 +18,6 @@ from __future__ import annotations
 import asyncio
 import os
 import shlex
-import subprocess
-import sys
 import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -31,12 +30,15 @@ from gcptui.remote.config import Config
 from gcptui.remote.errors import ConfigError, GcptuiError
 from gcptui.remote.keepalive.lease import lease_key
 from gcptui.remote.keepalive.service import default_lease_key_path
+from gcptui.remote.keeper.instance_keys import key_entry
+from gcptui.remote.keeper.service_account import SCOPES, ensure_account, grant_lines
 from gcptui.remote.keeper.vm_config import keeper_config, travels_token
 from gcptui.remote.keeper.vm_service import KEEPER_DIR, KeeperService, service_mode_script
-from gcptui.remote.keeper.wheels import build_wheels
+from gcptui.remote.keeper.wheelhouse import DEBIAN_12, PROBE, Target, build_wheelhouse, parse_probe
 from gcptui.remote.models import Instance
 from gcptui.remote.safe_text import vm_field
 from gcptui.remote.services import Services
+from gcptui.remote.sync.events import SyncWarning
 
 DEFAULT_NAME = "gcptui-keeper"
 DEFAULT_MACHINE_TYPE = "e2-small"
@@ -51,11 +53,12 @@ class DeployPlan:
     zone: str
     machine_type: str
     existing: bool
+    service_account: str | None = None  # the VM deploy makes runs as it (None: gcptui-keeper@PROJECT)
 
 
-def keeper_vm_body(plan: DeployPlan, project: str) -> dict[str, object]:
-    """A small on-demand VM with the default service account (Compute and Storage through the
-    metadata server: scope cloud-platform, its roles decide), a 10 GB Debian disk, an external IP."""
+def keeper_vm_body(plan: DeployPlan, project: str, account: str) -> dict[str, object]:
+    """A small on-demand VM running as the keeper's own service account (``service_account.py``:
+    the scopes of what it calls, the roles the README names), a 10 GB Debian disk, an external IP."""
     return {
         "name": plan.name,
         "machineType": f"zones/{plan.zone}/machineTypes/{plan.machine_type}",
@@ -65,7 +68,7 @@ def keeper_vm_body(plan: DeployPlan, project: str) -> dict[str, object]:
                    "initializeParams": {"sourceImage": IMAGE, "diskSizeGb": "10"}}],
         "networkInterfaces": [{"network": "global/networks/default",
                                "accessConfigs": [{"name": "External NAT", "type": "ONE_TO_ONE_NAT"}]}],
-        "serviceAccounts": [{"email": "default", "scopes": ["https://www.googleapis.com/auth/cloud-platform"]}],
+        "serviceAccounts": [{"email": account, "scopes": list(SCOPES)}],
         "metadata": {"items": [{"key": "enable-guest-attributes", "value": "TRUE"}]},
     }  # fmt: skip
 
@@ -100,13 +103,26 @@ class KeeperDeploy:
         self.account = ""  # the keeper VM's service account, where OS Login is on
 
     async def run(self) -> Instance:
-        instance = await self._vm()
-        target = self.services.target(instance)
-        conn = await self.services.pool.connection(target)
-        home = (await self._sh(conn, 'printf %s "$HOME"')).strip()
-        await self._sh(conn, f"mkdir -p {KEEPER_DIR}/wheels && chmod 700 {KEEPER_DIR}")
-        emulated = (await self._sh(conn, 'printf %s "${GCPTUI_EMULATED_VM:-}"')).strip() != ""
-        await self._install(conn, emulated)
+        with tempfile.TemporaryDirectory(prefix="gcptui-wheels-") as folder:
+            wheelhouse = Path(folder)
+            if self.plan.existing:  # nothing is made before the wheelhouse is: ask the VM its Python first
+                instance = await self._vm()
+                conn = await self.services.pool.connection(self.services.target(instance))
+                target = parse_probe(await self._sh(conn, PROBE))
+                wheels = await self._wheelhouse(wheelhouse, target)
+            else:  # gathered for the image's Python before the VM is made; again if the VM differs
+                target = DEBIAN_12
+                wheels = await self._wheelhouse(wheelhouse, target)
+                instance = await self._vm()
+                conn = await self.services.pool.connection(self.services.target(instance))
+                probed = parse_probe(await self._sh(conn, PROBE))
+                if probed != target:
+                    wheels = await self._wheelhouse(Path(tempfile.mkdtemp(dir=wheelhouse)), probed)
+            home = (await self._sh(conn, 'printf %s "$HOME"')).strip()
+            await self._sh(
+                conn, f"rm -rf {KEEPER_DIR}/wheels && mkdir -p {KEEPER_DIR}/wheels && chmod 700 {KEEPER_DIR}"
+            )
+            await self._install(conn, wheels)
         await self._files(conn, home)
         await self._project(instance, home)
         public = await self._key(conn)
@@ -119,7 +135,7 @@ class KeeperDeploy:
             # As [ssh].user, whom the keeper logs in as where OS Login is off (not the laptop's OS
             # Login user, which `target` names when the keeper VM itself uses OS Login).
             user = self.services.compute.of(instance).ssh_target(instance, None).user
-            await asyncio.to_thread(self._authorize, user, public)
+            await self._authorize(user, public)
         mode = (await self._sh(conn, service_mode_script())).strip()
         service = KeeperService(self.services, instance)
         await service.start(mode, env=self._env(), home=home)
@@ -137,10 +153,20 @@ class KeeperDeploy:
                                 plan.machine_type))  # fmt: skip
             gce = await asyncio.to_thread(self.services.fleet.gce)
             project = gce.project
+            account = await self._account(project)
             self.say(f"keeper: creating {plan.name} in {plan.zone}")
-            await asyncio.to_thread(gce.insert, plan.zone, keeper_vm_body(plan, project))
+            await asyncio.to_thread(gce.insert, plan.zone, keeper_vm_body(plan, project, account))
         [instance] = await self.services.resolve([plan.name], running=True)
         return instance
+
+    async def _account(self, project: str) -> str:
+        email, made = await asyncio.to_thread(ensure_account, self.services, self.plan.service_account)
+        self.say(f"keeper: it runs as {email} ({'made now' if made else 'as it is'}), scopes: Compute Engine, "
+                 "Cloud Storage read/write, Logging write")  # fmt: skip
+        self.say("keeper: the account needs these roles, granted once by the project's owner (README):")
+        for line in grant_lines(email, project, self.config.storage.bucket):
+            self.say(f"  {line}")
+        return email
 
     async def _sh(self, conn: asyncssh.SSHClientConnection, command: str, *, timeout: float = 300.0) -> str:
         result = await within(timeout, conn.run(command, check=False))
@@ -155,28 +181,22 @@ class KeeperDeploy:
         async with conn.start_sftp_client() as sftp:
             await sftp.put(str(local), remote)
 
-    async def _install(self, conn: asyncssh.SSHClientConnection, emulated: bool) -> None:
-        self.say("keeper: building gcptui's wheels")
-        with tempfile.TemporaryDirectory(prefix="gcptui-wheels-") as folder:
-            wheels = await asyncio.to_thread(build_wheels, Path(folder))
-            if not emulated:
-                await asyncio.to_thread(_dependency_wheels, Path(folder))
-                wheels = sorted(Path(folder).glob("*.whl"))
-            self.say(f"keeper: copying {len(wheels)} wheels")
-            for wheel in wheels:
-                await self._put(conn, wheel, f".gcptui-keeper/wheels/{wheel.name}")
-        # Wheel file names are [A-Za-z0-9_.-] only (PEP 427): no quoting needed beside $HOME's.
-        own = " ".join(f"{KEEPER_DIR}/wheels/{w.name}" for w in wheels if w.name.startswith("gcptui"))
+    async def _wheelhouse(self, folder: Path, target: Target) -> list[Path]:
+        self.say(f"keeper: gathering gcptui and its dependencies as wheels for {target.describe()}")
+        return await asyncio.to_thread(build_wheelhouse, folder, target)
+
+    async def _install(self, conn: asyncssh.SSHClientConnection, wheels: list[Path]) -> None:
+        self.say(f"keeper: copying {len(wheels)} wheels")
+        for wheel in wheels:
+            await self._put(conn, wheel, f".gcptui-keeper/wheels/{wheel.name}")
         venv = f"{KEEPER_DIR}/venv"
-        if emulated:  # the emulated VM is this machine: its Python already has the dependencies
-            install = (f"python -m venv --clear --system-site-packages {venv} && "
-                       f"{venv}/bin/python -m pip install --quiet --no-deps --no-index --force-reinstall {own}")  # fmt: skip
-        else:
-            # Debian's python3 comes without venv: its package is the one thing fetched (from Debian's mirror).
-            install = ("{ python3 -c 'import ensurepip' 2>/dev/null || { sudo apt-get update -qq && "
-                       "sudo DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-venv; }; } && "
-                       f"python3 -m venv --clear {venv} && {venv}/bin/python -m pip install --quiet --no-index "
-                       f"--find-links {KEEPER_DIR}/wheels {own}")  # fmt: skip
+        # Debian's python3 comes without venv: its package is the one thing fetched (from Debian's
+        # mirror). The venv sees no system site-packages; pip takes nothing but the wheels copied.
+        install = ("{ python3 -c 'import ensurepip' 2>/dev/null || { sudo apt-get update -qq && "
+                   "sudo DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-venv; }; } && "
+                   f"python3 -m venv --clear {venv} && {venv}/bin/python -m pip install --quiet "
+                   f"--disable-pip-version-check --no-compile --no-index --find-links {KEEPER_DIR}/wheels gcptui && "
+                   f"rm -rf {KEEPER_DIR}/wheels")  # fmt: skip
         self.say("keeper: installing gcptui in a venv")
         await self._sh(conn, install, timeout=600)
 
@@ -213,6 +233,10 @@ class KeeperDeploy:
         try:
             await asyncio.to_thread(copy.fleet.snapshot)  # resolves an OS Login user, as for the first
             session = copy.sync_session(instance)
+            # What the guard held back (a .env, a token, a key), each named once: it stays on the laptop.
+            session.subscribe(
+                lambda e: self.say(f"keeper: {e.message}") if isinstance(e, SyncWarning) and e.local else None
+            )
             await session.full_sync()
             await session.close()
         finally:
@@ -250,17 +274,26 @@ class KeeperDeploy:
             f"keeper: OS Login is on: its key imported into {account}'s login profile; it logs in as {user}"
         )
 
-    def _authorize(self, user: str, public: str) -> None:
-        """Add ``user:KEY`` to the project's ``ssh-keys`` (with the metadata's fingerprint: a
-        concurrent change makes this fail and say so, never overwrites it)."""
-        from gcptui.remote.keeper.project_keys import add_project_key
+    async def _authorize(self, user: str, public: str) -> None:
+        """The keeper's key in the ``ssh-keys`` of each VM it watches now (instance metadata: it opens
+        no other VM); the keeper adds it to those it starts watching later (``KeyPlanter``)."""
+        from gcptui.remote.keeper.instance_keys import add_instance_key, watched_at_start
 
-        added = add_project_key(self.services, user, public)
+        snapshot = await asyncio.to_thread(self.services.fleet.snapshot)
+        rows = [row for row in snapshot.instances if watched_at_start(self.services, row)]
+        for row in rows:
+            await asyncio.to_thread(add_instance_key, self.services, row, key_entry(user, public))
+        names = ", ".join(row.name for row in rows) or "no Spot VM yet"
         self.say(
-            "keeper: its SSH key "
-            + ("added to" if added else "already in")
-            + " the project's ssh-keys metadata"
+            f"keeper: its SSH key in the ssh-keys metadata of the VMs it watches ({names}), not the project's"
         )
+        if self.config.tpu.zones:
+            # A TPU VM's metadata is set when its node is made: the project's ssh-keys are how the
+            # keeper reaches the workers of the nodes that exist already.
+            from gcptui.remote.keeper.project_keys import add_project_key
+
+            await asyncio.to_thread(add_project_key, self.services, user, public)
+            self.say("keeper: and in the project's ssh-keys, for the TPU VMs' workers ([tpu] zones is set)")
 
     def _env(self) -> dict[str, str]:
         """What the keeper's process needs beyond its config: a Cloud Storage emulator's address."""
@@ -271,14 +304,3 @@ class KeeperDeploy:
 
             env[ACCOUNT_ENV] = self.account  # whose OS Login profile `keeper run` logs in with
         return env
-
-
-def _dependency_wheels(folder: Path) -> None:
-    """The dependencies as wheels, from this machine's pip cache or index (a real VM has no index
-    access of its own to rely on); ``pip download`` into ``folder``."""
-    command = [sys.executable, "-m", "pip", "download", "--quiet", "--only-binary=:all:", "--python-version",
-               "3.11", "--platform", "manylinux2014_x86_64", "-d", str(folder), *[str(w) for w in folder.glob("gcptui-*.whl")]]  # fmt: skip
-    done = subprocess.run(command, capture_output=True, text=True, timeout=900)
-    if done.returncode != 0:
-        tail = (done.stderr.strip().splitlines() or ["no output"])[-1]
-        raise GcptuiError(f"fetching gcptui's dependencies as wheels failed: {tail}")

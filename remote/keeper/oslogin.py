@@ -17,8 +17,8 @@ from __future__ import annotations
 import os
 import shlex
 import sys
-from typing import Any
 
+from gcptui.remote.compute.backend import Backend
 from gcptui.remote.errors import GcptuiError
 from gcptui.remote.models import SWEEP_LABEL, Instance
 from gcptui.remote.services import Services
@@ -33,8 +33,7 @@ def oslogin_on(services: Services, instance: Instance | None = None) -> bool:
         return instance.oslogin
     from gcptui.remote.cloud.instances import metadata_flag
 
-    services.fleet.reader()
-    login = services.fleet.oslogin
+    login = _gce(services).os_login()
     return login is not None and bool(metadata_flag(login.project_metadata(), "enable-oslogin"))
 
 
@@ -46,7 +45,7 @@ def login_ways(services: Services, keeper_vm: Instance) -> tuple[bool, bool]:
     project = oslogin_on(services)
     ways = {
         vm.oslogin if vm.oslogin is not None else project
-        for vm in services.fleet.reader().list_instances()
+        for vm in _gce(services).list_rows().rows
         if vm.spot and vm.name != keeper_vm.name and SWEEP_LABEL not in vm.labels
     } or {oslogin_on(services, keeper_vm)}
     return True in ways, False in ways
@@ -55,18 +54,18 @@ def login_ways(services: Services, keeper_vm: Instance) -> tuple[bool, bool]:
 def service_account(services: Services, name: str, zone: str) -> str:
     """The e-mail of VM ``name``'s service account, from the Compute API; ``GcptuiError`` when it
     has none (the keeper then has no Google identity to log in as). Blocking."""
-    reader: Any = services.fleet.reader()
-    for raw in reader.list_json():
-        if raw.get("name") == name and str(raw.get("zone", "")).rsplit("/", 1)[-1] == zone:
-            emails = [str(a.get("email") or "") for a in raw.get("serviceAccounts") or []]
-            found = next((e for e in emails if "@" in e), None)
-            if found is not None and len(found) <= 254:
-                return found
-            break
+    found = _gce(services).service_account(Instance(name=name, zone=zone, status=""))
+    if found is not None:
+        return found
     raise GcptuiError(
         f"the project uses OS Login and keeper VM {name} has no service account to log in as: "
         "give it one (gcloud compute instances set-service-account) and deploy again"
     )
+
+
+def _gce(services: Services) -> Backend:
+    """The backend of the machines the keeper logs in to (GCE VMs: their project's OS Login)."""
+    return services.compute.backend("gce", "the keeper's OS Login")
 
 
 def _entry(python: str, config: str, account: str, function: str) -> str:
@@ -101,8 +100,7 @@ def login_here(services: Services) -> str | None:
     cannot be resolved. Blocking."""
     if not oslogin_on(services) and not os.environ.get(ACCOUNT_ENV):
         return None
-    services.fleet.reader()
-    login = services.fleet.oslogin
+    login = _gce(services).os_login()
     if login is None:
         return None
     return login.resolve()
@@ -130,8 +128,7 @@ def forget_main(argv: list[str]) -> None:
 
     services = Services(load_config(argv[0]))
     try:
-        services.fleet.reader()
-        login = services.fleet.oslogin
+        login = services.compute.backend("gce", "the keeper's OS Login").os_login()
         if login is None:
             raise GcptuiError("the keeper's config has no [gcp] project")
         print(login.forget() or "")

@@ -8,6 +8,7 @@ keep-alives use their own monotonic clocks, ``lease_gate.py``).
 
 from __future__ import annotations
 
+import re
 import time
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -61,11 +62,24 @@ class KeeperReport:
         return out
 
 
+def named_vm(report: KeeperReport) -> str | None:
+    """The keeper's VM as its signed status names it (holder ``keeper:NAME:TAG``), if a GCE name."""
+    holder = report.body.get("holder") if report.found else None
+    parts = holder.split(":") if isinstance(holder, str) else []
+    if (
+        len(parts) == 3
+        and parts[0] == "keeper"
+        and re.fullmatch(r"[a-z]([-a-z0-9]{0,61}[a-z0-9])?", parts[1])
+    ):
+        return parts[1]
+    return None
+
+
 def keeper_report(services: Services) -> KeeperReport:
     """Read the keeper's status and the lease (blocking: two GETs)."""
     bucket = services.config.storage.bucket
     key = lease_key(default_lease_key_path())
-    status = KeeperStatus(bucket, key)
+    status = KeeperStatus(bucket, key, stale_ok=True)  # a keeper down for hours still shows, as DOWN
     body, _generation, _fresh = status.read()
     lease = Lease(bucket, "observer", key).look()
     holder = None if lease.holder is None else vm_field(lease.holder, 200)

@@ -1,6 +1,6 @@
 """The keeper's process on its VM, as a service that comes back: a systemd unit (``Restart=always``,
-enabled at boot) where the VM runs systemd and its user may ``sudo``; else (an emulated VM, which has
-no systemd) the job supervisor (``gcptui-job.sh``) in its own job slot, running a loop that starts the
+enabled at boot) where the VM runs systemd and its user may ``sudo``; else (no systemd, or no root) the
+job supervisor (``gcptui-job.sh``) in its own job slot, running a loop that starts the
 keeper again 5 s after it exits. Which one was chosen is written to ``~/.gcptui-keeper/mode``."""
 
 from __future__ import annotations
@@ -20,27 +20,34 @@ from gcptui.remote.services import Services
 KEEPER_DIR = '"$HOME"/.gcptui-keeper'  # for shell commands: $HOME expands, the rest is literal
 KEEPER_SLOT = 90  # the supervisor's job slot: ~/.gcptui/job-90, beside a training job's slot 0
 UNIT = "gcptui-keeper"
-RUN = f"{KEEPER_DIR}/venv/bin/gcptui keeper run --config {KEEPER_DIR}/gcptui.toml"
+
+
+def run_command(folder: str, name: str) -> str:
+    """The keeper's command line; ``--name``: its VM, which it names in the bucket's keeper status (the
+    host name need not be the instance's), so `keeper stop|logs|remove` find it there."""
+    return f"{folder}/venv/bin/gcptui keeper run --config {folder}/gcptui.toml --name {shlex.quote(name)}"
+
+
 MAX_LOG_LINE = 4000
 
 
 def service_mode_script() -> str:
     """Prints ``systemd`` or ``supervisor`` and records it."""
     return (
-        'if [ -z "${GCPTUI_EMULATED_VM:-}" ] && [ -d /run/systemd/system ] && command -v systemctl >/dev/null '
-        "&& sudo -n true 2>/dev/null; then m=systemd; else m=supervisor; fi; "
+        "if [ -d /run/systemd/system ] && command -v systemctl >/dev/null && sudo -n true 2>/dev/null; then"
+        " m=systemd; else m=supervisor; fi; "
         f'printf %s "$m" > {KEEPER_DIR}/mode; printf %s "$m"'
     )
 
 
-def systemd_unit(user: str, home: str) -> str:
+def systemd_unit(user: str, home: str, name: str) -> str:
     """The unit: the keeper as ``user``, started again 5 s after any exit, and at boot."""
     folder = f"{home}/.gcptui-keeper"
     return "\n".join([
         "[Unit]", "Description=gcptui keeper: the keep-alive that holds the recovery lease",
         "After=network-online.target", "Wants=network-online.target", "",
         "[Service]", f"User={user}", f"EnvironmentFile=-{folder}/env",
-        f"ExecStart={folder}/venv/bin/gcptui keeper run --config {folder}/gcptui.toml",
+        f"ExecStart={run_command(folder, name)}",
         "Restart=always", "RestartSec=5", "", "[Install]", "WantedBy=multi-user.target", "",
     ])  # fmt: skip
 
@@ -64,7 +71,8 @@ class KeeperService:
         self.reach = pool_reach(services.pool, self.target)  # the job runner's way to the VM
 
     def _runner(self, env: dict[str, str] | None = None) -> JobRunner:
-        command = f'while :; do {RUN}; echo "gcptui keeper: exited with $?, again in 5 s"; sleep 5; done'
+        run = run_command(KEEPER_DIR, self.instance.name)
+        command = f'while :; do {run}; echo "gcptui keeper: exited with $?, again in 5 s"; sleep 5; done'
         job = JobConfig(command=command, env=env or {}, stop_grace_seconds=10)
         return _SlotRunner(job, "~/.gcptui-keeper")
 
@@ -89,7 +97,7 @@ class KeeperService:
                 await runner.kill(self.reach)  # a new version: the old process gives its lease back first
             await runner.start(self.reach)
             return
-        unit = systemd_unit(self.target.user, home)
+        unit = systemd_unit(self.target.user, home, self.instance.name)
         script = (
             f"umask 077; cat > {KEEPER_DIR}/env && printf '%s' {shlex.quote(unit)} | "
             f"sudo tee /etc/systemd/system/{UNIT}.service >/dev/null && sudo systemctl daemon-reload "

@@ -1,4 +1,5 @@
-"""Wheels of this very gcptui and gcptui_trainer, made here without a build backend or an index.
+"""Wheels of this very gcptui (and gcptui_trainer), made here without a build backend or an index.
+The keeper's wheelhouse (``wheelhouse.py``) ships gcptui's alone: the keeper trains nothing.
 
 Both are pure Python (``py3-none-any``). From an ordinary install a wheel is zipped back from the
 files its ``RECORD`` lists; from an editable install (the source tree) from the folders
@@ -27,11 +28,6 @@ SOURCE_LAYOUT = {
 SKIPPED_DIRS = {"__pycache__", "build", "dist", "tests"}
 KEPT_SUFFIXES = {".py", ".sh", ".json", ".tcss", ".typed"}
 WHEEL = "Wheel-Version: 1.0\nGenerator: gcptui keeper\nRoot-Is-Purelib: true\nTag: py3-none-any\n"
-
-
-def build_wheels(folder: Path) -> list[Path]:
-    """gcptui's and gcptui_trainer's wheels in ``folder``."""
-    return [build_wheel(name, folder) for name in SOURCE_LAYOUT]
 
 
 def build_wheel(name: str, folder: Path) -> Path:

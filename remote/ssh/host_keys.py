@@ -9,6 +9,7 @@ key is refused always, naming the line to remove. Nothing here ever trusts a key
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 from typing import Any
 
@@ -142,20 +143,32 @@ def accept_host_key(target: SshTarget, key: asyncssh.SSHKey) -> Path:
     return path
 
 
+# A host pattern we write ourselves (``compute.<id>``, ``tpu.<id>-<w>-<suffix>``, ``[addr]:port``): no
+# wildcard, negation, list or marker character, so a line can only ever stand for that one host.
+_ONE_HOST = re.compile(r"[A-Za-z0-9_.:\[\]-]{1,255}")
+
+
 def pin_host_keys(path: Path, name: str, keys: list[str]) -> bool:
     """File ``keys`` (``ssh-ed25519 AAAA...``, from the VM's ``hostkeys/`` guest attributes) under ``name``,
     as gcloud does, but only while the file knows no key for ``name``: a known key is never replaced,
-    so a VM offering another key is still refused. True when a key was written."""
-    if not keys or matching_lines(path, name):
+    so a VM offering another key is still refused. True when a key was written.
+
+    Each key must be exactly ``ALGORITHM BASE64`` that asyncssh reads as one public key; what is
+    written is asyncssh's re-export after ``name`` alone, never the text as given (a VM could put a
+    newline and a ``*`` or ``@cert-authority`` line in it)."""
+    if not keys or not _ONE_HOST.fullmatch(name) or matching_lines(path, name):
         return False
     entries = []
     for key in keys:
-        line = f"{name} {key.strip()}"
+        fields = key.split(" ")
+        if len(fields) != 2 or not all(f.isascii() and f.isprintable() and f for f in fields):
+            continue
         try:
-            asyncssh.import_known_hosts(line)
+            parsed = asyncssh.import_public_key(key)
         except ValueError:
-            continue  # not a key line: never write what ssh could not read back
-        entries.append(line + "\n")
+            continue  # not a key: never write what ssh could not read back
+        algorithm, blob = parsed.export_public_key("openssh").decode("ascii").split()[:2]
+        entries.append(f"{name} {algorithm} {blob}\n")
     if not entries:
         return False
     path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)

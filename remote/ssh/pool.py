@@ -30,7 +30,7 @@ from gcptui.remote.ssh.target import SshTarget
 # AES-GCM first: OpenSSL runs it on the CPU's AES instructions, and asyncssh's ChaCha20 (its
 # default first choice) cost about twice the client CPU per byte in a pipe test; every OpenSSH
 # since 6.2 offers AES-GCM. The rest of asyncssh's defaults follow for servers that do not.
-_ENCRYPTION_ALGS = [
+ENCRYPTION_ALGS = [
     "aes128-gcm@openssh.com",
     "aes256-gcm@openssh.com",
     *(alg.decode() for alg in get_default_encryption_algs() if not alg.startswith(b"aes128-gcm@")
@@ -311,7 +311,7 @@ class SshPool:
             "keepalive_interval": self.keepalive_seconds,
             "keepalive_count_max": self.keepalive_count_max,
             "client_factory": factory,
-            "encryption_algs": _ENCRYPTION_ALGS,
+            "encryption_algs": ENCRYPTION_ALGS,
         }
         key_missing = target.key is not None and not target.key.exists()
         if target.key is not None and not key_missing:

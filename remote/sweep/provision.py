@@ -1,6 +1,6 @@
 """A sweep's VMs given as ``vms = { count = N, from = BASE }``: made like BASE before the trials run.
 
-Uses ``vm create --from``'s code (``remote/provision.py``): the base's settings, a boot disk from its
+Uses ``vm create --from``'s code (the base's backend: ``Backend.plan_copies``, ``copier``): the base's settings, a boot disk from its
 image, every VM inserted at once, host keys pinned. VMs that already exist (a resumed sweep, or made
 by hand under those names) are kept as they are, so ``sweep run`` may be run again at any time.
 """
@@ -9,13 +9,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from gcptui.remote.cloud.create import CreateOptions, parse_gpus
 from gcptui.remote.cloud.fleet import FleetSource
 from gcptui.remote.compute.backend import Capability
 from gcptui.remote.compute.registry import Compute
 from gcptui.remote.config import Config
 from gcptui.remote.errors import ConfigError, GcptuiError
-from gcptui.remote.provision import Created, VmCreator, plan_create
+from gcptui.remote.provision import Created, CreateOptions, parse_gpus
 from gcptui.remote.sweep.spec import SweepSpec, VmsFrom
 
 
@@ -49,14 +48,15 @@ def ensure_vms(
     if not missing:
         return []
     base = snapshot.find(spec.vms.base)
-    if base is None or not Compute.over(source).can(base, Capability.CREATE_LIKE):
+    compute = Compute.over(source)
+    if base is None or not compute.can(base, Capability.CREATE_LIKE):
         raise ConfigError(
             f"sweep {spec.name}: vms.from = {spec.vms.base!r}: no GCE VM of that name (see `gcptui ls`)"
         )
-    gce = source.gce()
-    plan = plan_create(gce, base, create_options(spec.vms, spec.name))
+    backend = compute.of(base)
+    plan = backend.plan_copies(base, create_options(spec.vms, spec.name))
     say(f"sweep {spec.name}: creating {', '.join(missing)} like {base.name}")
-    creator = VmCreator(gce, config, lambda name, step: say(f"  {name}: {step}"))
+    creator = backend.copier(lambda name, step: say(f"  {name}: {step}"))
     results = creator.create_many(plan, missing)
     failed = [f"{name}: {result}" for name, result in results.items() if not isinstance(result, Created)]
     if failed:

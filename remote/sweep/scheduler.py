@@ -106,10 +106,10 @@ class Scheduler(TrialStarts, Reconciler):
             if not self.services.compute.can(instance, Capability.STOP):
                 self.state.vms_done.append(vm)  # a static host cannot be stopped: just done with it
                 continue
-            gce = self.services.fleet.gce()
-            action = gce.stop if self.spec.at_end == "stop" else gce.delete
             try:
-                await asyncio.to_thread(action, instance.name, instance.zone)
+                backend = self.services.compute.of(instance)
+                action = backend.stop if self.spec.at_end == "stop" else backend.delete
+                await asyncio.to_thread(action, instance)
             except GcptuiError as err:
                 self.say(f"warning: could not {self.spec.at_end} {vm}: {err}")
                 continue

@@ -175,7 +175,7 @@ class RemoteAgent(AgentChannel):
         entries = {row[0]: Entry.from_wire(row[1:]) for row in reply["entries"] if row[1] in "fdl"}
         return entries, reply["ledger"]
 
-    async def put_file(self, rel: str, path: Path, screen: Screen | None = None) -> Sent:
+    async def put_file(self, rel: str, path: str | Path, screen: Screen | None = None) -> Sent:
         """Queue the local file ``path`` for the VM's ``rel``.
 
         Nothing torn ever lands: a small file is checked (stat after the read) before it is

@@ -87,6 +87,7 @@ async def apply_plan(
     puts = sorted(plan.puts, key=lambda item: item[1] > LARGE_FILE)
     fingerprints: dict[str, tuple[int, int, bytes]] = {}
     screen = guard.by_content if guard is not None else None
+    root = os.fspath(source)  # a str join per file: pathlib's costs ~5 us more, x7,000 files
     fetches = await _relayed(agent, source, plan, relay)
     if fetches:  # their bytes come from the seed VM: only these headers cross the uplink
         await agent.fetch([(rel, h.size, h.mode, h.mtime_ns, h.sha256) for rel, h in fetches.items()])
@@ -97,7 +98,7 @@ async def apply_plan(
             continue
         if rel in fetches:
             continue
-        sent = await agent.put_file(rel, source / rel, screen)
+        sent = await agent.put_file(rel, os.path.join(root, rel), screen)
         out.bytes += sent.size
         if sent.refused is not None:
             out.refused.append((rel, sent.refused))
@@ -126,7 +127,7 @@ async def apply_plan(
         if any(r.error.startswith(RELAY_UNREACHABLE) for r in results if r.op == "fetch" and r.error):
             agent.relay_dead = True  # this VM cannot reach the seed: direct from now on
         for rel in refetch:
-            sent = await agent.put_file(rel, source / rel, screen)
+            sent = await agent.put_file(rel, os.path.join(root, rel), screen)
             out.bytes += sent.size
             if sent.refused is not None:
                 out.refused.append((rel, sent.refused))

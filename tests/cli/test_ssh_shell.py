@@ -17,8 +17,9 @@ def test_ssh_runs_one_command_with_its_arguments_and_exit_code(sshd: Sshd, tmp_p
     # The words joined by spaces, parsed by the remote shell, as OpenSSH does.
     shell = gcptui("ssh", "box", "--config", config, "--", 'echo "$HOME" | grep -c /; echo two')
     assert shell.stdout.splitlines() == ["1", "two"], shell.stderr
-    train = gcptui("ssh", "box", "--config", config, "--", "echo", "train.py", "--lr", "0.1")
-    assert train.stdout == "train.py --lr 0.1\n"  # separate words: the command as typed
+    # Each word as typed after the local shell's own quoting: `gcptui ssh box -- printf "'%s|'" ...`.
+    train = gcptui("ssh", "box", "--config", config, "--", "printf", "'%s|'", "train.py", "--lr", "0.1")
+    assert train.stdout == "train.py|--lr|0.1|"
     failed = gcptui("ssh", "box", "--config", config, "--", "exit 7")
     assert failed.returncode == 7
 

@@ -14,7 +14,12 @@ from gcptui.remote.emulator.storage.fake_gcs import DEMO_BUCKET, FakeGcsServer, 
 from gcptui.tui.cli.demo_project import write_demo_project
 
 
-def test_the_demo_config_turns_mirroring_on_only_with_a_bucket(tmp_path: Path) -> None:
+def test_the_demo_config_turns_mirroring_on_only_with_a_bucket(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Loading a config with [storage] emulator_host exports it unless one is: restored after the test.
+    monkeypatch.setenv("STORAGE_EMULATOR_HOST", "http://127.0.0.1:9")
+    monkeypatch.delenv("STORAGE_EMULATOR_HOST")
     with_bucket, without = tmp_path / "a.toml", tmp_path / "b.toml"
     for path in (with_bucket, without):
         path.write_text("[gcp]\nproject = 'demo'\n")
@@ -23,6 +28,8 @@ def test_the_demo_config_turns_mirroring_on_only_with_a_bucket(tmp_path: Path) -
     config = load_config(with_bucket)
     assert config.storage.checkpoint_url("trainer-a100-1") == "gs://gcptui-demo/trainer-a100-1"
     assert config.job.env["STORAGE_EMULATOR_HOST"] == "http://127.0.0.1:4443"
+    # gcptui's own storage clients too (the pulls, the lease, sweeps), with nothing exported.
+    assert config.storage.emulator_host == os.environ["STORAGE_EMULATOR_HOST"] == "http://127.0.0.1:4443"
     assert config.job.command.startswith("sh train.sh")  # [job.env] after [keepalive] kept [job] whole
     plain = load_config(without)
     assert plain.storage.checkpoint_url("x") is None and "STORAGE_EMULATOR_HOST" not in plain.job.env

@@ -165,3 +165,29 @@ def test_gcloud_creates_spot_gpu_vms_waits_on_operations_and_describes_every_kin
         assert [cell.strip() for cell in rows["spot-gone"]] == ["RUNNING", "SPOT", "DELETE", ""]
         assert [cell.strip() for cell in rows["spot-preempted"]] == ["TERMINATED", "SPOT", "STOP", "1"]
         assert [cell.strip() for cell in rows["spot-t4"]] == ["RUNNING", "SPOT", "STOP", "2"]
+
+
+def test_gcloud_reads_the_catalogs_disks_and_images(tmp_path: Path) -> None:
+    """``machine-types``, ``accelerator-types``, ``disks`` and ``images list`` (the aggregated lists and
+    each public image project's list) exit 0 with bodies the schema checker passes; a machine type
+    the zone lacks is refused at create, as GCE refuses it."""
+    with EmulatorThread(tmp_path / "emu", ssh=False, **FAST) as emu:
+        emu.add_instance("vm-a", ZONE)
+        gcloud = Gcloud(emu, tmp_path)
+        types = gcloud("compute", "machine-types", "list", f"--zones={ZONE}", "--format=value(name)").split()
+        assert {"n1-standard-4", "g2-standard-8", "a3-highgpu-8g"} <= set(types)
+        gpus = gcloud("compute", "accelerator-types", "list", "--format=value(name,zone)")
+        assert f"nvidia-l4\t{ZONE}" in gpus.splitlines()
+        assert gcloud("compute", "disks", "list", "--format=value(name)").split() == ["vm-a"]
+        assert (
+            "pd-balanced"
+            in gcloud("compute", "disk-types", "list", f"--zones={ZONE}", "--format=value(name)").split()
+        )
+        assert "us-central1" in gcloud("compute", "regions", "list", "--format=value(name)").split()
+        images = gcloud("compute", "images", "list", "--format=value(name,family)").splitlines()
+        assert "debian-12-v20250101\tdebian-12" in images
+        result = subprocess.run(
+            ["gcloud", "compute", "instances", "create", "vm-b", f"--zone={ZONE}", "--machine-type=n1-standard-3"],
+            env=gcloud.env, capture_output=True, text=True, timeout=120,
+        )  # fmt: skip
+        assert result.returncode != 0 and "does not exist in zone" in result.stderr

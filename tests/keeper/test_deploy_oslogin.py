@@ -64,14 +64,15 @@ async def test_a_keeper_under_os_login_logs_in_as_its_service_account(
     assert any(f"logs in as {profile.username}" in line for line in said), said
     public = (keeper_vm.disk / "home" / ".gcptui-keeper" / "id_ed25519.pub").read_text().split()[1]  # type: ignore[operator]
     assert any(key.split()[1] == public for key in profile.keys.values())  # its own key, in its own profile
-    # The fleet mixes the two: the key is in the project's ssh-keys too, for [ssh].user (whom the keeper
-    # logs in as where OS Login is off), not for the laptop's OS Login user.
+    # The fleet mixes the two: the key is in spot-m's own ssh-keys too (never the project's), for
+    # [ssh].user (whom the keeper logs in as where OS Login is off), not for the laptop's OS Login user.
     spot_m = emu.instance("spot-m")
     [spot_m_row] = await services.resolve(["spot-m"])
     user = services.target(spot_m_row).user
     assert spot_m.metadata.get("enable-oslogin") is None and user != profile.username
-    project_keys = emu.fleet.project_metadata.get("ssh-keys", "").splitlines()  # type: ignore[union-attr]
-    assert [line.split()[1] for line in project_keys if line.startswith(f"{user}:")] == [public], project_keys
+    keys = spot_m.metadata.get("ssh-keys", "").splitlines()
+    assert [line.split()[1] for line in keys if line.startswith(f"{user}:")] == [public], keys
+    assert "gcptui-keeper" not in emu.fleet.project_metadata.get("ssh-keys", "")  # type: ignore[union-attr]
 
     await eventually(lambda: "spot-o" in keeper_report(services).to_json()["watched"], timeout=60)
     await eventually(lambda: fleet.steps("spot-o") > 20, timeout=30)
@@ -110,6 +111,7 @@ async def test_a_keeper_under_os_login_logs_in_as_its_service_account(
     assert emu.oslogin.profiles["ada@example.com"].keys == ada_keys
     assert emu.oslogin.calls["deleteSshPublicKey"] == 3
     assert not (keeper_vm.disk / "home" / ".gcptui-keeper").exists()  # type: ignore[operator]
+    assert "gcptui-keeper" not in spot_m.metadata.get("ssh-keys", "")
 
     # Again, with nothing left on the VM to run the deletion: it says what may be left, and how.
     assert await _stop(services, "keeper-vm", remove=True) == 0

@@ -91,6 +91,8 @@ class Checker:
 
     def _string(self, schema: dict[str, Any], value: Any, where: str) -> None:
         if not isinstance(value, str):
+            if "enum" in schema and self.direction == "request" and _is_int(value):
+                return  # an enum's proto number: Google takes it (GAPIC clients send enum-encoding=int)
             form = schema.get("format")
             if form in _STRING_RANGES and isinstance(value, int) and not isinstance(value, bool):
                 if self.direction == "request":
@@ -143,3 +145,7 @@ def _json_type(value: Any) -> str:
     if isinstance(value, list):
         return "an array"
     return "an object"
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)

@@ -108,9 +108,16 @@ def test_vm_commands_act_on_a_tpu_node_through_its_backend(
     # A Spot node cannot be stopped (only deleted): one line, nothing changed.
     assert main(["vm", "stop", "tpu-s", "--config", config]) == 2
     assert "tpu-s is a tpu row: `vm stop` cannot act on it" in capsys.readouterr().err
-    # The Cloud TPU API has no call that acts out a preemption: said per row, through the seam.
-    assert main(["vm", "preempt", "tpu-s", "--config", config]) == 2
+    # The Cloud TPU API has no call that acts out a preemption: said per row, through the seam, where
+    # the config names no control path (as on GCP) ...
+    on_gcp = tmp_path / "gcp.toml"
+    on_gcp.write_text("".join(line for line in Path(config).read_text().splitlines(keepends=True)
+                              if not line.startswith("control_endpoint")))  # fmt: skip
+    assert main(["vm", "preempt", "tpu-s", "--config", str(on_gcp)]) == 2
     assert "tpu-s is a tpu row: `vm preempt` cannot act on it" in capsys.readouterr().err
     assert emulator_thread.tpu("tpu-s").state == "READY"
+    # ... and the emulator's control path preempts it (`gcptui emulator`'s config names it).
+    assert main(["vm", "preempt", "tpu-s", "--config", config]) == 0
+    emulator_thread.wait_for_tpu("tpu-s", "PREEMPTED")
     assert main(["vm", "delete", "tpu-s", "--yes", "--config", config]) == 0
     emulator_thread.wait_for_tpu("tpu-s", None)

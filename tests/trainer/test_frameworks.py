@@ -3,7 +3,9 @@
 Each example runs once uninterrupted; another run of it is SIGKILLed mid-epoch (it resumes from its
 last periodic checkpoint), relaunched and SIGTERMed while it validates (it saves the step it stopped
 at and exits 143 within 30 s), and relaunched to its end. Every per-step loss, every evaluation, the
-final weights (artifacts/final.pt) must equal the uninterrupted run's, bit for bit.
+final weights (artifacts/final.pt) must equal the uninterrupted run's, bit for bit. The variant
+with DataLoader workers resumes mid-epoch after a SIGKILL into 2 workers from a run that had none,
+and after a SIGTERM into 2 persistent workers; its reference is the same run without workers.
 """
 
 from __future__ import annotations
@@ -39,6 +41,25 @@ EXAMPLES = {
     "lightning": FrameworkExample("lightning_classifier.py", 60, kill_at=19, term_at=40),
     "hf": FrameworkExample("hf_classifier.py", 60, kill_at=19, term_at=40),
 }
+ENV = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+# A slow validation (0.5 s a batch): a signal sent once its step is logged lands inside it.
+SLOW = ("--eval-delay", "0.5")
+
+
+@pytest.fixture(scope="module")
+def references(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """Each example's uninterrupted run (no DataLoader workers), made once for this module, lazily."""
+
+    class Lazy(dict[str, Path]):
+        def __missing__(self, name: str) -> Path:
+            example = EXAMPLES[name]
+            run_dir = tmp_path_factory.mktemp(f"reference-{name}") / "run"
+            process = start_example(example.script, run_dir, "--steps", str(example.steps), env=ENV)
+            assert process.finish() == 0, process.output()
+            self[name] = run_dir
+            return run_dir
+
+    return Lazy()
 
 
 def _final_weights(run_dir: Path) -> dict[str, object]:
@@ -57,24 +78,31 @@ def _evaluations(run_dir: Path) -> dict[int, dict[str, object]]:
     return found
 
 
-@pytest.mark.timeout(240)
-@pytest.mark.parametrize("name", sorted(EXAMPLES))
-def test_framework_example_resumes_exactly(name: str, tmp_path: Path) -> None:
-    example = EXAMPLES[name]
-    common = ("--steps", str(example.steps), *example.args)
-    env = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
-    reference = start_example(example.script, tmp_path / "reference", *common, env=env)
-    assert reference.finish() == 0, reference.output()
-    reference_dir = tmp_path / "reference"
+def _interrupted_run(
+    example: FrameworkExample,
+    run_dir: Path,
+    kill_at: int,
+    first: tuple[str, ...] = (),
+    then: tuple[str, ...] = (),
+    last: tuple[str, ...] = (),
+    saved: int | None = None,
+) -> None:
+    """SIGKILL once `kill_at` is logged and checkpoint `saved` written (launched with `first`),
+    SIGTERM inside step term_at's validation (launched with `then`) and a run to the end (`last`)."""
+    common = ("--steps", str(example.steps))
+    process = start_example(example.script, run_dir, *common, *first, env=ENV)
 
-    run_dir = tmp_path / "run"
-    process = start_example(example.script, run_dir, *common, env=env)
-    assert process.wait_for_step(example.kill_at), process.output()
+    def due(records: list[dict[str, object]]) -> bool:
+        written = saved is None or any(
+            r.get("event") == "checkpoint" and r.get("step") == saved for r in records
+        )
+        return written and any("loss" in r and int(r["step"]) >= kill_at for r in records)  # type: ignore[call-overload]
+
+    assert process.wait_until(due), process.output()
     process.popen.kill()
     assert process.finish() == -signal.SIGKILL, process.output()
 
-    # A slow validation (0.5 s a batch): the SIGTERM lands inside it.
-    process = start_example(example.script, run_dir, *common, "--eval-delay", "0.5", env=env)
+    process = start_example(example.script, run_dir, *common, *then, *SLOW, env=ENV)
     assert process.wait_for_step(example.term_at), process.output()
     os.kill(process.popen.pid, signal.SIGTERM)
     signalled = time.monotonic()
@@ -87,15 +115,43 @@ def test_framework_example_resumes_exactly(name: str, tmp_path: Path) -> None:
     manifests = sorted((run_dir / "checkpoints").glob("step-*.json"))
     assert manifests[-1].name == f"step-{example.term_at:09d}.json"
 
-    final = start_example(example.script, run_dir, *common, env=env)
+    final = start_example(example.script, run_dir, *common, *last, env=ENV)
     assert final.finish() == 0, final.output()
 
-    expected, got = losses_by_step(read_records(reference_dir)), losses_by_step(read_records(run_dir))
+
+def _assert_same_run(example: FrameworkExample, reference: Path, run_dir: Path) -> None:
+    expected, got = losses_by_step(read_records(reference)), losses_by_step(read_records(run_dir))
     assert sorted(got) == list(range(1, example.steps + 1)), "the interrupted run did not log every step"
     mismatched = [(s, expected[s], got[s]) for s in got if got[s] != expected[s]]
     assert not mismatched, f"losses differ (step, reference, resumed): {mismatched[:5]}"
-    assert _evaluations(run_dir) == _evaluations(reference_dir)
-    assert_same_tensors(_final_weights(reference_dir), _final_weights(run_dir), "final.pt")
+    assert _evaluations(run_dir) == _evaluations(reference)
+    assert_same_tensors(_final_weights(reference), _final_weights(run_dir), "final.pt")
+
+
+@pytest.mark.timeout(240)
+@pytest.mark.parametrize("name", sorted(EXAMPLES))
+def test_framework_example_resumes_exactly(name: str, references: dict[str, Path], tmp_path: Path) -> None:
+    example = EXAMPLES[name]
+    _interrupted_run(example, tmp_path / "run", example.kill_at)
+    _assert_same_run(example, references[name], tmp_path / "run")
+
+
+@pytest.mark.timeout(240)
+@pytest.mark.parametrize("name", sorted(EXAMPLES))
+def test_framework_example_resumes_exactly_with_dataloader_workers(
+    name: str, references: dict[str, Path], tmp_path: Path
+) -> None:
+    """No workers, SIGKILLed in step 30's validation; resumed from step 24 (mid-epoch 1) with 2 workers
+    and SIGTERMed in step 40's validation; resumed from step 40 (mid-epoch 2) with 2 persistent
+    workers to the end (a new iterator each epoch, then one kept and reset across epochs)."""
+    example = EXAMPLES[name]
+    run_dir = tmp_path / "run"
+    workers = ("--workers", "2")
+    # A loaded machine may still be syncing checkpoint 24 at step 30: the kill waits for it.
+    _interrupted_run(example, run_dir, 30, SLOW, workers, (*workers, "--persistent-workers"), saved=24)
+    resumed = [r["step"] for r in events(read_records(run_dir), "resumed")]
+    assert resumed == [24, example.term_at], "the resumes were not both mid-epoch"
+    _assert_same_run(example, references[name], run_dir)
 
 
 def test_lightning_refuses_a_loader_it_cannot_resume_exactly(tmp_path: Path) -> None:

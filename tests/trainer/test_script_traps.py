@@ -6,6 +6,7 @@ In-process where the behaviour is the library's alone; a real subprocess for exi
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import signal
 import subprocess
 import sys
@@ -74,6 +75,54 @@ def test_a_whole_namespace_as_config_with_what_may_change(tmp_path: Path) -> Non
         _run(tmp_path / "run", config=clipped, config_may_change=may_change)
     with pytest.raises(TrainerError, match=r"config_may_change names \['lr'\]"):
         _run(tmp_path / "other", config=args, config_may_change=("lr",))
+
+
+@dataclasses.dataclass
+class Arguments:  # like HF's TrainingArguments: a dataclass as config
+    output_dir: str
+    learning_rate: float
+    logging_steps: int
+    dataloader_num_workers: int
+
+
+def test_output_paths_logging_and_workers_are_free_in_any_config(tmp_path: Path) -> None:
+    first = Arguments(output_dir="out", learning_rate=0.1, logging_steps=10, dataloader_num_workers=0)
+    run = _run(tmp_path / "run", config=first)
+    run.save_progress(wait=True)
+    run.close()
+    moved = dataclasses.replace(first, output_dir="/elsewhere", logging_steps=1, dataloader_num_workers=2)
+    _run(tmp_path / "run", config=moved).close()  # no config_may_change needed
+    faster = dataclasses.replace(first, learning_rate=0.2)
+    with pytest.raises(CheckpointMismatchError, match="learning_rate=0.1, this run has learning_rate=0.2"):
+        _run(tmp_path / "run", config=faster)
+
+
+def test_a_buffer_registered_after_the_run_was_built_is_saved_and_resumes_once_registered_first(
+    tmp_path: Path,
+) -> None:
+    model = nn.Linear(2, 1)
+    run = ResumableRun(tmp_path / "run", model=model, total_steps=1, echo=False)
+    model.register_buffer("ema", torch.full((3,), 0.5))  # after the run was built
+    run.add_progress(0.5, samples=1)
+    run.finished()
+    before = signal.getsignal(signal.SIGTERM)
+    with pytest.raises(CheckpointMismatchError, match="register every parameter and buffer before building"):
+        ResumableRun(tmp_path / "run", model=nn.Linear(2, 1), total_steps=2, echo=False)  # no traceback
+    assert signal.getsignal(signal.SIGTERM) == before  # the failed build gave the handlers back
+    fixed = nn.Linear(2, 1)
+    fixed.register_buffer("ema", torch.zeros(3))  # registered first: the checkpoint is this model's
+    ResumableRun(tmp_path / "run", model=fixed, total_steps=2, echo=False).close()
+    assert torch.equal(fixed.state_dict()["ema"], torch.full((3,), 0.5))
+
+
+def test_sampler_drop_last_false_trains_every_sample_once_an_epoch() -> None:
+    kept = DeterministicBatchSampler(70, 4, seed=2, drop_last=False)
+    batches = list(kept.batches(3))
+    assert len(kept) == kept.steps_per_epoch == 18 and len(batches[-1]) == 2
+    assert sorted(i for batch in batches for i in batch.tolist()) == list(range(70))
+    assert DeterministicBatchSampler(70, 4, seed=2).steps_per_epoch == 17  # the default drops 2
+    with pytest.raises(ValueError, match="drop_last=False needs world_size=1"):
+        DeterministicBatchSampler(70, 4, seed=2, rank=0, world_size=2, drop_last=False)
 
 
 def test_echo_off_keeps_stdout_quiet_and_the_metrics_whole(

@@ -78,6 +78,8 @@ async def test_cells_set_in_place_repaint_their_rows_and_keep_the_other_rows_cac
         table.add_row("vm-a", "10%", key="a")
         table.add_row("vm-b", "20%", key="b")
         await pilot.pause()
+        table.refresh()  # drawn at the table's latest _update_count (the first frame is a count behind)
+        await pilot.pause()
         count = table._update_count
         narrower: set[str] = set()
         cells = [("a", "gpu", "11%"), ("b", "gpu", "wider than the column")]
@@ -97,3 +99,36 @@ async def test_cells_set_in_place_repaint_their_rows_and_keep_the_other_rows_cac
         remeasure_columns(table, narrower)
         await pilot.pause()
         assert table.columns[ColumnKey("gpu")].content_width == 3  # the label's width
+
+
+async def test_cells_set_in_place_drop_the_render_caches_entries_of_older_update_counts() -> None:
+    """Textual keys its render caches by the table's ``_update_count`` where ``UPDATE_COUNT_AT`` says,
+    and entries of an older count stay until the LRU pushes them out: a flush drops them, so the
+    caches it walks stay the size of what is on screen (a full cell cache made every flush slow)."""
+    from gcptui.tui.textual_compat import DATA_TABLE_CACHES, UPDATE_COUNT_AT, update_cells_in_place
+
+    app = OneTable()
+    async with app.run_test(size=(40, 6)) as pilot:
+        table = app.query_one(DataTable)
+        table.add_column("name", key="name")
+        table.add_column("gpu", key="gpu")
+        table.add_row("vm-a", "10%", key="a")
+        table.add_row("vm-b", "20%", key="b")
+        await pilot.pause()
+        table.refresh()
+        await pilot.pause()
+        for name in DATA_TABLE_CACHES:  # the layout the scan relies on: the count, where it says
+            counts = {key[UPDATE_COUNT_AT[name]] for key in getattr(table, name).keys()}
+            assert table._update_count in counts and counts <= set(range(table._update_count + 1)), name
+        table.update_cell("b", "name", "vm-x")  # a new count: every entry above is stale now
+        await pilot.pause()
+        table.refresh()
+        await pilot.pause()
+        stale = table._update_count - 1
+        assert any(key[6] == stale for key in table._cell_render_cache.keys())
+        assert update_cells_in_place(table, [("a", "gpu", "11%")], set()) == []
+        for name in DATA_TABLE_CACHES:
+            at = UPDATE_COUNT_AT[name]
+            assert all(key[at] == table._update_count for key in getattr(table, name).keys()), name
+        await pilot.pause()
+        assert "11%" in table.render_line(1).text and "vm-x" in table.render_line(2).text

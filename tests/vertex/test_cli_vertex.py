@@ -3,15 +3,16 @@ Cloud Logging, the tree packaged into fake-gcs-server and fetched from there by 
 
 from __future__ import annotations
 
+import io
 import json
 import re
+import tarfile
 from pathlib import Path
 
 import pytest
 
 from gcptui.remote.config import load_config
 from gcptui.remote.emulator.thread import EmulatorThread
-from gcptui.remote.errors import ConfigError
 from gcptui.remote.vertex_workflows import package
 from gcptui.tui.cli.main import main
 from tests.helpers.gcs import FakeGcs
@@ -138,13 +139,16 @@ def test_job_kill_cancels_restart_resumes_and_a_mixed_name_list_is_refused(
         assert main(["job", "kill", "123456789", "--config", config]) == 1
 
 
-def test_package_refuses_a_private_key(tmp_path: Path) -> None:
+def test_package_leaves_a_private_key_out_and_names_it(tmp_path: Path) -> None:
     source = tmp_path / "src"
     source.mkdir()
     (source / "id_rsa").write_text(
         "-----BEGIN OPENSSH PRIVATE KEY-----\nabc\n-----END OPENSSH PRIVATE KEY-----\n"
     )
+    (source / "train.py").write_text("print(1)\n")
     config = tmp_path / "gcptui.toml"
     config.write_text(f"[sync]\nsource = {json.dumps(str(source))}\n")
-    with pytest.raises(ConfigError, match="refusing to package .* private key"):
-        package(load_config(str(config)))
+    said: list[str] = []
+    with tarfile.open(fileobj=io.BytesIO(package(load_config(str(config)), said.append))) as archive:
+        assert archive.getnames() == ["train.py"]
+    assert len(said) == 1 and "id_rsa" in said[0] and "[sync].allow_secrets" in said[0]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
 from rich.console import Console
@@ -18,12 +19,9 @@ from gcptui.remote.errors import ConfigError, GcptuiError
 from gcptui.remote.provision import (
     Created,
     CreateOptions,
-    VmCreator,
     check_group,
     check_vm_name,
-    image_maker,
     parse_gpus,
-    plan_create,
     zone_unlisted,
 )
 
@@ -86,7 +84,8 @@ def run_create(args: argparse.Namespace) -> int:
         raise ConfigError(unlisted)
     snapshot = source.snapshot()
     base = snapshot.find(args.base)
-    if base is None or not Compute.over(source).can(base, Capability.CREATE_LIKE):
+    compute = Compute.over(source)
+    if base is None or not compute.can(base, Capability.CREATE_LIKE):
         raise ConfigError(f"--from {args.base}: no GCE VM of that name (see `gcptui ls`)")
     if options.group and snapshot.find(options.group) is not None:
         raise ConfigError(f"--group {options.group}: a VM has that name: pick another group name")
@@ -96,18 +95,20 @@ def run_create(args: argparse.Namespace) -> int:
             f"{', '.join(taken)} already exist{'s' if len(taken) == 1 else ''}: pick other names"
         )
     console = Console(stderr=True, soft_wrap=True, highlight=False)
-    gce = source.gce()
-    plan = plan_create(gce, base, options, image_maker(gce, base, console.print))
+    backend = compute.of(base)
+    plan = backend.plan_copies(base, options, console.print)
     count = f"{len(names)} VM{'s' if len(names) != 1 else ''}"
     console.print(escape(f"creating {count} like {base.name}: {plan.describe()}"))
-    creator = VmCreator(
-        gce, config, lambda name, step: console.print(escape(f"  {name}: {zone_advice(step, args.zone)}"))
+    creator = backend.copier(
+        lambda name, step: console.print(escape(f"  {name}: {zone_advice(step, args.zone)}"))
     )
     began = time.monotonic()
     try:
         results = creator.create_many(plan, names)
     except KeyboardInterrupt:
-        return interrupted(console, names, lambda name: gce.get_raw(name, plan.zone) is not None)
+        return interrupted(
+            console, names, lambda name: backend.get(replace(base, name=name, zone=plan.zone)) is not None
+        )
     made = [r.instance for r in results.values() if isinstance(r, Created)]
     for name, result in results.items():
         if isinstance(result, Created):

@@ -71,23 +71,23 @@ def _check_gke_nodes(nodes: int) -> None:
 def _add_gke_workload(emulator: EmulatorThread, nodes: int) -> None:
     """The demo's small GKE workload, as `gcptui emulator --gke-nodes` has it: a cluster of Spot L4
     nodes and a StatefulSet of the torch-free toy trainer, one pod per node (up to 2)."""
-    from gcptui.remote.emulator import toy_train
+    from gcptui.remote.emulator.demo import gke_trainer_argv
 
     cluster = emulator.add_gke_cluster("training", "us-central1-a", nodes=nodes)
-    toy = [sys.executable, "-IS", str(Path(toy_train.__file__)), "--run-dir", "run", "--steps", "100000",
-           "--step-delay", "0.5"]  # fmt: skip
-    emulator.call(cluster.add_statefulset, "trainer", min(2, nodes), toy)
+    emulator.call(cluster.add_statefulset, "trainer", min(2, nodes), gke_trainer_argv())
 
 
 def run_emulator_command(args: argparse.Namespace) -> int:
     from gcptui.remote.emulator.runner import run_emulator
 
     _check_vms(args.vms)
-    if not 0 <= args.tpus <= 16 or not 1 <= args.tpu_workers <= 8:
+    if not 0 <= args.tpus <= 16 or not 1 <= args.tpu_workers <= 64:
         raise ConfigError(
-            f"--tpus {args.tpus} --tpu-workers {args.tpu_workers}: choose 0-16 nodes of 1-8 workers"
+            f"--tpus {args.tpus} --tpu-workers {args.tpu_workers}: choose 0-16 nodes of 1-64 workers"
         )
     _check_gke_nodes(args.gke_nodes)
+    if not 0 <= args.preempt_grace <= 120:
+        raise ConfigError(f"--preempt-grace {args.preempt_grace:g}: choose 0-120 seconds")
     directory = Path(args.dir) if args.dir else Path(tempfile.mkdtemp(prefix="gcptui-emulator-"))
     if directory.exists() and not directory.is_dir():
         raise ConfigError(f"--dir {directory} is a file: give a folder (it is made if missing)")
@@ -95,7 +95,15 @@ def run_emulator_command(args: argparse.Namespace) -> int:
         directory.mkdir(parents=True, exist_ok=True)
     except OSError as err:
         raise ConfigError(f"cannot make --dir {directory}: {err.strerror}") from None
+    from gcptui.remote.emulator.emulator_ports import EmulatorPorts, claim, ports_in_config
+    from gcptui.tui.cli.demo_project import write_demo_project
+
     with _only_emulator_in(directory):
+        asked = args.port is not None
+        last = EmulatorPorts.from_base(args.port) if asked else ports_in_config(directory / "gcptui.toml")
+        ports, notes = claim(last, asked=asked)
+        for note in notes:
+            print(f"gcptui emulator: {note}", file=sys.stderr)
         return run_emulator(
             directory,
             args.vms,
@@ -103,6 +111,9 @@ def run_emulator_command(args: argparse.Namespace) -> int:
             tpus=args.tpus,
             tpu_workers=args.tpu_workers,
             gke_nodes=args.gke_nodes,
+            ports=ports,
+            write_project=write_demo_project,
+            preempt_grace_seconds=args.preempt_grace,
         )
 
 
@@ -198,9 +209,10 @@ def run_demo(args: argparse.Namespace) -> int:
             if args.gke_nodes:  # before the config: it names the cluster's kubeconfig context
                 _add_gke_workload(emulator, args.gke_nodes)
             config_path = emulator.write_config(directory / "gcptui.toml")
-            if storage is not None:  # the laptop side too: `p` pulls from the bucket when a VM is gone
-                stack.enter_context(_environment("STORAGE_EMULATOR_HOST", storage[1]))
+            if storage is not None:  # the Vertex AI workers reach it as the VMs' jobs do
+                emulator.emulator.vertex_env["STORAGE_EMULATOR_HOST"] = storage[1]
             project = write_demo_project(directory, config_path, storage)
+            # ``[storage] emulator_host``: the laptop side too (`p` pulls from the bucket when a VM is gone).
             config = load_config(config_path)
             banner = demo_banner(storage is not None)
             if args.sweep:

@@ -6,6 +6,9 @@ import importlib.util
 from pathlib import Path
 
 from gcptui.remote.emulator import toy_train
+from gcptui.remote.emulator.storage.fake_gcs import storage_settings
+
+DEMO_PROJECT = "gcptui-demo"  # the emulator's project (``Emulator``'s default)
 
 # A fresh run gets a directory of its own named by its UTC start time (runs/demo-20261123-131500), so
 # it never meets an earlier run's checkpoints, on this disk or in the bucket; a finished job can be run
@@ -77,25 +80,15 @@ max_restarts = 5
 """
 
 
-def storage_settings(bucket_url: str, emulator_host: str) -> str:
-    """The config tables that make the demo's trainers mirror to a local fake-gcs-server: the bucket,
-    and the emulator's address in every job's environment (the real client honours it). ``[job.env]``
-    is a table of its own so it can follow ``[keepalive]``."""
-    return (
-        f'\n[job.env]\nSTORAGE_EMULATOR_HOST = "{emulator_host}"\nGOOGLE_CLOUD_PROJECT = "gcptui-demo"\n'
-        f'\n[storage]\nbucket = "{bucket_url}"\n'
-    )
-
-
 def write_demo_project(directory: Path, config_path: Path, storage: tuple[str, str] | None = None) -> Path:
     """Create ``directory/project`` and append the demo's sync, job and keep-alive settings;
     ``storage`` (bucket URL, STORAGE_EMULATOR_HOST) turns checkpoint mirroring on."""
     project = directory / "project"
     torch = all(importlib.util.find_spec(name) is not None for name in ("torch", "gcptui_trainer"))
     module = "-m gcptui_trainer" if torch else "toy_train.py"
-    if not torch:
-        (project / "toy_train.py").parent.mkdir(parents=True, exist_ok=True)
-        (project / "toy_train.py").write_text((Path(toy_train.__file__)).read_text())
+    # Always there (a few kB), so a sweep or a Vertex AI job of the tour (docs/EMULATOR.md) can run it.
+    (project / "toy_train.py").parent.mkdir(parents=True, exist_ok=True)
+    (project / "toy_train.py").write_text((Path(toy_train.__file__)).read_text())
     for relative, text in DEMO_FILES.items():
         path = project / relative
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -104,7 +97,7 @@ def write_demo_project(directory: Path, config_path: Path, storage: tuple[str, s
     with config_path.open("a") as config:
         config.write(DEMO_JOB.format(args=TRAIN_ARGS + (" --size tiny" if torch else "")))
         if storage is not None:
-            config.write(storage_settings(*storage))
+            config.write(storage_settings(*storage, DEMO_PROJECT))
     return project
 
 

@@ -18,6 +18,7 @@ from gcptui.tui.cli.common import ask_line
 def run_ls(args: argparse.Namespace) -> int:
     config = load_config(getattr(args, "config", None))
     source = fleet_source(config)
+    source.gke_nodes = args.all  # GKE nodes' own instances: their cluster's, listed when asked
     # Every configured kind of compute beside the VMs (TPU nodes, Vertex AI jobs, ...), through the seam.
     source.more_rows = Compute.over(source).rows_beyond_fleet
     try:
@@ -68,6 +69,9 @@ def run_vm(args: argparse.Namespace) -> int:
         raise ConfigError("vm commands need a [gcp] section: static [[hosts]] have no VM lifecycle")
     compute = Compute.over(source)
     source.more_rows = compute.rows_beyond_fleet  # TPU nodes too: each acts through its own backend
+    source.gke_nodes = (
+        True  # a GKE node's instance is named for `vm preempt` (its capabilities say what else)
+    )
     try:
         targets = source.resolve(args.names)
     except NotFoundError as err:  # a name that is not in the fleet: a usage error, as everywhere else

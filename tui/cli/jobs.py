@@ -48,11 +48,14 @@ def run_job(args: argparse.Namespace) -> int:
 
             return await vertex_job(services, args)
         no_command = not services.config.job.command.strip()
-        if args.action == "restart" and no_command and services.config.gke:
+        image = getattr(args, "image", None)
+        if args.action == "restart" and (no_command or image) and services.config.gke:
             # A GKE workload's training is its containers' own command: its pods are recreated.
             workloads = await gke_rows(services, args.names)
             if workloads:
-                return await gke_restart(services, workloads)
+                return await gke_restart(services, workloads, image)
+        if image:
+            raise_usage("--image rolls a GKE workload (job restart WORKLOAD --image URI): name one")
         if args.action in ("start", "restart") and no_command:
             raise_usage(
                 "[job].command is empty: set the training command in gcptui.toml ([job] command = ...)"
@@ -299,15 +302,16 @@ async def gke_rows(services: Services, names: list[str]) -> list[Instance]:
     return found
 
 
-async def gke_restart(services: Services, rows: list[Instance]) -> int:
-    """``gcptui job restart WORKLOAD`` without ``[job].command``: the pods recreated by their controller."""
+async def gke_restart(services: Services, rows: list[Instance], image: str | None = None) -> int:
+    """``gcptui job restart WORKLOAD`` without ``[job].command``: the pods recreated by their controller
+    (``--image``: rolled to that image)."""
     from gcptui.remote.gke_workflows import restart
 
     console = Console(stderr=True, soft_wrap=True, highlight=False)
     failed = 0
     for row in rows:
         try:
-            console.print("[green]✓[/]", Text(await asyncio.to_thread(restart, services.compute, row)))
+            console.print("[green]✓[/]", Text(await asyncio.to_thread(restart, services.compute, row, image)))
         except GcptuiError as err:
             console.print("[red]✗[/]", Text(one_line(f"{row.name}: {err}")))
             failed += 1

@@ -133,7 +133,7 @@ async def keep_alive(
         f"{'on' if watchers is not None and watchers.notices else 'off (no gcptui.remote.jobs.watch)'}"
         f"{'' if settings.enabled else '; [keepalive] enabled = false only affects the TUI'}; Ctrl-C stops"
     )
-    runner = asyncio.create_task(keepalive.run(), name="keep-alive")
+    runner = asyncio.create_task(service.run(), name="keep-alive")  # the VMs', and the other kinds' rows
     stopper = asyncio.create_task(stop.wait())
     try:
         await asyncio.wait({runner, stopper}, return_when=asyncio.FIRST_COMPLETED)

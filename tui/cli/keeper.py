@@ -24,6 +24,9 @@ from gcptui.remote.services import Services
 from gcptui.tui.cli.common import with_services
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from gcptui.remote.keeper.instance_keys import KeyPlanter
     from gcptui.remote.keeper.vm_service import KeeperService
     from gcptui.remote.models import Instance
 
@@ -41,6 +44,35 @@ def run_keeper(args: argparse.Namespace) -> int:
     return with_services(args, lambda services: _stop(services, args.name, remove=action == "remove"))
 
 
+async def _keeper_name(services: Services, name: str | None) -> str:
+    """``--name``, else the VM the bucket's keeper status names (its holder ``keeper:NAME:TAG``), else
+    deploy's default name."""
+    from gcptui.remote.keeper.deploy import DEFAULT_NAME
+    from gcptui.remote.keeper.status import keeper_report, named_vm
+
+    if name:
+        return name
+    if not services.config.storage.bucket:
+        return DEFAULT_NAME
+    try:
+        report = await asyncio.to_thread(keeper_report, services)
+    except GcptuiError as err:
+        _say(f"keeper: the bucket's keeper status cannot be read ({err}); looking for {DEFAULT_NAME}")
+        return DEFAULT_NAME
+    return named_vm(report) or DEFAULT_NAME
+
+
+async def _lease_holder(services: Services) -> str | None:
+    """Who holds the lease now (None: nobody, or no bucket to ask)."""
+    from gcptui.remote.keeper.status import keeper_report
+
+    if not services.config.storage.bucket:
+        return None
+    with contextlib.suppress(GcptuiError):
+        return (await asyncio.to_thread(keeper_report, services)).lease_holder
+    return None
+
+
 def _say(line: str) -> None:
     print(line, flush=True)
 
@@ -53,8 +85,19 @@ async def _deploy(services: Services, args: argparse.Namespace) -> int:
     if args.existing is None and zone is None:
         raise ConfigError("keeper deploy: name a zone (--zone, or [gcp] zones in gcptui.toml)")
     name = args.existing or args.name
-    plan = DeployPlan(name, zone or "", args.machine_type, existing=args.existing is not None)
+    account = getattr(args, "service_account", None)
+    if account and args.existing is not None:
+        raise ConfigError(
+            f"keeper deploy: --service-account applies to the VM deploy makes; {args.existing} keeps its own"
+        )
+    plan = DeployPlan(
+        name, zone or "", args.machine_type, existing=args.existing is not None, service_account=account
+    )
     await KeeperDeploy(services, plan, _say).run()
+    from gcptui.remote.keepalive.service import known_keepers
+
+    # Should this laptop later lose its way to the bucket, its keep-alive defers to this keeper.
+    known_keepers().note(services.config.storage.bucket, True)
     _say(f"keeper: deployed on {name}; `gcptui keeper status` shows it")
     return 0
 
@@ -81,16 +124,19 @@ async def _keeper_service(services: Services, name: str):  # type: ignore[no-unt
 
 
 async def _logs(services: Services, args: argparse.Namespace) -> int:
-    service = await _keeper_service(services, args.name)
+    service = await _keeper_service(services, await _keeper_name(services, args.name))
     async for line in service.logs(max(0, int(args.lines)), bool(args.follow)):
         print(line, flush=True)
     return 0
 
 
-async def _stop(services: Services, name: str, *, remove: bool) -> int:
+async def _stop(services: Services, given: str | None, *, remove: bool) -> int:
     from gcptui.remote.keeper.deploy import KEEPER_LABEL
+    from gcptui.remote.keeper.instance_keys import remove_everywhere
     from gcptui.remote.keeper.project_keys import remove_project_keys
+    from gcptui.remote.keeper.service_account import delete_account
 
+    name = await _keeper_name(services, given)
     try:
         [instance] = await services.resolve([name])
     except ConfigError:
@@ -101,10 +147,10 @@ async def _stop(services: Services, name: str, *, remove: bool) -> int:
         raise
     if not remove:
         service = await _keeper_service(services, name)
+        before = await _lease_holder(services)
         await service.stop()
-        _say(
-            f"keeper: stopped on {name} (its lease given back); `gcptui keeper deploy --existing {name}` starts it again"
-        )
+        _say(f"keeper: stopped on {name} ({_lease_after(name, before, await _lease_holder(services))}); "
+             f"`gcptui keeper deploy --existing {name}` starts it again")  # fmt: skip
         return 0
     account = await _oslogin_account(services, instance)
     forgotten = False
@@ -118,15 +164,43 @@ async def _stop(services: Services, name: str, *, remove: bool) -> int:
         from gcptui.remote.keeper.oslogin import leftover_line
 
         _say(leftover_line(account))
-    if await asyncio.to_thread(remove_project_keys, services):
+    changed, failures = await asyncio.to_thread(remove_everywhere, services)
+    if changed:
+        _say(f"keeper: its SSH key removed from the ssh-keys metadata of {', '.join(changed)}")
+    for line in failures:
+        _say(f"keeper: {line}")
+    if await asyncio.to_thread(remove_project_keys, services):  # where an earlier deploy put it
         _say("keeper: its SSH key removed from the project's ssh-keys metadata")
     if instance.labels.get(KEEPER_LABEL) == "created":
+        made_as = await _vm_account(services, instance)
         gce = await asyncio.to_thread(services.fleet.gce)
         await asyncio.to_thread(gce.delete, instance.name, instance.zone)
         _say(f"keeper: VM {name} deleted")
+        if made_as is not None and await asyncio.to_thread(delete_account, services, made_as):
+            _say(f"keeper: its service account {made_as} deleted")
     else:
         _say(f"keeper: removed from {name} (a VM deploy did not make is left running)")
     return 0
+
+
+def _lease_after(name: str, before: str | None, after: str | None) -> str:
+    """What became of the lease as the keeper on ``name`` stopped, from who held it before and after."""
+    mine = f"keeper:{name}:"
+    if not (before or "").startswith(mine):
+        return "it held no lease"
+    if (after or "").startswith(mine):
+        return "its lease was not given back: it lapses after its ttl, then a laptop takes over"
+    return "its lease given back"
+
+
+async def _vm_account(services: Services, instance: Instance) -> str | None:
+    """The service account ``instance`` runs as (None: none, or it cannot be read)."""
+    from gcptui.remote.keeper.oslogin import service_account
+
+    try:
+        return await asyncio.to_thread(service_account, services, instance.name, instance.zone)
+    except GcptuiError:
+        return None
 
 
 async def _oslogin_account(services: Services, instance: Instance) -> str | None:
@@ -166,6 +240,26 @@ async def _forget_key(service: KeeperService, account: str) -> bool:
     return True
 
 
+def _key_planter(
+    services: Services, watched: Callable[[Instance], bool], oslogin_user: str | None
+) -> KeyPlanter | None:
+    """Where OS Login is off: the keeper puts its own key on each VM it starts watching (its public
+    key beside its private one, ``[ssh] key``), as the user ``[ssh] user`` names."""
+    from pathlib import Path
+
+    from gcptui.remote.keeper.instance_keys import KeyPlanter, key_entry
+    from gcptui.remote.ssh.target import default_user
+
+    if oslogin_user:
+        return None
+    try:
+        public = Path(services.config.ssh.key).expanduser().with_suffix(".pub").read_text().strip()
+    except OSError:
+        return None  # not a deployed keeper's layout: the VMs' own keys are as deploy left them
+    user = services.config.ssh.user or default_user()
+    return KeyPlanter(services, watched, key_entry(user, public), _say)
+
+
 def _run(args: argparse.Namespace) -> int:
     from gcptui.remote.keepalive.lease_gate import standing_listener
     from gcptui.remote.keepalive.service import build_service
@@ -186,6 +280,7 @@ def _run(args: argparse.Namespace) -> int:
         tuning = {"poll_seconds": args.poll_seconds} if args.poll_seconds else {}
         if not services.config.storage.bucket:
             raise ConfigError("the keeper needs [storage] bucket in gcptui.toml: the lease lives there")
+        user: str | None = None
         try:  # OS Login: the user resolved before the first SSH (keep-alive's polls never list the fleet)
             user = await asyncio.to_thread(login_here, services)
         except GcptuiError as err:
@@ -195,12 +290,15 @@ def _run(args: argparse.Namespace) -> int:
                 _say(f"keeper: OS Login user {user}")
         service = build_service(
             services, on_event=on_event, lease="keeper", lease_ttl=args.lease_ttl, autostop=False,
-            keeper_name=socket.gethostname(), tuning=tuning,
+            keeper_name=args.name or socket.gethostname(), tuning=tuning,
         )  # fmt: skip
         _say(f"keeper: watching every Spot VM; lease ttl {args.lease_ttl:g}s; polling every "
              f"{service.keepalive.poll_seconds:g}s")  # fmt: skip
         if service.gate is not None:
             service.keepalive.on_poll(standing_listener(service.gate, said_once(_say)))
+        planter = _key_planter(services, service.keepalive.watched, user)
+        if planter is not None:
+            service.keepalive.on_poll(planter)
         runner = asyncio.create_task(service.run(), name="keeper")
         stopper = asyncio.create_task(stop.wait())
         try:
@@ -209,6 +307,8 @@ def _run(args: argparse.Namespace) -> int:
                 runner.result()
         finally:
             await cancel_and_wait(runner, stopper)
+            if planter is not None:
+                await planter.close()
             await service.close()
             await services.close()
         _say("keeper: stopped, lease given back")

@@ -83,7 +83,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     emu.add_argument("--tpus", type=int, default=0, help="how many emulated Spot TPU VM nodes (default 0)")
     emu.add_argument(
-        "--tpu-workers", type=int, default=1, metavar="W", help="worker hosts per TPU node (default 1)"
+        "--tpu-workers", type=int, default=1, metavar="W", help="worker hosts per TPU node, 1-64 (default 1)"
     )
     emu.add_argument(
         "--gke-nodes",
@@ -92,10 +92,27 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="N",
         help="a GKE cluster of N Spot GPU nodes, its kubeconfig in DIR/kubeconfig (default 0: none)",
     )
+    emu.add_argument(
+        "--port",
+        type=int,
+        default=None,
+        metavar="P",
+        help="the API on P, the VMs' SSH on P+1, the bucket on P+2 (default: those --dir's last run used)",
+    )
+    emu.add_argument(
+        "--preempt-grace",
+        type=float,
+        default=30.0,
+        metavar="S",
+        help="seconds a preempted VM or TPU node runs on after its notice (default 30, as GCE)",
+    )
     emu.set_defaults(handler=_lazy("gcptui.tui.cli.demo", "run_emulator_command"))
 
     ls = sub.add_parser("ls", parents=[common], help="instances and static hosts")
     ls.add_argument("--json", action="store_true", help="print JSON objects")
+    ls.add_argument(
+        "--all", action="store_true", help="also GKE nodes' own instances (labelled goog-gke-node)"
+    )
     ls.set_defaults(handler=_lazy("gcptui.tui.cli.fleet", "run_ls"))
 
     vm = sub.add_parser(
@@ -150,6 +167,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     job.add_argument("--json", action="store_true", help="print JSON objects")
     job.add_argument("--no-sync", action="store_true", help="start without syncing the tree first")
+    job.add_argument(
+        "--image", default=None, metavar="URI", help="restart: roll a GKE workload to this image"
+    )
     job.set_defaults(handler=_lazy("gcptui.tui.cli.jobs", "run_job"))
 
     pull = sub.add_parser(
@@ -162,6 +182,15 @@ def build_parser() -> argparse.ArgumentParser:
     pull.add_argument("local_dir", metavar="LOCAL_DIR", nargs="?", default=None, help="default: .")
     pull.add_argument("--force", action="store_true", help="overwrite local files newer than the VM's")
     pull.set_defaults(handler=_lazy("gcptui.tui.cli.pull", "run_pull"))
+    plot = sub.add_parser(
+        "plot", parents=[common], help="the curves of a metric of machines (as the curves screen draws them)"
+    )
+    plot.add_argument("name", metavar="NAME", nargs="+", help="machines, as `gcptui ls` names them")
+    plot.add_argument("--metric", metavar="M", default=None, help="the metric to plot (default: loss)")
+    plot_out = plot.add_mutually_exclusive_group()
+    plot_out.add_argument("--svg", metavar="FILE", default=None, help="write the plot as an SVG")
+    plot_out.add_argument("--png", metavar="FILE", default=None, help="not available: use --svg")
+    plot.set_defaults(handler=_lazy("gcptui.tui.cli.plot", "run_plot"))
 
     logs = sub.add_parser("logs", parents=[common], help="job output; several names merged with a prefix")
     logs.add_argument("names", nargs="+", metavar="NAME", help=NAME_HELP)
@@ -181,6 +210,14 @@ def build_parser() -> argparse.ArgumentParser:
     )
     logs.set_defaults(handler=_lazy("gcptui.tui.cli.jobs", "run_logs"))
 
+    build = sub.add_parser(
+        "build", parents=[common], help="build the project's image with Cloud Build (Artifact Registry)"
+    )
+    build.add_argument("--dockerfile", default="Dockerfile", metavar="PATH", help="in [sync] source")
+    build.add_argument("--tag", default="latest", help="the image's tag (default: latest)")
+    build.add_argument("--yes", action="store_true", help="create the repository without asking")
+    build.set_defaults(handler=_lazy("gcptui.tui.cli.build", "run_build_command"))
+
     vertex = sub.add_parser("vertex", parents=[common], help="Vertex AI custom jobs")
     vertex_actions = vertex.add_subparsers(dest="vertex_action", metavar="ACTION", required=True)
     submit = vertex_actions.add_parser(
@@ -196,7 +233,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     submit.add_argument("--replicas", type=int, default=1, help="workers: the chief and N-1 more")
     submit.add_argument("--spot", action="store_true", help="Spot capacity (default: [vertex] spot)")
-    submit.add_argument("--image", default=None, help="default: [vertex] image")
+    image = submit.add_mutually_exclusive_group()
+    image.add_argument("--image", default=None, metavar="URI", help="run this image (its entrypoint)")
+    image.add_argument("--build", action="store_true", help="`gcptui build` first, then run its image")
+    submit.add_argument(
+        "--yes", action="store_true", help="with --build: create the repository without asking"
+    )
     submit.add_argument(
         "--resume", default=None, metavar="NAME", help="run [job] resume in NAME's output folder"
     )
@@ -245,6 +287,10 @@ def build_parser() -> argparse.ArgumentParser:
     keeper_deploy.add_argument("--zone", default=None, help="its zone (default: the first of [gcp] zones)")
     keeper_deploy.add_argument("--machine-type", default="e2-small", help="default e2-small")
     keeper_deploy.add_argument("--existing", metavar="VM", default=None, help="set the keeper up on this VM")
+    keeper_deploy.add_argument(
+        "--service-account", metavar="EMAIL", default=None,
+        help="the account the VM deploy makes runs as (default: gcptui-keeper@PROJECT, made if missing)",
+    )  # fmt: skip
     keeper_status = keeper_actions.add_parser(
         "status", parents=[common], help="up, last poll, machines watched, recent timeline, lease holder"
     )
@@ -256,14 +302,20 @@ def build_parser() -> argparse.ArgumentParser:
     keeper_actions.add_parser(
         "remove", parents=[common], help="stop it, remove its files and SSH key, delete the VM deploy made"
     )
-    for action in ("deploy", "logs", "stop", "remove"):
+    keeper_deploy.add_argument(
+        "--name", default="gcptui-keeper", help="the keeper VM (default gcptui-keeper)"
+    )
+    for action in ("logs", "stop", "remove"):
         keeper_actions.choices[action].add_argument(
-            "--name", default="gcptui-keeper", help="the keeper VM (default gcptui-keeper)"
+            "--name", default=None, help="the keeper VM (default: the one the bucket's keeper status names)"
         )
     keeper_run = keeper_actions.add_parser(
         "run", parents=[common], help="(on the keeper VM) the keeper itself"
     )
     keeper_run.add_argument("--lease-ttl", type=float, default=60.0, help="seconds (default 60)")
+    keeper_run.add_argument(
+        "--name", default=None, help="its VM, named in its status (default: the host name)"
+    )
     keeper_run.add_argument(
         "--poll-seconds", type=float, default=None, help="default: [keepalive] poll_seconds"
     )

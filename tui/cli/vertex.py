@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import json
 import re
 import sys
@@ -27,6 +28,11 @@ from gcptui.tui.cli.tables import print_table
 
 _ID = re.compile(r"[0-9]{6,25}")
 _RESOURCE = re.compile(r"projects/[^/\s]+/locations/[a-z0-9-]+/customJobs/[0-9]{1,25}")
+
+
+def _say(line: str) -> None:
+    """A file held back from the package (the local tree's names, made inert): one stderr line."""
+    print(one_line(sanitize(line, colours=False)), file=sys.stderr, flush=True)
 
 
 def is_job_name(name: str) -> bool:
@@ -152,17 +158,25 @@ async def vertex_job(services: Services, args: argparse.Namespace) -> int:
 def run_vertex(args: argparse.Namespace) -> int:
     options = SubmitOptions(
         name=args.name, region=args.region, machine_type=args.machine_type, accelerator=args.accelerator,
-        replicas=args.replicas, spot=True if args.spot else None, image=args.image, resume=args.resume is not None,
+        replicas=args.replicas, spot=True if args.spot else None, resume=args.resume is not None,
+        container=args.image,
     )  # fmt: skip
 
     async def body(services: Services) -> int:
+        nonlocal options
         backend = backend_of(services)
+        if args.build:  # `gcptui build` first: the job runs the image it prints
+            from gcptui.tui.cli.build import build_image
+
+            built = await asyncio.to_thread(build_image, services.config, "Dockerfile", "latest", args.yes)
+            print(f"image {built.reference}")
+            options = dataclasses.replace(options, container=built.reference)
         name = options.name
         if args.resume:
             # Resuming NAME: its output directory (and so its checkpoints) is the one written to.
             name = args.resume
-        chosen = SubmitOptions(**{**options.__dict__, "name": name}) if name != options.name else options
-        region, job = await asyncio.to_thread(prepare, services.config, chosen)
+        chosen = dataclasses.replace(options, name=name)
+        region, job = await asyncio.to_thread(prepare, services.config, chosen, _say)
         created = await asyncio.to_thread(backend.rest().create_job, region, job)
         print(f"submitted {one_line(created.get('displayName', ''))} ({created.get('state')}) in {region}")
         print(created["name"])  # last line on stdout: the resource name, for scripts

@@ -61,6 +61,10 @@ class FleetActions(Protocol):
 
     def open_sweep(self) -> None: ...
 
+    def open_curves(self, names: list[str]) -> None:
+        """The curves screen on the machines ``names``."""
+        ...
+
     def cancel_autostop(self, name: str) -> None:
         """The user pressed a key on ``name``: an auto-stop countdown on it is cancelled."""
         ...

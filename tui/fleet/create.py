@@ -14,7 +14,7 @@ from gcptui.remote.config import GroupConfig
 from gcptui.remote.config.record import record_group, with_group
 from gcptui.remote.errors import GcptuiError
 from gcptui.remote.models import Instance
-from gcptui.remote.provision import Created, CreateOptions, VmCreator, plan_create, zone_unlisted
+from gcptui.remote.provision import Created, CreateOptions, zone_unlisted
 from gcptui.remote.services import Services
 from gcptui.tui.dialogs.create_form import CreateFormScreen, CreateRequest
 
@@ -55,12 +55,12 @@ def _create(app: App[object], services: Services, base: Instance, request: Creat
             raise GcptuiError(unlisted)
         if request.group is not None:
             _check_group(services, request.group, request.names)
-        gce = services.fleet.gce()
-        plan = plan_create(gce, base, options)
+        backend = services.compute.of(base)
+        plan = backend.plan_copies(base, options)
     except GcptuiError as err:
         say(str(err), "error")
         return
-    creator = VmCreator(gce, services.config, lambda name, step: log.info("create %s: %s", name, step))
+    creator = backend.copier(lambda name, step: log.info("create %s: %s", name, step))
     results = creator.create_many(plan, request.names)
     made = [name for name, result in results.items() if isinstance(result, Created)]
     lines = [f"{len(made)}/{len(request.names)} created like {base.name} in {plan.zone}"]

@@ -234,6 +234,14 @@ class MachineKeys(Screen[None]):
         if (i := self._selected_or_tell()) is not None:
             self.actions.show_timeline(i)
 
+    def action_curves(self) -> None:
+        if any(self.snapshot and self.snapshot.find(n) for n in self.marked):
+            names = [i.name for i in self._marked_reachable()]
+        else:
+            names = [i.name] if (i := self._reachable_or_tell()) else []
+        if names:
+            self.actions.open_curves(sorted(names))
+
     def action_pull(self) -> None:
         if (i := self._selected_or_tell()) is not None:
             self.actions.pull_run_dir(i)

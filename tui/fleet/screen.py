@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
 from rich.text import Text
 from textual import events, on
@@ -11,7 +11,6 @@ from textual.containers import Vertical
 from textual.message import Message
 from textual.widgets import DataTable, Header, Input, Static
 
-from gcptui.remote.compute.backend import Capability
 from gcptui.remote.config import GroupConfig
 from gcptui.remote.models import FleetSnapshot, Instance
 from gcptui.tui.fleet.actions import FleetActions
@@ -25,6 +24,7 @@ from gcptui.tui.live.columns import (
     LIVE_COLUMNS,
     SORTABLE,
     fleet_cost_line,
+    is_job_row,
     matches,
 )
 from gcptui.tui.live.state import Live
@@ -55,6 +55,7 @@ class FleetScreen(GroupRowsMixin, MachineKeys):
         self.demo = demo
         self.snapshot: FleetSnapshot | None = None
         self.error: str | None = None
+        self.lease_note: tuple[str, bool] | None = None  # keep-alive's lease out of reach: (words, paused)
         self.filter_text = ""
         self.sort = SortOrder()
         self.marked: set[str] = set()
@@ -184,6 +185,8 @@ class FleetScreen(GroupRowsMixin, MachineKeys):
             text.append("  ")
         if self.banner:
             text.append(f"{self.banner}  ", style="bold reverse magenta")
+        if self.lease_note is not None and self.lease_note[1]:
+            text.append(f"{self.lease_note[0]}  ", style="bold red")  # first: nothing recovers until fixed
         if self.snapshot is not None:
             when = self.snapshot.refreshed_at.astimezone().strftime("%H:%M:%S")
             text.append(self._count_words())
@@ -209,17 +212,24 @@ class FleetScreen(GroupRowsMixin, MachineKeys):
             return
         else:
             text.append("Loading fleet…")
+        if self.lease_note is not None and not self.lease_note[1]:
+            text.append(f" · {self.lease_note[0]}", style="yellow")
         if self.error:
             text.append(f"  ✗ {self.error}", style="bold red")
         self.status_line.update(text)
+
+    def show_lease(self, note: tuple[str, bool] | None) -> None:
+        """Keep-alive's lease is out of reach: ``(words, paused)``, paused (a keeper is known: nothing
+        recovers) first on the line, else (recovering without the lease) at its end; None: reached."""
+        if note != self.lease_note:
+            self.lease_note = note
+            self._render_status()
 
     def _count_words(self) -> str:
         """``5 machines`` (``2/5`` filtered), with the jobs (Vertex AI) counted apart: ``· 1 job``."""
         assert self.snapshot is not None
         listed, shown = self.snapshot.instances, self.visible_instances()
         words = []
-        # A row whose lines are in Cloud Logging (a Vertex AI job) is a job, not a machine.
-        is_job_row: Callable[[Instance], bool] = lambda i: self.actions.can(i, Capability.CLOUD_LOGS)  # noqa: E731
         for kind, counted in (("machine", lambda i: not is_job_row(i)), ("job", is_job_row)):
             total = sum(1 for i in listed if counted(i))
             if total or kind == "machine":

@@ -37,9 +37,14 @@ def status_word(instance: Instance) -> str:
 
 
 def row_title(instance: Instance) -> str:
-    """What a person calls the row: its title (a Vertex AI job's display name, the ``--name`` it was
-    submitted with; its 19-digit id stays the handle gcloud and ``ls --json`` give), else its name."""
+    """What a person calls the row: its name, or a Vertex AI job's display name (the ``--name`` it
+    was submitted with; its 19-digit id stays the handle gcloud and ``ls --json`` give)."""
     return instance.title or instance.name
+
+
+def is_job_row(instance: Instance) -> bool:
+    """A row that is a job (a Vertex AI custom job), not a machine: counted apart."""
+    return not instance.machine
 
 
 def status_style(instance: Instance) -> str:

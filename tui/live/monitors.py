@@ -40,8 +40,8 @@ RESTART_MAX_S = 60.0
 HEALTHY_S = 60.0
 
 # At most this many machines are watched at once (each holds a connection and three streams);
-# benchmarks/fleet_live.py measures the TUI at 64.
-MAX_WATCHED = 64
+# benchmarks/fleet_live.py measures the TUI at 64 to 256 (a pod slice's or a team's sweep's worth).
+MAX_WATCHED = 256
 
 
 # How often a running Vertex AI job's logs are read for its progress (one Cloud Logging list each).

@@ -75,6 +75,8 @@ STANDING_WHY = {
     "taking_over": "this laptop recovers once the keeper's lease lapses",
     "other": "another keep-alive recovers preemptions; this one watches",
     "nobody": "",
+    "paused": "nothing is recovered until the lease is reached again (a keeper is known for this bucket)",
+    "unleased": "this laptop recovers preemptions; no keeper is known for this bucket",
 }
 
 
@@ -86,8 +88,10 @@ def lease_notice(standing: Standing, before: Standing | None) -> Notice | None:
     if before is None and standing.kind in ("mine", "nobody") and "keeper" not in standing.text:
         return None  # no keeper deployed: the laptop recovers, as it always did
     why = STANDING_WHY[standing.kind]
-    severity: Severity = "warning" if standing.kind == "taking_over" else "information"
-    return Notice(f"{standing.text}{': ' + why if why else ''}", "Keep-alive", severity)
+    severities: dict[str, Severity] = {"taking_over": "warning", "unleased": "warning", "paused": "error"}
+    severity = severities.get(standing.kind, "information")
+    timeout = 30.0 if standing.kind == "paused" else None
+    return Notice(f"{standing.text}{': ' + why if why else ''}", "Keep-alive", severity, timeout)
 
 
 def job_ended_notice(name: str, status: JobStatus) -> Notice | None:

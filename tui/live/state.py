@@ -63,6 +63,7 @@ class Live:
     last_sync_files: int = 0
     last_sync_bytes: int = 0
     keepalive: bool | None = None  # None: not a Spot VM, nothing to keep alive
+    paused: bool = False  # keep-alive's lease is out of reach and a keeper is known: nothing recovers it
     recovery: str = ""  # the step of a recovery in progress, e.g. "restarting"; "" when none runs
     outcome: str = ""  # how the last recovery ended ("resumed", "left stopped", ...); "" when stale
     watched: bool = False  # monitors are reading it now (a stopped VM keeps its last progress)
@@ -207,6 +208,8 @@ class Live:
             text = Text("-", "dim")
         else:
             text = Text("on", "green") if self.keepalive else Text("off", "dim")
+            if self.keepalive and self.paused and not self.recovery:
+                text.append(" · recovery paused", "bold red")  # why: the status line
         return self._recovery_text(text)
 
     def _recovery_text(self, text: Text) -> Text:

@@ -76,6 +76,12 @@ class LogsScreen(GcPausedFrames):
 
     BINDINGS = bindings_for("logs")  # type: ignore[assignment]  # the registry in keys.py
 
+    def action_curves(self) -> None:
+        """``v``: the curves screen on these panes' machines (the app opens it: a room above this one)."""
+        opener = getattr(self.app, "open_curves", None)
+        if callable(opener):
+            opener(list(dict.fromkeys(s.name for s in self.sources)))
+
     def __init__(
         self,
         sources: Sequence[PaneSource],

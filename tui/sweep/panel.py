@@ -12,7 +12,7 @@ from gcptui.remote.errors import ConfigError
 from gcptui.remote.sweep.report import ranked
 from gcptui.remote.sweep.state import SweepState
 from gcptui.remote.sweep.study import history, importances, study_from_state
-from gcptui.tui.sweep.plots import curves, importance_bars, scatter
+from gcptui.tui.plots import curves, importance_bars, scatter
 
 BEST_CURVES = 3  # curves drawn: the best trials by metric
 PLOT_ROWS = 6  # character rows of each plot's canvas

@@ -24,11 +24,13 @@ from textual.widgets import DataTable, Input, Static
 from gcptui.remote.errors import GcptuiError
 from gcptui.remote.sweep.report import ranked
 from gcptui.remote.sweep.state import SweepState, Trial, load_state
+from gcptui.remote.telemetry.history import MetricHistory
 from gcptui.tui.footer import KeysFooter
 from gcptui.tui.keys import bindings_for
 from gcptui.tui.sweep.panel import Analysis, plot_texts, plot_titles
 
 SORTS = ("metric", "trial", "state")
+CURVES_SHOWN = 8  # trials drawn by `v`: the best, so the legend stays readable
 STATE_STYLES = {
     "finished": "green",
     "running": "bold cyan",
@@ -270,6 +272,18 @@ class SweepScreen(Screen[None]):
         self.query_one("#sweep-plots").toggle_class("shown")
         if self.plots_shown and self.state is not None:
             self._draw_plots(self.state)
+
+    def action_curves(self) -> None:
+        """``v``: the best trials' curves in the curves screen (the app opens it: a room above this)."""
+        opener = getattr(self.app, "show_curves", None)
+        if self.state is None or not callable(opener):
+            return
+        best = [t for t in ranked(self.state) if t.curve][:CURVES_SHOWN]
+        if not best:
+            self.notify("no trial has reported a curve yet", title="Curves")
+            return
+        metric = self.state.spec.metric
+        opener({t.id: MetricHistory.of_points(metric, t.curve) for t in best})
 
     def action_back(self) -> None:
         """Esc: clears the filter first (as the fleet's), then back to the fleet."""

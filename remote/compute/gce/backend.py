@@ -24,6 +24,7 @@ from gcptui.remote.compute.backend import (
     Backend,
     BackendContext,
     Capability,
+    KeyEdit,
     Recovery,
     Rows,
     Stockout,
@@ -32,12 +33,15 @@ from gcptui.remote.compute.backend import (
 )
 from gcptui.remote.compute.ready import wait_ready
 from gcptui.remote.errors import CloudError, GcptuiError, NotFoundError
-from gcptui.remote.models import Instance, Source, State, StopCause
+from gcptui.remote.models import GKE_NODE_LABEL, Instance, Source, State, StopCause
 from gcptui.remote.ssh.target import SshTarget, target_for_instance
 
 if TYPE_CHECKING:
     from gcptui.remote.cloud.compute_rest import ComputeReader
+    from gcptui.remote.cloud.create import CreateOptions
     from gcptui.remote.cloud.instances import DiskOrigin, Preemption
+    from gcptui.remote.cloud.oslogin import OsLogin
+    from gcptui.remote.compute.copies import Copier, CopyPlan, Report
     from gcptui.remote.compute.exec_channel import ExecChannel
 
 log = logging.getLogger(__name__)
@@ -65,7 +69,7 @@ def _operations(reader: ComputeReader, cause: StopCause) -> Callable[[], list[Pr
 
 _ALWAYS = frozenset(
     {Capability.SHELL, Capability.START, Capability.STOP, Capability.DELETE, Capability.RECOVER,
-     Capability.CREATE_LIKE, Capability.PRICE, Capability.SIMULATE_MAINTENANCE}
+     Capability.CREATE_LIKE, Capability.PRICE, Capability.SIMULATE_MAINTENANCE, Capability.INSTANCE_KEYS}
 )  # fmt: skip
 
 
@@ -96,6 +100,10 @@ class GceBackend(Backend):
         return Rows(tuple(rows), unreachable_notes(reader.unreachable))
 
     def capabilities(self, row: Instance) -> frozenset[Capability]:
+        if GKE_NODE_LABEL in row.labels:
+            # A GKE node's instance: its cluster recovers it and its workloads are the rows gcptui acts
+            # on; a maintenance event on it is how GKE Spot preemption is tested.
+            return frozenset({Capability.PRICE, Capability.SIMULATE_MAINTENANCE})
         more: set[Capability] = set()
         if row.spot:
             more.add(Capability.PREEMPTIBLE)
@@ -125,7 +133,8 @@ class GceBackend(Backend):
         from gcptui.remote.cloud.instances_json import instance_from_json
 
         reader = self.fleet.reader()
-        raws = reader.list_json()
+        # GKE nodes' instances are their clusters' to recover (GKE_NODE_LABEL): never watched here.
+        raws = [raw for raw in reader.list_json() if GKE_NODE_LABEL not in (raw.get("labels") or {})]
         with self._lock:
             self._listed = {str(raw.get("name", "")): raw for raw in raws}
         return Rows(tuple(instance_from_json(raw) for raw in raws), unreachable_notes(reader.unreachable))
@@ -237,3 +246,51 @@ class GceBackend(Backend):
         if self.context.connect is None:
             raise Unsupported(row, "run a command in this process (no SSH pool)")
         return self.context.connect(row)
+
+    def plan_copies(
+        self, base: Instance, options: CreateOptions, say_image: Callable[[str], None] | None = None
+    ) -> CopyPlan:
+        from gcptui.remote.compute.gce.copies import image_maker, plan_create
+
+        gce = self.fleet.gce()
+        return plan_create(gce, base, options, image_maker(gce, base, say_image) if say_image else None)
+
+    def copier(self, report: Report) -> Copier:
+        from gcptui.remote.compute.gce.copies import VmCreator
+
+        return VmCreator(self.fleet.gce(), self.context.config, report)
+
+    def published_host_keys(self, row: Instance) -> list[str]:
+        """Its ``hostkeys/`` guest attributes (none when they are off)."""
+        return self.fleet.gce().guest_host_keys(row.name, row.zone)
+
+    def edit_ssh_keys(self, row: Instance, edit: KeyEdit) -> bool:
+        from gcptui.remote.compute.gce.keys import edit_instance_keys
+
+        return edit_instance_keys(self.fleet.gce(), self._endpoint(), row.name, row.zone, edit)
+
+    def edit_project_ssh_keys(self, edit: KeyEdit) -> bool:
+        from gcptui.remote.compute.gce.keys import edit_project_keys
+
+        return edit_project_keys(self.fleet.gce(), self._endpoint(), edit)
+
+    def service_account(self, row: Instance) -> str | None:
+        """From the aggregated listing's ``serviceAccounts`` (what the API says, not what the VM says)."""
+        for raw in self.fleet.reader().list_json():
+            if raw.get("name") == row.name and str(raw.get("zone", "")).rsplit("/", 1)[-1] == row.zone:
+                emails = [str(a.get("email") or "") for a in raw.get("serviceAccounts") or []]
+                found = next((e for e in emails if "@" in e), None)
+                return found if found is not None and len(found) <= 254 else None
+        return None
+
+    def os_login(self) -> OsLogin | None:
+        self.fleet.reader()  # builds the project's OsLogin with the reader's credentials
+        return self.fleet.oslogin
+
+    def google_identity(self) -> tuple[Any, str]:
+        gce = self.fleet.gce()
+        return gce.credentials, gce.project
+
+    def _endpoint(self) -> str:
+        gcp = self.context.config.gcp
+        return gcp.api_endpoint if gcp is not None else ""

@@ -225,6 +225,10 @@ class GkeBackend(Backend):
         found = {Capability.SHELL, Capability.PRICE, Capability.CONTAINER_LOGS}
         if row.spot:
             found.add(Capability.PREEMPTIBLE)
+            if (
+                self.context.config.gcp is not None
+            ):  # its node is a Compute Engine instance of [gcp]'s project
+                found.add(Capability.SIMULATE_MAINTENANCE)
         if row.parent is not None:  # a pod's own row: reached, never deleted or recovered by itself
             return frozenset(found)
         found.add(Capability.DELETE)
@@ -301,6 +305,36 @@ class GkeBackend(Backend):
                 yield line
 
     # -- changes ---------------------------------------------------------------------------------------
+
+    def simulate_maintenance(self, row: Instance) -> None:
+        """A maintenance event on the node of the row's pod (a pod row's own, else its first: pod 0 of
+        a StatefulSet), as GKE users test a Spot preemption: each node is a Compute Engine instance of
+        its name, in its zone; GKE shuts the node down and the pod's controller makes it anew."""
+        if not self.can(row, Capability.SIMULATE_MAINTENANCE):
+            super().simulate_maintenance(row)
+        pod = (
+            row.name.split("/", 1)[1]
+            if row.parent is not None
+            else (row.workers[0].name if row.workers else "")
+        )
+        if not pod:
+            raise CloudError(f"{row.name} has no pod, so no node to preempt: check `kubectl get pods`")
+        index = self._entry_of(row)
+        entry, cluster = self.entries[index], self.cluster(index)
+        path = COLLECTIONS["Pod"].format(ns=entry.namespace) + "/" + pod
+
+        async def read(api: ApiClient) -> Any:
+            return await cluster.request(api, "GET", path)
+
+        found = cluster.run(read)
+        spec = found.get("spec") if isinstance(found, dict) else None
+        node = spec.get("nodeName") if isinstance(spec, dict) else None
+        if not isinstance(node, str) or not node:
+            raise CloudError(f"{row.name}: pod {pod} is not on a node yet: try again once it runs")
+        with self._lock:
+            labels = self._nodes.get(entry.label, {}).get(node, {})
+        zone = labels.get("topology.kubernetes.io/zone") or row.zone
+        self._fleet().gce().simulate_maintenance_event(node, zone)
 
     def _entry_of(self, row: Instance) -> int:
         for index, entry in enumerate(self.entries):
@@ -380,8 +414,11 @@ class GkeBackend(Backend):
                 )
             time.sleep(self.poll_seconds)
 
-    def restart(self, row: Instance) -> None:
-        """Recreate a StatefulSet's pods through its controller, as ``kubectl rollout restart`` does."""
+    def restart(self, row: Instance, image: str | None = None) -> None:
+        """Recreate a StatefulSet's pods through its controller, as ``kubectl rollout restart`` does;
+        with ``image``, its first container's image is set too (``kubectl set image``), so the
+        pods roll to it. A read then a replace (its resourceVersion guards a concurrent change): a
+        strategic merge of the containers list is keyed by name on GKE, which a plain merge is not."""
         if row.labels.get("gke-kind") != "StatefulSet":
             raise Unsupported(
                 row, "be restarted (only a StatefulSet's pods are recreated by their controller)"
@@ -394,9 +431,17 @@ class GkeBackend(Backend):
         }
 
         async def restart(api: ApiClient) -> None:
-            await cluster.request(
-                api, "PATCH", path, body=patch, content_type="application/strategic-merge-patch+json"
-            )
+            if image is None:
+                await cluster.request(
+                    api, "PATCH", path, body=patch, content_type="application/strategic-merge-patch+json"
+                )
+                return
+            workload = await cluster.request(api, "GET", path)
+            template = workload["spec"]["template"]
+            template["spec"]["containers"][0]["image"] = image
+            annotations = template.setdefault("metadata", {}).setdefault("annotations", {})
+            annotations["kubectl.kubernetes.io/restartedAt"] = stamp
+            await cluster.request(api, "PUT", path, body=workload)
 
         cluster.run(restart)
 

@@ -26,7 +26,23 @@ if TYPE_CHECKING:
 PROTOCOL = "v5.channel.k8s.io"
 STDIN, STDOUT, STDERR, ERROR, RESIZE, CLOSE = 0, 1, 2, 3, 4, 255
 MAX_STATUS = 65536
-LIMIT = 1 << 20  # bytes a stream buffers before its reader catches up
+LIMIT = 1 << 20  # bytes a stream buffers before its reader catches up (twice this, asyncio pauses)
+MAX_MESSAGE = 8 << 20  # one WebSocket message (the API server sends small frames)
+
+
+class _Flow:
+    """What an ``asyncio.StreamReader`` pauses once its unread buffer passes twice its limit, and
+    resumes once its reader drained it: the "transport" of a stream fed from WebSocket frames."""
+
+    def __init__(self) -> None:
+        self.open = asyncio.Event()
+        self.open.set()
+
+    def pause_reading(self) -> None:
+        self.open.clear()
+
+    def resume_reading(self) -> None:
+        self.open.set()
 
 
 class _Stdin:
@@ -53,6 +69,10 @@ class PodProcess:
         self.outbox: asyncio.Queue[bytes] = asyncio.Queue()
         self._stdout = asyncio.StreamReader(limit=LIMIT)
         self._stderr = asyncio.StreamReader(limit=LIMIT)
+        self._stdout_flow, self._stderr_flow = _Flow(), _Flow()
+        self._stdout.set_transport(self._stdout_flow)  # type: ignore[arg-type]
+        self._stderr.set_transport(self._stderr_flow)  # type: ignore[arg-type]
+        self.stderr_dropped = 0  # bytes of stderr nobody read, dropped past the buffer
         self._stdin = _Stdin(self)
         self._exit: int | None = None
         self.ended = asyncio.Event()
@@ -94,8 +114,15 @@ class PodProcess:
                 channel, data = message.data[0], message.data[1:]
                 if channel == STDOUT:
                     self._stdout.feed_data(data)
+                    # Stdout not read yet: stop reading the socket (the pod waits) until it is.
+                    await self._stdout_flow.open.wait()
                 elif channel == STDERR:
-                    self._stderr.feed_data(data)
+                    # Stderr a reader does not keep up with is dropped, never buffered without bound
+                    # and never a reason to stall stdout.
+                    if self._stderr_flow.open.is_set():
+                        self._stderr.feed_data(data)
+                    else:
+                        self.stderr_dropped += len(data)
                 elif channel == ERROR:
                     self._exit = _exit_status(data[:MAX_STATUS])
         finally:
@@ -177,7 +204,7 @@ class PodExecChannel:
         session = aiohttp.ClientSession()
         try:
             ws = await session.ws_connect(
-                url, protocols=(PROTOCOL,), ssl=context, headers=headers, max_msg_size=0
+                url, protocols=(PROTOCOL,), ssl=context, headers=headers, max_msg_size=MAX_MESSAGE
             )
         except aiohttp.WSServerHandshakeError as err:
             await session.close()

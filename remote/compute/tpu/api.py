@@ -97,14 +97,18 @@ class TpuRest:
         )
         if response.status_code >= 400:
             raise self._error(f"read the host keys of TPU node {name}", response)
+        from gcptui.remote.cloud.published_keys import published_host_key
+
         keys: list[tuple[str, str]] = []
-        for worker in response.json().get("guestAttributes", [])[:4096]:
+        for index, worker in enumerate(response.json().get("guestAttributes", [])[:4096]):
             items = (worker.get("queryValue") or {}).get("items", []) if isinstance(worker, dict) else []
             found = [i for i in items if isinstance(i, dict) and i.get("key") == "ssh-ed25519"]
+            # The worker wrote this itself: exactly one key, re-exported, or nothing (published_keys.py).
             value = str(found[0].get("value", "")) if found else ""
-            keys.append(
-                ("ssh-ed25519", value) if value.isascii() and value.strip() == value and value else ("", "")
+            key = (
+                published_host_key(f"TPU node {name} worker {index}", "ssh-ed25519", value) if value else None
             )
+            keys.append(("ssh-ed25519", key.split(" ")[1]) if key else ("", ""))
         if any(not key for _, key in keys):
             return []  # a worker without its key yet (still booting): try again on the next listing
         return keys

@@ -27,6 +27,7 @@ from gcptui.remote.compute.backend import (
     Rows,
     Unsupported,
 )
+from gcptui.remote.compute.control import ask_to_preempt, control_endpoint
 from gcptui.remote.compute.tpu.api import TpuRest
 from gcptui.remote.compute.tpu.nodes import (
     node_row,
@@ -116,8 +117,11 @@ class TpuBackend(Backend):
                 keys = self.rest().host_keys(row.zone, row.name)
             except GcptuiError:
                 return row  # the next listing tries again; SSH refuses an unknown key meanwhile
-            with self._lock:
-                self._keys[row.instance_id] = keys
+            if len(keys) == len(row.workers):
+                # Kept only once every worker has published its key: a node listed while its workers
+                # still boot is read again at the next listing, not left unpinned for good.
+                with self._lock:
+                    self._keys[row.instance_id] = keys
             known_hosts = self._known_hosts()
             from gcptui.remote.ssh.host_keys import pin_host_keys
 
@@ -141,6 +145,8 @@ class TpuBackend(Backend):
         more: set[Capability] = set()
         if row.spot:
             more.add(Capability.PREEMPTIBLE)
+            if control_endpoint(self.context.config) and row.parent is None:
+                more.add(Capability.SIMULATE_MAINTENANCE)  # no TPU API call: an emulator's control path
         else:
             # Only an on-demand node can be stopped and started again, keeping its disks.
             more |= {Capability.START, Capability.STOP, Capability.DISK_OUTLIVES}
@@ -156,6 +162,12 @@ class TpuBackend(Backend):
         return self._with_aliases(found) if found is not None else None
 
     # -- lifecycle -------------------------------------------------------------------------------------
+
+    def simulate_maintenance(self, row: Instance) -> None:
+        """Preempt the Spot node now, through the control path (``control.py``)."""
+        if not self.can(row, Capability.SIMULATE_MAINTENANCE):
+            super().simulate_maintenance(row)
+        ask_to_preempt(self.fleet, f"projects/{self.fleet.project()}/locations/{row.zone}/nodes/{row.name}")
 
     def start(self, row: Instance) -> None:
         if not self.can(row, Capability.START):

@@ -13,6 +13,7 @@ from typing import ClassVar
 
 from gcptui.remote.cloud.fleet import FleetSource
 from gcptui.remote.compute.backend import SHARED_FLEET, Backend, BackendContext, Capability, Rows
+from gcptui.remote.compute.control import ask_to_preempt, control_endpoint
 from gcptui.remote.compute.vertex.jobs import ENDED, job_row
 from gcptui.remote.compute.vertex.rest import VertexRest
 from gcptui.remote.errors import GcptuiError, NotFoundError
@@ -60,7 +61,16 @@ class VertexBackend(Backend):
     def capabilities(self, row: Instance) -> frozenset[Capability]:
         # Its lines are in Cloud Logging and `job kill` is Vertex AI's cancel: the faces ask these.
         always = {Capability.DELETE, Capability.CLOUD_LOGS, Capability.CANCEL}
-        return frozenset({*always, *([Capability.PREEMPTIBLE] if row.spot else [])})
+        spot = {Capability.PREEMPTIBLE} if row.spot else set()
+        if spot and control_endpoint(self.context.config):
+            spot.add(Capability.SIMULATE_MAINTENANCE)  # no Vertex AI call: an emulator's control path
+        return frozenset(always | spot)
+
+    def simulate_maintenance(self, row: Instance) -> None:
+        """Preempt one running Spot worker of the job (Vertex restarts it), through the control path."""
+        if not self.can(row, Capability.SIMULATE_MAINTENANCE):
+            super().simulate_maintenance(row)
+        ask_to_preempt(self.fleet, self._name(row))
 
     def get(self, row: Instance) -> Instance | None:
         try:

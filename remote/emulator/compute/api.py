@@ -14,10 +14,12 @@ from aiohttp import web
 from gcptui.remote.aio import within
 from gcptui.remote.emulator.compute.filters import FilterError, parse_filter
 from gcptui.remote.emulator.compute.fleet import Fleet
-from gcptui.remote.emulator.compute.images import ImagesApi, add_image_routes
+from gcptui.remote.emulator.compute.images import ImagesApi, add_image_routes, public_project
 from gcptui.remote.emulator.compute.images import operation_json as global_operation_json
 from gcptui.remote.emulator.compute.inserts import own_urls_as_gce, vm_from_insert
+from gcptui.remote.emulator.compute.instance_metadata import metadata_handler
 from gcptui.remote.emulator.compute.project import ProjectApi, add_routes
+from gcptui.remote.emulator.compute.reads import ComputeReads
 from gcptui.remote.emulator.compute.resources import (
     disk_json,
     guest_attributes_json,
@@ -34,6 +36,8 @@ MAX_WAIT_SECONDS = 30.0  # GCE's operations.wait returns after at most 2 minutes
 
 
 _json = json_response
+# Methods any project may call on a public image project (debian-cloud, ...).
+_PUBLIC_READS = {"images.get", "images.list", "images.getFromFamily"}
 # Path parameters GCE checks against its name rule (an instance also by numeric id).
 _PATH_NAMES = {"name": "instance", "disk": "disk"}
 
@@ -62,6 +66,10 @@ class ComputeApi:
                 V1 + "/zones/{zone}/instances/{name}/" + verb,
                 self._method(f"instances.{verb}", self.lifecycle(verb)),
             )
+        route.add_post(  # instance metadata (its own ssh-keys among it): instance_metadata.py
+            V1 + "/zones/{zone}/instances/{name}/setMetadata",
+            self._method("instances.setMetadata", metadata_handler(fleet)),
+        )
         route.add_get(
             V1 + "/zones/{zone}/operations", self._method("zoneOperations.list", self.list_operations)
         )
@@ -80,6 +88,7 @@ class ComputeApi:
         # One registry of global operations: images' and the project metadata's.
         self.images = ImagesApi(fleet)
         add_image_routes(self.app, self.images, self._method, V1)
+        ComputeReads(fleet, self.images, self._page).add(self.app, self._method, V1)
         self.project_api = ProjectApi(fleet, self.images.operations)
         add_routes(self.app, self.project_api, self._method, V1)
         route.add_get(
@@ -96,7 +105,7 @@ class ComputeApi:
             if fault is not None:
                 return _json(fault.body(self.fleet.project), fault.status)
             project = request.match_info["project"]
-            if project != self.fleet.project:
+            if project != self.fleet.project and not (method in _PUBLIC_READS and public_project(project)):
                 raise not_found(f"projects/{project}")
             for key, field in _PATH_NAMES.items():
                 value = request.match_info.get(key)

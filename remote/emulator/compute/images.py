@@ -9,6 +9,7 @@ names a disk in use).
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 from dataclasses import dataclass, field
 from typing import Any
@@ -21,6 +22,34 @@ from gcptui.remote.emulator.compute.inserts import API_ROOT, check_name, own_url
 from gcptui.remote.emulator.compute.state import Operation, new_id, timestamp
 from gcptui.remote.emulator.core.errors import ApiError, not_found
 
+# The public image projects gcloud's ``images list`` reads (its constants.PUBLIC_IMAGE_PROJECTS) and
+# the families the emulator has images of; the others answer an empty list.
+PUBLIC_FAMILIES: dict[str, tuple[str, ...]] = {
+    "debian-cloud": ("debian-11", "debian-12"),
+    "ubuntu-os-cloud": ("ubuntu-2204-lts", "ubuntu-2404-lts-amd64"),
+    "cos-cloud": ("cos-stable",),
+    "rocky-linux-cloud": ("rocky-linux-9",),
+    "deeplearning-platform-release": ("common-cu124-debian-11",),
+    "ubuntu-os-accelerator-images": ("ubuntu-accelerator-2204-amd64-with-nvidia-550",),
+}
+PUBLIC_IMAGE_DATE = "v20250101"  # each family's one image: FAMILY-v20250101 (inserts.image_url agrees)
+PUBLIC_CREATED = "2025-01-01T00:00:00.000-08:00"
+
+
+def public_project(project: str) -> bool:
+    """A project whose images anyone may read (gcloud lists ``*-cloud`` and a few more)."""
+    return project in PUBLIC_FAMILIES or project.endswith("-cloud") or project.endswith("-images")
+
+
+def public_image_json(project: str, family: str) -> dict[str, Any]:
+    name = f"{family}-{PUBLIC_IMAGE_DATE}"
+    return {
+        "kind": "compute#image", "id": str(int(hashlib.sha256(f"{project}/{name}".encode()).hexdigest()[:15], 16)), "creationTimestamp": PUBLIC_CREATED,
+        "name": name, "description": f"{family}, built on 2025-01-01", "family": family, "sourceType": "RAW",
+        "status": "READY", "diskSizeGb": "10", "archiveSizeBytes": "1000000000", "architecture": "X86_64",
+        "selfLink": f"{API_ROOT}/projects/{project}/global/images/{name}",
+    }  # fmt: skip
+
 
 @dataclass(eq=False)
 class Image:
@@ -30,6 +59,15 @@ class Image:
     status: str = "PENDING"
     id: int = field(default_factory=new_id)
     created: str = field(default_factory=timestamp)
+
+
+def image_json(image: Image, project: str) -> dict[str, Any]:
+    """A project's own image, as ``images.get`` answers it."""
+    return {
+        "kind": "compute#image", "id": str(image.id), "creationTimestamp": image.created, "name": image.name,
+        "sourceType": "RAW", "status": image.status, "sourceDisk": image.source_disk,
+        "diskSizeGb": str(image.size_gb), "selfLink": f"{API_ROOT}/projects/{project}/global/images/{image.name}",
+    }  # fmt: skip
 
 
 def operation_json(op: Operation, project: str) -> dict[str, Any]:
@@ -111,16 +149,16 @@ class ImagesApi:
         op.finish()
 
     async def get_image(self, request: web.Request) -> web.Response:
-        image = self.images.get(request.match_info["image"])
-        project = self.fleet.project
+        project, name = request.match_info["project"], request.match_info["image"]
+        if project != self.fleet.project:  # a public image project's
+            for family in PUBLIC_FAMILIES.get(project, ()):
+                if public_image_json(project, family)["name"] == name:
+                    return self._json(public_image_json(project, family))
+            raise not_found(f"projects/{project}/global/images/{name}")
+        image = self.images.get(name)
         if image is None:
-            where = f"projects/{project}/global/images/{request.match_info['image']}"
-            raise not_found(where)
-        return self._json({
-            "kind": "compute#image", "id": str(image.id), "creationTimestamp": image.created, "name": image.name,
-            "sourceType": "RAW", "status": image.status, "sourceDisk": image.source_disk,
-            "diskSizeGb": str(image.size_gb), "selfLink": f"{API_ROOT}/projects/{project}/global/images/{image.name}",
-        })  # fmt: skip
+            raise not_found(f"projects/{project}/global/images/{name}")
+        return self._json(image_json(image, project))
 
     def _operation(self, request: web.Request) -> Operation:
         op = self.operations.get(request.match_info["op"])

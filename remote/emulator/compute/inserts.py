@@ -13,6 +13,7 @@ import re
 from collections.abc import Callable
 from typing import Any
 
+from gcptui.remote.emulator.compute.catalog import ACCELERATORS, machine_type
 from gcptui.remote.emulator.compute.state import NAME_PATTERN, Accelerator, AttachedDisk, Disk, Vm, valid_name
 from gcptui.remote.emulator.core.errors import ApiError, not_found
 
@@ -32,54 +33,6 @@ _SNAPSHOT = re.compile(
 )
 PUBLIC_IMAGE_GB = 10  # what GCE's public Linux images (debian-12, ...) need
 DISK_TYPES = frozenset({"pd-standard", "pd-balanced", "pd-ssd", "pd-extreme", "hyperdisk-balanced"})
-# GCE's predefined machine types of the families gcptui prices: the vCPU counts each FAMILY-KIND-N
-# offers. Every emulated zone offers all of them. A family not listed is taken on trust when its name
-# has GCE's FAMILY-KIND-N shape (GCE has many more families than the emulator knows).
-_SIZES: dict[tuple[str, str], frozenset[int]] = {
-    ("n1", "standard"): frozenset({1, 2, 4, 8, 16, 32, 64, 96}),
-    ("n1", "highmem"): frozenset({2, 4, 8, 16, 32, 64, 96}),
-    ("n1", "highcpu"): frozenset({2, 4, 8, 16, 32, 64, 96}),
-    ("n2", "standard"): frozenset({2, 4, 8, 16, 32, 48, 64, 80, 96, 128}),
-    ("n2", "highmem"): frozenset({2, 4, 8, 16, 32, 48, 64, 80, 96, 128}),
-    ("n2", "highcpu"): frozenset({2, 4, 8, 16, 32, 48, 64, 80, 96}),
-    ("n2d", "standard"): frozenset({2, 4, 8, 16, 32, 48, 64, 80, 96, 128, 224}),
-    ("n2d", "highmem"): frozenset({2, 4, 8, 16, 32, 48, 64, 80, 96}),
-    ("n2d", "highcpu"): frozenset({2, 4, 8, 16, 32, 48, 64, 80, 96, 128, 224}),
-    ("e2", "standard"): frozenset({2, 4, 8, 16, 32}),
-    ("e2", "highmem"): frozenset({2, 4, 8, 16}),
-    ("e2", "highcpu"): frozenset({2, 4, 8, 16, 32}),
-    ("c2", "standard"): frozenset({4, 8, 16, 30, 60}),
-    ("g2", "standard"): frozenset({4, 8, 12, 16, 24, 32, 48, 96}),
-}
-_NAMED_MACHINES = frozenset({
-    "e2-micro", "e2-small", "e2-medium", "f1-micro", "g1-small",
-    "a2-highgpu-1g", "a2-highgpu-2g", "a2-highgpu-4g", "a2-highgpu-8g", "a2-megagpu-16g",
-    "a2-ultragpu-1g", "a2-ultragpu-2g", "a2-ultragpu-4g", "a2-ultragpu-8g",
-    "a3-highgpu-1g", "a3-highgpu-2g", "a3-highgpu-4g", "a3-highgpu-8g", "a3-megagpu-8g", "a3-ultragpu-8g",
-    "a3-edgegpu-8g",
-})  # fmt: skip
-_KNOWN_FAMILIES = frozenset({family for family, _ in _SIZES} | {"a2", "a3", "f1", "g1"})
-_MACHINE_SHAPE = re.compile(r"([a-z][a-z0-9]*)-([a-z]+)-([0-9]+)g?")
-_CUSTOM_MACHINE = re.compile(r"(?:(?:n1|n2|n2d|e2)-)?custom-[0-9]+-[0-9]+(?:-ext)?")
-ACCELERATOR_TYPES = frozenset({
-    "nvidia-tesla-t4", "nvidia-tesla-t4-vws", "nvidia-tesla-p4", "nvidia-tesla-p4-vws", "nvidia-tesla-p100",
-    "nvidia-tesla-p100-vws", "nvidia-tesla-v100", "nvidia-tesla-k80", "nvidia-l4", "nvidia-l4-vws",
-    "nvidia-tesla-a100", "nvidia-a100-80gb", "nvidia-h100-80gb", "nvidia-h100-mega-80gb", "nvidia-h200-141gb",
-    "nvidia-b200", "nvidia-gb200", "nvidia-rtx-pro-6000",
-})  # fmt: skip
-
-
-def machine_type_exists(name: str) -> bool:
-    """Whether GCE offers machine type ``name`` (custom shapes and unknown families on trust)."""
-    if name in _NAMED_MACHINES or _CUSTOM_MACHINE.fullmatch(name):
-        return True
-    found = _MACHINE_SHAPE.fullmatch(name)
-    if found is None:
-        return False
-    family, kind, size = found.group(1), found.group(2), int(found.group(3))
-    if family not in _KNOWN_FAMILIES:
-        return True
-    return size in _SIZES.get((family, kind), frozenset())
 
 
 def invalid(field: str, value: object, why: str) -> ApiError:
@@ -144,7 +97,7 @@ def vm_from_insert(
         raise invalid("resource.machineType", machine, "The URL is malformed.")
     if machine_at[0] != zone:
         raise invalid("resource.machineType", machine, f"Machine type must be in zone {zone}.")
-    if not machine_type_exists(machine_at[1]):
+    if machine_type(machine_at[1]) is None:
         raise invalid(
             "resource.machineType",
             machine,
@@ -170,7 +123,7 @@ def vm_from_insert(
                 kind,
                 f"Accelerator type must be in zone {zone}.",
             )
-        if where[1] not in ACCELERATOR_TYPES:
+        if where[1] not in ACCELERATORS:
             raise not_found(f"projects/{project}/zones/{zone}/acceleratorTypes/{where[1]}")
         count = int(acc.get("acceleratorCount", 0))
         if count < 0:

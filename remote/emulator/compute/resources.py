@@ -64,6 +64,7 @@ def instance_json(vm: Vm, project: str, disks: dict[str, Disk] | None = None) ->
         "selfLink": f"{zurl}/instances/{vm.name}",
         "cpuPlatform": "Intel Cascade Lake",
         "labels": dict(vm.labels),
+        "labelFingerprint": vm.label_fingerprint,
         "fingerprint": vm.fingerprint,
         "disks": [
             {

@@ -105,6 +105,7 @@ class Vm:
     metadata: dict[str, str] = field(default_factory=dict)  # instance metadata items
     fingerprint: str = field(default_factory=new_fingerprint)
     metadata_fingerprint: str = field(default_factory=new_fingerprint)
+    label_fingerprint: str = field(default_factory=new_fingerprint)  # setLabels' optimistic lock
     disk: Path | None = None  # DIR/vms/NAME when SSH is enabled
     # The marker its processes carry (GCPTUI_EMULATED_VM): unique per emulator and VM.
     uid: str = field(default_factory=lambda: secrets.token_hex(6))

@@ -17,7 +17,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from aiohttp import web
 from aiohttp.typedefs import Middleware
 
-from gcptui.remote.emulator.core.errors import ApiError, error_response
+from gcptui.remote.emulator.core.errors import STATUS_NAMES, ApiError, error_response
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
@@ -52,9 +52,17 @@ class ApiServer:
             return await handler(request)
         except ApiError as err:
             return error_response(err.status, err.message, err.reason)
-        except web.HTTPNotFound:
+        except (web.HTTPNotFound, web.HTTPMethodNotAllowed):
+            # Google routes by method and path together: a method it does not serve on a path is an
+            # unknown URL too, answered in its JSON error shape (never aiohttp's plain-text 405).
             message = f"The requested URL {request.path} was not found on this server."
             return error_response(404, message, "notFound")
+        except web.HTTPException as raised:
+            if raised.status < 400 or raised.status not in STATUS_NAMES:
+                raise
+            return error_response(
+                raised.status, raised.reason, "invalid" if raised.status == 400 else "error"
+            )
 
     def _authorized(self, request: web.Request) -> bool:
         scheme, _, given = request.headers.get("Authorization", "").partition(" ")

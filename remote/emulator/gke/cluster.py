@@ -9,6 +9,7 @@ import hashlib
 import json
 import logging
 import secrets
+import uuid
 from collections.abc import Coroutine
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -16,7 +17,7 @@ from typing import Any, TypeVar
 
 from gcptui.remote.aio import log_failure, report_failure
 from gcptui.remote.emulator.core.names import Accelerator
-from gcptui.remote.emulator.gke.pods import PodRunner
+from gcptui.remote.emulator.gke.pods import ImageSource, PodRunner
 from gcptui.remote.emulator.gke.store import Store, now_rfc3339
 from gcptui.remote.emulator.hosts.vm_disk import VmDisk
 
@@ -61,6 +62,7 @@ class Cluster:
     shutdown_grace_seconds: float = 15.0  # what a Spot node's shutdown gives a pod before SIGKILL
     _controller: asyncio.Task[None] | None = None
     _next_node: int = 0
+    images: ImageSource | None = None  # Artifact Registry's images, run by the pods (pods.py)
 
     def _spawn(self, work: Coroutine[Any, Any, T], name: str) -> asyncio.Task[T]:
         """A background task held until it ends (an unreferenced task may be collected mid-way),
@@ -137,10 +139,30 @@ class Cluster:
                                          "lastProbeTime": None, "lastTransitionTime": stamp}
                                         for t in ("PodScheduled", "Initialized", "ContainersReady", "Ready")]}  # fmt: skip
         created = self.store.create("pods", namespace, pod)
-        runner = PodRunner(self.store, self.root, created, self.node_bin(spec["nodeName"]) if nodes else None)
+        if nodes:
+            self.event(created, "Scheduled", f"Successfully assigned {namespace}/{created['metadata']['name']} "
+                       f"to {spec['nodeName']}", "default-scheduler")  # fmt: skip
+        runner = PodRunner(self.store, self.root, created, self.node_bin(spec["nodeName"]) if nodes else None,
+                           self.images)  # fmt: skip
         self.runners[(namespace, created["metadata"]["name"])] = runner
         runner.task = self._spawn(runner.run(), f"gke pod {created['metadata']['name']}")
         return created
+
+    def event(
+        self, obj: dict[str, Any], reason: str, message: str, component: str, kind: str = "Normal"
+    ) -> None:
+        """A core/v1 Event about ``obj``, as the scheduler and controllers record them."""
+        meta, stamp = obj["metadata"], now_rfc3339()
+        self.store.create("events", meta.get("namespace", "default"), {
+            "apiVersion": "v1", "kind": "Event",
+            "metadata": {"name": f"{meta['name']}.{uuid.uuid4().hex[:16]}"},
+            "involvedObject": {"apiVersion": obj.get("apiVersion", "v1"), "kind": obj.get("kind", ""),
+                               "name": meta["name"], "namespace": meta.get("namespace", ""), "uid": meta.get("uid", ""),
+                               "resourceVersion": meta.get("resourceVersion", "")},
+            "reason": reason, "message": message, "source": {"component": component}, "type": kind,
+            "firstTimestamp": stamp, "lastTimestamp": stamp, "count": 1,
+            "reportingComponent": component, "reportingInstance": "",
+        })  # fmt: skip
 
     def delete_pod(self, pod: dict[str, Any], grace: float | None = None) -> dict[str, Any]:
         """Graceful deletion: the pod reads deletionTimestamp at once and goes when its process has."""
@@ -209,6 +231,8 @@ class Cluster:
                 pods[pod_name] = self.create_pod(
                     namespace, self._pod_from(sts, "StatefulSet", pod_name, labels)
                 )
+                self.event(sts, "SuccessfulCreate", f"create Pod {pod_name} in StatefulSet {name} successful",
+                           "statefulset-controller")  # fmt: skip
         for pod_name, pod in pods.items():
             index = int(pod_name.rsplit("-", 1)[1])
             if index >= replicas:
@@ -256,8 +280,11 @@ class Cluster:
             labels = {"controller-uid": uid, "batch.kubernetes.io/controller-uid": uid, "job-name": name,
                       "batch.kubernetes.io/job-name": name}  # fmt: skip
             for _ in range(min(parallelism, completions - succeeded) - len(active)):
-                self.create_pod(job["metadata"]["namespace"],
-                                self._pod_from(job, "Job", f"{name}-{secrets.token_hex(3)[:5]}", labels))  # fmt: skip
+                pod = self.create_pod(job["metadata"]["namespace"],
+                                      self._pod_from(job, "Job", f"{name}-{secrets.token_hex(3)[:5]}", labels))  # fmt: skip
+                self.event(
+                    job, "SuccessfulCreate", f"Created pod: {pod['metadata']['name']}", "job-controller"
+                )
         if job.get("status") != status:
             job["status"] = status
             self.store.update("jobs", job)

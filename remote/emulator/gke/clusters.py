@@ -13,11 +13,13 @@ from aiohttp import web
 
 from gcptui.remote.emulator.gke.cluster import Cluster, NodePool
 from gcptui.remote.emulator.gke.kube_api import KubeApi
+from gcptui.remote.emulator.gke.pods import ImageSource
 from gcptui.remote.emulator.gke.tls import make_tls
 
 
 class GkeClusters:
-    def __init__(self, root: Path, project: str, token: str) -> None:
+    def __init__(self, root: Path, project: str, token: str, images: ImageSource | None = None) -> None:
+        self.images = images  # what the pods run when their image is Artifact Registry's
         self.root = root
         self.project = project
         self.token = token
@@ -28,7 +30,7 @@ class GkeClusters:
         if name in self.clusters:
             raise ValueError(f"cluster {name!r} exists")
         root = self.root / name
-        cluster = Cluster(name, location, root, pools)
+        cluster = Cluster(name, location, root, pools, images=self.images)
         tls = make_tls(root / "pki", name)
         cluster.ca_pem = tls.ca_pem
         api = KubeApi(cluster, self.token)

@@ -57,10 +57,13 @@ async def serve_exec(
     env = runner._env(pod, pod["spec"]["containers"][containers.index(container)])
     if request.query.get("tty") in ("1", "true"):
         return await _serve_tty(ws, command, runner.directory, {**env, "TERM": "xterm"}, want_stdin)
-    process = await asyncio.create_subprocess_exec(
-        *command, cwd=runner.directory, env=env, start_new_session=True,
-        stdin=asyncio.subprocess.PIPE if want_stdin else asyncio.subprocess.DEVNULL,
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)  # fmt: skip
+    try:
+        process = await asyncio.create_subprocess_exec(
+            *command, cwd=runner.directory, env=env, start_new_session=True,
+            stdin=asyncio.subprocess.PIPE if want_stdin else asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)  # fmt: skip
+    except OSError as error:
+        return await _not_started(ws, command, error)
     lock = asyncio.Lock()
 
     async def pump(stream: asyncio.StreamReader | None, channel: int) -> None:
@@ -70,9 +73,10 @@ async def serve_exec(
 
     async def feed() -> None:
         async for message in ws:
-            if message.type != WSMsgType.BINARY or not message.data:
+            frame = _frame(message)
+            if not frame:
                 continue
-            channel, data = message.data[0], message.data[1:]
+            channel, data = frame[0], frame[1:]
             if channel == STDIN and process.stdin is not None and data:
                 process.stdin.write(data)
                 with contextlib.suppress(ConnectionError):
@@ -114,6 +118,31 @@ async def _finish(ws: web.WebSocketResponse, command: list[str], code: int) -> N
     await ws.close()
 
 
+def _frame(message: Any) -> bytes:
+    """A client frame's bytes (stream number first): binary, or text as the Python client sends its
+    stdin and resize messages; b"" for anything else."""
+    if message.type == WSMsgType.BINARY:
+        return bytes(message.data)
+    if message.type == WSMsgType.TEXT:
+        return str(message.data).encode()
+    return b""
+
+
+async def _not_started(
+    ws: web.WebSocketResponse, command: list[str], error: OSError
+) -> web.WebSocketResponse:
+    """The command could not start (no such binary): the runtime's error ``Status`` on stream 3, as
+    the kubelet sends it, then close."""
+    reason = "executable file not found in $PATH" if isinstance(error, FileNotFoundError) else error.strerror
+    message = (f"OCI runtime exec failed: exec failed: unable to start container process: exec: "
+               f"{json.dumps(command[0])}: {reason}: unknown")  # fmt: skip
+    final = status(500, "InternalError", message, {"causes": [{"message": message}]})
+    with contextlib.suppress(ConnectionError):
+        await ws.send_bytes(bytes([ERROR]) + json.dumps(final).encode())
+    await ws.close()
+    return ws
+
+
 def _set_size(fd: int, message: bytes) -> None:
     """A resize frame's ``{"Width": W, "Height": H}`` onto the terminal (the kernel tells the
     foreground process group with SIGWINCH, as the container runtime's pty does)."""
@@ -141,6 +170,9 @@ async def _serve_tty(ws: web.WebSocketResponse, command: list[str], cwd: Path, e
         process = await asyncio.create_subprocess_exec(
             *command, cwd=cwd, env=env, stdin=slave, stdout=slave, stderr=slave,
             preexec_fn=_controlling_terminal)  # fmt: skip
+    except OSError as error:
+        os.close(master)
+        return await _not_started(ws, command, error)
     finally:
         os.close(slave)
     loop = asyncio.get_running_loop()
@@ -166,9 +198,10 @@ async def _serve_tty(ws: web.WebSocketResponse, command: list[str], cwd: Path, e
 
     async def feed() -> None:
         async for message in ws:
-            if message.type != WSMsgType.BINARY or not message.data:
+            frame = _frame(message)
+            if not frame:
                 continue
-            channel, data = message.data[0], message.data[1:]
+            channel, data = frame[0], frame[1:]
             if channel == STDIN and want_stdin and data:
                 await asyncio.to_thread(os.write, master, data)  # blocks only while the terminal is full
             elif channel == RESIZE:

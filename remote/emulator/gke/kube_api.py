@@ -31,6 +31,29 @@ KUBE_VERSION = {"major": "1", "minor": "31", "gitVersion": "v1.31.6-gke.1020000"
                 "buildDate": "2025-01-01T00:00:00Z", "goVersion": "go1.22.12", "compiler": "gc", "platform": "linux/amd64"}  # fmt: skip
 
 
+_NEW_STATUS: dict[str, dict[str, Any]] = {
+    "StatefulSet": {"replicas": 0, "availableReplicas": 0},
+    "Service": {"loadBalancer": {}},
+}
+
+
+def _default_service(spec: dict[str, Any], serial: int) -> None:
+    """What the API server fills in a Service: its type, a cluster IP (none for a headless one),
+    each port's protocol and target port."""
+    spec.setdefault("type", "ClusterIP")
+    spec.setdefault("sessionAffinity", "None")
+    if spec.get("clusterIP") != "None":
+        spec["clusterIP"] = f"34.118.{224 + serial // 250 % 16}.{serial % 250 + 2}"
+    spec["clusterIPs"] = [spec["clusterIP"]]
+    spec.setdefault("ipFamilies", ["IPv4"])
+    spec.setdefault("ipFamilyPolicy", "SingleStack")
+    spec.setdefault("internalTrafficPolicy", "Cluster")
+    for port in spec.get("ports") or []:
+        if isinstance(port, dict):
+            port.setdefault("protocol", "TCP")
+            port.setdefault("targetPort", port.get("port"))
+
+
 class KubeError(Exception):
     def __init__(self, code: int, reason: str, message: str, details: dict[str, Any] | None = None) -> None:
         super().__init__(message)
@@ -74,11 +97,15 @@ class KubeApi:
         self.token = token
         self.app = web.Application(middlewares=[self._middleware])
         r = self.app.router
-        r.add_get("/version", _answer(lambda _: KUBE_VERSION))
-        r.add_get("/api", self._api_versions)
-        r.add_get("/apis", _answer(lambda _: group_list()))
-        r.add_get("/api/v1", _answer(lambda _: resource_list("")))
-        r.add_get("/apis/{group:apps|batch}/v1", _answer(lambda q: resource_list(q.match_info["group"])))
+        # Discovery paths answer with or without a trailing slash, as the API server's do.
+        for slash in ("", "/"):
+            r.add_get("/version" + slash, _answer(lambda _: KUBE_VERSION))
+            r.add_get("/api" + slash, self._api_versions)
+            r.add_get("/apis" + slash, _answer(lambda _: group_list()))
+            r.add_get("/api/v1" + slash, _answer(lambda _: resource_list("")))
+            r.add_get(
+                "/apis/{group:apps|batch}/v1" + slash, _answer(lambda q: resource_list(q.match_info["group"]))
+            )
         for prefix in ("/api/v1/", "/apis/{group:apps|batch}/v1/"):
             r.add_route("*", prefix + "{rest:.+}", self._resource)
 
@@ -123,7 +150,11 @@ class KubeApi:
                 )
             if sub == "status" and method == "GET":
                 return _json(self._get(resource, namespace, name))
+            if sub == "scale" and resource.kind == "StatefulSet" and method in ("GET", "PATCH", "PUT"):
+                return await self._scale(request, resource, namespace, name)
             raise web.HTTPNotFound()
+        if method == "DELETE" and not name:
+            return await self._delete_collection(request, resource, namespace)
         if method == "GET" and not name:
             if request.query.get("watch") in ("1", "true"):
                 return await self._watch(request, resource, namespace)
@@ -268,6 +299,10 @@ class KubeApi:
         return body
 
     def _check(self, resource: Resource, body: dict[str, Any], namespace: str) -> None:
+        # The API server fills a missing apiVersion and kind from the URL (Python users often leave
+        # them out); only ones that name another type are refused.
+        body.setdefault("apiVersion", resource.api_version)
+        body.setdefault("kind", resource.kind)
         if body.get("kind") != resource.kind or body.get("apiVersion") != resource.api_version:
             raise KubeError(400, "BadRequest", f"the API version in the data ({body.get('apiVersion')}) does not match "
                             f"the expected API version ({resource.api_version})")  # fmt: skip
@@ -286,9 +321,13 @@ class KubeApi:
                 "BadRequest",
                 "the namespace of the provided object does not match the namespace sent on the request",
             )
+        if resource.kind == "ConfigMap":
+            return  # data only: no spec
         spec = body.get("spec")
         if not isinstance(spec, dict):
             raise self._invalid(resource, name, "spec", "Required value")
+        if resource.kind == "Service":
+            return
         pod_spec = spec if resource.kind == "Pod" else (spec.get("template") or {}).get("spec")
         if not isinstance(pod_spec, dict) or not pod_spec.get("containers"):
             raise self._invalid(
@@ -345,14 +384,20 @@ class KubeApi:
             meta = spec["template"].setdefault("metadata", {})
             meta["labels"] = {**(meta.get("labels") or {}), **own, "job-name": body["metadata"]["name"],
                               "batch.kubernetes.io/job-name": body["metadata"]["name"]}  # fmt: skip
-        body["status"] = {}
+        if resource.kind == "Service":
+            _default_service(body["spec"], self.store.version)
+        # The status the API server's defaulting gives a new object (clients' models require
+        # a StatefulSet's replicas); the controllers fill the rest in. A ConfigMap has none.
+        if resource.kind != "ConfigMap":
+            body["status"] = _NEW_STATUS.get(resource.kind, {})
         return _json(self.store.create(resource.name, namespace, body), 201)
 
     def _store_change(self, resource: Resource, old: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
         for key in ("uid", "name", "namespace", "creationTimestamp", "deletionTimestamp"):
             if key in old["metadata"]:
                 new["metadata"][key] = old["metadata"][key]
-        new["status"] = old.get("status", {})
+        if "status" in old:
+            new["status"] = old["status"]
         new["kind"], new["apiVersion"] = old["kind"], old["apiVersion"]
         if resource.kind == "Pod" and new.get("spec") != old.get("spec"):
             raise self._invalid(
@@ -394,6 +439,58 @@ class KubeApi:
                             "has been modified; please apply your changes to the latest version and try again")  # fmt: skip
         return _json(self._store_change(resource, old, body))
 
+    async def _scale(
+        self, request: web.Request, resource: Resource, namespace: str, name: str
+    ) -> web.Response:
+        """``statefulsets/NAME/scale`` (``kubectl scale``): the replica count as an autoscaling/v1 Scale."""
+        obj = self._get(resource, namespace, name)
+        if request.method != "GET":
+            body = await self._body(request)
+            replicas = (body.get("spec") or {}).get("replicas")
+            if not isinstance(replicas, int) or isinstance(replicas, bool) or replicas < 0:
+                raise self._invalid(
+                    resource, name, "spec.replicas", "Invalid value: must be greater than or equal to 0"
+                )
+            new = copy.deepcopy(obj)
+            new["spec"]["replicas"] = replicas
+            obj = self._store_change(resource, obj, new)
+        meta = obj["metadata"]
+        selector = ",".join(
+            f"{k}={v}" for k, v in sorted(obj["spec"]["selector"].get("matchLabels", {}).items())
+        )
+        return _json({
+            "kind": "Scale", "apiVersion": "autoscaling/v1",
+            "metadata": {k: meta[k] for k in ("name", "namespace", "uid", "resourceVersion", "creationTimestamp") if k in meta},
+            "spec": {"replicas": obj["spec"].get("replicas", 1)},
+            "status": {"replicas": (obj.get("status") or {}).get("replicas", 0), "selector": selector},
+        })  # fmt: skip
+
+    async def _delete_collection(
+        self, request: web.Request, resource: Resource, namespace: str
+    ) -> web.Response:
+        """``deletecollection``: every object the selectors match goes (pods gracefully); the answer
+        is the list of them, as the API server gives it."""
+        if "deletecollection" not in resource.verbs:
+            return _json(
+                status(
+                    405, "MethodNotAllowed", "the server does not allow this method on the requested resource"
+                ),
+                405,
+            )
+        match = self._matcher(request, namespace)
+        grace = request.query.get("gracePeriodSeconds", "")
+        gone = []
+        for obj in [o for o in self.store.select(resource.name, namespace or None) if match(o)]:
+            if resource.kind == "Pod":
+                gone.append(self.cluster.delete_pod(obj, float(grace) if grace.isdigit() else None))
+                continue
+            for pod in self.cluster._owned(obj):
+                self.cluster.delete_pod(pod)
+            self.store.remove(resource.name, obj)
+            gone.append(obj)
+        return _json({"kind": f"{resource.kind}List", "apiVersion": resource.api_version,
+                      "metadata": {"resourceVersion": str(self.store.version)}, "items": gone})  # fmt: skip
+
     async def _delete(
         self, request: web.Request, resource: Resource, namespace: str, name: str
     ) -> web.Response:
@@ -410,4 +507,11 @@ class KubeApi:
         for pod in self.cluster._owned(obj):
             self.cluster.delete_pod(pod)
         self.store.remove(resource.name, obj)
-        return _json(obj)
+        if resource.kind == "Service":
+            return _json(obj)  # the one kind whose registry answers the deleted object
+        # Gone at once (no finalizer holds it): the API server answers a Status, not the object.
+        meta = obj["metadata"]
+        details = {"name": meta["name"], "group": resource.group, "kind": resource.name, "uid": meta["uid"]}
+        return _json(
+            {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "details": details}
+        )

@@ -11,7 +11,7 @@ import signal
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from gcptui.remote.aio import within
 from gcptui.remote.emulator.gke.store import Store, now_rfc3339
@@ -26,10 +26,22 @@ def nano_stamp() -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(at)) + f".{int((at % 1) * 1e9):09d}Z"
 
 
-class PodRunner:
-    """Runs one pod's first container until the pod ends or is deleted."""
+class ImageSource(Protocol):
+    """Artifact Registry's images, as a node pulls them: ``(root filesystem, config)`` or None (a
+    name only: the container's own command runs)."""
 
-    def __init__(self, store: Store, root: Path, pod: dict[str, Any], bin_dir: Path | None) -> None:
+    def resolve(self, uri: str) -> tuple[Path, dict[str, Any]] | None: ...
+
+
+class PodRunner:
+    """Runs one pod's first container until the pod ends or is deleted. An image Artifact Registry
+    holds runs as the kubelet runs it: its files copied into the pod's folder at each start, its
+    WORKDIR the working directory, its ENV under the container's, ``command`` replacing its
+    ENTRYPOINT and ``args`` its CMD."""
+
+    def __init__(self, store: Store, root: Path, pod: dict[str, Any], bin_dir: Path | None,
+                 images: ImageSource | None = None) -> None:  # fmt: skip
+        self.images = images
         self.store = store
         self.namespace, self.name = pod["metadata"]["namespace"], pod["metadata"]["name"]
         self.uid = pod["metadata"]["uid"]
@@ -96,8 +108,21 @@ class PodRunner:
                 return
             container = pod["spec"]["containers"][0]
             argv = [*(container.get("command") or []), *(container.get("args") or [])]
+            image = self.images.resolve(str(container.get("image", ""))) if self.images is not None else None
+            cwd = self.directory
+            if image is not None:
+                rootfs, config = image
+                argv = [*(container.get("command") or config.get("entrypoint") or []),
+                        *(container.get("args") or ([] if container.get("command") else config.get("cmd") or []))]  # fmt: skip
+                await asyncio.to_thread(shutil.copytree, rootfs, self.directory, dirs_exist_ok=True)
+                cwd = self.directory.joinpath(
+                    *[p for p in Path(str(config.get("workdir") or "/")).parts if p != "/"]
+                )
+                cwd.mkdir(parents=True, exist_ok=True)
+                container = {**container, "env": [{"name": str(k), "value": str(v)} for k, v in
+                                                  (config.get("env") or {}).items()] + list(container.get("env") or [])}  # fmt: skip
             started = now_rfc3339()
-            code = await self._run_once(pod, container, argv, restarts, started)
+            code = await self._run_once(pod, container, argv, restarts, started, cwd)
             pod = self.pod()
             if pod is None or self.stopping:
                 return
@@ -117,7 +142,7 @@ class PodRunner:
             return
 
     async def _run_once(self, pod: dict[str, Any], container: dict[str, Any], argv: list[str], restart: int,
-                        started: str) -> int:  # fmt: skip
+                        started: str, cwd: Path | None = None) -> int:  # fmt: skip
         log = self.log_file(restart).open("ab")
         try:
             if not argv:
@@ -126,7 +151,7 @@ class PodRunner:
                 return 127
             try:
                 self.process = await asyncio.create_subprocess_exec(
-                    *argv, cwd=self.directory, env=self._env(pod, container), stdin=asyncio.subprocess.DEVNULL,
+                    *argv, cwd=cwd or self.directory, env=self._env(pod, container), stdin=asyncio.subprocess.DEVNULL,
                     stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT, start_new_session=True)  # fmt: skip
             except OSError as error:
                 log.write(f"{nano_stamp()} exec {argv[0]}: {error.strerror}\n".encode())

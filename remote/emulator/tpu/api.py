@@ -12,6 +12,7 @@ from typing import Any
 
 from aiohttp import web
 
+from gcptui.remote.emulator.core.enums import names_for_numbers
 from gcptui.remote.emulator.core.errors import ApiError, json_response
 from gcptui.remote.emulator.core.names import valid_name
 from gcptui.remote.emulator.tpu.nodes import TpuNodes
@@ -42,6 +43,16 @@ _MODELLED = {"acceleratorConfig", "acceleratorType", "description", "labels", "m
              "schedulingConfig", "networkConfig", "health", "cidrBlock"}  # fmt: skip
 _UPDATABLE = {"metadata", "labels", "description", "tags", "networkConfig", "shieldedInstanceConfig"}
 DEFAULT_PAGE_SIZE = 100
+# A node's enum fields a client may send as numbers (google-cloud-tpu does: enum-encoding=int).
+_NODE_ENUMS = {
+    "acceleratorConfig.type": ("google.cloud.tpu.v2.AcceleratorConfig.Type",
+                               {0: "TYPE_UNSPECIFIED", 2: "V2", 4: "V3", 7: "V4", 9: "V5LITE_POD", 10: "V5P", 11: "V6E"}),
+    "dataDisks[].mode": ("google.cloud.tpu.v2.AttachedDisk.DiskMode",
+                         {0: "DISK_MODE_UNSPECIFIED", 1: "READ_WRITE", 2: "READ_ONLY"}),
+    "health": ("google.cloud.tpu.v2.Node.Health", {0: "HEALTH_UNSPECIFIED", 1: "HEALTHY", 3: "TIMEOUT",
+                                                   4: "UNHEALTHY_TENSORFLOW", 5: "UNHEALTHY_MAINTENANCE"}),
+}  # fmt: skip
+_QUEUED_ENUMS = {f"tpu.nodeSpec[].node.{path}": enum for path, enum in _NODE_ENUMS.items()}
 
 
 def _unknown_field(name: str, where: str) -> ApiError:
@@ -84,6 +95,8 @@ class TpuApi:
         self.zones = zones
         self.calls: dict[str, int] = {}
         r = app.router
+        r.add_get("/v2/projects/{project}/locations", self._method("locations.list", self.list_locations))
+        r.add_get(V2, self._method("locations.get", self.get_location))
         node = V2 + "/nodes/" + _ID % "node"
         r.add_get(V2 + "/nodes", self._method("nodes.list", self.list_nodes))
         r.add_post(V2 + "/nodes", self._method("nodes.create", self.create_node))
@@ -112,9 +125,10 @@ class TpuApi:
     def _method(self, name: str, handler: Any) -> Any:
         async def counted(request: web.Request) -> web.StreamResponse:
             self.calls[name] = self.calls.get(name, 0) + 1
-            project, zone = request.match_info["project"], request.match_info["zone"]
+            project = request.match_info["project"]
             if project != self.nodes.project:
                 raise ApiError(403, f"Permission 'tpu.{name}' denied on 'projects/{project}'", "forbidden")
+            zone = request.match_info.get("zone", "-")
             if zone not in self.zones and zone != "-":
                 raise ApiError(400, f"Location {zone} is not a valid zone for TPUs.", "badRequest")
             return await handler(request, zone)
@@ -140,6 +154,7 @@ class TpuApi:
     async def create_node(self, request: web.Request, zone: str) -> web.Response:
         node_id = request.query.get("nodeId", "")
         body = await _body(request)
+        names_for_numbers(body, _NODE_ENUMS, "node")
         node = self._node_from(body, node_id, zone)
         if node.key in self.nodes.nodes:
             raise ApiError(409, f"{self.nodes.node_name(node)} already exists", "alreadyExists")
@@ -314,6 +329,7 @@ class TpuApi:
         if not valid_name(name):
             raise ApiError(400, f"Invalid queued resource ID '{name}'.", "badRequest")
         body = await _body(request)
+        names_for_numbers(body, _QUEUED_ENUMS, "queued_resource")
         specs = ((body.get("tpu") or {}).get("nodeSpec")) or []
         if len(specs) != 1 or not isinstance(specs[0], dict):
             raise ApiError(400, "Exactly one tpu.nodeSpec is supported.", "badRequest")
@@ -326,8 +342,32 @@ class TpuApi:
         if spot:
             node.spot = True
         queued = QueuedResource(name, zone, node.name, node_body, spot=spot)
-        return json_response(operation_json(self.project, self.nodes.queue(queued, node)))
+        op = self.nodes.queue(queued, node)
+        # The operation's result is the queued resource as accepted, as Google's is.
+        op.response = {"@type": "type.googleapis.com/google.cloud.tpu.v2.QueuedResource",
+                       **queued_json(self.project, queued)}  # fmt: skip
+        return json_response(operation_json(self.project, op))
 
     async def delete_queued(self, request: web.Request, zone: str) -> web.Response:
         queued = self._queued(zone, request.match_info["qr"])
-        return json_response(operation_json(self.project, self.nodes.unqueue(queued)))
+        # force: the queued resource's node goes with it (otherwise an active node is refused).
+        if request.query.get("force", "").lower() in ("true", "1"):
+            node = self.nodes.nodes.get((zone, queued.node_id))
+            if node is not None and node.state != "DELETING":
+                self.nodes.delete(node)
+            queued.state = "DELETING"
+        op = self.nodes.unqueue(queued)
+        return json_response(operation_json(self.project, op))
+
+    # -- locations -------------------------------------------------------------------------------------
+
+    def _location(self, zone: str) -> dict[str, Any]:
+        return {"name": f"projects/{self.project}/locations/{zone}", "locationId": zone}
+
+    async def list_locations(self, request: web.Request, zone: str) -> web.Response:
+        return _page(request, [self._location(z) for z in sorted(self.zones)], "locations")
+
+    async def get_location(self, request: web.Request, zone: str) -> web.Response:
+        if zone == "-":
+            raise ApiError(404, f"Location {zone} not found.", "notFound")
+        return json_response(self._location(zone))

@@ -62,7 +62,8 @@ def operation_json(project: str, op: TpuOperation) -> dict[str, Any]:
     body: dict[str, Any] = {
         "name": f"projects/{project}/locations/{op.zone}/operations/{op.name}",
         "metadata": {
-            "@type": "type.googleapis.com/google.cloud.common.OperationMetadata",
+            # google-cloud-tpu decodes the metadata as this message; another type fails its parse.
+            "@type": "type.googleapis.com/google.cloud.tpu.v2.OperationMetadata",
             "createTime": op.created,
             "target": op.target,
             "verb": op.verb,

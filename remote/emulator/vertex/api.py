@@ -9,40 +9,46 @@ CANCELLED later). ``P`` is the project's id or number; names are written with th
 from __future__ import annotations
 
 import base64
-import re
 from collections.abc import Callable
 from typing import Any
 
 from aiohttp import web
 
+from gcptui.remote.emulator.core.enums import names_for_numbers
 from gcptui.remote.emulator.core.errors import ApiError, json_response
+from gcptui.remote.emulator.logging.query import QueryError, compile_filter
 from gcptui.remote.emulator.vertex.jobs import Job, VertexJobs
 from gcptui.remote.emulator.vertex.spec import check_job
 
-_TERM = re.compile(r'\s*(state|display_name|labels\.[a-z0-9_-]+)\s*=\s*"([^"]*)"\s*')
+# AIP-160 list filters (``=``, ``!=``, ``<``, ``>``, ``:``, ``AND``, ``OR``, ``NOT``) on a job's view:
+# the Logging room's parser reads the same language (OR binding tighter than AND in both).
+_TIMES = frozenset({"create_time", "update_time", "start_time", "end_time"})
 
 
 def list_filter(text: str) -> Callable[[dict[str, Any]], bool]:
-    """``state="JOB_STATE_RUNNING" AND display_name="x" AND labels.k="v"`` (what gcptui and gcloud
-    send); anything else is a ValueError (a 400), never a wider match."""
-    wanted: list[tuple[str, str]] = []
-    for part in re.split(r"\s+AND\s+", text.strip()) if text.strip() else []:
-        match = _TERM.fullmatch(part)
-        if match is None:
-            raise ValueError(f"unsupported filter term {part!r}")
-        wanted.append((match.group(1), match.group(2)))
+    """``state="JOB_STATE_RUNNING" AND (display_name="x" OR labels.k="v")``; a malformed filter is a
+    ValueError (a 400), never a wider match."""
+    try:
+        return compile_filter(text, _TIMES)
+    except QueryError as error:
+        raise ValueError(str(error)) from None
 
-    def keep(view: dict[str, Any]) -> bool:
-        for field, value in wanted:
-            if field.startswith("labels."):
-                if view["labels"].get(field[len("labels.") :]) != value:
-                    return False
-            elif view[field] != value:
-                return False
-        return True
 
-    return keep
-
+_POOLS = "jobSpec.workerPoolSpecs[]."
+# A CustomJob's enum fields a client may send as numbers (google-cloud-aiplatform does).
+JOB_ENUMS = {
+    "jobSpec.scheduling.strategy": ("google.cloud.aiplatform.v1.Scheduling.Strategy", {
+        0: "STRATEGY_UNSPECIFIED", 1: "ON_DEMAND", 2: "LOW_COST", 3: "STANDARD", 4: "SPOT", 6: "FLEX_START"}),
+    _POOLS + "machineSpec.acceleratorType": ("google.cloud.aiplatform.v1.AcceleratorType", {
+        0: "ACCELERATOR_TYPE_UNSPECIFIED", 1: "NVIDIA_TESLA_K80", 2: "NVIDIA_TESLA_P100", 3: "NVIDIA_TESLA_V100",
+        4: "NVIDIA_TESLA_P4", 5: "NVIDIA_TESLA_T4", 6: "TPU_V2", 7: "TPU_V3", 8: "NVIDIA_TESLA_A100",
+        9: "NVIDIA_A100_80GB", 10: "TPU_V4_POD", 11: "NVIDIA_L4", 12: "TPU_V5_LITEPOD", 13: "NVIDIA_H100_80GB",
+        14: "NVIDIA_H100_MEGA_80GB", 15: "NVIDIA_H200_141GB", 16: "NVIDIA_B200", 17: "NVIDIA_GB200",
+        18: "NVIDIA_RTX_PRO_6000"}),
+    _POOLS + "machineSpec.reservationAffinity.reservationAffinityType": (
+        "google.cloud.aiplatform.v1.ReservationAffinity.Type",
+        {0: "TYPE_UNSPECIFIED", 1: "NO_RESERVATION", 2: "ANY_RESERVATION", 3: "SPECIFIC_RESERVATION"}),
+}  # fmt: skip
 
 _BASE = "/v1/projects/{project}/locations/{region}/customJobs"
 DEFAULT_PAGE = 100
@@ -74,6 +80,7 @@ class VertexApi:
             body = await request.json()
         except (ValueError, UnicodeDecodeError):
             raise ApiError(400, "Invalid JSON payload received.", "badRequest") from None
+        names_for_numbers(body, JOB_ENUMS, "custom_job")
         check_job(body)
         return json_response(self.jobs.json(self.jobs.create(region, body)))
 
@@ -100,11 +107,15 @@ class VertexApi:
     @staticmethod
     def _view(job: Job) -> dict[str, Any]:
         """The fields a list filter names (``state="JOB_STATE_RUNNING"``, ``display_name="x"``)."""
-        return {
+        view = {
             "state": job.state,
             "display_name": job.body["displayName"],
             "labels": job.body.get("labels", {}),
+            "create_time": job.created.isoformat().replace("+00:00", "Z"),
         }
+        if job.started is not None:
+            view["start_time"] = job.started.isoformat().replace("+00:00", "Z")
+        return view
 
     async def get(self, request: web.Request) -> web.Response:
         return json_response(self.jobs.json(self._job(request, "customJobs.get")))

@@ -7,8 +7,11 @@ other tasks are stopped. A cancel is asynchronous: CANCELLING, the tasks get SIG
 then CANCELLED with ``error.code`` 1. A Spot job's task can be preempted: stopped the same way and
 restarted by Vertex (not counted as a crash). ``scheduling.timeout`` ends a job FAILED (code 4).
 
-The image is a name only: a task runs ``containerSpec.command + args`` with the local Python first on
-PATH; fetching the code (from the emulated bucket) is the command's own business, as on Vertex.
+An image Artifact Registry holds (one Cloud Build made: ``images.resolve(imageUri)``) is run as
+Kubernetes runs a container: its files copied into the task's fresh directory, its ``WORKDIR`` the
+working directory, its ``ENV`` under the job's, ``command`` replacing its ENTRYPOINT and ``args`` its CMD.
+Any other image is a name only: a task runs ``containerSpec.command + args`` with the local Python first on
+PATH (a ``pythonPackageSpec`` task installs its packages and runs its module: vertex/packages.py); fetching the code (from the emulated bucket) is the command's own business, as on Vertex.
 Every output line becomes a Cloud Logging entry with Vertex's resource labels (``ml_job``,
 ``job_id``, ``task_name``); stdout at INFO, stderr at ERROR; the service's own lines under
 ``task_name`` ``service``. Worker output is untrusted: lines are cut at ``MAX_LINE`` bytes.
@@ -32,9 +35,16 @@ from typing import Any, Protocol
 from gcptui.remote.aio import within
 from gcptui.remote.emulator.core.errors import ApiError
 from gcptui.remote.emulator.logging.api import rfc3339  # Vertex writes into Logging: the one arrow
+from gcptui.remote.emulator.vertex.packages import package_argv
 from gcptui.remote.emulator.vertex.spec import duration_seconds
 
 MAX_LINE = 64 * 1024
+
+
+class ImageSource(Protocol):
+    """Artifact Registry's images, as the workers pull them: ``(root filesystem, config)`` or None."""
+
+    def resolve(self, uri: str) -> tuple[Path, dict[str, Any]] | None: ...
 
 
 class LogSink(Protocol):
@@ -66,6 +76,8 @@ class Task:
     argv: list[str]
     env: dict[str, str]
     directory: Path
+    rootfs: Path | None = None  # an image's files, copied into ``directory`` at each (re)start
+    workdir: str = "/"
     process: asyncio.subprocess.Process | None = None
     restarts: int = 0  # crashes restarted in place
     preemptions: int = 0
@@ -124,8 +136,9 @@ class VertexJobs:
     """All custom jobs of one emulated project; the API and the tests drive it."""
 
     def __init__(self, root: Path, project: str, number: str, logs: LogSink, timing: VertexTiming,
-                 env: dict[str, str] | None = None) -> None:  # fmt: skip
+                 env: dict[str, str] | None = None, images: ImageSource | None = None) -> None:  # fmt: skip
         self.root = root
+        self.images = images
         self.project, self.number = project, number
         self.logs = logs
         self.timing = timing
@@ -223,11 +236,22 @@ class VertexJobs:
                 continue
             container = pool.get("containerSpec") or {}
             argv = [*(container.get("command") or []), *(container.get("args") or [])]
+            image = self.images.resolve(str(container.get("imageUri", ""))) if self.images else None
+            image_env: dict[str, str] = {}
+            if image is not None:
+                config = image[1]
+                argv = [*(container.get("command") or config.get("entrypoint") or []),
+                        *(container.get("args") or ([] if container.get("command") else config.get("cmd") or []))]  # fmt: skip
+                image_env = {str(k): str(v) for k, v in (config.get("env") or {}).items()}
+            if isinstance(pool.get("pythonPackageSpec"), dict):
+                container = pool["pythonPackageSpec"]  # its env, as a container's
+                argv = package_argv(container)
             for r in range(int(pool["replicaCount"])):
                 name = f"workerpool{p}-{r}"
                 env = {
                     "PATH": os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")]),
                     "LANG": "C.UTF-8",
+                    **image_env,
                     **self.env,
                     "CLOUD_ML_PROJECT_ID": self.project, "CLOUD_ML_REGION": job.region, "CLOUD_ML_JOB_ID": job.id,
                     "CLUSTER_SPEC": json.dumps({"cluster": cluster, "task": {"type": f"workerpool{p}", "index": r}}),
@@ -240,7 +264,10 @@ class VertexJobs:
                 for item in container.get("env") or []:
                     if isinstance(item, dict) and isinstance(item.get("name"), str):
                         env[item["name"]] = str(item.get("value", ""))
-                tasks.append(Task(name, argv, env, self.root / job.id / name))
+                task = Task(name, argv, env, self.root / job.id / name)
+                if image is not None:
+                    task.rootfs, task.workdir = image[0], str(image[1].get("workdir") or "/")
+                tasks.append(task)
         return tasks
 
     def _resource(self, job: Job, task_name: str) -> dict[str, Any]:
@@ -296,18 +323,24 @@ class VertexJobs:
             shutil.rmtree(task.directory, ignore_errors=True)
             task.directory.mkdir(parents=True)
             task.env["HOME"] = str(task.directory)
-            if not task.argv:
+            argv, cwd = task.argv, task.directory
+            if task.rootfs is not None:  # the image's files, fresh at each start (as a container's)
+                await asyncio.to_thread(shutil.copytree, task.rootfs, task.directory, dirs_exist_ok=True)
+                cwd = task.directory.joinpath(*[p for p in Path(task.workdir).parts if p != "/"])
+                cwd.mkdir(parents=True, exist_ok=True)
+                argv = [self._in_image(task, word) for word in task.argv]
+            if not argv:
                 self.logs.write(task.name, resource, "The emulator runs containerSpec.command: the image "
                                 "is a name only and has no entrypoint here.", "ERROR")  # fmt: skip
                 code = 127
             else:
                 try:
                     task.process = await asyncio.create_subprocess_exec(
-                        *task.argv, cwd=task.directory, env=task.env, stdin=asyncio.subprocess.DEVNULL,
+                        *argv, cwd=cwd, env=task.env, stdin=asyncio.subprocess.DEVNULL,
                         stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, start_new_session=True,
                     )  # fmt: skip
                 except OSError as error:
-                    self.logs.write(task.name, resource, f"exec {task.argv[0]}: {error.strerror}", "ERROR")
+                    self.logs.write(task.name, resource, f"exec {argv[0]}: {error.strerror}", "ERROR")
                     code = 127
                 else:
                     assert task.process.stdout is not None and task.process.stderr is not None
@@ -337,6 +370,15 @@ class VertexJobs:
                 continue
             task.exit_code, task.done = code, True
             return code
+
+    @staticmethod
+    def _in_image(task: Task, word: str) -> str:
+        """An absolute path the image holds (``/app/train.py``), as the task's copy names it."""
+        if word.startswith("/") and ".." not in Path(word).parts:
+            inside = task.directory / word.lstrip("/")
+            if inside.exists():
+                return str(inside)
+        return word
 
     async def _pump(self, stream: asyncio.StreamReader, task_name: str, resource: dict[str, Any],
                     severity: str) -> None:  # fmt: skip

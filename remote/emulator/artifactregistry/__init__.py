@@ -1,0 +1,1 @@
+"""Artifact Registry: Docker repositories and their images, kept as folders (emulated)."""

@@ -1,0 +1,1 @@
+"""Cloud Build: builds whose docker steps make digest-addressed images (emulated)."""

@@ -1,0 +1,1 @@
+"""IAM (``iam.v1``): service accounts, as far as ``keeper deploy`` needs them."""

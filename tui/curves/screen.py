@@ -1,0 +1,122 @@
+"""The curves screen (``v`` on the fleet): the marked (or selected) machines' curves overlaid, live.
+
+One follower per machine reads its metrics file over its exec channel into a bounded
+``MetricHistory`` (whole, then each line as it arrives; it reconnects through a preemption as the
+logs screen does). The plot is drawn at most every ``REDRAW_S`` while lines arrive, to the width the
+screen has (whole at 80 columns and up). Keys: ``m`` the next metric, ``x`` step or wall time,
+``s`` smoothing, ``l`` log axis, Esc back.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import ClassVar
+
+from textual.app import ComposeResult
+from textual.binding import BindingType
+from textual.screen import Screen
+from textual.widgets import Static
+
+from gcptui.remote.compute.exec_channel import ExecChannel
+from gcptui.remote.errors import GcptuiError
+from gcptui.remote.safe_text import one_line
+from gcptui.remote.telemetry.history import MetricHistory, follow_history
+from gcptui.tui.curves.data import SMOOTHING, View, metrics_of, plot_height, render
+from gcptui.tui.footer import KeysFooter
+from gcptui.tui.keys import bindings_for
+
+REDRAW_S = 0.25
+
+
+class CurvesScreen(Screen[None]):
+    """Curves of ``sources`` (name, exec channel) from the metrics file at ``path`` on each."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [*bindings_for("curves")]
+    DEFAULT_CSS = """
+    CurvesScreen #curves-plot { height: 1fr; padding: 0 1; }
+    CurvesScreen #curves-status { height: 1; padding: 0 1; color: $text-muted; }
+    """
+
+    def __init__(
+        self,
+        sources: list[tuple[str, ExecChannel]],
+        path: str,
+        *,
+        read: dict[str, MetricHistory] | None = None,
+    ) -> None:
+        """``read``: histories already read (shown as they are, not followed)."""
+        super().__init__()
+        self.sources = sources
+        self.path = path
+        self.runs: dict[str, MetricHistory] = {name: MetricHistory() for name, _ in sources}
+        self.status: dict[str, str] = {name: "connecting" for name, _ in sources}
+        for name, history in (read or {}).items():
+            self.runs[name], self.status[name] = history, "read"
+        self.view = View()
+        self._dirty = True
+
+    def compose(self) -> ComposeResult:
+        yield Static(id="curves-plot")
+        yield Static(id="curves-status")
+        yield KeysFooter()
+
+    def on_mount(self) -> None:
+        for name, channel in self.sources:
+            self.run_worker(self._follow(name, channel), group="curves", exit_on_error=False)
+        self.set_interval(REDRAW_S, self._redraw_if_changed)
+        self.redraw()
+
+    async def _follow(self, name: str, channel: ExecChannel) -> None:
+        try:
+            async for notice in follow_history(channel, self.path, self.runs[name]):
+                if notice is not None:
+                    self.status[name] = notice.kind
+                self._dirty = True
+        except GcptuiError as error:  # a machine that refuses for good: said in its place, others go on
+            self.status[name] = f"error: {error}"
+            self._dirty = True
+
+    def _redraw_if_changed(self) -> None:
+        if self._dirty:
+            self.redraw()
+
+    def on_resize(self) -> None:
+        self.redraw()
+
+    def redraw(self) -> None:
+        """Draw the plot to the screen's size now."""
+        self._dirty = False
+        known = metrics_of(self.runs)
+        if known and self.view.metric not in known:
+            self.view = replace(self.view, metric=known[0])
+        plot = self.query_one("#curves-plot", Static)
+        width = max(20, plot.size.width - 2 if plot.size.width else self.size.width - 2)
+        rows = plot.size.height or max(8, self.size.height - 3)
+        plot.update(
+            render(self.runs, self.view, width=width, height=plot_height(rows, list(self.runs), width))
+        )
+        said = "  ".join(one_line(f"{name}: {self.status[name]}") for name in self.runs)
+        self.query_one("#curves-status", Static).update(said)
+
+    def action_next_metric(self) -> None:
+        known = metrics_of(self.runs)
+        if known:
+            at = known.index(self.view.metric) if self.view.metric in known else -1
+            self.view = replace(self.view, metric=known[(at + 1) % len(known)])
+            self.redraw()
+
+    def action_toggle_x(self) -> None:
+        self.view = replace(self.view, by="time" if self.view.by == "step" else "step")
+        self.redraw()
+
+    def action_cycle_smoothing(self) -> None:
+        at = SMOOTHING.index(self.view.smooth) if self.view.smooth in SMOOTHING else 0
+        self.view = replace(self.view, smooth=SMOOTHING[(at + 1) % len(SMOOTHING)])
+        self.redraw()
+
+    def action_toggle_log(self) -> None:
+        self.view = replace(self.view, log_y=not self.view.log_y)
+        self.redraw()
+
+    def action_back(self) -> None:
+        self.app.pop_screen()
