@@ -334,6 +334,17 @@ def refused_by_readonly(key: str, screen: str, keymap: Mapping[str, str] | None 
     return None
 
 
+def demo_only_key(key: str, screen: str, keymap: Mapping[str, str] | None = None) -> Action | None:
+    """The demo-only action ``key`` would run on ``screen``: outside the demo it is hidden, and the
+    screen says where it works instead of doing nothing."""
+    for a in ACTIONS:
+        if a.screen == screen and a.demo_only:
+            bound = (keymap or {}).get(a.id, a.key)
+            if key in (k.strip() for k in bound.split(",")):
+                return a
+    return None
+
+
 def validate_keymap(keymap: Mapping[str, str], known: Iterable[Action] = ACTIONS) -> dict[str, str]:
     """Check a ``[keys]`` table: every id must exist; returns it for ``App.set_keymap``."""
     ids = {a.id for a in known}

@@ -55,3 +55,12 @@ def test_init_without_a_gcloud_project_says_how_to_set_one(tmp_path: Path) -> No
     text = (tmp_path / "gcptui.toml").read_text()
     assert "gcloud config set project" in text
     load_config(str(tmp_path / "gcptui.toml"))  # loads as written
+
+
+def test_ls_without_credentials_names_what_is_missing_and_the_demo(tmp_path: Path) -> None:
+    # The hermetic HOME and gcloud config: no credentials, no project, no gcptui.toml.
+    result = gcptui("ls", cwd=tmp_path)
+    assert result.returncode == 2, result.stderr  # a setup problem, as a config error
+    said = result.stderr.strip()
+    assert said.count("\n") == 0 and "gcloud auth application-default login" in said
+    assert "gcloud config set project" in said and "`gcptui demo`" in said

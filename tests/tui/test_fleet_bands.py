@@ -9,6 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from rich.text import Text
 
 from gcptui.remote.jobs.protocol import JobStatus
 from gcptui.tui.app import GcptuiApp
@@ -129,8 +130,21 @@ async def test_a_marked_machine_a_sync_flash_and_a_recovery_cut_no_kept_column(
         app.fleet_screen.show_snapshot(SNAPSHOT)
         table = app.fleet_screen.table
         await until(pilot, lambda: table.row_count == len(SNAPSHOT.instances) and not table.overflowing())
+        await until(pilot, lambda: columns_measured(table))  # not a frame between two layouts
         await pilot.pause()
         assert_kept_cells_whole(app, width)
+
+
+def columns_measured(table) -> bool:  # type: ignore[no-untyped-def]
+    """Every column is as wide as its widest cell (the table has measured its rows)."""
+    for column in table.ordered_columns:
+        cells = [table.get_cell(row, column.key) for row in table.rows]
+        widest = max(
+            [len(column.label), *(Text(c).cell_len if isinstance(c, str) else c.cell_len for c in cells)]
+        )
+        if column.get_render_width(table) < widest + 2 * table.cell_padding:
+            return False
+    return True
 
 
 async def test_a_column_once_shown_stays_while_a_recovery_goes_through_its_steps(tmp_path: Path) -> None:

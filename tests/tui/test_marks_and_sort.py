@@ -38,6 +38,13 @@ async def test_marked_vms_all_get_the_job_keys_after_one_confirmation_naming_the
         await until(pilot, lambda: all(app.live[n].job.state == "running" for n in ("vm-1", "vm-2")))
         assert app.live["vm-3"].job.state == "none"  # not marked: untouched
 
+        # vm-3 marked too: s asks about vm-3 alone and says the others already run their job.
+        await pilot.press("down", "space")
+        await pilot.press("s")
+        assert "vm-3" in confirm_text(app) and "vm-1" not in confirm_text(app), confirm_text(app)
+        assert any("already runs on vm-1, vm-2" in n.message for n in app._notifications)
+        await pilot.press("n", "space", "up")  # vm-3 unmarked again, the cursor back on vm-2
+
         await pilot.press("K")
         assert "Kill the job on vm-1, vm-2" in confirm_text(app)
         await pilot.press("n")  # no: nothing is killed

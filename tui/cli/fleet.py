@@ -10,7 +10,7 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from gcptui.remote.compute.backend import Capability
 from gcptui.remote.compute.registry import Compute, fleet_source
 from gcptui.remote.config import load_config
-from gcptui.remote.errors import ConfigError, GcptuiError, NotFoundError
+from gcptui.remote.errors import CloudError, ConfigError, GcptuiError, NotFoundError
 from gcptui.remote.models import Instance
 from gcptui.tui.cli.common import ask_line
 
@@ -21,7 +21,17 @@ def run_ls(args: argparse.Namespace) -> int:
     source.gke_nodes = args.all  # GKE nodes' own instances: their cluster's, listed when asked
     # Every configured kind of compute beside the VMs (TPU nodes, Vertex AI jobs, ...), through the seam.
     source.more_rows = Compute.over(source).rows_beyond_fleet
-    snapshot = source.snapshot()
+    try:
+        snapshot = source.snapshot()
+    except CloudError as err:
+        if not str(err).startswith("No Google credentials"):
+            raise
+        # The first thing a new user meets: all of what is missing, and the way to look around
+        # without an account. A setup problem, exit 2 like the config's own.
+        raise ConfigError(
+            f"{err} (and a project if none is set: `gcloud config set project ID` or [gcp] project); "
+            "or try `gcptui demo`: the TUI on an emulated fleet, no account needed"
+        ) from None
     instances = sorted(snapshot.instances, key=lambda i: i.name)  # by name, as the TUI sorts
     for note in snapshot.errors:  # e.g. an unreachable zone: what was listed still prints, exit 0
         print(f"gcptui: {note}", file=sys.stderr)

@@ -14,6 +14,7 @@ from textual.screen import ModalScreen
 from textual.widgets import Static
 
 from gcptui.remote.models import SOURCE_TITLES, Instance, run_spend
+from gcptui.tui.footer import KeysFooter
 from gcptui.tui.live.cells import checkpoint_detail, gpu_panel_text, progress_cell
 from gcptui.tui.live.columns import status_text
 from gcptui.tui.live.state import Live
@@ -92,7 +93,14 @@ def detail_table(instance: Instance) -> Table:
 
 
 class DetailScreen(ModalScreen[None]):
-    BINDINGS = [Binding("escape,q", "dismiss", "Back", id="detail.back")]
+    # A pager's keys (less, k9s): its own footer says them, not the fleet's keys behind the dialog.
+    BINDINGS = [
+        Binding("escape,q", "dismiss", "Back", id="detail.back"),
+        Binding("j,down", "scroll('down')", "Down", id="detail.down", show=False),
+        Binding("k,up", "scroll('up')", "Up", id="detail.up", show=False),
+        Binding("g,home", "scroll('home')", "Top", id="detail.top"),
+        Binding("G,end", "scroll('end')", "Bottom", id="detail.bottom"),
+    ]
 
     def __init__(self, instance: Instance, live: Live | None = None) -> None:
         super().__init__()
@@ -104,7 +112,14 @@ class DetailScreen(ModalScreen[None]):
             yield Static(Text(self.instance.name, style="bold"), id="detail-title")
             yield Static(detail_table(self.instance), id="detail-body")
             yield Static(id="detail-live")
-            yield Static(Text("Esc to go back", style="dim"))
+            yield Static(Text("Esc to go back · j/k scroll · g/G top and bottom", style="dim"))
+        yield KeysFooter()
+
+    def action_scroll(self, where: str) -> None:
+        view = self.query_one("#detail", VerticalScroll)
+        {"down": view.scroll_down, "up": view.scroll_up, "home": view.scroll_home, "end": view.scroll_end}[
+            where
+        ](animate=False)
 
     def on_mount(self) -> None:
         self._show_live()

@@ -76,9 +76,21 @@ class MachineKeys(Screen[None]):
                 self._act(label, [instance], lambda inst: self.actions.job_action(action, inst), question)
             return
         targets = self._marked_reachable()
+        if action == "start":
+            # Asked only about the machines a start can act on: one already running its job would
+            # be listed, then counted as failed ("1 of 3 failed").
+            busy = [i for i in targets if self._job_running(i)]
+            if busy:
+                names = ", ".join(i.name for i in busy)
+                self.notify(f"a job already runs on {names}: R restarts it", title=label)
+                targets = [i for i in targets if i not in busy]
         if targets:
             ask = question or f"{label} on {{name}}?"
             self._act(label, targets, lambda inst: self.actions.job_action(action, inst), ask)
+
+    def _job_running(self, instance: Instance) -> bool:
+        live = self.live.get(instance.name)
+        return live is not None and live.job is not None and live.job.state == "running"
 
     def _marked_reachable(self) -> list[Instance]:
         """The marked machines that exist and answer SSH; says which ones are left out and why."""

@@ -19,7 +19,7 @@ from gcptui.tui.fleet.group_rows import GroupRowsMixin
 from gcptui.tui.fleet.machine_keys import MachineKeys
 from gcptui.tui.fleet.table import FleetTable, SortOrder
 from gcptui.tui.footer import KeysFooter
-from gcptui.tui.keys import action_allowed, bindings_for, refused_by_readonly
+from gcptui.tui.keys import action_allowed, bindings_for, demo_only_key, refused_by_readonly
 from gcptui.tui.live.columns import (
     LIVE_COLUMNS,
     SORTABLE,
@@ -71,6 +71,16 @@ class FleetScreen(GroupRowsMixin, MachineKeys):
             self.actions.cancel_autostop(
                 selected.name
             )  # any key on a VM under an auto-stop countdown cancels it
+        if not self.demo and not isinstance(self.focused, Input):
+            shown = demo_only_key(event.key, "fleet", self.actions.keymap)
+            if shown is not None:  # P outside the demo: say where it works, never ignore it
+                event.stop()
+                self.notify(
+                    f"{shown.description}: the demo's key (`gcptui demo`); on an emulator, "
+                    "`gcptui vm preempt NAME` preempts a machine",
+                    title=shown.label or shown.id,
+                )
+                return
         # A key --readonly disables is hidden and refused by check_action: say so, never ignore it.
         if not self.readonly or isinstance(self.focused, Input):
             return
@@ -185,10 +195,13 @@ class FleetScreen(GroupRowsMixin, MachineKeys):
                 text.append(f" · filter: {self.filter_text}", style="bold")
             if self.marked:
                 text.append(f" · marked: {', '.join(sorted(self.marked))}", style="bold cyan")
-            text.append(f" · {self.snapshot.source} · refreshed {when}")
+            # The refresh time and the cost before the source: a long source (an emulator's URL)
+            # is what a narrow terminal cuts, not what changes.
+            text.append(f" · refreshed {when}")
             cost = fleet_cost_line(self.snapshot.instances)
             if cost:
                 text.append(f" · {cost}", style="bold")
+            text.append(f" · {self.snapshot.source}")
             arrow = " ↓" if self.sort.reverse else ""
             text.append(f" · sorted by {self.sort.label.lower()}{arrow}", style="dim")
             for note in self.snapshot.errors:
@@ -217,6 +230,7 @@ class FleetScreen(GroupRowsMixin, MachineKeys):
         assert self.snapshot is not None
         listed, shown = self.snapshot.instances, self.visible_instances()
         words = []
+        # A row whose lines are in Cloud Logging (a Vertex AI job) is a job, not a machine.
         for kind, counted in (("machine", lambda i: not is_job_row(i)), ("job", is_job_row)):
             total = sum(1 for i in listed if counted(i))
             if total or kind == "machine":

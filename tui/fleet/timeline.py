@@ -19,18 +19,38 @@ def _clock(value: datetime | None) -> str:
     return value.astimezone().strftime("%H:%M:%S.%f")[:-3] if value else "-"
 
 
+# How the preemption came to be known, in words (the timeline's own word in brackets after them).
+DETECTED_BY = {
+    "notice": "the VM's preemption notice (metadata server)",
+    "poll": "a fleet poll found it stopped",
+    "lost": "a fleet poll found it gone (deleted on preemption)",
+    "manual": "you asked for the recovery",
+}
+
+
+def _steps_lost(timeline: Timeline) -> str:
+    if timeline.steps_lost is not None:
+        return str(timeline.steps_lost)
+    if timeline.resumed_step is None:
+        return "unknown until the job resumes"
+    return "unknown: no step was reported before the preemption"
+
+
 def timeline_table(timeline: Timeline) -> Table:
     summary = Table.grid(padding=(0, 2))
     summary.add_column(style="bold cyan", justify="right")
     summary.add_column()
     rows = [
         ("Preempted at", _clock(timeline.preempted_at)),
-        ("Detected at", f"{_clock(timeline.detected_at)} ({timeline.detected_by or '-'})"),
+        (
+            "Detected at",
+            f"{_clock(timeline.detected_at)} ({DETECTED_BY.get(timeline.detected_by or '', timeline.detected_by or '-')})",
+        ),
         ("Restarted at", _clock(timeline.restarted_at)),
         ("Running at", _clock(timeline.running_at)),
         ("Resumed at", _clock(timeline.resumed_at)),
         ("Resumed at step", "-" if timeline.resumed_step is None else str(timeline.resumed_step)),
-        ("Steps lost", "-" if timeline.steps_lost is None else str(timeline.steps_lost)),
+        ("Steps lost", _steps_lost(timeline)),
         ("Outcome", timeline.outcome_text if timeline.outcome != "recovering" else "in progress"),
     ]
     for label, value in rows:

@@ -185,9 +185,12 @@ class Live:
         return text
 
     def last_sync_text(self) -> str:
-        """``14:02:31 · 3 files · 12.0 kB`` for the detail view; "-" before the first batch."""
+        """``14:02:31 · 3 files · 12.0 kB`` for the detail view; before the first batch, why none
+        was sent (in sync: nothing differed; else none yet), never a bare "-" beside "in sync"."""
         if not self.last_sync_at:
-            return "-"
+            if self.sync_state == "in_sync":
+                return "nothing to send: the machine already had this tree"
+            return "none yet"
         files = self.last_sync_files
         stamp = time.strftime("%H:%M:%S", time.localtime(self.last_sync_at))
         return f"{stamp} · {files} file{'s' if files != 1 else ''} · {human_bytes(self.last_sync_bytes)}"

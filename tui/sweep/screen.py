@@ -150,9 +150,13 @@ class SweepScreen(Screen[None]):
             + (f", {counts['pruned']} pruned" if counts["pruned"] else "")
             + f"   sort: {self.sort}"
             + (f"  filter: {self.filter_text}" if self.filter_text else "")
+            # VM:N in the VM column: the VM's job slot N, another trial beside the first on it.
+            + ("   VM:N = job slot N of the VM" if any(t.slot for t in state.trials) else "")
         )
         if leader is not None:
-            summary += f"\nleader {leader.id}: {state.spec.metric} {_number(leader.metric)}"
+            # The leader ranks by each trial's last value (what it ended with); Best is the best
+            # value a trial reached on the way, which can beat the leader's: said, not left to guess.
+            summary += f"\nleader {leader.id}: {state.spec.metric} {_number(leader.metric)} (last value; Best: best reached)"
             if len(leader.curve) > 1:
                 values = [value for _, value in leader.curve]
                 summary += f"  curve {sparkline(values)} (steps {leader.curve[0][0]}-{leader.curve[-1][0]})"

@@ -68,12 +68,12 @@ def job_row(job: dict[str, Any]) -> Instance:
         gpus=gpus,
         spot=(spec.get("scheduling") or {}).get("strategy") == "SPOT",
         labels=labels,
+        title=str(job.get("displayName") or "") or None,
         instance_id=name,
         last_start=job.get("startTime"),
         last_stop=job.get("endTime"),
         source="vertex",
         state=state,
-        title=str(job.get("displayName", "")) or None,
         machine=False,
         workers=tuple(Worker(task, None, state) for task in task_names(job)),
     )
