@@ -356,8 +356,9 @@ class Backend(ABC):
         arrive, each followed across container restarts and its replacement (``CONTAINER_LOGS``)."""
         raise Unsupported(row, "show its containers' own output")
 
-    def restart(self, row: Instance) -> None:
-        """Recreate the workload's workers through its controller (``kubectl rollout restart``)."""
+    def restart(self, row: Instance, image: str | None = None) -> None:
+        """Recreate the workload's workers through its controller (``kubectl rollout restart``); with
+        ``image``, rolled to that image (``kubectl set image``)."""
         raise Unsupported(row, "be restarted in place")
 
     def billing_nodes(self, row: Instance) -> Sequence[BillingNode]:

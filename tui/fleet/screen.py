@@ -230,6 +230,7 @@ class FleetScreen(GroupRowsMixin, MachineKeys):
         assert self.snapshot is not None
         listed, shown = self.snapshot.instances, self.visible_instances()
         words = []
+        # A row whose lines are in Cloud Logging (a Vertex AI job) is a job, not a machine.
         for kind, counted in (("machine", lambda i: not is_job_row(i)), ("job", is_job_row)):
             total = sum(1 for i in listed if counted(i))
             if total or kind == "machine":

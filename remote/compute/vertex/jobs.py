@@ -73,7 +73,6 @@ def job_row(job: dict[str, Any]) -> Instance:
         last_stop=job.get("endTime"),
         source="vertex",
         state=state,
-        title=str(job.get("displayName", "")) or None,
         machine=False,
         workers=tuple(Worker(task, None, state) for task in task_names(job)),
     )
