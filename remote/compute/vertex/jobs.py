@@ -68,6 +68,7 @@ def job_row(job: dict[str, Any]) -> Instance:
         gpus=gpus,
         spot=(spec.get("scheduling") or {}).get("strategy") == "SPOT",
         labels=labels,
+        title=str(job.get("displayName") or "") or None,
         instance_id=name,
         last_start=job.get("startTime"),
         last_stop=job.get("endTime"),
