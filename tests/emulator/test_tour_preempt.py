@@ -108,6 +108,11 @@ def test_vm_preempt_reaches_a_tpu_node_and_a_gke_node_and_keepalive_runs_the_job
                                      stderr=subprocess.STDOUT, text=True, env=env)  # fmt: skip
         lines, seen = _lines(keepalive), []
         _until(lines, r"keep-alive: watching", time.monotonic() + 60, seen)
+        # The node boots while the emulator says ready: its workers are reachable once their host keys
+        # are published (a `job status` that answers), as a user's first command would find them.
+        reachable = time.monotonic() + 90
+        while _cli("job", "status", "tpu-1", *at, env=env).returncode != 0:
+            assert time.monotonic() < reachable, "tpu-1's workers never became reachable"
         started = _cli("job", "start", "tpu-1", "trainer", *at, env=env)
         assert started.returncode == 0, started.stderr
 

@@ -119,6 +119,7 @@ def test_what_kubectl_applies_gcptui_lists(setup: Setup) -> None:
         Capability.RECOVER,
         Capability.PRICE,
         Capability.CONTAINER_LOGS,  # its containers' own output, through the log API
+        Capability.SIMULATE_MAINTENANCE,  # its Spot node is a Compute Engine instance of [gcp]'s project
     }
     pods = backend.pod_rows(trainer)
     assert [p.name for p in pods] == ["trainer/trainer-0", "trainer/trainer-1"]
