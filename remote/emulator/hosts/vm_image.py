@@ -41,7 +41,14 @@ def prepare_image(root: Path) -> Path:
         )  # fmt: skip
         for extra in bin_dir.glob("activate*"):
             extra.unlink()
-        (bin_dir / "python").unlink(missing_ok=True)
+        # venv makes ``python`` the link to the base and ``python3`` a link to ``python``: ``python3``
+        # takes the base's own target, so ``python`` can go and fall through to the ML environment.
+        python = bin_dir / "python"
+        target = os.readlink(python) if python.is_symlink() else None
+        if target is not None:
+            (bin_dir / "python3").unlink(missing_ok=True)
+            (bin_dir / "python3").symlink_to(target)
+        python.unlink(missing_ok=True)
         sudo = bin_dir / "sudo"
         sudo.write_text(SUDO)
         sudo.chmod(0o755)
