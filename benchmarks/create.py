@@ -35,9 +35,9 @@ def main() -> None:
 
     from gcptui.remote.cloud.create import CreateOptions
     from gcptui.remote.cloud.images import image_from_disk
+    from gcptui.remote.compute.gce.copies import VmCreator, plan_create  # the GCE backend's copier
     from gcptui.remote.config import load_config
     from gcptui.remote.emulator.thread import EmulatorThread
-    from gcptui.remote.provision import VmCreator, plan_create
     from tests.cli.test_vm_create import IMAGE, _base_body
 
     results: dict[str, float] = {}
