@@ -34,7 +34,10 @@ async def emulator_fixture(tmp_path: Path) -> AsyncIterator[Emulator]:
         tmp_path / "emulator",
         boot_seconds=FAST["boot_seconds"],
         stop_seconds=FAST["stop_seconds"],
-        preempt_grace_seconds=FAST["preempt_grace_seconds"],
+        # GCE gives a Spot VM 30 s; 2 s (FAST) was too short for the VM's notice watcher to finish its
+        # record and banner when the suite's other worker saturates both cores (torch's DataLoader
+        # workers): the power-off's SIGKILL landed mid-way. 5 s keeps the tests quick and the race out.
+        preempt_grace_seconds=5.0,
     )
     await emu.start()
     try:
