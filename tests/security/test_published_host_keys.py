@@ -142,7 +142,9 @@ async def test_a_tpu_worker_writing_extra_known_hosts_lines_pins_nothing(
 ) -> None:
     emulator.add_tpu("tpu-h", accelerator_type="v4-16")
     emulator.add_tpu("tpu-v", accelerator_type="v4-8")
+    # Both booted: tpu-v's workers publish their own keys only once up (CI once listed it still CREATING).
     await emulator.wait_for_tpu("tpu-h", "READY")
+    await emulator.wait_for_tpu("tpu-v", "READY")
     node = emulator.tpu("tpu-h")
     worker = node.workers[1]
     own = emulator.fleet.host.host_keys(worker)[0][1]
