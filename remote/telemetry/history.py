@@ -73,22 +73,33 @@ class Series:
         del self.steps[cut:], self.times[cut:], self.values[cut:]
 
     def _fold(self) -> None:
-        """Down to ``cap`` points: per bucket of consecutive points, its lowest and its highest
-        (in step order), so spikes and dips survive what a plain stride would drop."""
-        n = len(self.steps)
-        buckets = max(1, self.cap // 2)
-        keep: list[int] = []
-        for b in range(buckets):
-            lo, hi = b * n // buckets, (b + 1) * n // buckets
-            if lo >= hi:
-                continue
-            chunk = range(lo, hi)
-            low = min(chunk, key=self.values.__getitem__)
-            high = max(chunk, key=self.values.__getitem__)
-            keep.extend(sorted({low, high}))
-        self.steps = [self.steps[i] for i in keep]
+        """Down to at most ``cap`` points: the steps cut into ``cap // 2`` equal ranges, each keeping its
+        lowest and its highest point (in step order), so spikes and dips survive what a plain stride
+        would drop; the first and the last point stay. Ranges of steps, not of points: the points an
+        earlier fold kept stand for wider ranges than the newer ones and are not thinned again at the
+        newer ones' rate (which left a long run's early part as a single point)."""
+        steps, values = self.steps, self.values
+        n, buckets = len(steps), max(1, self.cap // 2)
+        first, span = steps[0], steps[-1] - steps[0] + 1
+        keep: list[int] = [0]
+        lo = 0
+        while lo < n:
+            bucket = (steps[lo] - first) * buckets // span
+            low = high = lo
+            hi = lo + 1
+            while hi < n and (steps[hi] - first) * buckets // span == bucket:
+                if values[hi] < values[low]:
+                    low = hi
+                elif values[hi] > values[high]:
+                    high = hi
+                hi += 1
+            keep.extend(sorted({low, high} - {keep[-1]}))
+            lo = hi
+        if keep[-1] != n - 1:
+            keep.append(n - 1)
+        self.steps = [steps[i] for i in keep]
         self.times = [self.times[i] for i in keep]
-        self.values = [self.values[i] for i in keep]
+        self.values = [values[i] for i in keep]
         self.folded = True
 
     def points(self, by: Literal["step", "time"] = "step") -> list[tuple[float, float]]:
@@ -111,9 +122,9 @@ class MetricHistory:
         record = json_object(line)
         if record is None:
             return False
-        at = _number(record.get("time"))
+        at = metric_number(record.get("time"))
         at = at if at is not None else self.last_time
-        step = _step(record.get("step"))
+        step = metric_step(record.get("step"))
         event = record.get("event")
         if event is None:
             return step is not None and self._points("", record, step, at)
@@ -135,20 +146,24 @@ class MetricHistory:
     def _points(self, prefix: str, record: dict[str, object], step: int, at: float) -> bool:
         changed = False
         for key, raw in record.items():
-            value = _number(raw)
+            value = metric_number(raw)
             if key in NOT_METRICS or value is None:
                 continue
-            name = prefix + vm_field(key, MAX_NAME)
-            series = self.series.get(name)
-            if series is None:
-                if len(self.series) >= MAX_SERIES:
-                    continue
-                series = self.series[name] = Series(self.cap)
-            series.add(step, at, value)
-            changed = True
+            changed = self.add_point(prefix + vm_field(key, MAX_NAME), step, at, value) or changed
         if changed and not prefix:
             self.last_step, self.last_time = step, at
         return changed
+
+    def add_point(self, name: str, step: int, at: float, value: float) -> bool:
+        """One point of the series ``name`` (already made safe to show); False when it is a new
+        name past ``MAX_SERIES``."""
+        series = self.series.get(name)
+        if series is None:
+            if len(self.series) >= MAX_SERIES:
+                return False
+            series = self.series[name] = Series(self.cap)
+        series.add(step, at, value)
+        return True
 
     @classmethod
     def of_points(cls, metric: str, points: Iterable[tuple[int, float]]) -> MetricHistory:
@@ -157,7 +172,7 @@ class MetricHistory:
         history = cls()
         series = history.series[metric] = Series(history.cap)
         for step, value in points:
-            if _step(step) is not None and (number := _number(value)) is not None:
+            if metric_step(step) is not None and (number := metric_number(value)) is not None:
                 series.add(step, 0.0, number)
         return history
 
@@ -192,7 +207,7 @@ async def follow_history(
             yield None
 
 
-def _number(value: object) -> float | None:
+def metric_number(value: object) -> float | None:
     if isinstance(value, bool) or not isinstance(value, int | float):
         return None
     if isinstance(value, int) and abs(value) > MAX_MAGNITUDE:
@@ -201,7 +216,7 @@ def _number(value: object) -> float | None:
     return number if math.isfinite(number) and abs(number) <= MAX_MAGNITUDE else None
 
 
-def _step(value: object) -> int | None:
+def metric_step(value: object) -> int | None:
     if isinstance(value, bool):
         return None
     if isinstance(value, float) and math.isfinite(value) and value.is_integer():

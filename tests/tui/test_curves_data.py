@@ -86,3 +86,13 @@ def test_render_by_wall_time_starts_at_zero_and_places_marks() -> None:
     with console.capture() as captured:
         console.print(render({"a": history}, View(by="time", smooth=0.6), width=80, height=6))
     assert "0s" in captured.get() and "1m30s" in captured.get()
+
+
+def test_a_long_steady_run_keeps_points_across_all_its_steps_not_only_its_newest() -> None:
+    series = Series(cap=100)
+    for step in range(100_000):
+        series.add(step, float(step), 1.0 / (1 + step))  # a loss that only falls: each bucket's ends
+    gaps = [b - a for a, b in zip(series.steps, series.steps[1:], strict=False)]
+    assert len(series.steps) <= 200 and series.steps[0] == 0 and series.steps[-1] == 99_999
+    # About a bucket (steps / (cap / 2)): the early part is not one point.
+    assert max(gaps) <= 3 * 100_000 // 50
