@@ -371,14 +371,12 @@ class GcptuiApp(Telling, KeepAliveControls, App[None]):
             self.push_screen(screen)
 
     def open_curves(self, names: list[str]) -> None:
-        from gcptui.remote.jobs.protocol import metrics_path
-        from gcptui.tui.curves.screen import CurvesScreen
+        from gcptui.tui.curves.sources import curves_screen
 
         snapshot = self.fleet_screen.snapshot
         found = [i for n in names if snapshot is not None and (i := snapshot.find(n)) is not None]
-        if found:
-            path = metrics_path(self.config.job, self.config.sync.dest)
-            self.push_screen(CurvesScreen([(i.name, self.services.channel(i)) for i in found], path))
+        if found and (screen := curves_screen(self.services, found)) is not None:
+            self.push_screen(screen)
 
     def show_curves(self, read: dict[str, MetricHistory]) -> None:
         """The curves screen on histories read already (a sweep's trials)."""

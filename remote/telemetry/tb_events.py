@@ -90,12 +90,18 @@ def _event_file(path: str, size: int) -> EventFile | None:
     return EventFile(path, size)
 
 
+def _shell_path(path: str) -> str:
+    """``path`` (absolute, or relative to the remote home) quoted for ``sh``: a relative one is said
+    from ``$HOME``, as a session need not start there."""
+    return shlex.quote(path) if path.startswith("/") else '"$HOME"/' + shlex.quote(path)
+
+
 class RemoteEvents:
     """The event files below ``run_dir`` (``[sync].dest``: where the job runs) on a machine."""
 
     def __init__(self, channel: ExecChannel, run_dir: str) -> None:
         self.channel = channel
-        self.run_dir = home_relative(run_dir)  # commands start in the remote home
+        self.run_dir = home_relative(run_dir)
 
     @property
     def where(self) -> str:
@@ -104,7 +110,7 @@ class RemoteEvents:
     async def files(self) -> list[EventFile]:
         prune = " -o ".join(f"-name {shlex.quote(name)}" for name in SKIPPED_DIRS)
         command = (
-            f"find {shlex.quote(self.run_dir)} -maxdepth {MAX_DEPTH} \\( {prune} \\) -prune -o -type f "
+            f"find {_shell_path(self.run_dir)} -maxdepth {MAX_DEPTH} \\( {prune} \\) -prune -o -type f "
             f"-name '{EVENT_PREFIX}*' -printf '%s %P\\n' 2>/dev/null | head -n {4 * MAX_FILES}"
         )
         result = await exec_capped(self.channel, command, max_bytes=LIST_BYTES, timeout=READ_TIMEOUT)
@@ -116,7 +122,7 @@ class RemoteEvents:
         return found
 
     async def read(self, path: str, offset: int, limit: int) -> bytes:
-        where = shlex.quote(posixpath.join(self.run_dir, path))
+        where = _shell_path(posixpath.join(self.run_dir, path))
         command = f"tail -c +{offset + 1} {where} | head -c {limit} | base64"
         cap = limit * 4 // 3 + limit // 57 + 1024  # base64 and its line breaks
         result = await exec_capped(self.channel, command, max_bytes=cap, timeout=READ_TIMEOUT)
@@ -322,7 +328,17 @@ async def refresh_events(source: EventSource, mirror: EventMirror, history: Metr
     return said
 
 
+async def read_events(source: EventSource, history: MetricHistory) -> list[str]:
+    """The event files below ``source`` into ``history`` once (a report's read); the lines to say."""
+    mirror = EventMirror()
+    try:
+        return (await refresh_events(source, mirror, history)).warnings
+    finally:
+        mirror.close()
+
+
 __all__ = [
+    "read_events",
     "INSTALL_HINT",
     "EventFile",
     "EventMirror",

@@ -185,11 +185,11 @@ def build_parser() -> argparse.ArgumentParser:
     plot = sub.add_parser(
         "plot", parents=[common], help="the curves of a metric of machines (as the curves screen draws them)"
     )
-    plot.add_argument("name", metavar="NAME", nargs="+", help="machines, as `gcptui ls` names them")
+    plot.add_argument("name", metavar="NAME", nargs="+", help="machines, or ./DIR (a pulled run)")
     plot.add_argument("--metric", metavar="M", default=None, help="the metric to plot (default: loss)")
     plot_out = plot.add_mutually_exclusive_group()
     plot_out.add_argument("--svg", metavar="FILE", default=None, help="write the plot as an SVG")
-    plot_out.add_argument("--png", metavar="FILE", default=None, help="not available: use --svg")
+    plot_out.add_argument("--png", metavar="FILE", default=None, help="write the plot as a PNG (extra: png)")
     plot.set_defaults(handler=_lazy("gcptui.tui.cli.plot", "run_plot"))
 
     logs = sub.add_parser("logs", parents=[common], help="job output; several names merged with a prefix")
