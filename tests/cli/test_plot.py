@@ -1,6 +1,7 @@
 """`gcptui plot`: a machine's metrics file read over SSH (OpenSSH sshd) and drawn as the curves screen
-draws it: plain text in a pipe, an SVG with --svg; a PNG of the same cells with --png; TensorBoard event files of the run directory (over SSH, and of
-a pulled folder); an unknown metric and a missing extra are one line, exit 2."""
+draws it: plain text in a pipe, an SVG with --svg, a PNG of the same cells with --png; the
+TensorBoard event files of the run directory (over SSH) and of a pulled folder; an unknown metric
+and a missing extra are one line, exit 2."""
 
 from __future__ import annotations
 
