@@ -7,15 +7,19 @@ damaged file, a hostile tag name and the byte caps said in one line each, never 
 from __future__ import annotations
 
 import sys
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 
 import numpy as np
 import pytest
+from textual.app import App
+from textual.pilot import Pilot
+from textual.widgets import Static
 
 from gcptui.remote.telemetry import tb_events
 from gcptui.remote.telemetry.history import MetricHistory
 from gcptui.remote.telemetry.tb_events import EventMirror, LocalEvents, RemoteEvents, refresh_events
+from gcptui.tui.curves.screen import CurvesScreen
 from tests.helpers.local_exec import LocalChannel
 
 
@@ -157,3 +161,47 @@ async def test_without_tensorboard_the_files_found_say_how_to_install_it(
     said = await refresh_events(LocalEvents(tmp_path), mirror, history)
     assert said.files == 1 and said.warnings == [tb_events.INSTALL_HINT] and not history.series
     assert "gcptui[tensorboard]" in tb_events.INSTALL_HINT
+
+
+class _Screen(App[None]):
+    def __init__(self, channel: LocalChannel, run_dir: Path) -> None:
+        super().__init__()
+        self.curves = CurvesScreen([("box", channel)], str(run_dir / "metrics.jsonl"), run_dir=str(run_dir))
+
+    def on_mount(self) -> None:
+        self.push_screen(self.curves)
+
+
+async def _until(pilot: Pilot[None], predicate: Callable[[], object]) -> None:
+    for _ in range(1200):
+        if predicate():
+            return
+        await pilot.pause(0.05)
+    raise AssertionError("condition not met in time")
+
+
+async def test_the_curves_screen_plots_the_event_files_beside_the_metrics_file(
+    tmp_path: Path, channel: LocalChannel
+) -> None:
+    (tmp_path / "metrics.jsonl").write_text('{"step": 1, "loss": 2.0}\n{"step": 2, "loss": 1.0}\n')
+    _summary_writer(tmp_path, range(50))
+    app = _Screen(channel, tmp_path)
+    async with app.run_test(size=(100, 30)) as pilot:
+        runs = app.curves.runs
+        await _until(pilot, lambda: "tb:train/loss" in runs["box"].series and "loss" in runs["box"].series)
+        assert runs["box"].series["tb:train/loss"].steps == list(range(50))
+        await pilot.press("m")  # the next metric: the event files' tag
+        plot = str(app.curves.query_one("#curves-plot", Static).render())
+        assert plot.startswith("tb:train/loss, by step") and "━ box" in plot
+
+
+async def test_without_tensorboard_the_screen_says_how_to_install_it(
+    tmp_path: Path, channel: LocalChannel, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _summary_writer(tmp_path, range(3))
+    monkeypatch.setitem(sys.modules, "tensorboard", None)
+    app = _Screen(channel, tmp_path)
+    async with app.run_test(size=(100, 30)) as pilot:
+        status = app.curves.query_one("#curves-status", Static)
+        await _until(pilot, lambda: "gcptui[tensorboard]" in str(status.render()))
+        assert str(status.render()).startswith(tb_events.INSTALL_HINT)

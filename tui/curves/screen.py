@@ -18,6 +18,7 @@ import contextlib
 from dataclasses import replace
 from typing import ClassVar
 
+from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import BindingType
 from textual.screen import Screen
@@ -138,7 +139,7 @@ class CurvesScreen(Screen[None]):
             dict.fromkeys(line for lines in self.notes.values() for line in lines)
         )  # one install hint
         said = "  ".join([*notes, *(one_line(f"{name}: {self.status[name]}") for name in self.runs)])
-        self.query_one("#curves-status", Static).update(said)
+        self.query_one("#curves-status", Static).update(Text(said))  # Text: no markup in machine text
 
     def action_next_metric(self) -> None:
         known = metrics_of(self.runs)
