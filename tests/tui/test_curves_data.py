@@ -81,7 +81,7 @@ def test_render_by_wall_time_starts_at_zero_and_places_marks() -> None:
         history.feed(_line(step=step, loss=1.0 / step, time=1000.0 + step * 10))
     history.feed(_line(event="preempted", step=10, time=1105.0))
     series, marks = series_of({"a": history}, View(by="time"))
-    assert series[0][1][0][0] == 0.0 and marks == [(95.0, "preempted")]
+    assert series[0][1][0] == 0.0 and marks == [(95.0, "preempted")]
     console = Console(width=80, record=True, file=None, force_terminal=False)
     with console.capture() as captured:
         console.print(render({"a": history}, View(by="time", smooth=0.6), width=80, height=6))

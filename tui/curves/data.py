@@ -16,7 +16,7 @@ from rich.text import Text
 from gcptui.remote.compute.exec_channel import ExecChannel
 from gcptui.remote.errors import GcptuiError
 from gcptui.remote.telemetry.history import MetricHistory, follow_history
-from gcptui.tui.plots import MarkAt, curves, x_number
+from gcptui.tui.plots import MarkAt, curves_xy, x_number
 
 DEFAULT_METRIC = "loss"
 SMOOTHING = (0.0, 0.6, 0.9)  # the steps of the screen's smoothing key (EMA weights)
@@ -59,21 +59,22 @@ def duration(seconds: float) -> str:
 
 def series_of(
     runs: dict[str, MetricHistory], view: View
-) -> tuple[list[tuple[str, list[tuple[float, float]]]], list[MarkAt]]:
-    """The plot's input: (run, points) per run that has the metric, and every run's marks, on the
-    view's x axis (wall time: seconds since the earliest point of any run)."""
+) -> tuple[list[tuple[str, Sequence[float], Sequence[float]]], list[MarkAt]]:
+    """The plot's input: (run, xs, values) per run that has the metric, and every run's marks, on the
+    view's x axis (wall time: seconds since the earliest point of any run). By step, a history's own
+    lists, not copies (the plot only reads them, on the loop that alone changes them)."""
     start = 0.0
     if view.by == "time":
         firsts = [s.times[0] for h in runs.values() if (s := h.series.get(view.metric)) and s.times]
         start = min(firsts, default=0.0)
-    series: list[tuple[str, list[tuple[float, float]]]] = []
+    series: list[tuple[str, Sequence[float], Sequence[float]]] = []
     marks: list[MarkAt] = []
     for name, history in runs.items():
         found = history.series.get(view.metric)
         if found is None or not found.steps:
             continue
-        points = found.points(view.by)
-        series.append((name, [(x - start, y) for x, y in points] if view.by == "time" else points))
+        xs: Sequence[float] = found.steps if view.by == "step" else [t - start for t in found.times]
+        series.append((name, xs, found.values))
         for mark in history.marks:
             x = mark.step if view.by == "step" else (mark.time - start if mark.time is not None else None)
             if x is not None:
@@ -84,7 +85,7 @@ def series_of(
 def render(runs: dict[str, MetricHistory], view: View, *, width: int, height: int) -> Text:
     """The curves of ``view.metric`` of every run, ``width`` columns wide (legend included)."""
     series, marks = series_of(runs, view)
-    return curves(
+    return curves_xy(
         series,
         width=width,
         height=height,
