@@ -6,12 +6,16 @@ damaged file, a hostile tag name and the byte caps said in one line each, never 
 
 from __future__ import annotations
 
+import asyncio
+import io
 import sys
 from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from textual.app import App
 from textual.pilot import Pilot
 from textual.widgets import Static
@@ -205,3 +209,27 @@ async def test_without_tensorboard_the_screen_says_how_to_install_it(
         status = app.curves.query_one("#curves-status", Static)
         await _until(pilot, lambda: "gcptui[tensorboard]" in str(status.render()))
         assert str(status.render()).startswith(tb_events.INSTALL_HINT)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(payloads=st.lists(st.binary(max_size=200), max_size=6), tail=st.binary(max_size=64))
+def test_any_bytes_in_an_event_file_give_bounded_points_or_one_line(
+    tmp_path: Path, payloads: list[bytes], tail: bytes
+) -> None:
+    from tensorboard.summary.writer.record_writer import RecordWriter
+
+    framed = io.BytesIO()
+    writer = RecordWriter(framed)  # well-framed records (valid CRCs) of arbitrary bytes, then junk
+    for payload in payloads:
+        writer.write(payload)
+    folder = tmp_path / str(abs(hash((tuple(payloads), tail))))
+    folder.mkdir()
+    (folder / "events.out.tfevents.1.h.1.0").write_bytes(framed.getvalue() + tail)
+    mirror = EventMirror()
+    try:
+        history = MetricHistory()
+        said = asyncio.run(refresh_events(LocalEvents(folder), mirror, history))
+        assert len(said.warnings) <= 1 and all(line.isprintable() for line in said.warnings)
+        assert all(name.isprintable() and len(s.steps) <= 2 * s.cap for name, s in history.series.items())
+    finally:
+        mirror.close()
