@@ -47,6 +47,9 @@ MAX_TOTAL_BYTES = 32 * 2**20
 MAX_DEPTH = 6  # runs/NAME/, lightning_logs/version_N/, outputs/DATE/TIME/lightning_logs/version_N/
 SKIPPED_DIRS = (".git", ".venv", "venv", "node_modules", "__pycache__", ".gcptui")
 LIST_BYTES = 64 * 1024
+# Bytes read with no event in them: not an event file (a writer's first record, its file version,
+# is under 100 bytes and written at once; fewer bytes may be a record still being written).
+NO_EVENT_BYTES = 1024
 READ_TIMEOUT = 60.0
 SERIES_PREFIX = "tb:"
 INSTALL_HINT = "TensorBoard event files found: pip install 'gcptui[tensorboard]' to plot them"
@@ -237,7 +240,7 @@ class EventMirror:
             except Exception as error:  # noqa: BLE001 - any failure of the reader on the machine's bytes
                 copy.broken = one_line(f"{type(error).__name__}: {error}")[:120]
             else:
-                if copy.events == 0 and copy.size >= 16:  # a record's frame: something, yet no event
+                if copy.events == 0 and copy.size >= NO_EVENT_BYTES:
                     copy.broken = "no TensorBoard event in it (damaged, or another format)"
             if copy.broken is not None:
                 warnings.append(one_line(f"{vm_field(path, 120)}: left out: {copy.broken}"))
