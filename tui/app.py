@@ -373,9 +373,7 @@ class GcptuiApp(Telling, KeepAliveControls, App[None]):
     def open_curves(self, names: list[str]) -> None:
         from gcptui.tui.curves.sources import curves_screen
 
-        snapshot = self.fleet_screen.snapshot
-        found = [i for n in names if snapshot is not None and (i := snapshot.find(n)) is not None]
-        if found and (screen := curves_screen(self.services, found)) is not None:
+        if (screen := curves_screen(self.services, self.fleet_screen.snapshot, names)) is not None:
             self.push_screen(screen)
 
     def show_curves(self, read: dict[str, MetricHistory]) -> None:
