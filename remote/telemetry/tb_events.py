@@ -292,8 +292,12 @@ def series_prefixes(files: list[EventFile]) -> dict[str, str]:
     return {f.path: f"{SERIES_PREFIX}{vm_field(posixpath.dirname(f.path) or '.', 40)}:" for f in files}
 
 
-async def refresh_events(source: EventSource, mirror: EventMirror, history: MetricHistory) -> Refresh:
-    """Read what was added to the run directory's event files since the last refresh into ``history``."""
+async def refresh_events(
+    source: EventSource, mirror: EventMirror, history: MetricHistory, *, gate: asyncio.Semaphore | None = None
+) -> Refresh:
+    """Read what was added to the run directory's event files since the last refresh into ``history``.
+    ``gate``: held while the loader runs (a screen on many machines loads one at a time: the loader is
+    CPU-bound Python, and several at once would only share the screen's core more thinly)."""
     listed = sorted(await source.files(), key=lambda f: f.path)
     said = Refresh(files=len(listed))
     if not listed:
@@ -323,7 +327,8 @@ async def refresh_events(source: EventSource, mirror: EventMirror, history: Metr
             said.warnings.append(
                 one_line(f"{vm_field(found.path, 120)}: only its first {copy.size // 2**20} MiB read")
             )
-    batch, warnings = await asyncio.to_thread(mirror.load, series_prefixes(kept))
+    async with gate or contextlib.nullcontext():
+        batch, warnings = await asyncio.to_thread(mirror.load, series_prefixes(kept))
     said.warnings.extend(warnings)
     for name, series in batch.series.items():  # on the caller's loop: the screen reads ``history`` there
         for step, at, value in zip(series.steps, series.times, series.values, strict=True):

@@ -62,6 +62,7 @@ class CurvesScreen(Screen[None]):
         self.run_dir = run_dir
         self.notes: dict[str, list[str]] = {}  # per source: the event reader's lines
         self._mirrors: list[EventMirror] = []
+        self._loading: asyncio.Semaphore | None = None  # one event loader at a time (made on the loop)
         self.runs: dict[str, MetricHistory] = {name: MetricHistory() for name, _ in sources}
         self.status: dict[str, str] = {name: "connecting" for name, _ in sources}
         for name, history in (read or {}).items():
@@ -75,6 +76,7 @@ class CurvesScreen(Screen[None]):
         yield KeysFooter()
 
     def on_mount(self) -> None:
+        self._loading = asyncio.Semaphore(1)
         for name, channel in self.sources:
             self.run_worker(self._follow(name, channel), group="curves", exit_on_error=False)
             if self.run_dir is not None:
@@ -101,7 +103,7 @@ class CurvesScreen(Screen[None]):
         source = RemoteEvents(channel, run_dir)
         while True:
             try:
-                said = await refresh_events(source, mirror, self.runs[name])
+                said = await refresh_events(source, mirror, self.runs[name], gate=self._loading)
             except (GcptuiError, OSError, TimeoutError):
                 pass  # the machine is away: its metrics follower says so; tried again next round
             else:
