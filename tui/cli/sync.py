@@ -75,7 +75,8 @@ def run_sync(args: argparse.Namespace) -> int:
     try:
         return with_services(args, body)
     except KeyboardInterrupt:
-        if view is None:  # still listing the machines: nothing was sent
+        if view is None:  # still listing the machines
+            console.print("interrupted: nothing was sent", highlight=False, markup=False)
             return 130
         line = view.interrupted(getattr(args, "config", None), list(args.names or []))
         console.print(line, highlight=False, markup=False)

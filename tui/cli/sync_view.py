@@ -179,5 +179,5 @@ class SyncView:
             *(["--once"] if self.once else []),
             *names,
         ]
-        carry = "sends the rest" if self.once else "follows again"
-        return f"interrupted: {', '.join(said)}; `{shlex.join(words)}` {carry} (only what differs is sent)"
+        carry = "sends what is missing" if self.once else "follows again (only what differs is sent)"
+        return f"interrupted: {', '.join(said)}; `{shlex.join(words)}` {carry}"
