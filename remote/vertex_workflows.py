@@ -102,7 +102,8 @@ def upload(url: str, data: bytes) -> None:
 
     bucket, _, key = url[len("gs://") :].partition("/")
     try:
-        storage_client().bucket(bucket).blob(key).upload_from_string(data, content_type="application/gzip")
+        client = storage_client("`vertex submit` (uploading the packaged tree)")
+        client.bucket(bucket).blob(key).upload_from_string(data, content_type="application/gzip")
     except GcptuiError:
         raise
     except Exception as error:  # noqa: BLE001 - google's and network errors: one line

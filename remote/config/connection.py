@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from pydantic import Field, field_validator
+from pydantic import Field, StrictFloat, field_validator
 
 from gcptui.remote.config.base import Port, _Section
 
@@ -124,12 +124,12 @@ class SshConfig(_Section):
             "emulator sets this key for its own VMs)."
         ),
     )
-    connect_timeout: float = Field(
+    connect_timeout: StrictFloat = Field(
         default=10.0,
         gt=0,
         description="Seconds to wait for one SSH connection attempt (TCP connect and handshake).",
     )
-    keepalive_seconds: float = Field(
+    keepalive_seconds: StrictFloat = Field(
         default=15.0,
         ge=0,
         description=(

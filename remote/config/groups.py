@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pydantic import Field, field_validator
+from pydantic import Field, StrictInt, field_validator
 
 from gcptui.remote.config.base import Port, _Section
 
@@ -33,7 +33,7 @@ class GroupConfig(_Section):
             "serves the rendezvous (torchrun's rank 0 runs there)."
         ),
     )
-    nproc_per_node: int = Field(
+    nproc_per_node: StrictInt = Field(
         default=0,
         ge=0,
         description="Processes per VM. 0: one per GPU of each VM (1 on a VM without GPUs).",

@@ -133,6 +133,8 @@ def describe_error(error: Any, text: str, path: Path, model: type[BaseModel] | N
         close = difflib.get_close_matches(str(loc[-1]), allowed, n=1)
         guess = f"did you mean '{close[0]}'? " if close else ""
         return f"{said} ({guess}{section} takes: {', '.join(allowed)})"
+    if kind in WRONG_TYPE and dotted:
+        return f"{where}: '{dotted}' {what_to_write(kind, error['input'], str(loc[-1]))}"
     message = str(error["msg"]).removeprefix("Value error, ")
     if kind == "missing":
         return f"{where}: '{dotted}' is required: add it"
@@ -143,6 +145,40 @@ def describe_error(error: Any, text: str, path: Path, model: type[BaseModel] | N
         if message.startswith(("is ", "'", "must"))
         else f"{where}: '{dotted}': {message}"
     )
+
+
+# A TOML value of the wrong kind where a strict boolean or number belongs (base.py).
+WRONG_TYPE = ("bool_type", "int_type", "int_from_float", "float_type")
+_YES, _NO = ("true", "yes", "on", "y", "1"), ("false", "no", "off", "n", "0")
+
+
+def what_to_write(kind: str, value: Any, key: str) -> str:
+    """'must be ..., not VALUE: write KEY = ...': the value as TOML reads it, and the line to write."""
+    if isinstance(value, bool):
+        shown = "true" if value else "false"
+    elif isinstance(value, str):
+        shown = f'the string "{value[:40]}"'
+    elif isinstance(value, int | float):
+        shown = str(value)
+    else:
+        shown = "a list" if isinstance(value, list) else "a table"
+    text = value.strip().lower() if isinstance(value, str) else value
+    if kind == "bool_type":
+        if text in _YES or text == 1:
+            fix = f"write {key} = true"
+        elif text in _NO or text == 0:
+            fix = f"write {key} = false"
+        else:
+            fix = f"write {key} = true or {key} = false"
+        return f"must be true or false, not {shown}: {fix}"
+    whole = kind != "float_type"
+    if isinstance(value, float) and whole:
+        return f"must be a whole number, not {shown}: write {key} = {int(value)}"
+    number = value.strip() if isinstance(value, str) else ""
+    pattern = r"[+-]?\d+" if whole else r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?"
+    if re.fullmatch(pattern, number):
+        return f"must be a number, not {shown}: write {key} = {number} (no quotes)"
+    return f"must be a number, not {shown}: write {'a whole number' if whole else 'a number'}, without quotes"
 
 
 def _dotted(loc: list[Any]) -> str:

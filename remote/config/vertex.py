@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 
-from pydantic import Field, field_validator
+from pydantic import Field, StrictBool, field_validator
 
 from gcptui.remote.config.base import _Section
 
@@ -37,7 +37,7 @@ class VertexConfig(_Section):
             "`us-docker.pkg.dev/vertex-ai/training/pytorch-gpu.2-4.py310:latest`). Required to submit."
         ),
     )
-    spot: bool = Field(
+    spot: StrictBool = Field(
         default=False, description="Submit jobs on Spot capacity (`scheduling.strategy` SPOT)."
     )
 

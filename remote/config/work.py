@@ -6,7 +6,7 @@ import re
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field, field_validator
+from pydantic import Field, StrictBool, StrictFloat, StrictInt, field_validator
 
 from gcptui.remote.config.base import _Section
 
@@ -81,7 +81,7 @@ class SyncConfig(_Section):
             "syncs; a source holding the config's own SSH key is refused whole (the wrong folder)."
         ),
     )
-    stall_seconds: float = Field(
+    stall_seconds: StrictFloat = Field(
         default=30.0,
         gt=0,
         description=(
@@ -136,7 +136,7 @@ class JobConfig(_Section):
             "never on a command line where `ps` would show them."
         ),
     )
-    stop_grace_seconds: float = Field(
+    stop_grace_seconds: StrictFloat = Field(
         default=30.0,
         ge=0,
         description=(
@@ -204,14 +204,14 @@ class KeepaliveConfig(_Section):
     """Keep-alive: notice a Spot VM's preemption, restart (or recreate) it, and relaunch
     ``[job].resume`` once it runs again. Needs ``[gcp]``."""
 
-    enabled: bool = Field(
+    enabled: StrictBool = Field(
         default=False,
         description=(
             "In the TUI, watch every Spot VM from the start; false: none until switched on per VM (`a`). "
             "The headless `gcptui keepalive` always watches and ignores this key."
         ),
     )
-    poll_seconds: float = Field(
+    poll_seconds: StrictFloat = Field(
         default=10.0,
         gt=0,
         description=(
@@ -219,7 +219,7 @@ class KeepaliveConfig(_Section):
             "notice, a lost connection) is polled every second until GCE reports it stopped."
         ),
     )
-    max_restarts: int = Field(
+    max_restarts: StrictInt = Field(
         default=20,
         ge=0,
         description=(
@@ -227,7 +227,7 @@ class KeepaliveConfig(_Section):
             "switching keep-alive back on reset the count."
         ),
     )
-    restart_idle: bool = Field(
+    restart_idle: StrictBool = Field(
         default=False,
         description=(
             "Restart a preempted VM whose job has nothing to resume (it had finished, was killed by the "
@@ -235,7 +235,7 @@ class KeepaliveConfig(_Section):
             "its job is never started by a preemption either way."
         ),
     )
-    failover_after: float = Field(
+    failover_after: StrictFloat = Field(
         default=0.0,
         ge=0,
         description=(
@@ -245,7 +245,7 @@ class KeepaliveConfig(_Section):
             "A STOP-action VM keeps its disk (and checkpoints) and is never moved."
         ),
     )
-    lease: bool = Field(
+    lease: StrictBool = Field(
         default=True,
         description=(
             "With `[storage] bucket`: take the recovery lease in the bucket, so that only one keep-alive (this "
@@ -268,12 +268,12 @@ class KeepaliveConfig(_Section):
 class LogsConfig(_Section):
     """Following the job's output (``gcptui logs``, the TUI's logs screen)."""
 
-    history_lines: int = Field(
+    history_lines: StrictInt = Field(
         default=200,
         ge=0,
         description="Lines already in a log shown before following it; the default of `gcptui logs -n`.",
     )
-    buffer_lines: int = Field(
+    buffer_lines: StrictInt = Field(
         default=10_000,
         ge=100,
         description="Lines each pane of the TUI's logs screen keeps; the oldest fall out beyond it.",
@@ -290,13 +290,13 @@ class LogsConfig(_Section):
 class GpuConfig(_Section):
     """The idle-GPU warning: a running VM whose GPUs do nothing is burning money."""
 
-    idle_util_percent: float = Field(
+    idle_util_percent: StrictFloat = Field(
         default=5.0,
         ge=0,
         le=100,
         description="GPU utilization, in percent, at or below which a GPU counts as idle.",
     )
-    idle_minutes: float = Field(
+    idle_minutes: StrictFloat = Field(
         default=5.0,
         gt=0,
         description="Minutes every GPU of a running VM must stay idle before the TUI warns once.",
@@ -308,7 +308,7 @@ class AutostopConfig(_Section):
     warned about, then stopped. Works in the TUI and in `gcptui keepalive`; never touches a VM whose
     job runs or that keep-alive is recovering."""
 
-    idle_minutes: float = Field(
+    idle_minutes: StrictFloat = Field(
         default=0.0,
         ge=0,
         description=(
@@ -323,7 +323,7 @@ class AutostopConfig(_Section):
             'boot disk), or "none".'
         ),
     )
-    warn_seconds: float = Field(
+    warn_seconds: StrictFloat = Field(
         default=120.0,
         ge=0,
         description=(

@@ -8,6 +8,7 @@ Use :class:`SyncSession` (one per VM): ``full_sync()`` once, ``follow()`` while 
 from gcptui.remote.sync.events import (
     BatchApplied,
     FullSyncProgress,
+    ScanProgress,
     SyncEvent,
     SyncStateChanged,
     SyncStateName,
@@ -18,6 +19,7 @@ from gcptui.remote.sync.session import SyncError, SyncLostError, SyncSession
 __all__ = [
     "BatchApplied",
     "FullSyncProgress",
+    "ScanProgress",
     "SyncError",
     "SyncLostError",
     "SyncEvent",

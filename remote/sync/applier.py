@@ -59,7 +59,8 @@ async def apply_plan(
 ) -> Applied:
     """Send every operation of ``plan``, wait for the results and fold them into ``view``.
 
-    ``progress(files_done, bytes_done)`` is called as files stream out (at most every 0.1 s).
+    ``progress(files_done, bytes_done)`` is called as files stream out (at most every 0.1 s), once
+    all are sent, and once the VM has written them.
     ``guard`` checks each file's name and the bytes about to go: a private key stays behind.
     ``relay``: a large batch's files go as fetches from the fan-out's seed VM (a fetch that fails
     is sent directly after, in the same call).
@@ -111,6 +112,8 @@ async def apply_plan(
         if progress is not None and time.perf_counter() - last >= PROGRESS_EVERY_S:
             last = time.perf_counter()
             progress(done, out.bytes)
+    if progress is not None:  # all sent: the flush below waits while the VM writes them (seconds)
+        progress(len(plan.puts), out.bytes)
     for rel, mode in reversed(plan.mkdirs):  # deepest first: a parent closes after its children
         if mode & OWNER_RWX != OWNER_RWX:
             await agent.mkdir(rel, mode)

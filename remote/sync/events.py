@@ -35,8 +35,19 @@ class SyncStateChanged:
 
 
 @dataclass(frozen=True, slots=True)
+class ScanProgress:
+    """A full sync's count of the local tree so far (a large tree takes seconds to list);
+    ``done``: the count is complete (the VM's listing and the transfer come next)."""
+
+    name: str
+    entries: int
+    done: bool = False
+
+
+@dataclass(frozen=True, slots=True)
 class FullSyncProgress:
-    """Progress of a full sync's transfer (for a progress bar); the last one has done == total."""
+    """Progress of a full sync's transfer (for a progress bar); done == total twice: all sent
+    (the VM still writing them), then all written."""
 
     name: str
     files_done: int
@@ -73,4 +84,4 @@ class SyncWarning:
     local: bool = False
 
 
-SyncEvent = SyncStateChanged | FullSyncProgress | BatchApplied | SyncWarning
+SyncEvent = SyncStateChanged | ScanProgress | FullSyncProgress | BatchApplied | SyncWarning

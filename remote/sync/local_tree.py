@@ -14,11 +14,15 @@ from __future__ import annotations
 import errno
 import os
 import stat
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from gcptui.remote.sync.manifest import Entry, parent_of
 from gcptui.remote.sync.rules import SyncRules
+
+# How often a scan reports its count (a large tree on a slow disk takes seconds to list).
+SCAN_REPORT_EVERY = 1000
 
 
 @dataclass
@@ -80,9 +84,15 @@ def entry_of(root: Path, rel: str, st: os.stat_result) -> Entry | None:
     return None
 
 
-def scan_tree(root: Path, rules: SyncRules, start: str = "") -> LocalScan:
-    """Scan ``root`` (or the subtree ``start`` below it; its own entry included) into a manifest."""
+def scan_tree(
+    root: Path, rules: SyncRules, start: str = "", counted: Callable[[int], None] | None = None
+) -> LocalScan:
+    """Scan ``root`` (or the subtree ``start`` below it; its own entry included) into a manifest.
+
+    ``counted(entries)`` is called every :data:`SCAN_REPORT_EVERY` entries (for a progress line).
+    """
     out = LocalScan()
+    reported = 0
     if start:
         try:
             st = os.lstat(root / start)
@@ -114,6 +124,9 @@ def scan_tree(root: Path, rules: SyncRules, start: str = "") -> LocalScan:
                 if _add(out, root, rules, rel, st) and stat.S_ISDIR(st.st_mode):
                     if not rules.contents_ignored(rel):  # data/**: synced, empty; never listed
                         stack.append(rel)
+        if counted is not None and len(out.entries) - reported >= SCAN_REPORT_EVERY:
+            reported = len(out.entries)
+            counted(reported)
     return out
 
 

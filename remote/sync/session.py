@@ -32,10 +32,11 @@ from gcptui.remote.sync.applier import RemoteView, apply_plan
 from gcptui.remote.sync.events import (
     BatchApplied,
     FullSyncProgress,
+    ScanProgress,
 )
 from gcptui.remote.sync.failures import failure_line, incomplete, kept_on_vm
 from gcptui.remote.sync.fanout import FanOut
-from gcptui.remote.sync.local_tree import scan_tree
+from gcptui.remote.sync.local_tree import LocalScan, scan_tree
 from gcptui.remote.sync.plan import Plan, make_plan
 from gcptui.remote.sync.rules import PathSet, SyncRules
 from gcptui.remote.sync.secrets import FIX, SecretGuard
@@ -266,7 +267,7 @@ class SyncSession(ViewKeeping, Planning):
         self.tracker.clear_dirty()  # this diff covers everything changed so far
         # The local scan runs while the agent starts (a channel, an exec, a Python start-up: a
         # few hundred ms on first use) and lists the VM's tree: the three overlap.
-        local_scan = asyncio.create_task(asyncio.to_thread(scan_tree, self.source, self.rules))
+        local_scan = asyncio.create_task(self._scan_counted())
         try:
             # A resync sends a digest of the view it holds (or, new, of the one an earlier session
             # saved); a VM that agrees sends no listing. A new agent gets the scan request with its
@@ -312,6 +313,17 @@ class SyncSession(ViewKeeping, Planning):
         event = await self._apply(plan, full=True)
         self._save_view_soon()
         return event
+
+    async def _scan_counted(self) -> LocalScan:
+        """The whole local tree, its count reported as it goes (ScanProgress) for a progress line."""
+        loop = asyncio.get_running_loop()
+
+        def counted(entries: int) -> None:  # in the scan's thread: the event goes out in the loop
+            loop.call_soon_threadsafe(self._emit, ScanProgress(self.name, entries))
+
+        scan = await asyncio.to_thread(scan_tree, self.source, self.rules, "", counted)
+        self._emit(ScanProgress(self.name, len(scan.entries), done=True))
+        return scan
 
     def _refuse_wipe(self, plan: Plan) -> None:
         if not self.tracker.entries and plan.removes:

@@ -35,19 +35,18 @@ class PullStopped(GcptuiError):
     """The pull was asked to stop (``stop`` set); each part file kept resumes on the next pull."""
 
 
-def storage_client():  # type: ignore[no-untyped-def]
+def storage_client(purpose: str = "[storage] bucket"):  # type: ignore[no-untyped-def]
     """A Cloud Storage client (anonymous against ``STORAGE_EMULATOR_HOST``); ``GcptuiError`` when
-    google-cloud-storage is not installed or there are no Google credentials."""
-    return _client()
+    google-cloud-storage is not installed (the line starts with ``purpose``, what the user asked
+    for: "`vertex submit` (uploading the packaged tree)") or there are no Google credentials."""
+    return _client(purpose)
 
 
-def _client():  # type: ignore[no-untyped-def]
+def _client(purpose: str = "pulling from the bucket"):  # type: ignore[no-untyped-def]
     try:
         from google.cloud import storage  # type: ignore[attr-defined]
     except ImportError:
-        raise GcptuiError(
-            "pulling from the bucket needs google-cloud-storage: pip install google-cloud-storage"
-        ) from None
+        raise GcptuiError(f"{purpose} needs google-cloud-storage: pip install google-cloud-storage") from None
     if os.environ.get("STORAGE_EMULATOR_HOST"):
         from google.auth.credentials import AnonymousCredentials
 

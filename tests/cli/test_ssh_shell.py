@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from gcptui.remote.emulator.thread import EmulatorThread
@@ -60,3 +61,16 @@ def test_ssh_hands_the_joined_words_to_the_remote_shell_on_a_vm_and_a_tpu_node(
             "0.1",
         )
         assert words.stdout.strip() == "['--lr', '0.1']", (name, words.stdout, words.stderr)
+
+
+def test_ssh_to_a_vm_still_starting_says_to_wait_not_to_start_it(tmp_path: Path) -> None:
+    with EmulatorThread(tmp_path / "emulator", ssh=False, boot_seconds=120) as emu:
+        emu.add_instance("vm-b", "us-central1-a")  # PROVISIONING, then STAGING, for two minutes
+        config = str(emu.write_config(tmp_path / "gcptui.toml"))
+        result = gcptui("ssh", "vm-b", "--config", config, "--", "true")
+    assert result.returncode == 1, result.stderr
+    assert "vm start" not in result.stderr, result.stderr
+    assert re.fullmatch(
+        r"gcptui: vm-b is (PROVISIONING|STAGING): it is starting; try again once `gcptui ls` says RUNNING\n",
+        result.stderr,
+    ), result.stderr

@@ -212,3 +212,20 @@ def _alive(pid: int) -> bool:
         return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
     except psutil.NoSuchProcess:
         return False
+
+
+async def test_a_login_on_a_terminal_has_job_control_and_no_complaint(emulator: Emulator) -> None:
+    """`ssh VM` (a pty, no command): the shell's terminal is its controlling one, as under sshd, so
+    it never prints "can't access tty; job control turned off", and `cmd &` is a job of its own."""
+    await _running(emulator, "a")
+    async with await connect(emulator, "a") as conn:
+        process = await conn.create_process(term_type="xterm", term_size=(80, 24))
+        # $$ is the shell; a background job in monitor mode gets a process group of its own.
+        process.stdin.write(
+            'sleep 30 & echo "groups $(ps -o pgid= -p $$) $(ps -o pgid= -p $!)"; kill $!; exit\n'
+        )
+        output = await process.stdout.read()
+        await process.wait()
+    assert "tty" not in output and "job control" not in output, output
+    shell_group, job_group = output.split("groups ")[-1].split()[:2]
+    assert shell_group != job_group, output

@@ -152,3 +152,61 @@ def test_an_unknown_key_names_the_keys_its_section_takes_not_a_doc_a_pip_user_la
     assert "typo.toml:2: unknown key 'job.comand'" in said
     assert "did you mean 'command'?" in said and "[job] takes: command, env, resume" in said
     assert "REFERENCE" not in said and "docs/" not in said
+
+
+@pytest.mark.parametrize(
+    ("text", "line", "said"),
+    [
+        (
+            '[keepalive]\nenabled = "yes"\n',
+            2,
+            "'keepalive.enabled' must be true or false, not the string \"yes\": write enabled = true",
+        ),
+        (
+            "[ssh]\nuser = 'a'\nport = \"50407\"\n",
+            3,
+            "'ssh.port' must be a number, not the string \"50407\": write port = 50407 (no quotes)",
+        ),
+        (
+            "[keepalive]\nmax_restarts = 2.5\n",
+            2,
+            "'keepalive.max_restarts' must be a whole number, not 2.5: write max_restarts = 2",
+        ),
+        (
+            "[keepalive]\nrestart_idle = 1\n",
+            2,
+            "'keepalive.restart_idle' must be true or false, not 1: write restart_idle = true",
+        ),
+        (
+            '[ssh]\nconnect_timeout = "10"\n',
+            2,
+            "'ssh.connect_timeout' must be a number, not the string \"10\": write connect_timeout = 10 (no quotes)",
+        ),
+        (
+            "[[hosts]]\nname = 'a'\naddress = 'x'\nport = 'ssh'\n",
+            4,
+            "'hosts[0].port' must be a number, not the string \"ssh\": write a whole number, without quotes",
+        ),
+    ],
+)
+def test_a_string_where_a_bool_or_a_number_belongs_is_one_line_saying_what_to_write(
+    tmp_path: Path, text: str, line: int, said: str
+) -> None:
+    """TOML has booleans and numbers: `enabled = "yes"` or `port = "50407"` was taken silently (the
+    string read as true, the port converted); a typo of type is now named, with the line to write."""
+    path = write(tmp_path, text)
+    with pytest.raises(ConfigError) as caught:
+        load_config(path)
+    assert str(caught.value) == f"{path}:{line}: {said}"
+    assert caught.value.exit_code == 2
+
+
+def test_numbers_and_booleans_written_as_toml_values_still_load(tmp_path: Path) -> None:
+    text = "[ssh]\nport = 2222\nconnect_timeout = 5\n[keepalive]\nenabled = false\npoll_seconds = 2\nmax_restarts = 4\n"
+    config = load_config(write(tmp_path, text))
+    assert (config.ssh.port, config.ssh.connect_timeout) == (2222, 5.0)
+    assert (config.keepalive.enabled, config.keepalive.poll_seconds, config.keepalive.max_restarts) == (
+        False,
+        2.0,
+        4,
+    )

@@ -6,6 +6,8 @@ from __future__ import annotations
 import io
 import json
 import re
+import subprocess
+import sys
 import tarfile
 from pathlib import Path
 
@@ -152,3 +154,28 @@ def test_package_leaves_a_private_key_out_and_names_it(tmp_path: Path) -> None:
     with tarfile.open(fileobj=io.BytesIO(package(load_config(str(config)), said.append))) as archive:
         assert archive.getnames() == ["train.py"]
     assert len(said) == 1 and "id_rsa" in said[0] and "[sync].allow_secrets" in said[0]
+
+
+def test_submit_without_the_storage_library_names_what_needs_it(tmp_path: Path) -> None:
+    """An install without google-cloud-storage: the line names the submit's upload, not a pull."""
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src" / "train.py").write_text("print(1)\n")
+    config = tmp_path / "gcptui.toml"
+    config.write_text(
+        '[gcp]\nproject = "my-project"\n[sync]\nsource = "src"\n[storage]\nbucket = "gs://runs"\n'
+        '[vertex]\nregions = ["us-central1"]\nimage = "us-docker.pkg.dev/vertex-ai/training/pytorch:latest"\n'
+        '[job]\ncommand = "python3 train.py"\n'
+    )
+    without = (
+        "import sys; sys.modules['google.cloud.storage'] = None\n"  # an import of it raises ImportError
+        "from gcptui.tui.cli.main import main\nsys.exit(main(sys.argv[1:]))\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", without, "vertex", "submit", "--name", "run-a", "--config", str(config)],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert result.returncode == 1, result.stderr
+    assert result.stderr == (
+        "gcptui: `vertex submit` (uploading the packaged tree) needs google-cloud-storage: "
+        "pip install google-cloud-storage\n"
+    )

@@ -56,6 +56,10 @@ def run_ssh(args: argparse.Namespace) -> int:
             if instance.state is not State.RUNNING:
                 raise GcptuiError(f"{name} is {instance.status}: its pod must be Running for a shell")
             return await pod_shell(pod_channel(services.compute, instance), command)
+        if instance.state is State.PROVISIONING:  # starting already: `vm start` would be no answer
+            raise GcptuiError(
+                f"{name} is {instance.status}: it is starting; try again once `gcptui ls` says RUNNING"
+            )
         if not instance.state.reachable:
             raise GcptuiError(f"{name} is {instance.status}: `gcptui vm start {name}` first")
         return ssh_argv(services.target(instance), command, tty=not command and sys.stdin.isatty())

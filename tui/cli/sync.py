@@ -8,29 +8,12 @@ import sys
 
 from rich.console import Console
 from rich.markup import escape
-from rich.progress import BarColumn, DownloadColumn, Progress, TaskID, TextColumn, TimeRemainingColumn
 
 from gcptui.remote.models import Instance
 from gcptui.remote.services import Services
-from gcptui.remote.sync import (
-    BatchApplied,
-    FullSyncProgress,
-    SyncEvent,
-    SyncSession,
-    SyncStateChanged,
-    SyncWarning,
-)
+from gcptui.remote.sync import BatchApplied, SyncSession
 from gcptui.tui.cli.common import with_services
-
-PROBLEM_STATES = ("error", "reconnecting", "incomplete")
-
-
-def human_bytes(count: float) -> str:
-    for unit in ("B", "kB", "MB", "GB"):
-        if count < 1000 or unit == "GB":
-            return f"{count:.0f} {unit}" if unit == "B" else f"{count:.1f} {unit}"
-        count /= 1000
-    return f"{count:.1f} GB"
+from gcptui.tui.cli.sync_view import SyncView
 
 
 async def sync_before_job(services: Services, instances: list[Instance]) -> None:
@@ -49,8 +32,10 @@ async def sync_before_job(services: Services, instances: list[Instance]) -> None
 
 def run_sync(args: argparse.Namespace) -> int:
     console = Console(stderr=True, soft_wrap=True)
+    view: SyncView | None = None  # once the machines are known: what each got, for a Ctrl-C
 
     async def body(services: Services) -> int:
+        nonlocal view
         instances = (
             await services.machines(args.names, running=True) if args.names else await services.reachable()
         )
@@ -61,42 +46,10 @@ def run_sync(args: argparse.Namespace) -> int:
         sessions = {i.name: s for i, s in zip(instances, fleet, strict=True)}
         for instance in instances:  # what goes where, before anything moves
             console.print(services.sync_line(instance), highlight=False, markup=False)
-        with Progress(
-            TextColumn("{task.description}"), BarColumn(), DownloadColumn(), TimeRemainingColumn(),
-            console=console, transient=not args.once,
-        ) as progress:  # fmt: skip
-            bars: dict[str, TaskID] = {name: progress.add_task(name, total=None) for name in sessions}
-            said: set[str] = set()  # warnings about the local tree: every session has them, said once
-
-            def on_event(event: SyncEvent) -> None:
-                if isinstance(event, FullSyncProgress):
-                    progress.update(
-                        bars[event.name],
-                        total=event.bytes_total,
-                        completed=event.bytes_done,
-                        description=f"{event.name} {event.files_done}/{event.files_total} files",
-                    )
-                elif isinstance(event, BatchApplied) and not event.full:
-                    progress.console.print(
-                        f"{event.name}: {event.files} file{'s' if event.files != 1 else ''}"
-                        f"{f', {event.deleted} deleted' if event.deleted else ''}, "
-                        f"{human_bytes(event.bytes)}, {event.ms:.0f} ms"
-                    )
-                elif isinstance(event, SyncWarning) and event.local:
-                    if event.message not in said:
-                        said.add(event.message)
-                        progress.console.print(f"[yellow]![/] {escape(event.message)}")
-                elif isinstance(event, SyncWarning):
-                    progress.console.print(f"[yellow]![/] {escape(f'{event.name}: {event.message}')}")
-                elif isinstance(event, SyncStateChanged) and event.state in PROBLEM_STATES:
-                    progress.console.print(
-                        f"[red]✗[/] {escape(f'{event.name}: {event.state}: {event.reason}')}"
-                    )
-                elif isinstance(event, SyncStateChanged) and event.state == "in_sync" and not args.once:
-                    progress.update(bars[event.name], description=f"{event.name} in sync")
-
+        view = SyncView(console, list(sessions), once=args.once)
+        with view.progress:
             for session in sessions.values():
-                session.subscribe(on_event)
+                session.subscribe(view.on_event)
             work = [(s.full_sync() if args.once else s.follow()) for s in sessions.values()]
             try:
                 results = await _gather_closing(list(sessions.values()), work)
@@ -119,7 +72,15 @@ def run_sync(args: argparse.Namespace) -> int:
             console.print(f"[green]✓[/] {len(sessions)} in sync{via}", highlight=False)
         return 1 if failed else 0
 
-    return with_services(args, body)
+    try:
+        return with_services(args, body)
+    except KeyboardInterrupt:
+        if view is None:  # still listing the machines
+            console.print("interrupted: nothing was sent", highlight=False, markup=False)
+            return 130
+        line = view.interrupted(getattr(args, "config", None), list(args.names or []))
+        console.print(line, highlight=False, markup=False)
+        return 130
 
 
 async def _gather_closing(sessions: list[SyncSession], work: list) -> list[object]:  # type: ignore[type-arg]

@@ -9,11 +9,15 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import fcntl
 import functools
 import logging
 import os
+import pty
 import signal
+import struct
 import subprocess
+import termios
 import weakref
 from collections.abc import Callable
 from pathlib import Path
@@ -287,26 +291,34 @@ def _hang_up(child: asyncio.subprocess.Process) -> None:
         os.killpg(child.pid, signal.SIGHUP)
 
 
+def _controlling_terminal() -> None:
+    """In the child: a session of its own with the pty as its controlling terminal, as sshd gives a
+    login. Without it an interactive shell has no job control and says so ("can't access tty; job
+    control turned off"), which no GCE VM prints."""
+    os.setsid()
+    fcntl.ioctl(0, termios.TIOCSCTTY, 0)
+
+
 async def _terminal_session(
     process: asyncssh.SSHServerProcess[bytes], argv: list[str], home: Path, env: dict[str, str]
 ) -> None:
     """A session that asked for a terminal (``ssh -t``, an interactive login) gets a pseudo-terminal,
     as sshd gives it: the line discipline echoes, turns Enter into a newline, and the shell prompts."""
-    import pty
-    import termios
-
     master, slave = pty.openpty()
     width, height, _, _ = process.get_terminal_size()
     if width and height:
         with contextlib.suppress(OSError):
-            import fcntl
-            import struct
-
             fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", height, width, 0, 0))
     env = {**env, "TERM": process.get_terminal_type() or "xterm"}
     try:
         child = await asyncio.create_subprocess_exec(
-            *argv, cwd=home, env=env, stdin=slave, stdout=slave, stderr=slave, start_new_session=True
+            *argv,
+            cwd=home,
+            env=env,
+            stdin=slave,
+            stdout=slave,
+            stderr=slave,
+            preexec_fn=_controlling_terminal,
         )
     except OSError as err:
         os.close(master)
