@@ -155,7 +155,7 @@ class GcptuiApp(Telling, KeepAliveControls, App[None]):
             self.refresh_fleet()
             self.set_interval(self.refresh_seconds, self.refresh_fleet)
             # --readonly: keep-alive would restart VMs and start jobs; it does not run at all.
-            self._keepalive_due = self.config.gcp is not None and not self.readonly
+            self._keepalive_due = not self.readonly
 
     def refresh_fleet(self) -> None:
         self._load_fleet()

@@ -56,6 +56,7 @@ CONTAINER_ENDPOINT = "https://container.googleapis.com"
 
 class GkeBackend(Backend):
     kind: ClassVar[Source] = "gke"
+    recovers_rows: ClassVar[bool] = True
 
     def __init__(self, context: BackendContext) -> None:
         self.context = context
