@@ -1,4 +1,6 @@
-"""Finishing a recovery a previous lease holder left unfinished (``KeepAlive.adopt``).
+"""The lease's side of keep-alive: asked once per poll (``_consult``), checked again before a restart
+(``fenced``), named before a recovery acts (``intent``), and finishing a recovery a previous lease
+holder left unfinished (``KeepAlive.adopt``).
 
 A holder that stopped renewing the lease mid-recovery (a laptop that slept, a keeper starved) is
 stopped by its fence before it restarts the job, and may have brought the row back already, so no
@@ -24,7 +26,8 @@ from gcptui.remote.safe_text import vm_field
 
 if TYPE_CHECKING:
     from gcptui.remote.jobs.protocol import JobStatus
-    from gcptui.remote.keepalive.events import EventKind
+    from gcptui.remote.keepalive.events import EventKind, RecoveryEvent, Relaunch
+    from gcptui.remote.keepalive.lease_gate import LeaseGate
 
 log = logging.getLogger("gcptui.remote.keepalive.recovery")
 
@@ -47,8 +50,15 @@ class Adoption:
     _adopted: dict[str, tuple[str, float]]
     _finishing: dict[str, asyncio.Task[None]]
     _wake: asyncio.Event
+    lease: LeaseGate | None
+    gate: Callable[[], Awaitable[bool]] | None
+    intent: Callable[[], Awaitable[None]] | None
+    relaunch: Relaunch
 
     if TYPE_CHECKING:
+
+        def mirror(self, event: RecoveryEvent) -> None: ...
+        def subscribe(self, listener: Callable[[RecoveryEvent], None]) -> Callable[[], None]: ...
 
         def machine(self, name: str) -> Machine: ...
         def watched(self, instance: Instance) -> bool: ...
@@ -56,6 +66,29 @@ class Adoption:
         def note_job(self, name: str, status: JobStatus) -> None: ...
         def _begin(self, instance: Instance, kind: EventKind, detail: str, gce_time: datetime | None, *,
                    recreate: bool) -> None: ...  # fmt: skip
+
+    def _hold(self, lease: LeaseGate) -> None:
+        """Wire the lease in (at construction): asked each poll, checked again right before each
+        relaunch's restart, named before a recovery acts; a keeper records its events for its status."""
+        from gcptui.remote.keepalive.lease_gate import fenced
+
+        self.gate = self._consult
+        self.relaunch = fenced(self.relaunch, lease)
+        self.intent = lambda: asyncio.to_thread(lease.record_intent)
+        if lease.role == "keeper":
+            self.subscribe(lease.record)
+
+    async def _consult(self) -> bool:
+        """The lease's answer for this poll; the keeper's new events mirrored, and the recoveries a
+        lapsed holder left unfinished adopted."""
+        lease = self.lease
+        assert lease is not None
+        holding = await asyncio.to_thread(lease.check)
+        for event in lease.new_keeper_events():
+            self.mirror(event)
+        for holder, names in lease.taken_over():
+            self.adopt(holder, names)
+        return holding
 
     def adopt(self, holder: str, names: Iterable[str]) -> None:
         """This keep-alive took the lease over from ``holder``, which stopped renewing it while it was

@@ -57,6 +57,7 @@ from gcptui.remote.models import SWEEP_LABEL, Instance, State
 if TYPE_CHECKING:
     from gcptui.remote.jobs.protocol import JobStatus
     from gcptui.remote.keepalive.job_ledger import JobLedger
+    from gcptui.remote.keepalive.lease_gate import LeaseGate
 
 log = logging.getLogger(__name__)
 
@@ -103,13 +104,12 @@ class KeepAlive(RecoverySteps, Adoption, EventLog):
         ledger: JobLedger | None = None,
         recover_unwatched: bool = False,
         warm_after_seconds: float = 20.0,
+        lease: LeaseGate | None = None,
     ) -> None:
         super().__init__(on_event)
-        # Watching only reads (listings, stop causes, what to recreate from). Acting (start, recreate,
-        # stop) may need more (GCE: the client library, whose import costs ~1 s of CPU): the backend
-        # prepares it in a worker thread as soon as a VM becomes suspect (a preemption's soft-off lasts
-        # longer than the import), else ``warm_after_seconds`` after the start, once a TUI has drawn and
-        # its first jobs have started.
+        # Watching only reads. Acting may need more (GCE: the client library, ~1 s of CPU to import):
+        # the backends prepare it in a worker thread once a row turns suspect (a preemption's soft-off
+        # outlasts the import), else ``warm_after_seconds`` after the start (a TUI drawn, jobs started).
         self.compute = compute if isinstance(compute, Compute) else Compute({compute.kind: compute})
         self._warming: asyncio.Task[None] | None = None
         self.warm_after_seconds = warm_after_seconds
@@ -127,12 +127,11 @@ class KeepAlive(RecoverySteps, Adoption, EventLog):
         self.boot_timeout = boot_timeout
         self.relaunch_timeout = relaunch_timeout
         self.polls = 0
-        # The lease (lease_gate.py, set by service.py), asked once per poll: False while another
-        # keep-alive (the keeper, or a laptop) holds it, and then this one watches but recovers nothing.
+        # The lease (adoption.py ``_hold``): asked each poll (False: another keep-alive recovers; this
+        # one watches), and named first by each recovery (a successor finishes it: ``adopt``).
         self.gate: Callable[[], Awaitable[bool]] | None = None
-        # Also the lease's: a recovery's first step, before it starts or recreates anything, names it
-        # in the lease (a successor that takes the lease over finishes it: ``adopt``).
         self.intent: Callable[[], Awaitable[None]] | None = None
+        self.lease = lease
         self._poll_listeners: list[Callable[[list[Instance]], None]] = []
         # Recoveries a previous lease holder left unfinished (``adopt``): name -> (holder, until when).
         self._adopted: dict[str, tuple[str, float]] = {}
@@ -147,6 +146,8 @@ class KeepAlive(RecoverySteps, Adoption, EventLog):
             self.compute.of, self._event, boot_timeout=boot_timeout, backoff_base=backoff_base, backoff_cap=backoff_cap,
             failover_after=failover_after, failover_zones=tuple(failover_zones),
         )  # fmt: skip
+        if lease is not None:
+            self._hold(lease)
 
     def _warm(self) -> None:
         """Have the backend prepare to act, once, in a worker thread (if that fails, the first action

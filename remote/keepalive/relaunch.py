@@ -36,6 +36,7 @@ from gcptui.remote.ssh.capped import exec_capped
 from gcptui.remote.telemetry.progress import json_records
 
 if TYPE_CHECKING:
+    from gcptui.remote.keepalive.lease_gate import LeaseGate
     from gcptui.remote.services import Services
 
 # Prints the file's size, then its last lines; "0" alone when there is none. $1 is relative to $HOME.
@@ -370,6 +371,7 @@ def build_keepalive(
     recover_unwatched: bool = False,
     launcher: JobLauncher | None = None,
     check_jobs: bool = True,
+    lease: LeaseGate | None = None,
     **options: float,
 ) -> KeepAlive:
     """The one ``KeepAlive`` over the services' configured backends (the compute seam) and a
@@ -392,7 +394,7 @@ def build_keepalive(
                           names=names, restart_idle=settings.restart_idle,
                           job_status=launcher.job_status if check_jobs else None,
                           ledger=JobLedger(), failover_after=settings.failover_after, failover_zones=settings.zones,
-                          recover_unwatched=recover_unwatched, **kwargs)  # type: ignore[arg-type]  # fmt: skip
+                          recover_unwatched=recover_unwatched, lease=lease, **kwargs)  # type: ignore[arg-type]  # fmt: skip
     if listener is not None:
         keepalive.subscribe(listener)  # a node's preemption stops the rest of its group
     return keepalive

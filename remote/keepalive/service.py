@@ -23,7 +23,6 @@ from gcptui.remote.keepalive.lease_gate import (
     LeaseGate,
     Role,
     Standing,
-    fenced,
     holder_name,
     standing_listener,
 )
@@ -108,10 +107,17 @@ def build_service(
     if services.config.notify.webhook:
         notifier = WebhookNotifier(services.config.notify.webhook)
         on_event = _both(on_event, _own(notifier))
+    gate: LeaseGate | None = None
+    bucket = services.config.storage.bucket
+    if lease is not None and bucket and launcher is None and services.config.keepalive.lease:
+        # The engine's own lists (its recoveries in flight, what it watches), read once it exists.
+        gate = _gate(services, lambda: keepalive, lease, lease_ttl, keeper_name)
     keepalive = build_keepalive(
         services, names=names, on_event=on_event, recover_unwatched=recover_unwatched, launcher=launcher,
-        check_jobs=check_jobs, **dict(tuning or {}),  # type: ignore[arg-type]  # timings only: floats
+        check_jobs=check_jobs, lease=gate, **dict(tuning or {}),  # type: ignore[arg-type]  # timings only: floats
     )  # fmt: skip
+    if gate is not None and notifier is not None:
+        keepalive.on_poll(standing_listener(gate, _standing_posted(notifier)))
     watchers: NoticeWatchers | None = None
     if notices:
         watchers = NoticeWatchers(services, keepalive)
@@ -122,51 +128,34 @@ def build_service(
         scope = list(autostop_names) if autostop_names else None
         autostopper = AutoStopper(services, settings, keepalive, names=scope)
         keepalive.on_poll(autostopper.track)
-    gate: LeaseGate | None = None
-    bucket = services.config.storage.bucket
-    if lease is not None and bucket and launcher is None and services.config.keepalive.lease:
-        gate = _gate(services, keepalive, lease, lease_ttl, keeper_name)
-        if notifier is not None:
-            keepalive.on_poll(standing_listener(gate, _standing_posted(notifier)))
     return KeepAliveService(keepalive, watchers, autostopper, notifier, gate)
 
 
 def _gate(
     services: Services,
-    keepalive: KeepAlive,
+    engine: Callable[[], KeepAlive],
     role: Role,
     ttl: float,
     name: str | None,
 ) -> LeaseGate:
-    """The lease wired into ``keepalive`` (asked each poll, checked again before each relaunch); a keeper records its events for its status, a laptop mirrors the keeper's."""
+    """The lease the engine is built with (``KeepAlive(lease=...)``: asked each poll, checked again
+    before each relaunch); it lists the engine's recoveries in flight (a successor that takes the
+    lease over finishes them: ``adopt``) and the rows it watches."""
     bucket = services.config.storage.bucket
     key = lease_key(default_lease_key_path())
 
-    def in_flight() -> list[str]:  # a successor that takes the lease over finishes these (`adopt`)
+    def in_flight() -> list[str]:
+        keepalive = engine()
         return [m.name for m in keepalive.machines.values() if m.busy] + keepalive.taking_over()
 
     def watched() -> list[str]:
+        keepalive = engine()
         return [i.name for i in keepalive.instances() if keepalive.watched(i)]
 
-    gate = LeaseGate(
+    return LeaseGate(
         Lease(bucket, holder_name(role, name), key, ttl=ttl), KeeperStatus(bucket, key, ttl=ttl), role,
         in_flight=in_flight, watched=watched, known=known_keepers() if role == "laptop" else None,
     )  # fmt: skip
-
-    async def consult() -> bool:
-        holding = await asyncio.to_thread(gate.check)
-        for event in gate.new_keeper_events():
-            keepalive.mirror(event)
-        for holder, names in gate.taken_over():
-            keepalive.adopt(holder, names)
-        return holding
-
-    keepalive.gate = consult
-    keepalive.relaunch = fenced(keepalive.relaunch, gate)
-    keepalive.intent = lambda: asyncio.to_thread(gate.record_intent)
-    if role == "keeper":
-        keepalive.subscribe(gate.record)
-    return gate
 
 
 def _both(
