@@ -27,7 +27,7 @@ resumed (every node restarted with the resume command, rank 0's ``resumed`` line
 ``--tpu-rounds`` more rounds (default 1) run a Spot Cloud TPU node of two worker hosts (``v4-16``) with
 the trainer on both workers and a checkpoint bucket (fake-gcs-server, when its wheel is installed): the
 node is preempted (SIGTERM, grace, PREEMPTED: a TPU node cannot start again) and keep-alive, through the
-compute seam (``RowKeepAlive``), deletes it, creates it anew, syncs both workers and resumes the job on
+compute seam (the one ``KeepAlive``), deletes it, creates it anew, syncs both workers and resumes the job on
 both from the bucket. ``tpu_*`` figures: PREEMPTED to detection, detection to the node READY again
 (``tpu_recreate_s``), detection to worker 0's ``resumed`` line, and the steps lost on each worker beyond
 its newest mirrored checkpoint.

@@ -144,12 +144,14 @@ class Services:
             return []  # the explicit `gcptui ssh accept` stays the way in
 
     def target(self, instance: Instance) -> SshTarget:
-        """How to reach ``instance`` over SSH (as its OS Login user where OS Login is on)."""
+        """How to reach ``instance`` over SSH (as its OS Login user where its kind uses OS Login and
+        it is on)."""
+        backend = self.compute.of(instance)
         try:
-            user = self.fleet.login_user(instance)
+            user = self.fleet.login_user(instance) if backend.os_login() is not None else None
         except CloudError as err:
             raise SshConfigError(instance.name, str(err)) from None
-        return self.compute.of(instance).ssh_target(instance, user)
+        return backend.ssh_target(instance, user)
 
     def target_or_none(self, instance: Instance) -> SshTarget | None:
         """The SSH target, or None when the machine cannot be reached (no address, bad settings)."""

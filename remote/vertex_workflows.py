@@ -24,13 +24,12 @@ import re
 import shlex
 import tarfile
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
 from importlib import resources
 from typing import TYPE_CHECKING, Any
 
-from gcptui.remote.compute.vertex.jobs import ENDED
-from gcptui.remote.compute.vertex.logs import LogFollower, LogLine
+from gcptui.remote.compute.vertex.logs import JobLog
 from gcptui.remote.compute.vertex.rest import VertexRest
 from gcptui.remote.config import Config
 from gcptui.remote.errors import ConfigError, GcptuiError
@@ -42,6 +41,7 @@ from gcptui.remote.telemetry.log_stream import LogChunk, LogEvent, LogNotice
 from gcptui.remote.telemetry.progress import Progress, ProgressTracker
 
 if TYPE_CHECKING:
+    from gcptui.remote.compute.backend import CloudLine, CloudLog
     from gcptui.remote.compute.registry import Compute
     from gcptui.remote.models import Instance
 
@@ -222,38 +222,36 @@ def resubmit_body(job: dict[str, Any], config: Config) -> dict[str, Any]:
 PROGRESS_LINES = 2000  # the newest lines of the chief read for its progress (records are a line each)
 
 
+# The chief's task: where the trainer's rank 0 writes its progress records.
+CHIEF = "workerpool0-0"
+
+
 def progress_of(rest: VertexRest, job_name: str) -> Progress:
     """Where the job's run stands: the progress records among the chief's newest log lines (the
     trainer writes them to stdout, ``GCPTUI_METRICS=/dev/stdout``; ``vertex submit`` sets it)."""
-    follower = LogFollower(rest, job_name, task="workerpool0-0", settle_seconds=0.0)
+    return _progress(JobLog(rest, job_name, task=CHIEF, settle_seconds=0.0))
+
+
+def _progress(log: CloudLog) -> Progress:
     tracker = ProgressTracker()
-    for line in follower.history(PROGRESS_LINES):
+    for line in log.history(PROGRESS_LINES):
         tracker.feed(line.text)
     return tracker.progress
 
 
 def job_progress(compute: Compute, row: Instance) -> Progress:
-    """``progress_of`` the Vertex AI job listed as ``row`` (blocking: run it in a thread)."""
-    from gcptui.remote.compute.vertex.backend import VertexBackend
-
-    backend = compute.of(row)
-    assert isinstance(backend, VertexBackend)
-    return progress_of(backend.rest(), backend.job_name(row))
+    """``progress_of`` the job listed as ``row``, from its backend's ``cloud_logs`` (blocking: run it
+    in a thread)."""
+    return _progress(compute.of(row).cloud_logs(row, task=CHIEF, settle_seconds=0.0))
 
 
 def row_log_events(
     compute: Compute, row: Instance, *, history_lines: int, settle_seconds: float
 ) -> AsyncIterator[LogEvent]:
-    """``job_log_events`` of the Vertex AI job listed as ``row``: what a logs pane shows for a row
-    whose backend says ``Capability.CLOUD_LOGS``."""
-    from gcptui.remote.compute.vertex.backend import VertexBackend
-
-    backend = compute.of(row)
-    if not isinstance(backend, VertexBackend):
-        raise GcptuiError(f"{row.name} is a {row.source} row: its lines are not in Cloud Logging")
-    return job_log_events(
-        backend.rest(), backend.job_name(row), history_lines=history_lines, settle_seconds=settle_seconds
-    )
+    """``log_events`` of the job listed as ``row``: what a logs pane shows for a row whose backend
+    says ``Capability.CLOUD_LOGS`` (one line for any other)."""
+    log = compute.of(row).cloud_logs(row, settle_seconds=settle_seconds)
+    return log_events(log, history_lines=history_lines)
 
 
 def settle_seconds(config: Config) -> float:
@@ -266,25 +264,29 @@ def settle_seconds(config: Config) -> float:
     return 0.0 if gcp is not None and is_local_endpoint(gcp.api_endpoint) else GOOGLE_SETTLE_SECONDS
 
 
-def _display(line: LogLine) -> str:
+def _display(line: CloudLine) -> str:
     """A pane's line: the task as a prefix, the job's text sanitized (colours kept)."""
     return f"[{one_line(line.task)}] {sanitize(line.text)}"
 
 
-def _shown(lines: list[LogLine]) -> list[str]:
+def _shown(lines: Sequence[CloudLine]) -> list[str]:
     """The pane's lines of ``lines``: the trainer's progress records (JSON on stdout, read for the
     Progress column) left out, so each step reads once, as the trainer's own text line."""
     return [_display(line) for line in lines if not ProgressTracker().feed(line.text)]
 
 
-async def job_log_events(
+def job_log_events(
     rest: VertexRest, job_name: str, *, history_lines: int, settle_seconds: float, interval: float = 1.0
 ) -> AsyncIterator[LogEvent]:
-    """A logs pane's events for a Vertex AI job: its last ``history_lines`` lines, then new ones
-    polled from Cloud Logging until the job has ended (every worker merged, task-prefixed)."""
-    from gcptui.remote.errors import GcptuiError
+    """``log_events`` of the Vertex AI job ``job_name`` (``vertex logs`` by resource name)."""
+    log = JobLog(rest, job_name, task=None, settle_seconds=settle_seconds)
+    return log_events(log, history_lines=history_lines, interval=interval)
 
-    follower = LogFollower(rest, job_name, settle_seconds=settle_seconds)
+
+async def log_events(log: CloudLog, *, history_lines: int, interval: float = 1.0) -> AsyncIterator[LogEvent]:
+    """A logs pane's events for a job in Cloud Logging: its last ``history_lines`` lines, then new
+    ones polled until the job has ended (every worker merged, task-prefixed)."""
+    follower = log
     shown = 0
     yield LogNotice("connecting", "Cloud Logging")
     try:
@@ -294,14 +296,13 @@ async def job_log_events(
         if text := _shown(lines):
             yield LogChunk(text, None, shown)
         while True:
-            job = await asyncio.to_thread(rest.get_job, job_name)
-            ended = job.get("state") in ENDED
-            lines = await asyncio.to_thread(follower.poll, final=ended)
+            ended = await asyncio.to_thread(log.ended)
+            lines = await asyncio.to_thread(follower.poll, final=ended is not None)
             shown += len(lines)
             if text := _shown(lines):
                 yield LogChunk(text, None, shown)
-            if ended:
-                yield LogNotice("ended", str(job.get("state", "")))
+            if ended is not None:
+                yield LogNotice("ended", ended)
                 return
             await asyncio.sleep(interval)  # Logging has no push for REST clients: poll
     except GcptuiError as error:

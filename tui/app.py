@@ -155,7 +155,7 @@ class GcptuiApp(Telling, KeepAliveControls, App[None]):
             self.refresh_fleet()
             self.set_interval(self.refresh_seconds, self.refresh_fleet)
             # --readonly: keep-alive would restart VMs and start jobs; it does not run at all.
-            self._keepalive_due = self.config.gcp is not None and not self.readonly
+            self._keepalive_due = not self.readonly
 
     def refresh_fleet(self) -> None:
         self._load_fleet()
@@ -316,22 +316,13 @@ class GcptuiApp(Telling, KeepAliveControls, App[None]):
     ) -> str | None:
         """``action`` on every worker of ``instance`` at once (each synced first for a start), as
         `gcptui job ACTION NODE` does: one supervised job per worker, each told its rank."""
-        from gcptui.remote.jobs.workers import WorkerJobRunner
+        from gcptui.remote.actions import members_said, on_members
         from gcptui.remote.keepalive.relaunch import JobLauncher
 
-        services = self.services
-        runner = WorkerJobRunner(services.config)
-        if action in ("start", "restart"):
-            launcher = JobLauncher(services, jobs=runner)
-            await asyncio.gather(*(launcher.sync_barrier(w) for w in workers))
-            runner.prepare(instance.name, list(workers))
-        results = await runner.run_all(action, [services.reach(w) for w in workers])  # type: ignore[arg-type]
+        hold = JobLauncher(self.services).sync_barrier  # each member holds the current tree first
+        results = await on_members(self.services, action, instance.name, workers, hold_tree=hold)  # type: ignore[arg-type]
         await self.monitors.refresh_job(instance.name)
-        failed = [r for r in results if not r.ok]
-        if failed and failed[0].error is not None:
-            raise failed[0].error
-        states = sorted({r.value.state for r in results if r.value is not None})
-        return f"{instance.name}: job {', '.join(states)} on {len(workers)} workers"
+        return members_said(instance.name, results)
 
     def open_logs(self, names: list[str], slot: int = 0) -> None:
         """The logs screen: one pane per machine (and per extra file of ``[logs] files``); ``slot``:
@@ -400,10 +391,10 @@ class GcptuiApp(Telling, KeepAliveControls, App[None]):
         self.push_screen(LogsScreen([PaneSource(*found)], buffer_lines=self.config.logs.buffer_lines))
 
     async def vm_action(self, action: str, instance: Instance) -> str | None:
-        # Through the row's backend: `P` in the demo preempts a TPU node or a Vertex AI job's worker too.
-        backend = self.services.compute.of(instance)
-        call = {"start": backend.start, "stop": backend.stop, "preempt": backend.simulate_maintenance}[action]
-        await asyncio.to_thread(call, instance)
+        # Through the row's backend, as `gcptui vm ACTION`: `P` in the demo preempts a TPU node too.
+        from gcptui.remote.actions import machine_action
+
+        await asyncio.to_thread(machine_action, self.services.compute, action, instance)  # type: ignore[arg-type]
         self.refresh_fleet()
         return f"{instance.name}: {action} done"
 

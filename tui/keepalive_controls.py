@@ -11,7 +11,7 @@ from textual.app import App
 
 from gcptui.remote.config import Config
 from gcptui.remote.keepalive.events import RecoveryEvent
-from gcptui.remote.keepalive.recovery import KeepAlive
+from gcptui.remote.keepalive.recovery import KeepAlive, recoverable
 from gcptui.remote.models import Instance
 from gcptui.remote.services import Services
 from gcptui.tui.live.monitors import Monitors
@@ -20,7 +20,6 @@ from gcptui.tui.live.notices import Notice, lease_notice, recovery_cell, recover
 if TYPE_CHECKING:
     from gcptui.remote.keepalive.autostop import AutoStopper
     from gcptui.remote.keepalive.lease_gate import Standing
-    from gcptui.remote.keepalive.rows import RowKeepAlive
     from gcptui.remote.keepalive.service import KeepAliveService
     from gcptui.tui.fleet.screen import FleetScreen
 
@@ -30,7 +29,6 @@ class KeepAliveControls:
     services: Services
     monitors: Monitors
     keepalive: KeepAlive | None
-    row_keepalive: RowKeepAlive | None = None  # the other kinds' rows (TPU nodes, GKE workloads)
     autostopper: AutoStopper | None
     _keepalive_due: bool
     lease_standing: Standing | None = None  # who recovers (the lease), as of keep-alive's last poll
@@ -54,6 +52,8 @@ class KeepAliveControls:
         the first SSH calls and a job's start (half the demo's time to its first log line)."""
         if self._keepalive_due:
             self._keepalive_due = False
+            if not self.services.compute.recovers():
+                return  # no configured kind can bring a row back (static hosts, Vertex AI jobs)
             self._app.run_worker(self._keep_alive(), group="keepalive", exit_on_error=False)
 
     async def _keep_alive(self) -> None:
@@ -61,7 +61,6 @@ class KeepAliveControls:
 
         def started(service: KeepAliveService) -> None:
             self.keepalive, self.autostopper = service.keepalive, service.autostopper
-            self.row_keepalive = service.rows
 
         await run_keepalive(self.services, self.config, self._recovery_event, started, self._lease_standing)
 
@@ -103,25 +102,21 @@ class KeepAliveControls:
         self._live_changed(event.name)
         self._say(recovery_notice(event))
 
-    def _switch(self, instance: Instance) -> KeepAlive | RowKeepAlive | None:
-        """Who keeps ``instance`` alive: the VMs' keep-alive for a row of the fleet listing, the rows'
-        for another kind's (a TPU node, a GKE workload); None before keep-alive started."""
-        if self.services.compute.in_fleet_listing(instance):
-            return self.keepalive
-        return self.row_keepalive
-
     def keepalive_setting(self, instance: Instance) -> bool | None:
         """The Keep-alive cell's setting for ``instance``: None where nothing preempts it."""
-        switch = self._switch(instance)
+        switch = self.keepalive
         return switch.enabled(instance.name) if switch is not None and instance.spot else None
 
     def toggle_keepalive(self, instance: Instance) -> None:
-        switch = self._switch(instance)
-        if self.keepalive is None or switch is None:
-            self._app.notify("keep-alive needs [gcp]: static hosts cannot be restarted", severity="warning")
+        switch = self.keepalive
+        if switch is None or not recoverable(self.services.compute, instance):
+            self._app.notify(
+                f"{instance.name}: keep-alive cannot bring it back (a static host, a Vertex AI job)",
+                severity="warning",
+            )
             return
         if not instance.spot:
-            self._app.notify(f"{instance.name} is not a Spot VM: GCE does not preempt it", severity="warning")
+            self._app.notify(f"{instance.name} is not on Spot: nothing preempts it", severity="warning")
             return
         on = not switch.enabled(instance.name)
         (switch.enable if on else switch.disable)(instance.name)

@@ -200,7 +200,7 @@ class FleetSource:
         return loader is None or not loader.is_alive()
 
     def priced(self, instances: list[Instance]) -> list[Instance]:
-        """``instances`` with ``usd_per_hour`` and where the price came from (GCE VMs only)."""
+        """``instances`` (VMs, as listed) with ``usd_per_hour`` and where the price came from."""
         book = self.prices()
         if book is None:
             return instances
@@ -208,8 +208,6 @@ class FleetSource:
             dataclasses.replace(
                 i, usd_per_hour=book.hourly(i), price_source=book.source, price_as_of=book.as_of
             )
-            if i.source == "gce"
-            else i
             for i in instances
         ]
 

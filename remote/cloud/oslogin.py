@@ -62,17 +62,14 @@ class OsLogin:
         return self._project
 
     def applies(self, instance: Instance) -> bool:
-        """The instance's ``enable-oslogin`` when set, else the project's (read once)."""
-        if instance.source != "gce":
-            return False
+        """The instance's ``enable-oslogin`` when set, else the project's (read once). Asked only of
+        rows whose backend uses OS Login (``Backend.os_login``)."""
         if instance.oslogin is not None:
             return instance.oslogin
         return bool(metadata_flag(self.project_metadata(), "enable-oslogin"))
 
     def applies_cached(self, instance: Instance) -> bool:
         """``applies`` without a network call: an unread project setting counts as off."""
-        if instance.source != "gce":
-            return False
         if instance.oslogin is not None:
             return instance.oslogin
         return bool(self._project and metadata_flag(self._project, "enable-oslogin"))

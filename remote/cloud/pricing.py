@@ -95,8 +95,9 @@ class PriceBook:
         return found if found is not None else self.rates.get(f"{kind}/{name}/*/{usage}")
 
     def hourly(self, instance: Instance) -> float | None:
-        """USD per hour of ``instance`` while it runs; None for a static host or an unpriced part."""
-        if instance.source != "gce" or not instance.machine_type:
+        """USD per hour of ``instance`` while it runs; None for a row without a Compute Engine machine
+        type (a static host) or an unpriced part."""
+        if not instance.machine_type:
             return None
         shape = machine_shape(instance.machine_type)
         if shape is None:

@@ -63,6 +63,10 @@ class Capability(StrEnum):
     # SSH keys of its own in the provider's metadata, beside the project's (``edit_ssh_keys``): the
     # keeper authorizes itself on the machines it watches alone
     INSTANCE_KEYS = "instance-keys"
+    # the provider records who stopped it and when (GCE's operations): a user's stop is told from a
+    # preemption, so a stop nothing explains counts as a preemption whose record expired, and a
+    # provider's own restart after maintenance is found. Without it only a ``preempted`` state counts.
+    STOPS_RECORDED = "stops-recorded"
 
 
 class Recovery(StrEnum):
@@ -104,6 +108,31 @@ class ContainerLine(Protocol):
     def time(self) -> str: ...  # RFC 3339, as the provider stamped it
     @property
     def text(self) -> str: ...  # sanitized, one line
+
+
+class CloudLine(Protocol):
+    """One line of a row's output in the provider's log API (``cloud_logs``)."""
+
+    @property
+    def task(self) -> str: ...  # the worker that wrote it (a Vertex AI task: workerpool0-0)
+    @property
+    def text(self) -> str: ...  # as written (untrusted: sanitize before showing), cut at a cap
+
+
+class CloudLog(Protocol):
+    """A row's lines in the provider's log API (``CLOUD_LOGS``), oldest first, each once. Blocking."""
+
+    def history(self, count: int) -> Sequence[CloudLine]:
+        """The last ``count`` lines so far; ``poll`` continues after them."""
+        ...
+
+    def poll(self, *, final: bool = False) -> Sequence[CloudLine]:
+        """The lines written since the last read (``final``: every one, the row having ended)."""
+        ...
+
+    def ended(self) -> str | None:
+        """The provider's word for how the row's work ended (read now); None while it runs."""
+        ...
 
 
 class BillingNode(Protocol):
@@ -178,9 +207,10 @@ class Backend(ABC):
 
     kind: ClassVar[Source]
     # True where ``FleetSource.snapshot`` reads this kind's rows itself (GCE instances, priced, and
-    # static hosts): the VMs' keep-alive watches them. Every other kind reaches the fleet table
-    # through ``Compute.rows_beyond_fleet``, and ``RowKeepAlive`` watches it.
+    # static hosts); every other kind reaches the fleet table through ``Compute.rows_beyond_fleet``.
     listed_by_fleet: ClassVar[bool] = False
+    # True where some of its rows can be brought back (``RECOVER``): keep-alive polls this kind.
+    recovers_rows: ClassVar[bool] = False
 
     @classmethod
     @abstractmethod
@@ -349,6 +379,11 @@ class Backend(ABC):
     def google_identity(self) -> tuple[Any, str]:
         """(credentials, project) this backend's Google calls use, for an API it does not wrap (IAM)."""
         raise NotOffered(self.kind, "has no Google identity")
+
+    def cloud_logs(self, row: Instance, *, task: str | None = None, settle_seconds: float) -> CloudLog:
+        """``row``'s lines in the provider's log API (``CLOUD_LOGS``; ``task``: one worker's only),
+        leaving lines younger than ``settle_seconds`` for the next poll (the API shows them late)."""
+        raise Unsupported(row, "show lines from Cloud Logging")
 
     # Workloads (``CONTAINER_LOGS``): rows whose containers' command is the training.
     def pod_logs(self, row: Instance, *, follow: bool, tail: int | None) -> AsyncIterator[ContainerLine]:

@@ -93,7 +93,7 @@ class Compute:
 
     def in_fleet_listing(self, row: Instance) -> bool:
         """Whether ``row`` is one the fleet listing itself carries (a VM, a static host): the VMs'
-        keep-alive watches it; other kinds' rows are the rows keep-alive's."""
+        ``FleetSource`` prices it; other kinds' rows come from ``rows_beyond_fleet``."""
         backend = self.backends.get(row.source)
         return backend is not None and backend.listed_by_fleet
 
@@ -103,6 +103,23 @@ class Compute:
         errors: list[str] = []
         for backend in self:
             listed = backend.list_rows()
+            rows.extend(listed.rows)
+            errors.extend(listed.errors)
+        return Rows(tuple(rows), tuple(errors))
+
+    def recovers(self) -> bool:
+        """Whether any configured kind can bring a row back (keep-alive has something to watch)."""
+        return any(backend.recovers_rows for backend in self)
+
+    def watch_rows(self) -> Rows:
+        """The ``watch_rows`` of every configured kind that can bring rows back (keep-alive's poll:
+        as cheap as each lists)."""
+        rows: list[Instance] = []
+        errors: list[str] = []
+        for backend in self:
+            if not backend.recovers_rows:
+                continue
+            listed = backend.watch_rows()
             rows.extend(listed.rows)
             errors.extend(listed.errors)
         return Rows(tuple(rows), tuple(errors))

@@ -1,36 +1,40 @@
-"""Keep-alive: notice a preemption within seconds, restart the VM, resume its job.
+"""Keep-alive, the one recovery engine: notice a preemption within seconds, bring the row back, resume its job.
 
-Everything it knows of the provider comes through one ``Backend`` (the compute seam): neutral states,
-``StopCause``s, and the backend's lifecycle; this module never reads a provider's words or records.
+It watches the rows of every configured kind of compute (``Compute``, the seam) and asks each row's
+backend for each step, chosen by the row's capabilities: a Spot VM, a Spot TPU node, a GKE workload on
+Spot nodes, a group's node alike. Everything it knows of a provider is neutral states, ``StopCause``s
+and the backend's lifecycle; this module never reads a provider's words or records.
 
 Detection, fastest first: the job supervisor on the VM sees the metadata server's ``preempted`` flag
-and the client hears of it over its open connection (``notice(name)``); a lost SSH connection asks
-for an immediate poll (``poke(name)``); and the fleet is polled every ``poll_seconds`` with one
-listing (``Backend.watch_rows``). After a notice or a lost connection the suspect VM is polled every
+and the client hears of it over its open connection (``notice(name)``: a VM, a TPU node's worker 0); a
+lost connection asks for an immediate poll (``poke(name)``: a pod's exec stream too); and the rows are
+polled every ``poll_seconds`` with one listing per kind (``Compute.watch_rows``). After a notice or a lost connection the suspect VM is polled every
 second until the provider reports it stopped, because its status lags the power-off. A stopped VM
 counts as preempted only when the backend finds a preemption (or, on demand, host maintenance) since
 its last start (``Backend.why_stopped_many``, batched per poll): a user's own ``vm stop`` is left alone.
 
-Recovery restarts the same VM (its disk and checkpoints stay), or recreates it from what the backend
-remembered while it ran when its disk does not outlive a stop (GCE's DELETE action), retries
-stock-outs with backoff (``vm_restart.VmRestarter``), waits until it runs with an address, then hands
-the instance to ``relaunch`` (SSH up, sync barrier, the resume command; see ``relaunch.JobLauncher``).
-Every step is a ``RecoveryEvent`` with a timestamp, folded into one ``Timeline`` per VM and preemption.
+Recovery restarts the same VM (its disk and checkpoints stay), recreates it from what the backend
+remembered while it ran when its disk does not outlive a stop (GCE's DELETE action), or has the backend
+bring it back like itself (a TPU node made anew, a pod replaced); it retries stock-outs with backoff
+and fails over to other zones where the row can be made elsewhere (``vm_restart.VmRestarter``), waits
+until it runs with an address, then hands the row to ``relaunch`` (up, synced, the resume command on
+``worker_rows(row) or (row,)``; see ``relaunch.JobLauncher``). Every step is a ``RecoveryEvent`` with a
+timestamp, folded into one ``Timeline`` per row and preemption.
 """
 
 from __future__ import annotations
 
 import asyncio
-import functools
 import logging
 from collections.abc import Awaitable, Callable, Iterable
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from gcptui.remote.aio import within
-from gcptui.remote.backoff import Backoff
 from gcptui.remote.compute.backend import Backend, Capability
+from gcptui.remote.compute.registry import Compute
 from gcptui.remote.errors import GcptuiError
+from gcptui.remote.keepalive.adoption import STOPPED_OR_GONE, Adoption
 from gcptui.remote.keepalive.causes import UNKNOWN_CAUSE, UNWATCHED_CAUSE, Causes
 from gcptui.remote.keepalive.event_log import EventLog
 from gcptui.remote.keepalive.events import (
@@ -47,14 +51,13 @@ from gcptui.remote.keepalive.events import (
 )
 from gcptui.remote.keepalive.machines import Machine, Phase, run_of
 from gcptui.remote.keepalive.recovery_steps import RecoverySteps
-from gcptui.remote.keepalive.resume_rule import nothing_to_resume
 from gcptui.remote.keepalive.vm_restart import VmRestarter, gone
 from gcptui.remote.models import SWEEP_LABEL, Instance, State
-from gcptui.remote.safe_text import vm_field
 
 if TYPE_CHECKING:
     from gcptui.remote.jobs.protocol import JobStatus
     from gcptui.remote.keepalive.job_ledger import JobLedger
+    from gcptui.remote.keepalive.lease_gate import LeaseGate
 
 log = logging.getLogger(__name__)
 
@@ -64,17 +67,24 @@ __all__ = [
 ]  # fmt: skip
 
 
-class KeepAlive(RecoverySteps, EventLog):
-    """Watches the fleet and recovers preempted VMs, one task per VM, bounded by ``max_restarts``.
+def recoverable(compute: Compute, row: Instance) -> bool:
+    """Whether keep-alive can bring ``row`` back (``RECOVER``): a VM, a TPU node, a GKE workload."""
+    return compute.can(row, Capability.RECOVER)
 
-    ``names`` limits keep-alive to those VMs (None: every Spot VM); ``enable``/``disable`` change it
-    per VM at run time. ``on_event`` (and ``subscribe`` listeners) get every ``RecoveryEvent`` on the
+
+class KeepAlive(RecoverySteps, Adoption, EventLog):
+    """Watches the rows of every kind and recovers preempted ones, one task per row, bounded by
+    ``max_restarts``.
+
+    ``compute``: the configured backends (a single ``Backend`` stands for a registry of one).
+    ``names`` limits keep-alive to those rows (None: every Spot row); ``enable``/``disable`` change it
+    per row at run time. ``on_event`` (and ``subscribe`` listeners) get every ``RecoveryEvent`` on the
     event loop. Run ``run()`` as a task; ``close()`` cancels recoveries in flight.
     """
 
     def __init__(
         self,
-        backend: Backend,
+        compute: Compute | Backend,
         *,
         relaunch: Relaunch,
         on_event: Callable[[RecoveryEvent], None] | None = None,
@@ -94,14 +104,13 @@ class KeepAlive(RecoverySteps, EventLog):
         ledger: JobLedger | None = None,
         recover_unwatched: bool = False,
         warm_after_seconds: float = 20.0,
+        lease: LeaseGate | None = None,
     ) -> None:
         super().__init__(on_event)
-        # Watching only reads (listings, stop causes, what to recreate from). Acting (start, recreate,
-        # stop) may need more (GCE: the client library, whose import costs ~1 s of CPU): the backend
-        # prepares it in a worker thread as soon as a VM becomes suspect (a preemption's soft-off lasts
-        # longer than the import), else ``warm_after_seconds`` after the start, once a TUI has drawn and
-        # its first jobs have started.
-        self.backend = backend
+        # Watching only reads. Acting may need more (GCE: the client library, ~1 s of CPU to import):
+        # the backends prepare it in a worker thread once a row turns suspect (a preemption's soft-off
+        # outlasts the import), else ``warm_after_seconds`` after the start (a TUI drawn, jobs started).
+        self.compute = compute if isinstance(compute, Compute) else Compute({compute.kind: compute})
         self._warming: asyncio.Task[None] | None = None
         self.warm_after_seconds = warm_after_seconds
         self.restart_idle = restart_idle  # restart a VM whose job has nothing to resume
@@ -118,12 +127,11 @@ class KeepAlive(RecoverySteps, EventLog):
         self.boot_timeout = boot_timeout
         self.relaunch_timeout = relaunch_timeout
         self.polls = 0
-        # The lease (lease_gate.py, set by service.py), asked once per poll: False while another
-        # keep-alive (the keeper, or a laptop) holds it, and then this one watches but recovers nothing.
+        # The lease (adoption.py ``_hold``): asked each poll (False: another keep-alive recovers; this
+        # one watches), and named first by each recovery (a successor finishes it: ``adopt``).
         self.gate: Callable[[], Awaitable[bool]] | None = None
-        # Also the lease's: a recovery's first step, before it starts or recreates anything, names it
-        # in the lease (a successor that takes the lease over finishes it: ``adopt``).
         self.intent: Callable[[], Awaitable[None]] | None = None
+        self.lease = lease
         self._poll_listeners: list[Callable[[list[Instance]], None]] = []
         # Recoveries a previous lease holder left unfinished (``adopt``): name -> (holder, until when).
         self._adopted: dict[str, tuple[str, float]] = {}
@@ -132,22 +140,26 @@ class KeepAlive(RecoverySteps, EventLog):
         self._chosen: set[str] = set()  # switched on by name (enable): a sweep's VM too
         # One record per machine, its phase and what keep-alive knows of it (machines.py).
         self.machines: dict[str, Machine] = {}
-        self._causes = Causes(backend)
+        self._causes = Causes(self.compute.of)
         self._wake = asyncio.Event()
         self._vms = VmRestarter(
-            backend, self._event, boot_timeout=boot_timeout, backoff_base=backoff_base, backoff_cap=backoff_cap,
+            self.compute.of, self._event, boot_timeout=boot_timeout, backoff_base=backoff_base, backoff_cap=backoff_cap,
             failover_after=failover_after, failover_zones=tuple(failover_zones),
         )  # fmt: skip
+        if lease is not None:
+            self._hold(lease)
 
     def _warm(self) -> None:
         """Have the backend prepare to act, once, in a worker thread (if that fails, the first action
         prepares it again itself and says why)."""
         if self._warming is None:
-            self._warming = asyncio.create_task(
-                asyncio.to_thread(self.backend.prepare_to_act), name="compute client"
-            )
+            self._warming = asyncio.create_task(asyncio.to_thread(self._prepare), name="compute client")
             # A failed preparation is reported by the call that acts (the backend raises it again there).
             self._warming.add_done_callback(lambda task: task.cancelled() or task.exception())
+
+    def _prepare(self) -> None:
+        for backend in self.compute:
+            backend.prepare_to_act()
 
     def remembered(self, name: str) -> bool:
         """Whether what recreating ``name`` needs is recorded (a VM whose disk does not outlive a stop)."""
@@ -198,9 +210,12 @@ class KeepAlive(RecoverySteps, EventLog):
         return not disabled and (not swept or name in self._chosen)
 
     def watched(self, instance: Instance) -> bool:
-        """Spot VMs when enabled; on-demand VMs only when named: host maintenance stops GPU VMs too."""
+        """Recoverable Spot rows when enabled; on-demand ones only when named: host maintenance stops
+        GPU VMs too."""
         named = self._names is not None and instance.name in self._names
-        return self.enabled(instance.name) and (instance.spot or named)
+        return (
+            self.enabled(instance.name) and (instance.spot or named) and recoverable(self.compute, instance)
+        )
 
     def enable(self, name: str) -> None:
         """Watch ``name`` again (and forget an earlier give-up); polls at once."""
@@ -229,8 +244,12 @@ class KeepAlive(RecoverySteps, EventLog):
         return True
 
     def note_job(self, name: str, status: JobStatus) -> None:
-        """The job's state as last seen on the VM: a preemption resumes only a job that had not ended."""
+        """The job's state as last seen on the row: a preemption resumes only a job that had not ended.
+        No record at all on a row seen running a job is a machine made anew (a TPU node, a pod): the
+        job seen before still decides."""
         machine = self.machine(name)
+        if status.state == "none" and machine.job is not None and machine.job.state != "none":
+            return
         machine.job = status
         known = machine.instance
         if self.ledger is not None and known is not None and known.instance_id:
@@ -243,73 +262,6 @@ class KeepAlive(RecoverySteps, EventLog):
     def recovering(self, name: str) -> bool:
         found = self.machines.get(name)
         return found is not None and found.busy
-
-    def adopt(self, holder: str, names: Iterable[str]) -> None:
-        """This keep-alive took the lease over from ``holder``, which stopped renewing it while it was
-        recovering ``names`` (a laptop that slept, a keeper starved). Its fence stops its relaunch, and
-        it may have restarted a VM already, so no poll of ours would see a stop: each such VM that
-        runs is checked once it does, and a job its preemption cut short is relaunched here."""
-        until = asyncio.get_running_loop().time() + self.relaunch_timeout
-        for name in names:
-            self._adopted[name] = (holder, until)
-        self._wake.set()
-
-    def taking_over(self) -> list[str]:
-        """The machines whose adopted recovery is not decided yet (they keep the lease busy)."""
-        return [*self._adopted, *self._finishing]
-
-    def _finish_adopted(self, current: dict[str, Instance]) -> None:
-        loop = asyncio.get_running_loop()
-        for name, (holder, until) in list(self._adopted.items()):
-            instance = current.get(name)
-            machine = self.machines.get(name)
-            if (
-                instance is None or machine is None or not self.watched(instance) or machine.busy
-                or machine.phase is Phase.GAVE_UP or instance.state in _STOPPED_OR_GONE
-                or loop.time() > until or self.job_status is None
-            ):  # fmt: skip
-                # Stopped: this poll's own candidates decide, as for any stopped VM.
-                del self._adopted[name]
-            elif instance.state is State.RUNNING:
-                del self._adopted[name]
-                task = asyncio.create_task(self._finish(instance, holder), name=f"finish {name}")
-                self._finishing[name] = task
-                task.add_done_callback(functools.partial(self._finished, name))
-            # else starting (the previous holder's start): asked again at the next poll
-
-    def _finished(self, name: str, _task: asyncio.Task[None]) -> None:
-        self._finishing.pop(name, None)
-
-    async def _finish(self, instance: Instance, holder: str) -> None:
-        """Relaunch the job on ``instance`` if the previous holder's recovery left it cut short."""
-        assert self.job_status is not None
-        name = instance.name
-        pauses = Backoff(min(self.backoff_base, 0.5), min(self.backoff_cap, 5.0))
-        deadline = asyncio.get_running_loop().time() + self.relaunch_timeout
-        while True:
-            try:
-                status = await self.job_status(instance)
-                break
-            except (GcptuiError, OSError) as err:  # SSH not up yet on a VM started moments ago
-                if asyncio.get_running_loop().time() > deadline:
-                    log.warning("%s: the job's state after %s's recovery is unknown: %s", name, holder, err)
-                    return
-                await asyncio.sleep(pauses.pause())
-        machine = self.machine(name)
-        # No record at all where this keep-alive saw a job: the previous holder made the VM anew (its
-        # disk went with the preemption), and the job resumes from the bucket, as in its recovery.
-        made_anew = status.state == "none" and machine.job is not None and machine.job.state != "none"
-        if (
-            status.state == "running"
-            or (nothing_to_resume(status) is not None and not made_anew)
-            or machine.busy
-        ):
-            return  # its relaunch landed after all, or nothing was cut short, or a recovery is on
-        if not self.enabled(name):
-            return
-        self.note_job(name, status)
-        detail = f"{vm_field(holder, 80)} stopped renewing the lease mid-recovery: finishing its recovery"
-        self._begin(instance, "preempted", detail, None, recreate=False)
 
     # -- detection -------------------------------------------------------------------------------
 
@@ -326,6 +278,12 @@ class KeepAlive(RecoverySteps, EventLog):
         if not self.enabled(name) or self.recovering(name):
             return
         timeline = self.timelines.get(name)
+        if (
+            timeline is not None and timeline.outcome == "recovering" and timeline.detected_by == "notice"
+            and self.machine(name).phase is Phase.SUSPECT
+        ):  # fmt: skip
+            self._wake.set()  # told again (a watcher started anew on a row still up): the stop is awaited
+            return
         if timeline is None or timeline.outcome != "recovering" or timeline.detected_by is not None:
             self._new_timeline(name)
         self._event(name, "notice", "the VM reported a preemption notice", at=at)
@@ -354,8 +312,8 @@ class KeepAlive(RecoverySteps, EventLog):
             self._wake.clear()
 
     async def poll_once(self) -> list[Instance]:
-        """One listing; start a recovery for each watched VM a preemption stopped or deleted."""
-        listed = await asyncio.to_thread(self.backend.watch_rows)
+        """One listing per kind; start a recovery for each watched row a preemption stopped or deleted."""
+        listed = await asyncio.to_thread(self.compute.watch_rows)
         self.polls += 1
         holding = self.gate is None or await self.gate()
         current = {row.name: row for row in listed.rows}
@@ -363,8 +321,8 @@ class KeepAlive(RecoverySteps, EventLog):
             machine = self.machine(name)
             if (
                 instance.spot and instance.state is State.RUNNING
-                and not self.backend.can(instance, Capability.DISK_OUTLIVES)
-                and await asyncio.to_thread(self.backend.remember, instance)
+                and not self.compute.can(instance, Capability.DISK_OUTLIVES)
+                and await asyncio.to_thread(self.compute.of(instance).remember, instance)
             ):  # fmt: skip
                 machine.record = instance
             machine.instance = instance
@@ -391,7 +349,7 @@ class KeepAlive(RecoverySteps, EventLog):
                 machine.instance = None
         candidates = [
             m.instance for m in self.machines.values()
-            if m.instance is not None and m.instance.state in _STOPPED_OR_GONE and self.watched(m.instance)
+            if m.instance is not None and m.instance.state in STOPPED_OR_GONE and self.watched(m.instance)
             and m.interruptible() and m.phase is not Phase.GAVE_UP and run_of(m.instance) not in m.left
             and holding
         ]  # fmt: skip
@@ -400,10 +358,8 @@ class KeepAlive(RecoverySteps, EventLog):
             for instance in candidates:
                 if instance.name in preempted:
                     when = preempted[instance.name]
-                    recreate = instance.state is State.DELETING
-                    cause = "a preemption" if instance.spot else "host maintenance"
-                    self._begin(instance, "preempted", f"GCE: {'deleted' if recreate else 'stopped'} by {cause}",
-                                when, recreate=recreate)  # fmt: skip
+                    recreate = instance.state is State.DELETING and self.remembered(instance.name)
+                    self._begin(instance, "preempted", self._causes.words(instance), when, recreate=recreate)
                     self._causes.explained(instance.name)
             unexplained = [i for i in candidates if i.name not in preempted]
             for instance in await self._causes.unexplained(unexplained) if unexplained else []:
@@ -491,7 +447,3 @@ class KeepAlive(RecoverySteps, EventLog):
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
-
-
-# A watched VM in one of these is a candidate for recovery (stopped, preempted, or deleted).
-_STOPPED_OR_GONE = frozenset({State.STOPPED, State.PREEMPTED, State.DELETING})

@@ -1,5 +1,5 @@
-"""One VM's recovery, once keep-alive decided to recover it: restart (or recreate) it, wait until it
-runs, relaunch its job, and leave it stopped again when its job had nothing to resume.
+"""One row's recovery, once keep-alive decided to recover it: bring it back (restart, recreate, renew),
+wait until it runs, relaunch its job, and leave it stopped again when its job had nothing to resume.
 
 ``KeepAlive`` (recovery.py) decides when; these steps are its ``RecoverySteps`` base, kept apart so
 each module has one reason to change.
@@ -12,6 +12,7 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
+from gcptui.remote.compute.backend import Capability
 from gcptui.remote.errors import GcptuiError
 from gcptui.remote.keepalive.events import EventKind, ResumePoint, Timeline
 from gcptui.remote.keepalive.relaunch_retry import relaunch_until
@@ -21,7 +22,7 @@ from gcptui.remote.models import Instance, State
 if TYPE_CHECKING:
     from datetime import datetime
 
-    from gcptui.remote.compute.backend import Backend
+    from gcptui.remote.compute.registry import Compute
     from gcptui.remote.jobs.protocol import JobStatus
     from gcptui.remote.keepalive.causes import Causes
     from gcptui.remote.keepalive.events import Relaunch
@@ -44,7 +45,7 @@ class RecoverySteps:
     backoff_base: float
     backoff_cap: float
     machines: dict[str, Machine]
-    backend: Backend
+    compute: Compute
     _vms: VmRestarter
     _causes: Causes
 
@@ -76,16 +77,18 @@ class RecoverySteps:
             if self.intent is not None:
                 await self.intent()
             if instance.state is not State.RUNNING:
-                zone = await self._vms.restart(instance, recreate=recreate)
+                remembered = machine.record is not None
+                zone = await self._vms.restart(instance, recreate=recreate, remembered=remembered)
             fresh = await self._vms.wait_running(instance, zone)
             machine.instance = fresh
             machine.running(asyncio.current_task(), fresh)  # a stop from now on is a new preemption
             # Else the next poll takes this start for GCE's own restart and recovers the job again.
             self._causes.started(fresh)
             self._event(name, "running", f"address {fresh.external_ip or fresh.internal_ip}")
-            # Unknown before the preemption: the job's record on the kept disk decides (a recreated
-            # VM has a fresh disk; its job resumes from the bucket).
-            check = self.job_status if seen is None and not recreate else None
+            # Unknown before the preemption: the job's record on the kept disk decides (a row made
+            # anew has a fresh disk; its job resumes from the bucket).
+            kept = not recreate and self.compute.can(instance, Capability.DISK_OUTLIVES)
+            check = self.job_status if seen is None and kept else None
             point = await self._relaunch(fresh, check)
             if point.nothing is not None:
                 await self._idle(fresh, point.nothing, stop=not (self.restart_idle or manual))
@@ -110,8 +113,8 @@ class RecoverySteps:
     async def _idle(self, instance: Instance, reason: str, *, stop: bool) -> None:
         """Nothing to resume on a restarted VM: stop it again unless idle restarts are wanted."""
         self.machines[instance.name].job = None
-        if stop:
-            await asyncio.to_thread(self.backend.stop, instance)
+        if stop and self.compute.can(instance, Capability.STOP):
+            await asyncio.to_thread(self.compute.of(instance).stop, instance)
             self._event(instance.name, "left_stopped", f"{reason}: nothing to resume; stopped it again")
         else:
             self._event(instance.name, "nothing_to_resume", reason)

@@ -1,13 +1,15 @@
-"""Bring a preempted VM's job back: SSH to its new address, sync barrier, the resume command.
+"""Bring a preempted row's job back: reach its (new) machines, sync barrier, the resume command.
 
-``JobLauncher(services).relaunch`` is the callable ``KeepAlive`` takes. It reads the job's metrics
+``JobLauncher(services).relaunch`` is the callable ``KeepAlive`` takes: one machine's job, or one job
+over the row's ranked members (``worker_rows(row)``: a TPU node's workers, a workload's pods), each
+given its rank by ``WorkerJobRunner``. It reads the job's metrics
 file (the progress protocol of docs/REFERENCE.md) before and after the restart, so it can say the last step
 the job logged before it stopped and the step it resumed from: the ``steps lost`` of the timeline.
 ``GroupLauncher`` does the same for a ``[[groups]]`` node as a group: a node's preemption stops
 the other nodes' jobs at once (``job kill``: SIGTERM, so their ranks leave the collective the lost
 node left hanging and save); its return syncs it and restarts every node with ``[job].resume``
 through ``run_group`` (rendezvous check first), reading where rank 0 resumed from node 0's metrics.
-``build_keepalive`` wires a ``KeepAlive`` to the shared ``Services`` of the CLI or the TUI.
+``build_keepalive`` wires the one ``KeepAlive`` to the shared ``Services`` of the CLI or the TUI.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from gcptui.remote.jobs.group import GroupJobRunner
 from gcptui.remote.jobs.group_control import run_group
 from gcptui.remote.jobs.protocol import GROUP_STOP, JobStatus, metrics_path
 from gcptui.remote.jobs.runner import HostResult, JobRunner, gather_hosts
+from gcptui.remote.jobs.workers import WorkerJobRunner
 from gcptui.remote.keepalive.job_ledger import JobLedger
 from gcptui.remote.keepalive.recovery import KeepAlive, RecoveryEvent, ResumePoint, StepReporter
 from gcptui.remote.models import Instance, State
@@ -33,6 +36,7 @@ from gcptui.remote.ssh.capped import exec_capped
 from gcptui.remote.telemetry.progress import json_records
 
 if TYPE_CHECKING:
+    from gcptui.remote.keepalive.lease_gate import LeaseGate
     from gcptui.remote.services import Services
 
 # Prints the file's size, then its last lines; "0" alone when there is none. $1 is relative to $HOME.
@@ -128,7 +132,19 @@ class JobLauncher:
 
         Raises ``GcptuiError`` (SSH not up yet, sync failed, ...): ``KeepAlive`` retries with backoff.
         """
-        return await self.relaunch_members([instance], report or (lambda _kind, _detail: None))
+        say: StepReporter = report or (lambda _kind, _detail: None)
+        members = self.services.compute.of(instance).worker_rows(instance)
+        if not members:
+            return await self.relaunch_members([instance], say)
+        return await self.ranked(instance.name, members).relaunch_members(members, say)
+
+    def ranked(self, row: str, members: Sequence[Instance]) -> JobLauncher:
+        """This launcher with a runner that gives each of ``members`` its rank and the others'
+        addresses (``[job]`` on a TPU node's workers, a workload's pods)."""
+        runner = WorkerJobRunner(self.services.config, remote_home=self.jobs.remote_home)
+        runner.prepare(row, members)
+        return JobLauncher(self.services, jobs=runner, resume_timeout=self.resume_timeout,
+                           sync_timeout=self.sync_timeout, tail_lines=self.tail_lines)  # fmt: skip
 
     async def relaunch_members(
         self,
@@ -180,9 +196,11 @@ class JobLauncher:
     __call__ = relaunch
 
     async def job_status(self, instance: Instance) -> JobStatus:
-        """The job's state as the restarted VM's disk records it (did it end before the preemption?)."""
+        """The job's state as the restarted machine's disk records it (did it end before the
+        preemption?); a row with ranked members: its first's."""
         services = self.services
-        return await self.jobs.status(services.reach(instance))
+        members = services.compute.of(instance).worker_rows(instance)
+        return await self.jobs.status(services.reach(members[0] if members else instance))
 
     async def mark(self, host: Reach) -> MetricsMark:
         """The metrics file's size and last step on ``host`` now (before the restart)."""
@@ -353,17 +371,17 @@ def build_keepalive(
     recover_unwatched: bool = False,
     launcher: JobLauncher | None = None,
     check_jobs: bool = True,
+    lease: LeaseGate | None = None,
     **options: float,
 ) -> KeepAlive:
-    """A ``KeepAlive`` over the services' GCE backend (the compute seam) and a ``JobLauncher``, with ``[keepalive]``'s
-    ``poll_seconds``, ``max_restarts`` and ``restart_idle`` (``options`` override any ``KeepAlive`` setting).
-    Job states seen go to the ``JobLedger``, which finds VMs stopped while unwatched at start-up;
-    ``recover_unwatched`` recovers those instead of only saying so. ``launcher`` relaunches the job
-    (default: ``JobLauncher``, ``GroupLauncher`` with ``[[groups]]``); without ``check_jobs`` a
-    restarted VM is never left stopped because its job had ended (a sweep decides what runs next)."""
+    """The one ``KeepAlive`` over the services' configured backends (the compute seam) and a
+    ``JobLauncher``, with ``[keepalive]``'s ``poll_seconds``, ``max_restarts`` and ``restart_idle``
+    (``options`` override any ``KeepAlive`` setting). Job states seen go to the ``JobLedger``, which
+    finds VMs stopped while unwatched at start-up; ``recover_unwatched`` recovers those instead of only
+    saying so. ``launcher`` relaunches the job (default: ``JobLauncher``, ``GroupLauncher`` with
+    ``[[groups]]``); without ``check_jobs`` a restarted VM is never left stopped because its job had
+    ended (a sweep decides what runs next)."""
     settings = services.config.keepalive
-    if services.config.gcp is None:
-        raise GcptuiError("keep-alive needs [gcp] in gcptui.toml: static [[hosts]] cannot be restarted")
     listener: Callable[[RecoveryEvent], None] | None = None
     if launcher is None:
         launcher = JobLauncher(services)
@@ -372,11 +390,11 @@ def build_keepalive(
             listener = group_launcher.on_event
     kwargs: dict[str, float] = {"poll_seconds": settings.poll_seconds, "max_restarts": settings.max_restarts}
     kwargs.update(options)
-    keepalive = KeepAlive(services.compute.backends["gce"], relaunch=launcher, on_event=on_event,
+    keepalive = KeepAlive(services.compute, relaunch=launcher, on_event=on_event,
                           names=names, restart_idle=settings.restart_idle,
                           job_status=launcher.job_status if check_jobs else None,
                           ledger=JobLedger(), failover_after=settings.failover_after, failover_zones=settings.zones,
-                          recover_unwatched=recover_unwatched, **kwargs)  # type: ignore[arg-type]  # fmt: skip
+                          recover_unwatched=recover_unwatched, lease=lease, **kwargs)  # type: ignore[arg-type]  # fmt: skip
     if listener is not None:
         keepalive.subscribe(listener)  # a node's preemption stops the rest of its group
     return keepalive

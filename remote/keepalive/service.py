@@ -1,7 +1,7 @@
 """The one keep-alive service: built here for the TUI, `gcptui keepalive`, sweeps and the keeper alike.
 
-``KeepAlive`` (detection and recovery, with failover, idle restarts and the job ledger), the VM
-notice watchers that tell it of a preemption before the API does, and, with ``[autostop]``, the
+``KeepAlive`` (the one recovery engine, over every kind's rows: detection and recovery, with failover,
+idle restarts and the job ledger), the notice watchers that tell it of a preemption before the API does, and, with ``[autostop]``, the
 auto-stopper that runs after each poll. With ``[storage] bucket`` set, the lease (``lease_gate.py``)
 decides once per poll whether this keep-alive or another one (the keeper, ``gcptui keeper``)
 recovers: one actor per recovery. The faces differ only in the arguments they pass.
@@ -23,14 +23,12 @@ from gcptui.remote.keepalive.lease_gate import (
     LeaseGate,
     Role,
     Standing,
-    fenced,
     holder_name,
     standing_listener,
 )
 from gcptui.remote.keepalive.notify import WebhookNotifier
 from gcptui.remote.keepalive.recovery import KeepAlive, RecoveryEvent
 from gcptui.remote.keepalive.relaunch import JobLauncher, build_keepalive
-from gcptui.remote.keepalive.rows import RowKeepAlive
 from gcptui.remote.keepalive.watch import NoticeWatchers
 from gcptui.remote.services import Services
 
@@ -42,21 +40,15 @@ class KeepAliveService:
     keepalive: KeepAlive
     watchers: NoticeWatchers | None
     autostopper: AutoStopper | None
-    rows: RowKeepAlive | None = None  # the other kinds of compute (TPU nodes), over the seam
     notifier: WebhookNotifier | None = None  # [notify] webhook: each recovery's outcome POSTed
     gate: LeaseGate | None = None  # the lease, with [storage] bucket: who recovers
 
     async def run(self) -> None:
-        if self.rows is None:
-            await self.keepalive.run()
-            return
-        await asyncio.gather(self.keepalive.run(), self.rows.run())
+        await self.keepalive.run()
 
     async def close(self) -> None:
         if self.notifier is not None:
             await asyncio.to_thread(self.notifier.close)
-        if self.rows is not None:
-            await self.rows.close()
         if self.watchers is not None:
             await self.watchers.close()
         if self.autostopper is not None:
@@ -93,18 +85,17 @@ def build_service(
     autostop: bool = True,
     autostop_names: Iterable[str] | None = None,
     tuning: Mapping[str, float] | None = None,
-    other_kinds: bool = True,
     lease: Role | None = "laptop",
     lease_ttl: float = DEFAULT_TTL,
     keeper_name: str | None = None,
 ) -> KeepAliveService:
-    """Keep-alive over ``names`` (None: every Spot VM; an empty set: none until switched on per VM).
+    """Keep-alive over ``names`` (None: every Spot row of every kind; an empty set: none until switched
+    on per row).
 
     ``notices``: VM notice watchers (a sweep's VMs run trials in job slots the watchers do not
     follow); ``autostop``: the auto-stopper when ``[autostop]`` is active (over ``autostop_names``,
     default every running VM); ``tuning`` overrides ``KeepAlive``'s timings (``poll_seconds``, ...).
-    The rest goes to ``build_keepalive``. ``other_kinds``: also keep the rows of the other kinds of
-    compute alive (a TPU node's workers: ``rows.RowKeepAlive``) when the config has any.
+    The rest goes to ``build_keepalive``.
 
     ``lease``: this keep-alive's role in the lease when ``[storage] bucket`` is set (``"laptop"`` defers
     to a live keeper, ``"keeper"`` is the keeper), ``lease_ttl`` seconds by this process's own clock
@@ -116,10 +107,17 @@ def build_service(
     if services.config.notify.webhook:
         notifier = WebhookNotifier(services.config.notify.webhook)
         on_event = _both(on_event, _own(notifier))
+    gate: LeaseGate | None = None
+    bucket = services.config.storage.bucket
+    if lease is not None and bucket and launcher is None and services.config.keepalive.lease:
+        # The engine's own lists (its recoveries in flight, what it watches), read once it exists.
+        gate = _gate(services, lambda: keepalive, lease, lease_ttl, keeper_name)
     keepalive = build_keepalive(
         services, names=names, on_event=on_event, recover_unwatched=recover_unwatched, launcher=launcher,
-        check_jobs=check_jobs, **dict(tuning or {}),  # type: ignore[arg-type]  # timings only: floats
+        check_jobs=check_jobs, lease=gate, **dict(tuning or {}),  # type: ignore[arg-type]  # timings only: floats
     )  # fmt: skip
+    if gate is not None and notifier is not None:
+        keepalive.on_poll(standing_listener(gate, _standing_posted(notifier)))
     watchers: NoticeWatchers | None = None
     if notices:
         watchers = NoticeWatchers(services, keepalive)
@@ -130,69 +128,34 @@ def build_service(
         scope = list(autostop_names) if autostop_names else None
         autostopper = AutoStopper(services, settings, keepalive, names=scope)
         keepalive.on_poll(autostopper.track)
-    rows: RowKeepAlive | None = None
-    if other_kinds and any(not b.listed_by_fleet for b in services.compute):
-        timings = dict(tuning or {})
-        # Its events go into the same timelines as the VMs' (`t` on a TPU node or a GKE workload),
-        # and from there to the same listeners, once.
-        rows = RowKeepAlive(
-            services, names=names, on_event=keepalive.mirror, poll_seconds=timings.get("poll_seconds"),
-            backoff_base=timings.get("backoff_base", 1.0),
-        )  # fmt: skip
-    gate: LeaseGate | None = None
-    bucket = services.config.storage.bucket
-    if lease is not None and bucket and launcher is None and services.config.keepalive.lease:
-        gate = _gate(services, keepalive, rows, lease, lease_ttl, keeper_name)
-        if notifier is not None:
-            keepalive.on_poll(standing_listener(gate, _standing_posted(notifier)))
-    return KeepAliveService(keepalive, watchers, autostopper, rows, notifier, gate)
+    return KeepAliveService(keepalive, watchers, autostopper, notifier, gate)
 
 
 def _gate(
     services: Services,
-    keepalive: KeepAlive,
-    rows: RowKeepAlive | None,
+    engine: Callable[[], KeepAlive],
     role: Role,
     ttl: float,
     name: str | None,
 ) -> LeaseGate:
-    """The lease wired into ``keepalive`` (asked each poll, checked again before each relaunch) and
-    ``rows``; a keeper records its events for its status, a laptop mirrors the keeper's."""
+    """The lease the engine is built with (``KeepAlive(lease=...)``: asked each poll, checked again
+    before each relaunch); it lists the engine's recoveries in flight (a successor that takes the
+    lease over finishes them: ``adopt``) and the rows it watches."""
     bucket = services.config.storage.bucket
     key = lease_key(default_lease_key_path())
 
-    def in_flight() -> list[str]:  # a successor that takes the lease over finishes these (`adopt`)
-        names = [m.name for m in keepalive.machines.values() if m.busy] + keepalive.taking_over()
-        return names + (rows.in_flight() if rows is not None else [])
+    def in_flight() -> list[str]:
+        keepalive = engine()
+        return [m.name for m in keepalive.machines.values() if m.busy] + keepalive.taking_over()
 
     def watched() -> list[str]:
+        keepalive = engine()
         return [i.name for i in keepalive.instances() if keepalive.watched(i)]
 
-    gate = LeaseGate(
+    return LeaseGate(
         Lease(bucket, holder_name(role, name), key, ttl=ttl), KeeperStatus(bucket, key, ttl=ttl), role,
         in_flight=in_flight, watched=watched, known=known_keepers() if role == "laptop" else None,
     )  # fmt: skip
-
-    async def consult() -> bool:
-        holding = await asyncio.to_thread(gate.check)
-        for event in gate.new_keeper_events():
-            keepalive.mirror(event)
-        for holder, names in gate.taken_over():
-            keepalive.adopt(holder, names)
-            if rows is not None:
-                rows.adopt(holder, names)
-        return holding
-
-    keepalive.gate = consult
-    keepalive.relaunch = fenced(keepalive.relaunch, gate)
-    keepalive.intent = lambda: asyncio.to_thread(gate.record_intent)
-    if rows is not None:
-        rows.may_recover = lambda: gate.holding
-        rows.fence = lambda: asyncio.to_thread(gate.fence)
-        rows.intent = lambda: asyncio.to_thread(gate.record_intent)
-    if role == "keeper":
-        keepalive.subscribe(gate.record)
-    return gate
 
 
 def _both(

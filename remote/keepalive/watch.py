@@ -1,10 +1,12 @@
-"""Feed ``KeepAlive`` the fast signals: the VM's own preemption notice and dropped SSH connections.
+"""Feed ``KeepAlive`` the fast signals: a machine's own preemption notice and dropped connections.
 
-``NoticeWatchers`` keeps one task per watched, running VM. Where ``gcptui.remote.jobs.watch`` exists (the
-job supervisor's metadata watcher) the task follows ``watch_job`` (the process's one watch of that VM, ``Services.job_watches``) over the VM's pooled connection
-and turns its ``preempted`` event into ``keepalive.notice(name)`` and ``lost`` into
-``keepalive.poke(name)``. Without it the task only holds the pooled connection open, so the pool's
-keepalives notice a dead link and ``poke`` polls GCE at once; the polling path still recovers.
+``NoticeWatchers`` keeps one task per watched, running row with a shell, on its first machine (a VM
+itself, a TPU node's worker 0, a workload's first pod). The task follows ``watch_job`` (the process's
+one watch of that machine, ``Services.job_watches``) and turns its job states into
+``keepalive.note_job``, its ``preempted`` event (the supervisor's view of the metadata server, where
+the machine has one: VMs, TPU workers) into ``keepalive.notice(name)`` and ``lost`` (the stream ended:
+a pod gone, an SSH link dropped) into ``keepalive.poke(name)``. Over SSH it also holds the pooled
+connection open, so the pool's keepalives notice a dead link; the polling path still recovers.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import logging
 from typing import TYPE_CHECKING, Any
 
 from gcptui.remote.aio import log_failure, report_failure
+from gcptui.remote.compute.backend import Capability, Unsupported
 from gcptui.remote.errors import GcptuiError
 from gcptui.remote.keepalive.recovery import KeepAlive, RecoveryEvent
 from gcptui.remote.models import Instance, State
@@ -26,7 +29,7 @@ log = logging.getLogger(__name__)
 
 
 async def forward_job_events(keepalive: KeepAlive, name: str, events: Any) -> None:
-    """Turn ``watch_job``'s events for VM ``name`` into notices and pokes; returns when they end."""
+    """Turn ``watch_job``'s events for row ``name`` into notices and pokes; returns when they end."""
     async for event in events:
         kind = getattr(event, "kind", None)
         status = getattr(event, "status", None)
@@ -47,13 +50,14 @@ def _is_datetime(value: object) -> bool:
 
 
 class NoticeWatchers:
-    """One watcher task per running VM that keep-alive watches; ``track`` after every fleet change."""
+    """One watcher task per running row that keep-alive watches; ``track`` after every fleet change."""
 
     def __init__(self, services: Services, keepalive: KeepAlive) -> None:
         self.services = services
         self.keepalive = keepalive
         self._tasks: dict[str, tuple[str, asyncio.Task[None]]] = {}  # name -> (address, task)
-        self._states: dict[str, HostState] = {}
+        self._states: dict[str, HostState] = {}  # by the SSH target's name
+        self._rows: dict[str, str] = {}  # SSH target name -> the row it stands for
         self._unsubscribe = services.pool.subscribe(self._on_pool_state)
         keepalive.subscribe(self._on_recovery)
 
@@ -62,45 +66,59 @@ class NoticeWatchers:
         """The VM-side notice path is always on: the job supervisor watches the metadata server."""
         return True
 
+    def _first(self, row: Instance) -> Instance | None:
+        """The machine whose job stands for ``row``'s: itself, or its first member (rank 0)."""
+        compute = self.services.compute
+        if not compute.can(row, Capability.SHELL):
+            return None
+        members = compute.of(row).worker_rows(row)
+        return members[0] if members else row
+
     def track(self, instances: list[Instance]) -> None:
-        """Start watchers for watched running VMs (again after an address change); stop the rest."""
-        wanted = {
-            i.name: i for i in instances
-            if i.spot and i.state in (State.RUNNING, State.STOPPING) and self.keepalive.enabled(i.name)
-            and (i.external_ip or i.internal_ip)
-        }  # fmt: skip
+        """Start watchers for watched running rows (again after an address change); stop the rest."""
+        wanted: dict[str, tuple[Instance, str]] = {}
+        for i in instances:
+            if i.spot and i.state in (State.RUNNING, State.STOPPING) and self.keepalive.watched(i):
+                first = self._first(i)
+                address = (first.external_ip or first.internal_ip) if first is not None else None
+                if first is not None and address:
+                    wanted[i.name] = (first, address)
         for name in list(self._tasks):
             # A STOPPING VM keeps its watcher: the drop of its connection is the signal we wait for.
-            if name not in wanted or self._tasks[name][0] != (
-                wanted[name].external_ip or wanted[name].internal_ip
-            ):
+            if name not in wanted or self._tasks[name][0] != wanted[name][1]:
                 self._tasks.pop(name)[1].cancel()
-        wanted = {name: i for name, i in wanted.items() if i.state is State.RUNNING}
-        for name, instance in wanted.items():
-            if name not in self._tasks and not self.keepalive.recovering(name):
-                address = instance.external_ip or instance.internal_ip or ""
+        running = {i.name for i in instances if i.state is State.RUNNING}
+        for name, (first, address) in wanted.items():
+            if name in running and name not in self._tasks and not self.keepalive.recovering(name):
                 task = report_failure(
-                    asyncio.create_task(self._watch(instance), name=f"notice watcher {name}"),
+                    asyncio.create_task(self._watch(name, first), name=f"notice watcher {name}"),
                     log_failure(log),
                 )
                 self._tasks[name] = (address, task)
 
-    async def _watch(self, instance: Instance) -> None:
+    async def _watch(self, name: str, machine: Instance) -> None:
         try:
-            reach = self.services.reach(instance)  # SSH to this address, through the pool
-            await self.services.pool.connection(self.services.target(instance))
-            # The connection may have been up before we subscribed: only a drop from UP is a signal.
-            self._states[instance.name] = HostState.UP
-            events = self.services.job_watches.watch(reach.channel, instance.name)  # shared with the TUI's
-            await forward_job_events(self.keepalive, instance.name, events)
+            reach = self.services.reach(machine)  # SSH to this address through the pool, or a pod's exec
+            try:
+                target = self.services.target(machine)
+            except Unsupported:
+                target = None  # no sshd (a pod): the end of its exec stream is the signal
+            if target is not None:
+                await self.services.pool.connection(target)
+                # The connection may have been up before we subscribed: only a drop from UP is a signal.
+                self._rows[target.name] = name
+                self._states[target.name] = HostState.UP
+            events = self.services.job_watches.watch(reach.channel, machine.name)  # shared with the TUI's
+            await forward_job_events(self.keepalive, name, events)
         except (GcptuiError, OSError) as err:
-            log.info("notice watcher for %s stopped: %s", instance.name, err)
+            log.info("notice watcher for %s stopped: %s", name, err)
 
     def _on_pool_state(self, status: HostStatus) -> None:
         previous = self._states.get(status.name)
         self._states[status.name] = status.state
-        if previous == HostState.UP and status.state != HostState.UP and status.name in self._tasks:
-            self.keepalive.poke(status.name)
+        row = self._rows.get(status.name, status.name)
+        if previous == HostState.UP and status.state != HostState.UP and row in self._tasks:
+            self.keepalive.poke(row)
 
     def _on_recovery(self, event: RecoveryEvent) -> None:
         if event.kind in ("notice", "preempted", "manual"):

@@ -1,12 +1,14 @@
 """The keeper's ``gcptui.toml``: the laptop's, with every local path rewritten for the keeper VM.
 
 What the keeper gets: the project, zones, ``[storage]``, ``[keepalive]``, ``[notify]``, ``[job]``,
-``[sync]`` (its source: the tree copied at deploy time), ``[[groups]]``, ``[tpu]``. What it never
-gets: user credentials. ``[gcp] access_token_file`` travels only for a loopback endpoint (the
+``[sync]`` (its source: the tree copied at deploy time), ``[[groups]]``, and every kind of compute's
+section (a Kubernetes cluster's when named by its resource, reached with the keeper's own Google
+identity): so that a lease the keeper holds never leaves a row nobody recovers. What it never gets:
+user credentials. ``[gcp] access_token_file`` travels only for a loopback endpoint (the
 emulator's token, no Google credential): on a real project the VM's service account answers through
 the metadata server. ``[ssh] key`` is the keeper's own key, made on the VM; ``proxy_command`` is
-dropped (the keeper sits inside the VPC); ``[[hosts]]`` (keys of the user's own machines) and
-``[[gke]]`` (kubeconfigs) are left out.
+dropped (the keeper sits inside the VPC); ``[[hosts]]`` (keys of the user's own machines) and the
+clusters reached through a kubeconfig context (the user's credentials) are left out.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ import tomlkit
 
 from gcptui.remote.cloud.auth import is_local_endpoint
 
-DROPPED_SECTIONS = ("hosts", "gke", "vertex", "keys")
+DROPPED_SECTIONS = ("hosts", "keys")
 
 
 def keeper_config(text: str, home: str, *, token: bool) -> str:
@@ -27,6 +29,13 @@ def keeper_config(text: str, home: str, *, token: bool) -> str:
     keeper_dir = f"{home}/.gcptui-keeper"
     for section in DROPPED_SECTIONS:
         doc.pop(section, None)
+    clusters = doc.get("gke")
+    if clusters is not None:
+        kept = [entry for entry in clusters if entry.get("cluster")]  # a kubeconfig context: the user's
+        doc.pop("gke")
+        if kept:
+            doc["gke"] = tomlkit.aot()
+            doc["gke"].extend(kept)
     gcp = doc.get("gcp")
     if gcp is not None:
         gcp.pop("access_token_file", None)

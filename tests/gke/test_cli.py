@@ -222,9 +222,9 @@ async def test_keepalive_names_a_spot_workload_or_its_pod_and_refuses_one_nothin
     emulator: Emulator, tmp_path: Path
 ) -> None:
     """`gcptui keepalive WORKLOAD` (or `WORKLOAD/POD`): the workload, watched over the seam
-    (RowKeepAlive) as an unnamed run watches it; a workload on on-demand nodes is one line."""
+    as an unnamed run watches it; a workload on on-demand nodes is one line."""
     from gcptui.remote.errors import ConfigError
-    from gcptui.remote.keepalive.rows import RowKeepAlive
+    from gcptui.remote.keepalive.relaunch import build_keepalive
     from gcptui.tui.cli.keepalive import keep_alive, watched_names
 
     spot = await emulator.add_gke_cluster("training", "us-central1-a", nodes=1)
@@ -235,8 +235,9 @@ async def test_keepalive_names_a_spot_workload_or_its_pod_and_refuses_one_nothin
     try:
         await eventually(lambda: ("default", "trainer-0") in spot.runners, timeout=20)
         assert await watched_names(services, ["trainer/trainer-0", "trainer"]) == ["trainer"]
-        rows = RowKeepAlive(services, names=["trainer"])
-        assert [row.name for _, row in await asyncio.to_thread(rows._rows)] == ["trainer"]
+        keepalive = build_keepalive(services, names=["trainer"])
+        listed = await keepalive.poll_once()
+        assert [row.name for row in listed if keepalive.watched(row)] == ["trainer"]
         with pytest.raises(ConfigError, match="nothing preempts serve \\(not on Spot\\)"):
             await watched_names(services, ["serve"])
         lines: list[str] = []

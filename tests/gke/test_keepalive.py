@@ -21,6 +21,7 @@ from gcptui.remote.keepalive.service import build_service
 from gcptui.remote.services import Services
 from tests.helpers.emulator import eventually
 from tests.helpers.gcs import FakeGcs
+from tests.keepalive.conftest import job_seen_running, outcome
 
 BUCKET = "gke-runs"
 STEPS = 300
@@ -58,8 +59,7 @@ async def test_a_preempted_pod_is_replaced_and_keepalive_resumes_the_job_there(
     service = build_service(
         services, on_event=events.append, tuning={"poll_seconds": 0.3, "backoff_base": 0.2}
     )
-    rows = service.rows
-    assert rows is not None
+    keepalive = service.keepalive
     runner = asyncio.create_task(service.run())
     try:
         await eventually(lambda: ("default", "trainer-0") in cluster.runners, timeout=30)
@@ -73,17 +73,17 @@ async def test_a_preempted_pod_is_replaced_and_keepalive_resumes_the_job_there(
         assert all(r.ok for r in await jobs.run_all("start", [services.reach(pod)]))
         first = cluster.runners[("default", "trainer-0")]
         home = Path(first.directory)  # kept after the pod goes: the emulator's folder of that pod
-        await eventually(lambda: rows._job_ran.get("trainer") and max(
+        await eventually(lambda: job_seen_running(keepalive, "trainer") and max(
             (int(r["step"]) for r in metrics_of(home) if "event" not in r and "step" in r), default=0) >= 100,  # type: ignore[call-overload]
             timeout=90)  # fmt: skip
 
         node = cluster.store.get("pods", "default", "trainer-0")["spec"]["nodeName"]  # type: ignore[index]
         cluster.preempt_node(node)
         try:
-            await eventually(lambda: rows.outcomes.get("trainer"), timeout=90)
+            await eventually(lambda: outcome(keepalive, "trainer"), timeout=90)
         except AssertionError:
             raise AssertionError(f"no recovery outcome; events: {[e.line() for e in events]}") from None
-        assert rows.outcomes["trainer"] == "resumed", [e.line() for e in events]
+        assert outcome(keepalive, "trainer") == "resumed", [e.line() for e in events]
         # Nothing of the first pod outlived it: its trainer ended with the node, as a cgroup's would.
         assert not [p for p in psutil.process_iter(["environ"]) if (p.info["environ"] or {}).get(
             "GCPTUI_EMULATED_VM") == first.uid]  # fmt: skip

@@ -15,6 +15,7 @@ from gcptui.remote.compute.gce.backend import GceBackend
 from gcptui.remote.config import load_config
 from gcptui.remote.emulator import Emulator
 from gcptui.remote.emulator.emulator import wait_until_running
+from gcptui.remote.keepalive.recovery import KeepAlive
 from gcptui.remote.services import Services
 from tests.helpers.emulator import emulator
 
@@ -56,6 +57,18 @@ class Fleet:
 
     def steps(self, name: str) -> int:
         return max((r["step"] for r in self.metrics(name) if "event" not in r), default=0)  # type: ignore[type-var]
+
+
+def outcome(keepalive: KeepAlive, name: str) -> str | None:
+    """How ``name``'s latest recovery ended ("resumed", "failed", ...); None while none has ended."""
+    timeline = keepalive.timelines.get(name)
+    return None if timeline is None or timeline.outcome == "recovering" else timeline.outcome
+
+
+def job_seen_running(keepalive: KeepAlive, name: str) -> bool:
+    """Keep-alive saw ``name``'s job run (its notice watcher on the row's first machine)."""
+    seen = keepalive.job_seen(name)
+    return seen is not None and seen.state == "running"
 
 
 def gce_backend(emu: Emulator, folder: Path, fleet: type[FleetSource] = FleetSource) -> GceBackend:

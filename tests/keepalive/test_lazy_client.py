@@ -37,7 +37,7 @@ class CountingFleet(FleetSource):
 
 
 def counted(keepalive: KeepAlive) -> CountingFleet:
-    fleet = keepalive.backend.fleet  # type: ignore[attr-defined]  # the GCE backend's
+    fleet = keepalive.compute.backends["gce"].fleet  # type: ignore[attr-defined]  # the GCE backend's
     assert isinstance(fleet, CountingFleet)
     return fleet
 

@@ -23,6 +23,7 @@ from gcptui.remote.keepalive.service import build_service, default_lease_key_pat
 from gcptui.remote.services import Services
 from tests.helpers.emulator import eventually
 from tests.helpers.gcs import FakeGcs
+from tests.keepalive.conftest import job_seen_running
 from tests.keeper.test_lease import TTL, gates
 from tests.keeper.test_rows_fence import start_on_every_worker, tpu_config
 
@@ -99,19 +100,22 @@ async def test_a_replayed_lease_does_not_run_again_a_tpu_job_the_user_killed(
 
     services = Services(load_config(str(path)))
     events: list[RecoveryEvent] = []
-    service = build_service(services, on_event=events.append, autostop=False, notices=False, lease_ttl=2.0,
+    service = build_service(services, on_event=events.append, autostop=False, lease_ttl=2.0,
                             tuning={"poll_seconds": 0.3, "backoff_base": 0.2})  # fmt: skip
-    gate, rows = service.gate, service.rows
-    assert gate is not None and rows is not None
+    gate, keepalive = service.gate, service.keepalive
+    assert gate is not None
     runner = asyncio.create_task(service.run())
     try:
         await start_on_every_worker(services, "tpu-r")
-        await eventually(lambda: gate.holding and rows._job_ran.get("tpu-r"), timeout=30)
+        await eventually(lambda: gate.holding and job_seen_running(keepalive, "tpu-r"), timeout=30)
         workers = await services.machines(["tpu-r"], running=True)
         jobs = WorkerJobRunner(services.config)
         jobs.prepare("tpu-r", workers)
         assert all(r.ok for r in await jobs.run_all("kill", [services.reach(w) for w in workers]))
-        await eventually(lambda: rows._job_ran.get("tpu-r") is False, timeout=20)  # the laptop saw the kill
+        seen = lambda: keepalive.job_seen("tpu-r")  # noqa: E731
+        await eventually(
+            lambda: (s := seen()) is not None and s.state == "killed", timeout=20
+        )  # the laptop saw the kill
         lease_blob.upload_from_string(recorded)  # a VM copies the earlier lease back
         polls = gate.polls
         await eventually(lambda: gate.polls >= polls + 20 and gate.holding, timeout=60)  # > 2 ttl of polls

@@ -23,6 +23,7 @@ from gcptui.tui.app import GcptuiApp
 from gcptui.tui.cli.keepalive import keep_alive
 from tests.helpers.emulator import eventually
 from tests.helpers.gcs import FakeGcs
+from tests.keepalive.conftest import job_seen_running, outcome
 from tests.keeper.test_rows_fence import JOB, start_on_every_worker
 from tests.tui.test_fleet_jobs import until
 from tests.tui.test_readonly import notices
@@ -79,14 +80,15 @@ async def test_no_keeper_known_recovers_a_vm_and_a_tpu_node_without_the_lease(
             assert app.lease_standing is not None and app.lease_standing.kind == "unleased"
             await until(pilot, lambda: any("recovering without the lease" in n for n in notices(app)))
             assert "no keeper known" in str(app.fleet_screen.status_line.render())
-            rows, keepalive = app.row_keepalive, app.keepalive
-            assert rows is not None and keepalive is not None
+            keepalive = app.keepalive
+            assert keepalive is not None
             await until(
-                pilot, lambda: rows._job_ran.get("tpu-u") and keepalive.job_seen("spot-u") is not None
+                pilot,
+                lambda: job_seen_running(keepalive, "tpu-u") and keepalive.job_seen("spot-u") is not None,
             )
             emulator.preempt("spot-u")
             emulator.preempt_tpu("tpu-u")
-            await until(pilot, lambda: rows.outcomes.get("tpu-u") is not None, timeout=120)
+            await until(pilot, lambda: outcome(keepalive, "tpu-u") is not None, timeout=120)
             await until(
                 pilot,
                 lambda: (
@@ -95,7 +97,7 @@ async def test_no_keeper_known_recovers_a_vm_and_a_tpu_node_without_the_lease(
                 ),
                 timeout=120,
             )
-            assert rows.outcomes["tpu-u"] == "resumed"
+            assert outcome(keepalive, "tpu-u") == "resumed"
             assert keepalive.timelines["spot-u"].outcome == "resumed"
             # Said once: not a notification per poll.
             assert sum("recovering without the lease" in n for n in told) == 1

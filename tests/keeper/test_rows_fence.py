@@ -1,4 +1,4 @@
-"""The lease's fence on a TPU node's recovery (``rows.py``): the lease passes to another actor while
+"""The lease's fence on a TPU node's recovery: the lease passes to another actor while
 the node is being made anew, so this keep-alive stops right before the job's restart: one actor."""
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from gcptui.remote.keepalive.service import build_service
 from gcptui.remote.services import Services
 from tests.helpers.emulator import eventually
 from tests.helpers.gcs import FakeGcs
+from tests.keepalive.conftest import outcome
 from tests.keeper.starve import starve_at_the_fence
 
 JOB = 'i=0; while :; do i=$((i+1)); printf \'{"step": %d}\\n\' $i >> "$GCPTUI_METRICS"; sleep 0.05; done'
@@ -62,10 +63,10 @@ async def test_a_tpu_recovery_whose_lease_passed_on_does_not_restart_the_job(
     path = await tpu_config(emulator, fake_gcs, tmp_path, monkeypatch, "tpu-f")
     services = Services(load_config(str(path)))
     events: list[RecoveryEvent] = []
-    service = build_service(services, on_event=events.append, autostop=False, notices=False,
+    service = build_service(services, autostop=False, notices=False,
                             tuning={"poll_seconds": 0.3, "backoff_base": 0.2})  # fmt: skip
-    gate, rows = service.gate, service.rows
-    assert gate is not None and rows is not None
+    gate, keepalive = service.gate, service.keepalive
+    assert gate is not None
 
     def on_event(event: RecoveryEvent) -> None:
         events.append(event)
@@ -73,15 +74,15 @@ async def test_a_tpu_recovery_whose_lease_passed_on_does_not_restart_the_job(
             other = Lease("gs://runs/tpu-f", "keeper:other", gate.lease._key, client=fake_gcs.client())
             other.write({"holder": "keeper:other", "ttl": 60}, if_generation_match=gate.lease.generation)
 
-    rows.on_event = on_event
+    keepalive.subscribe(on_event)
     runner = asyncio.create_task(service.run())
     try:
         await start_on_every_worker(services, "tpu-f")
-        await eventually(lambda: gate.holding and rows._job_ran.get("tpu-f"), timeout=30)
+        await eventually(lambda: gate.holding, timeout=30)
         emulator.preempt_tpu("tpu-f")
-        await eventually(lambda: rows.outcomes.get("tpu-f"), timeout=60)
+        await eventually(lambda: outcome(keepalive, "tpu-f"), timeout=60)
         kinds = [e.kind for e in events if e.name == "tpu-f"]
-        assert rows.outcomes["tpu-f"] == "failed" and "started" not in kinds, kinds
+        assert outcome(keepalive, "tpu-f") == "failed" and "started" not in kinds, kinds
         assert "keeper:other" in events[-1].detail and not gate.holding
         await asyncio.sleep(1.0)  # polls go on: none recovers the node again while the other holds it
         assert [e.kind for e in events if e.name == "tpu-f"] == kinds
@@ -103,27 +104,24 @@ async def test_a_keeper_starved_mid_tpu_recovery_is_taken_over_and_the_laptop_re
     for role in ("keeper", "laptop"):
         services = Services(load_config(str(path)))
         events: list[RecoveryEvent] = []
-        service = build_service(services, on_event=events.append, autostop=False, notices=False, lease=role,
+        service = build_service(services, on_event=events.append, autostop=False, lease=role,
                                 lease_ttl=2.0, keeper_name="test-keeper",
                                 tuning={"poll_seconds": 0.3, "backoff_base": 0.2})  # fmt: skip
         sides.append((services, service, events, asyncio.create_task(service.run())))
     (services, keeper, keeper_events, _), (_, laptop, laptop_events, _) = sides
-    keeper_gate, laptop_gate, laptop_rows = keeper.gate, laptop.gate, laptop.rows
-    assert keeper_gate is not None and laptop_gate is not None and laptop_rows is not None
+    keeper_gate, laptop_gate, laptop_ka = keeper.gate, laptop.gate, laptop.keepalive
+    assert keeper_gate is not None and laptop_gate is not None
     starved = starve_at_the_fence(monkeypatch, keeper_gate)
     stalled, taken = starved.stalled, starved.taken
     try:
         await start_on_every_worker(services, "tpu-s")
-        await eventually(lambda: keeper_gate.holding and laptop_gate.keeper_live
-                         and laptop_rows._job_ran.get("tpu-s"), timeout=30)  # fmt: skip
+        await eventually(lambda: keeper_gate.holding and laptop_gate.keeper_live, timeout=30)
         emulator.preempt_tpu("tpu-s")
         await eventually(lambda: stalled.is_set(), timeout=90)
         await eventually(lambda: laptop_gate.holding, timeout=15)
         taken.set()
-        await eventually(lambda: laptop_rows.outcomes.get("tpu-s") == "resumed", timeout=90)
-        await eventually(
-            lambda: keeper.rows is not None and keeper.rows.outcomes.get("tpu-s") == "failed", timeout=20
-        )
+        await eventually(lambda: outcome(laptop_ka, "tpu-s") == "resumed", timeout=90)
+        await eventually(lambda: outcome(keeper.keepalive, "tpu-s") == "failed", timeout=20)
         kinds = [e.kind for e in keeper_events if e.name == "tpu-s"]
         assert "started" not in kinds, kinds  # the keeper's fence stopped its restart
         assert any("mid-recovery" in e.detail for e in laptop_events if e.name == "tpu-s")

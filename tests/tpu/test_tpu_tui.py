@@ -9,6 +9,7 @@ from gcptui.remote.config import load_config
 from gcptui.remote.emulator import Emulator
 from gcptui.tui.app import GcptuiApp
 from gcptui.tui.logs.screen import LogsScreen
+from tests.keepalive.conftest import job_seen_running
 from tests.tui.test_fleet_jobs import until
 
 JOB = """
@@ -51,8 +52,8 @@ async def test_s_on_a_tpu_node_starts_the_job_on_every_worker(emulator: Emulator
 
 
 async def test_a_on_a_spot_tpu_node_switches_its_keep_alive(emulator: Emulator, tmp_path: Path) -> None:
-    # Keep-alive off by default: `a` on the node's row must reach the keep-alive of TPU nodes (not the
-    # VMs'), so that its preemption is then noticed and recovered, and `a` again turns it off.
+    # Keep-alive off by default: `a` on the node's row must switch it on in the one keep-alive, so that
+    # its preemption is then noticed and recovered, and `a` again turns it off.
     emulator.add_tpu("tpu-k", accelerator_type="v4-16", spot=True)
     await emulator.wait_for_tpu("tpu-k", "READY")
     source = tmp_path / "src"
@@ -63,18 +64,16 @@ async def test_a_on_a_spot_tpu_node_switches_its_keep_alive(emulator: Emulator, 
     app = GcptuiApp(load_config(config), refresh_seconds=0.5)
     async with app.run_test(size=(180, 30)) as pilot:
         await until(pilot, lambda: (live := app.live.get("tpu-k")) is not None and live.job is not None)
-        await until(pilot, lambda: app.row_keepalive is not None and app.live["tpu-k"].keepalive is False)
+        await until(pilot, lambda: app.keepalive is not None and app.live["tpu-k"].keepalive is False)
         await pilot.press("s")
         await until(
             pilot, lambda: app.live["tpu-k"].job is not None and app.live["tpu-k"].job.state == "running"
         )
         await pilot.press("a")
         assert app.live["tpu-k"].keepalive is True
-        assert app.keepalive is not None and not app.keepalive.enabled("tpu-k")  # not the VMs' switch
-        rows = app.row_keepalive
-        assert rows is not None
-        polls = rows.polls
-        await until(pilot, lambda: rows.polls >= polls + 2)  # it has seen the job run on the node
+        rows = app.keepalive
+        assert rows is not None and rows.enabled("tpu-k")
+        await until(pilot, lambda: job_seen_running(rows, "tpu-k"))  # it has seen the job run on the node
         emulator.preempt_tpu("tpu-k")
         timeline = lambda: app.keepalive.timelines.get("tpu-k") if app.keepalive else None  # noqa: E731
         await until(

@@ -97,9 +97,8 @@ def test_the_check_sees_what_it_forbids(tmp_path: Path) -> None:
 # which the GCE backend stands on) and the emulator, nothing reaches GCE's clients (``FleetSource.gce()``,
 # ``.reader()``) or downcasts a backend to its class: callers ask the protocol (``compute.of(row)``).
 SEAM_ALLOWED = ("remote/compute/", "remote/cloud/", "remote/emulator/")
-# Vertex AI's own command and workflows (`gcptui vertex submit`, a job's progress and log pane), which
-# the import contracts already let reach the Vertex backend: their downcasts are still to go (issue 48).
-DOWNCAST_LEFT = {"remote/vertex_workflows.py": 2, "tui/cli/vertex.py": 1}
+# Downcasts allowed per file outside the seam: none (the Vertex workflows ask ``cloud_logs``).
+DOWNCAST_LEFT: dict[str, int] = {}
 CLIENT_CALLS = frozenset({"gce", "reader"})
 
 
@@ -165,3 +164,16 @@ def test_the_seam_check_sees_what_it_forbids(tmp_path: Path) -> None:
         "isinstance on GkeBackend",
         "isinstance on VertexBackend",
     ]
+
+
+def test_no_source_test_in_the_google_plumbing_every_backend_shares() -> None:
+    """remote/cloud/ may name GCE's words (the GCE backend stands on it) but decides nothing by a row's
+    kind: the backend that listed a row answers for it (``os_login``, a price from its machine type)."""
+    found = []
+    for path in sorted((ROOT / "remote" / "cloud").rglob("*.py")):
+        tree = ast.parse(path.read_text(), str(path))
+        where = str(path.relative_to(ROOT))
+        found += [
+            f"{where}:{n.lineno}" for n in ast.walk(tree) if isinstance(n, ast.Compare) and _source_test(n)
+        ]
+    assert found == [], "\n".join(found)

@@ -91,6 +91,7 @@ def run_vm(args: argparse.Namespace) -> int:
         )
     if args.action == "delete" and not args.yes and not sys.stdin.isatty():
         raise ConfigError("delete needs confirmation: pass --yes to delete without asking")
+    from gcptui.remote.actions import machine_action
     from gcptui.remote.gke_workflows import billing_lines, is_workload
 
     workloads = [i for i in targets if is_workload(compute, i)]  # GKE: no disk, the nodes bill on
@@ -111,11 +112,9 @@ def run_vm(args: argparse.Namespace) -> int:
             return 1
 
     def act(instance: Instance) -> None:
-        """The action through the row's backend (preempt: GCE's simulateMaintenanceEvent)."""
-        backend = compute.of(instance)
-        actions = {"start": backend.start, "stop": backend.stop, "delete": backend.delete,
-                   "preempt": backend.simulate_maintenance}  # fmt: skip
-        actions[args.action](instance)
+        """The action through the row's backend (preempt: GCE's simulateMaintenanceEvent), as the
+        TUI's keys do it (``remote/actions.py``)."""
+        machine_action(compute, args.action, instance)
 
     from rich.console import Console
     from rich.markup import escape

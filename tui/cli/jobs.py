@@ -207,7 +207,7 @@ async def run_on_workers(
     services: Services, action: str, workers: list[Instance]
 ) -> list[HostResult[JobStatus]]:
     """``action`` on the workers of each row they belong to, all of a row's workers at once."""
-    from gcptui.remote.jobs.workers import WorkerJobRunner
+    from gcptui.remote.actions import on_members
 
     results: list[HostResult[JobStatus]] = []
     for parent in dict.fromkeys(w.parent for w in workers if w.parent is not None):
@@ -218,9 +218,7 @@ async def run_on_workers(
             raise_usage(
                 f"job {action} runs on every worker of {parent} at once: name {parent}, not one worker"
             )
-        runner = WorkerJobRunner(services.config)
-        runner.prepare(parent, mine)
-        results += await runner.run_all(action, [services.reach(w) for w in mine])  # type: ignore[arg-type]
+        results += await on_members(services, action, parent, mine)  # type: ignore[arg-type]  # synced already
     return results
 
 

@@ -1,7 +1,7 @@
 """``gcptui keepalive [NAME...]``: the headless preemption watcher, for a tmux on a bastion host.
 
 One log line per event (``HH:MM:SS.mmm NAME: kind - detail``) and a summary line per recovery,
-until Ctrl-C or SIGTERM. Without names it watches every Spot VM of the project. With ``[storage]
+until Ctrl-C or SIGTERM. Without names it watches every Spot row (VMs, TPU nodes, GKE workloads). With ``[storage]
 bucket``, a ``keep-alive lease: ...`` line each time the lease changes hands (this laptop, the keeper).
 """
 
@@ -20,7 +20,7 @@ from gcptui.remote.compute.backend import Capability
 from gcptui.remote.config import load_config
 from gcptui.remote.errors import ConfigError
 from gcptui.remote.keepalive.lease_gate import Standing, standing_listener
-from gcptui.remote.keepalive.recovery import KeepAlive, RecoveryEvent, Timeline
+from gcptui.remote.keepalive.recovery import KeepAlive, RecoveryEvent, Timeline, recoverable
 from gcptui.remote.keepalive.service import build_service
 from gcptui.remote.services import Services
 
@@ -62,22 +62,21 @@ def said_once(write: Callable[[str], None]) -> Callable[[Standing], None]:
 
 
 async def watched_names(services: Services, names: list[str]) -> list[str]:
-    """The rows ``names`` stand for, checked: a GCE VM, or a row of another kind that keep-alive
-    watches over the seam (``RowKeepAlive``: a Spot TPU node, a GKE workload on Spot nodes); a worker's
-    ``ROW/WORKER`` (a pod, a TPU worker) stands for its row, which is what is recovered. One line
-    naming what keep-alive cannot recover."""
-    from gcptui.remote.keepalive.rows import watchable
-
+    """The rows ``names`` stand for, checked: a row keep-alive can bring back (a VM, a TPU node, a
+    GKE workload); a worker's ``ROW/WORKER`` (a pod, a TPU worker) stands for its row, which is what is
+    recovered. One line naming what keep-alive cannot recover, or what nothing stops: a row not on
+    Spot whose provider records no maintenance stop (GCE does: host maintenance stops GPU VMs)."""
     rows = await services.resolve(list(dict.fromkeys(name.split("/", 1)[0] for name in names)))
     fixed: list[str] = []
     on_demand: list[str] = []
     for row in rows:
-        if services.compute.in_fleet_listing(row):
-            # On-demand VMs too: host maintenance stops GPU VMs; a stop their user asked for is left alone.
-            if not services.compute.can(row, Capability.RECOVER):
-                fixed.append(row.name)
-        elif not watchable(services.compute.of(row), row):
-            (on_demand if services.compute.can(row, Capability.RECOVER) else fixed).append(row.name)
+        if not recoverable(services.compute, row):
+            fixed.append(row.name)
+        elif not (
+            services.compute.can(row, Capability.PREEMPTIBLE)
+            or services.compute.can(row, Capability.STOPS_RECORDED)
+        ):
+            on_demand.append(row.name)
     if fixed:
         raise ConfigError(
             f"nothing for keep-alive to recover (not a VM the cloud stops): {', '.join(fixed)} (see `gcptui ls`)"
@@ -133,7 +132,7 @@ async def keep_alive(
         f"{'on' if watchers is not None and watchers.notices else 'off (no gcptui.remote.jobs.watch)'}"
         f"{'' if settings.enabled else '; [keepalive] enabled = false only affects the TUI'}; Ctrl-C stops"
     )
-    runner = asyncio.create_task(service.run(), name="keep-alive")  # the VMs', and the other kinds' rows
+    runner = asyncio.create_task(service.run(), name="keep-alive")  # every kind's rows
     stopper = asyncio.create_task(stop.wait())
     try:
         await asyncio.wait({runner, stopper}, return_when=asyncio.FIRST_COMPLETED)

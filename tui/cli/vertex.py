@@ -15,6 +15,7 @@ import re
 import sys
 from typing import TextIO
 
+from gcptui.remote.compute.backend import SHARED_FLEET, BackendContext
 from gcptui.remote.compute.vertex.backend import VertexBackend
 from gcptui.remote.compute.vertex.jobs import DISPLAY_LABEL, ENDED, job_row
 from gcptui.remote.compute.vertex.logs import LogFollower, LogLine
@@ -41,8 +42,11 @@ def is_job_name(name: str) -> bool:
 
 
 def backend_of(services: Services) -> VertexBackend:
-    backend = services.compute.backends.get("vertex")
-    if not isinstance(backend, VertexBackend):
+    """The Vertex AI backend this command is about, built for the services' config (sharing their
+    Google project and credentials), never a downcast of the registry's."""
+    context = BackendContext(services.config, shared={SHARED_FLEET: services.fleet})
+    backend = VertexBackend.configured(context)
+    if backend is None:
         raise ConfigError(
             "no Vertex AI regions are configured: set [vertex] regions (and [gcp]) in the config"
         )

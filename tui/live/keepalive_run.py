@@ -1,10 +1,11 @@
-"""The TUI's keep-alive: ``KeepAlive`` with its notice watchers and, with ``[autostop]``, the
+"""The TUI's keep-alive (for any config with a kind that can bring rows back): ``KeepAlive`` with its notice watchers and, with ``[autostop]``, the
 auto-stopper, run until cancelled (the app runs it as a worker). With ``[storage] bucket``, the lease's
 standing (who recovers: this laptop or the keeper) is told after each poll that changes it."""
 
 from __future__ import annotations
 
 import asyncio
+import importlib
 from collections.abc import Callable
 
 from gcptui.remote.config import Config
@@ -26,7 +27,7 @@ async def run_keepalive(
     the lease's standing whenever its words change (never without a lease)."""
     from gcptui.remote.keepalive.service import build_service
 
-    await asyncio.to_thread(services.fleet.reader)  # google-auth's import, off the UI thread
+    await asyncio.to_thread(importlib.import_module, "google.auth.transport.requests")  # off the UI thread
     names: set[str] | None = None if config.keepalive.enabled else set()
     service = build_service(services, names=names, on_event=on_event)
     if service.gate is not None and on_standing is not None:

@@ -69,13 +69,15 @@ def _operations(reader: ComputeReader, cause: StopCause) -> Callable[[], list[Pr
 
 _ALWAYS = frozenset(
     {Capability.SHELL, Capability.START, Capability.STOP, Capability.DELETE, Capability.RECOVER,
-     Capability.CREATE_LIKE, Capability.PRICE, Capability.SIMULATE_MAINTENANCE, Capability.INSTANCE_KEYS}
+     Capability.CREATE_LIKE, Capability.PRICE, Capability.SIMULATE_MAINTENANCE, Capability.INSTANCE_KEYS,
+     Capability.STOPS_RECORDED}
 )  # fmt: skip
 
 
 class GceBackend(Backend):
     kind: ClassVar[Source] = "gce"
     listed_by_fleet: ClassVar[bool] = True
+    recovers_rows: ClassVar[bool] = True
 
     def __init__(self, context: BackendContext, fleet: FleetSource) -> None:
         self.context = context

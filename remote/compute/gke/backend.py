@@ -9,7 +9,6 @@ StatefulSet replaces its own pods. The faces reach the GKE-only parts through
 
 from __future__ import annotations
 
-import asyncio
 import re
 import threading
 import time
@@ -29,6 +28,7 @@ from gcptui.remote.compute.backend import (
     Unsupported,
 )
 from gcptui.remote.compute.gke.kube import COLLECTIONS, KubeCluster
+from gcptui.remote.compute.gke.recreate import recreate
 from gcptui.remote.compute.gke.workloads import (
     Node,
     node_facts,
@@ -56,6 +56,7 @@ CONTAINER_ENDPOINT = "https://container.googleapis.com"
 
 class GkeBackend(Backend):
     kind: ClassVar[Source] = "gke"
+    recovers_rows: ClassVar[bool] = True
 
     def __init__(self, context: BackendContext) -> None:
         self.context = context
@@ -371,38 +372,12 @@ class GkeBackend(Backend):
             index, path = self._entry_of(row), self._path(row)
             cluster = self.cluster(index)
 
-            async def recreate(api: ApiClient) -> None:
-                old = await cluster.request(api, "GET", path)
-                meta = old.get("metadata") if isinstance(old, dict) else None
-                spec = old.get("spec") if isinstance(old, dict) else None
-                if not isinstance(meta, dict) or not isinstance(spec, dict):
-                    raise CloudError(f"{row.name}: its object cannot be read: recreate it by hand")
-                if kind == "Job":
-                    if not _job_failed(old):
-                        return  # its controller makes the lost pod anew: wait for it below
-                    spec = _fresh_job_spec(spec)
-                else:
-                    spec = {k: v for k, v in spec.items() if k != "nodeName"}
-                version = "batch/v1" if kind == "Job" else "v1"
-                fresh = {"apiVersion": version, "kind": kind, "spec": spec, "metadata": {
-                    k: meta[k] for k in ("name", "labels", "annotations") if k in meta}}  # fmt: skip
-                await cluster.request(api, "DELETE", path, body={"apiVersion": "v1", "kind": "DeleteOptions",
-                                                                 "gracePeriodSeconds": 0,
-                                                                 "propagationPolicy": "Background"})  # fmt: skip
-                deadline = time.monotonic() + self.boot_timeout
-                while True:  # until the API server has let the old pod go (its name is then free)
-                    try:
-                        await cluster.request(api, "GET", path)
-                    except NotFoundError:
-                        break
-                    if time.monotonic() > deadline:
-                        raise CloudError(
-                            f"{row.name}: the old pod did not go within {self.boot_timeout:.0f} s"
-                        )
-                    await asyncio.sleep(self.poll_seconds)
-                await cluster.request(api, "POST", path.rsplit("/", 1)[0], body=fresh)
+            async def renew(api: ApiClient) -> None:
+                await recreate(
+                    cluster, api, path, kind, row.name, timeout=self.boot_timeout, poll=self.poll_seconds
+                )
 
-            cluster.run(recreate)
+            cluster.run(renew)
         deadline = time.monotonic() + self.boot_timeout
         while True:
             now = self.get(row)
@@ -444,30 +419,3 @@ class GkeBackend(Backend):
             await cluster.request(api, "PUT", path, body=workload)
 
         cluster.run(restart)
-
-
-# Labels the Job controller puts on its pods' template (and the selector it derives from them): a new
-# Job of the same name gets new ones from the API server, and refuses the old uid's.
-_JOB_LABELS = frozenset({"controller-uid", "batch.kubernetes.io/controller-uid", "job-name",
-                         "batch.kubernetes.io/job-name"})  # fmt: skip
-
-
-def _job_failed(job: dict[str, Any]) -> bool:
-    status = job.get("status") if isinstance(job.get("status"), dict) else {}
-    conditions = status.get("conditions") if isinstance(status, dict) else None
-    return any(isinstance(c, dict) and c.get("type") == "Failed" and c.get("status") == "True"
-               for c in (conditions if isinstance(conditions, list) else [])[:32])  # fmt: skip
-
-
-def _fresh_job_spec(spec: dict[str, Any]) -> dict[str, Any]:
-    """A failed Job's spec to create it again: without the selector and pod labels its controller set."""
-    fresh = {k: v for k, v in spec.items() if k not in ("selector", "manualSelector")}
-    template = dict(fresh.get("template") or {})
-    meta = dict(template.get("metadata") or {})
-    labels = meta.get("labels")
-    meta["labels"] = {
-        k: v for k, v in (labels if isinstance(labels, dict) else {}).items() if k not in _JOB_LABELS
-    }
-    template["metadata"] = meta
-    fresh["template"] = template
-    return fresh

@@ -52,6 +52,7 @@ _ALWAYS = frozenset({Capability.SHELL, Capability.DELETE, Capability.RECOVER, Ca
 
 class TpuBackend(Backend):
     kind: ClassVar[Source] = "tpu"
+    recovers_rows: ClassVar[bool] = True
 
     def __init__(self, context: BackendContext, fleet: FleetSource) -> None:
         self.context = context

@@ -9,7 +9,7 @@ restarts a crashed or preempted worker, so the keep-alive has nothing to recover
 from __future__ import annotations
 
 import threading
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 from gcptui.remote.cloud.fleet import FleetSource
 from gcptui.remote.compute.backend import SHARED_FLEET, Backend, BackendContext, Capability, Rows
@@ -18,6 +18,9 @@ from gcptui.remote.compute.vertex.jobs import ENDED, job_row
 from gcptui.remote.compute.vertex.rest import VertexRest
 from gcptui.remote.errors import GcptuiError, NotFoundError
 from gcptui.remote.models import Instance, Source, State, StopCause
+
+if TYPE_CHECKING:
+    from gcptui.remote.compute.vertex.logs import JobLog
 
 
 class VertexBackend(Backend):
@@ -86,6 +89,11 @@ class VertexBackend(Backend):
         return (
             row.instance_id or f"projects/{self.fleet.project()}/locations/{row.zone}/customJobs/{row.name}"
         )
+
+    def cloud_logs(self, row: Instance, *, task: str | None = None, settle_seconds: float) -> JobLog:
+        from gcptui.remote.compute.vertex.logs import JobLog
+
+        return JobLog(self.rest(), self._name(row), task=task, settle_seconds=settle_seconds)
 
     def cancel(self, row: Instance) -> None:
         """Ask Vertex to cancel the job (asynchronous: it reads CANCELLING, then CANCELLED)."""

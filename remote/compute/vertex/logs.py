@@ -106,3 +106,22 @@ class LogFollower:
                 return
             yield from self.poll()
             sleep(interval)
+
+
+class JobLog:
+    """A job's lines as the protocol's ``CloudLog`` (``VertexBackend.cloud_logs``)."""
+
+    def __init__(self, rest: VertexRest, job_name: str, *, task: str | None, settle_seconds: float) -> None:
+        self.rest = rest
+        self.job_name = job_name
+        self.follower = LogFollower(rest, job_name, task=task, settle_seconds=settle_seconds)
+
+    def history(self, count: int) -> list[LogLine]:
+        return self.follower.history(count)
+
+    def poll(self, *, final: bool = False) -> list[LogLine]:
+        return self.follower.poll(final=final)
+
+    def ended(self) -> str | None:
+        state = str(self.rest.get_job(self.job_name).get("state", ""))
+        return state if state in ENDED else None
