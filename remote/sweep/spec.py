@@ -26,6 +26,7 @@ Every mistake is one ``ConfigError`` line naming the file, the line and the key.
 
 from __future__ import annotations
 
+import difflib
 import math
 import re
 import string
@@ -341,6 +342,9 @@ def parse_sweep(text: str, path: Path) -> SweepSpec:
     except ValidationError as err:
         first = first_error(err)
         loc = list(first["loc"])
+        if first["type"] in ("union_tag_invalid", "union_tag_not_found") and loc[:1] == ["params"]:
+            raise ConfigError(_kind_error(first, loc, text, path)) from None
+        kind = str(loc[2]) if len(loc) > 3 and loc[0] == "params" else ""
         # The discriminated union puts the kind into the location ("params", "lr", "list", "values"):
         # drop it so the line search finds the key under [params.lr].
         if len(loc) > 3 and loc[0] == "params" and isinstance(loc[2], str) and loc[2] in _KINDS:
@@ -349,11 +353,49 @@ def parse_sweep(text: str, path: Path) -> SweepSpec:
             loc = ["vms", *loc[2:]]  # the union's tag, not a key of the file
         elif len(loc) >= 2 and loc[0] == "params":
             loc = [f"params.{loc[1]}", *loc[2:]] if len(loc) > 2 else loc
-        message = describe_error({**first, "loc": loc}, text, path)
+        if first["type"] == "extra_forbidden" and kind in _KIND_MODELS:
+            message = _param_extra_key(kind, loc, text, path)
+        else:
+            message = describe_error({**first, "loc": loc}, text, path, SweepSpec)
         raise ConfigError(message.replace("docs/REFERENCE.md", "docs/sweeps.md")) from None
 
 
-_KINDS = {"list", "uniform", "log_uniform", "int_uniform", "int_log_uniform", "step", "int_step"}
+_KIND_MODELS: dict[str, type[_Strict]] = {
+    "list": ListParam,
+    **{kind: RangeParam for kind in ("uniform", "log_uniform", "int_uniform", "int_log_uniform")},
+    **{kind: StepParam for kind in ("step", "int_step")},
+}
+_KINDS = set(_KIND_MODELS)
+
+
+def _kind_error(error: Any, loc: list[Any], text: str, path: Path) -> str:
+    """A missing or unknown ``kind`` in ``[params.NAME]`` as one line (pydantic's names the union's
+    internals): the value, a did-you-mean and the kinds there are."""
+    table = f"params.{loc[1]}"
+    kinds = ", ".join(_KIND_MODELS)
+    if error["type"] == "union_tag_not_found":
+        said = {"type": "value_error", "loc": [table], "msg": f"must have kind = one of: {kinds}"}
+        return describe_error(said, text, path)
+    written = str(error.get("ctx", {}).get("tag", ""))
+    # "log-uniform" and "Uniform" are near misses too: compare them in the kinds' own spelling.
+    close = difflib.get_close_matches(written.lower().replace("-", "_"), list(_KIND_MODELS), n=1)
+    guess = f"did you mean '{close[0]}'? " if close else ""
+    said = {
+        "type": "value_error",
+        "loc": [table, "kind"],
+        "msg": f"is {written!r}: {guess}kind takes: {kinds}",
+    }
+    return describe_error(said, text, path)
+
+
+def _param_extra_key(kind: str, loc: list[Any], text: str, path: Path) -> str:
+    """An unknown key in ``[params.NAME]``: the keys a KIND parameter takes, with a did-you-mean."""
+    key = str(loc[-1])
+    said = describe_error({"type": "extra_forbidden", "loc": loc}, text, path)
+    allowed = sorted(_KIND_MODELS[kind].model_fields)
+    close = difflib.get_close_matches(key, allowed, n=1)
+    guess = f"did you mean '{close[0]}'? " if close else ""
+    return f"{said} ({guess}a {kind} parameter takes: {', '.join(allowed)})"
 
 
 def load_sweep(path: str | Path) -> SweepSpec:

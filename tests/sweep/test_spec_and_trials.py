@@ -165,3 +165,43 @@ def test_state_round_trips_through_an_atomic_file(tmp_path: Path, monkeypatch: p
         "failed": 0,
         "pruned": 0,
     }
+
+
+@pytest.mark.parametrize(
+    ("change", "line"),
+    [
+        # A typo'd top-level key: the key it meant, as gcptui.toml's errors say it.
+        (
+            ("count = 12", "count = 12\nserach = 'tpe'"),
+            "sweep.toml:9: unknown key 'serach': remove it or check its spelling (did you mean 'search'? "
+            "the top level takes: ",
+        ),
+        (
+            ("count = 12", "count = 12\n[prune]\nrul = 'median'"),
+            "sweep.toml:10: unknown key 'prune.rul': remove it or check its spelling (did you mean 'rule'? "
+            "[prune] takes: ",
+        ),
+        # A range key in a list parameter: the keys a list takes.
+        (
+            ("values = [8, 16, 32]", "values = [8, 16, 32]\nvalue = 1"),
+            "sweep.toml:18: unknown key 'params.batch_size.value': remove it or check its spelling "
+            "(did you mean 'values'? a list parameter takes: kind, values)",
+        ),
+        # pydantic's own message names the union's tags and no line.
+        (
+            ('kind = "log_uniform"', 'kind = "log-uniform"'),
+            "sweep.toml:11: 'params.lr.kind' is 'log-uniform': did you mean 'log_uniform'? kind takes: list, "
+            "uniform, log_uniform, int_uniform, int_log_uniform, step, int_step",
+        ),
+        (
+            ('kind = "log_uniform"\n', ""),
+            "sweep.toml:10: 'params.lr' must have kind = one of: list, uniform,",
+        ),
+    ],
+)
+def test_typos_get_a_did_you_mean_on_one_line(change: tuple[str, str], line: str) -> None:
+    old, new = change
+    assert old in BASE
+    with pytest.raises(ConfigError) as err:
+        spec(BASE.replace(old, new))
+    assert str(err.value).startswith(line) and "\n" not in str(err.value)
