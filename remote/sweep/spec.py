@@ -10,6 +10,8 @@ seed = 0
 count = 12               # random: trials to draw; grid: at most this many (0: the whole grid)
 vms = ["vm-0", "vm-1"]
 at_end = "stop"          # "stop" | "delete" | "none"
+# on = "vertex"          # or "gke": each trial a Vertex AI custom job / Kubernetes Job (no vms);
+# slots = 4              #   at most this many at once
 
 [params.lr]
 kind = "log_uniform"
@@ -113,6 +115,7 @@ class StepParam(_Strict):
 
 Param = Annotated[ListParam | RangeParam | StepParam, Field(discriminator="kind")]
 Search = Literal["grid", "random", "tpe", "cmaes", "gp"]
+Engine = Literal["vms", "vertex", "gke"]
 MODEL_BASED = ("tpe", "cmaes", "gp")  # an Optuna study picks each trial from the ones that ended
 
 
@@ -208,8 +211,18 @@ class SweepSpec(_Strict):
     )
     metric: str = Field(description="The progress-protocol key compared across trials, e.g. `val_loss`.")
     goal: Literal["min", "max"] = "min"
+    on: Engine = Field(
+        default="vms",
+        description='Where trials run: "vms" (the sweep\'s VMs), "vertex" (a Vertex AI custom job each), '
+        '"gke" (a Kubernetes Job each).',
+    )
     vms: Vms = Field(
-        description="The VMs (or [[hosts]]) the trials run on, or { count = N, from = BASE } to make them."
+        default=[],
+        description="The VMs (or [[hosts]]) the trials run on, or { count = N, from = BASE } to make them.",
+    )
+    slots: int = Field(default=4, ge=1, le=1000, description='on = "vertex" | "gke": trials (jobs) at once.')
+    cluster: str = Field(
+        default="", description='on = "gke": the [[gke]] cluster\'s name (empty: the only one configured).'
     )
     trials_per_vm: int = Field(
         default=0,
@@ -254,8 +267,6 @@ class SweepSpec(_Strict):
     @field_validator("vms")
     @classmethod
     def _vms_unique(cls, value: list[str] | VmsFrom) -> list[str] | VmsFrom:
-        if isinstance(value, list) and not value:
-            raise ValueError("names no VM: list at least one, or write { count = N, from = BASE }")
         if isinstance(value, list) and len(set(value)) != len(value):
             raise ValueError("names a VM twice: list each VM once")
         return value
@@ -287,6 +298,14 @@ class SweepSpec(_Strict):
         if self.prune.rule != "none" and self.search not in MODEL_BASED:
             raise ValueError(
                 f'[prune] rule = "{self.prune.rule}" needs search = "tpe", "cmaes" or "gp" (an Optuna study)'
+            )
+        if self.on == "vms" and isinstance(self.vms, list) and not self.vms:
+            raise ValueError(
+                'vms names no VM: list at least one, write { count = N, from = BASE }, or set on = "vertex" | "gke"'
+            )
+        if self.on != "vms" and self.vms:
+            raise ValueError(
+                f'on = "{self.on}" runs each trial as a job: remove vms (slots = N caps the jobs at once)'
             )
         if isinstance(self.vms, VmsFrom):
             try:
