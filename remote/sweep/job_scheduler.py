@@ -215,7 +215,26 @@ def engine_for(services: Services, spec: Any, say: Callable[[str], None]) -> Tri
         if not isinstance(backend, VertexBackend):
             raise ConfigError('on = "vertex" needs [gcp] and [vertex] regions in the config: set them')
         return VertexTrials(services.config, spec, backend.rest(), say)
-    raise ConfigError(f'on = "{spec.on}" is not supported yet: use on = "vms" or "vertex"')
+    from gcptui.remote.compute.gke.backend import GkeBackend
+    from gcptui.remote.sweep.gke_trials import GkeTrials
+
+    gke = services.compute.backends.get("gke")
+    if not isinstance(gke, GkeBackend):
+        raise ConfigError('on = "gke" needs a [[gke]] cluster in the config: add one')
+    labels = [entry.label for entry in gke.entries]
+    if spec.cluster:
+        if spec.cluster not in labels:
+            raise ConfigError(
+                f"cluster = {spec.cluster!r} is no [[gke]] cluster of the config ({', '.join(labels)})"
+            )
+        index = labels.index(spec.cluster)
+    elif len(labels) == 1:
+        index = 0
+    else:
+        raise ConfigError(
+            f'on = "gke" with several [[gke]] clusters: set cluster = one of {", ".join(labels)}'
+        )
+    return GkeTrials(services.config, spec, gke.cluster(index), gke.entries[index].namespace, say)
 
 
 def _params_text(trial: Trial) -> str:

@@ -221,6 +221,11 @@ class SweepSpec(_Strict):
         description="The VMs (or [[hosts]]) the trials run on, or { count = N, from = BASE } to make them.",
     )
     slots: int = Field(default=4, ge=1, le=1000, description='on = "vertex" | "gke": trials (jobs) at once.')
+    image: str = Field(
+        default="",
+        description='on = "gke": the image the trials\' pods run (python3 and google-cloud-storage); '
+        'on = "vertex": instead of [vertex] image.',
+    )
     cluster: str = Field(
         default="", description='on = "gke": the [[gke]] cluster\'s name (empty: the only one configured).'
     )
@@ -303,6 +308,8 @@ class SweepSpec(_Strict):
             raise ValueError(
                 'vms names no VM: list at least one, write { count = N, from = BASE }, or set on = "vertex" | "gke"'
             )
+        if self.on == "gke" and not self.image:
+            raise ValueError('on = "gke" needs image = "IMAGE": what the trials\' pods run')
         if self.on != "vms" and self.vms:
             raise ValueError(
                 f'on = "{self.on}" runs each trial as a job: remove vms (slots = N caps the jobs at once)'

@@ -51,7 +51,7 @@ PHASES: dict[str, Phase] = {
 }
 
 
-def checkpoint_root(config: Config, sweep: str) -> str:
+def checkpoint_root(config: Config) -> str:
     """Where the sweep's trials mirror their checkpoints (the trainer appends the trial's id)."""
     return f"{config.storage.bucket}/vertex-sweeps"
 
@@ -87,12 +87,14 @@ class VertexTrials:
 
     def body(self, trial: Trial, code_url: str) -> dict[str, Any]:
         """The custom job of the trial's current attempt."""
-        job = trial_job(
-            self.config.job, self.spec, trial, "", checkpoint_url=checkpoint_root(self.config, self.spec.name)
-        )
+        job = trial_job(self.config.job, self.spec, trial, "", checkpoint_url=checkpoint_root(self.config))
         env = {k: v for k, v in job.env.items() if k != "GCPTUI_METRICS"}  # job_body's /dev/stdout
         config = self.config.model_copy(update={"job": job.model_copy(update={"env": env})})
-        body = job_body(config, SubmitOptions(name=job_short_name(self.spec.name, trial)), code_url)
+        body = job_body(
+            config,
+            SubmitOptions(name=job_short_name(self.spec.name, trial), image=self.spec.image or None),
+            code_url,
+        )
         body["labels"] = trial_labels(self.spec.name, trial)
         body["jobSpec"]["scheduling"]["disableRetries"] = True
         body["jobSpec"]["baseOutputDirectory"] = {
