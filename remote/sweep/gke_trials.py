@@ -42,6 +42,7 @@ if TYPE_CHECKING:
 
 MAX_LOG_BYTES = 16 << 20  # a pod's log read per poll at most (the job's output is untrusted)
 MAX_LINE = 65_536
+SPOT_NODE_LABEL = "cloud.google.com/gke-spot"  # GKE labels its Spot nodes so
 
 
 def checkpoint_root(config: Config) -> str:
@@ -109,6 +110,7 @@ class GkeTrials:
                         "restartPolicy": "Never",
                         "terminationGracePeriodSeconds": self.config.job.stop_grace_seconds,
                         "containers": [container],
+                        **({"nodeSelector": {SPOT_NODE_LABEL: "true"}} if self.spec.spot else {}),
                     },
                 },
             },

@@ -226,6 +226,10 @@ class SweepSpec(_Strict):
         description='on = "gke": the image the trials\' pods run (python3 and google-cloud-storage); '
         'on = "vertex": instead of [vertex] image.',
     )
+    spot: bool | None = Field(
+        default=None,
+        description='on = "vertex" | "gke": Spot workers (GKE: on Spot nodes); unset: [vertex] spot, or any node.',
+    )
     cluster: str = Field(
         default="", description='on = "gke": the [[gke]] cluster\'s name (empty: the only one configured).'
     )

@@ -92,7 +92,9 @@ class VertexTrials:
         config = self.config.model_copy(update={"job": job.model_copy(update={"env": env})})
         body = job_body(
             config,
-            SubmitOptions(name=job_short_name(self.spec.name, trial), image=self.spec.image or None),
+            SubmitOptions(
+                name=job_short_name(self.spec.name, trial), image=self.spec.image or None, spot=self.spec.spot
+            ),
             code_url,
         )
         body["labels"] = trial_labels(self.spec.name, trial)

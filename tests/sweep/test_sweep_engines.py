@@ -182,3 +182,88 @@ def test_the_same_seed_finds_the_same_best_parameters_on_both() -> None:
     if len(BEST) < 2:
         pytest.skip("needs both engines' sweeps of this module")
     assert BEST["vertex"] == BEST["gke"]
+
+
+RESUME_STEPS = 40
+RESUME_SWEEP = f"""
+name = "NAME"
+command = "python -m gcptui_trainer --run-dir {{run_dir}} --steps {RESUME_STEPS} --log-every 1 --checkpoint-every 5 --step-delay 0.1 --size tiny --lr {{lr}} --resume"
+metric = "loss"
+search = "grid"
+on = "ON"
+spot = true
+image = "python"
+poll_seconds = 0.2
+
+[params.lr]
+kind = "list"
+values = [3e-3]
+"""
+
+
+def records(world: World, on: str, sweep: str) -> list[dict[str, Any]]:
+    """The trial's progress records as its workers printed them, every start in order."""
+    if on == "vertex":
+        ids = {j.id for j in vertex_jobs(world, sweep)}
+        entries = world.emu.call(lambda: list(world.emu.emulator.logs.entries))
+        texts = [
+            e["jsonPayload"]["message"]
+            for e in entries
+            if e["resource"]["labels"].get("job_id") in ids
+            and e["resource"]["labels"].get("task_name") == "workerpool0-0"
+        ]
+    else:
+        pods = world.emu.call(world.cluster.store.select, "pods")
+        mine = sorted(
+            (p for p in pods if p["metadata"].get("labels", {}).get("gcptui-sweep") == sweep),
+            key=lambda p: p["metadata"]["creationTimestamp"],
+        )
+        texts = []
+        for pod in mine:
+            log = world.cluster.root / "logs" / "default" / pod["metadata"]["name"] / "0.log"
+            texts += [
+                line.partition(" ")[2] for line in (log.read_text() if log.exists() else "").splitlines()
+            ]
+    return [json.loads(t) for t in texts if t.startswith("{")]
+
+
+def preempt(world: World, on: str, sweep: str) -> None:
+    if on == "vertex":
+        vertex = world.emu.emulator.vertex
+        assert vertex is not None
+        (job,) = vertex_jobs(world, sweep)
+        world.emu.call(vertex.preempt, job, "workerpool0-0")
+        return
+    pods = world.emu.call(world.cluster.store.select, "pods")
+    (pod,) = [p for p in pods if p["metadata"].get("labels", {}).get("gcptui-sweep") == sweep]
+    world.emu.call(world.cluster.preempt_node, pod["spec"]["nodeName"])
+
+
+@pytest.mark.parametrize("on", ["vertex", "gke"])
+def test_a_preempted_spot_worker_resumes_its_trial_from_its_checkpoint(
+    world: World, tmp_path: Path, on: str
+) -> None:
+    pytest.importorskip("torch")
+    name = f"spot-{on}"
+    command, env = setup(world, tmp_path, RESUME_SWEEP.replace("NAME", name).replace('"ON"', f'"{on}"'))
+    run = subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
+    try:
+        wait_until(
+            lambda: any(r.get("event") == "mirrored" and r["step"] >= 10 for r in records(world, on, name)),
+            timeout=180,
+        )
+        preempt(world, on, name)
+        _, err = run.communicate(timeout=240)
+    finally:
+        if run.poll() is None:
+            run.kill()
+            run.communicate()
+    assert run.returncode == 0, err
+    (trial,) = trials(tmp_path, name)
+    assert (trial["state"], trial["attempts"], trial["preempted"]) == ("finished", 1, True), err
+    assert trial["step"] == RESUME_STEPS
+    events = records(world, on, name)
+    cut = next(i for i, e in enumerate(events) if e.get("event") == "resumed")
+    mirrored = [e["step"] for e in events[:cut] if e.get("event") == "mirrored"]
+    assert events[cut]["step"] == max(mirrored) >= 10  # nothing lost beyond the last mirrored copy
+    assert "was preempted" in err
