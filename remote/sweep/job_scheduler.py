@@ -131,7 +131,9 @@ class JobScheduler(SchedulerBase):
         if trial.pruned_at_step is not None and view.phase != "succeeded":
             await self._prune(trial, view, again=True)
         elif view.phase in ("pending", "running"):
-            if self.study is not None and view.phase == "running" and self.study.report(trial):
+            # One that logged its last step is let finish (its job is only exiting): no prune at the end.
+            at_end = trial.total_steps is not None and (trial.step or 0) >= trial.total_steps
+            if self.study is not None and view.phase == "running" and self.study.report(trial) and not at_end:
                 await self._prune(trial, view)
         elif view.phase == "succeeded":
             self._finish(trial)

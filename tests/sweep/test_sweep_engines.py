@@ -130,6 +130,7 @@ def test_a_pruned_tpe_sweep_of_jobs_survives_an_interrupt(world: World, tmp_path
     finally:
         first.send_signal(signal.SIGINT)
         _, err = first.communicate(timeout=60)
+        print(err)  # shown when the wait above failed
     assert first.returncode == 130, err
     assert f"trials keep running as {on} jobs" in err
     # As if the interrupt had come between saving a trial `starting` and its job's name coming back:
