@@ -128,12 +128,12 @@ class JobScheduler(SchedulerBase):
         if trial.state == "starting" and view.phase != "pending":
             trial.state, trial.started_at = "running", trial.started_at or time.time()
             self._save()
-        if trial.pruned_at_step is not None and view.phase != "succeeded":
+        if trial.pruned_at_step is not None:
+            # Decided: pruned, even when its job reached its end before the stop landed (the study
+            # is told the same whatever the race, so the sampler's next points do not depend on it).
             await self._prune(trial, view, again=True)
         elif view.phase in ("pending", "running"):
-            # One that logged its last step is let finish (its job is only exiting): no prune at the end.
-            at_end = trial.total_steps is not None and (trial.step or 0) >= trial.total_steps
-            if self.study is not None and view.phase == "running" and self.study.report(trial) and not at_end:
+            if self.study is not None and view.phase == "running" and self.study.report(trial):
                 await self._prune(trial, view)
         elif view.phase == "succeeded":
             self._finish(trial)
@@ -172,7 +172,10 @@ class JobScheduler(SchedulerBase):
     async def _prune(self, trial: Trial, view: JobView, *, again: bool = False) -> None:
         """Stop a trial the pruner calls a loser: the step saved, then the job stopped (in this poll)."""
         if not again:
-            trial.pruned_at_step = trial.curve[-1][0] if trial.curve else trial.step
+            decided = self.study.pruned_at(trial) if self.study is not None else None
+            trial.pruned_at_step = (
+                decided if decided is not None else (trial.curve[-1][0] if trial.curve else trial.step)
+            )
             self._save()
         if view.phase not in ENDED_PHASES:
             try:

@@ -1,6 +1,6 @@
 """``on = "vertex" | "gke"`` on the emulator: a 12-trial TPE + median sweep whose trials are Vertex AI
 custom jobs or Kubernetes Jobs, interrupted with SIGINT and run again (no trial submitted twice, none
-lost, every pruned trial's job stopped), the same best parameters on both for the same seed; a Spot
+lost, every pruned trial's job stopped), the same best parameters as on a VM for the same seed; a Spot
 worker preempted mid-trial resumes from its mirrored checkpoint. One emulator (Vertex AI and a GKE
 cluster) and one fake-gcs-server for the module."""
 
@@ -22,11 +22,11 @@ import pytest
 from gcptui.remote.emulator.gke.cluster import Cluster
 from gcptui.remote.emulator.storage.fake_gcs import storage_settings
 from gcptui.remote.emulator.thread import EmulatorThread
-from tests.helpers.emulator import wait_until
+from tests.helpers.emulator import FAST, wait_until
 from tests.helpers.gcs import FakeGcs, fake_gcs
 
 ROOT = Path(__file__).resolve().parents[2]
-STEPS = 20
+STEPS = 12
 SWEEP = f"""
 name = "NAME"
 command = "python sweep_toy.py --run-dir {{run_dir}} --lr {{lr}} --x {{x}} --steps {STEPS} --step-delay 0.05"
@@ -36,7 +36,7 @@ seed = 2
 count = 12
 on = "ON"
 image = "python"
-slots = 3
+slots = 1
 poll_seconds = 0.2
 
 [prune]
@@ -68,7 +68,7 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
     root = tmp_path_factory.mktemp("engines")
     start_gcs = contextlib.contextmanager(fake_gcs.__wrapped__)  # type: ignore[attr-defined]
     with pytest.MonkeyPatch.context() as patch, start_gcs(root, patch) as gcs:
-        with EmulatorThread(root / "emu", ssh=False) as emu:
+        with EmulatorThread(root / "emu", **FAST) as emu:  # SSH: the same sweep on a VM too
             gcs.make_bucket("sweeps")
             assert emu.emulator.vertex is not None
             emu.emulator.vertex.env["STORAGE_EMULATOR_HOST"] = gcs.host
@@ -85,7 +85,7 @@ def setup(world: World, tmp_path: Path, sweep_text: str) -> tuple[list[str], dic
     config = world.emu.emulator.write_config(tmp_path / "gcptui.toml")
     config.write_text(
         config.read_text()
-        + f'\n[sync]\nsource = "{project}"\n'
+        + f'\n[sync]\nsource = "{project}"\ndest = "~/project"\n'
         + storage_settings("gs://sweeps", world.gcs.host, "test")
         + '\n[vertex]\nregions = ["us-central1"]\nimage = "pytorch-cpu"\n'
     )
@@ -117,31 +117,51 @@ def gke_jobs(world: World, sweep: str) -> list[dict[str, Any]]:
 BEST: dict[str, dict[str, Any]] = {}
 
 
-@pytest.mark.parametrize("on", ["vertex", "gke"])
+def interruptible(found: list[dict[str, Any]]) -> bool:
+    """Four trials ended and one running: the moment to interrupt."""
+    ended = sum(t["state"] in ("finished", "pruned") for t in found)
+    return ended >= 4 and any(t["state"] == "running" for t in found)
+
+
+def sweep_file(name: str, on: str) -> str:
+    """The same sweep file on each engine. One trial at a time: the study then asks each trial
+    knowing every one before it, whatever the engine's timing, so the same seed finds the same best."""
+    text = SWEEP.replace("NAME", name)
+    if on == "vms":
+        return text.replace('on = "ON"\nimage = "python"\nslots = 1', VMS)
+    return text.replace('"ON"', f'"{on}"')
+
+
+VMS = 'on = "vms"\nvms = ["sw-vm"]\ntrials_per_vm = 1\nat_end = "none"\nkeepalive = false'
+
+
+@pytest.mark.parametrize("on", ["vertex", "gke", "vms"])
 def test_a_pruned_tpe_sweep_of_jobs_survives_an_interrupt(world: World, tmp_path: Path, on: str) -> None:
     name = f"tpe-{on}"
-    command, env = setup(world, tmp_path, SWEEP.replace("NAME", name).replace('"ON"', f'"{on}"'))
+    if on == "vms":
+        world.emu.add_instance("sw-vm")
+        world.emu.wait_for_status("sw-vm", "RUNNING")
+    command, env = setup(world, tmp_path, sweep_file(name, on))
     first = subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
     try:
-        wait_until(
-            lambda: sum(t["state"] in ("finished", "pruned") for t in trials(tmp_path, name)) >= 4,
-            timeout=180,
-        )
+        wait_until(lambda: first.poll() is not None or interruptible(trials(tmp_path, name)), timeout=180)
     finally:
         first.send_signal(signal.SIGINT)
         _, err = first.communicate(timeout=60)
         print(err)  # shown when the wait above failed
     assert first.returncode == 130, err
-    assert f"trials keep running as {on} jobs" in err
+    assert f"trials keep running {'on the VMs' if on == 'vms' else f'as {on} jobs'}" in err
     # As if the interrupt had come between saving a trial `starting` and its job's name coming back:
     # the next run finds that job by its labels instead of submitting a second one.
-    path = tmp_path / "sweeps" / name / "state.json"
-    saved = json.loads(path.read_text())
-    active = [t for t in saved["trials"] if t["state"] in ("starting", "running")]
-    assert active, "the interrupt left no trial running"
-    active[0].update(state="starting", job=None, vm=None)
-    saved["updated_at"] += 1  # newer than the bucket's copy
-    path.write_text(json.dumps(saved))
+    # (A VM's trial is settled from the VM's own record instead: tests/sweep/test_study_emulator.py.)
+    if on != "vms":
+        path = tmp_path / "sweeps" / name / "state.json"
+        saved = json.loads(path.read_text())
+        active = [t for t in saved["trials"] if t["state"] in ("starting", "running")]
+        assert active, "the interrupt left no trial running"
+        active[0].update(state="starting", job=None, vm=None)
+        saved["updated_at"] += 1  # newer than the bucket's copy
+        path.write_text(json.dumps(saved))
 
     again = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
     assert again.returncode == 0, again.stderr
@@ -158,7 +178,9 @@ def test_a_pruned_tpe_sweep_of_jobs_survives_an_interrupt(world: World, tmp_path
         else:
             assert 3 <= trial["pruned_at_step"] < STEPS
 
-    if on == "vertex":
+    if on == "vms":
+        pass  # the VM's own record of each trial: tests/sweep/test_study_emulator.py
+    elif on == "vertex":
         jobs = vertex_jobs(world, name)
         by_trial = sorted(j.body["labels"]["gcptui-trial"] for j in jobs)
         assert by_trial == [t["id"] for t in final]  # one job per trial
@@ -179,10 +201,10 @@ def test_a_pruned_tpe_sweep_of_jobs_survives_an_interrupt(world: World, tmp_path
     BEST[on] = leader["params"]
 
 
-def test_the_same_seed_finds_the_same_best_parameters_on_both() -> None:
-    if len(BEST) < 2:
-        pytest.skip("needs both engines' sweeps of this module")
-    assert BEST["vertex"] == BEST["gke"]
+def test_the_same_seed_finds_the_same_best_parameters_on_every_engine() -> None:
+    if len(BEST) < 3:
+        pytest.skip("needs the three engines' sweeps of this module")
+    assert BEST["vertex"] == BEST["gke"] == BEST["vms"]
 
 
 RESUME_STEPS = 40
