@@ -200,6 +200,13 @@ def test_a_pruned_tpe_sweep_of_jobs_survives_an_interrupt(world: World, tmp_path
     leader = min((t for t in final if t["state"] == "finished"), key=lambda t: t["metric"])
     BEST[on] = leader["params"]
 
+    status = subprocess.run([*command[:4], "status", name, *command[-2:]], cwd=ROOT, env=env,
+                            capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert status.returncode == 0, status.stderr
+    header, *rows = status.stdout.splitlines()
+    assert header.split("\t")[3] == ("VM" if on == "vms" else "Job")
+    assert {row.split("\t")[3] for row in rows} == {t["vm"] for t in final}  # each trial's job
+
 
 def test_the_same_seed_finds_the_same_best_parameters_on_every_engine() -> None:
     if len(BEST) < 3:

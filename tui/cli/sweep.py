@@ -230,6 +230,7 @@ def status_json(state: SweepState) -> dict[str, object]:
         "name": state.name,
         "metric": state.spec.metric,
         "goal": state.spec.goal,
+        "on": state.spec.on,
         "counts": state.counts(),
         "leader": leader.id if leader else None,
         "vms_done": state.vms_done,
@@ -274,7 +275,8 @@ def sweep_status(args: argparse.Namespace) -> int:
     from gcptui.tui.cli.tables import Cell, print_table
 
     leader = state.leader()
-    headers = ("Trial", *state.spec.params, "VM", "State", "Step", state.spec.metric, "Exit")
+    where = "VM" if state.spec.on == "vms" else "Job"  # a Vertex AI job's id, a Kubernetes Job's name
+    headers = ("Trial", *state.spec.params, where, "State", "Step", state.spec.metric, "Exit")
     rows: list[list[Cell]] = []
     for t in ranked(state):
         lead = "bold reverse " if leader is not None and t.id == leader.id else ""
