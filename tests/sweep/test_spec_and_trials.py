@@ -205,3 +205,28 @@ def test_typos_get_a_did_you_mean_on_one_line(change: tuple[str, str], line: str
     with pytest.raises(ConfigError) as err:
         spec(BASE.replace(old, new))
     assert str(err.value).startswith(line) and "\n" not in str(err.value)
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        (('vms = ["a", "b"]', ""), "vms names no VM: list at least one"),
+        (
+            ('vms = ["a", "b"]', 'on = "vertex"\nvms = ["a"]'),
+            'on = "vertex" runs each trial as a job: remove vms',
+        ),
+        (('vms = ["a", "b"]', 'on = "gke"'), 'on = "gke" needs image = "IMAGE"'),
+        (('vms = ["a", "b"]', 'on = "k8s"'), "sweep.toml:5: 'on': Input should be 'vms', 'vertex' or 'gke'"),
+    ],
+)
+def test_where_trials_run_is_checked(change: tuple[str, str], message: str) -> None:
+    old, new = change
+    with pytest.raises(ConfigError) as err:
+        spec(BASE.replace(old, new))
+    assert message in str(err.value) and "\n" not in str(err.value)
+
+
+def test_jobs_need_no_vms() -> None:
+    vertex = spec(BASE.replace('vms = ["a", "b"]', 'on = "vertex"\nslots = 8\nspot = true'))
+    assert (vertex.on, vertex.slots, vertex.spot, vertex.vm_names) == ("vertex", 8, True, [])
+    assert spec().on == "vms" and spec().slots == 4
