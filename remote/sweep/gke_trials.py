@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 from gcptui.remote.config import Config
 from gcptui.remote.errors import ConfigError, NotFoundError
 from gcptui.remote.safe_text import sanitize
+from gcptui.remote.services import Services
 from gcptui.remote.sweep.engines import (
     ATTEMPT_LABEL,
     SWEEP_LABEL,
@@ -224,3 +225,26 @@ class GkeTrials:
             self.cluster.run(delete)
         except NotFoundError:
             pass  # already gone
+
+
+def gke_trials(services: Services, spec: SweepSpec, say: Any) -> GkeTrials:
+    """The engine over the ``[[gke]]`` cluster the sweep names (``cluster``; the only one when empty)."""
+    from gcptui.remote.compute.gke.backend import GkeBackend
+
+    gke = services.compute.backends.get("gke")
+    if not isinstance(gke, GkeBackend):
+        raise ConfigError('on = "gke" needs a [[gke]] cluster in the config: add one')
+    labels = [entry.label for entry in gke.entries]
+    if spec.cluster:
+        if spec.cluster not in labels:
+            raise ConfigError(
+                f"cluster = {spec.cluster!r} is no [[gke]] cluster of the config ({', '.join(labels)})"
+            )
+        index = labels.index(spec.cluster)
+    elif len(labels) == 1:
+        index = 0
+    else:
+        raise ConfigError(
+            f'on = "gke" with several [[gke]] clusters: set cluster = one of {", ".join(labels)}'
+        )
+    return GkeTrials(services.config, spec, gke.cluster(index), gke.entries[index].namespace, say)

@@ -19,7 +19,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from gcptui.remote.errors import ConfigError, GcptuiError
+from gcptui.remote.errors import GcptuiError
 from gcptui.remote.safe_text import clip, sanitize
 from gcptui.remote.services import Services
 from gcptui.remote.sweep.engines import ENDED_PHASES, JobView, TrialEngine
@@ -212,34 +212,13 @@ class JobScheduler(SchedulerBase):
 
 def engine_for(services: Services, spec: Any, say: Callable[[str], None]) -> TrialEngine:
     """The engine of ``spec.on`` over ``services``' configured backends (one line when missing)."""
-    from gcptui.remote.compute.vertex.backend import VertexBackend
-    from gcptui.remote.sweep.vertex_trials import VertexTrials
-
     if spec.on == "vertex":
-        backend = services.compute.backends.get("vertex")
-        if not isinstance(backend, VertexBackend):
-            raise ConfigError('on = "vertex" needs [gcp] and [vertex] regions in the config: set them')
-        return VertexTrials(services.config, spec, backend.rest(), say)
-    from gcptui.remote.compute.gke.backend import GkeBackend
-    from gcptui.remote.sweep.gke_trials import GkeTrials
+        from gcptui.remote.sweep.vertex_trials import vertex_trials
 
-    gke = services.compute.backends.get("gke")
-    if not isinstance(gke, GkeBackend):
-        raise ConfigError('on = "gke" needs a [[gke]] cluster in the config: add one')
-    labels = [entry.label for entry in gke.entries]
-    if spec.cluster:
-        if spec.cluster not in labels:
-            raise ConfigError(
-                f"cluster = {spec.cluster!r} is no [[gke]] cluster of the config ({', '.join(labels)})"
-            )
-        index = labels.index(spec.cluster)
-    elif len(labels) == 1:
-        index = 0
-    else:
-        raise ConfigError(
-            f'on = "gke" with several [[gke]] clusters: set cluster = one of {", ".join(labels)}'
-        )
-    return GkeTrials(services.config, spec, gke.cluster(index), gke.entries[index].namespace, say)
+        return vertex_trials(services, spec, say)
+    from gcptui.remote.sweep.gke_trials import gke_trials
+
+    return gke_trials(services, spec, say)
 
 
 def _params_text(trial: Trial) -> str:

@@ -24,6 +24,7 @@ from gcptui.remote.compute.vertex.logs import LogFollower
 from gcptui.remote.compute.vertex.rest import VertexRest
 from gcptui.remote.config import Config
 from gcptui.remote.errors import ConfigError, NotFoundError
+from gcptui.remote.services import Services
 from gcptui.remote.sweep.engines import (
     ATTEMPT_LABEL,
     SWEEP_LABEL,
@@ -151,3 +152,13 @@ class VertexTrials:
         found = self.rest.get_job(job)
         if found.get("state") not in ENDED and found.get("state") != "JOB_STATE_CANCELLING":
             self.rest.cancel_job(job)
+
+
+def vertex_trials(services: Services, spec: SweepSpec, say: Any) -> VertexTrials:
+    """The engine over the configured Vertex AI backend (its client and credentials)."""
+    from gcptui.remote.compute.vertex.backend import VertexBackend
+
+    backend = services.compute.backends.get("vertex")
+    if not isinstance(backend, VertexBackend):
+        raise ConfigError('on = "vertex" needs [gcp] and [vertex] regions in the config: set them')
+    return VertexTrials(services.config, spec, backend.rest(), say)
