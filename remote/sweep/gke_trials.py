@@ -8,8 +8,8 @@ preemption (the ``DisruptionTarget`` condition) is ignored by the Job's ``podFai
 Job makes a new pod, whose bootstrap finds the first start's marker and runs the resume command (the
 trainer restores from ``GCPTUI_CHECKPOINT_URL``, the trial's own folder).
 
-Metrics: ``GCPTUI_METRICS=/dev/stdout``; each poll reads the Job's pods' logs (bounded) and hands on
-the lines not seen before. Pruning deletes the Job (its pods get SIGTERM, background propagation).
+Metrics: ``GCPTUI_METRICS=/dev/stdout``; each poll reads the Job's pods' logs from the second of the
+last line seen (``sinceTime``, with timestamps, bounded) and hands on the lines stamped after it. Pruning deletes the Job (its pods get SIGTERM, background propagation).
 """
 
 from __future__ import annotations
@@ -50,6 +50,17 @@ def checkpoint_root(config: Config) -> str:
     return f"{config.storage.bucket}/gke-sweeps"
 
 
+def stamp_key(stamp: str) -> tuple[str, int] | None:
+    """A kubelet timestamp (RFC 3339 with up to 9 fraction digits, UTC) as (whole second, nanoseconds),
+    which orders as time does whatever digits the fraction has; None: not a timestamp."""
+    if len(stamp) < 20 or stamp[10] != "T" or not stamp.endswith("Z"):
+        return None
+    whole, _, fraction = stamp[:-1].partition(".")
+    if len(whole) != 19 or not fraction.isdigit() and fraction:
+        return None
+    return whole, int((fraction or "0")[:9].ljust(9, "0"))
+
+
 class GkeTrials:
     """The ``TrialEngine`` of ``on = "gke"``: a Kubernetes Job per attempt, in the ``[[gke]]`` entry's namespace."""
 
@@ -67,7 +78,9 @@ class GkeTrials:
         self.where = f"GKE {cluster.label}"
         self._code_url: str | None = None
         self._lock = threading.Lock()
-        self._seen: dict[str, dict[str, int]] = {}  # job -> pod -> lines handed on
+        self._seen: dict[
+            str, dict[str, tuple[str, int]]
+        ] = {}  # job -> pod -> stamp of its last line handed on
         self._preempted: set[str] = set()
 
     def _jobs(self) -> str:
@@ -165,6 +178,10 @@ class GkeTrials:
         return JobView(phase, "", preempted)
 
     def lines(self, job: str, *, final: bool) -> list[str]:
+        """The Job's pods' lines since the last call: each pod's log read with timestamps from the
+        second of its last line seen (``sinceTime``), lines stamped up to that line dropped."""
+        seen = self._seen.setdefault(job, {})
+
         async def read(api: ApiClient) -> list[tuple[str, bool, str]]:
             pods = await self.cluster.list(
                 api, f"/api/v1/namespaces/{self.namespace}/pods", f"job-name={job}"
@@ -180,28 +197,35 @@ class GkeTrials:
                 )
                 if not name or status.get("phase") == "Pending":
                     continue
-                text = await self._log(api, name)
+                last = seen.get(name)
+                text = await self._log(api, name, f"{last[0]}Z" if last else None)
                 out.append((name, disrupted, text))
             return out
 
-        seen = self._seen.setdefault(job, {})
         new: list[str] = []
         for pod, disrupted, text in self.cluster.run(read):
             if disrupted:
                 self._preempted.add(job)
-            lines = text.splitlines()
-            if text and not text.endswith("\n") and not final:
-                lines = lines[:-1]  # a line still being written: next poll
-            new += [line[:MAX_LINE] for line in lines[seen.get(pod, 0) :]]
-            seen[pod] = max(seen.get(pod, 0), len(lines))
+            lines = text.split("\n")
+            if not final:
+                lines = lines[:-1]  # after the last newline: a line still being written, or nothing
+            for line in lines:
+                stamp, _, body = line.partition(" ")
+                key = stamp_key(stamp)
+                if key is None or (pod in seen and key <= seen[pod]):
+                    continue
+                seen[pod] = key
+                new.append(body.rstrip("\r")[:MAX_LINE])
         if final:
             self._seen.pop(job, None)
         return new
 
-    async def _log(self, api: ApiClient, pod: str) -> str:
+    async def _log(self, api: ApiClient, pod: str, since: str | None) -> str:
         path = f"/api/v1/namespaces/{self.namespace}/pods/{pod}/log"
+        query = [("timestamps", "true"), ("limitBytes", str(MAX_LOG_BYTES))]
+        query += [("sinceTime", since)] if since else []
         try:
-            response = await self.cluster.open(api, path, [("limitBytes", str(MAX_LOG_BYTES))])
+            response = await self.cluster.open(api, path, query)
         except NotFoundError:
             return ""
         data = b""
