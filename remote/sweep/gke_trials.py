@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from gcptui.remote.config import Config
 from gcptui.remote.errors import ConfigError, NotFoundError
-from gcptui.remote.safe_text import sanitize
+from gcptui.remote.safe_text import one_line
 from gcptui.remote.services import Services
 from gcptui.remote.sweep.engines import (
     ATTEMPT_LABEL,
@@ -173,7 +173,7 @@ class GkeTrials:
                 return JobView("succeeded", "Complete", preempted)
             if condition.get("type") == "Failed":
                 detail = f"{condition.get('reason', '')}: {condition.get('message', '')}"
-                return JobView("failed", sanitize(detail, colours=False)[:300], preempted)
+                return JobView("failed", one_line(detail)[:300], preempted)
         phase = "running" if status.get("ready") or status.get("active") else "pending"
         return JobView(phase, "", preempted)
 

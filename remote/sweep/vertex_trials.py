@@ -24,6 +24,7 @@ from gcptui.remote.compute.vertex.logs import LogFollower
 from gcptui.remote.compute.vertex.rest import VertexRest
 from gcptui.remote.config import Config
 from gcptui.remote.errors import ConfigError, NotFoundError
+from gcptui.remote.safe_text import one_line
 from gcptui.remote.services import Services
 from gcptui.remote.sweep.engines import (
     ATTEMPT_LABEL,
@@ -132,7 +133,7 @@ class VertexTrials:
         phase = PHASES.get(state, "pending")
         error = found.get("error") or {}
         detail = str(error.get("message") or state) if state in ENDED or phase == "cancelled" else state
-        return JobView(phase, detail[:300], job in self._preempted)
+        return JobView(phase, one_line(detail)[:300], job in self._preempted)  # the job's own words
 
     def lines(self, job: str, *, final: bool) -> list[str]:
         follower = self._followers.get(job)

@@ -313,3 +313,49 @@ def test_kubelet_stamps_order_as_time_whatever_their_fraction() -> None:
     keys = [stamp_key(s) for s in stamps]
     assert None not in keys and keys == sorted(keys)  # type: ignore[type-var]
     assert stamp_key("step 3/10 loss 0.5") is None and stamp_key("2026-11-28T10:00:00.x5Z") is None
+
+
+FAILING = """
+name = "NAME"
+command = "test {x} != 2 || {{ echo 'x = 2 is refused' >&2; exit 3; }}; python sweep_toy.py --run-dir {run_dir} --lr 0.003 --x {x} --steps 3"
+metric = "loss"
+search = "grid"
+on = "ON"
+image = "python"
+slots = 2
+max_failures = 2
+poll_seconds = 0.2
+
+[params.x]
+kind = "list"
+values = [0.5, 2]
+"""
+
+
+@pytest.mark.parametrize("on", ["vertex", "gke"])
+def test_a_failing_trial_is_retried_as_a_new_job_then_given_up_with_its_log_tail(
+    world: World, tmp_path: Path, on: str
+) -> None:
+    name = f"fail-{on}"
+    command, env = setup(world, tmp_path, FAILING.replace("NAME", name).replace('"ON"', f'"{on}"'))
+    run = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr
+    ok, bad = trials(tmp_path, name)
+    assert (ok["state"], ok["attempts"], ok["step"]) == ("finished", 1, 3)
+    assert (bad["state"], bad["attempts"], bad["failures"]) == ("failed", 2, 2), run.stderr
+    assert "x = 2 is refused" in bad["log_tail"]
+    assert "given up after 2 failure(s)" in run.stderr
+    if on == "vertex":  # Vertex's own retries off: one job per attempt
+        attempts = sorted(
+            j.body["labels"]["gcptui-attempt"]
+            for j in vertex_jobs(world, name)
+            if j.body["labels"]["gcptui-trial"] == "t001"
+        )
+        assert attempts == ["1", "2"]
+    else:
+        attempts = sorted(
+            j["metadata"]["labels"]["gcptui-attempt"]
+            for j in gke_jobs(world, name)
+            if j["metadata"]["labels"]["gcptui-trial"] == "t001"
+        )
+        assert attempts == ["1", "2"]
