@@ -5,7 +5,8 @@
 The final loss is ``0.1 + 0.5 * (log10(lr) - log10(3e-3))**2 + (x - 0.3)**2``: its optimum, 0.1, is
 known (lr = 3e-3, x = 0.3). The curve decays towards it, faster with a larger ``lr``, so a trial's
 rank early on is close to (not always) its final rank, as in real training. Each step appends
-``{"step", "total_steps", "loss"}`` to ``DIR/metrics.jsonl`` (the progress protocol); SIGTERM
+``{"step", "total_steps", "loss"}`` to ``DIR/metrics.jsonl`` (the progress protocol; to stdout when
+``GCPTUI_METRICS=/dev/stdout``, as on Vertex AI and GKE); SIGTERM
 (a pruned trial) writes ``DIR/stopped`` with the last step and exits 143. Standard library only: it
 runs on the emulator's VMs as is.
 """
@@ -51,7 +52,11 @@ def main() -> int:
         sys.exit(143)
 
     signal.signal(signal.SIGTERM, stop)
-    with open(os.path.join(args.run_dir, "metrics.jsonl"), "a") as out:
+    # GCPTUI_METRICS when it is the job's stdout (a Vertex AI or GKE trial: its logs are read);
+    # otherwise the run directory's file, where a VM's trial is read.
+    metrics = os.environ.get("GCPTUI_METRICS", "")
+    path = metrics if metrics == "/dev/stdout" else os.path.join(args.run_dir, "metrics.jsonl")
+    with open(path, "a") as out:
         for step in range(1, args.steps + 1):
             record = {
                 "step": step,

@@ -97,7 +97,10 @@ class Reconciler(SchedulerBase):
         finished by the next one (``again``: kill it if it still runs, then record it pruned),
         never taken for a failure (the killed job's exit code)."""
         if not again:
-            trial.pruned_at_step = trial.curve[-1][0] if trial.curve else trial.step
+            decided = self.study.pruned_at(trial) if self.study is not None else None
+            trial.pruned_at_step = (
+                decided if decided is not None else (trial.curve[-1][0] if trial.curve else trial.step)
+            )
             self._save()
         try:
             status = await self.runner.kill(reach)

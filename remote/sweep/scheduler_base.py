@@ -153,5 +153,5 @@ class SchedulerBase:
     def _tell(self, trial: Trial) -> None:
         # After the save: a crash between the two is told when the study is opened again (once).
         if self.study is not None:
-            self.study.report(trial)
+            self.study.report(trial, check=False)
             self.study.tell(trial)

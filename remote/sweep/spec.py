@@ -10,6 +10,8 @@ seed = 0
 count = 12               # random: trials to draw; grid: at most this many (0: the whole grid)
 vms = ["vm-0", "vm-1"]
 at_end = "stop"          # "stop" | "delete" | "none"
+# on = "vertex"          # or "gke": each trial a Vertex AI custom job / Kubernetes Job (no vms);
+# slots = 4              #   at most this many at once
 
 [params.lr]
 kind = "log_uniform"
@@ -26,6 +28,7 @@ Every mistake is one ``ConfigError`` line naming the file, the line and the key.
 
 from __future__ import annotations
 
+import difflib
 import math
 import re
 import string
@@ -112,6 +115,7 @@ class StepParam(_Strict):
 
 Param = Annotated[ListParam | RangeParam | StepParam, Field(discriminator="kind")]
 Search = Literal["grid", "random", "tpe", "cmaes", "gp"]
+Engine = Literal["vms", "vertex", "gke"]
 MODEL_BASED = ("tpe", "cmaes", "gp")  # an Optuna study picks each trial from the ones that ended
 
 
@@ -207,8 +211,27 @@ class SweepSpec(_Strict):
     )
     metric: str = Field(description="The progress-protocol key compared across trials, e.g. `val_loss`.")
     goal: Literal["min", "max"] = "min"
+    on: Engine = Field(
+        default="vms",
+        description='Where trials run: "vms" (the sweep\'s VMs), "vertex" (a Vertex AI custom job each), '
+        '"gke" (a Kubernetes Job each).',
+    )
     vms: Vms = Field(
-        description="The VMs (or [[hosts]]) the trials run on, or { count = N, from = BASE } to make them."
+        default=[],
+        description="The VMs (or [[hosts]]) the trials run on, or { count = N, from = BASE } to make them.",
+    )
+    slots: int = Field(default=4, ge=1, le=1000, description='on = "vertex" | "gke": trials (jobs) at once.')
+    image: str = Field(
+        default="",
+        description='on = "gke": the image the trials\' pods run (python3 and google-cloud-storage); '
+        'on = "vertex": instead of [vertex] image.',
+    )
+    spot: bool | None = Field(
+        default=None,
+        description='on = "vertex" | "gke": Spot workers (GKE: on Spot nodes); unset: [vertex] spot, or any node.',
+    )
+    cluster: str = Field(
+        default="", description='on = "gke": the [[gke]] cluster\'s name (empty: the only one configured).'
     )
     trials_per_vm: int = Field(
         default=0,
@@ -253,8 +276,6 @@ class SweepSpec(_Strict):
     @field_validator("vms")
     @classmethod
     def _vms_unique(cls, value: list[str] | VmsFrom) -> list[str] | VmsFrom:
-        if isinstance(value, list) and not value:
-            raise ValueError("names no VM: list at least one, or write { count = N, from = BASE }")
         if isinstance(value, list) and len(set(value)) != len(value):
             raise ValueError("names a VM twice: list each VM once")
         return value
@@ -286,6 +307,16 @@ class SweepSpec(_Strict):
         if self.prune.rule != "none" and self.search not in MODEL_BASED:
             raise ValueError(
                 f'[prune] rule = "{self.prune.rule}" needs search = "tpe", "cmaes" or "gp" (an Optuna study)'
+            )
+        if self.on == "vms" and isinstance(self.vms, list) and not self.vms:
+            raise ValueError(
+                'vms names no VM: list at least one, write { count = N, from = BASE }, or set on = "vertex" | "gke"'
+            )
+        if self.on == "gke" and not self.image:
+            raise ValueError('on = "gke" needs image = "IMAGE": what the trials\' pods run')
+        if self.on != "vms" and self.vms:
+            raise ValueError(
+                f'on = "{self.on}" runs each trial as a job: remove vms (slots = N caps the jobs at once)'
             )
         if isinstance(self.vms, VmsFrom):
             try:
@@ -341,6 +372,9 @@ def parse_sweep(text: str, path: Path) -> SweepSpec:
     except ValidationError as err:
         first = first_error(err)
         loc = list(first["loc"])
+        if first["type"] in ("union_tag_invalid", "union_tag_not_found") and loc[:1] == ["params"]:
+            raise ConfigError(_kind_error(first, loc, text, path)) from None
+        kind = str(loc[2]) if len(loc) > 3 and loc[0] == "params" else ""
         # The discriminated union puts the kind into the location ("params", "lr", "list", "values"):
         # drop it so the line search finds the key under [params.lr].
         if len(loc) > 3 and loc[0] == "params" and isinstance(loc[2], str) and loc[2] in _KINDS:
@@ -349,11 +383,49 @@ def parse_sweep(text: str, path: Path) -> SweepSpec:
             loc = ["vms", *loc[2:]]  # the union's tag, not a key of the file
         elif len(loc) >= 2 and loc[0] == "params":
             loc = [f"params.{loc[1]}", *loc[2:]] if len(loc) > 2 else loc
-        message = describe_error({**first, "loc": loc}, text, path)
+        if first["type"] == "extra_forbidden" and kind in _KIND_MODELS:
+            message = _param_extra_key(kind, loc, text, path)
+        else:
+            message = describe_error({**first, "loc": loc}, text, path, SweepSpec)
         raise ConfigError(message.replace("docs/REFERENCE.md", "docs/sweeps.md")) from None
 
 
-_KINDS = {"list", "uniform", "log_uniform", "int_uniform", "int_log_uniform", "step", "int_step"}
+_KIND_MODELS: dict[str, type[_Strict]] = {
+    "list": ListParam,
+    **{kind: RangeParam for kind in ("uniform", "log_uniform", "int_uniform", "int_log_uniform")},
+    **{kind: StepParam for kind in ("step", "int_step")},
+}
+_KINDS = set(_KIND_MODELS)
+
+
+def _kind_error(error: Any, loc: list[Any], text: str, path: Path) -> str:
+    """A missing or unknown ``kind`` in ``[params.NAME]`` as one line (pydantic's names the union's
+    internals): the value, a did-you-mean and the kinds there are."""
+    table = f"params.{loc[1]}"
+    kinds = ", ".join(_KIND_MODELS)
+    if error["type"] == "union_tag_not_found":
+        said = {"type": "value_error", "loc": [table], "msg": f"must have kind = one of: {kinds}"}
+        return describe_error(said, text, path)
+    written = str(error.get("ctx", {}).get("tag", ""))
+    # "log-uniform" and "Uniform" are near misses too: compare them in the kinds' own spelling.
+    close = difflib.get_close_matches(written.lower().replace("-", "_"), list(_KIND_MODELS), n=1)
+    guess = f"did you mean '{close[0]}'? " if close else ""
+    said = {
+        "type": "value_error",
+        "loc": [table, "kind"],
+        "msg": f"is {written!r}: {guess}kind takes: {kinds}",
+    }
+    return describe_error(said, text, path)
+
+
+def _param_extra_key(kind: str, loc: list[Any], text: str, path: Path) -> str:
+    """An unknown key in ``[params.NAME]``: the keys a KIND parameter takes, with a did-you-mean."""
+    key = str(loc[-1])
+    said = describe_error({"type": "extra_forbidden", "loc": loc}, text, path)
+    allowed = sorted(_KIND_MODELS[kind].model_fields)
+    close = difflib.get_close_matches(key, allowed, n=1)
+    guess = f"did you mean '{close[0]}'? " if close else ""
+    return f"{said} ({guess}a {kind} parameter takes: {', '.join(allowed)})"
 
 
 def load_sweep(path: str | Path) -> SweepSpec:

@@ -45,6 +45,9 @@ class Trial(BaseModel):
     state: TrialState = "queued"
     vm: str | None = None
     slot: int = 0  # the job slot on its VM (0: ~/.gcptui/job; N: ~/.gcptui/job-N)
+    job: str | None = (
+        None  # on = "vertex" | "gke": its current attempt's job (resource name); vm: its short name
+    )
     devices: str | None = None  # CUDA_VISIBLE_DEVICES given to it; None: not pinned (no GPUs)
     attempts: int = 0
     failures: int = 0

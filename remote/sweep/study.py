@@ -213,6 +213,7 @@ class SweepStudy:
         self.dists = distributions(spec)
         self._reported: dict[int, int] = {}  # sweep index -> the last step reported
         self._numbers: dict[int, int] = {}  # sweep index -> the number of the study trial holding it
+        self._prune_at: dict[int, int] = {}  # sweep index -> the step the pruner stopped it at
 
     @classmethod
     def open(cls, state: SweepState, path: Path | None = None) -> SweepStudy:
@@ -299,21 +300,47 @@ class SweepStudy:
         self._reported[index] = -1
         return added
 
-    def report(self, trial: Trial) -> bool:
-        """Report the trial's metric at the steps logged since the last report; True: prune it
-        (asked again each poll until it is stopped: a kill that failed is tried again)."""
+    def report(self, trial: Trial, *, check: bool = True) -> bool:
+        """Report the trial's metric at the steps logged since the last report, asking the pruner at
+        each (``check``); True: prune it (asked again each poll until it is stopped: a kill that
+        failed is tried again). ``check=False``: the trial ended (report every step, decide nothing).
+
+        The pruner is asked step by step and nothing past the step it prunes at is reported, so
+        the decision and the values the sampler later sees do not depend on how many steps one
+        poll happened to read (a sweep whose trials run one at a time is the same on every engine)."""
         ongoing = self._trial(trial.index)
         if ongoing is None:
             return False
+        if check and trial.index in self._prune_at:
+            return True
         last = self._reported.get(trial.index, -1)
-        fresh = sorted({s: v for s, v in trial.curve if s > last}.items())
+        bound = trial.pruned_at_step if trial.pruned_at_step is not None else math.inf
+        fresh = sorted({s: v for s, v in trial.curve if last < s <= bound}.items())
+        ruled = check and self.spec.prune.rule != "none"
         for step, value in fresh:
             ongoing.report(value, step)
-        if fresh:
-            self._reported[trial.index] = fresh[-1][0]
-        if self.spec.prune.rule == "none" or self._reported.get(trial.index, -1) < 0:
+            self._reported[trial.index] = step
+            # Its last step is its end: nothing is left to save by stopping it there.
+            final = trial.total_steps is not None and step >= trial.total_steps
+            if ruled and not final and ongoing.should_prune():
+                self._prune_at[trial.index] = step
+                return True
+        reported = self._reported.get(trial.index, -1)
+        if (
+            not ruled
+            or reported < 0
+            or fresh
+            or (trial.total_steps is not None and reported >= trial.total_steps)
+        ):
             return False
-        return bool(ongoing.should_prune())
+        if ongoing.should_prune():  # the same step, against trials that ended since
+            self._prune_at[trial.index] = self._reported[trial.index]
+            return True
+        return False
+
+    def pruned_at(self, trial: Trial) -> int | None:
+        """The step at which ``report`` decided to prune the trial (None: it did not, in this run)."""
+        return self._prune_at.get(trial.index)
 
     def tell(self, trial: Trial) -> None:
         """Tell the study how the trial ended (a trial it was told of already is left as it is)."""

@@ -16,6 +16,7 @@ import math
 import shlex
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Any
 
 from gcptui.remote.compute.exec_channel import Reach
 from gcptui.remote.config import Config, JobConfig
@@ -141,9 +142,20 @@ class TrialMetrics:
 def parse_metrics(text: str, metric: str, goal: str) -> TrialMetrics:
     """Parse the output of the metrics script: lines naming ``metric``, ``---``, the last line."""
     head, _, last_line = text.partition("\n---\n")
+    last_records = json_records(last_line.splitlines())
+    return metrics_of(
+        json_records(head.splitlines()), last_records[-1] if last_records else None, metric, goal
+    )
+
+
+def metrics_of(
+    records: list[dict[str, Any]], last_record: dict[str, Any] | None, metric: str, goal: str
+) -> TrialMetrics:
+    """A trial's metrics from its progress records (``records``: those naming ``metric``, in order;
+    ``last_record``: its newest record of any kind, for the step)."""
     curve: list[tuple[int, float]] = []
     last: float | None = None
-    for record in json_records(head.splitlines()):
+    for record in records:
         if metric not in record:
             continue
         value = record[metric]
@@ -155,10 +167,9 @@ def parse_metrics(text: str, metric: str, goal: str) -> TrialMetrics:
         if isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value):
             last = float(value)
             curve.append((step if isinstance(step, int) else len(curve), last))
-    last_records = json_records(last_line.splitlines())
     step = total = None
-    if last_records:
-        raw_step, raw_total = last_records[-1].get("step"), last_records[-1].get("total_steps")
+    if last_record is not None:
+        raw_step, raw_total = last_record.get("step"), last_record.get("total_steps")
         step = raw_step if isinstance(raw_step, int) else None
         total = raw_total if isinstance(raw_total, int) else None
     values = [v for _, v in curve]

@@ -165,3 +165,68 @@ def test_state_round_trips_through_an_atomic_file(tmp_path: Path, monkeypatch: p
         "failed": 0,
         "pruned": 0,
     }
+
+
+@pytest.mark.parametrize(
+    ("change", "line"),
+    [
+        # A typo'd top-level key: the key it meant, as gcptui.toml's errors say it.
+        (
+            ("count = 12", "count = 12\nserach = 'tpe'"),
+            "sweep.toml:9: unknown key 'serach': remove it or check its spelling (did you mean 'search'? "
+            "the top level takes: ",
+        ),
+        (
+            ("count = 12", "count = 12\n[prune]\nrul = 'median'"),
+            "sweep.toml:10: unknown key 'prune.rul': remove it or check its spelling (did you mean 'rule'? "
+            "[prune] takes: ",
+        ),
+        # A range key in a list parameter: the keys a list takes.
+        (
+            ("values = [8, 16, 32]", "values = [8, 16, 32]\nvalue = 1"),
+            "sweep.toml:18: unknown key 'params.batch_size.value': remove it or check its spelling "
+            "(did you mean 'values'? a list parameter takes: kind, values)",
+        ),
+        # pydantic's own message names the union's tags and no line.
+        (
+            ('kind = "log_uniform"', 'kind = "log-uniform"'),
+            "sweep.toml:11: 'params.lr.kind' is 'log-uniform': did you mean 'log_uniform'? kind takes: list, "
+            "uniform, log_uniform, int_uniform, int_log_uniform, step, int_step",
+        ),
+        (
+            ('kind = "log_uniform"\n', ""),
+            "sweep.toml:10: 'params.lr' must have kind = one of: list, uniform,",
+        ),
+    ],
+)
+def test_typos_get_a_did_you_mean_on_one_line(change: tuple[str, str], line: str) -> None:
+    old, new = change
+    assert old in BASE
+    with pytest.raises(ConfigError) as err:
+        spec(BASE.replace(old, new))
+    assert str(err.value).startswith(line) and "\n" not in str(err.value)
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        (('vms = ["a", "b"]', ""), "vms names no VM: list at least one"),
+        (
+            ('vms = ["a", "b"]', 'on = "vertex"\nvms = ["a"]'),
+            'on = "vertex" runs each trial as a job: remove vms',
+        ),
+        (('vms = ["a", "b"]', 'on = "gke"'), 'on = "gke" needs image = "IMAGE"'),
+        (('vms = ["a", "b"]', 'on = "k8s"'), "sweep.toml:5: 'on': Input should be 'vms', 'vertex' or 'gke'"),
+    ],
+)
+def test_where_trials_run_is_checked(change: tuple[str, str], message: str) -> None:
+    old, new = change
+    with pytest.raises(ConfigError) as err:
+        spec(BASE.replace(old, new))
+    assert message in str(err.value) and "\n" not in str(err.value)
+
+
+def test_jobs_need_no_vms() -> None:
+    vertex = spec(BASE.replace('vms = ["a", "b"]', 'on = "vertex"\nslots = 8\nspot = true'))
+    assert (vertex.on, vertex.slots, vertex.spot, vertex.vm_names) == ("vertex", 8, True, [])
+    assert spec().on == "vms" and spec().slots == 4

@@ -16,6 +16,7 @@ from rich.text import Text
 from gcptui.remote.config import Config
 from gcptui.remote.errors import ConfigError, GcptuiError
 from gcptui.remote.services import Services
+from gcptui.remote.sweep.job_scheduler import JobScheduler, engine_for
 from gcptui.remote.sweep.report import ranked, write_report
 from gcptui.remote.sweep.scheduler import Scheduler
 from gcptui.remote.sweep.spec import NAME_PATTERN, SweepSpec, load_sweep
@@ -119,6 +120,11 @@ def _spec_and_state(
         say(f"{path}: count = {spec.count} is not applied: sweep {spec.name} has {len(state.trials)} trials"
             + (f"; `gcptui sweep extend {spec.name} --count {more}` queues the rest" if more > 0 else ""))  # fmt: skip
         spec = spec.model_copy(update={"count": state.spec.count})
+    if spec.on != state.spec.on and any(t.attempts for t in state.trials):
+        raise ConfigError(
+            f'{path}: sweep {spec.name!r} ran its trials with on = "{state.spec.on}": '
+            f"set it back (or give this sweep a new name)"
+        )
     state.spec = spec  # VMs, at_end, max_failures, poll may change between runs
     return spec, state
 
@@ -169,10 +175,12 @@ def _run_locked(args: argparse.Namespace, config: Config, say: Callable[[str], N
         journal = JournalMirror(bucket, spec.name, study.path, say) if bucket and study.path else None
     mirror = StateMirror(bucket, spec.name, say) if bucket else None
 
+    where = ", ".join(spec.vm_names) if spec.on == "vms" else f"{spec.on} ({spec.slots} at once)"
+
     async def body(services: Services) -> int:
         counts = state.counts()
         say(f"sweep {spec.name}: {len(state.trials)} trials ({counts['finished']} finished, "
-            f"{counts['failed']} failed, {counts['running'] + counts['starting']} running) on {', '.join(spec.vm_names)}")  # fmt: skip
+            f"{counts['failed']} failed, {counts['running'] + counts['starting']} running) on {where}")  # fmt: skip
         if mirror is not None:
             mirror.push(state)
 
@@ -183,9 +191,15 @@ def _run_locked(args: argparse.Namespace, config: Config, say: Callable[[str], N
             if journal is not None:
                 journal.push()
 
-        final = await Scheduler(
-            services, state, say=say, on_change=on_change, sync=not args.no_sync, study=study
-        ).run()
+        if spec.on == "vms":
+            final = await Scheduler(
+                services, state, say=say, on_change=on_change, sync=not args.no_sync, study=study
+            ).run()
+        else:
+            engine = engine_for(services, spec, say)
+            final = await JobScheduler(
+                services, state, engine, say=say, on_change=on_change, study=study
+            ).run()
         leader = final.leader()
         counts = final.counts()
         pruned = f", {counts['pruned']} pruned" if counts["pruned"] else ""
@@ -196,7 +210,8 @@ def _run_locked(args: argparse.Namespace, config: Config, say: Callable[[str], N
     try:
         return with_services(args, body)
     except KeyboardInterrupt:
-        say(f"interrupted: trials keep running on the VMs; `gcptui sweep run {args.file}` resumes")
+        on = "on the VMs" if spec.on == "vms" else f"as {spec.on} jobs"
+        say(f"interrupted: trials keep running {on}; `gcptui sweep run {args.file}` resumes")
         return 130
     finally:
         if mirror is not None:
@@ -215,6 +230,7 @@ def status_json(state: SweepState) -> dict[str, object]:
         "name": state.name,
         "metric": state.spec.metric,
         "goal": state.spec.goal,
+        "on": state.spec.on,
         "counts": state.counts(),
         "leader": leader.id if leader else None,
         "vms_done": state.vms_done,
@@ -259,7 +275,8 @@ def sweep_status(args: argparse.Namespace) -> int:
     from gcptui.tui.cli.tables import Cell, print_table
 
     leader = state.leader()
-    headers = ("Trial", *state.spec.params, "VM", "State", "Step", state.spec.metric, "Exit")
+    where = "VM" if state.spec.on == "vms" else "Job"  # a Vertex AI job's id, a Kubernetes Job's name
+    headers = ("Trial", *state.spec.params, where, "State", "Step", state.spec.metric, "Exit")
     rows: list[list[Cell]] = []
     for t in ranked(state):
         lead = "bold reverse " if leader is not None and t.id == leader.id else ""

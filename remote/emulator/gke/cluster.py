@@ -261,7 +261,8 @@ class Cluster:
             return
         pods = self._owned(job)
         succeeded = sum(1 for p in pods if p["status"]["phase"] == "Succeeded")
-        failed = sum(1 for p in pods if p["status"]["phase"] == "Failed")
+        # podFailurePolicy's Ignore on DisruptionTarget (a node's preemption): not counted, replaced.
+        failed = sum(1 for p in pods if p["status"]["phase"] == "Failed" and not _ignored(spec, p))
         active = [p for p in pods if p["status"]["phase"] in ("Pending", "Running")]
         completions, parallelism = int(spec.get("completions", 1)), int(spec.get("parallelism", 1))
         status: dict[str, Any] = {k: v for k, v in {"active": len(active), "succeeded": succeeded,
@@ -370,3 +371,13 @@ class Cluster:
         for task in list(self._tasks):
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
+
+
+def _ignored(spec: dict[str, Any], pod: dict[str, Any]) -> bool:
+    """The Job's ``podFailurePolicy`` ignores this failed pod (an ``Ignore`` rule on one of its conditions)."""
+    conditions = {c.get("type") for c in pod["status"].get("conditions") or [] if c.get("status") == "True"}
+    for rule in (spec.get("podFailurePolicy") or {}).get("rules") or []:
+        wanted = {c.get("type") for c in rule.get("onPodConditions") or []}
+        if rule.get("action") == "Ignore" and wanted & conditions:
+            return True
+    return False

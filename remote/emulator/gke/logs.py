@@ -1,5 +1,5 @@
 """``pods/NAME/log``: a container's output (this run's, or the previous run's), follow, tailLines,
-timestamps, sinceSeconds, limitBytes, as the kubelet answers them through the API server."""
+timestamps, sinceSeconds, sinceTime, limitBytes, as the kubelet answers them through the API server."""
 
 from __future__ import annotations
 
@@ -65,6 +65,8 @@ async def serve_log(
         _number(request, "sinceSeconds"),
         _number(request, "limitBytes"),
     )
+    # sinceTime (RFC 3339, whole seconds as the API server takes it): lines stamped from that second.
+    since_time = request.query.get("sinceTime", "")[:19].encode()
     follow = request.query.get("follow") in ("1", "true") and not previous
     response = web.StreamResponse(headers={"Content-Type": "text/plain"})
     await response.prepare(request)
@@ -73,7 +75,7 @@ async def serve_log(
     async def send(lines: list[bytes]) -> bool:
         nonlocal sent
         for line in lines:
-            if not _since(line, since):
+            if not _since(line, since) or (since_time and line[:19] < since_time):
                 continue
             text = line + b"\n" if timestamps else line.split(b" ", 1)[-1] + b"\n"
             if limit is not None and sent + len(text) > limit:
