@@ -27,6 +27,7 @@ from gcptui.remote.sweep.engines import (
     SWEEP_LABEL,
     TRIAL_LABEL,
     JobView,
+    Phase,
     job_short_name,
     label_value,
     trial_labels,
@@ -174,7 +175,7 @@ class GkeTrials:
             if condition.get("type") == "Failed":
                 detail = f"{condition.get('reason', '')}: {condition.get('message', '')}"
                 return JobView("failed", one_line(detail)[:300], preempted)
-        phase = "running" if status.get("ready") or status.get("active") else "pending"
+        phase: Phase = "running" if status.get("ready") or status.get("active") else "pending"
         return JobView(phase, "", preempted)
 
     def lines(self, job: str, *, final: bool) -> list[str]:
@@ -240,10 +241,8 @@ class GkeTrials:
         return data.decode("utf-8", "replace")
 
     def stop(self, job: str) -> None:
-        body = {"apiVersion": "v1", "kind": "DeleteOptions", "propagationPolicy": "Background"}
-
         async def delete(api: ApiClient) -> None:
-            await self.cluster.request(api, "DELETE", f"{self._jobs()}/{job}", body=body)
+            await self.cluster.delete(api, f"{self._jobs()}/{job}")
 
         try:
             self.cluster.run(delete)
@@ -253,10 +252,12 @@ class GkeTrials:
 
 def gke_trials(services: Services, spec: SweepSpec, say: Any) -> GkeTrials:
     """The engine over the ``[[gke]]`` cluster the sweep names (``cluster``; the only one when empty)."""
+    from gcptui.remote.compute.backend import SHARED_FLEET, BackendContext
     from gcptui.remote.compute.gke.backend import GkeBackend
 
-    gke = services.compute.backends.get("gke")
-    if not isinstance(gke, GkeBackend):
+    # Built for the sweep from the services' config, never a downcast of the registry's backend.
+    gke = GkeBackend.configured(BackendContext(services.config, shared={SHARED_FLEET: services.fleet}))
+    if gke is None:
         raise ConfigError('on = "gke" needs a [[gke]] cluster in the config: add one')
     labels = [entry.label for entry in gke.entries]
     if spec.cluster:

@@ -157,9 +157,11 @@ class VertexTrials:
 
 def vertex_trials(services: Services, spec: SweepSpec, say: Any) -> VertexTrials:
     """The engine over the configured Vertex AI backend (its client and credentials)."""
+    from gcptui.remote.compute.backend import SHARED_FLEET, BackendContext
     from gcptui.remote.compute.vertex.backend import VertexBackend
 
-    backend = services.compute.backends.get("vertex")
-    if not isinstance(backend, VertexBackend):
+    # Built for the sweep from the services' config, never a downcast of the registry's backend.
+    backend = VertexBackend.configured(BackendContext(services.config, shared={SHARED_FLEET: services.fleet}))
+    if backend is None:
         raise ConfigError('on = "vertex" needs [gcp] and [vertex] regions in the config: set them')
     return VertexTrials(services.config, spec, backend.rest(), say)

@@ -111,7 +111,7 @@ class KubeCluster:
         except ApiException as err:
             raise _error(self.label, method, path, err.status, err.body) from None
         raw = response[0] if isinstance(response, tuple) else response
-        data = await raw.content.read(MAX_BODY + 1)
+        data = await _read_bounded(raw, MAX_BODY + 1)
         if raw.status >= 400:  # without preloading, the client leaves the status to us
             raise _error(self.label, method, path, raw.status, data[:65536])
         if len(data) > MAX_BODY:
@@ -120,6 +120,12 @@ class KubeCluster:
             return json.loads(data)
         except ValueError:
             raise CloudError(f"[[gke]] {self.label}: {path} did not answer JSON") from None
+
+    async def delete(self, api: ApiClient, path: str, *, background: bool = True) -> Any:
+        """Delete the object at ``path`` (its dependents in the background, as kubectl does)."""
+        policy = "Background" if background else "Foreground"
+        body = {"apiVersion": "v1", "kind": "DeleteOptions", "propagationPolicy": policy}
+        return await self.request(api, "DELETE", path, body=body)
 
     async def open(self, api: ApiClient, path: str, query: list[tuple[str, str]]) -> Any:
         """A streamed GET (a log): the aiohttp response to read and release, or a one-line error."""
@@ -170,3 +176,15 @@ def _error(label: str, method: str, path: str, status: int | None, body: object)
         return CloudError(f"[[gke]] {label}: {method} {path} denied ({message}): check the cluster's credentials "
                           "(`gcloud container clusters get-credentials`) and RBAC")  # fmt: skip
     return CloudError(f"[[gke]] {label}: {method} {path} refused: {status} {message}")
+
+
+async def _read_bounded(raw: Any, limit: int) -> bytes:
+    """Up to ``limit`` bytes of the body: aiohttp's ``read(n)`` answers what has arrived so far, so a
+    large answer read once came back cut (and then failed to parse as JSON)."""
+    data = b""
+    while len(data) < limit:
+        chunk = await raw.content.read(limit - len(data))
+        if not chunk:
+            break
+        data += chunk
+    return data
