@@ -17,7 +17,9 @@ KEY = "gce:us-central1-a/trainer-a100"
 def _with_type(machine_type: str) -> FleetSnapshot:
     return replace(
         SNAPSHOT,
-        instances=tuple(replace(i, machine_type=machine_type) if i.name == "trainer-a100" else i for i in FLEET),
+        instances=tuple(
+            replace(i, machine_type=machine_type) if i.name == "trainer-a100" else i for i in FLEET
+        ),
     )
 
 
