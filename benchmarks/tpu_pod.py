@@ -18,10 +18,17 @@ Starts ``gcptui emulator --tpus 1 --tpu-workers N`` as its own process (as a use
   ``WorkerJobRunner``, every worker at once, over a fresh SSH pool), until every worker's job reads
   running; ``running``: how many did;
 - ``cli_start_all_s``: the same through ``gcptui job start tpu-1 --no-sync --json`` in a process of
-  its own (imports, listing the node, connecting), and ``cli_running``: how many it reported running.
+  its own (imports, listing the node, connecting), and ``cli_running``: how many it reported running;
+- ``logs_key_ms_p95`` (and ``_p50``): every worker's job printing ``--log-rate`` lines a second (50)
+  for ``--log-seconds`` (20), the real ``GcptuiApp`` headless (200x50) opens the node's logs as
+  ``l`` does (one stream per worker, the merged view), and a key (``w``, wrap on and off) goes in
+  through the driver every 0.25 s, timed to the first frame whose toggle line shows its effect;
+  ``lines_lost``: the lines the workers printed less those the merged view received, each counted
+  once by worker and number (the fewest of one worker in ``logs_per_worker_min``), after up to 20 s to drain; ``logs_tui_cpu_percent``: the
+  app's process (this one: the benchmark's own work is idle then) over the window, % of one core.
 
-The rest of DESIGN.md's fourth-round keys (sync to the workers, merged logs, preemption) are not
-measured here yet: the JSON names them under ``not_measured``. Cleans up every process it started on
+The rest of DESIGN.md's fourth-round keys (sync to the workers, preemption) are not measured here
+yet: the JSON names them under ``not_measured``. Cleans up every process it started on
 exit, Ctrl-C or SIGTERM (bench_run.py). Prints progress to stderr and ONE JSON object as the last line of stdout.
 """
 
@@ -31,9 +38,11 @@ import argparse
 import asyncio
 import json
 import os
+import re
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -41,17 +50,36 @@ sys.path.insert(0, str(ROOT))
 
 import psutil  # noqa: E402
 from bench_run import owned_run, quick, quick_flag, run_processes  # noqa: E402
+from textual import events  # noqa: E402
 
+from gcptui.remote.aio import within  # noqa: E402
 from gcptui.remote.compute.tpu.backend import TpuBackend  # noqa: E402
-from gcptui.remote.config import load_config  # noqa: E402
+from gcptui.remote.config import Config, load_config  # noqa: E402
 from gcptui.remote.jobs.workers import WorkerJobRunner  # noqa: E402
+from gcptui.remote.models import Instance  # noqa: E402
 from gcptui.remote.services import Services  # noqa: E402
 
 READY_TIMEOUT_S = 300.0
 JOB_COMMAND = "sleep 600"  # every worker's job: running until killed
 # DESIGN.md's other fourth-round keys of this harness: not measured by it yet.
 NOT_MEASURED = ("initial_s", "initial_one_s", "initial_over_one", "trees_identical", "edit_visible_ms_p50",
-                "logs_key_ms_p95", "lines_lost", "resume_after_ready_s", "steps_lost")  # fmt: skip
+                "resume_after_ready_s", "steps_lost")  # fmt: skip
+# A job line as the merged view holds it: the worker's coloured name, then the line.
+MERGED_LINE = re.compile(r"^\x1b\[\d+m(\S+)\s*\x1b\[0m │ line (\d+)$")
+# Every worker's job in the logs phase: RATE lines a second in batches of a tenth of a second, LINES
+# in all, then quiet (still running, so the log streams stay up).
+LOG_JOB = (
+    "python3 -u -c 'import sys, time\n"
+    "n, t = 0, time.monotonic()\n"
+    "while n < {lines}:\n"
+    "    for _ in range({batch}):\n"
+    '        print("line", n)\n'
+    "        n += 1\n"
+    "    sys.stdout.flush()\n"
+    "    t += 0.1\n"
+    "    time.sleep(max(0.0, t - time.monotonic()))\n"
+    "time.sleep(600)'"
+)
 
 
 def log(message: str) -> None:
@@ -129,7 +157,111 @@ def cli_start(directory: Path, node: str) -> tuple[float, int]:
     return took, sum(1 for s in statuses if isinstance(s, dict) and s.get("state") == "running")
 
 
-async def measure(workers: int, root: Path) -> dict[str, object]:
+def percentile(values: list[float], q: float) -> float | None:
+    if not values:
+        return None
+    ordered = sorted(values)
+    return round(ordered[min(len(ordered) - 1, round(q / 100 * (len(ordered) - 1)))], 1)
+
+
+async def merged_logs(
+    config: Config, node: str, rows: Sequence[Instance], args: argparse.Namespace
+) -> dict[str, object]:
+    """The logs phase: every worker printing ``args.log_rate`` lines a second, the app's merged view of
+    all of them, keys timed meanwhile, every line counted (see the module's docstring)."""
+    from gcptui.tui.app import GcptuiApp
+    from gcptui.tui.logs.screen import LogsScreen
+    from gcptui.tui.logs.view import LogView
+
+    lines = int(args.log_rate * args.log_seconds)
+    job = LOG_JOB.format(lines=lines, batch=max(1, round(args.log_rate / 10)))
+    config = config.model_copy(update={"job": config.job.model_copy(update={"command": job})})
+    runner = WorkerJobRunner(config)
+    runner.prepare(node, rows)
+    app = GcptuiApp(config, refresh_seconds=10.0)
+    seen: set[tuple[str, int]] = set()  # (worker, line number) of each job line the merged view got
+    append = LogView.append
+
+    def counted(view: LogView, lines: list[str], *a: object, **k: object) -> None:
+        if view.id == "merged":
+            seen.update((m[1], int(m[2])) for line in lines if (m := MERGED_LINE.search(line)))
+        append(view, lines, *a, **k)  # type: ignore[arg-type]
+
+    LogView.append = counted  # type: ignore[method-assign,assignment]
+    latencies: list[float] = []
+    me = psutil.Process()
+    async with app.run_test(size=(200, 50)) as pilot:
+        deadline = time.monotonic() + 60
+        while (snapshot := app.fleet_screen.snapshot) is None or snapshot.find(node) is None:
+            if time.monotonic() > deadline:
+                raise SystemExit(f"the app did not list {node} within 60 s")
+            await pilot.pause(0.2)
+        hosts = [app.services.reach(w) for w in rows]
+        results = await runner.run_all("start", hosts)
+        running = sum(1 for r in results if r.ok and r.value is not None and r.value.state == "running")
+        log(f"logs phase: {running}/{len(hosts)} workers printing {args.log_rate:g} lines/s")
+        app.call_later(app.open_logs, [node])  # in the app's own context, as the `l` key does
+        while not isinstance(app.screen, LogsScreen):
+            await pilot.pause(0.1)
+        screen = app.screen
+        shown_at: list[float] = []
+        shown = asyncio.Event()
+        expect = [""]
+        display = app._display
+
+        def timed_display(screen_: object, renderable: object) -> None:
+            display(screen_, renderable)  # type: ignore[arg-type]
+            if expect[0] and expect[0] in screen._indicator_text and not shown_at:
+                shown_at.append(time.perf_counter())
+                shown.set()
+
+        app._display = timed_display  # type: ignore[method-assign,assignment]
+        began = time.monotonic()
+        cpu0 = sum(me.cpu_times()[:2])
+        k = 0
+        while time.monotonic() - began < args.log_seconds:
+            await asyncio.sleep(0.25)
+            key, effect = ("w", "Wrap:On") if k % 2 == 0 else ("w", "Wrap:Off")
+            shown_at.clear()
+            shown.clear()
+            expect[0] = effect
+            t0 = time.perf_counter()
+            app._driver.send_message(events.Key(key, key))  # type: ignore[union-attr]
+            try:
+                await within(10, shown.wait())
+            except TimeoutError:
+                pass
+            expect[0] = ""
+            if shown_at:
+                latencies.append((shown_at[0] - t0) * 1000)
+            k += 1
+        window = time.monotonic() - began
+        cpu = sum(me.cpu_times()[:2]) - cpu0
+        app._display = display  # type: ignore[method-assign]
+        expected = lines * len(hosts)
+        deadline = time.monotonic() + 20
+        while len(seen) < expected and time.monotonic() < deadline:
+            await pilot.pause(0.1)
+        LogView.append = append  # type: ignore[method-assign]
+        received = len(seen)
+        per_worker = [sum(1 for name, _ in seen if name == row.name) for row in rows]
+        await runner.run_all("kill", hosts)
+    log(f"logs: {received}/{expected} lines in the merged view, key p95 {percentile(latencies, 95)} ms")
+    return {
+        "logs_key_ms_p95": percentile(latencies, 95),
+        "logs_key_ms_p50": percentile(latencies, 50),
+        "logs_keys": len(latencies),
+        "logs_rate_per_worker": args.log_rate,
+        "logs_lines_expected": expected,
+        "lines_lost": expected - received,
+        "logs_per_worker_min": min(per_worker, default=0),
+        "logs_sources": len(per_worker),
+        "logs_tui_cpu_percent": round(100 * cpu / window, 1),
+        "logs_load_avg": [round(x, 2) for x in os.getloadavg()[:2]],
+    }
+
+
+async def measure(workers: int, root: Path, args: argparse.Namespace) -> dict[str, object]:
     directory = root / "emulator"
     began = time.monotonic()
     emulator = start_emulator(directory, workers)
@@ -183,6 +315,7 @@ async def measure(workers: int, root: Path) -> dict[str, object]:
                 f"gcptui job start {row.name} --no-sync: {cli_running}/{workers} running in {cli_start_s:.2f} s"
             )
             await runner.run_all("kill", hosts)
+            logs = await merged_logs(config, row.name, rows, args) if args.log_seconds > 0 else {}
         finally:
             await services.close()
         load1, load5, _ = os.getloadavg()
@@ -203,6 +336,7 @@ async def measure(workers: int, root: Path) -> dict[str, object]:
             "cli_start_all_s": round(cli_start_s, 2),
             "cli_running": cli_running,
             "start_errors": errors,
+            **logs,
             "load_avg": [round(load1, 2), round(load5, 2)],
             "not_measured": list(NOT_MEASURED),
         }
@@ -217,12 +351,14 @@ async def measure(workers: int, root: Path) -> dict[str, object]:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--workers", type=int, default=64, help="worker hosts of the node (default 64)")
+    parser.add_argument("--log-rate", type=float, default=50.0, help="lines a second per worker (default 50)")
+    parser.add_argument("--log-seconds", type=float, default=20.0, help="the logs phase's window (0: none)")
     quick_flag(parser)
-    args = quick(parser.parse_args(), workers=8)
+    args = quick(parser.parse_args(), workers=8, log_seconds=4.0)
     if not 1 <= args.workers <= 64:
         raise SystemExit(f"--workers {args.workers}: choose 1-64")
     with owned_run("tpu_pod") as root:
-        result = asyncio.run(measure(args.workers, root))
+        result = asyncio.run(measure(args.workers, root, args))
     print(json.dumps(result))
     return 0
 
