@@ -27,8 +27,16 @@ Starts ``gcptui emulator --tpus 1 --tpu-workers N`` as its own process (as a use
   once by worker and number (the fewest of one worker in ``logs_per_worker_min``), after up to 20 s to drain; ``logs_tui_cpu_percent``: the
   app's process (this one: the benchmark's own work is idle then) over the window, % of one core.
 
-The rest of DESIGN.md's fourth-round keys (sync to the workers, preemption) are not measured here
-yet: the JSON names them under ``not_measured``. Cleans up every process it started on
+- ``resume_after_ready_s``: every worker running a resumable job (a step every 50 ms, its step saved
+  in the emulator's bucket every 100 steps and at SIGTERM), keep-alive's service as the app builds it
+  (``build_service``, a poll a second), the node preempted as a user would (``gcptui vm preempt``):
+  from the recreated node READY (keep-alive's ``running`` event) to the last worker's job resumed
+  (its ``resumed`` time, in the bucket); ``steps_lost``: the most any worker lost (its step at SIGTERM
+  less the step it resumed from); ``recovery_steps_s``: each step keep-alive reported, seconds after
+  it noticed the preemption; ``--no-recovery`` skips the phase.
+
+The sync keys of DESIGN.md's list (the tree to the workers) are not measured here yet: the JSON
+names them under ``not_measured``. Cleans up every process it started on
 exit, Ctrl-C or SIGTERM (bench_run.py). Prints progress to stderr and ONE JSON object as the last line of stdout.
 """
 
@@ -42,6 +50,8 @@ import re
 import subprocess
 import sys
 import time
+import urllib.parse
+import urllib.request
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -62,8 +72,45 @@ from gcptui.remote.services import Services  # noqa: E402
 READY_TIMEOUT_S = 300.0
 JOB_COMMAND = "sleep 600"  # every worker's job: running until killed
 # DESIGN.md's other fourth-round keys of this harness: not measured by it yet.
-NOT_MEASURED = ("initial_s", "initial_one_s", "initial_over_one", "trees_identical", "edit_visible_ms_p50",
-                "resume_after_ready_s", "steps_lost")  # fmt: skip
+NOT_MEASURED = ("initial_s", "initial_one_s", "initial_over_one", "trees_identical", "edit_visible_ms_p50")
+# Every worker's job in the recovery phase: a step every 50 ms, its state (the step) in the bucket
+# every 100 steps and at SIGTERM (with a second object naming the step it stopped at), a progress
+# record every 10 steps; with --resume it starts from the bucket's step and records "resumed". The
+# bare python3 of a worker (no packages: urllib to the bucket's JSON API), light enough for 64 hosts.
+RESUMABLE_JOB = (
+    "python3 -c '"
+    "import json, os, signal, sys, time, urllib.parse, urllib.request\n"
+    'host = os.environ["STORAGE_EMULATOR_HOST"].rstrip("/")\n'
+    'rank = os.environ.get("TPU_WORKER_ID", "0")\n'
+    'metrics = os.environ.get("GCPTUI_METRICS", "metrics.jsonl")\n'
+    "def url(name):\n"
+    '    return host + "/storage/v1/b/{bucket}/o/" + urllib.parse.quote(name, safe="")\n'
+    "def put(name, value):\n"
+    '    target = host + "/upload/storage/v1/b/{bucket}/o?uploadType=media&name=" + urllib.parse.quote(name)\n'
+    '    request = urllib.request.Request(target, data=str(value).encode(), method="POST")\n'
+    "    urllib.request.urlopen(request, timeout=20).read()\n"
+    "def record(**fields):\n"
+    '    with open(metrics, "a") as out:\n'
+    '        out.write(json.dumps(dict(fields, time=time.time())) + "\\n")\n'
+    "step = 0\n"
+    'if "--resume" in sys.argv:\n'
+    '    step = int(urllib.request.urlopen(url("pod/w" + rank) + "?alt=media", timeout=20).read())\n'
+    '    record(event="resumed", step=step)\n'
+    '    put("pod/w" + rank + ".resumed", json.dumps([step, time.time()]))\n'
+    "stop = []\n"
+    "signal.signal(signal.SIGTERM, lambda *_: stop.append(1))\n"
+    "while not stop:\n"
+    "    time.sleep(0.05)\n"
+    "    step += 1\n"
+    "    if step % 10 == 0:\n"
+    "        record(step=step, total_steps=1000000, loss=1 / step)\n"
+    "    if step % 100 == 0:\n"
+    '        put("pod/w" + rank, step)\n'
+    'put("pod/w" + rank, step)\n'
+    'put("pod/w" + rank + ".stopped", step)\n'
+    'record(event="preempted", step=step)\n'
+    "sys.exit(143)'"
+)
 # A job line as the merged view holds it: the worker's coloured name, then the line.
 MERGED_LINE = re.compile(r"^\x1b\[\d+m(\S+)\s*\x1b\[0m │ line (\d+)$")
 # Every worker's job in the logs phase: RATE lines a second in batches of a tenth of a second, LINES
@@ -261,6 +308,111 @@ async def merged_logs(
     }
 
 
+def bucket_objects(host: str, bucket: str, prefix: str) -> dict[str, bytes]:
+    """Every object under ``prefix`` in the emulated bucket, by name (the JSON API, as the jobs use it)."""
+    base = f"{host.rstrip('/')}/storage/v1/b/{bucket}/o"
+    with urllib.request.urlopen(f"{base}?prefix={urllib.parse.quote(prefix)}", timeout=20) as answer:
+        names = [item["name"] for item in json.loads(answer.read()).get("items", [])]
+    out = {}
+    for name in names:
+        with urllib.request.urlopen(
+            f"{base}/{urllib.parse.quote(name, safe='')}?alt=media", timeout=20
+        ) as answer:
+            out[name] = answer.read()
+    return out
+
+
+async def recovery(
+    config: Config, config_path: Path, node: str, rows: Sequence[Instance], args: argparse.Namespace
+) -> dict[str, object]:
+    """The recovery phase: a resumable job on every worker, keep-alive (its public service, as the
+    app and `gcptui keepalive` build it), the node preempted as a user would (`gcptui vm preempt`),
+    until every worker's job has resumed: seconds from the node READY again to the last worker's
+    ``resumed``, and the steps each worker lost (its step at SIGTERM less the step it resumed from)."""
+    from gcptui.remote.keepalive.events import RecoveryEvent
+    from gcptui.remote.keepalive.service import build_service
+
+    if not config.storage.bucket or not config.storage.emulator_host:
+        return {"recovery_error": "the emulator started no bucket (fake-gcs-server is not installed)"}
+    host, bucket = config.storage.emulator_host, config.storage.bucket.removeprefix("gs://").split("/")[0]
+    job = RESUMABLE_JOB.replace("{bucket}", bucket)
+    config = config.model_copy(
+        update={
+            "job": config.job.model_copy(
+                update={"command": job, "resume": f"{job} --resume", "stop_grace_seconds": 10.0}
+            )
+        }
+    )
+    services = Services(config)
+    events: list[RecoveryEvent] = []
+    service = build_service(services, on_event=events.append, notices=False, autostop=False,
+                            tuning={"poll_seconds": 1.0, "backoff_base": 0.2})  # fmt: skip
+    keeping = asyncio.create_task(service.run())
+    try:
+        runner = WorkerJobRunner(config)
+        runner.prepare(node, rows)
+        results = await runner.run_all("start", [services.reach(w) for w in rows])
+        if not all(r.ok for r in results):
+            return {"recovery_error": f"job start failed: {[str(r.error) for r in results if not r.ok][:2]}"}
+        deadline = time.monotonic() + 120
+        saved: dict[str, bytes] = {}
+        while len(saved) < len(rows):  # every worker has saved its state once (100 steps)
+            if time.monotonic() > deadline:
+                return {"recovery_error": f"{len(saved)}/{len(rows)} workers saved a step within 120 s"}
+            await asyncio.sleep(0.5)
+            saved = await asyncio.to_thread(bucket_objects, host, bucket, "pod/w")
+        log(f"recovery phase: {len(rows)} workers stepping, every one saved; preempting {node}")
+        events.clear()
+        gcptui = Path(sys.executable).with_name("gcptui")
+        argv = [
+            str(gcptui) if gcptui.exists() else "gcptui",
+            "vm",
+            "preempt",
+            node,
+            "--config",
+            str(config_path),
+        ]
+        done = await asyncio.to_thread(subprocess.run, argv, capture_output=True, text=True, timeout=120)
+        if done.returncode != 0:
+            return {"recovery_error": f"gcptui vm preempt: {done.stderr.strip()[-300:]}"}
+        deadline = time.monotonic() + 300
+        resumed: dict[str, bytes] = {}
+        while len(resumed) < len(rows):
+            if time.monotonic() > deadline:
+                break
+            await asyncio.sleep(0.5)
+            objects = await asyncio.to_thread(bucket_objects, host, bucket, "pod/w")
+            resumed = {k: v for k, v in objects.items() if k.endswith(".resumed")}
+        stopped = {k.removesuffix(".stopped"): int(v) for k, v in objects.items() if k.endswith(".stopped")}
+        at = {e.kind: e.at.timestamp() for e in events if e.name == node}
+        starts = {k.removesuffix(".resumed"): json.loads(v) for k, v in resumed.items()}
+        lost = [stopped[w] - step for w, (step, _) in starts.items() if w in stopped]
+        last = max((when for _, when in starts.values()), default=None)
+        ready = at.get("running")
+        result = {
+            "resume_after_ready_s": round(last - ready, 2)
+            if last is not None and ready is not None
+            else None,
+            "resumed_workers": len(starts),
+            "steps_lost": max(lost) if lost and len(lost) == len(rows) else None,
+            "stopped_saved": len(stopped),
+            "recovery_outcome": service.rows.outcomes.get(node) if service.rows is not None else None,
+            # seconds after the preemption was noticed, of each step keep-alive reported
+            "recovery_steps_s": {k: round(v - at["preempted"], 2) for k, v in at.items()}
+            if "preempted" in at
+            else at,
+            "recovery_load_avg": [round(x, 2) for x in os.getloadavg()[:2]],
+        }
+        log(f"recovery: {result}")
+        await runner.run_all("kill", [services.reach(w) for w in rows])
+        return result
+    finally:
+        keeping.cancel()
+        await asyncio.gather(keeping, return_exceptions=True)
+        await service.close()
+        await services.close()
+
+
 async def measure(workers: int, root: Path, args: argparse.Namespace) -> dict[str, object]:
     directory = root / "emulator"
     began = time.monotonic()
@@ -316,6 +468,12 @@ async def measure(workers: int, root: Path, args: argparse.Namespace) -> dict[st
             )
             await runner.run_all("kill", hosts)
             logs = await merged_logs(config, row.name, rows, args) if args.log_seconds > 0 else {}
+            await services.close()
+            recovered = (
+                await recovery(config, directory / "gcptui.toml", row.name, rows, args)
+                if args.recovery
+                else {}
+            )
         finally:
             await services.close()
         load1, load5, _ = os.getloadavg()
@@ -337,6 +495,7 @@ async def measure(workers: int, root: Path, args: argparse.Namespace) -> dict[st
             "cli_running": cli_running,
             "start_errors": errors,
             **logs,
+            **recovered,
             "load_avg": [round(load1, 2), round(load5, 2)],
             "not_measured": list(NOT_MEASURED),
         }
@@ -353,6 +512,9 @@ def main() -> int:
     parser.add_argument("--workers", type=int, default=64, help="worker hosts of the node (default 64)")
     parser.add_argument("--log-rate", type=float, default=50.0, help="lines a second per worker (default 50)")
     parser.add_argument("--log-seconds", type=float, default=20.0, help="the logs phase's window (0: none)")
+    parser.add_argument(
+        "--no-recovery", dest="recovery", action="store_false", help="skip the preemption phase"
+    )
     quick_flag(parser)
     args = quick(parser.parse_args(), workers=8, log_seconds=4.0)
     if not 1 <= args.workers <= 64:
