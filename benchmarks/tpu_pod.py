@@ -255,13 +255,21 @@ async def merged_logs(
                 raise SystemExit(f"the app did not list {node} within 60 s")
             await pilot.pause(0.2)
         hosts = [app.services.reach(w) for w in rows]
-        results = await runner.run_all("start", hosts)
-        running = sum(1 for r in results if r.ok and r.value is not None and r.value.state == "running")
-        log(f"logs phase: {running}/{len(hosts)} workers printing {args.log_rate:g} lines/s")
+        # The node's logs open first (`l`), every worker's stream following before a line is
+        # printed: what is counted is delivery, not how much history a late stream shows.
         app.call_later(app.open_logs, [node])  # in the app's own context, as the `l` key does
         while not isinstance(app.screen, LogsScreen):
             await pilot.pause(0.1)
         screen = app.screen
+        deadline = time.monotonic() + 120
+        while any(p.status not in ("following", "waiting") for p in screen.panes):
+            if time.monotonic() > deadline:
+                raise SystemExit("the workers' log streams did not all follow within 120 s")
+            await pilot.pause(0.2)
+        log(f"logs phase: {len(screen.panes)} streams following")
+        results = await runner.run_all("start", hosts)
+        running = sum(1 for r in results if r.ok and r.value is not None and r.value.state == "running")
+        log(f"logs phase: {running}/{len(hosts)} workers printing {args.log_rate:g} lines/s")
         shown_at: list[float] = []
         shown = asyncio.Event()
         expect = [""]
