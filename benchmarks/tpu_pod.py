@@ -26,7 +26,7 @@ Starts ``gcptui emulator --tpus 1 --tpu-workers N`` as its own process (as a use
   ``lines_lost``: the lines the workers printed less those the merged view received, each counted
   once by worker and number (the fewest of one worker in ``logs_per_worker_min``), after up to 20 s to drain; ``logs_tui_cpu_percent``: the
   app's process (this one: the benchmark's own work is idle then) over the window, % of one core.
-  Meanwhile the emulator and its workers' processes run at the lowest CPU priority (``nice 19``):
+  Once the streams follow, the emulator and its workers' processes run at a lower CPU priority (``nice 10``):
   on a pod they are 64 other machines; here they would take the TUI's 2 cores.
 
 - ``resume_after_ready_s``: every worker running a resumable job (a step every 50 ms, its step saved
@@ -207,16 +207,19 @@ def cli_start(directory: Path, node: str) -> tuple[float, int]:
     return took, sum(1 for s in statuses if isinstance(s, dict) and s.get("state") == "running")
 
 
+WORKERS_NICE = 10  # below the TUI's priority, not so low that the workers' streams stall on a busy box
+
+
 @contextlib.contextmanager
 def workers_elsewhere(pid: int, directory: Path) -> Iterator[None]:
-    """The emulator and everything its workers run at the lowest CPU priority meanwhile (processes
+    """The emulator and everything its workers run at a lower CPU priority meanwhile (processes
     they start inherit it): on a real pod the 64 workers are 64 other machines, here they share this
     machine's 2 cores with the TUI, whose frames would wait behind 64 jobs and their shells."""
     root = psutil.Process(pid)
     procs = [root, *root.children(recursive=True), *run_processes(str(directory))]
     for proc in procs:
         with contextlib.suppress(psutil.Error):
-            proc.nice(19)
+            proc.nice(WORKERS_NICE)
     try:
         yield
     finally:
@@ -233,7 +236,7 @@ def percentile(values: list[float], q: float) -> float | None:
 
 
 async def merged_logs(
-    config: Config, node: str, rows: Sequence[Instance], args: argparse.Namespace
+    config: Config, node: str, rows: Sequence[Instance], args: argparse.Namespace, pid: int, directory: Path
 ) -> dict[str, object]:
     """The logs phase: every worker printing ``args.log_rate`` lines a second, the app's merged view of
     all of them, keys timed meanwhile, every line counted (see the module's docstring)."""
@@ -267,6 +270,8 @@ async def merged_logs(
                 raise SystemExit("the workers' log streams did not all follow within 120 s")
             await pilot.pause(0.2)
         log(f"logs phase: {len(screen.panes)} streams following")
+        elsewhere = workers_elsewhere(pid, directory)
+        elsewhere.__enter__()
         results = await runner.run_all("start", hosts)
         running = sum(1 for r in results if r.ok and r.value is not None and r.value.state == "running")
         log(f"logs phase: {running}/{len(hosts)} workers printing {args.log_rate:g} lines/s")
@@ -317,6 +322,7 @@ async def merged_logs(
             await pilot.pause(0.5)
         received = sum(counts)
         merged_total = screen.merged_view.total_lines
+        elsewhere.__exit__(None, None, None)
         await runner.run_all("kill", hosts)
     log(f"logs: {received}/{expected} lines in the merged view, key p95 {percentile(latencies, 95)} ms")
     return {
@@ -496,10 +502,11 @@ async def measure(workers: int, root: Path, args: argparse.Namespace) -> dict[st
                 f"gcptui job start {row.name} --no-sync: {cli_running}/{workers} running in {cli_start_s:.2f} s"
             )
             await runner.run_all("kill", hosts)
-            logs = {}
-            if args.log_seconds > 0:
-                with workers_elsewhere(emulator.pid, directory):
-                    logs = await merged_logs(config, row.name, rows, args)
+            logs = (
+                await merged_logs(config, row.name, rows, args, emulator.pid, directory)
+                if args.log_seconds > 0
+                else {}
+            )
             await services.close()
             recovered = (
                 await recovery(config, directory / "gcptui.toml", row.name, rows, args)
