@@ -251,7 +251,7 @@ async def merged_logs(
     app = GcptuiApp(config, refresh_seconds=10.0)
     latencies: list[float] = []
     me = psutil.Process()
-    async with app.run_test(size=(200, 50)) as pilot:
+    async with app.run_test(size=(200, 50)) as pilot, contextlib.AsyncExitStack() as lowered:
         deadline = time.monotonic() + 60
         while (snapshot := app.fleet_screen.snapshot) is None or snapshot.find(node) is None:
             if time.monotonic() > deadline:
@@ -270,8 +270,7 @@ async def merged_logs(
                 raise SystemExit("the workers' log streams did not all follow within 120 s")
             await pilot.pause(0.2)
         log(f"logs phase: {len(screen.panes)} streams following")
-        elsewhere = workers_elsewhere(pid, directory)
-        elsewhere.__enter__()
+        lowered.enter_context(workers_elsewhere(pid, directory))  # until the lines are counted
         results = await runner.run_all("start", hosts)
         running = sum(1 for r in results if r.ok and r.value is not None and r.value.state == "running")
         log(f"logs phase: {running}/{len(hosts)} workers printing {args.log_rate:g} lines/s")
@@ -322,7 +321,7 @@ async def merged_logs(
             await pilot.pause(0.5)
         received = sum(counts)
         merged_total = screen.merged_view.total_lines
-        elsewhere.__exit__(None, None, None)
+        await lowered.aclose()
         await runner.run_all("kill", hosts)
     log(f"logs: {received}/{expected} lines in the merged view, key p95 {percentile(latencies, 95)} ms")
     return {
