@@ -180,7 +180,11 @@ HARNESSES: tuple[Harness, ...] = (
         checks={
             "every worker's job running": lambda r: (
                 r.get("running") == r.get("workers") == r.get("cli_running")
-            )
+            ),
+            "no merged log line lost": lambda r: r.get("lines_lost") == 0,
+            "every worker resumed, no step lost": lambda r: (
+                r.get("resumed_workers") == r.get("workers") and r.get("steps_lost") == 0
+            ),
         },
     ),
     Harness(

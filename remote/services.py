@@ -25,7 +25,7 @@ from gcptui.remote.ssh.errors import SshConfigError, SshError, SshUnreachableErr
 from gcptui.remote.ssh.pool import SshPool
 from gcptui.remote.ssh.target import SshTarget
 from gcptui.remote.sync import BatchApplied, SyncEvent, SyncSession
-from gcptui.remote.sync.fanout import FanOut
+from gcptui.remote.sync.fanout import RELAY_FAN, FanOut, relay_parents
 from gcptui.remote.sync.secrets import SecretGuard, own_key_copies
 
 if TYPE_CHECKING:
@@ -213,15 +213,26 @@ class Services:
             return None
         return next((r for r in map(self.sync_relay, instances) if r is not None), None)
 
-    def sync_sessions(self, instances: list[Instance]) -> tuple[list[SyncSession], FanOut | None]:
-        """Sessions of ``[sync]`` to several machines, fanned out when they can be (close the relay
-        after the sessions)."""
+    def sync_sessions(
+        self, instances: list[Instance], fan: int = RELAY_FAN
+    ) -> tuple[list[SyncSession], FanOut | None]:
+        """Sessions of ``[sync]`` to several machines (in their order), fanned out when they can be:
+        a tree of relays past ``1 + fan`` machines, each serving ``fan`` (fanout.py; close the
+        returned seed's relay, which closes its branches, after the sessions)."""
         relay = self.sync_fanout(instances)
-        sessions = [
-            self.sync_session(i, relay=relay if relay is not None and i.name != relay.name else None)
-            for i in instances
-        ]
-        return sessions, relay
+        if relay is None:
+            return [self.sync_session(i) for i in instances], None
+        order = sorted(instances, key=lambda i: i.name != relay.name)  # the seed first
+        relays: dict[int, FanOut] = {0: relay}
+        via: dict[str, FanOut | None] = {}
+        for index, (instance, parent) in enumerate(zip(order, relay_parents(len(order), fan), strict=True)):
+            # A parent whose relay could not start: its machines fetch from the seed instead.
+            via[instance.name] = None if parent is None else relays.get(parent, relay)
+            if index and fan * index + 1 < len(order):  # it serves machines of its own
+                branch = self.sync_relay(instance)
+                if branch is not None:
+                    relays[index] = relay.branch(branch)
+        return [self.sync_session(i, relay=via[i.name]) for i in instances], relay
 
     def sync_session(self, instance: Instance, relay: FanOut | None = None) -> SyncSession:
         """A live-sync session of ``[sync]`` to one machine over its exec channel (``channel``: SSH

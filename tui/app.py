@@ -339,7 +339,7 @@ class GcptuiApp(Telling, KeepAliveControls, App[None]):
         for name in unreachable:
             self.notify(f"{name}: not reachable over SSH", severity="warning")
         if sources:
-            self.push_screen(LogsScreen(sources[:8], buffer_lines=self.config.logs.buffer_lines))
+            self.push_screen(LogsScreen(sources, buffer_lines=self.config.logs.buffer_lines))
 
     def started_a_job(self, name: str) -> bool:
         """gcptui started a job on ``name`` (its job state is no pod's containers' own, nor none)."""

@@ -10,6 +10,13 @@ hash to the laptop's digest. The seed is as untrusted as any VM: it can withhold
 which the fetching agent refuses; the laptop then sends that file itself (and, when the relay
 cannot be reached at all, everything to that VM for the rest of the agent's life).
 
+Many machines (a TPU slice of 64 hosts): a tree. The seed serves ``RELAY_FAN`` machines; past
+``1 + RELAY_FAN`` machines, each of those also runs a relay (``branch``) and serves ``RELAY_FAN``
+more, and so on, so no machine sends the tree more than ``RELAY_FAN`` times. A relay sends a file
+only once it has landed there (its agent waits for it, ``op_serve``), so a file flows down the tree
+as soon as it reaches each level. The laptop's uplink still carries each file's bytes once; the
+branches share the seed's digests (one read and hash per file for the whole tree).
+
 Small batches (an edit) go straight to every VM: the relay would add a hop to their latency.
 The relay is one agent process started over the seed's exec channel (SSH, or a pod's Kubernetes
 exec), so a GKE pod or a TPU worker can be a seed or a receiver as a VM can.
@@ -36,6 +43,8 @@ RELAY_MIN_BATCH = 1 << 20
 # Smaller files go direct even in a large batch: a fetch's header costs about as much.
 RELAY_MIN_FILE = 512
 READ_SIZE = 1 << 20
+# Machines one relay serves: past 1 + RELAY_FAN machines, relays of relays (a tree).
+RELAY_FAN = 8
 
 log = logging.getLogger(__name__)
 
@@ -74,6 +83,15 @@ class FanOut:
         self._port = 0
         self._lock = asyncio.Lock()
         self._hashes: dict[str, asyncio.Future[Hashed | None]] = {}
+        self._branches: list[FanOut] = []
+
+    def branch(self, relay: FanOut) -> FanOut:
+        """``relay`` (on a machine that fetches from this tree) as a relay of this tree: it shares
+        this one's digests and guard, and ends with it (``stop``, ``close``)."""
+        relay._hashes = self._hashes  # one read and hash per file for the whole tree
+        relay.guard = self.guard
+        self._branches.append(relay)
+        return relay
 
     async def endpoint(self) -> tuple[str, int, str] | None:
         """(host, port, token) of the running relay, started on first use; None when it cannot run."""
@@ -126,11 +144,22 @@ class FanOut:
         used it send directly from their next batch on."""
         self.failed = reason
         self.close()
+        for branch in self._branches:  # their copies came from this one: stale too
+            branch.stop(reason)
 
     def close(self) -> None:
         if self._agent is not None:
             self._agent.close()
             self._agent = None
+        for branch in self._branches:
+            branch.close()
+
+
+def relay_parents(count: int, fan: int = RELAY_FAN) -> list[int | None]:
+    """For ``count`` machines in order (the seed first), the index of the machine each one fetches
+    from: None for the seed (it gets everything from the laptop), else a tree in which each machine
+    serves at most ``fan`` others (machine i serves ``fan * i + 1`` to ``fan * i + fan``)."""
+    return [None if i == 0 else (i - 1) // fan for i in range(count)]
 
 
 def _still(path: Path, hashed: Hashed | None) -> bool:

@@ -82,3 +82,17 @@ def test_the_emulator_command_takes_up_to_64_workers_and_says_so_past_it(tmp_pat
     assert past.returncode != 0
     assert "--tpu-workers 65: choose 0-16 nodes of 1-64 workers" in past.stderr
     assert "Traceback" not in past.stderr
+
+
+def test_every_node_the_emulator_makes_can_be_made_again_by_its_type() -> None:
+    """A preempted node is recreated through the TPU API by its accelerator type: the API takes the
+    type of a node of any worker count `--tpu-workers` allows (v4-512 for 64; v4-24, a 2x2x3 slice)."""
+    from gcptui.remote.emulator.tpu.types import parse_type, type_from_config, type_with_hosts
+
+    for hosts in range(1, 65):
+        made = type_with_hosts(hosts)
+        again = parse_type(made.name)
+        assert again is not None and again.hosts == hosts, made.name
+    by_shape = type_from_config("V4", "2x2x3")
+    assert by_shape is not None and by_shape.hosts == 3
+    assert parse_type("v4-520") is None and parse_type("v4-12") is None  # past 64 hosts, not whole hosts

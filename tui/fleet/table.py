@@ -8,6 +8,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 from rich.text import Text
+from textual.coordinate import Coordinate
 
 from gcptui.remote.models import Instance
 from gcptui.tui.fleet.bands import choose
@@ -267,6 +268,25 @@ class FleetTable(RowTable[str | Text]):
         return column.render(state, self.column_layout.form)
 
     _batching = 0
+    # The cursor moved and the frame that draws it is not out yet: live cells wait for the next.
+    _cursor_frame_due = False
+
+    def watch_cursor_coordinate(self, old_coordinate: Coordinate, new_coordinate: Coordinate) -> None:
+        """Keys first: the frame that moves the cursor draws the cursor's two rows and nothing else.
+
+        A live flush sets up to 16 machines' cells (tui/app.py), whose rows the next frame renders
+        again through Rich (~1 ms a row on this 2-core machine): a key pressed while a flush was
+        pending waited for both (the key-latency tail at 64 machines). Cells set from now until the
+        cursor's frame is drawn wait for the frame after it."""
+        super().watch_cursor_coordinate(old_coordinate, new_coordinate)
+        if old_coordinate != new_coordinate and not self._cursor_frame_due:
+            self._cursor_frame_due = True
+            self.call_after_refresh(self._cursor_drawn)
+
+    def _cursor_drawn(self) -> None:
+        self._cursor_frame_due = False
+        if self._pending and not self._batching:
+            self._apply()
 
     @contextlib.contextmanager
     def cells_together(self) -> Iterator[None]:
@@ -287,10 +307,23 @@ class FleetTable(RowTable[str | Text]):
                 self._apply()
 
     def _apply(self) -> None:
-        pending, self._pending = self._pending, []
+        if self._cursor_frame_due:
+            return  # after the cursor's frame (_cursor_drawn)
+        latest: dict[tuple[str, str], str | Text] = {}  # a cell set twice while waiting: its last value
+        for row, column, value in self._pending:
+            latest[row, column] = value
+        self._pending = []
+        pending = [(row, column, value) for (row, column), value in latest.items()]
         # A value that changes its column's width goes the usual way: the column is measured again.
         for row, column, value in update_cells_in_place(self, pending, self._narrower):
-            self.update_cell(row, column, value, update_width=True)  # type: ignore[arg-type]
+            if row in self.rows and column in self.columns:  # waited past a rebuild that dropped it
+                self.update_cell(row, column, value, update_width=True)  # type: ignore[arg-type]
+
+    def clear(self, columns: bool = False) -> FleetTable:
+        """Empty the table; cells waiting for the cursor's frame go too (the rows are set anew)."""
+        self._pending = []
+        super().clear(columns)
+        return self
 
     def ordered_rows_keys(self) -> list:  # type: ignore[type-arg]
         return [row.key for row in self.ordered_rows]

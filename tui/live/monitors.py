@@ -26,7 +26,8 @@ from gcptui.remote.models import FleetSnapshot, Instance
 from gcptui.remote.services import Services
 from gcptui.remote.sync import BatchApplied, SyncEvent, SyncSession, SyncStateChanged, SyncWarning
 from gcptui.remote.sync.fanout import FanOut
-from gcptui.remote.telemetry.gpu import GpuHistory, GpuMonitor
+from gcptui.remote.telemetry.fold import WorkerFold
+from gcptui.remote.telemetry.gpu import GpuHistory, GpuMonitor, GpuSnapshot
 from gcptui.remote.telemetry.idle import IdleGpuDetector
 from gcptui.remote.telemetry.progress import Progress, follow_progress
 from gcptui.tui.live.state import Live
@@ -200,7 +201,7 @@ class Monitors:
         self._tasks[name] = [
             self._spawn_watcher(f"job {name}", lambda: self._watch_job(name, channel)),
             self._spawn_watcher(f"progress {name}", lambda: self._watch_progress(name, channel, metrics)),
-            self._spawn_watcher(f"gpu {name}", lambda: self._watch_gpu(name, channel)),
+            *self._gpu_watchers(instance, channel),
         ]
         if self.services.compute.can(instance, Capability.CONTAINER_LOGS):
             self._tasks[name].append(
@@ -214,7 +215,7 @@ class Monitors:
         if name in self.live:  # what was read from a machine that went away is no longer true
             live = self.live[name]
             live.watched, live.job, live.job_error, live.gpu_idle = False, None, "", False
-            live.gpu = GpuHistory()
+            live.gpu, live.gpu_spread = GpuHistory(), None
             self.changed(name)
         session = self._sync.pop(name, None)
         if session is not None:
@@ -304,9 +305,42 @@ class Monitors:
                 live.progress = progress
                 self.changed(name)
 
-    async def _watch_gpu(self, name: str, channel: ExecChannel) -> None:
+    def _gpu_watchers(self, instance: Instance, channel: ExecChannel) -> list[asyncio.Task[None]]:
+        """One accelerator stream for a machine; one per worker for a node of several (a TPU slice),
+        folded into the node's cell (remote/telemetry/fold.py)."""
+        name = instance.name
+        workers = (
+            self.services.compute.of(instance).worker_rows(instance) if len(instance.workers) > 1 else ()
+        )
+        reaches = []
+        for worker in workers:
+            try:
+                reaches.append(self.services.reach(worker).channel)
+            except GcptuiError:
+                reaches = []  # a worker without an address yet: worker 0's stream, as before
+                break
+        if not reaches:
+            return [self._spawn_watcher(f"gpu {name}", lambda: self._watch_gpu(name, channel))]
+        fold = WorkerFold()
+        return [
+            self._spawn_watcher(
+                f"gpu {worker.name}",
+                functools.partial(self._watch_gpu, name, reach, fold=fold, worker=number),
+            )
+            for number, (worker, reach) in enumerate(zip(workers, reaches, strict=True))
+        ]
+
+    async def _watch_gpu(
+        self, name: str, channel: ExecChannel, *, fold: WorkerFold | None = None, worker: int = 0
+    ) -> None:
         live = self.state(name)
-        async for snapshot in GpuMonitor(channel):
+        async for sample in GpuMonitor(channel):
+            snapshot: GpuSnapshot | None = sample
+            if fold is not None:  # one of a node's workers: the node's fold, at most once a second
+                snapshot = fold.add(worker, sample)
+                if snapshot is None:
+                    continue
+                live.gpu_spread = fold.spread()
             live.gpu.add(snapshot)
             if live.idle is not None:
                 was_idle = live.gpu_idle

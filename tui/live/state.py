@@ -13,6 +13,7 @@ from itertools import islice
 from rich.text import Text
 
 from gcptui.remote.jobs.protocol import JobStatus
+from gcptui.remote.telemetry.fold import Spread
 from gcptui.remote.telemetry.gpu import GpuHistory
 from gcptui.remote.telemetry.idle import IdleGpuDetector
 from gcptui.remote.telemetry.progress import Progress
@@ -53,6 +54,7 @@ class Live:
     job_error: str = ""
     progress: Progress | None = None
     gpu: GpuHistory = field(default_factory=GpuHistory)
+    gpu_spread: Spread | None = None  # a node of several workers: their use's min / median / max
     idle: IdleGpuDetector | None = None
     gpu_idle: bool = False
     sync_state: str = ""
@@ -154,9 +156,17 @@ class Live:
         text = Text()
         if self.gpu_idle:
             text.append("IDLE ", "bold white on red")
+        spread = self.gpu_spread if self.gpu_spread is not None and self.gpu_spread.workers > 1 else None
         if not (compact or narrow):
             text.append(sparkline(means, SPARK_POINTS) + " ", style)
-        text.append(f"{util:.0f}%" if narrow else f"{util:3.0f}%", style)
+        if spread is not None and not narrow:  # the workers' least / median / most: a slow host shows
+            text.append(f"{spread.low:.0f}", util_style(spread.low))
+            text.append("/")
+            text.append(f"{spread.median:.0f}", util_style(spread.median))
+            text.append("/")
+            text.append(f"{spread.high:.0f}%", util_style(spread.high))
+        else:
+            text.append(f"{util:.0f}%" if narrow else f"{util:3.0f}%", style)
         if mems and not narrow:
             text.append(f" m{sum(mems) / len(mems):2.0f}%", "cyan")
         return text

@@ -50,4 +50,4 @@ def group_logs_screen(
     sources, unreachable = group_pane_sources(services, snapshot, group, services.config.logs)
     for vm in unreachable:
         app.notify(f"{vm}: not reachable over SSH", severity="warning")
-    return LogsScreen(sources[:8], buffer_lines=services.config.logs.buffer_lines) if sources else None
+    return LogsScreen(sources, buffer_lines=services.config.logs.buffer_lines) if sources else None

@@ -1,5 +1,9 @@
 """The logs screen: one pane per source side by side (2 to 8), or one merged, colour-prefixed view.
 
+More than 8 sources (a TPU node of 64 workers): the merged view of all of them comes first, and the
+panes show 8 at a time (``]``/``[`` the next or previous 8); every source is read all the time, a
+pane off screen only stores its lines.
+
 Data comes through a narrow interface: a list of ``PaneSource`` (a name and a factory of an async
 iterator of ``LogEvent``), so the app feeds it from ``LogStream``s and tests from plain generators.
 Each source is drained by a worker that only queues events on its pane; a single timer flushes every
@@ -35,6 +39,7 @@ from gcptui.tui.textual_compat import GcPausedFrames, install_acyclic_strips
 # one, and halves the TUI's frame CPU on a loaded machine. Each pane still updates several times a
 # second (round robin) and receives every line.
 ROWS_PER_TICK = 200
+PANES_AT_ONCE = 8  # side by side; more sources page through them
 
 # Foreground colours per source: (Rich name for titles, ANSI SGR code for merged-line prefixes).
 PALETTE = [
@@ -72,6 +77,7 @@ class LogsScreen(GcPausedFrames):
     LogsScreen #merged { height: 1fr; display: none; }
     LogsScreen #filter { dock: bottom; display: none; }
     LogsScreen #filter.-visible { display: block; }
+    LogsScreen LogPane.-off-page { display: none; }
     """
 
     BINDINGS = bindings_for("logs")  # type: ignore[assignment]  # the registry in keys.py
@@ -95,11 +101,12 @@ class LogsScreen(GcPausedFrames):
         install_acyclic_strips()  # the app does it too; a LogsScreen on another App needs it as well
         if not sources:
             raise ValueError("LogsScreen needs at least one source")
-        self.sources = list(sources)[:8]
+        self.sources = list(sources)
         self.buffer_lines = buffer_lines
         self.flush_interval = flush_interval
         self.save_dir = save_dir or Path.cwd()
-        self.merged = merged
+        self.merged = merged or len(self.sources) > PANES_AT_ONCE  # 64 panes would be a column each
+        self.page = 0  # which PANES_AT_ONCE panes pane mode shows
         self.fullscreen = False
         self.filter_text = ""
         self._width = max(len(s.name) for s in self.sources)
@@ -116,12 +123,14 @@ class LogsScreen(GcPausedFrames):
     def compose(self) -> ComposeResult:
         with Horizontal(id="panes"):
             for number, source in enumerate(self.sources):
-                yield LogPane(
+                pane = LogPane(
                     source.name,
                     max_lines=self.buffer_lines,
                     colour=PALETTE[number % 8][0],
                     id=f"pane-{number}",
                 )
+                pane.set_class(number >= PANES_AT_ONCE, "-off-page")
+                yield pane
         yield LogView(self.buffer_lines, id="merged")
         yield Input(placeholder="filter (enter: keep, escape: clear)", id="filter")
         yield ToggleIndicator()
@@ -252,12 +261,46 @@ class LogsScreen(GcPausedFrames):
         self.query_one("#panes").display = not self.merged
         self.merged_view.display = self.merged
 
+    def action_next_panes(self) -> None:
+        """``]``: the next 8 panes (after the last, the first 8 again)."""
+        self._turn_page(1)
+
+    def action_previous_panes(self) -> None:
+        """``[``: the previous 8 panes."""
+        self._turn_page(-1)
+
+    def _turn_page(self, step: int) -> None:
+        pages = -(-len(self.panes) // PANES_AT_ONCE)
+        if pages < 2:
+            return
+        self.page = (self.page + step) % pages
+        shown = self.shown_panes
+        for pane in self.panes:
+            pane.set_class(pane not in shown, "-off-page")
+        if self.merged:  # the panes are what was asked for
+            self.merged = False
+            self._show_merged()
+        if self.fullscreen:
+            self.fullscreen = False
+            for pane in self.panes:
+                pane.remove_class("-hidden")
+        for pane in shown:
+            pane.view.sync()  # lines stored while off screen, before the next frame
+        shown[0].view.focus()
+        self._update_indicator()
+
+    @property
+    def shown_panes(self) -> list[LogPane]:
+        """The panes pane mode shows now (all of them up to 8)."""
+        start = self.page * PANES_AT_ONCE
+        return self.panes[start : start + PANES_AT_ONCE]
+
     def action_fullscreen(self) -> None:
         if self.merged:
             return
         active = self.active_view.parent
         self.fullscreen = not self.fullscreen
-        for pane in self.panes:
+        for pane in self.shown_panes:
             pane.set_class(self.fullscreen and pane is not active, "-hidden")
             pane.view.sync()
         self._update_indicator()
@@ -347,6 +390,7 @@ class LogsScreen(GcPausedFrames):
             self.merged,
             self.fullscreen,
             self.filter_text,
+            self.page,
         )
         counts = (view.match_count, self._filter_summary())
         if throttle and state == self._indicator_state:
@@ -364,6 +408,9 @@ class LogsScreen(GcPausedFrames):
             ("Merged", "On" if self.merged else "Off"),
             ("Fullscreen", "On" if self.fullscreen else "Off"),
         ]
+        if len(self.panes) > PANES_AT_ONCE and not self.merged:
+            start = self.page * PANES_AT_ONCE
+            parts.append(("Panes", f"{start + 1}-{start + len(self.shown_panes)} of {len(self.panes)} ([ ])"))
         text = Text(" ")
         for key, value in parts:
             text.append(f"{key}:", "bold")

@@ -14,12 +14,16 @@ from dataclasses import dataclass
 _GENERATIONS: dict[str, tuple[str, str, int, tuple[int, ...]]] = {
     "v2": ("V2", "cores", 8, (8, 32, 128)),
     "v3": ("V3", "cores", 8, (8, 32, 128)),
-    "v4": ("V4", "cores", 8, (8, 16, 32, 64)),
+    "v4": ("V4", "cores", 8, (8, 16, 32, 64, 128, 256, 512)),
     "v5p": ("V5P", "cores", 8, (8, 16, 32)),
     "v5litepod": ("V5LITE_POD", "chips", 4, (1, 4, 8, 16, 32)),
     "v6e": ("V6E", "chips", 4, (1, 4, 8, 16, 32)),
 }
 _SINGLE_HOST_CHIPS = 8  # v5e and v6e: up to 8 chips on one host
+# v4 slices take any 3-D shape of whole hosts (acceleratorConfig topology 2x2x3 is 12 chips, 3 hosts),
+# so any whole number of hosts up to the emulator's largest node is accepted, listed or not: the
+# node `--tpu-workers N` makes must be recreated as itself after a preemption.
+_V4_MAX_HOSTS = 64
 _TYPE = re.compile(r"(v2|v3|v4|v5p|v5litepod|v6e)-(\d+)")
 
 RUNTIME_VERSIONS = (
@@ -79,7 +83,8 @@ def parse_type(name: str) -> TpuType | None:
     if found is None:
         return None
     generation, size = found.group(1), int(found.group(2))
-    if size not in _GENERATIONS[generation][3]:
+    whole_v4_hosts = generation == "v4" and size % 8 == 0 and 0 < size <= 8 * _V4_MAX_HOSTS
+    if size not in _GENERATIONS[generation][3] and not whole_v4_hosts:
         return None
     return TpuType(name, generation, size)
 
