@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
-from typing import TypeVar
+from typing import Any, TypeVar
 
 T = TypeVar("T")
 
@@ -21,19 +21,30 @@ async def within(seconds: float | None, awaitable: Awaitable[T]) -> T:
         return await awaitable
 
 
-async def cancel_and_wait(*tasks: asyncio.Task[object]) -> None:
+async def cancel_and_wait(*tasks: asyncio.Task[Any], timeout: float | None = None) -> None:
     """Cancel ``tasks`` and wait until every one has ended; re-raise the first one's failure.
 
     A cancellation of the caller during the wait still propagates. The usual
     ``with suppress(CancelledError): await task`` (or ``suppress(BaseException)``) also swallows the
     caller's own cancellation when it lands in that wait: the caller then runs on as if nobody had
     cancelled it, and whoever cancelled it waits for ever (a sync session that never stopped following).
+
+    With ``timeout`` (quitting, which must never hang on a task that will not end) the wait is bounded:
+    a task still running then is cancelled once more (Python 3.11's ``wait_for`` can swallow a
+    cancellation that races its inner result) and waited for once more; failures are left to the
+    tasks' own reporting, not raised into the quit.
     """
     for task in tasks:
         task.cancel()
     if not tasks:
         return
-    await asyncio.wait(tasks)
+    _, pending = await asyncio.wait(tasks, timeout=timeout)
+    if timeout is not None:
+        for task in pending:
+            task.cancel()
+        if pending:
+            await asyncio.wait(pending, timeout=timeout)
+        return
     for task in tasks:
         if not task.cancelled() and (error := task.exception()) is not None:
             raise error

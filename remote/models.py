@@ -171,6 +171,12 @@ class Instance:
         return f"{self.source}:{self.zone}/{self.name}"
 
     @property
+    def reachable(self) -> bool:
+        """A shell can be tried: not known to be down, and an address (a static host's state is
+        unknown until SSH answers). The one rule every face and workflow asks."""
+        return self.state.reachable and bool(self.external_ip or self.internal_ip)
+
+    @property
     def gpu_summary(self) -> str:
         return ", ".join(f"{g.count}x {g.type}" for g in self.gpus)
 

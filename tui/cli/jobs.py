@@ -364,15 +364,14 @@ async def reachable_saying_the_rest(services: Services) -> list[Instance]:
     """The machines ``job status`` asks (running VMs and static hosts); one line on stderr names
     those it leaves out and why (a stopped VM was left out without a word)."""
     from gcptui.tui.live.columns import status_word
-    from gcptui.tui.live.monitors import reachable
 
     snapshot = await asyncio.to_thread(services.fleet.snapshot)
     services.note_snapshot(snapshot)
-    left = [i for i in snapshot.instances if not reachable(i)]
+    left = [i for i in snapshot.instances if not i.reachable]
     if left:
         words = ", ".join(f"{i.name} ({status_word(i)})" for i in sorted(left, key=lambda i: i.name))
         print(f"gcptui: left out, not running: {words}", file=sys.stderr)
-    return [i for i in snapshot.instances if reachable(i)]
+    return [i for i in snapshot.instances if i.reachable]
 
 
 def expand_groups(services: Services, names: list[str]) -> list[str]:

@@ -16,7 +16,6 @@ from gcptui.tui.fleet.actions import FleetActions
 from gcptui.tui.fleet.groups import GROUP_KEY_PREFIX, GroupRow, Row, arrange, group_of_key
 from gcptui.tui.fleet.rerun import ENDED_STATES, RERUN_ANSWERS, ended_words, rerun_label
 from gcptui.tui.fleet.table import FleetTable
-from gcptui.tui.live.monitors import reachable
 from gcptui.tui.live.state import Live
 
 
@@ -103,7 +102,7 @@ class GroupRowsMixin:
         row = None if self.marked else self.selected_group()
         if row is None:
             return False
-        down = [vm for vm in row.group.vms if not any(n.name == vm and reachable(n) for n in row.nodes)]
+        down = [vm for vm in row.group.vms if not any(n.name == vm and n.reachable for n in row.nodes)]
         if down and action != "kill":
             words = ", ".join(down)
             cast(Widget, self).notify(

@@ -18,7 +18,6 @@ from gcptui.tui.fleet.actions import FleetActions
 from gcptui.tui.fleet.groups import GroupRow
 from gcptui.tui.fleet.rerun import ENDED_STATES, RERUN_ANSWERS, ended_words, rerun_label
 from gcptui.tui.live.columns import status_word
-from gcptui.tui.live.monitors import reachable
 from gcptui.tui.live.state import Live
 
 # A machine in one of these has nothing left to stop (X says so instead of asking), or is already
@@ -58,7 +57,7 @@ class MachineKeys(Screen[None]):
 
     def _reachable_or_tell(self) -> Instance | None:
         instance = self._selected_or_tell()
-        if instance is not None and not reachable(instance):
+        if instance is not None and not instance.reachable:
             self.notify(
                 f"{instance.name} is {status_word(instance)}: start it first (U), then try again",
                 severity="warning",
@@ -95,11 +94,11 @@ class MachineKeys(Screen[None]):
     def _marked_reachable(self) -> list[Instance]:
         """The marked machines that exist and answer SSH; says which ones are left out and why."""
         found = [i for n in sorted(self.marked) if self.snapshot and (i := self.snapshot.find(n))]
-        left_out = [i for i in found if not reachable(i)]
+        left_out = [i for i in found if not i.reachable]
         if left_out:
             words = ", ".join(f"{i.name} ({status_word(i)})" for i in left_out)
             self.notify(f"left out, not running: {words}", severity="warning")
-        return [i for i in found if reachable(i)]
+        return [i for i in found if i.reachable]
 
     def _vm(self, label: str, action: str, question: str | None = None) -> None:
         if (instance := self._selected_or_tell()) is not None:
@@ -133,7 +132,7 @@ class MachineKeys(Screen[None]):
         instance = None if self.marked else self.selected_instance()
         live = self.live.get(instance.name) if instance is not None else None
         job = live.job if live is not None else None
-        if instance is None or job is None or job.state not in ENDED_STATES or not reachable(instance):
+        if instance is None or job is None or job.state not in ENDED_STATES or not instance.reachable:
             self._job("Start job", "start")
             return
 

@@ -309,7 +309,7 @@ class FleetTable(RowTable[str | Text]):
     def _apply(self) -> None:
         if self._cursor_frame_due:
             return  # after the cursor's frame (_cursor_drawn)
-        latest: dict[tuple[str, str], str | Text] = {}  # a cell set twice while waiting: its last value
+        latest: dict[tuple[str, str], object] = {}  # a cell set twice while waiting: its last value
         for row, column, value in self._pending:
             latest[row, column] = value
         self._pending = []

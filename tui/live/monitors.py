@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable, Coroutine
 from typing import Any
 
-from gcptui.remote.aio import report_failure, within
+from gcptui.remote.aio import cancel_and_wait, report_failure, within
 from gcptui.remote.backoff import Backoff
 from gcptui.remote.compute.backend import Capability
 from gcptui.remote.compute.exec_channel import ExecChannel, Reach
@@ -47,26 +47,6 @@ MAX_WATCHED = 256
 
 # How often a running Vertex AI job's logs are read for its progress (one Cloud Logging list each).
 LOGGED_PROGRESS_SECONDS = 5.0
-
-
-async def cancel_and_wait(tasks: list[asyncio.Task[None]], timeout: float = 3.0) -> None:
-    """Cancel ``tasks`` and wait at most ``timeout`` for them. Python 3.11's ``wait_for`` can swallow
-    a cancellation that races its inner result, so a task may need a second one; and quitting must
-    never hang on a task that will not end (``asyncio.wait`` returns at its timeout, unlike ``gather``)."""
-    for task in tasks:
-        task.cancel()
-    if not tasks:
-        return
-    _, pending = await asyncio.wait(tasks, timeout=timeout)
-    for task in pending:
-        task.cancel()
-    if pending:
-        await asyncio.wait(pending, timeout=timeout)
-
-
-def reachable(instance: Instance) -> bool:
-    """SSH can be tried: a running VM with an address, or a static host (state unknown until SSH answers)."""
-    return instance.state.reachable and bool(instance.external_ip or instance.internal_ip)
 
 
 class Monitors:
@@ -120,7 +100,7 @@ class Monitors:
 
     def reconcile(self, snapshot: FleetSnapshot) -> None:
         """Watch what is reachable now; stop watching what is not (its address may change)."""
-        wanted = [i for i in snapshot.instances if reachable(i)][: self.limit]
+        wanted = [i for i in snapshot.instances if i.reachable][: self.limit]
         names = {i.name for i in wanted}
         for name in list(self._tasks):
             if name not in names:
@@ -306,7 +286,7 @@ class Monitors:
                 self.changed(name)
 
     def _gpu_watchers(self, instance: Instance, channel: ExecChannel) -> list[asyncio.Task[None]]:
-        """One accelerator stream for a machine; one per worker for a node of several (a TPU slice),
+        """One accelerator stream for a machine; one per worker for a node of several hosts (a slice),
         folded into the node's cell (remote/telemetry/fold.py)."""
         name = instance.name
         workers = (
@@ -335,12 +315,12 @@ class Monitors:
     ) -> None:
         live = self.state(name)
         async for sample in GpuMonitor(channel):
-            snapshot: GpuSnapshot | None = sample
+            snapshot: GpuSnapshot = sample
             if fold is not None:  # one of a node's workers: the node's fold, at most once a second
-                snapshot = fold.add(worker, sample)
-                if snapshot is None:
+                folded = fold.add(worker, sample)
+                if folded is None:
                     continue
-                live.gpu_spread = fold.spread()
+                snapshot, live.gpu_spread = folded, fold.spread()
             live.gpu.add(snapshot)
             if live.idle is not None:
                 was_idle = live.gpu_idle
@@ -363,7 +343,7 @@ class Monitors:
             return False
         self.sync_wanted.add(instance.name)
         self._sync_refused.discard(instance.name)
-        if reachable(instance):
+        if instance.reachable:
             self._start_sync(instance)
         return True
 
@@ -467,4 +447,4 @@ class Monitors:
         self._sync.clear()
         if self._relay is not None:
             self._relay.close()
-        await cancel_and_wait(tasks)
+        await cancel_and_wait(*tasks, timeout=3.0)
