@@ -134,7 +134,7 @@ class SweepScreen(Screen[None]):
         super().__init__()
         self.sweep_name = name
         self.refresh_seconds = refresh_seconds
-        self.open_logs = open_logs  # Enter on a trial: its own log (the slice of its slot's log)
+        self.open_logs = open_logs  # Enter on a trial: its own log (its slot log's slice, or its job's log)
         self.state: SweepState | None = None
         self.sort = SORTS[0]
         self.filter_text = ""
