@@ -381,12 +381,12 @@ class GcptuiApp(Telling, KeepAliveControls, App[None]):
     def open_trial_log(self, trial: Trial) -> None:
         """A sweep trial's own log: the part of its job slot's log that its runs wrote."""
         from gcptui.tui.logs.screen import LogsScreen, PaneSource
-        from gcptui.tui.sweep.trial_log import trial_log
+        from gcptui.tui.sweep.trial_log import trial_log, unreachable
 
         snapshot = self.fleet_screen.snapshot
         found = trial_log(self.services, snapshot, trial, self.config.logs) if snapshot else None
         if found is None:
-            self.notify(f"{trial.vm}: not reachable over SSH", severity="warning")
+            self.notify(unreachable(trial), severity="warning")
             return
         self.push_screen(LogsScreen([PaneSource(*found)], buffer_lines=self.config.logs.buffer_lines))
 

@@ -1,4 +1,4 @@
-"""The sweep screen: one row per trial (parameters, VM, state, step/total, metric, best, ETA).
+"""The sweep screen: one row per trial (parameters, VM or job, state, step/total, metric, best, ETA).
 
 It reads the sweep's state file, which `gcptui sweep run` keeps current (progress at most once a
 second), so the screen shows a sweep run by any process on this laptop. The leader (best finished
@@ -6,6 +6,10 @@ metric) is highlighted and the cursor stays on it until a key moves it; `s` cycl
 `/` filters (words that must all appear in a row: a state, a VM, a trial, a value); `p` shows
 in-terminal plots (tui/sweep/panel.py), each drawn to its pane's real width; Enter opens the chosen
 trial's own log (tui/sweep/trial_log.py). A pruned trial shows the step it was stopped at.
+
+A sweep whose trials run as jobs (``on = "vertex" | "gke"``) names each trial's job in a "Job"
+column (a Vertex AI job's id, a Kubernetes Job's name), as ``gcptui sweep status`` does; Enter opens
+that job's logs.
 """
 
 from __future__ import annotations
@@ -63,11 +67,27 @@ def sparkline(values: list[float], width: int = 40) -> str:
     return "".join(BARS[min(len(BARS) - 1, int((v - low) / span * len(BARS)))] for v in values)
 
 
+def where_heading(state: SweepState) -> str:
+    """The heading of the column naming where each trial runs: its VM, or its job (as ``sweep status``)."""
+    return "VM" if state.spec.on == "vms" else "Job"
+
+
 def _where(trial: Trial) -> str:
-    """The trial's VM, with its job slot when it is not the VM's first (``gpu-0:1``)."""
+    """The trial's VM, with its job slot when it is not the VM's first (``gpu-0:1``); a job
+    sweep's trial: its job's id or name (a job has no slots)."""
     if trial.vm is None:
         return "-"
     return f"{trial.vm}:{trial.slot}" if trial.slot else trial.vm
+
+
+NARROW_JOB = 11  # characters of a job's name shown below NARROW_BELOW columns
+
+
+def _where_cell(trial: Trial, narrow: bool) -> str:
+    """``_where``; at 80-99 columns a long job name (a Vertex AI job's 19-digit id) keeps its tail,
+    which tells the jobs apart, so Best and ETA stay on the screen (``/`` still matches all of it)."""
+    where = _where(trial)
+    return "…" + where[-(NARROW_JOB - 1) :] if narrow and len(where) > NARROW_JOB else where
 
 
 NARROW_BELOW = 100  # columns: below, a trial waiting on its preempted VM reads "preempted" alone
@@ -114,7 +134,7 @@ class SweepScreen(Screen[None]):
         super().__init__()
         self.sweep_name = name
         self.refresh_seconds = refresh_seconds
-        self.open_logs = open_logs  # Enter on a trial: its own log (the slice of its slot's log)
+        self.open_logs = open_logs  # Enter on a trial: its own log (its slot log's slice, or its job's log)
         self.state: SweepState | None = None
         self.sort = SORTS[0]
         self.filter_text = ""
@@ -182,7 +202,9 @@ class SweepScreen(Screen[None]):
             chosen = leader.id
         table.clear(columns=True)
         params = list(state.spec.params)
-        table.add_columns("Trial", *params, "VM", "State", "Step", state.spec.metric, "Best", "ETA")
+        table.add_columns(
+            "Trial", *params, where_heading(state), "State", "Step", state.spec.metric, "Best", "ETA"
+        )
         narrow = 0 < self.size.width < NARROW_BELOW
         for trial in self._rows(state):
             lead = leader is not None and trial.id == leader.id
@@ -194,7 +216,7 @@ class SweepScreen(Screen[None]):
             cells = [
                 Text(("★ " if lead else "  ") + trial.id, style=style),
                 *(Text(_param(trial.params.get(p, "")), style=style) for p in params),
-                Text(_where(trial), style=style),
+                Text(_where_cell(trial, narrow), style=style),
                 Text(_state_word(trial, narrow), style=style or STATE_STYLES.get(trial.state, "")),
                 Text(step, style=style),
                 Text(_number(trial.metric), style=style),
@@ -234,7 +256,10 @@ class SweepScreen(Screen[None]):
         if trial is None or self.open_logs is None:
             return
         if trial.vm is None:
-            self.notify(f"{trial.id} has not run on a VM yet", title="Sweep")
+            jobs = self.state is not None and self.state.spec.on != "vms"
+            self.notify(
+                f"{trial.id} has no job yet" if jobs else f"{trial.id} has not run on a VM yet", title="Sweep"
+            )
             return
         self.open_logs(trial)
 

@@ -7,6 +7,11 @@ A run is the trial's when CMD is its command or its resume command (each names t
 directory); its lines go on until the next run's banner. The slice is cut from a stream of the slot's
 log (one pane of the logs screen, which the app makes of it: tui/sweep does not import tui/logs),
 so a running trial's lines keep coming.
+
+A trial of a job sweep (``on = "vertex" | "gke"``: ``Trial.job`` set) has its job's log instead, as
+the logs screen shows that job's fleet row: a Vertex AI job's lines from Cloud Logging, a Kubernetes
+Job's pods' output from the Kubernetes log API (the row's backend says which it can: no job has
+another trial's lines).
 """
 
 from __future__ import annotations
@@ -14,10 +19,11 @@ from __future__ import annotations
 import functools
 from collections.abc import AsyncIterator, Callable
 
+from gcptui.remote.compute.backend import Capability
 from gcptui.remote.compute.exec_channel import ExecChannel
 from gcptui.remote.config import LogsConfig
 from gcptui.remote.jobs.protocol import log_path
-from gcptui.remote.models import FleetSnapshot
+from gcptui.remote.models import FleetSnapshot, Instance
 from gcptui.remote.services import Services
 from gcptui.remote.sweep.state import Trial
 from gcptui.remote.sweep.vmside import BANNER
@@ -79,12 +85,41 @@ TrialLog = tuple[str, Callable[[], AsyncIterator[LogEvent]]]
 
 
 def trial_log(services: Services, snapshot: FleetSnapshot, trial: Trial, logs: LogsConfig) -> TrialLog | None:
-    """(pane title, stream opener) of ``trial``'s own log; None when its VM is not known or nothing
-    reaches it (its exec channel follows it across restarts)."""
+    """(pane title, stream opener) of ``trial``'s own log; None when its VM or job is not known or
+    nothing reaches it (its exec channel follows it across restarts)."""
     instance = snapshot.find(trial.vm or "")
+    if trial.job is not None:
+        return _job_log(services, instance, trial, logs) if instance is not None else None
     channel = services.channel_or_none(instance) if instance is not None else None
     if channel is None:
         return None
     history = max(logs.history_lines, HISTORY_LINES)
     opener = functools.partial(_open, channel, log_path(trial.slot), (trial.command, trial.resume), history)
     return f"{trial.id} on {trial.vm}", opener
+
+
+def _job_log(services: Services, row: Instance, trial: Trial, logs: LogsConfig) -> TrialLog | None:
+    """The log of the job listed as ``row`` (the trial's job, by its id or name)."""
+    title = f"{trial.id} job {trial.vm}"
+    if services.compute.can(row, Capability.CLOUD_LOGS):
+        from gcptui.remote.vertex_workflows import row_log_events, settle_seconds
+
+        settle = settle_seconds(services.config)
+        return title, functools.partial(
+            row_log_events, services.compute, row, history_lines=logs.history_lines, settle_seconds=settle
+        )
+    if services.compute.can(row, Capability.CONTAINER_LOGS):
+        from gcptui.remote.gke_workflows import container_log_events
+
+        # The Job's row: its pods' output merged (a pod the Job made again after a failure included).
+        return title, functools.partial(
+            container_log_events, services.compute, row, history_lines=logs.history_lines
+        )
+    return None
+
+
+def unreachable(trial: Trial) -> str:
+    """The line said when ``trial_log`` finds nothing to open for ``trial``."""
+    if trial.job is not None:
+        return f"{trial.id}: job {trial.vm} is not in the fleet list (gone?): its logs cannot be opened"
+    return f"{trial.vm}: not reachable over SSH"
