@@ -87,6 +87,16 @@ def too_many_requests(method: str = "*", count: int = 1) -> Fault:
     return Fault(method, 429, "Too many requests, please slow down.", "rateLimitExceeded", None, count)
 
 
+def quota_exceeded(project: str, method: str = "*", count: int = 1) -> Fault:
+    """429 ``RESOURCE_EXHAUSTED`` as Google answers a call over a per-minute quota (reason
+    ``rateLimitExceeded``, ErrorInfo ``RATE_LIMIT_EXCEEDED``): what a burst of calls meets."""
+    message = (
+        "Quota exceeded for quota metric 'Queries' and limit 'Queries per minute' of service "
+        f"'compute.googleapis.com' for consumer 'project_number:{abs(hash(project)) % 10**12}'."
+    )
+    return Fault(method, 429, message, "rateLimitExceeded", "RATE_LIMIT_EXCEEDED", count)
+
+
 def unavailable(method: str = "*", count: int = 1) -> Fault:
     """503, which the client library retries."""
     return Fault(method, 503, "The service is currently unavailable.", "backendError", None, count)
@@ -100,6 +110,9 @@ class Faults:
         self.stockouts = 0  # the next N starts end with ZONE_RESOURCE_POOL_EXHAUSTED
         self.unreachable: set[str] = set()  # zones an aggregated list reports as UNREACHABLE
         self.exhausted: set[str] = set()  # zones where every start and insert stocks out
+        # (zone, machine type) -> how many more starts of that type there stock out (one Spot pool dry)
+        self.short: dict[tuple[str, str], int] = {}
+        self.slow: list[float] = []  # extra seconds for each of the next starts (an operation that drags)
 
     def add(self, fault: Fault) -> None:
         self._faults.append(fault)
@@ -109,6 +122,8 @@ class Faults:
         self.stockouts = 0
         self.unreachable.clear()
         self.exhausted.clear()
+        self.short.clear()
+        self.slow.clear()
 
     def take(self, method: str) -> Fault | None:
         """The fault for this call, if any, counted down."""
@@ -120,13 +135,21 @@ class Faults:
                 return fault
         return None
 
-    def take_stockout(self, zone: str = "") -> bool:
+    def take_stockout(self, zone: str = "", machine_type: str = "") -> bool:
         if zone in self.exhausted:
+            return True
+        left = self.short.get((zone, machine_type), 0)
+        if left > 0:
+            self.short[(zone, machine_type)] = left - 1
             return True
         if self.stockouts > 0:
             self.stockouts -= 1
             return True
         return False
+
+    def take_delay(self) -> float:
+        """Extra seconds for this start (0 when no slow operation is queued)."""
+        return self.slow.pop(0) if self.slow else 0.0
 
 
 def stockout_errors(project: str, zone: str) -> list[dict[str, str]]:
