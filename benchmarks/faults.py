@@ -297,9 +297,12 @@ class FaultCampaign:
         return node if node and self.cluster.store.get("nodes", "", node) is not None else None
 
     async def fault(self, number: int, total: int) -> None:
-        rng, project = self.rng, self.emu.project
+        rng = self.rng
         if number == int(total * 0.75) and self.services is not None:
             await self._kill("spot-stop")
+            return
+        if number == int(total * 0.75) + 1 and self._running("spot-stop"):
+            await self._preempt("spot-stop")  # the killed job's machine: keep-alive must leave it be
             return
         kind = rng.choices([k for k, _ in KINDS], [w for _, w in KINDS])[0]
         ready = sorted(n for n in self.fleet if self._running(n))
@@ -308,15 +311,7 @@ class FaultCampaign:
             if not eligible:
                 kind = "ssh_reset"
             else:
-                name = rng.choice(eligible)
-                if name == "tpu-a":
-                    path = f"projects/{project}/locations/{TPU_ZONE}/nodes/tpu-a:preempt"
-                elif name == "trainer":
-                    path = f"projects/{project}/zones/{VM_ZONE}/instances/{self._gke_node()}:preempt"
-                else:
-                    path = f"projects/{project}/zones/{VM_ZONE}/instances/{name}:preempt"
-                self.rec.add("fault", kind="preempt", target=name)
-                await self._try(self.control(path))
+                await self._preempt(rng.choice(eligible))
                 return
         body: dict[str, Any]
         if kind == "burst":
@@ -348,6 +343,18 @@ class FaultCampaign:
             body = {"kind": "ssh_reset", "name": target}
         self.rec.add("fault", kind=body["kind"], target=body.get("name"), detail=body)
         await self._try(self.control("faults:inject", body))
+
+    async def _preempt(self, name: str) -> None:
+        """Preempt machine ``name`` through the control path (a GKE workload: its pod's node)."""
+        project = self.emu.project
+        if name == "tpu-a":
+            path = f"projects/{project}/locations/{TPU_ZONE}/nodes/tpu-a:preempt"
+        elif name == "trainer":
+            path = f"projects/{project}/zones/{VM_ZONE}/instances/{self._gke_node()}:preempt"
+        else:
+            path = f"projects/{project}/zones/{VM_ZONE}/instances/{name}:preempt"
+        self.rec.add("fault", kind="preempt", target=name)
+        await self._try(self.control(path))
 
     def _speak_again(self, target: str) -> None:
         task = asyncio.ensure_future(
