@@ -61,6 +61,8 @@ COMPUTE_METHODS = ("instances.start", "instances.insert", "instances.get", "inst
                    "instances.delete", "zoneOperations.wait", "disks.get")  # fmt: skip
 TPU_METHODS = ("nodes.create", "nodes.get", "nodes.list", "nodes.delete", "operations.get")
 KINDS = (("preempt", 4), ("burst", 3), ("stockout", 2), ("ssh_reset", 2), ("slow", 1), ("metadata", 1))
+# Timeline entries that end a recovery (recovery.py's outcomes).
+OUTCOMES = ("resumed", "nothing_to_resume", "left_stopped", "gave_up", "unwatched")
 TAIL_S = 0.2  # how often the metrics logs are read
 PROCS_S = 0.5  # how often the live trainers are counted
 
@@ -379,11 +381,21 @@ class FaultCampaign:
         except Exception as err:  # noqa: BLE001 - a machine gone meanwhile: the fault simply missed
             log(f"fault not applied: {one_line(err)}")
 
+    def _decided(self, name: str) -> bool:
+        """Whether keep-alive's recovery of ``name``'s last preemption reached an outcome."""
+        campaign = self.campaign()
+        last = max((f["t"] for f in campaign.faults("preempt", name)), default=None)
+        return last is None or any(
+            e["type"] == "event" and e["machine"] == name and e["kind"] in OUTCOMES and e["t"] > last
+            for e in campaign.history
+        )
+
     async def settle(self) -> None:
-        """Wait until every preempted machine trains again, or the bound passes."""
+        """Wait until every preempted machine trains again and keep-alive's recovery of each reached an
+        outcome (a killed job's machine too: left stopped, or wrongly relaunched), or the bound passes."""
         deadline = time.monotonic() + self.args.bound
         while time.monotonic() < deadline:
-            if all(self._training(name) for name in self.fleet):
+            if all(self._training(name) and self._decided(name) for name in self.fleet):
                 return
             await asyncio.sleep(0.5)
 
