@@ -292,11 +292,18 @@ class FaultCampaign:
             return False
 
     def _gke_node(self) -> str | None:
+        """The Spot node the pod runs on: its ``nodeName``, else (a replacement pod the emulator does
+        not bind) the pool's one running node instance."""
         pod = self.cluster.store.get("pods", "default", "trainer-0")
         if not pod or pod.get("status", {}).get("phase") != "Running":
             return None
         node = pod.get("spec", {}).get("nodeName")
-        return node if node and self.cluster.store.get("nodes", "", node) is not None else None
+        if node and self.cluster.store.get("nodes", "", node) is not None:
+            return str(node)
+        assert self.emu.fleet is not None
+        nodes = [vm.name for vm in self.emu.fleet.vms.values()
+                 if vm.name.startswith("gke-training-") and vm.status == "RUNNING"]  # fmt: skip
+        return nodes[0] if len(nodes) == 1 else None
 
     async def fault(self, number: int, total: int) -> None:
         rng = self.rng

@@ -122,6 +122,8 @@ class FaultControl:
             fault = kinds.rate_limited(project, method, count)
         else:
             raise ApiError(400, "status must be 429, 503 or 403.", "badRequest")
+        if body.get("api") == "tpu":  # the quota of the service called
+            fault.message = fault.message.replace("compute.googleapis.com", "tpu.googleapis.com")
         self._faults(body).add(fault)
 
     def _host(self) -> Knobs:
