@@ -102,3 +102,28 @@ async def test_seed_11_a_delete_vm_whose_recreate_was_refused_is_recreated_on_a_
         await asyncio.gather(runner, return_exceptions=True)
         await service.close()
         await services.close()
+
+
+async def test_seeds_11_and_12_a_tpu_node_deleted_to_be_made_anew_is_made_through_refusals_and_stockouts(
+    emulator: Emulator, tmp_path: Path
+) -> None:
+    """The rest of that stranding: once keep-alive deleted the preempted node, a create refused (503)
+    or out of capacity (code 8) ended the recovery with the node in no listing: gone for good."""
+    emulator.add_tpu("tpu-a", accelerator_type="v4-16", spot=True)
+    await emulator.wait_for_tpu("tpu-a", "READY")
+    services = Services(load_config(str(emulator.write_config(tmp_path / "gcptui.toml"))))
+    try:
+        emulator.preempt_tpu("tpu-a")
+        await emulator.wait_for_tpu("tpu-a", "PREEMPTED")
+        [row] = await services.resolve(["tpu-a"])
+        for fault in ({"kind": "burst", "api": "tpu", "method": "nodes.create", "status": 503, "count": 1},
+                      {"kind": "stockout", "api": "tpu", "zone": row.zone, "machineType": "v4-16", "count": 1}):  # fmt: skip
+            await asyncio.to_thread(inject, emulator.control_endpoint, emulator.token, fault)
+        how = await asyncio.to_thread(services.compute.of(row).recover, row)
+        assert how is Recovery.RECREATED
+        assert emulator.tpu("tpu-a").state == "READY"
+        assert (
+            emulator.tpu_api is not None and emulator.tpu_api.calls["nodes.create"] == 3
+        )  # 503, code 8, made
+    finally:
+        await services.close()
