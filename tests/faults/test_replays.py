@@ -48,17 +48,20 @@ async def test_seed_11_a_429_while_following_the_delete_does_not_strand_the_tpu_
 
 
 async def test_seed_11_a_delete_vm_whose_recreate_was_refused_is_recreated_on_a_later_poll(
-    emulator: Emulator, fake_gcs: FakeGcs, tmp_path: Path
+    fake_gcs: FakeGcs, tmp_path: Path
 ) -> None:
-    """Seed 11's other stranding, its steps replayed: spot-del (DELETE action) preempted at t=529.7 s,
-    its recreate met a stock-out, the retry a 503 on ``instances.insert`` ("failed"), the lease in the
-    bucket. Alone, a later poll recreates it (this test); in the campaign no later poll did, and no
-    event followed for 270 s: not reproduced outside it yet (docs/BENCHMARKS.md, fault campaign)."""
+    """Seed 11's other stranding: spot-del (DELETE action) preempted at t=529.7 s, its recreate met a
+    stock-out, the retry a 503 on ``instances.insert`` ("failed"), and no later poll recreated it: a
+    listing had caught the stocked-out insert's instance (PROVISIONING for a third of the boot), and
+    keep-alive looked for the preemption of that instance, which had none."""
     from gcptui.remote.emulator.emulator import wait_until_running
     from gcptui.remote.keepalive.events import RecoveryEvent
     from gcptui.remote.keepalive.service import build_service
     from tests.helpers.emulator import eventually
 
+    # The campaign's boot (1.5 s here): a stocked-out insert shows PROVISIONING for a third of it.
+    emulator = Emulator(tmp_path / "emu", boot_seconds=1.5, stop_seconds=0.15, preempt_grace_seconds=2.0)
+    await emulator.start()
     emulator.add_instance("spot-d", spot=True, termination_action="DELETE",
                           metadata={"enable-guest-attributes": "TRUE"})  # fmt: skip
     await wait_until_running(emulator, ["spot-d"])
@@ -102,6 +105,7 @@ async def test_seed_11_a_delete_vm_whose_recreate_was_refused_is_recreated_on_a_
         await asyncio.gather(runner, return_exceptions=True)
         await service.close()
         await services.close()
+        await emulator.close()
 
 
 async def test_seeds_11_and_12_a_tpu_node_deleted_to_be_made_anew_is_made_through_refusals_and_stockouts(
