@@ -14,8 +14,8 @@ from collections.abc import Coroutine
 from typing import Any, Protocol
 
 from gcptui.remote.aio import within
-from gcptui.remote.emulator.compute.faults import Faults
 from gcptui.remote.emulator.core.errors import ApiError
+from gcptui.remote.emulator.core.faults import Faults
 from gcptui.remote.emulator.hosts.machine import Machine
 from gcptui.remote.emulator.hosts.vm_disk import install_tpu_info
 from gcptui.remote.emulator.tpu.resources import node_json
