@@ -89,6 +89,7 @@ class Campaign:
         return [
             e for e in self.history
             if e["type"] == "fault" and e["kind"] == kind and (target is None or e.get("target") == target)
+            and not e.get("missed")
         ]  # fmt: skip
 
     def ended(self, job: str) -> float | None:

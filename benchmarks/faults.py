@@ -292,18 +292,13 @@ class FaultCampaign:
             return False
 
     def _gke_node(self) -> str | None:
-        """The Spot node the pod runs on: its ``nodeName``, else (a replacement pod the emulator does
-        not bind) the pool's one running node instance."""
+        """The Spot node the pod runs on (None for a replacement pod the emulator made while no node
+        was schedulable: it runs unbound, so no node's preemption reaches it)."""
         pod = self.cluster.store.get("pods", "default", "trainer-0")
         if not pod or pod.get("status", {}).get("phase") != "Running":
             return None
         node = pod.get("spec", {}).get("nodeName")
-        if node and self.cluster.store.get("nodes", "", node) is not None:
-            return str(node)
-        assert self.emu.fleet is not None
-        nodes = [vm.name for vm in self.emu.fleet.vms.values()
-                 if vm.name.startswith("gke-training-") and vm.status == "RUNNING"]  # fmt: skip
-        return nodes[0] if len(nodes) == 1 else None
+        return str(node) if node and self.cluster.store.get("nodes", "", node) is not None else None
 
     async def fault(self, number: int, total: int) -> None:
         rng = self.rng
@@ -327,12 +322,12 @@ class FaultCampaign:
             api = rng.choice(("compute", "tpu"))
             method = rng.choice(COMPUTE_METHODS if api == "compute" else TPU_METHODS)
             body = {"kind": "burst", "api": api, "method": method, "status": rng.choice((429, 503)),
-                    "count": rng.randint(1, 4)}  # fmt: skip
+                    "count": rng.randint(1, 4), "seconds": rng.randint(5, 15)}  # fmt: skip
         elif kind == "stockout":
             api = rng.choice(("compute", "tpu"))
             zone, machine_type = (VM_ZONE, VM_TYPE) if api == "compute" else (TPU_ZONE, TPU_TYPE)
             body = {"kind": "stockout", "api": api, "zone": zone, "machineType": machine_type,
-                    "count": rng.randint(1, 2)}  # fmt: skip
+                    "count": rng.randint(1, 2), "seconds": rng.randint(5, 20)}  # fmt: skip
         elif kind == "slow":
             body = {"kind": "slow", "api": rng.choice(("compute", "tpu")),
                     "seconds": round(rng.uniform(1, 4), 1), "count": 1}  # fmt: skip
@@ -362,8 +357,9 @@ class FaultCampaign:
             path = f"projects/{project}/zones/{VM_ZONE}/instances/{self._gke_node()}:preempt"
         else:
             path = f"projects/{project}/zones/{VM_ZONE}/instances/{name}:preempt"
-        self.rec.add("fault", kind="preempt", target=name)
-        await self._try(self.control(path))
+        entry = self.rec.add("fault", kind="preempt", target=name)
+        if not await self._try(self.control(path)):
+            entry["missed"] = True  # not applied (the machine went meanwhile): the checkers skip it
 
     def _speak_again(self, target: str) -> None:
         task = asyncio.ensure_future(
@@ -382,11 +378,13 @@ class FaultCampaign:
             log(f"kill {name}: {err}")
 
     @staticmethod
-    async def _try(call: Any) -> None:
+    async def _try(call: Any) -> bool:
         try:
             await call
         except Exception as err:  # noqa: BLE001 - a machine gone meanwhile: the fault simply missed
             log(f"fault not applied: {one_line(err)}")
+            return False
+        return True
 
     def _decided(self, name: str) -> bool:
         """Whether keep-alive's recovery of ``name``'s last preemption reached an outcome."""

@@ -4,11 +4,11 @@ anyone trying the emulator makes the provider misbehave the ways real clouds do,
 
 ``POST /emulator/v1/faults:inject`` with one JSON object, by ``kind``:
 
-- ``burst``: the next ``count`` calls of ``method`` (a REST method name as the API's discovery
+- ``burst``: the next ``count`` calls (within ``seconds``, when given) of ``method`` (a REST method name as the API's discovery
   document spells it, ``instances.`` for a family, ``*`` for any) of ``api`` (``compute`` or ``tpu``)
   fail with ``status``: 429 ``RESOURCE_EXHAUSTED`` (reason ``rateLimitExceeded``), 503 (which
   Google's clients retry) or 403 ``rateLimitExceeded``;
-- ``stockout``: the next ``count`` starts or creates of ``machineType`` (a GCE machine type, or a
+- ``stockout``: the next ``count`` starts or creates (within ``seconds``, when given) of ``machineType`` (a GCE machine type, or a
   TPU accelerator type) in ``zone`` find no capacity: GCE's operation ends with
   ``ZONE_RESOURCE_POOL_EXHAUSTED``, Cloud TPU's with code 8 (no more capacity in the zone);
 - ``slow``: the next ``count`` starts (``api`` compute) or creates (``api`` tpu) take ``seconds`` more;
@@ -24,6 +24,7 @@ Answers ``{}`` or, for ``ssh_reset``, ``{"dropped": N}``; a bad request is a 400
 from __future__ import annotations
 
 import json
+import time
 import urllib.request
 from typing import Any, Protocol
 
@@ -73,7 +74,8 @@ class FaultControl:
         elif kind == "stockout":
             faults = self._faults(body)
             key = (_text(body, "zone"), _text(body, "machineType"))
-            faults.short[key] = faults.short.get(key, 0) + _count(body)
+            left, _ = faults.short.get(key, (0, None))
+            faults.short[key] = (left + _count(body), _until(body))
         elif kind == "slow":
             seconds = body.get("seconds")
             if not isinstance(seconds, (int, float)) or not 0 <= seconds <= MAX_SECONDS:
@@ -122,6 +124,7 @@ class FaultControl:
             fault = kinds.rate_limited(project, method, count)
         else:
             raise ApiError(400, "status must be 429, 503 or 403.", "badRequest")
+        fault.until = _until(body)
         if body.get("api") == "tpu":  # the quota of the service called
             fault.message = fault.message.replace("compute.googleapis.com", "tpu.googleapis.com")
         self._faults(body).add(fault)
@@ -147,6 +150,16 @@ def _text(body: dict[str, Any], field: str) -> str:
     if not isinstance(value, str) or not value or len(value) > 200:
         raise ApiError(400, f"{field} must be a non-empty string.", "badRequest")
     return value
+
+
+def _until(body: dict[str, Any]) -> float | None:
+    """``seconds``: how long the fault lasts (a burst, a stock-out pass); absent: until used up."""
+    seconds = body.get("seconds")
+    if seconds is None:
+        return None
+    if not isinstance(seconds, (int, float)) or isinstance(seconds, bool) or not 0 < seconds <= MAX_SECONDS:
+        raise ApiError(400, f"seconds must be a number above 0 and at most {MAX_SECONDS:.0f}.", "badRequest")
+    return time.monotonic() + float(seconds)
 
 
 def _count(body: dict[str, Any]) -> int:

@@ -3,6 +3,7 @@ Shared by the APIs' rooms (compute, tpu); each builds its own errors (``compute/
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -19,6 +20,7 @@ class Fault:
     reason: str  # the legacy errors[].reason (forbidden, notFound, accessNotConfigured, ...)
     error_info_reason: str | None = None  # google.rpc.ErrorInfo reason: the client's ``e.reason``
     count: int = 1
+    until: float | None = None  # time.monotonic() after which it has passed (a burst lasts a while)
 
     def matches(self, method: str) -> bool:
         return (
@@ -50,8 +52,9 @@ class Faults:
         self.stockouts = 0  # the next N starts end with ZONE_RESOURCE_POOL_EXHAUSTED
         self.unreachable: set[str] = set()  # zones an aggregated list reports as UNREACHABLE
         self.exhausted: set[str] = set()  # zones where every start and insert stocks out
-        # (zone, machine type) -> how many more starts of that type there stock out (one Spot pool dry)
-        self.short: dict[tuple[str, str], int] = {}
+        # (zone, machine type) -> how many more starts of that type there stock out (one Spot pool dry),
+        # and until when (time.monotonic(); None: until used up)
+        self.short: dict[tuple[str, str], tuple[int, float | None]] = {}
         self.slow: list[float] = []  # extra seconds for each of the next starts (an operation that drags)
 
     def add(self, fault: Fault) -> None:
@@ -67,6 +70,8 @@ class Faults:
 
     def take(self, method: str) -> Fault | None:
         """The fault for this call, if any, counted down."""
+        now = time.monotonic()
+        self._faults = [f for f in self._faults if f.until is None or f.until > now]
         for fault in self._faults:
             if fault.matches(method):
                 fault.count -= 1
@@ -78,9 +83,9 @@ class Faults:
     def take_stockout(self, zone: str = "", machine_type: str = "") -> bool:
         if zone in self.exhausted:
             return True
-        left = self.short.get((zone, machine_type), 0)
-        if left > 0:
-            self.short[(zone, machine_type)] = left - 1
+        left, until = self.short.get((zone, machine_type), (0, None))
+        if left > 0 and (until is None or until > time.monotonic()):
+            self.short[(zone, machine_type)] = (left - 1, until)
             return True
         if self.stockouts > 0:
             self.stockouts -= 1
