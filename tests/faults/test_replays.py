@@ -131,3 +131,60 @@ async def test_seeds_11_and_12_a_tpu_node_deleted_to_be_made_anew_is_made_throug
         )  # 503, code 8, made
     finally:
         await services.close()
+
+
+async def test_seed_13_a_vm_made_anew_and_preempted_before_its_disks_were_read_is_made_anew_again(
+    emulator: Emulator, tmp_path: Path
+) -> None:
+    """Seed 13 at t=130.7 s: spot-del, made anew, preempted again 4 s later while ``disks.get`` was
+    refused: its new record had no disk origins, and every poll began a recreate that failed at once
+    ("what its disk was made from is unknown") for the rest of the run. The predecessor's serve."""
+    from gcptui.remote.emulator.emulator import wait_until_running
+    from gcptui.remote.keepalive.events import RecoveryEvent
+    from gcptui.remote.keepalive.relaunch import build_keepalive
+    from tests.helpers.emulator import eventually
+
+    emulator.add_instance("spot-d", spot=True, termination_action="DELETE",
+                          metadata={"enable-guest-attributes": "TRUE"})  # fmt: skip
+    await wait_until_running(emulator, ["spot-d"])
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "README.md").write_text("replay\n")
+    path = emulator.write_config(tmp_path / "gcptui.toml", sync_source=project)
+    with path.open("a") as config:
+        config.write(
+            '\n[job]\ncommand = "sleep 600"\nresume = "sleep 600"\n\n[keepalive]\npoll_seconds = 0.3\n'
+        )
+    services = Services(load_config(str(path)))
+    events: list[RecoveryEvent] = []
+    keepalive = build_keepalive(services, names=["spot-d"], on_event=events.append, backoff_base=0.2)
+    runner = asyncio.create_task(keepalive.run())
+    try:
+        [instance] = await services.resolve(["spot-d"])
+        session = services.sync_session(instance)
+        await session.full_sync()
+        await session.close()
+        await services.jobs.start(services.reach(instance))
+        await eventually(lambda: keepalive.remembered("spot-d"), timeout=30)
+        first = emulator.instance("spot-d").id
+        refused = {"kind": "burst", "method": "disks.get", "status": 503, "count": 10_000}
+        await asyncio.to_thread(inject, emulator.control_endpoint, emulator.token, refused)
+        emulator.preempt("spot-d")
+        await eventually(lambda: any(e.kind == "started" for e in events), timeout=60)
+        second = emulator.instance("spot-d").id
+        assert second != first
+        await eventually(
+            lambda: emulator.calls("disks.get") >= 2, timeout=30
+        )  # its disks were asked for, refused
+        events.clear()
+        emulator.preempt("spot-d")
+        try:
+            await eventually(lambda: any(e.kind == "started" for e in events), timeout=60)
+        except AssertionError:
+            raise AssertionError([e.line() for e in events][:6]) from None
+        assert emulator.instance("spot-d").id not in (first, second)
+    finally:
+        runner.cancel()
+        await asyncio.gather(runner, return_exceptions=True)
+        await keepalive.close()
+        await services.close()
