@@ -35,6 +35,7 @@ from gcptui.remote.emulator.compute.state import Accelerator
 from gcptui.remote.emulator.core.server import ApiServer
 from gcptui.remote.emulator.emulator_control import CONTROL_PREFIX, ControlApi
 from gcptui.remote.emulator.emulator_gke_nodes import GkeNodeHost, GkeNodeInstances
+from gcptui.remote.emulator.fault_control import FaultControl
 from gcptui.remote.emulator.gke.clusters import GkeClusters
 from gcptui.remote.emulator.gke.container_api import ContainerApi
 from gcptui.remote.emulator.hosts.machine import Machine
@@ -224,6 +225,7 @@ class EmulatorAssembly:
         self.iam.add_routes(self.server.app)
         ContainerApi(self.gke).add_routes(self.server.app)
         ControlApi(self.fleet, self.tpus, self.vertex).add_routes(self.server.app)  # the emulator's own path
+        FaultControl(self.fleet, self.tpus, self._host).add_routes(self.server.app)  # its fault knobs
         if isinstance(self._host, SshVmHost):
             self._host.oslogin_on = self._oslogin_on
             self._host.oslogin_allows = self.oslogin.allows

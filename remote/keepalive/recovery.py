@@ -344,7 +344,9 @@ class KeepAlive(RecoverySteps, Adoption, EventLog):
             if machine.instance is None or machine.name in current:
                 continue
             if machine.record is not None and machine.interruptible():
-                machine.instance = gone(machine.instance)
+                # Its last run seen running, whose preemption GCE recorded: never a stocked-out insert's
+                # instance a listing caught on the way (that one has no record: nothing recreated it).
+                machine.instance = gone(machine.record)
             elif machine.record is None:
                 machine.instance = None
         candidates = [

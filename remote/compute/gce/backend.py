@@ -180,6 +180,10 @@ class GceBackend(Backend):
                 origins = self.fleet.reader().disk_origins(raw)
             except GcptuiError as err:
                 log.warning("cannot read the disks of %s (needed to recreate it): %s", row.name, err)
+                if known is not None and known.origins is not None:
+                    # Its predecessor's (a VM made anew like it) until a read succeeds: read again next
+                    # call, as the id kept is the predecessor's (the fault campaign's seed 13).
+                    instance_id, origins = known.instance_id, known.origins
         with self._lock:
             self._records[row.name] = _Record(instance_id, raw, origins)
         return True

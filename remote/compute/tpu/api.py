@@ -131,6 +131,8 @@ class TpuRest:
                 raise CloudError(f"{action} did not finish within {OPERATION_TIMEOUT:.0f}s: see `gcptui ls`")
             time.sleep(self.poll_seconds)
             response = self.json.session.get(f"{root}/v2/{name}", timeout=self.timeout)
+            if response.status_code == 429 or response.status_code >= 500:
+                continue  # a rate limit or outage on the reads: the operation goes on, poll it again
             if response.status_code >= 400:
                 raise self._error(f"follow the operation to {action}", response)
             operation = response.json()

@@ -11,12 +11,14 @@ deletes it and creates it anew like itself.
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from gcptui.remote.backoff import Backoff
 from gcptui.remote.cloud.fleet import FleetSource
 from gcptui.remote.compute.backend import (
     SHARED_FLEET,
@@ -209,9 +211,26 @@ class TpuBackend(Backend):
         if raw is not None:
             rest.delete_node(row.zone, row.name)
         target = zone or row.zone
-        rest.create_node(target, row.name, recreate_body(known))
+        self._create_again(rest, target, row.name, recreate_body(known))
         self.wait_ready(row.name, target)
         return Recovery.RECREATED
+
+    def _create_again(self, rest: TpuRest, zone: str, name: str, body: dict[str, Any]) -> None:
+        """Create a deleted node anew through stock-outs and refusals that pass (429, 5xx): deleted, it
+        is in no listing any more, so a recovery that gave up here would leave it gone for good (the
+        fault campaign's seeds 11 and 12). Permission errors, and the boot timeout, end it."""
+        pauses, deadline = Backoff(1.0, 30.0), time.monotonic() + self.boot_timeout
+        while True:
+            try:
+                rest.create_node(zone, name, body)
+                return
+            except CloudError as err:
+                if "Permission denied" in str(err) or time.monotonic() > deadline:
+                    raise
+            with contextlib.suppress(CloudError):  # a read refused too: try the create again
+                if rest.get_node(zone, name) is not None:
+                    return  # made after all (the refusal came after the fact): wait_ready follows it
+            time.sleep(pauses.pause())
 
     def create_like(self, base: Instance, name: str, *, zone: str | None = None) -> Instance:
         with self._lock:

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any
+from gcptui.remote.emulator.core.faults import Fault, Faults
 
-from gcptui.remote.emulator.core.errors import error_body
+__all__ = ["Fault", "Faults"]  # their home is core/ (the TPU room queues faults too); still named here
 
 # Names of the REST methods, as the Compute API's discovery document spells them.
 METHODS = (
@@ -15,39 +14,6 @@ METHODS = (
     "disks.get", "instances.getGuestAttributes", "projects.get", "projects.setCommonInstanceMetadata",
     "globalOperations.get", "globalOperations.wait", "globalOperations.list", "zones.list", "zones.get",
 )  # fmt: skip
-
-
-@dataclass
-class Fault:
-    """The next ``count`` calls whose method matches fail with this HTTP error."""
-
-    method: str  # a name from METHODS, a prefix such as "instances.", or "*"
-    status: int
-    message: str
-    reason: str  # the legacy errors[].reason (forbidden, notFound, accessNotConfigured, ...)
-    error_info_reason: str | None = None  # google.rpc.ErrorInfo reason: the client's ``e.reason``
-    count: int = 1
-
-    def matches(self, method: str) -> bool:
-        return (
-            self.method == "*"
-            or method == self.method
-            or (self.method.endswith(".") and method.startswith(self.method))
-        )
-
-    def body(self, project: str) -> dict[str, Any]:
-        """GCE's JSON error shape."""
-        details = None
-        if self.error_info_reason:
-            details = [
-                {
-                    "@type": "type.googleapis.com/google.rpc.ErrorInfo",
-                    "reason": self.error_info_reason,
-                    "domain": "googleapis.com",
-                    "metadata": {"service": "compute.googleapis.com", "consumer": f"projects/{project}"},
-                }
-            ]
-        return error_body(self.status, self.message, self.reason, details)
 
 
 def service_disabled(project: str, method: str = "*", count: int = 1) -> Fault:
@@ -87,46 +53,19 @@ def too_many_requests(method: str = "*", count: int = 1) -> Fault:
     return Fault(method, 429, "Too many requests, please slow down.", "rateLimitExceeded", None, count)
 
 
+def quota_exceeded(project: str, method: str = "*", count: int = 1) -> Fault:
+    """429 ``RESOURCE_EXHAUSTED`` as Google answers a call over a per-minute quota (reason
+    ``rateLimitExceeded``, ErrorInfo ``RATE_LIMIT_EXCEEDED``): what a burst of calls meets."""
+    message = (
+        "Quota exceeded for quota metric 'Queries' and limit 'Queries per minute' of service "
+        f"'compute.googleapis.com' for consumer 'project_number:{abs(hash(project)) % 10**12}'."
+    )
+    return Fault(method, 429, message, "rateLimitExceeded", "RATE_LIMIT_EXCEEDED", count)
+
+
 def unavailable(method: str = "*", count: int = 1) -> Fault:
     """503, which the client library retries."""
     return Fault(method, 503, "The service is currently unavailable.", "backendError", None, count)
-
-
-class Faults:
-    """Pending faults, consumed in the order they were added."""
-
-    def __init__(self) -> None:
-        self._faults: list[Fault] = []
-        self.stockouts = 0  # the next N starts end with ZONE_RESOURCE_POOL_EXHAUSTED
-        self.unreachable: set[str] = set()  # zones an aggregated list reports as UNREACHABLE
-        self.exhausted: set[str] = set()  # zones where every start and insert stocks out
-
-    def add(self, fault: Fault) -> None:
-        self._faults.append(fault)
-
-    def clear(self) -> None:
-        self._faults.clear()
-        self.stockouts = 0
-        self.unreachable.clear()
-        self.exhausted.clear()
-
-    def take(self, method: str) -> Fault | None:
-        """The fault for this call, if any, counted down."""
-        for fault in self._faults:
-            if fault.matches(method):
-                fault.count -= 1
-                if fault.count <= 0:
-                    self._faults.remove(fault)
-                return fault
-        return None
-
-    def take_stockout(self, zone: str = "") -> bool:
-        if zone in self.exhausted:
-            return True
-        if self.stockouts > 0:
-            self.stockouts -= 1
-            return True
-        return False
 
 
 def stockout_errors(project: str, zone: str) -> list[dict[str, str]]:

@@ -252,7 +252,8 @@ class Fleet:
             if vm.status == "RUNNING" or vm.key not in self.vms:
                 op.finish()
                 return
-            if self.faults.take_stockout(vm.zone):
+            await asyncio.sleep(self.faults.take_delay())  # a slow operation (the fault knobs)
+            if self.faults.take_stockout(vm.zone, vm.machine_type):
                 await asyncio.sleep(self.timing.boot_seconds / 3)
                 if op.operation_type == "insert":
                     await self._remove(vm)  # as on GCE, a failed insert leaves no VM and no new disk

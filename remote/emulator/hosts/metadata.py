@@ -32,6 +32,13 @@ class MetadataServer:
         self._runner: web.AppRunner | None = None
         self.address = ""
         self._closing = False
+        self.silent = False  # a fault knob: requests hang unanswered until it speaks again
+
+    async def silence(self, silent: bool) -> None:
+        """Stop answering (requests hang, as a metadata server gone quiet), or answer again."""
+        self.silent = silent
+        async with self._changed:
+            self._changed.notify_all()
 
     async def set(self, path: str, value: str) -> None:
         """Change a value and wake the long-polls waiting on it."""
@@ -79,6 +86,9 @@ class MetadataServer:
     async def _get(self, request: web.Request) -> web.Response:
         if request.headers.get("Metadata-Flavor") != "Google":
             return web.Response(status=403, text="Missing Metadata-Flavor:Google header.\n", headers=FLAVOR)
+        if self.silent:
+            async with self._changed:
+                await self._changed.wait_for(lambda: self._closing or not self.silent)
         path = request.match_info["path"].rstrip("/")
         if path.startswith(GUEST_ATTRIBUTES):
             namespace, _, key = path.removeprefix(GUEST_ATTRIBUTES).partition("/")

@@ -205,6 +205,19 @@ class SshVmHost:
         if machine and machine.metadata:
             await machine.metadata.set(path, value)
 
+    def reset_ssh(self, vm: Machine) -> int:
+        """Drop the running VM's SSH connections (a fault knob); how many there were."""
+        machine = self._machines.get(vm.uid)
+        return machine.ssh.reset() if machine and machine.ssh else 0
+
+    async def silence_metadata(self, vm: Machine, silent: bool) -> bool:
+        """Make the running VM's metadata server stop answering, or answer again; whether it runs."""
+        machine = self._machines.get(vm.uid)
+        if machine is None or machine.metadata is None:
+            return False
+        await machine.metadata.silence(silent)
+        return True
+
     async def shutdown(self, vm: Machine, grace: float) -> None:
         """ACPI soft-off (SIGTERM), ``grace`` seconds, power off (SIGKILL, servers gone)."""
         await end_vm_processes(vm.uid, grace)

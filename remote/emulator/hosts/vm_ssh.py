@@ -172,6 +172,14 @@ class VmSshServer:
         )
         return int(self._listener.get_port())
 
+    def reset(self) -> int:
+        """Drop every live connection as a reset from the network would (the VM runs on and listens
+        still); how many there were."""
+        dropped = list(self._connections)
+        for conn in dropped:
+            conn.abort()
+        return len(dropped)
+
     async def close(self) -> None:
         """Stop listening and drop every connection (the VM lost power)."""
         if self._listener is not None:

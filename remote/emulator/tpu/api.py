@@ -125,6 +125,9 @@ class TpuApi:
     def _method(self, name: str, handler: Any) -> Any:
         async def counted(request: web.Request) -> web.StreamResponse:
             self.calls[name] = self.calls.get(name, 0) + 1
+            fault = self.nodes.faults.take(name)  # a queued error burst (fault_control.py)
+            if fault is not None:
+                return json_response(fault.body(self.nodes.project), fault.status)
             project = request.match_info["project"]
             if project != self.nodes.project:
                 raise ApiError(403, f"Permission 'tpu.{name}' denied on 'projects/{project}'", "forbidden")

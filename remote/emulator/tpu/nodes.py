@@ -15,6 +15,7 @@ from typing import Any, Protocol
 
 from gcptui.remote.aio import within
 from gcptui.remote.emulator.core.errors import ApiError
+from gcptui.remote.emulator.core.faults import Faults
 from gcptui.remote.emulator.hosts.machine import Machine
 from gcptui.remote.emulator.hosts.vm_disk import install_tpu_info
 from gcptui.remote.emulator.tpu.resources import node_json
@@ -59,6 +60,9 @@ class TpuNodes:
         self._internal = first_internal  # internal addresses after the VMs' (10.128.x.y / 127.1.x.y)
         self._tasks: set[asyncio.Task[Any]] = set()
         self.changed = asyncio.Condition()
+        # The fault knobs' TPU side (fault_control.py): the API's error bursts, stock-outs by
+        # (zone, accelerator type), slow creates.
+        self.faults = Faults()
 
     # -- names -----------------------------------------------------------------------------------------
 
@@ -152,7 +156,10 @@ class TpuNodes:
     async def _boot(self, node: TpuNode, op: TpuOperation | None, *, starting: bool = False) -> None:
         async with node.lock:
             await self._set_state(node, "STARTING" if starting else "CREATING")
-            await asyncio.sleep(self.boot_seconds / 2)
+            await asyncio.sleep(self.boot_seconds / 2 + self.faults.take_delay())
+            if op is not None and self.faults.take_stockout(node.zone, node.type.name):
+                await self._out_of_capacity(node, op, starting)
+                return
             try:
                 for worker in node.workers:
                     address = await self.host.boot(worker)
@@ -170,6 +177,21 @@ class TpuNodes:
             await self._set_state(node, "READY")
             if op is not None:
                 op.finish(node_json(self.project, node))
+
+    async def _out_of_capacity(self, node: TpuNode, op: TpuOperation, starting: bool) -> None:
+        """Cloud TPU's stock-out: the operation ends with code 8 (RESOURCE_EXHAUSTED); a create leaves
+        no node behind, a start leaves it STOPPED."""
+        message = (f'There is no more capacity in the zone "{node.zone}"; you can try in another zone where '
+                   "Cloud TPU Nodes are offered (see https://cloud.google.com/tpu/docs/regions)")  # fmt: skip
+        if starting:
+            await self._set_state(node, "STOPPED")
+        else:
+            for worker in node.workers:
+                await self.host.removed(worker)
+            self.nodes.pop(node.key, None)
+            async with self.changed:
+                self.changed.notify_all()
+        op.finish(error={"code": 8, "message": message})
 
     async def _go_down(self, node: TpuNode, grace: float) -> None:
         await asyncio.gather(*(self.host.shutdown(worker, grace) for worker in node.workers))
