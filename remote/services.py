@@ -148,7 +148,9 @@ class Services:
         it is on)."""
         backend = self.compute.of(instance)
         try:
-            user = self.fleet.login_user(instance) if backend.os_login() is not None else None
+            # Pure, as reach() promises: the project's setting as already read, never a credential
+            # lookup (a machine listed from a snapshot must not need Google credentials to be tried).
+            user = self.fleet.login_user(instance) if backend.uses_os_login() else None
         except CloudError as err:
             raise SshConfigError(instance.name, str(err)) from None
         return backend.ssh_target(instance, user)

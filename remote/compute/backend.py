@@ -376,6 +376,11 @@ class Backend(ABC):
         kind's machines do not use it."""
         return None
 
+    def uses_os_login(self) -> bool:
+        """Whether this kind's machines may take their SSH user from OS Login: a pure answer (no
+        credentials, no network), for choosing an SSH target before anything is read."""
+        return False
+
     def google_identity(self) -> tuple[Any, str]:
         """(credentials, project) this backend's Google calls use, for an API it does not wrap (IAM)."""
         raise NotOffered(self.kind, "has no Google identity")

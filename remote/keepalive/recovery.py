@@ -344,8 +344,7 @@ class KeepAlive(RecoverySteps, Adoption, EventLog):
             if machine.instance is None or machine.name in current:
                 continue
             if machine.record is not None and machine.interruptible():
-                # Its last run seen running, whose preemption GCE recorded: never a stocked-out insert's
-                # instance a listing caught on the way (that one has no record: nothing recreated it).
+                # Its last run seen running (a stocked-out insert's instance has no preemption record).
                 machine.instance = gone(machine.record)
             elif machine.record is None:
                 machine.instance = None

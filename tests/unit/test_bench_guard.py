@@ -19,8 +19,10 @@ sys.path.insert(0, str(BENCH))
 
 import quick  # noqa: E402
 
-# Scripts in benchmarks/ that are no harness of their own: helpers, and sync.py's --wan --vms part.
-NOT_HARNESSES = {"bench_run.py", "quick.py", "synthetic_fleet.py", "sweep_toy.py", "sync_fleet.py"}
+# Scripts in benchmarks/ that are no harness of their own: helpers, and sync.py's --wan --vms part;
+# faults.py's short campaign runs in the suite (tests/faults/test_campaign.py), its checkers beside it.
+NOT_HARNESSES = {"bench_run.py", "quick.py", "synthetic_fleet.py", "sweep_toy.py", "sync_fleet.py",
+                 "faults.py", "fault_checks.py"}  # fmt: skip
 
 BASELINES = {
     "default_tolerance": 0.5,

@@ -293,6 +293,9 @@ class GceBackend(Backend):
         self.fleet.reader()  # builds the project's OsLogin with the reader's credentials
         return self.fleet.oslogin
 
+    def uses_os_login(self) -> bool:
+        return True
+
     def google_identity(self) -> tuple[Any, str]:
         gce = self.fleet.gce()
         return gce.credentials, gce.project
