@@ -38,10 +38,11 @@ async def forward_job_events(keepalive: KeepAlive, name: str, events: Any) -> No
             keepalive.note_job(name, status)  # a preemption resumes only a job that had not ended
         if kind == "preempted":
             told = (status.started_at, status.preempted_at) if isinstance(status, JobStatus) else None
-            machine = keepalive.machine(name)
-            if told is not None and machine.noticed == told:
-                continue  # the notice a watcher before this one already told: once is enough
-            machine.noticed = told
+            if told is not None:
+                machine = keepalive.machine(name)
+                if machine.noticed == told:
+                    continue  # the notice a watcher before this one already told: once is enough
+                machine.noticed = told
             keepalive.notice(
                 name, getattr(event, "at", None) if _is_datetime(getattr(event, "at", None)) else None
             )
