@@ -64,6 +64,12 @@ class Machine:
     task: asyncio.Task[None] | None = None  # the recovery in flight
     up: Run | None = None  # the run the recovery in flight brought back: its stop is a new preemption
     left: set[Run] = field(default_factory=set)  # stops decided by leaving the VM stopped
+    # The stopped run whose start (or insert) was reported failed: GCE may have gone on with it (a 503
+    # on the operation's wait), and a later run found up is that recovery's, its job to relaunch.
+    unconfirmed: Run | None = None
+    # The job's notice last told (its start, the notice's time): a watcher started anew on a VM still
+    # up reads the same notice again, and must not tell it again (the campaign's seed 12: 10,523 times).
+    noticed: tuple[str | None, str | None] | None = None
 
     @property
     def busy(self) -> bool:
@@ -98,7 +104,7 @@ class Machine:
 
     def start(self, task: asyncio.Task[None]) -> None:
         """-> RECOVERING with ``task``; ``finished`` is called when the task ends."""
-        self.phase, self.task = Phase.RECOVERING, task
+        self.phase, self.task, self.unconfirmed = Phase.RECOVERING, task, None
         task.add_done_callback(lambda _task: self.finished(task))
 
     def finished(self, task: asyncio.Task[None]) -> None:

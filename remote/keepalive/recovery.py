@@ -327,6 +327,8 @@ class KeepAlive(RecoverySteps, Adoption, EventLog):
                 machine.record = instance
             machine.instance = instance
             if instance.state is State.RUNNING and self.watched(instance):
+                if holding:
+                    self._started_anyway(instance)
                 self._causes.saw_running(name)
                 if not instance.spot and holding:
                     await self._after_restart_by_gce(instance)
@@ -384,6 +386,20 @@ class KeepAlive(RecoverySteps, Adoption, EventLog):
         for listener in list(self._poll_listeners):
             listener(instances)
         return instances
+
+    def _started_anyway(self, instance: Instance) -> None:
+        """A machine whose recovery's start (or insert) was reported failed, found running anew: GCE
+        went on with it (a 503 on the operation's wait, the campaign's seed 12), and its job was never
+        relaunched. That preemption's recovery goes on from here: relaunch the job."""
+        machine = self.machine(instance.name)
+        if machine.unconfirmed is None or machine.busy or machine.phase is Phase.GAVE_UP:
+            return
+        if run_of(instance) == machine.unconfirmed:
+            return  # still the stopped run (the listing was older than the start)
+        machine.unconfirmed = None
+        last = self.timelines.get(instance.name)
+        self._begin(instance, "preempted", "running after its start was reported failed: relaunching its job",
+                    last.preempted_at if last is not None else None, recreate=False)  # fmt: skip
 
     async def _after_restart_by_gce(self, instance: Instance) -> None:
         """An on-demand VM that GCE restarted after host maintenance (automaticRestart): relaunch its job."""

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 from gcptui.remote.compute.backend import Capability
 from gcptui.remote.errors import GcptuiError
 from gcptui.remote.keepalive.events import EventKind, ResumePoint, Timeline
+from gcptui.remote.keepalive.machines import run_of
 from gcptui.remote.keepalive.relaunch_retry import relaunch_until
 from gcptui.remote.keepalive.resume_rule import nothing_to_resume
 from gcptui.remote.models import Instance, State
@@ -72,6 +73,7 @@ class RecoverySteps:
         machine = self.machines[name]
         if after is not None:
             await asyncio.gather(after, return_exceptions=True)
+        up = False
         try:
             seen = machine.job
             if self.intent is not None:
@@ -80,6 +82,7 @@ class RecoverySteps:
                 remembered = machine.record is not None
                 zone = await self._vms.restart(instance, recreate=recreate, remembered=remembered)
             fresh = await self._vms.wait_running(instance, zone)
+            up = True
             machine.instance = fresh
             machine.running(asyncio.current_task(), fresh)  # a stop from now on is a new preemption
             # Else the next poll takes this start for GCE's own restart and recovers the job again.
@@ -101,6 +104,8 @@ class RecoverySteps:
             self._event(name, "resumed", (f"from step {point.step}" if point.step is not None else "step unknown")
                         + (f", {lost} steps lost" if lost is not None else ""))  # fmt: skip
         except GcptuiError as err:
+            if not up:  # the start's answer is not the machine's state: a later poll follows that
+                machine.unconfirmed = run_of(instance)
             self._event(name, "failed", str(err))
         except Exception as err:  # a bug, not a cloud answer: logged, and said in the timeline
             log.exception("recovery of %s failed", name)

@@ -102,6 +102,12 @@ def resumed_step(lines: Iterable[str]) -> tuple[bool, int | None]:
     return False, None
 
 
+def killed_by_user_since(before: JobStatus, now: JobStatus) -> bool:
+    """``now`` is a user's kill (no keep-alive marker) of a job started after ``before`` was read."""
+    started = (now.started_at, now.pid) != (before.started_at, before.pid)
+    return now.state == "killed" and now.detail is None and started
+
+
 class JobLauncher:
     """Relaunches ``[job].resume`` on a restarted VM over the shared services.
 
@@ -117,6 +123,8 @@ class JobLauncher:
         self.resume_timeout = resume_timeout
         self.sync_timeout = sync_timeout
         self.tail_lines = tail_lines
+        # The job's record as each relaunch in flight first read it, by (machine, its last start).
+        self._before: dict[tuple[str, str | None, str], JobStatus] = {}
 
     @property
     def metrics_file(self) -> str:
@@ -143,8 +151,10 @@ class JobLauncher:
         addresses (``[job]`` on a TPU node's workers, a workload's pods)."""
         runner = WorkerJobRunner(self.services.config, remote_home=self.jobs.remote_home)
         runner.prepare(row, members)
-        return JobLauncher(self.services, jobs=runner, resume_timeout=self.resume_timeout,
-                           sync_timeout=self.sync_timeout, tail_lines=self.tail_lines)  # fmt: skip
+        launcher = JobLauncher(self.services, jobs=runner, resume_timeout=self.resume_timeout,
+                               sync_timeout=self.sync_timeout, tail_lines=self.tail_lines)  # fmt: skip
+        launcher._before = self._before  # one per relaunch: its retries share what it first read
+        return launcher
 
     async def relaunch_members(
         self,
@@ -180,11 +190,23 @@ class JobLauncher:
             "synced",
             "the VM holds the current tree" if one else f"{len(members)} workers hold the current tree",
         )
-        _raise_first(await self.jobs.run_all("kill", targets))
+        # What the job's record said when this relaunch first reached the machine (kept across its
+        # retries, per run of the machine): a user's kill of a job started since then is one this
+        # relaunch must not undo.
+        key = (targets[0].name, members[0].last_start, self.metrics_file)  # a sweep's slots: one each
+        before = self._before.setdefault(key, await self.jobs.status(targets[0]))
+        # Keep-alive's own stop (marked, as a group's lost node's): a later read can tell it from the user's.
+        _raise_first(await gather_hosts(lambda t: self.jobs.kill(t, by=GROUP_STOP), targets))
         mark = await self.mark(targets[0])
         if fence is not None:
             await fence()
+        # The last read before the start: the user's kill of the job an earlier attempt of this
+        # relaunch started (whose answer was lost: the connection reset) wins over the retry.
+        if killed_by_user_since(before, await self.jobs.status(targets[0])):
+            self._before.pop(key, None)
+            return ResumePoint(nothing="the job was killed by the user during its relaunch")
         started = _raise_first(await self.jobs.run_all("restart", targets))
+        self._before.pop(key, None)
         status = started[0]
         say(
             "started",

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 from gcptui.remote.aio import log_failure, report_failure
 from gcptui.remote.compute.backend import Capability, Unsupported
 from gcptui.remote.errors import GcptuiError
+from gcptui.remote.jobs.protocol import JobStatus
 from gcptui.remote.keepalive.recovery import KeepAlive, RecoveryEvent
 from gcptui.remote.models import Instance, State
 from gcptui.remote.ssh.pool import HostState, HostStatus
@@ -36,6 +37,12 @@ async def forward_job_events(keepalive: KeepAlive, name: str, events: Any) -> No
         if status is not None:
             keepalive.note_job(name, status)  # a preemption resumes only a job that had not ended
         if kind == "preempted":
+            told = (status.started_at, status.preempted_at) if isinstance(status, JobStatus) else None
+            if told is not None:
+                machine = keepalive.machine(name)
+                if machine.noticed == told:
+                    continue  # the notice a watcher before this one already told: once is enough
+                machine.noticed = told
             keepalive.notice(
                 name, getattr(event, "at", None) if _is_datetime(getattr(event, "at", None)) else None
             )

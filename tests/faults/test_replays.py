@@ -188,3 +188,52 @@ async def test_seed_13_a_vm_made_anew_and_preempted_before_its_disks_were_read_i
         await asyncio.gather(runner, return_exceptions=True)
         await keepalive.close()
         await services.close()
+
+
+async def test_seed_12_a_start_whose_wait_was_refused_but_came_up_gets_its_job_relaunched(
+    emulator: Emulator, tmp_path: Path
+) -> None:
+    """Seed 12 at t=86-93 s: a 503 burst on ``zoneOperations.wait`` made keep-alive's start of the
+    preempted spot-stop report "failed", though GCE went on and brought the VM up; the next polls saw
+    it RUNNING, and nothing relaunched its job: it ran idle to the end of the run."""
+    from gcptui.remote.emulator.emulator import wait_until_running
+    from gcptui.remote.keepalive.events import RecoveryEvent
+    from gcptui.remote.keepalive.relaunch import build_keepalive
+    from tests.helpers.emulator import eventually
+
+    emulator.add_instance("spot-s", spot=True, metadata={"enable-guest-attributes": "TRUE"})
+    await wait_until_running(emulator, ["spot-s"])
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "README.md").write_text("replay\n")
+    path = emulator.write_config(tmp_path / "gcptui.toml", sync_source=project)
+    with path.open("a") as config:
+        config.write(
+            '\n[job]\ncommand = "sleep 600"\nresume = "sleep 600"\n\n[keepalive]\npoll_seconds = 0.3\n'
+        )
+    services = Services(load_config(str(path)))
+    events: list[RecoveryEvent] = []
+    keepalive = build_keepalive(services, names=["spot-s"], on_event=events.append, backoff_base=0.2)
+    runner = asyncio.create_task(keepalive.run())
+    try:
+        [instance] = await services.resolve(["spot-s"])
+        session = services.sync_session(instance)
+        await session.full_sync()
+        await session.close()
+        await services.jobs.start(services.reach(instance))
+        await eventually(lambda: keepalive.polls >= 2, timeout=30)  # it saw the VM running
+        refused = {"kind": "burst", "method": "zoneOperations.wait", "status": 503, "count": 10_000}
+        await asyncio.to_thread(inject, emulator.control_endpoint, emulator.token, refused)
+        emulator.preempt("spot-s")
+        await eventually(lambda: any(e.kind == "failed" for e in events), timeout=60)
+        try:
+            await eventually(lambda: any(e.kind == "started" for e in events), timeout=60)
+        except AssertionError:
+            raise AssertionError([e.line() for e in events][:12]) from None
+        [up] = await services.resolve(["spot-s"])
+        assert (await services.jobs.status(services.reach(up))).state == "running"
+    finally:
+        runner.cancel()
+        await asyncio.gather(runner, return_exceptions=True)
+        await keepalive.close()
+        await services.close()
