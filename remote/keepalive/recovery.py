@@ -51,6 +51,7 @@ from gcptui.remote.keepalive.events import (
 )
 from gcptui.remote.keepalive.machines import Machine, Phase, run_of
 from gcptui.remote.keepalive.recovery_steps import RecoverySteps
+from gcptui.remote.keepalive.running_again import RunningAgain
 from gcptui.remote.keepalive.vm_restart import VmRestarter, gone
 from gcptui.remote.models import SWEEP_LABEL, Instance, State
 
@@ -72,7 +73,7 @@ def recoverable(compute: Compute, row: Instance) -> bool:
     return compute.can(row, Capability.RECOVER)
 
 
-class KeepAlive(RecoverySteps, Adoption, EventLog):
+class KeepAlive(RecoverySteps, RunningAgain, Adoption, EventLog):
     """Watches the rows of every kind and recovers preempted ones, one task per row, bounded by
     ``max_restarts``.
 
@@ -386,30 +387,6 @@ class KeepAlive(RecoverySteps, Adoption, EventLog):
         for listener in list(self._poll_listeners):
             listener(instances)
         return instances
-
-    def _started_anyway(self, instance: Instance) -> None:
-        """A machine whose recovery's start (or insert) was reported failed, found running anew: GCE
-        went on with it (a 503 on the operation's wait, the campaign's seed 12), and its job was never
-        relaunched. That preemption's recovery goes on from here: relaunch the job."""
-        machine = self.machine(instance.name)
-        if machine.unconfirmed is None or machine.busy or machine.phase is Phase.GAVE_UP:
-            return
-        if run_of(instance) == machine.unconfirmed:
-            return  # still the stopped run (the listing was older than the start)
-        machine.unconfirmed = None
-        last = self.timelines.get(instance.name)
-        self._begin(instance, "preempted", "running after its start was reported failed: relaunching its job",
-                    last.preempted_at if last is not None else None, recreate=False)  # fmt: skip
-
-    async def _after_restart_by_gce(self, instance: Instance) -> None:
-        """An on-demand VM that GCE restarted after host maintenance (automaticRestart): relaunch its job."""
-        name = instance.name
-        machine = self.machine(name)
-        check = not machine.busy and machine.phase is not Phase.GAVE_UP
-        restarted, when = await self._causes.restarted_by_gce(instance, check=check)
-        if restarted:
-            self._begin(instance, "preempted", "GCE: host maintenance stopped it, and GCE restarted it",
-                        when, recreate=False)  # fmt: skip
 
     # -- recovery --------------------------------------------------------------------------------
 

@@ -238,7 +238,8 @@ async def test_a_preemption_on_every_kind_ends_the_same_way(
         hook.shutdown()
     # Found by the machine's own notice or by the poll; one recovery, one relaunch, every step stamped.
     timeline = keepalive.timelines[name]
-    assert timeline.detected_by in ("notice", "poll"), timeline.detected_by
+    # Under load the dropped connection may tell first ("lost"): as legitimate a first witness.
+    assert timeline.detected_by in ("notice", "poll", "lost"), timeline.detected_by
     assert len(keepalive.history[name]) == 1, keepalive.history[name]
     kinds = [e.kind for e in timeline.events]
     for step in ("preempted", "restarting", "running", "connected", "synced", "started", "resumed"):
