@@ -9,6 +9,7 @@ StatefulSet replaces its own pods. The faces reach the GKE-only parts through
 
 from __future__ import annotations
 
+import asyncio
 import re
 import threading
 import time
@@ -27,7 +28,7 @@ from gcptui.remote.compute.backend import (
     Rows,
     Unsupported,
 )
-from gcptui.remote.compute.gke.kube import COLLECTIONS, KubeCluster
+from gcptui.remote.compute.gke.kube import COLLECTIONS, ConflictError, KubeCluster
 from gcptui.remote.compute.gke.recreate import recreate
 from gcptui.remote.compute.gke.workloads import (
     Node,
@@ -52,6 +53,7 @@ if TYPE_CHECKING:
 
 _GKE_CONTEXT = re.compile(r"gke_[^_]+_([^_]+)_(.+)")
 CONTAINER_ENDPOINT = "https://container.googleapis.com"
+CONFLICT_ATTEMPTS = 5  # a replace refused for a concurrent write (409) is read and tried again
 
 
 class GkeBackend(Backend):
@@ -411,11 +413,21 @@ class GkeBackend(Backend):
                     api, "PATCH", path, body=patch, content_type="application/strategic-merge-patch+json"
                 )
                 return
-            workload = await cluster.request(api, "GET", path)
-            template = workload["spec"]["template"]
-            template["spec"]["containers"][0]["image"] = image
-            annotations = template.setdefault("metadata", {}).setdefault("annotations", {})
-            annotations["kubectl.kubernetes.io/restartedAt"] = stamp
-            await cluster.request(api, "PUT", path, body=workload)
+            # Read, change, replace; again on a 409: the controller writes the object's status between
+            # our read and our replace (each write moves its resourceVersion), as client-go's
+            # RetryOnConflict expects.
+            for attempt in range(CONFLICT_ATTEMPTS):
+                workload = await cluster.request(api, "GET", path)
+                template = workload["spec"]["template"]
+                template["spec"]["containers"][0]["image"] = image
+                annotations = template.setdefault("metadata", {}).setdefault("annotations", {})
+                annotations["kubectl.kubernetes.io/restartedAt"] = stamp
+                try:
+                    await cluster.request(api, "PUT", path, body=workload)
+                    return
+                except ConflictError:
+                    if attempt == CONFLICT_ATTEMPTS - 1:
+                        raise
+                    await asyncio.sleep(0.05 * (attempt + 1))
 
         cluster.run(restart)

@@ -162,6 +162,10 @@ class KubeCluster:
                 return items[:MAX_ITEMS]
 
 
+class ConflictError(CloudError):
+    """409: the object changed since it was read (its resourceVersion), or already exists."""
+
+
 def _error(label: str, method: str, path: str, status: int | None, body: object) -> CloudError:
     message = ""
     try:
@@ -172,6 +176,8 @@ def _error(label: str, method: str, path: str, status: int | None, body: object)
     message = message or f"HTTP {status}"
     if status == 404:
         return NotFoundError(f"[[gke]] {label}: not found ({message}): check `gcptui ls`")
+    if status == 409:
+        return ConflictError(f"[[gke]] {label}: {method} {path} refused: 409 {message}")
     if status in (401, 403):
         return CloudError(f"[[gke]] {label}: {method} {path} denied ({message}): check the cluster's credentials "
                           "(`gcloud container clusters get-credentials`) and RBAC")  # fmt: skip
