@@ -58,6 +58,7 @@ import time
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -371,6 +372,12 @@ async def group_rounds(
     return rows
 
 
+def _outcome(keepalive: Any, name: str) -> str | None:
+    """How ``name``'s latest recovery ended; None while none has ended."""
+    timeline = keepalive.timelines.get(name)
+    return None if timeline is None or timeline.outcome == "recovering" else timeline.outcome
+
+
 async def tpu_rounds(emu: Emulator, root: Path, args: argparse.Namespace) -> list[dict[str, object]]:
     """Rounds on a Spot TPU node of two workers, the trainer on both, a checkpoint bucket."""
     from gcptui.remote.emulator.storage.fake_gcs import FakeGcsServer, fake_gcs_binary
@@ -413,8 +420,7 @@ async def tpu_rounds(emu: Emulator, root: Path, args: argparse.Namespace) -> lis
             events: list[RecoveryEvent] = []
             service = build_service(services, on_event=events.append, notices=False, autostop=False,
                                     tuning={"backoff_base": 0.2})  # fmt: skip
-            rows, gate = service.rows, service.gate
-            assert rows is not None
+            keepalive, gate = service.keepalive, service.gate
             if gate is None:
                 raise RuntimeError("the TPU round runs with the lease: [storage] bucket is set")
             runner = asyncio.create_task(service.run())
@@ -427,19 +433,19 @@ async def tpu_rounds(emu: Emulator, root: Path, args: argparse.Namespace) -> lis
                                 for d in disks]  # fmt: skip
 
                     await until(
-                        lambda: rows._job_ran.get("tpu-b") and min(worker_steps()) >= 150,
+                        lambda: min(worker_steps()) >= 150,
                         180,
                         "steps on both workers",
                     )
                     before = [list(_metrics_at(d)) for d in disks]
                     events.clear()
-                    rows.outcomes.pop("tpu-b", None)
+                    keepalive.timelines.pop("tpu-b", None)
                     emu.preempt_tpu("tpu-b")
                     await emu.wait_for_tpu("tpu-b", "PREEMPTED", timeout=60)
                     off = datetime.now(UTC)
                     for index, disk in enumerate(disks):  # the node's disks go with its deletion
                         before[index] = list(_metrics_at(disk))
-                    await until(lambda: rows.outcomes.get("tpu-b") is not None, 300, "the TPU recovery")
+                    await until(lambda: _outcome(keepalive, "tpu-b") is not None, 300, "the TPU recovery")
                     at = {e.kind: e.at for e in events if e.name == "tpu-b"}
                     lost = []
                     for index, disk in enumerate(disks):
@@ -456,7 +462,7 @@ async def tpu_rounds(emu: Emulator, root: Path, args: argparse.Namespace) -> lis
                     row = {
                         "round": number,
                         "lease": gate.describe(),  # who recovered: this laptop, holding the lease
-                        "outcome": rows.outcomes.get("tpu-b"),
+                        "outcome": _outcome(keepalive, "tpu-b"),
                         "detection_s": secs(off, at.get("preempted")),
                         "recreate_s": secs(at.get("preempted"), at.get("running")),
                         "to_resumed_s": secs(at.get("preempted"), at.get("resumed") or resumed_at),

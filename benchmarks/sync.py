@@ -121,7 +121,9 @@ def burst(root: Path, count: int, round_: int) -> list[Path]:
     changed = []
     for i in range(count):
         path = root / f"src/pkg{i % 40}/mod{(i // 40) % 12}/file{i}.py"
-        path.write_bytes(f"burst {round_} {i}\n".encode() * 20)
+        # A size of its own each round: rsync's quick check (size and whole-second mtime) skipped a
+        # same-size rewrite within the second of its last copy, and its tree then differed.
+        path.write_bytes(f"burst {round_} {i}\n".encode() * (20 + round_ % 7))
         changed.append(path)
     return changed
 
@@ -432,7 +434,9 @@ def _read(path: Path) -> bytes | None:
 
 
 def _same_tree(a: Path, b: Path) -> bool:
-    out = subprocess.run(["diff", "-r", "--no-dereference", str(a), str(b)], capture_output=True)
+    out = subprocess.run(["diff", "-rq", "--no-dereference", str(a), str(b)], capture_output=True, text=True)
+    if out.returncode != 0:  # say where: a bare False hid which file differed
+        log(f"trees differ ({a} vs {b}): {out.stdout[:600]}{out.stderr[:200]}")
     return out.returncode == 0
 
 

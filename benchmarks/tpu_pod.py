@@ -57,6 +57,7 @@ import urllib.parse
 import urllib.request
 from collections.abc import Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -353,6 +354,12 @@ def bucket_objects(host: str, bucket: str, prefix: str) -> dict[str, bytes]:
     return out
 
 
+def _outcome(keepalive: Any, name: str) -> str | None:
+    """How ``name``'s latest recovery ended; None while none has ended."""
+    timeline = keepalive.timelines.get(name)
+    return None if timeline is None or timeline.outcome == "recovering" else timeline.outcome
+
+
 async def recovery(
     config: Config, config_path: Path, node: str, rows: Sequence[Instance], args: argparse.Namespace
 ) -> dict[str, object]:
@@ -427,7 +434,7 @@ async def recovery(
             "resumed_workers": len(starts),
             "steps_lost": max(lost) if lost and len(lost) == len(rows) else None,
             "stopped_saved": len(stopped),
-            "recovery_outcome": service.rows.outcomes.get(node) if service.rows is not None else None,
+            "recovery_outcome": _outcome(service.keepalive, node),
             "recovery_problems": [f"{e.kind}: {e.detail}" for e in events if e.kind in ("failed", "retry")][
                 :6
             ],
